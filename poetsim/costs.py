@@ -1,0 +1,73 @@
+"""The cost model: time and energy of computing, paging in and paging out each node.
+
+This is the one place where a graph and a platform become numbers the optimiser, the checker
+and the simulator share. Rules (docs/cost-model.md states them for users):
+
+- compute time  = FLOPs / compute.flops_per_s
+- compute energy = FLOPs x compute.power_w / (compute.energy_flops_per_s or flops_per_s)
+- page-in time  = storage.page_in.latency_s + output_bytes / storage.page_in.bytes_per_s
+- page-in energy = page-in time x storage.power_w (likewise page-out)
+- a per-node measured cost in the graph file replaces the derived figure of the same name;
+- static power is not per node: it is static_power_w x the iteration's makespan, added by the
+  timing model that knows the makespan (`overlap`), and left out by the paper's (`compute-only`).
+"""
+
+from dataclasses import dataclass
+
+from poetsim.graph import TrainingGraph
+from poetsim.profiles import Platform
+
+
+@dataclass(frozen=True)
+class CostTable:
+    """Per-node costs of one graph on one platform, as tuples indexed by node id."""
+
+    output_bytes: tuple[int, ...]
+    compute_s: tuple[float, ...]
+    compute_j: tuple[float, ...]
+    page_in_s: tuple[float, ...]
+    page_in_j: tuple[float, ...]
+    page_out_s: tuple[float, ...]
+    page_out_j: tuple[float, ...]
+    static_power_w: float
+    dma_channels: int
+
+    def __len__(self) -> int:
+        return len(self.output_bytes)
+
+    @property
+    def plain_runtime_s(self) -> float:
+        """One forward+backward pass, every node once, nothing paged: the '1x' of runtime budgets."""
+        return sum(self.compute_s)
+
+    @property
+    def plain_compute_j(self) -> float:
+        """Compute energy of every node once: the energy floor of any schedule."""
+        return sum(self.compute_j)
+
+
+def node_costs(graph: TrainingGraph, platform: Platform) -> CostTable:
+    """Derive every node's costs from FLOPs, bytes and the platform; measured costs win."""
+    columns: dict[str, list[float]] = {k: [] for k in ("compute_s", "compute_j", "page_in_s", "page_in_j", "page_out_s", "page_out_j")}
+    storage = platform.storage
+    for node in graph.nodes:
+        page_in_s = storage.page_in.seconds(node.output_bytes)
+        page_out_s = storage.page_out.seconds(node.output_bytes)
+        derived = {
+            "compute_s": node.flops / platform.compute.flops_per_s,
+            "compute_j": node.flops * platform.compute.joules_per_flop,
+            "page_in_s": page_in_s,
+            "page_in_j": page_in_s * storage.power_w,
+            "page_out_s": page_out_s,
+            "page_out_j": page_out_s * storage.power_w,
+        }
+        if node.measured is not None:
+            derived.update(node.measured.given())
+        for key, value in derived.items():
+            columns[key].append(float(value))
+    return CostTable(
+        output_bytes=graph.output_bytes,
+        static_power_w=platform.static_power_w,
+        dma_channels=platform.dma_channels,
+        **{k: tuple(v) for k, v in columns.items()},
+    )

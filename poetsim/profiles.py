@@ -1,0 +1,133 @@
+"""Hardware profiles: one YAML file per platform, every figure with its unit and its source.
+
+Units live in the field names (`latency_s`, `bytes_per_s`, `power_w`). The `sources` map
+names, for every numeric field path, where the figure comes from; a profile without a source
+for a figure is rejected, so that no number in poetsim is unexplained.
+"""
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from poetsim.errors import UserInputError
+
+PROFILE_DIR = Path(__file__).parent / "platforms"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Compute(_Frozen):
+    """The compute engine: one operator at a time."""
+
+    flops_per_s: float = Field(gt=0, description="Sustained throughput that sets compute time.")
+    power_w: float = Field(ge=0, description="Power drawn while computing, above static power.")
+    energy_flops_per_s: float | None = Field(
+        default=None, gt=0,
+        description="Throughput at which power_w was measured, when it differs from flops_per_s "
+        "(the POET authors time the Cortex-A72 at 2 GFLOP/s but measured energy at a lower rate). "
+        "Energy per FLOP = power_w / energy_flops_per_s.",
+    )
+
+    @property
+    def joules_per_flop(self) -> float:
+        return self.power_w / (self.energy_flops_per_s or self.flops_per_s)
+
+
+class Transfer(_Frozen):
+    """One direction of paging between RAM and secondary storage: latency + bytes / bandwidth."""
+
+    latency_s: float = Field(ge=0)
+    bytes_per_s: float = Field(gt=0)
+
+    def seconds(self, size_bytes: float) -> float:
+        return self.latency_s + size_bytes / self.bytes_per_s
+
+
+class Storage(_Frozen):
+    """Secondary storage (flash, SD card, eMMC) that pages activations out and in."""
+
+    kind: str = Field(description="What the storage is, in words (e.g. 'microSD over SPI').")
+    page_in: Transfer
+    page_out: Transfer
+    power_w: float = Field(ge=0, description="Power drawn while a transfer runs.")
+
+
+class Platform(_Frozen):
+    """A device: RAM, compute engine, storage, DMA and memory bus, with sources."""
+
+    name: str
+    title: str
+    ram_bytes: int = Field(gt=0)
+    compute: Compute
+    static_power_w: float = Field(ge=0, description="Drawn for the whole iteration, busy or idle.")
+    storage: Storage
+    dma_channels: int = Field(ge=1)
+    memory_bus_bytes_per_s: float = Field(gt=0)
+    notes: tuple[str, ...] = ()
+    sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _every_figure_has_a_source(self) -> "Platform":
+        missing = [path for path in _numeric_paths(self) if not self.sources.get(path)]
+        if missing:
+            raise ValueError(f"no source given for {', '.join(missing)} (add them under 'sources')")
+        return self
+
+
+def _numeric_paths(model: BaseModel, prefix: str = "") -> list[str]:
+    paths = []
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        path = f"{prefix}{name}"
+        if isinstance(value, BaseModel):
+            paths += _numeric_paths(value, path + ".")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
+            paths.append(path)
+    return paths
+
+
+def shipped_platforms() -> list[str]:
+    """Names of the profiles shipped with poetsim."""
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+def load_platform(spec: str | Path) -> Platform:
+    """A shipped profile by name, or a user's profile YAML by path."""
+    path = Path(spec)
+    if not (path.suffix in (".yaml", ".yml") or path.exists()):
+        path = PROFILE_DIR / f"{spec}.yaml"
+        if not path.exists():
+            raise UserInputError(
+                f"unknown platform '{spec}' (shipped: {', '.join(shipped_platforms())}; or give a YAML path)"
+            )
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise UserInputError(f"{path}: no such platform file") from None
+    except yaml.YAMLError as exc:
+        raise UserInputError(f"{path}: not valid YAML ({_first_line(exc)})") from None
+    if not isinstance(data, dict):
+        raise UserInputError(f"{path}: a platform profile must be a mapping")
+    try:
+        return Platform.model_validate(data)
+    except ValidationError as exc:
+        raise UserInputError(f"{path}: {format_validation_error(exc)}") from None
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line per pydantic error, joined with '; ': 'field.path: message'."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -157,7 +157,7 @@ def _resolve_relative_paths(scenario: Scenario, base: Path) -> Scenario:
     def fix(spec: str) -> str:
         if spec.endswith((".json", ".yaml", ".yml")) and not Path(spec).is_absolute():
             candidate = base / spec
-            return str(candidate) if candidate.exists() else spec
+            return str(candidate.resolve()) if candidate.exists() else spec
         return spec
 
     return scenario.model_copy(update={

@@ -35,6 +35,16 @@ class SimulationError(PoetsimError):
     exit_code = 5
 
 
+class ScheduleError(PoetsimError):
+    """A schedule breaks the instruction semantics or its budgets.
+
+    Raised by the independent checker, which replays the instruction list; the message names
+    the stage, the instruction and the node, or the figures and by how much they are over.
+    """
+
+    exit_code = 6
+
+
 class InternalError(PoetsimError):
     """A bug in poetsim: an invariant that should always hold did not."""
 

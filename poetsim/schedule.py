@@ -29,7 +29,6 @@ static power x the sum of stage times.
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import NamedTuple
 
 
 class Timing(str, Enum):
@@ -47,25 +46,31 @@ class Strategy(str, Enum):
     PAGING_ONLY = "paging-only"
 
 
-class Compute(NamedTuple):
+# Instructions are frozen dataclasses, not NamedTuples: tuples compare by value across types,
+# so Compute(3) == Free(3) would hold, and a set or a comparison of instructions would lie.
+@dataclass(frozen=True, slots=True)
+class Compute:
     """Run node `node` and allocate its output."""
 
     node: int
 
 
-class PageOut(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class PageOut:
     """Copy node `node`'s output from RAM to secondary storage."""
 
     node: int
 
 
-class PageIn(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class PageIn:
     """Copy node `node`'s output from secondary storage back to RAM."""
 
     node: int
 
 
-class Free(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Free:
     """Release node `node`'s output from RAM."""
 
     node: int

@@ -73,18 +73,18 @@ def platforms() -> None:
     """List the shipped hardware profiles and their key figures."""
     from poetsim.profiles import load_platform, shipped_platforms
 
-    table = Table("platform", "title", "RAM", "compute", "compute W", "static W",
-                  "page-in", "page-out", "storage W")
+    table = Table("platform", "RAM", "compute", "compute W", "static W", "page-in", "page-out", "storage W")
     for name in shipped_platforms():
         p = load_platform(name)
         table.add_row(
-            name, p.title, format_bytes(p.ram_bytes), f"{p.compute.flops_per_s / 1e6:g} MFLOP/s",
-            f"{p.compute.power_w:g}", f"{p.static_power_w:g}",
-            f"{p.storage.page_in.latency_s * 1e3:g} ms + {p.storage.page_in.bytes_per_s / 1e6:g} MB/s",
-            f"{p.storage.page_out.latency_s * 1e3:g} ms + {p.storage.page_out.bytes_per_s / 1e6:g} MB/s",
-            f"{p.storage.power_w:g}",
+            name, format_bytes(p.ram_bytes), f"{p.compute.flops_per_s:.3g} FLOP/s", f"{p.compute.power_w:.3g}",
+            f"{p.static_power_w:.3g}", _transfer(p.storage.page_in), _transfer(p.storage.page_out), f"{p.storage.power_w:.3g}",
         )
     console.print(table)
+
+
+def _transfer(transfer) -> str:
+    return f"{transfer.latency_s * 1e3:.3g} ms + {transfer.bytes_per_s / 1e6:.3g} MB/s"
 
 
 @app.command()

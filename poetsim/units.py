@@ -21,6 +21,7 @@ class RamSpec(NamedTuple):
 
     bytes: int | None
     fraction_of_keep_all: float | None
+    text: str = ""
 
     def resolve(self, keep_all_peak_bytes: int) -> int:
         """Absolute bytes of this budget for a graph whose keep-all peak is given."""
@@ -29,6 +30,8 @@ class RamSpec(NamedTuple):
         return int(round(self.fraction_of_keep_all * keep_all_peak_bytes))
 
     def __str__(self) -> str:
+        if self.text:
+            return self.text
         if self.bytes is not None:
             return str(self.bytes)
         return f"{self.fraction_of_keep_all * 100:g}%"
@@ -62,8 +65,8 @@ def parse_ram(text: str | int | float) -> RamSpec:
             raise ValueError(f"'{text}' is not a percentage such as 50%") from None
         if percent <= 0:
             raise ValueError("must be greater than zero")
-        return RamSpec(None, percent / 100.0)
-    return RamSpec(parse_bytes(text), None)
+        return RamSpec(None, percent / 100.0, text.strip())
+    return RamSpec(parse_bytes(text), None, str(text).strip())
 
 
 def parse_runtime(text: str | int | float) -> float:

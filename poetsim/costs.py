@@ -7,7 +7,11 @@ and the simulator share. Rules (docs/cost-model.md states them for users):
 - compute energy = FLOPs x compute.power_w / (compute.energy_flops_per_s or flops_per_s)
 - page-in time  = storage.page_in.latency_s + output_bytes / storage.page_in.bytes_per_s
 - page-in energy = page-in time x storage.power_w (likewise page-out)
-- a per-node measured cost in the graph file replaces the derived figure of the same name;
+- a node whose op is "input" (the data batch) is not computed but read from storage: its
+  compute time and energy are those of a page-in of its output bytes, so "recomputing" it means
+  reading the batch again, which needs no page-out first;
+- a per-node measured cost in the graph file replaces the derived figure of the same name,
+  field by field, after every rule above;
 - static power is not per node: it is static_power_w x the iteration's makespan, added by the
   timing model that knows the makespan (`overlap`), and left out by the paper's (`compute-only`).
 """
@@ -16,6 +20,9 @@ from dataclasses import dataclass
 
 from poetsim.graph import TrainingGraph
 from poetsim.profiles import Platform
+
+#: The `Node.op` of the data batch (see poetsim.layers), whose "compute" is a read from storage.
+INPUT_OP = "input"
 
 
 @dataclass(frozen=True)
@@ -47,15 +54,24 @@ class CostTable:
 
 
 def node_costs(graph: TrainingGraph, platform: Platform) -> CostTable:
-    """Derive every node's costs from FLOPs, bytes and the platform; measured costs win."""
+    """Derive every node's costs from FLOPs, bytes and the platform; measured costs win.
+
+    The input node's FLOPs are ignored: reading the batch costs a page-in (module doc).
+    """
     columns: dict[str, list[float]] = {k: [] for k in ("compute_s", "compute_j", "page_in_s", "page_in_j", "page_out_s", "page_out_j")}
     storage = platform.storage
     for node in graph.nodes:
         page_in_s = storage.page_in.seconds(node.output_bytes)
         page_out_s = storage.page_out.seconds(node.output_bytes)
+        if node.op == INPUT_OP:
+            compute_s = page_in_s
+            compute_j = page_in_s * storage.power_w
+        else:
+            compute_s = node.flops / platform.compute.flops_per_s
+            compute_j = node.flops * platform.compute.joules_per_flop
         derived = {
-            "compute_s": node.flops / platform.compute.flops_per_s,
-            "compute_j": node.flops * platform.compute.joules_per_flop,
+            "compute_s": compute_s,
+            "compute_j": compute_j,
             "page_in_s": page_in_s,
             "page_in_j": page_in_s * storage.power_w,
             "page_out_s": page_out_s,

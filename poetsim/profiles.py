@@ -22,8 +22,10 @@ class _Frozen(BaseModel):
 class Compute(_Frozen):
     """The compute engine: one operator at a time."""
 
-    flops_per_s: float = Field(gt=0, description="Sustained throughput that sets compute time.")
-    power_w: float = Field(ge=0, description="Power drawn while computing, above static power.")
+    flops_per_s: float = Field(gt=0, description="Sustained FLOP/s that sets compute time: FLOPs / flops_per_s.")
+    power_w: float = Field(
+        ge=0, description="Power drawn while computing, above static_power_w (the two add up to the "
+        "device's draw while busy); compute energy = power_w x FLOPs / energy rate.")
     energy_flops_per_s: float | None = Field(
         default=None, gt=0,
         description="Throughput at which power_w was measured, when it differs from flops_per_s "
@@ -33,16 +35,18 @@ class Compute(_Frozen):
 
     @property
     def joules_per_flop(self) -> float:
+        """Compute energy per FLOP: power_w over the rate at which that power was measured."""
         return self.power_w / (self.energy_flops_per_s or self.flops_per_s)
 
 
 class Transfer(_Frozen):
     """One direction of paging between RAM and secondary storage: latency + bytes / bandwidth."""
 
-    latency_s: float = Field(ge=0)
-    bytes_per_s: float = Field(gt=0)
+    latency_s: float = Field(ge=0, description="Fixed cost of one transfer (seek, command, file-system call).")
+    bytes_per_s: float = Field(gt=0, description="Sustained throughput of a transfer once started.")
 
     def seconds(self, size_bytes: float) -> float:
+        """Time to move `size_bytes` in this direction."""
         return self.latency_s + size_bytes / self.bytes_per_s
 
 
@@ -52,7 +56,7 @@ class Storage(_Frozen):
     kind: str = Field(description="What the storage is, in words (e.g. 'microSD over SPI').")
     page_in: Transfer
     page_out: Transfer
-    power_w: float = Field(ge=0, description="Power drawn while a transfer runs.")
+    power_w: float = Field(ge=0, description="Power drawn while a transfer runs (either direction), above static power.")
 
 
 class Platform(_Frozen):
@@ -60,20 +64,29 @@ class Platform(_Frozen):
 
     name: str
     title: str
-    ram_bytes: int = Field(gt=0)
+    ram_bytes: int = Field(gt=0, description="Physical RAM; what the simulator may allocate (less reserved state).")
     compute: Compute
-    static_power_w: float = Field(ge=0, description="Drawn for the whole iteration, busy or idle.")
+    static_power_w: float = Field(
+        ge=0, description="Drawn for the whole iteration, busy or idle; charged x makespan by the overlap timing.")
     storage: Storage
-    dma_channels: int = Field(ge=1)
-    memory_bus_bytes_per_s: float = Field(gt=0)
-    notes: tuple[str, ...] = ()
-    sources: dict[str, str]
+    dma_channels: int = Field(
+        ge=1, description="Transfers that can run at once between RAM and storage (usually 1: one device).")
+    memory_bus_bytes_per_s: float = Field(
+        gt=0, description="RAM bandwidth shared by compute and transfers; only the simulator uses it.")
+    notes: tuple[str, ...] = Field(default=(), description="What a user of this profile should know.")
+    sources: dict[str, str] = Field(description="For every numeric field path (e.g. 'storage.page_in.latency_s'), "
+                                    "where the figure comes from.")
 
     @model_validator(mode="after")
     def _every_figure_has_a_source(self) -> "Platform":
-        missing = [path for path in _numeric_paths(self) if not self.sources.get(path)]
+        figures = _numeric_paths(self)
+        missing = [path for path in figures if not self.sources.get(path)]
         if missing:
             raise ValueError(f"no source given for {', '.join(missing)} (add them under 'sources')")
+        # A source under a misspelt key would leave its figure silently unexplained.
+        stray = sorted(set(self.sources) - set(figures))
+        if stray:
+            raise ValueError(f"sources: {', '.join(stray)} names no figure of this profile")
         return self
 
 

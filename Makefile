@@ -6,7 +6,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup glpk demo test test-slow bench clean
+DEMO   := build/demo/resnet18
+GUARD  := build/guard/mcu
+
+.PHONY: setup glpk demo test test-slow guard bench clean
 
 setup: $(STAMP) glpk
 
@@ -23,18 +26,30 @@ glpk:
 		echo "installing glpk-utils (glpsol) with apt-get"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq glpk-utils >/dev/null; }
 
+# The main job: the paper's ResNet-18 study, swept afresh, and its report.
 demo: setup
-	$(BIN)/poetsim graph resnet18
 	$(BIN)/poetsim validate scenarios/*.yaml
+	rm -rf $(DEMO)
+	$(BIN)/poetsim sweep scenarios/resnet18.yaml --out $(DEMO)
+	$(BIN)/poetsim compare $(DEMO)
+	$(BIN)/poetsim report $(DEMO)
+	@echo "report: $(DEMO)/report.html (results shipped in results/resnet18/)"
 
-test: setup
+test: setup guard
 	$(BIN)/python -m pytest -q
+
+# The energy regression guard: a small sweep checked against the committed baseline.
+guard: setup
+	rm -rf $(GUARD)
+	$(BIN)/poetsim sweep scenarios/mcu.yaml --out $(GUARD)
+	$(BIN)/poetsim check $(GUARD) --baseline results/baselines/mcu.csv
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
 
+# Speed and memory targets: CSVs under results/bench/ (BENCH="solver simulator sweep" picks).
 bench: setup
-	$(BIN)/python -m poetsim.bench
+	$(BIN)/python -m poetsim.bench $(BENCH)
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache build

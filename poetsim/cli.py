@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from poetsim import __version__
 from poetsim.errors import PoetsimError
@@ -59,7 +59,8 @@ def models() -> None:
     """List the model zoo: name, default input, nodes, parameters and forward FLOPs at batch 1."""
     from poetsim import zoo
 
-    table = Table("model", "description", "nodes", "params", "fwd GFLOP (batch 1)")
+    table = Table("description", "nodes", "params", "fwd GFLOP (batch 1)")
+    table.columns.insert(0, Column("model", no_wrap=True))
     for name, spec in sorted(zoo.MODELS.items()):
         graph = zoo.build_model(name)
         table.add_row(name, spec.description, str(len(graph)), f"{graph.param_bytes / 4 / 1e6:.2f} M",
@@ -73,7 +74,8 @@ def platforms() -> None:
     """List the shipped hardware profiles and their key figures."""
     from poetsim.profiles import load_platform, shipped_platforms
 
-    table = Table("platform", "RAM", "compute", "compute W", "static W", "page-in", "page-out", "storage W")
+    table = Table("RAM", "compute", "compute W", "static W", "page-in", "page-out", "storage W")
+    table.columns.insert(0, Column("platform", no_wrap=True))
     for name in shipped_platforms():
         p = load_platform(name)
         table.add_row(
@@ -160,8 +162,8 @@ def _pick(values: tuple, override, label: str, parse=lambda v: v):
     if override is not None:
         return parse(override)
     if len(values) > 1:
-        print(f"poetsim: note: the scenario lists {len(values)} values for {label}; using the first, "
-              f"{values[0]} (pass --{label} to choose)", file=sys.stderr)
+        print(f"poetsim: note: the scenario lists {len(values)} values for {label}; using the first,",
+              f"{values[0]:g}x" if label == "runtime" else f"{values[0]}", f"(pass --{label} to choose)", file=sys.stderr)
     return values[0]
 
 
@@ -207,7 +209,9 @@ def _fail_if_unsolved(run) -> None:
     if run.ok:
         return
     if run.status == "infeasible":
-        raise InfeasibleBudgetError(f"infeasible: no {run.strategy} schedule meets the budgets; {run.message}".rstrip("; "))
+        message = run.message if run.message.startswith("infeasible") else (
+            f"infeasible: no {run.strategy} schedule meets the budgets ({run.message})")
+        raise InfeasibleBudgetError(message)
     if run.status == "invalid":
         raise InternalError(f"invalid schedule: {run.message}")
     raise PoetsimError(f"{run.status}: {run.message}")

@@ -1,0 +1,38 @@
+"""`make bench`: run the benchmarks and write their CSVs under results/bench/.
+
+    python -m poetsim.bench                 # all: solver, simulator, sweep
+    python -m poetsim.bench solver sweep    # a selection
+
+Speed targets are checked here, never by timed assertions in tests.
+"""
+
+import sys
+from pathlib import Path
+
+OUT = Path("results/bench")
+
+
+def main(argv: list[str]) -> int:
+    """Run the named benchmarks (default all) and print each CSV's path and table."""
+    from poetsim import bench_simulator, bench_solver, bench_sweep
+
+    benches = {
+        "solver": lambda: bench_solver.run(OUT / "solver.csv"),
+        "simulator": lambda: bench_simulator.run(OUT / "simulator.csv"),
+        "sweep": lambda: bench_sweep.run(OUT / "sweep.csv"),
+    }
+    chosen = argv or list(benches)
+    unknown = [name for name in chosen if name not in benches]
+    if unknown:
+        print(f"poetsim.bench: unknown benchmark {unknown[0]} (use {', '.join(benches)})", file=sys.stderr)
+        return 2
+    for name in chosen:
+        result = benches[name]()
+        print(f"== {name}: {OUT / (name + '.csv')}")
+        if result is not None:
+            print(result.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

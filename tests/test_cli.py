@@ -1,0 +1,118 @@
+"""The command line end to end, as a user runs it: real processes, real files, exit codes."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MCU = ROOT / "scenarios" / "mcu.yaml"
+
+
+def poetsim(*args, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "poetsim", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd or ROOT, timeout=600)
+
+
+def assert_one_line_error(result, code, fragment):
+    """A user error: the given exit code, one line on stderr naming the problem, no traceback."""
+    assert result.returncode == code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert fragment in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_version():
+    result = poetsim("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip().startswith("poetsim 0.")
+
+
+def test_graph_json_has_numbers_not_strings(tmp_path):
+    result = poetsim("graph", "resnet18_cifar", "--batch-size", "2", "--json", "--save", tmp_path / "g.json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["nodes"] == 137
+    assert isinstance(summary["keep_all_peak_bytes"], int)
+    assert isinstance(summary["forward_flops"], float)
+    again = poetsim("graph", tmp_path / "g.json", "--json")
+    assert json.loads(again.stdout)["keep_all_peak_bytes"] == summary["keep_all_peak_bytes"]
+
+
+def test_models_and_platforms_list_everything():
+    models, platforms = poetsim("models"), poetsim("platforms")
+    assert models.returncode == 0 and platforms.returncode == 0
+    for name in ("mlp", "vgg16", "resnet18", "resnet18_cifar", "resnet50", "mobilenet_v2", "bert_base", "transformer", "gpt2_small"):
+        assert name in models.stdout
+    for name in ("mkr1000", "nrf52840", "rpi4", "rpi4-nocache", "jetson-tx2"):
+        assert name in platforms.stdout
+
+
+def test_validate_bad_scenario_is_one_line_exit_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(MCU.read_text().replace("batch_size: 2", "batch_size: -2"))
+    assert_one_line_error(poetsim("validate", bad), 2, f"{bad}: batch_size")
+
+
+def test_graph_bad_file_is_one_line(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{oops")
+    assert_one_line_error(poetsim("graph", bad), 2, f"{bad}: not a JSON file")
+
+
+def test_solve_json_reports_a_checked_schedule(tmp_path):
+    result = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x",
+                     "--strategy", "hybrid", "--json", "--out", tmp_path)
+    assert result.returncode == 0, result.stderr
+    row = json.loads(result.stdout)
+    assert row["status"] == "optimal"
+    assert row["total_energy_j"] == pytest.approx(row["predicted_total_j"])
+    assert row["total_energy_j"] > row["keep_all_energy_j"]
+    assert row["predicted_peak_ram_bytes"] <= row["ram_budget_bytes"]
+    assert row["schedule_bytes"] == (tmp_path / "schedule.bin").stat().st_size
+    assert json.loads((tmp_path / "schedule.json").read_text())["format"] == "poetsim-schedule"
+
+
+def test_solve_infeasible_exits_3_with_one_line():
+    result = poetsim("solve", MCU, "--platform", "mkr1000", "--ram", "100B", "--runtime", "1x", "--strategy", "hybrid")
+    assert_one_line_error(result, 3, "infeasible")
+
+
+@pytest.mark.parametrize("option,value,fragment", [
+    ("--strategy", "greedy", "--strategy: unknown strategy 'greedy'"),
+    ("--ram", "lots", "--ram:"),
+    ("--timing", "exact", "--timing: unknown timing model 'exact'"),
+    ("--solver", "gurobi", "gurobi"),
+])
+def test_solve_bad_options_are_one_line(option, value, fragment):
+    result = poetsim("solve", MCU, "--platform", "nrf52840", option, value)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert fragment in result.stderr
+
+
+def test_simulate_writes_trace_summary_and_charts(tmp_path):
+    result = poetsim("simulate", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
+                     "--strategy", "hybrid", "--json", "--out", tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert set(summary["predicted"]) == set(summary["simulated"]) == {"makespan_s", "peak_ram_bytes", "energy_j"}
+    assert json.loads((tmp_path / "summary.json").read_text())["predicted"] == summary["predicted"]
+    trace = pd.read_csv(tmp_path / "trace.csv")
+    assert {"time_s", "resource", "node", "kind", "bytes"} <= set(trace.columns)
+    for name in ("schedule.html", "schedule.png", "timeline.html", "timeline.png"):
+        assert (tmp_path / name).stat().st_size > 1000
+
+
+def test_simulate_replays_a_saved_schedule(tmp_path):
+    solved = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
+                     "--strategy", "recompute-only", "--out", tmp_path / "solve")
+    assert solved.returncode == 0, solved.stderr
+    result = poetsim("simulate", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
+                     "--schedule", tmp_path / "solve" / "schedule.json", "--json", "--no-charts", "--out", tmp_path / "sim")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["predicted"]["energy_j"] > 0

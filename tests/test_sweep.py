@@ -1,0 +1,138 @@
+"""Sweeps: every point a row, rows kept across a stop, exact resume, Dask, compare/report/check."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from poetsim.scenario import load_scenario
+from poetsim.sweep import COLUMNS, RunsFile, run_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+MCU = ROOT / "scenarios" / "mcu.yaml"
+
+
+def small_scenario(tmp_path, **changes):
+    """The MCU scenario cut to one platform and two RAM budgets: 12 points, about a second."""
+    text = MCU.read_text().replace("platform: [mkr1000, nrf52840]", "platform: nrf52840").replace(
+        "ram: [100%, 85%, 70%, 60%]", "ram: [100%, 70%]")
+    for old, new in changes.items():
+        text = text.replace(old, new)
+    path = tmp_path / "small.yaml"
+    path.write_text(text)
+    return load_scenario(path)
+
+
+def read_rows(directory: Path) -> pd.DataFrame:
+    return pd.read_csv(directory / "runs.csv")
+
+
+def test_every_point_is_a_row_with_its_status(tmp_path):
+    scenario = small_scenario(tmp_path)
+    frame = read_rows(run_sweep(scenario, tmp_path / "out", jobs=2).parent)
+    assert sorted(frame["point_key"]) == sorted(p.key for p in scenario.points())
+    assert list(frame.columns) == list(COLUMNS)
+    assert set(frame["status"]) <= {"optimal", "feasible", "infeasible"}
+    assert (frame["status"] == "infeasible").any() and (frame["status"] == "optimal").any()
+    solved = frame[frame["status"] == "optimal"]
+    assert (solved["predicted_total_j"] >= solved["keep_all_energy_j"] * (1 - 1e-9)).all()
+    assert solved["simulated_total_j"].notna().all()
+    assert all((tmp_path / "out" / "points").iterdir())
+
+
+def test_a_stopped_sweep_keeps_its_rows_and_resume_runs_exactly_the_rest(tmp_path):
+    scenario = small_scenario(tmp_path)
+    out = tmp_path / "out"
+
+    def stop_after_five(row, done, total):
+        if done == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(scenario, out, jobs=1, on_row=stop_after_five)
+    assert len(read_rows(out)) == 5
+    seen = []
+    run_sweep(scenario, out, jobs=1, resume=True, on_row=lambda row, done, total: seen.append(row["point_key"]))
+    frame = read_rows(out)
+    assert len(seen) == len(scenario.points()) - 5
+    assert sorted(frame["point_key"]) == sorted(p.key for p in scenario.points())
+
+
+def test_a_torn_last_line_is_dropped_and_rerun(tmp_path):
+    scenario = small_scenario(tmp_path)
+    out = tmp_path / "out"
+    run_sweep(scenario, out, jobs=1)
+    runs = out / "runs.csv"
+    lines = runs.read_text().splitlines(keepends=True)
+    runs.write_text("".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])
+    assert len(RunsFile(runs).done_keys()) == len(scenario.points()) - 1
+    run_sweep(scenario, out, jobs=1, resume=True)
+    assert sorted(read_rows(out)["point_key"]) == sorted(p.key for p in scenario.points())
+
+
+def test_an_existing_sweep_needs_resume(tmp_path):
+    scenario = small_scenario(tmp_path)
+    run_sweep(scenario, tmp_path / "out", jobs=1)
+    with pytest.raises(Exception, match="pass --resume"):
+        run_sweep(scenario, tmp_path / "out", jobs=1)
+
+
+def test_a_failing_point_is_a_row_not_a_crash(tmp_path):
+    graph = tmp_path / "mlp.json"
+    subprocess.run([sys.executable, "-m", "poetsim", "graph", "mlp", "--batch-size", "2", "--save", graph], check=True,
+                   capture_output=True)
+    scenario = small_scenario(tmp_path, **{"model: mlp": f"model: [mlp, {graph}]"})
+    graph.write_text("{broken")   # valid when the scenario was loaded, broken when its points run
+    frame = read_rows(run_sweep(scenario, tmp_path / "out", jobs=2).parent)
+    failed = frame[frame["model"] == str(graph)]
+    assert len(failed) == len(scenario.points()) // 2
+    assert (failed["status"] == "failed").all()
+    assert failed["message"].str.contains("not a JSON file").all()
+    assert (frame[frame["model"] == "mlp"]["status"] != "failed").all()
+
+
+def test_dask_local_cluster_gives_the_same_rows(tmp_path):
+    scenario = small_scenario(tmp_path)
+    by_process = read_rows(run_sweep(scenario, tmp_path / "process", jobs=2).parent).set_index("point_key").sort_index()
+    by_dask = read_rows(run_sweep(scenario, tmp_path / "dask", jobs=2, executor="dask").parent).set_index("point_key").sort_index()
+    assert list(by_dask.index) == list(by_process.index)
+    assert list(by_dask["status"]) == list(by_process["status"])
+    pd.testing.assert_series_equal(by_dask["predicted_total_j"], by_process["predicted_total_j"], rtol=1e-6)
+
+
+def poetsim(*args):
+    return subprocess.run([sys.executable, "-m", "poetsim", *map(str, args)], capture_output=True, text=True, timeout=600)
+
+
+def test_cli_sweep_compare_report_and_check(tmp_path):
+    scenario = tmp_path / "small.yaml"
+    small_scenario(tmp_path)   # writes small.yaml
+    out = tmp_path / "results"
+    swept = poetsim("sweep", scenario, "--out", out, "-j", "2")
+    assert swept.returncode == 0, swept.stderr
+    assert "12 points" in swept.stdout
+
+    compared = poetsim("compare", out)
+    assert compared.returncode == 0, compared.stderr
+    table = pd.read_csv(out / "compare.csv")
+    assert {"keep-all", "checkpoint-sqrt", "hybrid", "recompute-only", "paging-only"} <= set(table["strategy"])
+
+    reported = poetsim("report", out)
+    assert reported.returncode == 0, reported.stderr
+    assert (out / "report.html").stat().st_size > 10_000
+
+    baseline = tmp_path / "baseline.csv"
+    shutil.copy(out / "runs.csv", baseline)
+    same = poetsim("check", out, "--baseline", baseline)
+    assert same.returncode == 0, same.stdout + same.stderr
+
+    cheaper = pd.read_csv(baseline)
+    solved = cheaper["predicted_total_j"].notna()
+    cheaper.loc[solved, "predicted_total_j"] *= 0.9     # the baseline was 10 % better: now we are worse
+    cheaper.to_csv(baseline, index=False)
+    worse = poetsim("check", out, "--baseline", baseline)
+    assert worse.returncode == 1
+    assert "regressed" in worse.stderr and "worse" in worse.stdout

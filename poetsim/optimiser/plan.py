@@ -1,0 +1,193 @@
+"""A plan: the decisions of a schedule per stage, and what follows from them under the model.
+
+The MILP's binaries and the baselines' rules both come down to four sets per stage: what is
+computed, what is kept in RAM for the next stage, what is paged out and what is paged in. The
+frees follow: an output is freed right after its last reader in the stage when it is not kept
+(and, under overlap timing, not being paged out). From a plan this module derives the
+instruction list (`to_schedule`), the model's accounting of RAM, time and energy (`figures`),
+and the column values of the model (`to_columns`, the MIP start). `from_columns` reads a plan
+back from a solution.
+
+Free has only upper bounds in the model, so a solver may leave a free at 0 where RAM does not
+bind. Reading a solution through a plan sets every free to its largest allowed value instead:
+the same objective, never more RAM, and still a solution of the model.
+"""
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from poetsim.costs import CostTable
+from poetsim.graph import TrainingGraph
+from poetsim.optimiser.rows import Formulation
+from poetsim.schedule import Compute, Figures, Free, PageIn, PageOut, Schedule, Timing
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Per stage t: computed nodes (ascending, ending with t), kept for t+1, paged out, paged in."""
+
+    computed: tuple[tuple[int, ...], ...]
+    kept: tuple[frozenset[int], ...]
+    paged_out: tuple[frozenset[int], ...]
+    paged_in: tuple[frozenset[int], ...]
+
+    def resident(self, t: int) -> frozenset[int]:
+        """Outputs in RAM at the start of stage t."""
+        return self.kept[t - 1] if t > 0 else frozenset()
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """A plan judged by the model: frees per compute, RAM after each compute, stage times."""
+
+    plan: Plan
+    frees: tuple[dict[int, tuple[int, ...]], ...]  # stage -> {k: outputs freed right after k}
+    start_bytes: tuple[int, ...]                  # RAM at stage start (with page-ins under overlap)
+    after_bytes: tuple[dict[int, int], ...]       # stage -> {k: RAM right after k is computed}
+    compute_s: tuple[float, ...]
+    dma_s: tuple[float, ...]
+
+    @cached_property
+    def peak_bytes(self) -> int:
+        return max(max(s, *a.values()) for s, a in zip(self.start_bytes, self.after_bytes))
+
+
+def account(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing) -> Accounting:
+    """Apply the model's rules (the U rows, the stage-time rows) to a plan."""
+    overlap = Timing(timing) is Timing.OVERLAP
+    m = costs.output_bytes
+    frees, starts, afters, compute_s, dma_s = [], [], [], [], []
+    for t, computed in enumerate(plan.computed):
+        held = plan.paged_out[t] if overlap else frozenset()
+        last_reader = {}
+        for k in computed:
+            for i in graph.nodes[k].deps:
+                last_reader[i] = k
+        stage_frees: dict[int, list[int]] = {}
+        for i, k in last_reader.items():
+            if k < t and i not in plan.kept[t] and i not in held:
+                stage_frees.setdefault(k, []).append(i)
+        ram = sum(m[i] for i in plan.resident(t)) + (sum(m[i] for i in plan.paged_in[t]) if overlap else 0)
+        starts.append(ram)
+        after = {}
+        for k in computed:
+            ram += m[k]
+            after[k] = ram
+            ram -= sum(m[i] for i in stage_frees.get(k, ()))
+        afters.append(after)
+        frees.append({k: tuple(sorted(v)) for k, v in stage_frees.items()})
+        compute_s.append(sum(costs.compute_s[k] for k in computed))
+        dma_s.append(sum(costs.page_in_s[i] for i in plan.paged_in[t]) + sum(costs.page_out_s[i] for i in plan.paged_out[t]))
+    return Accounting(plan, tuple(frees), tuple(starts), tuple(afters), tuple(compute_s), tuple(dma_s))
+
+
+def stage_times_s(acc: Accounting, costs: CostTable, timing: Timing) -> list[float]:
+    """Each stage's duration under the timing model."""
+    if Timing(timing) is Timing.OVERLAP:
+        return [max(c, d / costs.dma_channels) for c, d in zip(acc.compute_s, acc.dma_s)]
+    return list(acc.compute_s)
+
+
+def figures(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing) -> Figures:
+    """The model's figures of a plan: peak of U, runtime, energy by component, counts."""
+    acc = account(plan, graph, costs, timing)
+    runtime_s = sum(stage_times_s(acc, costs, timing))
+    recomputed = [k for t, computed in enumerate(plan.computed) for k in computed if k != t]
+    return Figures(
+        peak_ram_bytes=acc.peak_bytes,
+        runtime_s=runtime_s,
+        compute_j=costs.plain_compute_j,
+        recompute_j=sum(costs.compute_j[k] for k in recomputed),
+        page_in_j=sum(costs.page_in_j[i] for stage in plan.paged_in for i in stage),
+        page_out_j=sum(costs.page_out_j[i] for stage in plan.paged_out for i in stage),
+        static_j=costs.static_power_w * runtime_s if Timing(timing) is Timing.OVERLAP else 0.0,
+        recomputations=len(recomputed),
+        page_ins=sum(len(s) for s in plan.paged_in),
+        page_outs=sum(len(s) for s in plan.paged_out),
+    )
+
+
+def to_schedule(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing, meta: dict | None = None) -> Schedule:
+    """The instruction list of a plan, in the order poetsim.schedule prescribes."""
+    acc = account(plan, graph, costs, timing)
+    stages = []
+    for t, computed in enumerate(plan.computed):
+        stage = [PageOut(i) for i in sorted(plan.paged_out[t])] + [PageIn(i) for i in sorted(plan.paged_in[t])]
+        freed = set()
+        for k in computed:
+            stage.append(Compute(k))
+            stage += [Free(i) for i in acc.frees[t].get(k, ())]
+            freed.update(acc.frees[t].get(k, ()))
+        present = (plan.resident(t) | set(computed)) - freed
+        stage += [Free(i) for i in sorted(present - plan.kept[t])]
+        stages.append(tuple(stage))
+    return Schedule(
+        graph_name=graph.name, num_nodes=len(graph), timing=Timing(timing), stages=tuple(stages),
+        meta=tuple(sorted((meta or {}).items())),
+    )
+
+
+def from_columns(form: Formulation, values) -> Plan:
+    """The plan of a solution (binaries rounded at 0.5)."""
+    T = form.num_nodes
+
+    def chosen(name: str) -> list[set[int]]:
+        sets = [set() for _ in range(T + 1)]
+        fam = form.family(name)
+        for n, (t, i) in enumerate(fam.keys):
+            if values[fam.start + n] > 0.5:
+                sets[t].add(i)
+        return sets
+
+    recomputed, in_ram, page_in, page_out = chosen("R"), chosen("S_ram"), chosen("M_in"), chosen("M_out")
+    return Plan(
+        computed=tuple(tuple(sorted(recomputed[t] | {t})) for t in range(T)),
+        kept=tuple(frozenset(in_ram[t + 1]) for t in range(T)),
+        paged_out=tuple(frozenset(page_out[t]) for t in range(T)),
+        paged_in=tuple(frozenset(page_in[t]) for t in range(T)),
+    )
+
+
+def to_columns(form: Formulation, plan: Plan, graph: TrainingGraph, costs: CostTable) -> list[float]:
+    """The model's column values of a plan (a MIP start); KeyError if the plan leaves its windows."""
+    values = [0.0] * form.num_columns
+    acc = account(plan, graph, costs, form.timing)
+
+    def put(name: str, key: tuple, value: float = 1.0) -> None:
+        fam = form.family(name)
+        values[fam.column[key]] = value
+
+    on_storage: set[int] = set()
+    ssd = form.family("S_ssd").column
+    for t, computed in enumerate(plan.computed):
+        for k in computed:
+            if k != t:
+                put("R", (t, k))
+        for i in plan.resident(t):
+            put("S_ram", (t, i))
+        for i in on_storage:
+            if (t, i) in ssd:
+                put("S_ssd", (t, i))
+        for i in plan.paged_in[t]:
+            put("M_in", (t, i))
+        for i in plan.paged_out[t]:
+            put("M_out", (t, i))
+        for k, freed in acc.frees[t].items():
+            for i in freed:
+                put("Free", (t, i, k))
+        on_storage |= plan.paged_out[t]
+    # U exists after every compute the model allows, computed or not: replay the U rows.
+    u_family = form.family("U")
+    ram, stage = 0, -1
+    for n, (t, k) in enumerate(u_family.keys):
+        if t != stage:
+            stage, ram = t, acc.start_bytes[t]
+        if k in acc.after_bytes[t]:
+            ram = acc.after_bytes[t][k]
+        values[u_family.start + n] = ram / form.mem_scale_bytes
+        ram -= sum(costs.output_bytes[i] for i in acc.frees[t].get(k, ()))
+    extra = form.family("Extra").column
+    for (t,), col in extra.items():
+        stage_s = max(acc.compute_s[t], acc.dma_s[t] / costs.dma_channels)
+        values[col] = max(0.0, stage_s - costs.compute_s[t]) / form.time_scale_s
+    return values

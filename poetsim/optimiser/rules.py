@@ -1,0 +1,125 @@
+"""Rule-made plans: what to do with an output between two stages that read it.
+
+A decision (i, a, b) -> mode says what happens to i's output between stage a, where it is read
+or computed, and stage b > a + 1, where it is read next: RECOMPUTE drops it after stage a and
+computes it again when stage b (or an earlier recomputation) needs it; PAGE pages it out in the
+last stage it is resident at the start of, drops it, and pages it back in during stage b - 1.
+Anything not decided is kept. `plan_from_decisions` replays decisions stage by stage, computing
+any missing input on demand, so every decision set yields a plan that the model admits (the
+tests check its rows). `reads` gives the stages that read an output in a plan, from which new
+decisions are proposed.
+"""
+
+from collections.abc import Mapping
+from enum import Enum
+
+from poetsim.graph import TrainingGraph
+from poetsim.optimiser.plan import Plan
+
+
+class Mode(str, Enum):
+    """What a rule does with one output across one stretch between two reads."""
+
+    KEEP = "keep"
+    RECOMPUTE = "recompute"
+    PAGE = "page"
+
+
+#: (node, last stage before the stretch, stage after it) -> mode; the stretch is a+1 .. b-1.
+Decisions = Mapping[tuple[int, int, int], Mode]
+
+
+def uses(graph: TrainingGraph, i: int) -> tuple[int, ...]:
+    """The stages that use i when every node is computed once: its own, then each reader's."""
+    return (i, *graph.consumers[i])
+
+
+def reads(plan: Plan, graph: TrainingGraph) -> list[list[int]]:
+    """For each node, the stages of `plan` that compute it or read it, ascending."""
+    found = [[] for _ in graph.nodes]
+    for t, computed in enumerate(plan.computed):
+        touched = set(computed)
+        for k in computed:
+            touched.update(graph.nodes[k].deps)
+        for i in touched:
+            found[i].append(t)
+    return found
+
+
+def plan_from_decisions(graph: TrainingGraph, decisions: Decisions) -> Plan:
+    """Replay decisions stage by stage: compute t and any missing ancestor, page, keep what is wanted."""
+    T = len(graph)
+    last_use = graph.last_use
+    stretches: dict[int, list[tuple[int, int, Mode]]] = {}
+    for (i, a, b), mode in decisions.items():
+        if mode is not Mode.KEEP:
+            stretches.setdefault(i, []).append((a, b, mode))
+    page_in_at = [set() for _ in range(T)]
+    for i, spans in stretches.items():
+        for a, b, mode in spans:
+            if mode is Mode.PAGE:
+                page_in_at[b - 1].add(i)
+    page_out_at = [set() for _ in range(T)]
+    last_computed = [-1] * T
+    held_until: dict[tuple[int, int], int] = {}  # (i, b) -> last stage i is resident at the start of
+
+    def stretch(i: int, s: int):
+        for a, b, mode in stretches.get(i, ()):
+            if a < s <= b:
+                return a, b, mode
+        return None
+
+    def wanted(i: int, s: int) -> bool:
+        """Should i be resident at the start of stage s?"""
+        if s > last_use[i]:
+            return False
+        found = stretch(i, s)
+        if found is None or last_computed[i] > found[0]:
+            # Kept, or computed again inside the stretch (a segment recomputed for an earlier
+            # reader): keep it rather than compute it once more.
+            return True
+        a, b, mode = found
+        if mode is Mode.RECOMPUTE:
+            return False
+        if (i, b) not in held_until:
+            return True  # no room to page across this stretch: keep
+        return s <= held_until[i, b] or s == b
+
+    resident: frozenset[int] = frozenset()
+    on_storage: set[int] = set()
+    computed, kept, paged_out, paged_in = [], [], [], []
+    for t in range(T):
+        need, stack = {t}, [t]
+        while stack:
+            for d in graph.nodes[stack.pop()].deps:
+                if d not in resident and d not in need:
+                    need.add(d)
+                    stack.append(d)
+        for k in need:
+            last_computed[k] = t
+        for i in resident | need:
+            found = stretch(i, t + 1)
+            if found and found[0] == t and found[2] is Mode.PAGE:
+                _plan_page_out(i, t, found[1], i in resident, i in on_storage, held_until, page_out_at)
+        outs = frozenset(i for i in page_out_at[t] if i in resident and i not in on_storage)
+        ins = frozenset(i for i in page_in_at[t] if i in on_storage and i not in need and i not in resident)
+        computed.append(tuple(sorted(need)))
+        paged_out.append(outs)
+        paged_in.append(ins)
+        resident = frozenset(i for i in resident | need | ins if wanted(i, t + 1))
+        kept.append(resident)
+        on_storage |= outs
+    return Plan(tuple(computed), tuple(kept), tuple(paged_out), tuple(paged_in))
+
+
+def _plan_page_out(i: int, a: int, b: int, resident: bool, on_storage: bool, held_until: dict, page_out_at: list) -> None:
+    """Where a PAGE stretch (a, b) of i pages out: in stage a if i is resident at its start, else
+    in a+1 (i is only computed during a); nowhere if storage already holds i. The page-in in
+    stage b-1 must come at least one stage after the page-out (usable only from the next)."""
+    if on_storage:
+        held_until[i, b] = a
+        return
+    stage = a if resident else a + 1
+    if b - 1 >= stage + 1:
+        held_until[i, b] = stage
+        page_out_at[stage].add(i)

@@ -1,0 +1,268 @@
+"""Hand a formulation to a MILP solver and read back what the solver itself reports.
+
+HiGHS (the default) receives the rows as arrays through highspy: no Pyomo expression is built,
+which on large graphs costs several times the solve (POET.md). GLPK and CBC go through the
+Pyomo model (`model`), whose LP file their binaries read. Status, objective, bound and solve
+time are the solver's; nothing is assumed from the status alone.
+"""
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from time import perf_counter
+
+from poetsim.errors import InternalError, SolverUnavailableError, UserInputError
+from poetsim.optimiser.rows import Formulation
+
+#: Solver name -> (executable it needs or None for a Python package, Debian package to install).
+SOLVERS = {"highs": (None, "pip install highspy"), "glpk": ("glpsol", "glpk-utils"), "cbc": ("cbc", "coinor-cbc")}
+
+
+@dataclass(frozen=True)
+class SolverResult:
+    """What a solver reported: status, the solution's columns, objective and bound (model units)."""
+
+    status: str                 # optimal | feasible | infeasible | no-solution
+    values: list[float] | None
+    objective: float | None
+    bound: float | None
+    handoff_s: float
+    solve_s: float
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """Stopping rules of one solve: relative and absolute gap of the objective, time, threads."""
+
+    mip_rel_gap: float
+    mip_abs_gap: float
+    time_limit_s: float | None
+    threads: int
+
+
+def check_available(solver: str) -> None:
+    """UserInputError for an unknown name, SolverUnavailableError naming the package if missing."""
+    if solver not in SOLVERS:
+        raise UserInputError(f"unknown solver '{solver}' (known: {', '.join(SOLVERS)})")
+    executable, package = SOLVERS[solver]
+    if executable is not None and shutil.which(executable) is None:
+        raise SolverUnavailableError(
+            f"solver '{solver}' needs the '{executable}' program, which is not on PATH (Debian/Ubuntu: apt install {package})")
+
+
+def solve(form: Formulation, solver: str, settings: SolverSettings, start: list[float] | None) -> SolverResult:
+    """Solve `form` with `solver`, starting from `start` where the solver takes a start."""
+    check_available(solver)
+    if solver == "highs":
+        return _solve_highs(form, settings, start)
+    return _solve_shell(form, solver, settings, start)
+
+
+_BANNER_SHOWN = False
+
+
+def _new_highs():
+    """A silent highspy.Highs. Its first construction in a process prints a banner to fd 1,
+    before any option can turn output off; the library never prints, so fd 1 is pointed at
+    /dev/null for that one construction."""
+    global _BANNER_SHOWN
+    import highspy
+
+    if _BANNER_SHOWN:
+        h = highspy.Highs()
+    else:
+        saved = os.dup(1)
+        try:
+            with open(os.devnull, "w") as devnull:
+                os.dup2(devnull.fileno(), 1)
+                h = highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        _BANNER_SHOWN = True
+    h.setOptionValue("output_flag", False)
+    return h
+
+
+def _solve_highs(form: Formulation, settings: SolverSettings, start: list[float] | None) -> SolverResult:
+    """Solve with HiGHS; if it misvalues its own answer after a MIP start, solve again without.
+
+    HiGHS 1.16 can carry a user solution into its presolved space with the wrong objective (a
+    start costing 0.9 valued 0.45, then called optimal at 0.45): its incumbent then prunes on a
+    false value. The objective it reports is checked against the cost of the columns it
+    returns; on a mismatch the start is dropped and the model solved afresh.
+    """
+    result = _run_highs(form, settings, start)
+    if start is None or result.values is None or _objective_matches(form, result):
+        return result
+    retry = _run_highs(form, settings, None)
+    return SolverResult(retry.status, retry.values, retry.objective, retry.bound,
+                        result.handoff_s + retry.handoff_s, result.solve_s + retry.solve_s)
+
+
+def _objective_matches(form: Formulation, result: SolverResult) -> bool:
+    cost = sum(c * v for c, v in zip(form.col_cost, result.values) if c)
+    return abs(cost - result.objective) <= 1e-6 * max(1.0, abs(cost))
+
+
+def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] | None) -> SolverResult:
+    import highspy
+    import numpy as np
+
+    began = perf_counter()
+    h = _new_highs()
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = form.num_columns, form.num_rows
+    lp.col_cost_ = np.asarray(form.col_cost, dtype=np.float64)
+    lp.col_lower_ = np.asarray(form.col_lower, dtype=np.float64)
+    lp.col_upper_ = np.asarray(form.col_upper, dtype=np.float64)
+    lp.row_lower_ = np.asarray(form.row_lower, dtype=np.float64)
+    lp.row_upper_ = np.asarray(form.row_upper, dtype=np.float64)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = form.num_columns, form.num_rows
+    lp.a_matrix_.start_ = np.asarray(form.row_start, dtype=np.int32)
+    lp.a_matrix_.index_ = np.asarray(form.row_index, dtype=np.int32)
+    lp.a_matrix_.value_ = np.asarray(form.row_value, dtype=np.float64)
+    lp.integrality_ = [highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous for b in form.col_binary]
+    _ok(h.passModel(lp), "passModel")
+    options = {
+        "mip_rel_gap": settings.mip_rel_gap, "mip_abs_gap": settings.mip_abs_gap,
+        "threads": settings.threads, "random_seed": 0,
+    }
+    if settings.time_limit_s is not None:
+        options["time_limit"] = float(settings.time_limit_s)
+    for name, value in options.items():
+        _ok(h.setOptionValue(name, value), f"option {name}")
+    if start is not None:
+        solution = highspy.HighsSolution()
+        solution.col_value = list(start)
+        solution.value_valid = True
+        _ok(h.setSolution(solution), "setSolution")
+    handoff_s = perf_counter() - began
+    # HiGHS's thread pool is global and sized once per process; a new size needs a reset.
+    highspy.Highs.resetGlobalScheduler(True)
+    h.run()
+    solve_s = h.getRunTime()
+    status = h.getModelStatus()
+    info = h.getInfo()
+    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    M = highspy.HighsModelStatus
+    if status == M.kOptimal:
+        name = "optimal"
+    elif status in (M.kInfeasible, M.kUnboundedOrInfeasible):
+        # The objective is bounded below (non-negative costs, bounded columns), so
+        # "unbounded or infeasible" can only be infeasible.
+        name = "infeasible"
+    elif status in (M.kTimeLimit, M.kIterationLimit, M.kInterrupt, M.kSolutionLimit, M.kMemoryLimit, M.kUnknown):
+        name = "feasible" if has_solution else "no-solution"
+    else:
+        raise InternalError(f"HiGHS ended with status '{h.modelStatusToString(status)}' on the POET model")
+    values = list(h.getSolution().col_value) if has_solution and name != "infeasible" else None
+    return SolverResult(
+        status=name, values=values,
+        objective=info.objective_function_value if values is not None else None,
+        bound=info.mip_dual_bound if name in ("optimal", "feasible") else None,
+        handoff_s=handoff_s, solve_s=solve_s,
+    )
+
+
+def _ok(status, what: str) -> None:
+    import highspy
+
+    if status == highspy.HighsStatus.kError:
+        raise InternalError(f"HiGHS rejected {what} of the POET model")
+
+
+def _solve_shell(form: Formulation, solver: str, settings: SolverSettings, start: list[float] | None) -> SolverResult:
+    """GLPK or CBC through Pyomo: build the model, let Pyomo write the LP and run the binary."""
+    import pyomo.environ as pyo
+    from pyomo.opt import SolutionStatus, TerminationCondition
+
+    from poetsim.optimiser.model import build_model
+
+    began = perf_counter()
+    model = build_model(form)
+    columns = [var for fam in form.variables for var in (getattr(model, fam.name)[key] for key in fam.keys)]
+    opt = pyo.SolverFactory(solver)
+    kwargs = {}
+    if solver == "glpk":
+        # glpsol has a relative gap only (--mipgap), and no threads; its --tmlim is in whole seconds.
+        opt.options["mipgap"] = settings.mip_rel_gap
+        if settings.time_limit_s is not None:
+            opt.options["tmlim"] = max(1, int(round(settings.time_limit_s)))
+    else:
+        opt.options.update({"ratioGap": settings.mip_rel_gap, "allowableGap": settings.mip_abs_gap,
+                            "threads": settings.threads})
+        if settings.time_limit_s is not None:
+            opt.options["sec"] = settings.time_limit_s
+        if start is not None:
+            for var, value in zip(columns, start):
+                var.set_value(round(value) if var.is_binary() else value, skip_validation=True)
+            kwargs["warmstart"] = True
+    with tempfile.TemporaryDirectory(prefix="poetsim-") as tmp:
+        log = Path(tmp) / f"{solver}.log"
+        handoff_s = perf_counter() - began
+        ran = perf_counter()
+        results = opt.solve(model, load_solutions=False, logfile=str(log), **kwargs)
+        wall_s = perf_counter() - ran
+        log_text = log.read_text() if log.exists() else ""
+    term = results.solver.termination_condition
+    solutions = [s for s in results.solution if s.status in (SolutionStatus.optimal, SolutionStatus.feasible,
+                                                            SolutionStatus.stoppedByLimit, SolutionStatus.other)]
+    values = None
+    if solutions:
+        model.solutions.load_from(results)
+        values = [var.value if var.value is not None else 0.0 for var in columns]
+    objective = _reported_objective(solutions[0]) if solutions else None
+    if objective is None and values is not None:
+        objective = pyo.value(model.overhead)
+    bound = _glpk_bound(log_text, objective) if solver == "glpk" else _finite(results.problem.lower_bound)
+    if term in (TerminationCondition.infeasible, TerminationCondition.infeasibleOrUnbounded):
+        status = "infeasible"
+    elif values is None:
+        status = "no-solution"
+    elif term == TerminationCondition.optimal or (solver == "glpk" and "GAP TOLERANCE REACHED" in log_text):
+        status = "optimal"
+    else:
+        status = "feasible"
+    return SolverResult(status, values, objective, bound, handoff_s, _solver_time_s(log_text, solver) or wall_s)
+
+
+def _reported_objective(solution) -> float | None:
+    """The objective value the solver wrote with its solution, if it wrote one."""
+    for entry in solution.objective.values():
+        value = entry.get("Value") if hasattr(entry, "get") else getattr(entry, "value", None)
+        if value is not None:
+            return float(value)
+    return None
+
+
+def _glpk_bound(log_text: str, objective: float | None) -> float | None:
+    """The last bound glpsol logged ('mip = obj >= bound'); the objective when the tree is empty."""
+    bound = None
+    for line in log_text.splitlines():
+        found = re.search(r"mip =\s*(\S+)\s*>=\s*(\S+)", line)
+        if found:
+            bound = objective if found.group(2) == "tree" else _number(found.group(2))
+    return bound
+
+
+def _solver_time_s(log_text: str, solver: str) -> float | None:
+    """The run time the solver logged, if it logged one."""
+    pattern = r"Time used:\s*([0-9.]+)\s*secs" if solver == "glpk" else r"(?:Total time|Time) \(CPU seconds\):\s*([0-9.]+)"
+    found = re.findall(pattern, log_text)
+    return float(found[-1]) if found else None
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _finite(value) -> float | None:
+    return float(value) if value is not None and abs(float(value)) != float("inf") else None

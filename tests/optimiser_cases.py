@@ -1,0 +1,81 @@
+"""Small training graphs and cost tables for the optimiser's tests, and a hypothesis strategy.
+
+`training_graph` mirrors what autodiff produces: a forward DAG (a chain with optional skip
+connections), a loss, then one gradient node per forward node, in reverse, reading the
+gradients of its forward readers, its forward inputs and its own output.
+"""
+
+from hypothesis import strategies as st
+
+from poetsim.costs import CostTable
+from poetsim.graph import Node, TrainingGraph
+
+
+def training_graph(sizes: list[int], flops: list[float], skips: frozenset = frozenset(), name: str = "case") -> TrainingGraph:
+    """Forward nodes 0..F-1 (k reads k-1 and the skips (a, k)), the loss, then gradients."""
+    F = len(sizes)
+    forward_deps = {k: sorted({k - 1} | {a for a, b in skips if b == k}) if k else [] for k in range(F)}
+    nodes = [Node(k, f"f{k}", "op", False, tuple(forward_deps[k]), sizes[k], flops=flops[k]) for k in range(F)]
+    loss = F
+    nodes.append(Node(loss, "loss", "loss", False, (F - 1,), 4, flops=1.0))
+    grad_of = {}
+    for k in reversed(range(F)):
+        readers = [j for j in range(F) if k in forward_deps[j]]
+        upstream = [grad_of[j] for j in readers] + ([loss] if k == F - 1 else [])
+        node_id = len(nodes)
+        deps = tuple(sorted(set(upstream) | set(forward_deps[k]) | {k}))
+        nodes.append(Node(node_id, f"g{k}", "grad", True, deps, sizes[k], flops=2 * flops[k]))
+        grad_of[k] = node_id
+    return TrainingGraph.create(name, nodes)
+
+
+def cost_table(graph: TrainingGraph, compute_s, compute_j, page_s, page_j, static_power_w=0.0, dma_channels=1) -> CostTable:
+    """A cost table from per-node lists (page-in and page-out alike)."""
+    return CostTable(
+        output_bytes=graph.output_bytes, compute_s=tuple(compute_s), compute_j=tuple(compute_j),
+        page_in_s=tuple(page_s), page_in_j=tuple(page_j), page_out_s=tuple(page_s), page_out_j=tuple(page_j),
+        static_power_w=static_power_w, dma_channels=dma_channels,
+    )
+
+
+@st.composite
+def cases(draw, min_forward: int = 2, max_forward: int = 4):
+    """(graph, costs): a random training graph of 5-9 nodes with random costs."""
+    F = draw(st.integers(min_forward, max_forward))
+    sizes = draw(st.lists(st.integers(1, 100), min_size=F, max_size=F))
+    flops = draw(st.lists(st.floats(1.0, 100.0), min_size=F, max_size=F))
+    pairs = [(a, b) for b in range(F) for a in range(b - 1)]
+    skips = frozenset(draw(st.lists(st.sampled_from(pairs), unique=True, max_size=2)) if pairs else [])
+    graph = training_graph(sizes, flops, skips)
+    T = len(graph)
+    unit = st.floats(0.01, 2.0)
+    compute_s = draw(st.lists(unit, min_size=T, max_size=T))
+    compute_j = draw(st.lists(unit, min_size=T, max_size=T))
+    page_s = draw(st.lists(unit, min_size=T, max_size=T))
+    page_j = draw(st.lists(unit, min_size=T, max_size=T))
+    static = draw(st.sampled_from([0.0, 0.3]))
+    channels = draw(st.sampled_from([1, 2]))
+    return graph, cost_table(graph, compute_s, compute_j, page_s, page_j, static, channels)
+
+
+def relu_or_conv(node_j: float, page_j: float) -> tuple[TrainingGraph, CostTable]:
+    """The hand-checked graph of test_optimiser (see there): r is idle while `big` peaks.
+
+        0 s    (1 B)    a small input
+        1 r    (100 B)  r = op(s): the output to keep, recompute or page; costs `node_j`
+        2 big  (100 B)  big = op(r)
+        3 out  (50 B)   out = op(big)
+        4 gr   (1 B)    gr = op(out, r)
+    Every node other than r costs 1 J and 1 s to compute; paging r costs `page_j` each way.
+    """
+    nodes = [
+        Node(0, "s", "input", False, (), 1),
+        Node(1, "r", "op", False, (0,), 100),
+        Node(2, "big", "op", False, (1,), 100),
+        Node(3, "out", "op", False, (2,), 50),
+        Node(4, "gr", "grad", True, (1, 3), 1),
+    ]
+    graph = TrainingGraph.create("relu_or_conv", nodes)
+    compute_j = [1.0, node_j, 1.0, 1.0, 1.0]
+    page_j_all = [page_j] * 5
+    return graph, cost_table(graph, [1.0] * 5, compute_j, [0.1] * 5, page_j_all)

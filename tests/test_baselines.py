@@ -1,0 +1,66 @@
+"""The rule-based schedules: keep-all, checkpoint-sqrt and the greedy MIP start."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from optimiser_cases import cases, cost_table, training_graph
+from poetsim.checker import check_schedule, compare_figures
+from poetsim.optimiser import checkpoint_sqrt, keep_all
+from poetsim.optimiser import plan as plans
+from poetsim.optimiser.baselines import start_plan
+from poetsim.schedule import Budgets, Strategy, Timing
+
+
+def long_chain(forward: int = 16):
+    """A plain chain of equal layers (no skips): the case checkpointing was made for."""
+    graph = training_graph([1000] * forward, [50.0] * forward, name="chain")
+    T = len(graph)
+    return graph, cost_table(graph, [0.01] * T, [0.02] * T, [0.005] * T, [0.001] * T, 0.5, 1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=cases(), timing=st.sampled_from(list(Timing)))
+def test_keep_all_peaks_at_the_graphs_keep_all_peak_and_the_checker_agrees(case, timing):
+    graph, costs = case
+    schedule, figures = keep_all(graph, costs, timing)
+    assert figures.peak_ram_bytes == graph.keep_all_peak_bytes
+    assert compare_figures(figures, check_schedule(schedule, graph, costs, timing)) == []
+    assert (figures.recomputations, figures.page_ins, figures.page_outs) == (0, 0, 0)
+    assert figures.runtime_s == pytest.approx(costs.plain_runtime_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("timing", list(Timing))
+def test_checkpoint_sqrt_trades_recomputation_for_ram_on_a_long_chain(timing):
+    graph, costs = long_chain()
+    schedule, figures = checkpoint_sqrt(graph, costs, timing)
+    assert compare_figures(figures, check_schedule(schedule, graph, costs, timing)) == []
+    assert figures.peak_ram_bytes < graph.keep_all_peak_bytes
+    assert figures.recomputations > 0 and figures.page_ins == 0
+
+
+def test_checkpoint_sqrt_recomputes_each_dropped_node_once_on_a_chain():
+    """Chen et al.: a segment is recomputed once during the backward pass, not once per reader."""
+    graph, costs = long_chain()
+    _, figures = checkpoint_sqrt(graph, costs, Timing.COMPUTE_ONLY)
+    layers, segments = 16, 4  # segment boundaries 3, 7, 11, 15 are kept; the loss is read at once
+    assert figures.recomputations == layers - segments
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=cases(min_forward=3), ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 2.0),
+       timing=st.sampled_from(list(Timing)), strategy=st.sampled_from(list(Strategy)))
+def test_the_mip_start_meets_the_budgets_it_was_made_for(case, ram_share, runtime_x, timing, strategy):
+    graph, costs = case
+    low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
+    budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
+    plan = start_plan(graph, costs, budgets, strategy, timing)
+    if plan is None:
+        return
+    figures = plans.figures(plan, graph, costs, timing)
+    checked = check_schedule(plans.to_schedule(plan, graph, costs, timing), graph, costs, timing, budgets)
+    assert compare_figures(figures, checked) == []
+    if strategy is Strategy.PAGING_ONLY:
+        assert figures.recomputations == 0
+    if strategy is Strategy.RECOMPUTE_ONLY:
+        assert figures.page_ins == figures.page_outs == 0

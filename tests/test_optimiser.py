@@ -1,0 +1,183 @@
+"""The optimiser on hand-checked cases, its golden LP file, and its answers to bad input."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from optimiser_cases import relu_or_conv, training_graph, cost_table
+from poetsim.checker import check_schedule, compare_figures
+from poetsim.errors import InfeasibleBudgetError, SolverUnavailableError, UserInputError
+from poetsim.graph import Node, TrainingGraph
+from poetsim.optimiser import optimise, require_feasible, write_lp
+from poetsim.schedule import Budgets, Compute, PageIn, PageOut, Strategy, Timing
+
+GOLDEN = Path(__file__).parent / "golden"
+needs_glpk = pytest.mark.skipif(shutil.which("glpsol") is None, reason="glpsol (glpk-utils) not installed")
+needs_cbc = pytest.mark.skipif(shutil.which("cbc") is None, reason="cbc (coinor-cbc) not installed")
+SOLVERS = ["highs", pytest.param("glpk", marks=needs_glpk), pytest.param("cbc", marks=needs_cbc)]
+
+
+def solve_checked(graph, costs, budgets, strategy=Strategy.HYBRID, timing=Timing.COMPUTE_ONLY, solver="highs"):
+    """optimise, then hold the schedule against the checker: valid, in budget, same figures."""
+    outcome = optimise(graph, costs, budgets, strategy, timing, solver=solver)
+    assert outcome.status == "optimal", outcome.message
+    checked = check_schedule(outcome.schedule, graph, costs, timing, budgets)
+    assert compare_figures(outcome.predicted, checked) == []
+    return outcome, checked
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_a_cheap_relu_is_recomputed_rather_than_paged(solver):
+    """relu_or_conv with r a ReLU (0.01 J), paging 0.05 J each way, RAM 201 B, compute-only.
+
+    Keep-all peaks at 250 B in stage 3 (r + big + out), so r must be out of RAM when `out` is
+    computed, yet gr reads it in stage 4. Recomputing r in stage 3 would place it before `out`
+    (ascending order), so the choices are: recompute r in stage 4 from s, kept all along (1 B;
+    stage 2 then holds s + r + big = 201 B, exactly the budget), for 0.01 J; or page r out in
+    stage 2 and in during stage 3 (usable in 4), for 0.10 J. Optimum: keep-all + 0.01 J, one
+    recomputation (r in stage 4), no paging.
+    """
+    graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
+    outcome, checked = solve_checked(graph, costs, Budgets(201, 10.0), solver=solver)
+    assert checked.total_j == pytest.approx(costs.plain_compute_j + 0.01, rel=1e-9)
+    assert (checked.recomputations, checked.page_ins, checked.page_outs) == (1, 0, 0)
+    assert Compute(1) in outcome.schedule.stages[4]
+    assert outcome.objective_j == pytest.approx(checked.total_j, rel=1e-9)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_a_costly_conv_is_paged_rather_than_recomputed(solver):
+    """The same graph with r a convolution (1 J) and paging 0.05 J each way.
+
+    Now paging r (out in stage 2, in during stage 3; under compute-only timing the page-in
+    takes RAM only from stage 4, where r + out + gr = 151 B) costs 0.10 J against 1 J for the
+    recomputation. Optimum: keep-all + 0.10 J, one page-out and one page-in, no recomputation.
+    """
+    graph, costs = relu_or_conv(node_j=1.0, page_j=0.05)
+    outcome, checked = solve_checked(graph, costs, Budgets(201, 10.0), solver=solver)
+    assert checked.total_j == pytest.approx(costs.plain_compute_j + 0.10, rel=1e-9)
+    assert (checked.recomputations, checked.page_ins, checked.page_outs) == (0, 1, 1)
+    assert PageOut(1) in outcome.schedule.stages[2] and PageIn(1) in outcome.schedule.stages[3]
+
+
+def test_under_overlap_timing_a_page_in_holds_ram_so_the_conv_is_recomputed():
+    """The conv case under overlap timing (no static power, generous deadline).
+
+    A page-in now holds its 100 B from the start of stage 3, the only stage that can page r
+    in for stage 4: big + r + out = 250 B > 201 B. Paging no longer fits, so the optimum
+    recomputes r in stage 4 for 1 J.
+    """
+    graph, costs = relu_or_conv(node_j=1.0, page_j=0.05)
+    _, checked = solve_checked(graph, costs, Budgets(201, 10.0), timing=Timing.OVERLAP)
+    assert checked.total_j == pytest.approx(costs.plain_compute_j + 1.0, rel=1e-9)
+    assert (checked.recomputations, checked.page_ins) == (1, 0)
+
+
+def test_the_deadline_can_forbid_recomputation():
+    """The ReLU case at 1.0x runtime: a recomputation adds time, paging does not (compute-only)."""
+    graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
+    _, checked = solve_checked(graph, costs, Budgets(201, costs.plain_runtime_s))
+    assert (checked.recomputations, checked.page_ins) == (0, 1)
+    assert checked.total_j == pytest.approx(costs.plain_compute_j + 0.10, rel=1e-9)
+
+
+def test_the_outcome_reports_the_solvers_account():
+    """Bound, gaps, sizes and times come back filled in, in joules, for an optimal solve."""
+    graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
+    outcome, _ = solve_checked(graph, costs, Budgets(201, 10.0))
+    assert outcome.bound_j <= outcome.objective_j * (1 + 1e-9)
+    assert outcome.bound_j >= costs.plain_compute_j - 1e-9
+    assert 0 <= outcome.gap_overhead <= 1e-4 and 0 <= outcome.gap_total <= outcome.gap_overhead
+    assert outcome.num_variables > 0 and outcome.num_constraints > 0
+    assert min(outcome.build_s, outcome.handoff_s, outcome.solve_s) >= 0
+
+
+def test_a_mip_start_that_highs_misvalues_does_not_corrupt_the_answer():
+    """A case where HiGHS 1.16 valued the greedy start (page node 0 out and in, 0.9 units) at
+    0.45 in its presolved space and called that optimal: the answer must still be the true
+    optimum, with the objective the schedule really costs."""
+    deps = [(), (0,), (1,), (0, 2), (3,), (0, 2, 3, 4), (1, 2, 5), (0, 1, 6), (0, 5, 7)]
+    sizes = [1, 1, 6, 1, 4, 1, 6, 1, 1]
+    graph = TrainingGraph.create("misvalued_start", [
+        Node(i, f"n{i}", "op", i > 4, d, m) for i, (d, m) in enumerate(zip(deps, sizes))])
+    T = len(graph)
+    costs = cost_table(graph, [1.0] * T, [2.0] + [1.0] * (T - 1), [1.0] * T, [0.5] + [1.0] * (T - 1))
+    budgets = Budgets(graph.min_feasible_ram_bytes, 2 * costs.plain_runtime_s)
+    cold = optimise(graph, costs, budgets, Strategy.HYBRID, Timing.COMPUTE_ONLY, warm_start=False)
+    warm, checked = solve_checked(graph, costs, budgets)
+    assert warm.objective_j == pytest.approx(checked.total_j, rel=1e-9)
+    assert warm.objective_j == pytest.approx(cold.objective_j, rel=1e-9) == costs.plain_compute_j + 1.0
+
+
+def tiny_case():
+    graph = training_graph([40, 30, 20], [10.0, 20.0, 5.0], frozenset({(0, 2)}), name="tiny")
+    T = len(graph)
+    costs = cost_table(graph, [0.5] * T, [0.25 * (k + 1) for k in range(T)], [0.125] * T, [0.0625] * T, 0.5, 1)
+    return graph, costs
+
+
+def test_the_lp_file_matches_the_golden_one(tmp_path):
+    """write_lp of a tiny hybrid/overlap model equals tests/golden/tiny_hybrid.lp.
+
+    Regenerate after an intended change of the model with POETSIM_REGEN_GOLDEN=1.
+    """
+    graph, costs = tiny_case()
+    budgets = Budgets(int(0.7 * graph.keep_all_peak_bytes), 1.25 * costs.plain_runtime_s)
+    golden = GOLDEN / "tiny_hybrid.lp"
+    written = tmp_path / "tiny_hybrid.lp"
+    write_lp(graph, costs, budgets, Strategy.HYBRID, Timing.OVERLAP, written)
+    if os.environ.get("POETSIM_REGEN_GOLDEN") == "1":
+        golden.parent.mkdir(exist_ok=True)
+        shutil.copy(written, golden)
+    assert written.read_text() == golden.read_text()
+
+
+def test_ram_below_the_largest_working_set_is_infeasible_with_a_one_line_reason():
+    graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
+    outcome = optimise(graph, costs, Budgets(199, 10.0), Strategy.HYBRID)
+    assert outcome.status == "infeasible" and outcome.schedule is None
+    with pytest.raises(InfeasibleBudgetError) as error:
+        require_feasible(outcome)
+    assert "\n" not in str(error.value) and "200 bytes" in str(error.value)
+
+
+def test_runtime_below_one_pass_is_infeasible():
+    graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
+    outcome = optimise(graph, costs, Budgets(1000, 0.9 * costs.plain_runtime_s), Strategy.HYBRID)
+    with pytest.raises(InfeasibleBudgetError, match="below one plain pass"):
+        require_feasible(outcome)
+
+
+def test_an_infeasibility_the_solver_proves_is_reported_as_such():
+    """Recompute-only at 1.0x runtime and 201 B: r must be recomputed, which takes time."""
+    graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
+    outcome = optimise(graph, costs, Budgets(201, costs.plain_runtime_s), Strategy.RECOMPUTE_ONLY, Timing.COMPUTE_ONLY)
+    assert outcome.status == "infeasible"
+    with pytest.raises(InfeasibleBudgetError) as error:
+        require_feasible(outcome)
+    assert "\n" not in str(error.value) and "recompute-only" in str(error.value)
+
+
+def test_require_feasible_passes_a_solved_outcome_through():
+    graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
+    outcome = optimise(graph, costs, Budgets(201, 10.0), Strategy.HYBRID)
+    assert require_feasible(outcome) is outcome
+
+
+@pytest.mark.parametrize("field, value", [("strategy", "swap-everything"), ("timing", "instant"), ("solver", "gurobi")])
+def test_unknown_choices_are_user_input_errors(field, value):
+    graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
+    args = {"strategy": Strategy.HYBRID, "timing": Timing.OVERLAP, "solver": "highs", field: value}
+    with pytest.raises(UserInputError, match=value):
+        optimise(graph, costs, Budgets(201, 10.0), **args)
+
+
+def test_a_missing_solver_binary_names_its_debian_package(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
+    with pytest.raises(SolverUnavailableError, match="glpk-utils"):
+        optimise(graph, costs, Budgets(201, 10.0), Strategy.HYBRID, solver="glpk")
+    with pytest.raises(SolverUnavailableError, match="coinor-cbc"):
+        optimise(graph, costs, Budgets(201, 10.0), Strategy.HYBRID, solver="cbc")

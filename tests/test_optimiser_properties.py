@@ -1,0 +1,112 @@
+"""Invariants of the optimiser on random small training graphs, with real solvers.
+
+Every schedule passes the independent checker within its budgets and the checker's figures
+equal the optimiser's own; more freedom never costs energy; nothing beats keep-all; and where
+keep-all fits, it is the optimum. HiGHS, GLPK and CBC agree on the optimum.
+"""
+
+import math
+import shutil
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from optimiser_cases import cases
+from poetsim.checker import check_schedule, compare_figures
+from poetsim.optimiser import keep_all, optimise
+from poetsim.optimiser import plan as plans
+from poetsim.optimiser.rules import Mode, plan_from_decisions, uses
+from poetsim.optimiser.formulation import formulate
+from poetsim.schedule import Budgets, Strategy, Timing
+
+GAP = 1e-7  # tight enough that "optimal" answers can be compared across strategies
+
+
+def budgets_for(graph, costs, ram_share: float, runtime_x: float) -> Budgets:
+    """RAM between the smallest feasible working set (share 0) and keep-all (share 1)."""
+    low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
+    return Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
+
+
+def checked_total(outcome, graph, costs, timing, budgets) -> float:
+    """The checker's energy of an optimal outcome, after asserting it agrees with the prediction."""
+    assert outcome.status == "optimal", outcome.message
+    checked = check_schedule(outcome.schedule, graph, costs, timing, budgets)
+    assert compare_figures(outcome.predicted, checked) == []
+    assert math.isclose(outcome.objective_j, checked.total_j, rel_tol=1e-6)
+    return checked.total_j
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases(min_forward=3), ram_share=st.floats(0.0, 1.2), runtime_x=st.floats(1.0, 2.0),
+       timing=st.sampled_from(list(Timing)))
+def test_schedules_are_valid_and_more_freedom_never_costs_energy(case, ram_share, runtime_x, timing):
+    graph, costs = case
+    budgets = budgets_for(graph, costs, ram_share, runtime_x)
+    _, keep_all_figures = keep_all(graph, costs, timing)
+    totals = {}
+    for strategy in Strategy:
+        outcome = optimise(graph, costs, budgets, strategy, timing, mip_rel_gap=GAP)
+        assert outcome.status in ("optimal", "infeasible")
+        if outcome.status == "optimal":
+            totals[strategy] = checked_total(outcome, graph, costs, timing, budgets)
+    slack = 1e-6 * keep_all_figures.total_j
+    if Strategy.HYBRID not in totals:
+        assert totals == {}, "a restricted strategy found a schedule that hybrid did not"
+        assert budgets.ram_bytes < graph.keep_all_peak_bytes
+        return
+    hybrid = totals[Strategy.HYBRID]
+    assert hybrid >= keep_all_figures.total_j - slack
+    for strategy, total in totals.items():
+        assert hybrid <= total + slack, f"hybrid costs more than {strategy.value}"
+    if budgets.ram_bytes >= graph.keep_all_peak_bytes:
+        assert hybrid == pytest.approx(keep_all_figures.total_j, rel=1e-6)
+
+
+@pytest.mark.parametrize("solver, executable", [("glpk", "glpsol"), ("cbc", "cbc")])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(case=cases(max_forward=3), ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 1.6),
+       timing=st.sampled_from(list(Timing)))
+def test_highs_and_the_shell_solvers_agree_on_the_optimum(solver, executable, case, ram_share, runtime_x, timing):
+    if shutil.which(executable) is None:
+        pytest.skip(f"{executable} not installed")
+    graph, costs = case
+    budgets = budgets_for(graph, costs, ram_share, runtime_x)
+    highs = optimise(graph, costs, budgets, Strategy.HYBRID, timing, solver="highs", mip_rel_gap=GAP)
+    other = optimise(graph, costs, budgets, Strategy.HYBRID, timing, solver=solver, mip_rel_gap=GAP)
+    assert highs.status == other.status
+    if highs.status == "optimal":
+        a = checked_total(highs, graph, costs, timing, budgets)
+        b = checked_total(other, graph, costs, timing, budgets)
+        assert a == pytest.approx(b, rel=1e-6)
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=cases(), data=st.data(), timing=st.sampled_from(list(Timing)), strategy=st.sampled_from(list(Strategy)))
+def test_rule_made_plans_are_solutions_of_the_model(case, data, timing, strategy):
+    """Any keep/recompute/page decisions the strategy allows give columns that satisfy every
+    row of the model, and a schedule the checker values exactly as the model does."""
+    graph, costs = case
+    allowed = [Mode.KEEP] + [mode for mode, ok in ((Mode.RECOMPUTE, strategy is not Strategy.PAGING_ONLY),
+                                                   (Mode.PAGE, strategy is not Strategy.RECOMPUTE_ONLY)) if ok]
+    decisions = {}
+    for i in range(len(graph)):
+        u = uses(graph, i)
+        for a, b in zip(u, u[1:]):
+            if b - a >= 2:
+                decisions[i, a, b] = data.draw(st.sampled_from(allowed))
+    plan = plan_from_decisions(graph, decisions)
+    fig = plans.figures(plan, graph, costs, timing)
+    budgets = Budgets(int(fig.peak_ram_bytes), max(fig.runtime_s, costs.plain_runtime_s))
+    form = formulate(graph, costs, budgets, strategy, timing)
+    values = plans.to_columns(form, plan, graph, costs)
+    for col, value in enumerate(values):
+        assert form.col_lower[col] - 1e-9 <= value <= form.col_upper[col] + 1e-9, form.column_names()[col]
+    for row, activity in enumerate(form.row_activity(values)):
+        assert form.row_lower[row] - 1e-9 <= activity <= form.row_upper[row] + 1e-9, f"row {row} of the model fails"
+    assert plans.from_columns(form, values) == plan
+    schedule = plans.to_schedule(plan, graph, costs, timing)
+    assert compare_figures(fig, check_schedule(schedule, graph, costs, timing, budgets)) == []
+    objective = sum(c * v for c, v in zip(form.col_cost, values))
+    assert form.keep_all_j + objective * form.energy_scale_j == pytest.approx(fig.total_j, rel=1e-9)

@@ -15,11 +15,13 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from poetsim import __version__
+from poetsim.assumptions import ASSUMPTIONS, SIMULATOR_ASSUMPTIONS, TIMING_HELP, TIMING_MODELS
 from poetsim.errors import PoetsimError
 from poetsim.units import format_bytes
 
 app = typer.Typer(
     help="Simulate and explore energy-optimal on-device training schedules (POET: recomputation + paging).",
+    epilog=f"{ASSUMPTIONS}. Timing models: {TIMING_HELP} {SIMULATOR_ASSUMPTIONS}. Full model: docs/cost-model.md, docs/optimiser.md.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -144,19 +146,6 @@ def validate(scenarios: list[Path] = typer.Argument(..., help="Scenario YAML fil
 
 # --- solve and simulate --------------------------------------------------------------------
 
-_TIMING_HELP = (
-    "compute-only: the paper's model (deadline counts compute time only, a page-in takes RAM from the "
-    "next stage, no static power). overlap (default): each stage lasts max(compute, DMA transfers / "
-    "channels), a page-in holds RAM from the start of its stage, a page-out releases RAM at the stage "
-    "end, energy adds static power x runtime."
-)
-ASSUMPTIONS = (
-    "Assumptions: activation RAM only (parameters, gradients and optimiser state outside the budget "
-    "unless the scenario reserves them); costs from the platform profile (docs/cost-model.md); "
-    "runtime budget = multiple of one plain forward+backward pass; timing model as named."
-)
-
-
 def _pick(values: tuple, override, label: str, parse=lambda v: v):
     """An option's value if given, else the scenario's only value, or its first with a note."""
     if override is not None:
@@ -226,7 +215,7 @@ def solve(
     strategy: Optional[str] = typer.Option(None, help="hybrid, recompute-only, paging-only, keep-all or checkpoint-sqrt."),
     ram: Optional[str] = typer.Option(None, help="RAM budget: bytes (1048576), units (256KiB) or % of keep-all."),
     runtime: Optional[str] = typer.Option(None, help="Runtime budget: multiple of one plain pass (1.2x)."),
-    timing: Optional[str] = typer.Option(None, help=_TIMING_HELP),
+    timing: Optional[str] = typer.Option(None, help=TIMING_HELP),
     solver: Optional[str] = typer.Option(None, help="highs (default), glpk or cbc."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", min=0.1, help="Solver time limit in seconds."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -289,7 +278,7 @@ def _print_summary(row: dict) -> None:
         table.add_row("simulated", f"{row['simulated_total_j']:.6g} J, makespan {row['simulated_runtime_s']:.6g} s, "
                                    f"peak {row['simulated_peak_ram_bytes']:,.0f} bytes, stalls {row['simulated_stall_s']:.4g} s")
     console.print(table)
-    console.print(f"[dim]{ASSUMPTIONS}[/dim]")
+    console.print(f"[dim]{ASSUMPTIONS}; timing {row['timing']}: {TIMING_MODELS[row['timing']]}.[/dim]")
 
 
 @app.command()
@@ -301,7 +290,7 @@ def simulate(
     strategy: Optional[str] = typer.Option(None, help="hybrid, recompute-only, paging-only, keep-all or checkpoint-sqrt."),
     ram: Optional[str] = typer.Option(None, help="RAM budget: bytes, units (256KiB) or % of keep-all."),
     runtime: Optional[str] = typer.Option(None, help="Runtime budget: multiple of one plain pass (1.2x)."),
-    timing: Optional[str] = typer.Option(None, help=_TIMING_HELP),
+    timing: Optional[str] = typer.Option(None, help=TIMING_HELP),
     solver: Optional[str] = typer.Option(None, help="highs (default), glpk or cbc."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", min=0.1, help="Solver time limit in seconds."),
     schedule: Optional[Path] = typer.Option(None, help="Replay this saved schedule.json instead of solving."),
@@ -345,7 +334,7 @@ def simulate(
     for flag in comparison["flags"]:
         console.print(f"[yellow]flag:[/yellow] {flag}")
     console.print(f"wrote {out}/ (trace.csv, summary.json, schedule.json, schedule.bin, charts)")
-    console.print(f"[dim]{ASSUMPTIONS}[/dim]")
+    console.print(f"[dim]{ASSUMPTIONS}; timing {problem.timing.value}: {TIMING_MODELS[problem.timing.value]}. {SIMULATOR_ASSUMPTIONS}.[/dim]")
 
 
 # --- sweeps, comparisons, reports and the guard ------------------------------------------------

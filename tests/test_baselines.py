@@ -8,7 +8,10 @@ from optimiser_cases import cases, cost_table, training_graph
 from poetsim.checker import check_schedule, compare_figures
 from poetsim.optimiser import checkpoint_sqrt, keep_all
 from poetsim.optimiser import plan as plans
-from poetsim.optimiser.baselines import start_plan
+from poetsim.costs import node_costs
+from poetsim.optimiser.baselines import forward_cut_points, start_plan
+from poetsim.profiles import load_platform
+from poetsim.zoo import build_model
 from poetsim.schedule import Budgets, Strategy, Timing
 
 
@@ -45,6 +48,26 @@ def test_checkpoint_sqrt_recomputes_each_dropped_node_once_on_a_chain():
     _, figures = checkpoint_sqrt(graph, costs, Timing.COMPUTE_ONLY)
     layers, segments = 16, 4  # segment boundaries 3, 7, 11, 15 are kept; the loss is read at once
     assert figures.recomputations == layers - segments
+
+
+def test_checkpoint_boundaries_of_a_residual_block_are_its_ends_not_its_inside():
+    """relu -> conv -> bn -> relu -> add(relu) -> relu: only nodes no skip jumps over are cuts."""
+    graph = build_model("resnet18_cifar", batch_size=1)
+    forward = [n.id for n in graph.nodes if not n.backward]
+    cut_names = {graph.nodes[forward[p]].name for p in forward_cut_points(graph, forward)}
+    assert {"layer1.0.relu2", "layer2.0.relu2", "layer4.1.relu2"} <= cut_names
+    assert not cut_names & {"layer1.0.conv1", "layer1.0.relu1", "layer2.0.down.conv", "layer2.0.bn2"}
+
+
+@pytest.mark.parametrize("model, most", [("resnet18_cifar", 0.5), ("resnet50", 0.4), ("bert_base", 0.2)])
+def test_checkpoint_sqrt_lowers_the_peak_of_graphs_with_skip_connections(model, most):
+    """Recomputation must stop at kept segment ends, not run back along the skips to the input."""
+    graph = build_model(model, batch_size=1)
+    costs = node_costs(graph, load_platform("rpi4"))
+    schedule, figures = checkpoint_sqrt(graph, costs, Timing.OVERLAP)
+    assert compare_figures(figures, check_schedule(schedule, graph, costs, Timing.OVERLAP)) == []
+    assert figures.peak_ram_bytes < most * graph.keep_all_peak_bytes
+    assert figures.recomputations < len(graph) / 2
 
 
 @settings(max_examples=80, deadline=None)

@@ -181,3 +181,12 @@ def test_a_missing_solver_binary_names_its_debian_package(tmp_path, monkeypatch)
         optimise(graph, costs, Budgets(201, 10.0), Strategy.HYBRID, solver="glpk")
     with pytest.raises(SolverUnavailableError, match="coinor-cbc"):
         optimise(graph, costs, Budgets(201, 10.0), Strategy.HYBRID, solver="cbc")
+
+
+def test_when_keep_all_fits_it_is_returned_as_proven_optimal_without_a_solver_run():
+    graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
+    outcome = optimise(graph, costs, Budgets(graph.keep_all_peak_bytes, 2 * costs.plain_runtime_s), Strategy.HYBRID)
+    assert outcome.status == "optimal" and outcome.solve_s == 0.0
+    assert outcome.gap_overhead == 0.0 and outcome.objective_j == outcome.bound_j
+    assert outcome.predicted.recomputations == outcome.predicted.page_ins == 0
+    assert "no solver run" in outcome.message

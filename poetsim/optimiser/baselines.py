@@ -35,22 +35,53 @@ def checkpoint_sqrt(graph: TrainingGraph, costs: CostTable, timing: Timing) -> t
 
 
 def checkpoint_decisions(graph: TrainingGraph) -> dict:
-    """RECOMPUTE every forward node but the segment boundaries across its longest idle stretch.
+    """RECOMPUTE every forward node but the segment boundaries from its last forward use to its first backward one.
 
-    A stretch of no stage (the loss, read at once by its gradient) is kept: dropping it saves
-    nothing.
+    Boundaries are cut points of the forward pass (no forward edge jumps over them), as in Chen
+    et al.'s treatment of non-linear graphs: a boundary inside a residual block would let
+    recomputation run back along the skip connections to the input, and the rebuilt
+    activations would then stay resident. About sqrt(n) boundaries are picked, each the cut
+    point nearest an even split of the forward nodes. A stretch of no stage (the loss, read at
+    once by its gradient) is kept: dropping it saves nothing, and so are data inputs.
     """
     forward = [n.id for n in graph.nodes if not n.backward]
     size = max(1, round(math.sqrt(len(forward))))
-    boundaries = set(forward[size - 1::size])
+    # A boundary must be read by the backward pass, or it is freed after the forward pass anyway.
+    cuts = [p for p in forward_cut_points(graph, forward)
+            if any(graph.nodes[r].backward for r in graph.consumers[forward[p]])]
+    boundaries = set()
+    for k in range(1, size + 1):
+        target = k * len(forward) / size - 1
+        if cuts:
+            boundaries.add(forward[min(cuts, key=lambda p: abs(p - target))])
     decisions = {}
     for i in forward:
+        if i in boundaries or graph.nodes[i].op == "input":
+            continue
         u = uses(graph, i)
-        gaps = [(b - a, a, b) for a, b in zip(u, u[1:])]
-        if i not in boundaries and gaps and max(gaps)[0] >= 2:
-            _, a, b = max(gaps)
-            decisions[i, a, b] = Mode.RECOMPUTE
+        a = max(k for k in u if not graph.nodes[k].backward)
+        later = [k for k in u if k > a]
+        if later and later[0] - a >= 2:
+            decisions[i, a, later[0]] = Mode.RECOMPUTE
     return decisions
+
+
+def forward_cut_points(graph: TrainingGraph, forward: list[int]) -> list[int]:
+    """Positions p in `forward` such that no forward edge runs from before p to after p.
+
+    Keeping the node at such a position is enough to recompute everything after it without
+    reaching further back. Edges out of data inputs (`op: input`, such as labels read by the
+    loss) are ignored: inputs are always kept.
+    """
+    position = {node: p for p, node in enumerate(forward)}
+    cuts, reach = [], -1
+    for p, node in enumerate(forward):
+        if reach <= p:
+            cuts.append(p)
+        for reader in graph.consumers[node]:
+            if reader in position and graph.nodes[node].op != "input":
+                reach = max(reach, position[reader])
+    return cuts
 
 
 def _result(plan: Plan, graph, costs, timing, name: str) -> tuple[Schedule, Figures]:
@@ -64,8 +95,13 @@ def fits(fig: Figures, budgets: Budgets) -> bool:
 
 
 def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, strategy: Strategy, timing: Timing) -> Plan | None:
-    """The cheapest plan that fits among keep-all, checkpoint-sqrt and the greedy; None if none does."""
+    """The cheapest plan that fits among keep-all, checkpoint-sqrt and the greedy (for hybrid, also
+    the paging-only and recompute-only greedy); None if none does."""
     candidates = [plan_from_decisions(graph, {}), greedy_plan(graph, costs, budgets, strategy, timing)]
+    if strategy is Strategy.HYBRID:
+        # Each single-mode greedy is a hybrid plan too, and often the better start: the hybrid
+        # greedy's per-byte ranking can favour a mode that later steps make expensive.
+        candidates += [greedy_plan(graph, costs, budgets, mode, timing) for mode in (Strategy.PAGING_ONLY, Strategy.RECOMPUTE_ONLY)]
     if strategy is not Strategy.PAGING_ONLY:
         candidates.append(plan_from_decisions(graph, checkpoint_decisions(graph)))
     feasible = []

@@ -10,7 +10,7 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from time import perf_counter
 
@@ -64,7 +64,7 @@ def solve(form: Formulation, solver: str, settings: SolverSettings, start: list[
 _BANNER_SHOWN = False
 
 
-def _new_highs():
+def new_highs():
     """A silent highspy.Highs. Its first construction in a process prints a banner to fd 1,
     before any option can turn output off; the library never prints, so fd 1 is pointed at
     /dev/null for that one construction."""
@@ -98,6 +98,9 @@ def _solve_highs(form: Formulation, settings: SolverSettings, start: list[float]
     result = _run_highs(form, settings, start)
     if start is None or result.values is None or _objective_matches(form, result):
         return result
+    if settings.time_limit_s is not None:  # the retry gets what is left of the limit, at least a tenth
+        left = max(settings.time_limit_s - result.solve_s, 0.1 * settings.time_limit_s)
+        settings = replace(settings, time_limit_s=left)
     retry = _run_highs(form, settings, None)
     return SolverResult(retry.status, retry.values, retry.objective, retry.bound,
                         result.handoff_s + retry.handoff_s, result.solve_s + retry.solve_s)
@@ -113,7 +116,7 @@ def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] |
     import numpy as np
 
     began = perf_counter()
-    h = _new_highs()
+    h = new_highs()
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = form.num_columns, form.num_rows
     lp.col_cost_ = np.asarray(form.col_cost, dtype=np.float64)

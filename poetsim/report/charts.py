@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import altair as alt
 import pandas as pd
 
+from poetsim.assumptions import ASSUMPTIONS
 from poetsim.errors import ScheduleError, UserInputError
 from poetsim.graph import TrainingGraph
 from poetsim.schedule import Compute, Free, PageIn, PageOut, Schedule
@@ -36,11 +37,6 @@ _STATE_COLOURS = ("#1f4e9c", "#f28e2b", "#2ca02c", "#d62728", "#9ecae1", "#c9b38
 KINDS = ("compute", "recompute", "page-in", "page-out", "stall")
 _KIND_COLOURS = ("#1f4e9c", "#f28e2b", "#2ca02c", "#d62728", "#7f7f7f")
 
-ASSUMPTIONS = (
-    "Assumptions: activation RAM only (parameters, gradients and optimiser state outside the budget "
-    "unless reserved); costs from the platform profile; runtime budget = multiple of one plain "
-    "forward+backward pass"
-)
 
 # Above these sizes the timeline is coarsened to about a pixel's resolution: a chart embeds its
 # data, and a 100k-row trace would make a 20 MB page that no browser draws quickly.

@@ -1,0 +1,32 @@
+"""The cost and timing model's assumptions, in the words users see (--help, summaries, chart footers).
+
+docs/cost-model.md states them in full; these are the short forms, kept in one place so that the
+CLI and the report cannot drift apart.
+"""
+
+#: One line per timing model, as `--help` and report footers state it.
+TIMING_MODELS = {
+    "compute-only": (
+        "the paper's model: the deadline counts compute time only, a page-in takes RAM from the next "
+        "stage, no static power"),
+    "overlap": (
+        "each stage lasts max(compute, DMA transfers / channels), a page-in holds RAM from the start of "
+        "its stage, a page-out releases RAM at the stage end, energy adds static power x runtime"),
+}
+
+TIMING_HELP = f"compute-only: {TIMING_MODELS['compute-only']}. overlap (default): {TIMING_MODELS['overlap']}."
+
+#: What every figure poetsim reports assumes, whatever the timing model.
+ASSUMPTIONS = (
+    "Assumptions: activation RAM only (parameters, gradients and optimiser state outside the budget "
+    "unless the scenario reserves them); costs from the platform profile, compute proportional to FLOPs "
+    "and a transfer = latency + bytes / bandwidth (docs/cost-model.md); runtime budget = multiple of one "
+    "plain forward+backward pass"
+)
+
+#: What the simulator adds to the optimiser's model.
+SIMULATOR_ASSUMPTIONS = (
+    "Simulator: one compute engine, the profile's DMA channels, RAM as a hard capacity (platform RAM "
+    "minus reserved state), a memory bus fairly shared by compute and transfers (contention stretches "
+    "time, not per-op energy), static power x makespan"
+)

@@ -25,11 +25,11 @@ def keep_all(graph: TrainingGraph, costs: CostTable, timing: Timing) -> tuple[Sc
 def checkpoint_sqrt(graph: TrainingGraph, costs: CostTable, timing: Timing) -> tuple[Schedule, Figures]:
     """Chen et al. 2016 (arXiv 1604.06174): keep ~sqrt(n) segment boundaries of the forward pass.
 
-    The forward nodes are cut into about sqrt(n) segments of consecutive nodes; the last node of
-    each segment is kept, the others are dropped across their longest idle interval (forward to
-    backward) and recomputed from the nearest kept ancestors when the backward pass reads them,
-    then kept until their last reader, so a segment is recomputed once, as in the paper. On a
-    graph with long skip connections recomputation reaches back through several segments.
+    About sqrt(n) boundaries are chosen among the forward pass's cut points (see
+    `checkpoint_decisions`) and kept; every other forward activation the backward pass reads is
+    dropped after its last forward reader and recomputed from the nearest kept boundary when
+    the backward pass first needs it, then kept until its last reader, so each segment is
+    recomputed once, as in the paper.
     """
     return _result(plan_from_decisions(graph, checkpoint_decisions(graph)), graph, costs, timing, "checkpoint-sqrt")
 

@@ -156,7 +156,7 @@ def present_once(b: RowBuilder, v: _Columns) -> None:
 
     Exact: recomputing what is resident, paging in what is resident or what is computed in the
     same stage, are each dominated by not doing it (no more energy, time or RAM), and the
-    checker rejects the last two. One clique row states all three.
+    checker rejects all three. One clique row states them.
     """
     for (t, i), col in v.S_ram.items():
         b.row((t, i), [(1, col), (1, v.R.get((t, i))), (1, v.M_in.get((t, i)))], -INF, 1)

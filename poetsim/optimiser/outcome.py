@@ -1,5 +1,6 @@
 """`optimise`: budgets in, a schedule, its predicted figures and the solver's own account out."""
 
+import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,7 +33,7 @@ class SolveOutcome:
     schedule: Schedule | None
     predicted: Figures | None      # the MILP's own figures, read from the solved variables
     objective_j: float | None      # total energy of the returned schedule per the model (solver's objective)
-    bound_j: float | None          # best proven lower bound on total energy (from the solver)
+    bound_j: float | None          # best proven lower bound on total energy (the solver's; keep-all if it has none)
     gap_total: float | None        # (objective - bound) / objective
     gap_overhead: float | None     # (objective - bound) / (objective - keep-all energy)
     build_s: float
@@ -102,7 +103,7 @@ def optimise(
         "strategy": strategy.value, "solver": solver, "status": result.status,
         "ram_budget_bytes": str(budgets.ram_bytes), "runtime_budget_s": repr(budgets.runtime_s)})
     objective_j = _joules(form, result.objective)
-    bound_j = _joules(form, result.bound)
+    bound_j = _joules(form, _proven_bound(result.bound, form))
     gap_total = gap_overhead = None
     if bound_j is not None:
         proven = max(objective_j - bound_j, 0.0)
@@ -232,6 +233,15 @@ def _abs_gap(form: Formulation) -> float:
     """A thousandth of the cheapest decision, in objective units: below it two schedules are one."""
     positive = [c for c in form.col_cost if c > 0]
     return 1e-3 * min(positive) if positive else 1e-9
+
+
+def _proven_bound(bound: float | None, form: Formulation) -> float:
+    """The solver's bound, or the trivial one where it has none (HiGHS stopped before its root LP
+    ended reports -inf): every objective coefficient is non-negative, so the overhead is >= 0."""
+    trivial = 0.0 if min(form.col_cost, default=0.0) >= 0 else float("-inf")
+    if bound is None or not math.isfinite(bound):
+        return trivial
+    return max(bound, trivial)
 
 
 def _joules(form: Formulation, scaled: float | None) -> float | None:

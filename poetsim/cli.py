@@ -220,6 +220,7 @@ def solve(
     time_limit: Optional[float] = typer.Option(None, "--time-limit", min=0.1, help="Solver time limit in seconds."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     out: Optional[Path] = typer.Option(None, help="Write schedule.json, schedule.bin and result.json here."),
+    lp: Optional[Path] = typer.Option(None, "--lp", help="Also write the MILP as a CPLEX LP file (for review or other solvers)."),
 ) -> None:
     """Find the energy-optimal schedule of one scenario point, check it, and report it.
 
@@ -229,7 +230,16 @@ def solve(
     from poetsim.pipeline import result_row, run_strategy, write_run
 
     spec, problem = _selected_problem(scenario, model, platform, ram, runtime, _timing_value(timing))
-    run = run_strategy(problem, _strategy(spec, strategy), solver or spec.solver,
+    chosen = _strategy(spec, strategy)
+    if lp is not None:
+        from poetsim.errors import UserInputError
+        from poetsim.optimiser import write_lp
+        from poetsim.pipeline import BASELINES
+
+        if chosen in BASELINES:
+            raise UserInputError(f"--lp: {chosen} is a baseline made without a solver; it has no MILP")
+        write_lp(problem.graph, problem.costs, problem.budgets, chosen, problem.timing, lp)
+    run = run_strategy(problem, chosen, solver or spec.solver,
                        time_limit if time_limit is not None else spec.time_limit_s, simulate=False)
     row = result_row(run)
     if out is not None:

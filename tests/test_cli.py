@@ -77,6 +77,18 @@ def test_solve_json_reports_a_checked_schedule(tmp_path):
     assert json.loads((tmp_path / "schedule.json").read_text())["format"] == "poetsim-schedule"
 
 
+def test_solve_writes_the_milp_as_an_lp_file_on_request(tmp_path):
+    lp = tmp_path / "model.lp"
+    result = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
+                     "--strategy", "recompute-only", "--lp", lp, "--json")
+    assert result.returncode == 0, result.stderr
+    text = lp.read_text()
+    assert "overhead:" in text and "inputs_present" in text
+    assert "M_in(" not in text  # recompute-only has no paging variables
+    baseline = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x", "--strategy", "keep-all", "--lp", lp)
+    assert_one_line_error(baseline, 2, "--lp: keep-all is a baseline")
+
+
 def test_solve_infeasible_exits_3_with_one_line():
     result = poetsim("solve", MCU, "--platform", "mkr1000", "--ram", "100B", "--runtime", "1x", "--strategy", "hybrid")
     assert_one_line_error(result, 3, "infeasible")

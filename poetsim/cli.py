@@ -6,6 +6,7 @@ error's exit code; anything else is a bug and keeps its traceback.
 
 import functools
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Optional
@@ -305,7 +306,7 @@ def simulate(
     time_limit: Optional[float] = typer.Option(None, "--time-limit", min=0.1, help="Solver time limit in seconds."),
     schedule: Optional[Path] = typer.Option(None, help="Replay this saved schedule.json instead of solving."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    out: Optional[Path] = typer.Option(None, help="Output folder (default results/<scenario name>/)."),
+    out: Optional[Path] = typer.Option(None, help="Output folder (default results/<scenario name>/simulate/<point>/)."),
     charts: bool = typer.Option(True, help="Draw the schedule and timeline charts (HTML and PNG)."),
 ) -> None:
     """Solve (or load) a schedule and replay it on a SimPy model of the device.
@@ -325,7 +326,10 @@ def simulate(
         run = run_strategy(problem, _strategy(spec, strategy), solver or spec.solver,
                            time_limit if time_limit is not None else spec.time_limit_s, simulate=True)
     _fail_if_unsolved(run)
-    out = out or Path("results") / spec.name
+    if out is None:  # beside the sweep's results, never over them
+        slug = re.sub(r"[^A-Za-z0-9_.%-]+", "-", f"{problem.graph.name}_{problem.platform.name}_ram{problem.ram}"
+                      f"_rt{problem.runtime_x:g}x_{run.strategy}_{problem.timing.value}").replace("%", "pct")
+        out = Path("results") / spec.name / "simulate" / slug
     write_run(run, out)
     comparison = compare_prediction(run)
     (out / "summary.json").write_text(json.dumps(comparison, indent=1) + "\n")

@@ -120,6 +120,14 @@ def test_simulate_writes_trace_summary_and_charts(tmp_path):
         assert (tmp_path / name).stat().st_size > 1000
 
 
+def test_simulate_writes_beside_the_sweep_results_by_default(tmp_path):
+    result = poetsim("simulate", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
+                     "--strategy", "hybrid", "--no-charts", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    written = list((tmp_path / "results" / "mcu" / "simulate").glob("*/trace.csv"))
+    assert [p.parent.name for p in written] == ["mlp_nrf52840_ram85pct_rt1.5x_hybrid_overlap"]
+
+
 def test_simulate_replays_a_saved_schedule(tmp_path):
     solved = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
                      "--strategy", "recompute-only", "--out", tmp_path / "solve")

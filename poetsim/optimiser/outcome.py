@@ -80,16 +80,15 @@ def optimise(
         better = _paging_only_start(graph, costs, budgets, timing, solver, settings, start)
         presolve_s = perf_counter() - began_pre
         if better is not None:
-            start, start_values = better, plans.to_columns(form, better, graph, costs)
+            start_values = plans.to_columns(form, better, graph, costs)
         if time_limit_s is not None:
             settings = replace(settings, time_limit_s=max(time_limit_s - presolve_s, 0.1 * time_limit_s))
     result = solve(form, solver, settings, start_values)
-    if presolve_s:
-        result = replace(result, solve_s=result.solve_s + presolve_s)
+    result = replace(result, solve_s=result.solve_s + presolve_s)
     if start_values is not None and result.status in ("feasible", "no-solution"):
         # A solver that stopped early may return worse than the start it was given (HiGHS drops a
         # start it misvalued, see solvers): the start is a schedule too, and its bound still holds.
-        start_cost = sum(c * v for c, v in zip(form.col_cost, start_values) if c)
+        start_cost = form.objective(start_values)
         if result.values is None or result.objective > start_cost + _abs_gap(form):
             result = replace(result, status="feasible", values=start_values, objective=start_cost)
     sizes = {"num_variables": form.num_columns, "num_constraints": form.num_rows}
@@ -204,13 +203,11 @@ def _infeasible_message(graph: TrainingGraph, costs: CostTable, budgets: Budgets
 def _zero_overhead_is_proven(form: Formulation, start: list[float]) -> bool:
     """Whether the start costs nothing above keep-all in a model where nothing can cost less.
 
-    Every objective coefficient and every column's lower bound is non-negative, so 0 is a lower
-    bound of the objective; a start whose objective is 0 is then optimal, and no solver can
-    improve or tighten it. This is what happens whenever keep-all fits the budgets.
+    When the objective's floor is 0 (`Formulation.objective_floor`), a start whose objective is
+    0 is optimal, and no solver can improve or tighten it. This is what happens whenever
+    keep-all fits the budgets.
     """
-    if any(c < 0 for c in form.col_cost) or any(low < 0 for low, c in zip(form.col_lower, form.col_cost) if c):
-        return False
-    return sum(c * v for c, v in zip(form.col_cost, start) if c) <= 1e-12
+    return form.objective_floor == 0.0 and form.objective(start) <= 1e-12
 
 
 def _keep_all_outcome(form, plan, graph, costs, budgets, strategy, timing, solver, build_s) -> SolveOutcome:
@@ -236,12 +233,11 @@ def _abs_gap(form: Formulation) -> float:
 
 
 def _proven_bound(bound: float | None, form: Formulation) -> float:
-    """The solver's bound, or the trivial one where it has none (HiGHS stopped before its root LP
-    ended reports -inf): every objective coefficient is non-negative, so the overhead is >= 0."""
-    trivial = 0.0 if min(form.col_cost, default=0.0) >= 0 else float("-inf")
+    """The solver's bound, or the objective's floor where it has none (HiGHS reports -inf when it
+    stopped before its root LP ended) or where the floor is higher."""
     if bound is None or not math.isfinite(bound):
-        return trivial
-    return max(bound, trivial)
+        return form.objective_floor
+    return max(bound, form.objective_floor)
 
 
 def _joules(form: Formulation, scaled: float | None) -> float | None:

@@ -108,7 +108,7 @@ def _solve_highs(form: Formulation, settings: SolverSettings, start: list[float]
 
 
 def _objective_matches(form: Formulation, result: SolverResult) -> bool:
-    cost = sum(c * v for c, v in zip(form.col_cost, result.values) if c)
+    cost = form.objective(result.values)
     return abs(cost - result.objective) <= 1e-6 * max(1.0, abs(cost))
 
 

@@ -9,7 +9,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -147,6 +147,18 @@ def validate(scenarios: list[Path] = typer.Argument(..., help="Scenario YAML fil
 
 # --- solve and simulate --------------------------------------------------------------------
 
+# Options shared by `solve` and `simulate`: which point of the scenario, and how to solve it.
+ModelOpt = Annotated[Optional[str], typer.Option(help="Model (zoo name or graph path); overrides the scenario.")]
+PlatformOpt = Annotated[Optional[str], typer.Option(help="Platform name or profile path; overrides the scenario.")]
+StrategyOpt = Annotated[Optional[str], typer.Option(help="hybrid, recompute-only, paging-only, keep-all or checkpoint-sqrt.")]
+RamOpt = Annotated[Optional[str], typer.Option(help="RAM budget: bytes (1048576), units (256KiB) or % of keep-all.")]
+RuntimeOpt = Annotated[Optional[str], typer.Option(help="Runtime budget: multiple of one plain pass (1.2x).")]
+TimingOpt = Annotated[Optional[str], typer.Option(help=TIMING_HELP)]
+SolverOpt = Annotated[Optional[str], typer.Option(help="highs (default), glpk or cbc.")]
+TimeLimitOpt = Annotated[Optional[float], typer.Option("--time-limit", min=0.1, help="Solver time limit in seconds.")]
+PointTimeLimitOpt = Annotated[Optional[float], typer.Option("--time-limit", min=0.1, help="Solver time limit per point, seconds.")]
+
+
 def _pick(values: tuple, override, label: str, parse=lambda v: v):
     """An option's value if given, else the scenario's only value, or its first with a note."""
     if override is not None:
@@ -211,14 +223,14 @@ def _fail_if_unsolved(run) -> None:
 @_boundary
 def solve(
     scenario: Path = typer.Argument(..., help="Scenario YAML."),
-    model: Optional[str] = typer.Option(None, help="Model (zoo name or graph path); overrides the scenario."),
-    platform: Optional[str] = typer.Option(None, help="Platform name or profile path; overrides the scenario."),
-    strategy: Optional[str] = typer.Option(None, help="hybrid, recompute-only, paging-only, keep-all or checkpoint-sqrt."),
-    ram: Optional[str] = typer.Option(None, help="RAM budget: bytes (1048576), units (256KiB) or % of keep-all."),
-    runtime: Optional[str] = typer.Option(None, help="Runtime budget: multiple of one plain pass (1.2x)."),
-    timing: Optional[str] = typer.Option(None, help=TIMING_HELP),
-    solver: Optional[str] = typer.Option(None, help="highs (default), glpk or cbc."),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", min=0.1, help="Solver time limit in seconds."),
+    model: ModelOpt = None,
+    platform: PlatformOpt = None,
+    strategy: StrategyOpt = None,
+    ram: RamOpt = None,
+    runtime: RuntimeOpt = None,
+    timing: TimingOpt = None,
+    solver: SolverOpt = None,
+    time_limit: TimeLimitOpt = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     out: Optional[Path] = typer.Option(None, help="Write schedule.json, schedule.bin and result.json here."),
     lp: Optional[Path] = typer.Option(None, "--lp", help="Also write the MILP as a CPLEX LP file (for review or other solvers)."),
@@ -296,14 +308,14 @@ def _print_summary(row: dict) -> None:
 @_boundary
 def simulate(
     scenario: Path = typer.Argument(..., help="Scenario YAML."),
-    model: Optional[str] = typer.Option(None, help="Model (zoo name or graph path); overrides the scenario."),
-    platform: Optional[str] = typer.Option(None, help="Platform name or profile path; overrides the scenario."),
-    strategy: Optional[str] = typer.Option(None, help="hybrid, recompute-only, paging-only, keep-all or checkpoint-sqrt."),
-    ram: Optional[str] = typer.Option(None, help="RAM budget: bytes, units (256KiB) or % of keep-all."),
-    runtime: Optional[str] = typer.Option(None, help="Runtime budget: multiple of one plain pass (1.2x)."),
-    timing: Optional[str] = typer.Option(None, help=TIMING_HELP),
-    solver: Optional[str] = typer.Option(None, help="highs (default), glpk or cbc."),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", min=0.1, help="Solver time limit in seconds."),
+    model: ModelOpt = None,
+    platform: PlatformOpt = None,
+    strategy: StrategyOpt = None,
+    ram: RamOpt = None,
+    runtime: RuntimeOpt = None,
+    timing: TimingOpt = None,
+    solver: SolverOpt = None,
+    time_limit: TimeLimitOpt = None,
     schedule: Optional[Path] = typer.Option(None, help="Replay this saved schedule.json instead of solving."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     out: Optional[Path] = typer.Option(None, help="Output folder (default results/<scenario name>/simulate/<point>/)."),
@@ -398,7 +410,7 @@ def sweep(
     jobs: Optional[int] = typer.Option(None, "-j", "--jobs", min=1, help="Parallel worker processes (default: the core count)."),
     out: Optional[Path] = typer.Option(None, help="Results folder (default results/<scenario name>/)."),
     resume: bool = typer.Option(False, help="Continue a sweep: skip the points already in runs.csv."),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", min=0.1, help="Solver time limit per point, seconds."),
+    time_limit: PointTimeLimitOpt = None,
     executor: str = typer.Option("process", help="process (local worker processes) or dask."),
     scheduler: Optional[str] = typer.Option(None, help="Dask scheduler address (with --executor dask; default: a local cluster)."),
 ) -> None:
@@ -423,7 +435,7 @@ def sweep(
 def compare(
     target: Path = typer.Argument(..., help="Scenario YAML, or a results folder / runs.csv from a sweep."),
     jobs: Optional[int] = typer.Option(None, "-j", "--jobs", min=1, help="Parallel worker processes."),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", min=0.1, help="Solver time limit per point, seconds."),
+    time_limit: PointTimeLimitOpt = None,
 ) -> None:
     """Strategies side by side for each point, with the keep-all and checkpoint-sqrt baselines.
 

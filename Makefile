@@ -49,7 +49,7 @@ test-slow: setup
 
 # Speed and memory targets: CSVs under results/bench/ (BENCH="solver simulator sweep" picks).
 bench: setup
-	$(BIN)/python -m poetsim.bench $(BENCH)
+	$(BIN)/python -m benchmarks $(BENCH)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build

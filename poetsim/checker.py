@@ -21,10 +21,6 @@ from poetsim.schedule import Budgets, Compute, Figures, Free, Instruction, PageI
 _PHASE = {PageOut: 0, PageIn: 1, Compute: 2, Free: 2}
 _PHASE_NAMES = ("page-outs", "page-ins", "computes and frees")
 
-# Runtimes are sums of floats that the optimiser adds in another order; a deadline met exactly
-# must not fail on the last bit. RAM is a sum of integers and is compared exactly.
-_DEADLINE_RTOL = 1e-9
-
 # compare_figures: below this absolute difference two figures are equal whatever their ratio,
 # so that a zero against a rounding residue (1e-18 J of static energy) is not a mismatch.
 _ABS_FLOOR = 1e-12
@@ -90,26 +86,9 @@ def _check_shape(schedule: Schedule, graph: TrainingGraph, costs: CostTable) -> 
 
 def _check_budgets(figures: Figures, budgets: Budgets) -> None:
     """Raise ScheduleError naming every figure over its budget and by how much."""
-    problems = []
-    if figures.peak_ram_bytes > budgets.ram_bytes:
-        over = figures.peak_ram_bytes - budgets.ram_bytes
-        problems.append(
-            f"peak RAM {figures.peak_ram_bytes:,} bytes is {over:,} bytes{_share(over, budgets.ram_bytes)} "
-            f"over the budget of {budgets.ram_bytes:,} bytes"
-        )
-    if figures.runtime_s > budgets.runtime_s * (1 + _DEADLINE_RTOL):
-        over = figures.runtime_s - budgets.runtime_s
-        problems.append(
-            f"runtime {figures.runtime_s:.6g} s is {over:.6g} s{_share(over, budgets.runtime_s)} "
-            f"over the deadline of {budgets.runtime_s:.6g} s"
-        )
+    problems = budgets.overruns(figures)
     if problems:
         raise ScheduleError("over budget: " + "; ".join(problems))
-
-
-def _share(over: float, budget: float) -> str:
-    """' (12.5%)' of the budget, or nothing for a zero budget."""
-    return f" ({100 * over / budget:.3g}%)" if budget > 0 else ""
 
 
 def _show(ins: Instruction) -> str:

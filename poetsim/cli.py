@@ -18,6 +18,7 @@ from rich.table import Column, Table
 from poetsim import __version__
 from poetsim.assumptions import ASSUMPTIONS, SIMULATOR_ASSUMPTIONS, TIMING_HELP, TIMING_MODELS
 from poetsim.errors import PoetsimError
+from poetsim.status import Status
 from poetsim.units import format_bytes
 
 app = typer.Typer(
@@ -171,7 +172,7 @@ def _pick(values: tuple, override, label: str, parse=lambda v: v):
 
 def _selected_problem(scenario_path, model, platform, ram, runtime, timing):
     from poetsim.errors import UserInputError
-    from poetsim.pipeline import build_problem
+    from poetsim.problem import build_problem
     from poetsim.scenario import load_scenario
     from poetsim.schedule import Timing
     from poetsim.units import parse_ram, parse_runtime
@@ -197,11 +198,11 @@ def _selected_problem(scenario_path, model, platform, ram, runtime, timing):
 
 def _strategy(scenario, strategy: Optional[str]) -> str:
     from poetsim.errors import UserInputError
-    from poetsim.scenario import BASELINES, SOLVED
+    from poetsim.strategies import REGISTRY
 
     chosen = _pick(scenario.strategies, strategy, "strategy")
-    if chosen not in SOLVED + BASELINES:
-        raise UserInputError(f"--strategy: unknown strategy '{chosen}' (use {', '.join(SOLVED + BASELINES)})")
+    if chosen not in REGISTRY:
+        raise UserInputError(f"--strategy: unknown strategy '{chosen}' (use {', '.join(REGISTRY)})")
     return chosen
 
 
@@ -210,11 +211,11 @@ def _fail_if_unsolved(run) -> None:
 
     if run.ok:
         return
-    if run.status == "infeasible":
+    if run.status is Status.INFEASIBLE:
         message = run.message if run.message.startswith("infeasible") else (
             f"infeasible: no {run.strategy} schedule meets the budgets ({run.message})")
         raise InfeasibleBudgetError(message)
-    if run.status == "invalid":
+    if run.status is Status.INVALID:
         raise InternalError(f"invalid schedule: {run.message}")
     raise PoetsimError(f"{run.status}: {run.message}")
 
@@ -247,14 +248,15 @@ def solve(
     if lp is not None:
         from poetsim.errors import UserInputError
         from poetsim.optimiser import write_lp
-        from poetsim.pipeline import BASELINES
+        from poetsim import strategies
 
-        if chosen in BASELINES:
+        picked = strategies.get(chosen)
+        if picked.kind is strategies.Kind.BASELINE:
             raise UserInputError(f"--lp: {chosen} is a baseline made without a solver; it has no MILP")
-        write_lp(problem.graph, problem.costs, problem.budgets, chosen, problem.timing, lp)
+        write_lp(problem.graph, problem.costs, problem.budgets, picked.moves, problem.timing, lp)
     run = run_strategy(problem, chosen, solver or spec.solver,
                        time_limit if time_limit is not None else spec.time_limit_s, simulate=False)
-    row = result_row(run)
+    row = result_row(run).to_dict()
     if out is not None:
         write_run(run, out)
     if as_json:
@@ -394,7 +396,7 @@ def _sweep_with_progress(scenario, directory: Path, jobs, resume: bool, time_lim
 
         def on_row(row, done, total):
             nonlocal failures
-            failures += row["status"] == "failed"
+            failures += row.status is Status.FAILED
             progress.update(task, completed=done, failures=failures)
 
         progress.update(task, completed=0)
@@ -443,17 +445,15 @@ def compare(
     writes compare.csv beside runs.csv.
     """
     from poetsim.results import compare_strategies, load_results
-    from poetsim.scenario import BASELINES
-
     scenario, directory = _scenario_for(target)
-    strategies = tuple(dict.fromkeys(scenario.strategies + BASELINES))
-    scenario = scenario.model_copy(update={"strategies": strategies})
+    wanted = tuple(dict.fromkeys(scenario.strategies + ("keep-all", "checkpoint-sqrt")))
+    scenario = scenario.model_copy(update={"strategies": wanted})
     _sweep_with_progress(scenario, directory, jobs, True, time_limit, "process", None)
     table = compare_strategies(load_results(directory))
     table.to_csv(directory / "compare.csv", index=False)
     view = Table(*("model", "platform", "RAM", "runtime", "strategy", "status", "energy J", "overhead %", "peak RAM", "makespan s"))
     for row in table.itertuples(index=False):
-        ok = row.status in ("optimal", "feasible", "baseline")
+        ok = Status(row.status).has_schedule
         view.add_row(Path(str(row.model)).stem, Path(str(row.platform)).stem, str(row.ram), f"{row.runtime_x:g}x", row.strategy,
                      row.status, f"{row.predicted_total_j:.6g}" if ok else "-", f"{row.overhead_pct:+.3f}" if ok else "-",
                      f"{row.predicted_peak_ram_bytes:,.0f}" if ok else "-", f"{row.predicted_runtime_s:.4g}" if ok else "-")

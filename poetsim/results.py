@@ -9,10 +9,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from poetsim import strategies
 from poetsim.errors import UserInputError
+from poetsim.status import Status
 
-FEASIBLE = ("optimal", "feasible", "baseline")
 GRID = ["model", "platform", "ram", "runtime_x"]
+#: Status words that come with a schedule.
+WITH_SCHEDULE = tuple(s.value for s in Status if s.has_schedule)
+
+
+def has_schedule(status: pd.Series) -> pd.Series:
+    """Per row, whether its status comes with a checked schedule."""
+    return status.astype(str).isin(WITH_SCHEDULE)
 
 
 def load_results(path: str | Path) -> pd.DataFrame:
@@ -37,9 +45,8 @@ def compare_strategies(frame: pd.DataFrame) -> pd.DataFrame:
     columns = GRID + ["strategy", "status", "predicted_total_j", "overhead_pct", "predicted_peak_ram_bytes",
                       "predicted_runtime_s", "simulated_total_j", "gap_overhead"]
     present = [c for c in columns if c in frame.columns]
-    order = {s: i for i, s in enumerate(("keep-all", "hybrid", "recompute-only", "paging-only", "checkpoint-sqrt"))}
     table = frame[present].copy()
-    table["_order"] = table["strategy"].map(order).fillna(99)
+    table["_order"] = table["strategy"].map(strategies.rank)
     return table.sort_values(GRID + ["_order"]).drop(columns="_order").reset_index(drop=True)
 
 
@@ -67,7 +74,7 @@ def check_against_baseline(current: pd.DataFrame, baseline: pd.DataFrame, rtol: 
             changes.append(Change(key, "missing", _energy(base), None, "in the baseline, not in the results"))
             continue
         row = now.loc[key]
-        was_ok, is_ok = base["status"] in FEASIBLE, row["status"] in FEASIBLE
+        was_ok, is_ok = base["status"] in WITH_SCHEDULE, row["status"] in WITH_SCHEDULE
         before, after = _energy(base), _energy(row)
         if was_ok and not is_ok:
             changes.append(Change(key, "now-infeasible", before, None, f"status {base['status']} -> {row['status']}: {row.get('message', '')}"))

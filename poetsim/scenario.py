@@ -13,6 +13,8 @@ Any of model, platform, ram and runtime may be a list: the scenario is then the 
 combinations (`Scenario.points`). Errors name the file and the field path, one line each.
 """
 
+import functools
+import hashlib
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,15 +24,12 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from poetsim.errors import UserInputError
-from poetsim.profiles import format_validation_error
+from poetsim.graphio import load_graph
+from poetsim.problem import RESERVE_MULTIPLE, reserved_bytes
+from poetsim.profiles import format_validation_error, load_platform
 from poetsim.schedule import Timing
-from poetsim.units import RamSpec, parse_ram, parse_runtime
-
-#: What each training-state reservation keeps in RAM besides activations, in multiples of the
-#: parameter bytes: the parameters, their gradients and the optimiser's state per parameter.
-RESERVE_MULTIPLE = {"none": 0, "sgd": 2, "momentum": 3, "adam": 4}
-BASELINES = ("keep-all", "checkpoint-sqrt")
-SOLVED = ("hybrid", "recompute-only", "paging-only")
+from poetsim.strategies import REGISTRY, Kind, names
+from poetsim.units import RamSpec, number_text, parse_ram, parse_runtime
 
 
 def _as_list(value: Any) -> Any:
@@ -49,8 +48,8 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Budgets(_Frozen):
-    """RAM and runtime budgets; each a value or a list of values (a sweep axis)."""
+class BudgetGrid(_Frozen):
+    """The RAM and runtime budgets of a scenario; each a value or a list of values (a sweep axis)."""
 
     ram: Annotated[tuple[RamSpec, ...], BeforeValidator(_ram_list)] = Field(
         description="Activation RAM: bytes, a size with unit (256KiB) or a percentage of the keep-all peak.")
@@ -61,7 +60,8 @@ class Budgets(_Frozen):
 class Scenario(_Frozen):
     """One scenario file: what to train, on what, under which budgets, with which strategies."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Used for the results folder.")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100,
+                      description="Used for the results folder: letters, digits, '_', '.', '-', starting with a letter or digit.")
     description: str = ""
     model: Annotated[tuple[str, ...], BeforeValidator(_as_list)]
     batch_size: int = Field(default=1, gt=0)
@@ -69,8 +69,8 @@ class Scenario(_Frozen):
     seq_len: int | None = Field(default=None, gt=0, description="Sequence length for transformers.")
     flops_per_cost_unit: float = Field(default=1e6, gt=0, description="FLOPs per cost_cpu unit of imported node-link graphs.")
     platform: Annotated[tuple[str, ...], BeforeValidator(_as_list)]
-    budgets: Budgets
-    strategies: tuple[str, ...] = SOLVED
+    budgets: BudgetGrid
+    strategies: tuple[str, ...] = names(Kind.SOLVED)
     timing: Timing = Timing.OVERLAP
     solver: str = "highs"
     time_limit_s: float = Field(default=120.0, gt=0)
@@ -80,9 +80,9 @@ class Scenario(_Frozen):
     @field_validator("strategies")
     @classmethod
     def _known_strategies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [s for s in value if s not in SOLVED + BASELINES]
+        unknown = [s for s in value if s not in REGISTRY]
         if unknown:
-            raise ValueError(f"unknown strategy '{unknown[0]}' (use {', '.join(SOLVED + BASELINES)})")
+            raise ValueError(f"unknown strategy '{unknown[0]}' (use {', '.join(REGISTRY)})")
         if not value:
             raise ValueError("give at least one strategy")
         return value
@@ -101,18 +101,49 @@ class Scenario(_Frozen):
             raise ValueError(f"unknown reservation '{value}' (use {', '.join(RESERVE_MULTIPLE)})")
         return value
 
+    @field_validator("model", "platform", "strategies")
+    @classmethod
+    def _no_repeats(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _unique(value, lambda v: v)
+
+    @field_validator("budgets")
+    @classmethod
+    def _no_repeated_budgets(cls, value: "BudgetGrid") -> "BudgetGrid":
+        _unique(value.ram, lambda r: r.key, "budgets.ram")
+        _unique(value.runtime, number_text, "budgets.runtime")
+        return value
+
     def points(self) -> list["Point"]:
         """Every combination of model, platform, RAM, runtime and strategy, in a stable order."""
         return [
-            Point(self.name, model, platform, ram, runtime, strategy)
+            Point(self.name, model, platform, ram, runtime, strategy, source_key(model), source_key(platform))
             for model, platform, ram, runtime, strategy in itertools.product(
                 self.model, self.platform, self.budgets.ram, self.budgets.runtime, self.strategies)
         ]
 
 
+def _unique(values: tuple, key, field: str = ""):
+    """`values` if no two have the same key; ValueError naming the repeat otherwise."""
+    seen: dict = {}
+    for value in values:
+        k = key(value)
+        if k in seen:
+            where = f"{field}: " if field else ""
+            raise ValueError(f"{where}{value} repeats {seen[k]} (each value once, or two results would share a key)")
+        seen[k] = value
+    return values
+
+
 @dataclass(frozen=True)
 class Point:
-    """One point of a scenario's grid; `key` identifies it in results files."""
+    """One point of a scenario's grid; `key` identifies it in results files.
+
+    `model` and `platform` are what loads them (a zoo or shipped name, or a file's absolute
+    path); `model_key` and `platform_key` name a file by its name and a hash of its content
+    instead (`source_key`, taken once when the grid is made), so that results made in one clone
+    match those of another wherever it lies, and two different files of the same name never
+    share a key.
+    """
 
     scenario: str
     model: str
@@ -120,17 +151,50 @@ class Point:
     ram: RamSpec
     runtime_x: float
     strategy: str
+    model_key: str
+    platform_key: str
 
     @property
     def key(self) -> str:
-        return f"{self.model}|{self.platform}|{self.ram}|{self.runtime_x:g}x|{self.strategy}"
+        return f"{self.model_key}|{self.platform_key}|{self.ram.key}|{number_text(self.runtime_x)}x|{self.strategy}"
+
+    @property
+    def cell(self) -> tuple[str, str, str, float]:
+        """The grid cell of the point: everything but the strategy."""
+        return (self.model, self.platform, self.ram.key, self.runtime_x)
+
+
+def source_key(spec: str) -> str:
+    """A zoo or shipped name as it is; a file as `name@hash`, eight hex digits of its content's SHA-256."""
+    path = Path(spec)
+    if not path.is_absolute():
+        return spec
+    try:
+        stat = path.stat()
+    except OSError:
+        return f"{path.name}@missing"
+    return f"{path.name}@{_content_hash(str(path), stat.st_mtime_ns, stat.st_size)}"
+
+
+@functools.lru_cache(maxsize=256)
+def _content_hash(path: str, mtime_ns: int, size: int) -> str:
+    """The first eight hex digits of the file's SHA-256 (cached while the file is unchanged)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:8]
+    except OSError:
+        return "missing"
+
+
+#: Specs ending like this are files; anything else is a zoo model or a shipped platform name.
+FILE_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 def load_scenario(path: str | Path, check_references: bool = True) -> Scenario:
     """Read and validate a scenario file; UserInputError names the file and field.
 
-    With `check_references`, also resolve every model and platform and check RAM budgets
-    against the platforms' RAM (this builds the graphs, which takes well under a second each).
+    Graph and profile paths in the file are relative to the file's folder, never to the
+    working directory. With `check_references`, also resolve every model and platform and check
+    RAM budgets against the platforms' RAM (this builds the graphs, well under a second each).
     """
     path = Path(path)
     try:
@@ -146,31 +210,34 @@ def load_scenario(path: str | Path, check_references: bool = True) -> Scenario:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise UserInputError(f"{path}: {format_validation_error(exc)}") from None
-    scenario = _resolve_relative_paths(scenario, path.parent)
+    scenario = _resolve_relative_paths(scenario, path)
     if check_references:
         check_scenario_references(scenario, path)
     return scenario
 
 
-def _resolve_relative_paths(scenario: Scenario, base: Path) -> Scenario:
-    """Graph and profile paths in a scenario are relative to the scenario file."""
-    def fix(spec: str) -> str:
-        if spec.endswith((".json", ".yaml", ".yml")) and not Path(spec).is_absolute():
-            candidate = base / spec
-            return str(candidate.resolve()) if candidate.exists() else spec
-        return spec
+def _resolve_relative_paths(scenario: Scenario, path: Path) -> Scenario:
+    """Graph and profile paths in a scenario are relative to the scenario file's folder."""
+    base = path.parent.resolve()
+
+    def fix(spec: str, field: str, values: tuple) -> str:
+        if not spec.endswith(FILE_SUFFIXES):
+            return spec
+        target = (base / spec).resolve()
+        if not target.is_file():
+            index = values.index(spec)
+            raise UserInputError(f"{path}: {field}{_at(values, index)}: no such file {spec} "
+                                 f"(paths are relative to the scenario's folder, {base})")
+        return str(target)
 
     return scenario.model_copy(update={
-        "model": tuple(fix(m) for m in scenario.model),
-        "platform": tuple(fix(p) for p in scenario.platform),
+        "model": tuple(fix(m, "model", scenario.model) for m in scenario.model),
+        "platform": tuple(fix(p, "platform", scenario.platform) for p in scenario.platform),
     })
 
 
 def check_scenario_references(scenario: Scenario, path: Path) -> None:
     """Resolve models and platforms; reject a RAM budget above a platform's RAM."""
-    from poetsim.graphio import load_graph
-    from poetsim.profiles import load_platform
-
     graphs = {}
     for index, model in enumerate(scenario.model):
         try:
@@ -187,13 +254,8 @@ def check_scenario_references(scenario: Scenario, path: Path) -> None:
                 total = ram.resolve(graph.keep_all_peak_bytes) + reserved_bytes(graph, scenario.reserve_training_state)
                 if total > platform.ram_bytes:
                     raise UserInputError(
-                        f"{path}: budgets.ram{_at(scenario.budgets.ram, ram_index)}: {ram} is {total:,} bytes for {model}, "
+                        f"{path}: budgets.ram{_at(scenario.budgets.ram, ram_index)}: {ram} is {total:,} bytes for {source_key(model)}, "
                         f"above the {platform.ram_bytes:,} bytes of RAM of platform {platform.name}")
-
-
-def reserved_bytes(graph, reserve_training_state: str) -> int:
-    """RAM kept for parameters, gradients and optimiser state (0 unless the scenario asks)."""
-    return RESERVE_MULTIPLE[reserve_training_state] * graph.param_bytes
 
 
 def _at(values: tuple, index: int) -> str:

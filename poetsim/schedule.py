@@ -38,12 +38,34 @@ class Timing(str, Enum):
     OVERLAP = "overlap"
 
 
-class Strategy(str, Enum):
-    """What the optimiser may do besides computing each node once."""
+@dataclass(frozen=True)
+class Moves:
+    """What a schedule may do besides computing each node once and keeping it until its last reader.
 
-    HYBRID = "hybrid"
-    RECOMPUTE_ONLY = "recompute-only"
-    PAGING_ONLY = "paging-only"
+    Every strategy (poetsim.strategies) is declared with the moves its schedules use. A schedule
+    that uses fewer moves is a schedule of a strategy with more, so its energy is an upper bound
+    for that strategy: the optimiser takes such schedules as starts (hybrid is never reported
+    worse than paging-only at the same point).
+    """
+
+    recompute: bool
+    page: bool
+
+    @property
+    def label(self) -> str:
+        """The moves in one word: recompute-page, recompute, page or none."""
+        return "-".join(name for name, on in (("recompute", self.recompute), ("page", self.page)) if on) or "none"
+
+    @property
+    def phrase(self) -> str:
+        """The moves as words that follow 'a schedule': 'that only recomputes'."""
+        return {(True, True): "that recomputes and pages", (True, False): "that only recomputes",
+                (False, True): "that only pages", (False, False): "that neither recomputes nor pages"}[
+            (self.recompute, self.page)]
+
+    def allows(self, other: "Moves") -> bool:
+        """Whether every schedule that uses only `other`'s moves is allowed under these."""
+        return (self.recompute or not other.recompute) and (self.page or not other.page)
 
 
 # Instructions are frozen dataclasses, not NamedTuples: tuples compare by value across types,
@@ -79,12 +101,48 @@ class Free:
 Instruction = Compute | PageOut | PageIn | Free
 
 
+#: A deadline is met when the runtime is within this share above it: runtimes are float sums taken
+#: in different orders by the optimiser, the checker and the simulator, and a schedule that meets a
+#: deadline exactly must not fail on its last bit. RAM is a sum of integers and compared exactly.
+DEADLINE_RTOL = 1e-9
+
+
 @dataclass(frozen=True)
 class Budgets:
-    """Absolute budgets of one solve: activation RAM in bytes and the deadline in seconds."""
+    """Absolute budgets of one solve: activation RAM in bytes and the deadline in seconds.
+
+    `fits` and `overruns` are the one definition of "within budget" that the baselines, the
+    optimiser, the checker and the simulator share.
+    """
 
     ram_bytes: int
     runtime_s: float
+
+    def meets_deadline(self, runtime_s: float) -> bool:
+        """Whether `runtime_s` is within the deadline (to DEADLINE_RTOL)."""
+        return runtime_s <= self.runtime_s * (1 + DEADLINE_RTOL)
+
+    def fits(self, figures: "Figures") -> bool:
+        """Whether a schedule with these figures meets both budgets."""
+        return figures.peak_ram_bytes <= self.ram_bytes and self.meets_deadline(figures.runtime_s)
+
+    def overruns(self, figures: "Figures") -> list[str]:
+        """Each budget the figures miss, and by how much, in words (empty when they fit)."""
+        problems = []
+        if figures.peak_ram_bytes > self.ram_bytes:
+            over = figures.peak_ram_bytes - self.ram_bytes
+            problems.append(f"peak RAM {figures.peak_ram_bytes:,.0f} bytes is {over:,.0f} bytes{_share(over, self.ram_bytes)} "
+                            f"over the budget of {self.ram_bytes:,} bytes")
+        if not self.meets_deadline(figures.runtime_s):
+            over = figures.runtime_s - self.runtime_s
+            problems.append(f"runtime {figures.runtime_s:.6g} s is {over:.6g} s{_share(over, self.runtime_s)} "
+                            f"over the deadline of {self.runtime_s:.6g} s")
+        return problems
+
+
+def _share(over: float, budget: float) -> str:
+    """' (12.5%)' of the budget, or nothing for a zero budget."""
+    return f" ({100 * over / budget:.3g}%)" if budget > 0 else ""
 
 
 @dataclass(frozen=True)

@@ -1,43 +1,29 @@
 """Sweeps: run every point of a scenario's grid, in parallel, keeping every finished row.
 
 Each point (model x platform x RAM x runtime x strategy) is solved, checked and simulated in
-a worker process. Only the parent writes `runs.csv`: one row per finished point, appended with a
-single `write` on a file opened in append mode and flushed to disk at once, so that a sweep
-killed at any moment keeps every row it had; `--resume` skips exactly the points whose key is
-already there (a torn last line, if the kill came mid-write, is dropped and that point rerun).
+a worker process. Only the parent writes `runs.csv` (`poetsim.runs.RunsFile`): one row per
+finished point, so that a sweep killed at any moment keeps every row it had; `--resume` skips
+exactly the points whose key is already there.
 An infeasible or failed point is a row with its status and a one-line reason, never a crash.
 """
 
-import csv
-import io
 import os
 import re
 import time
 import traceback
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 
-from poetsim.errors import PoetsimError, UserInputError
-from poetsim.scenario import Point, Scenario
+import yaml
 
-#: Columns of runs.csv: the point's parameters, then what `pipeline.result_row` reports.
-POINT_COLUMNS = ("scenario", "point_key", "model", "platform", "ram", "runtime_x", "strategy")
-RESULT_COLUMNS = (
-    "status", "message", "model_name", "timing", "ram_budget_bytes", "deadline_s", "reserved_bytes",
-    "keep_all_peak_bytes", "keep_all_energy_j", "solver", "build_s", "solve_s", "gap_total",
-    "gap_overhead", "bound_j", "overhead_pct",
-    "predicted_total_j", "predicted_compute_j", "predicted_recompute_j", "predicted_page_in_j",
-    "predicted_page_out_j", "predicted_static_j", "predicted_peak_ram_bytes", "predicted_runtime_s",
-    "predicted_recomputations", "predicted_page_ins", "predicted_page_outs",
-    "simulated_total_j", "simulated_compute_j", "simulated_recompute_j", "simulated_page_in_j",
-    "simulated_page_out_j", "simulated_static_j", "simulated_peak_ram_bytes", "simulated_runtime_s",
-    "simulated_recomputations", "simulated_page_ins", "simulated_page_outs", "simulated_stall_s",
-    "simulated_over_budget", "simulated_over_deadline", "schedule_bytes", "wall_s",
-)
-COLUMNS = POINT_COLUMNS + RESULT_COLUMNS
+from poetsim.errors import PoetsimError, UserInputError
+from poetsim.pipeline import problem_for_point, result_row, run_strategy, write_run
+from poetsim.runs import ResultRow, RunsFile
+from poetsim.scenario import Point, Scenario
+from poetsim.status import Status
 
 
 @dataclass(frozen=True)
@@ -52,85 +38,52 @@ class PointJob:
 
 
 def point_slug(point: Point) -> str:
-    """A folder name for a point's schedule and trace."""
-    text = f"{Path(point.model).stem}_{Path(point.platform).stem}_ram{point.ram}_rt{point.runtime_x:g}x_{point.strategy}"
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text.replace("%", "pct"))
+    """A folder name for a point's schedule and trace, unique per key."""
+    text = f"{point.model_key}_{point.platform_key}_ram{point.ram.key}_rt{point.runtime_x!r}x_{point.strategy}"
+    return re.sub(r"[^A-Za-z0-9_.@-]+", "-", text.replace("%", "pct"))
 
 
-def run_point(job: PointJob) -> dict:
+def point_fields(job: PointJob) -> dict:
+    """The fields of a point's row that name it."""
+    point = job.point
+    return {"scenario": job.scenario.name, "point_key": point.key, "model": point.model_key,
+            "platform": point.platform_key, "ram": str(point.ram), "runtime_x": point.runtime_x,
+            "strategy": point.strategy}
+
+
+def run_point(job: PointJob) -> ResultRow:
     """Solve, check and simulate one point; always returns a row, whatever went wrong."""
-    from poetsim.pipeline import problem_for_point, result_row, run_strategy, write_run
-
     point = job.point
     start = time.perf_counter()
-    row = {"scenario": job.scenario.name, "point_key": point.key, "model": point.model,
-           "platform": point.platform, "ram": str(point.ram), "runtime_x": point.runtime_x, "strategy": point.strategy}
+    fields = point_fields(job)
     try:
         problem = problem_for_point(job.scenario, point)
         run = run_strategy(problem, point.strategy, job.scenario.solver, job.time_limit_s, simulate=True,
                            threads=job.threads)
-        result = result_row(run)
+        row = result_row(run, **fields)
         if run.schedule is not None:
-            write_run(run, job.directory / "points" / point_slug(point))
+            write_run(run, job.directory / "points" / point_slug(point), row)
     except PoetsimError as exc:
-        result = {"status": "failed", "message": _one_line(str(exc))}
+        row = ResultRow(**fields, status=Status.FAILED, message=_one_line(str(exc)))
     except Exception as exc:  # noqa: BLE001 - a bug in one point must not end the sweep
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        result = {"status": "failed", "message": _one_line(f"internal error {type(exc).__name__}: {exc} "
-                                                           f"({Path(where.filename).name}:{where.lineno})")}
-    result["model_name"] = result.pop("model", None)
-    for key in ("platform", "ram", "runtime_x", "strategy"):
-        result.pop(key, None)
-    row.update(result)
-    row["wall_s"] = time.perf_counter() - start
-    return row
+        row = ResultRow(**fields, status=Status.FAILED, message=_one_line(
+            f"internal error {type(exc).__name__}: {exc} ({Path(where.filename).name}:{where.lineno})"))
+    return _with_wall(row, time.perf_counter() - start)
+
+
+def _with_wall(row: ResultRow, wall_s: float) -> ResultRow:
+    return replace(row, wall_s=wall_s)
 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-class RunsFile:
-    """runs.csv: append-only, one complete row per write, readable while the sweep runs."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def done_keys(self) -> set[str]:
-        """Keys of the rows already on disk (after dropping a torn last line)."""
-        self._drop_torn_tail()
-        if not self.path.exists():
-            return set()
-        with self.path.open(newline="") as handle:
-            return {row["point_key"] for row in csv.DictReader(handle)}
-
-    def append(self, row: dict) -> None:
-        """Write one row (and the header for a new file) in a single write, then fsync."""
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
-        new = not self.path.exists() or self.path.stat().st_size == 0
-        if new:
-            writer.writeheader()
-        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in COLUMNS})
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, buffer.getvalue().encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def _drop_torn_tail(self) -> None:
-        if not self.path.exists():
-            return
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            self.path.write_bytes(data[: data.rfind(b"\n") + 1])
-
-
 def run_sweep(
     scenario: Scenario, directory: Path, jobs: int | None = None, resume: bool = False,
     time_limit_s: float | None = None, executor: str = "process", scheduler: str | None = None,
-    on_row: Callable[[dict, int, int], None] | None = None,
+    on_row: Callable[[ResultRow, int, int], None] | None = None,
 ) -> Path:
     """Run every point not yet in `directory/runs.csv`; returns the path of runs.csv.
 
@@ -155,7 +108,7 @@ def run_sweep(
     return runs.path
 
 
-def _execute(todo: list[PointJob], workers: int, executor: str, scheduler: str | None) -> Iterable[dict]:
+def _execute(todo: list[PointJob], workers: int, executor: str, scheduler: str | None) -> Iterable[ResultRow]:
     if not todo:
         return
     if executor == "dask":
@@ -173,7 +126,7 @@ def _execute(todo: list[PointJob], workers: int, executor: str, scheduler: str |
             yield future.result()
 
 
-def _execute_dask(todo: list[PointJob], workers: int, scheduler: str | None) -> Iterable[dict]:
+def _execute_dask(todo: list[PointJob], workers: int, scheduler: str | None) -> Iterable[ResultRow]:
     """Send the points to a Dask distributed cluster (a local one without a scheduler address)."""
     from dask.distributed import Client, LocalCluster, as_completed as dask_completed
 
@@ -198,14 +151,21 @@ def _execute_dask(todo: list[PointJob], workers: int, scheduler: str | None) -> 
 
 
 def save_scenario_copy(scenario: Scenario, directory: Path) -> None:
-    """Keep the scenario beside its results, so `compare` and `report` can find it again."""
-    import yaml
+    """Keep the scenario beside its results, so `compare` and `report` can find it again.
 
+    File paths are written relative to `directory`, so the copy works wherever the repository
+    (or the results folder with its inputs) is cloned or moved.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     data = scenario.model_dump(mode="json", exclude_defaults=True)
-    data["model"] = list(scenario.model)
-    data["platform"] = list(scenario.platform)
+    data["model"] = [_relative(m, directory) for m in scenario.model]
+    data["platform"] = [_relative(p, directory) for p in scenario.platform]
     data["budgets"] = {"ram": [str(r) for r in scenario.budgets.ram], "runtime": [f"{x:g}x" for x in scenario.budgets.runtime]}
     if "strategies" in data:
         data["strategies"] = list(scenario.strategies)
     (directory / "scenario.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _relative(spec: str, directory: Path) -> str:
+    """A file path relative to `directory`; a name as it is."""
+    return os.path.relpath(spec, directory.resolve()) if Path(spec).is_absolute() else spec

@@ -5,6 +5,7 @@ as in IEC 80000-13; a plain number is bytes. Embedded datasheets often say "256 
 262,144 bytes: write 256KiB for that.
 """
 
+import math
 import re
 from typing import NamedTuple
 
@@ -14,27 +15,52 @@ _BYTE_UNITS = {
     "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40,
 }
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+#: Above this a size is certainly a typo: 1 PiB of activation RAM.
+MAX_BYTES = 2**50
+#: Above this share of keep-all the keep-all schedule already fits; more means nothing.
+MAX_PERCENT = 100.0
+#: A deadline beyond this many plain passes is certainly a typo.
+MAX_RUNTIME_X = 1000.0
+
+
+def number_text(value: float) -> str:
+    """The shortest text that reads back as exactly `value`, without a trailing '.0': 1.2, 70, 1.0000001.
+
+    Keys of results are made with it, so two budgets that differ in any digit get two keys.
+    """
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
 
 
 class RamSpec(NamedTuple):
-    """A RAM budget as written: absolute bytes, or a fraction of the keep-all peak."""
+    """A RAM budget as written: absolute bytes, or a percentage of the keep-all peak."""
 
     bytes: int | None
-    fraction_of_keep_all: float | None
+    percent: float | None
     text: str = ""
+
+    @property
+    def fraction_of_keep_all(self) -> float | None:
+        """The budget as a share of the keep-all peak (None for absolute bytes)."""
+        return None if self.percent is None else self.percent / 100.0
 
     def resolve(self, keep_all_peak_bytes: int) -> int:
         """Absolute bytes of this budget for a graph whose keep-all peak is given."""
         if self.bytes is not None:
             return self.bytes
-        return int(round(self.fraction_of_keep_all * keep_all_peak_bytes))
+        assert self.percent is not None
+        return int(round(self.percent * keep_all_peak_bytes / 100.0))
+
+    @property
+    def key(self) -> str:
+        """The canonical form, equal for equal budgets however written: 50%, 262144B."""
+        if self.bytes is not None:
+            return f"{self.bytes}B"
+        assert self.percent is not None
+        return f"{number_text(self.percent)}%"
 
     def __str__(self) -> str:
-        if self.text:
-            return self.text
-        if self.bytes is not None:
-            return str(self.bytes)
-        return f"{self.fraction_of_keep_all * 100:g}%"
+        return self.text or self.key
 
 
 def parse_bytes(text: str | int | float) -> int:
@@ -43,43 +69,62 @@ def parse_bytes(text: str | int | float) -> int:
         raise ValueError("expected a size such as 1048576, 256KB or 1.5MiB")
     if isinstance(text, (int, float)):
         value, unit = float(text), ""
-    else:
+    elif isinstance(text, str):
         match = _SIZE.match(text)
         if not match:
             raise ValueError(f"'{text}' is not a size such as 1048576, 256KB or 1.5MiB")
         value, unit = float(match.group(1)), match.group(2).upper()
         if unit not in _BYTE_UNITS:
             raise ValueError(f"unknown unit '{match.group(2)}' (use B, KB, MB, GB, KiB, MiB, GiB)")
+    else:
+        raise ValueError(f"expected a size such as 1048576, 256KB or 1.5MiB, not {type(text).__name__}")
     size = value * _BYTE_UNITS[unit]
-    if size <= 0:
-        raise ValueError("must be greater than zero")
+    if not math.isfinite(size) or size > MAX_BYTES:
+        raise ValueError(f"{text} is not a size poetsim can use (at most {MAX_BYTES:,} bytes)")
+    if size < 1:
+        raise ValueError("must be at least one byte")
     return int(round(size))
 
 
 def parse_ram(text: str | int | float) -> RamSpec:
-    """A RAM budget: bytes (plain number or with a unit) or a percentage of keep-all."""
+    """A RAM budget: bytes (plain number or with a unit) or a percentage of keep-all.
+
+    A bare number below 1 is refused: it would be a fraction of a byte, and is most likely a
+    share of keep-all written without its percent sign.
+    """
     if isinstance(text, str) and text.strip().endswith("%"):
         try:
             percent = float(text.strip()[:-1])
         except ValueError:
             raise ValueError(f"'{text}' is not a percentage such as 50%") from None
-        if percent <= 0:
-            raise ValueError("must be greater than zero")
-        return RamSpec(None, percent / 100.0, text.strip())
+        if not math.isfinite(percent) or percent <= 0:
+            raise ValueError(f"'{text}' must be a percentage above 0 such as 50%")
+        if percent > MAX_PERCENT:
+            raise ValueError(f"'{text}' is above 100%: keep-all fits at 100%, so use 100%")
+        return RamSpec(None, percent, text.strip())
+    if isinstance(text, (int, float, str)) and not isinstance(text, bool):
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is not None and 0 < value < 1:
+            raise ValueError(f"{text} would be a fraction of a byte; did you mean {number_text(100 * value)}%?")
     return RamSpec(parse_bytes(text), None, str(text).strip())
 
 
 def parse_runtime(text: str | int | float) -> float:
     """A runtime budget as a multiple of one plain forward+backward pass: `1.2x` or 1.2."""
-    if isinstance(text, bool):
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
         raise ValueError("expected a multiple such as 1.2x")
     raw = text.strip().rstrip("xX") if isinstance(text, str) else text
     try:
         multiple = float(raw)
     except ValueError:
         raise ValueError(f"'{text}' is not a multiple such as 1.2x") from None
-    if multiple <= 0:
-        raise ValueError("must be greater than zero")
+    if not math.isfinite(multiple) or multiple <= 0:
+        raise ValueError(f"'{text}' must be a multiple above 0 such as 1.2x")
+    if multiple > MAX_RUNTIME_X:
+        raise ValueError(f"'{text}' is more than {MAX_RUNTIME_X:g} plain passes; a typo?")
     return multiple
 
 

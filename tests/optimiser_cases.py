@@ -7,6 +7,7 @@ gradients of its forward readers, its forward inputs and its own output.
 
 from hypothesis import strategies as st
 
+from poetsim import strategies
 from poetsim.costs import CostTable
 from poetsim.graph import Node, TrainingGraph
 
@@ -79,3 +80,8 @@ def relu_or_conv(node_j: float, page_j: float) -> tuple[TrainingGraph, CostTable
     compute_j = [1.0, node_j, 1.0, 1.0, 1.0]
     page_j_all = [page_j] * 5
     return graph, cost_table(graph, [1.0] * 5, compute_j, [0.1] * 5, page_j_all)
+
+
+#: The three restrictions of the MILP, as the registry declares them.
+HYBRID, RECOMPUTE_ONLY, PAGING_ONLY = (strategies.get(name).moves for name in ("hybrid", "recompute-only", "paging-only"))
+MOVES = (HYBRID, RECOMPUTE_ONLY, PAGING_ONLY)

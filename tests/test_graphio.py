@@ -54,19 +54,19 @@ def test_load_graph_accepts_a_path(tmp_path):
 
 
 @pytest.mark.parametrize("name,count", sorted(CHECKMATE_NODES.items(), key=lambda kv: kv[1]))
-def test_imports_every_checkmate_graph(shared_graphs, name, count):
+def test_imports_every_checkmate_graph(checkmate_graphs, name, count):
     """Each of the seven literature graphs imports with its published node count."""
-    graph = read_graph_file(shared_graphs / name)
-    raw = json.loads((shared_graphs / name).read_text())
+    graph = read_graph_file(checkmate_graphs / name)
+    raw = json.loads((checkmate_graphs / name).read_text())
     assert len(graph) == count
     assert len(graph.edges) == len(raw["links"])
     assert graph.output_bytes == tuple(n["cost_ram"] for n in raw["nodes"])
     assert [n.backward for n in graph.nodes] == [n["backward"] for n in raw["nodes"]]
 
 
-def test_node_link_cost_units_become_flops(shared_graphs):
-    graph = read_graph_file(shared_graphs / "vgg16_256_224x224x3_train.json", flops_per_cost_unit=2.0)
-    raw = json.loads((shared_graphs / "vgg16_256_224x224x3_train.json").read_text())
+def test_node_link_cost_units_become_flops(checkmate_graphs):
+    graph = read_graph_file(checkmate_graphs / "vgg16_256_224x224x3_train.json", flops_per_cost_unit=2.0)
+    raw = json.loads((checkmate_graphs / "vgg16_256_224x224x3_train.json").read_text())
     assert [n.flops for n in graph.nodes] == [2.0 * n["cost_cpu"] for n in raw["nodes"]]
 
 

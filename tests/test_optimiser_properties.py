@@ -12,13 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optimiser_cases import cases
+from optimiser_cases import cases, HYBRID, MOVES, PAGING_ONLY, RECOMPUTE_ONLY
 from poetsim.checker import check_schedule, compare_figures
 from poetsim.optimiser import keep_all, optimise
 from poetsim.optimiser import plan as plans
 from poetsim.optimiser.rules import Mode, plan_from_decisions, uses
 from poetsim.optimiser.formulation import formulate
-from poetsim.schedule import Budgets, Strategy, Timing
+from poetsim.schedule import Budgets, Timing
 
 GAP = 1e-7  # tight enough that "optimal" answers can be compared across strategies
 
@@ -46,17 +46,17 @@ def test_schedules_are_valid_and_more_freedom_never_costs_energy(case, ram_share
     budgets = budgets_for(graph, costs, ram_share, runtime_x)
     _, keep_all_figures = keep_all(graph, costs, timing)
     totals = {}
-    for strategy in Strategy:
+    for strategy in MOVES:
         outcome = optimise(graph, costs, budgets, strategy, timing, mip_rel_gap=GAP)
         assert outcome.status in ("optimal", "infeasible")
         if outcome.status == "optimal":
             totals[strategy] = checked_total(outcome, graph, costs, timing, budgets)
     slack = 1e-6 * keep_all_figures.total_j
-    if Strategy.HYBRID not in totals:
+    if HYBRID not in totals:
         assert totals == {}, "a restricted strategy found a schedule that hybrid did not"
         assert budgets.ram_bytes < graph.keep_all_peak_bytes
         return
-    hybrid = totals[Strategy.HYBRID]
+    hybrid = totals[HYBRID]
     assert hybrid >= keep_all_figures.total_j - slack
     for strategy, total in totals.items():
         assert hybrid <= total + slack, f"hybrid costs more than {strategy.value}"
@@ -73,8 +73,8 @@ def test_highs_and_the_shell_solvers_agree_on_the_optimum(solver, executable, ca
         pytest.skip(f"{executable} not installed")
     graph, costs = case
     budgets = budgets_for(graph, costs, ram_share, runtime_x)
-    highs = optimise(graph, costs, budgets, Strategy.HYBRID, timing, solver="highs", mip_rel_gap=GAP)
-    other = optimise(graph, costs, budgets, Strategy.HYBRID, timing, solver=solver, mip_rel_gap=GAP)
+    highs = optimise(graph, costs, budgets, HYBRID, timing, solver="highs", mip_rel_gap=GAP)
+    other = optimise(graph, costs, budgets, HYBRID, timing, solver=solver, mip_rel_gap=GAP)
     assert highs.status == other.status
     if highs.status == "optimal":
         a = checked_total(highs, graph, costs, timing, budgets)
@@ -83,13 +83,13 @@ def test_highs_and_the_shell_solvers_agree_on_the_optimum(solver, executable, ca
 
 
 @settings(max_examples=100, deadline=None)
-@given(case=cases(), data=st.data(), timing=st.sampled_from(list(Timing)), strategy=st.sampled_from(list(Strategy)))
+@given(case=cases(), data=st.data(), timing=st.sampled_from(list(Timing)), strategy=st.sampled_from(list(MOVES)))
 def test_rule_made_plans_are_solutions_of_the_model(case, data, timing, strategy):
     """Any keep/recompute/page decisions the strategy allows give columns that satisfy every
     row of the model, and a schedule the checker values exactly as the model does."""
     graph, costs = case
-    allowed = [Mode.KEEP] + [mode for mode, ok in ((Mode.RECOMPUTE, strategy is not Strategy.PAGING_ONLY),
-                                                   (Mode.PAGE, strategy is not Strategy.RECOMPUTE_ONLY)) if ok]
+    allowed = [Mode.KEEP] + [mode for mode, ok in ((Mode.RECOMPUTE, strategy.recompute),
+                                                   (Mode.PAGE, strategy.page)) if ok]
     decisions = {}
     for i in range(len(graph)):
         u = uses(graph, i)

@@ -157,7 +157,7 @@ def test_timeline_of_a_long_run_is_coarsened_but_keeps_the_peak():
 def test_save_run_charts_writes_schedule_and_timeline(seven, mixed, tmp_path):
     """A simulated run gets schedule.html/png and timeline.html/png with its timing in the footer."""
     costs = make_costs(seven)
-    problem = Problem(seven, load_platform("rpi4"), costs, Budgets(400, 20.0), RamSpec(400, None), 2.0,
+    problem = Problem(seven, load_platform("rpi4"), costs, Budgets(400, 20.0), RamSpec(400, None, "400"), 2.0,
                       Timing.OVERLAP, 0)
     figures = check_schedule(mixed, seven, costs, Timing.OVERLAP)
     simulated = simulate(mixed, seven, costs, ram_capacity_bytes=10_000)

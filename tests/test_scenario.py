@@ -47,10 +47,10 @@ def test_lists_make_a_grid(tmp_path):
     assert points[0].key == "resnet18_cifar|rpi4|100%|1x|hybrid"
 
 
-def test_graph_paths_are_relative_to_the_scenario(tmp_path, shared_graphs):
+def test_graph_paths_are_relative_to_the_scenario(tmp_path, checkmate_graphs):
     (tmp_path / "g").mkdir()
     target = tmp_path / "g" / "vgg16.json"
-    target.write_text((shared_graphs / "vgg16_256_224x224x3_train.json").read_text())
+    target.write_text((checkmate_graphs / "vgg16_256_224x224x3_train.json").read_text())
     text = GOOD.replace("model: resnet18_cifar", "model: g/vgg16.json").replace("ram: 50%", "ram: 1GB").replace(
         "platform: rpi4", "platform: jetson-tx2")
     scenario = load_scenario(_write(tmp_path, text))
@@ -61,10 +61,10 @@ def test_graph_paths_are_relative_to_the_scenario(tmp_path, shared_graphs):
     (("name: resnet18-rpi4", "name: resnet18-rpi4\ncolour: red"), "colour", "unknown field"),
     (("batch_size: 32", "batch_size: many"), "batch_size", "integer"),
     (("batch_size: 32", "batch_size: -4"), "batch_size", "greater than 0"),
-    (("ram: 50%", "ram: -5"), "budgets.ram", "greater than zero"),
-    (("ram: 50%", "ram: 0%"), "budgets.ram", "greater than zero"),
+    (("ram: 50%", "ram: -5"), "budgets.ram", "at least one byte"),
+    (("ram: 50%", "ram: 0%"), "budgets.ram", "above 0"),
     (("ram: 50%", "ram: 12 parsecs"), "budgets.ram", "unknown unit"),
-    (("runtime: 1.2x", "runtime: 0x"), "budgets.runtime", "greater than zero"),
+    (("runtime: 1.2x", "runtime: 0x"), "budgets.runtime", "above 0"),
     (("strategies: [hybrid, recompute-only, paging-only]", "strategies: [hybird]"), "strategies", "unknown strategy 'hybird'"),
     (("platform: rpi4", "platform: rpi4\nsolver: gurobi"), "solver", "unknown solver 'gurobi'"),
     (("platform: rpi4", "platform: rpi4\ntiming: exact"), "timing", "overlap"),

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from poetsim import optimiser
-from poetsim.bench_simulator import chain_schedule, training_chain
+from benchmarks.simulator import chain_schedule, training_chain
 from poetsim.checker import check_schedule, compare_figures
 from poetsim.costs import CostTable, node_costs
 from poetsim.errors import SimulationError

@@ -6,10 +6,12 @@ answer against the independent checker and the simulator.
 
 import pytest
 
+from optimiser_cases import HYBRID, MOVES, PAGING_ONLY, RECOMPUTE_ONLY
+
 from poetsim.checker import check_schedule, compare_figures
 from poetsim.optimiser import checkpoint_sqrt, keep_all, optimise
 from poetsim.pipeline import build_problem
-from poetsim.schedule import Strategy, Timing
+from poetsim.schedule import Timing
 from poetsim.simulator import simulate
 from poetsim.units import parse_ram
 
@@ -26,10 +28,10 @@ def resnet18_half_ram():
 @pytest.fixture(scope="module")
 def outcomes(resnet18_half_ram):
     p = resnet18_half_ram
-    return {s: optimise(p.graph, p.costs, p.budgets, s, Timing.OVERLAP, time_limit_s=LIMIT_S) for s in Strategy}
+    return {s: optimise(p.graph, p.costs, p.budgets, s, Timing.OVERLAP, time_limit_s=LIMIT_S) for s in MOVES}
 
 
-@pytest.mark.parametrize("strategy", list(Strategy))
+@pytest.mark.parametrize("strategy", list(MOVES))
 def test_every_resnet18_schedule_passes_the_checker_within_its_budgets(resnet18_half_ram, outcomes, strategy):
     p, outcome = resnet18_half_ram, outcomes[strategy]
     assert outcome.status in ("optimal", "feasible"), outcome.message
@@ -39,20 +41,20 @@ def test_every_resnet18_schedule_passes_the_checker_within_its_budgets(resnet18_
 
 
 def test_hybrid_is_no_worse_than_either_single_mode_strategy(outcomes):
-    hybrid = outcomes[Strategy.HYBRID].objective_j
-    assert hybrid <= outcomes[Strategy.PAGING_ONLY].objective_j * (1 + 1e-9)
-    assert hybrid <= outcomes[Strategy.RECOMPUTE_ONLY].objective_j * (1 + 1e-9)
+    hybrid = outcomes[HYBRID].objective_j
+    assert hybrid <= outcomes[PAGING_ONLY].objective_j * (1 + 1e-9)
+    assert hybrid <= outcomes[RECOMPUTE_ONLY].objective_j * (1 + 1e-9)
 
 
 def test_the_hybrid_schedule_costs_more_than_keep_all_and_less_than_checkpoint_sqrt(resnet18_half_ram, outcomes):
     p = resnet18_half_ram
     _, everything = keep_all(p.graph, p.costs, Timing.OVERLAP)
     _, checkpointed = checkpoint_sqrt(p.graph, p.costs, Timing.OVERLAP)
-    assert everything.total_j < outcomes[Strategy.HYBRID].objective_j < checkpointed.total_j
+    assert everything.total_j < outcomes[HYBRID].objective_j < checkpointed.total_j
 
 
 def test_the_simulated_hybrid_schedule_fits_the_device_and_stays_near_the_prediction(resnet18_half_ram, outcomes):
-    p, outcome = resnet18_half_ram, outcomes[Strategy.HYBRID]
+    p, outcome = resnet18_half_ram, outcomes[HYBRID]
     result = simulate(outcome.schedule, p.graph, p.costs, p.platform, budgets=p.budgets)
     assert result.figures.total_j == pytest.approx(outcome.predicted.total_j, rel=0.02)
     assert result.makespan_s <= p.budgets.runtime_s * 1.02

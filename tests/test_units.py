@@ -21,7 +21,7 @@ def test_parse_bytes_rejects(text):
 
 def test_parse_ram_percentage_resolves_against_keep_all():
     spec = parse_ram("50%")
-    assert spec == RamSpec(None, 0.5, "50%")
+    assert spec == RamSpec(None, 50.0, "50%")
     assert spec.resolve(2_453_760) == 1_226_880
     assert str(spec) == "50%"
     assert parse_ram("1MiB").resolve(10) == 1_048_576

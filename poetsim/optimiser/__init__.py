@@ -1,10 +1,10 @@
 """The optimiser: POET's MILP (stage formulation), its solvers, and the rule-based baselines.
 
-Only `model` imports Pyomo; the rows of the MILP are stated once in `formulation`.
+Only `pyomo_model` imports Pyomo; the rows of the MILP are stated once in `formulation`.
 """
 
 from poetsim.optimiser.baselines import checkpoint_sqrt, keep_all
-from poetsim.optimiser.outcome import SolveOutcome, optimise, require_feasible, write_lp
+from poetsim.optimiser.optimise import SolveOutcome, optimise, require_feasible, write_lp
 from poetsim.optimiser.solvers import SOLVERS
 
 __all__ = ["SOLVERS", "SolveOutcome", "checkpoint_sqrt", "keep_all", "optimise", "require_feasible", "write_lp"]

@@ -11,7 +11,11 @@ from poetsim.costs import CostTable
 from poetsim.graph import TrainingGraph
 from poetsim.optimiser.plan import Accounting, Plan, account, figures, to_schedule
 from poetsim.optimiser.rules import Mode, plan_from_decisions, reads, uses
-from poetsim.schedule import Budgets, Figures, Schedule, Strategy, Timing
+from poetsim.schedule import Budgets, Figures, Moves, Schedule, Timing
+
+#: The single-move restrictions, whose greedy plans also start a solve that may use both moves.
+PAGING = Moves(recompute=False, page=True)
+RECOMPUTING = Moves(recompute=True, page=False)
 
 #: Candidates the greedy replays per step and per mode (the rest are ranked by a cheap estimate).
 _REPLAYS_PER_MODE = 4
@@ -89,31 +93,26 @@ def _result(plan: Plan, graph, costs, timing, name: str) -> tuple[Schedule, Figu
     return schedule, figures(plan, graph, costs, timing)
 
 
-def fits(fig: Figures, budgets: Budgets) -> bool:
-    """Whether figures meet the budgets (the deadline with the checker's 1e-9 tolerance)."""
-    return fig.peak_ram_bytes <= budgets.ram_bytes and fig.runtime_s <= budgets.runtime_s * (1 + 1e-9)
-
-
-def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, strategy: Strategy, timing: Timing) -> Plan | None:
+def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing) -> Plan | None:
     """The cheapest plan that fits among keep-all, checkpoint-sqrt and the greedy (for hybrid, also
     the paging-only and recompute-only greedy); None if none does."""
-    candidates = [plan_from_decisions(graph, {}), greedy_plan(graph, costs, budgets, strategy, timing)]
-    if strategy is Strategy.HYBRID:
+    candidates = [plan_from_decisions(graph, {}), greedy_plan(graph, costs, budgets, moves, timing)]
+    if moves.recompute and moves.page:
         # Each single-mode greedy is a hybrid plan too, and often the better start: the hybrid
         # greedy's per-byte ranking can favour a mode that later steps make expensive.
-        candidates += [greedy_plan(graph, costs, budgets, mode, timing) for mode in (Strategy.PAGING_ONLY, Strategy.RECOMPUTE_ONLY)]
-    if strategy is not Strategy.PAGING_ONLY:
+        candidates += [greedy_plan(graph, costs, budgets, single, timing) for single in (PAGING, RECOMPUTING)]
+    if moves.recompute:
         candidates.append(plan_from_decisions(graph, checkpoint_decisions(graph)))
     feasible = []
     for plan in candidates:
         if plan is not None:
             fig = figures(plan, graph, costs, timing)
-            if fits(fig, budgets):
+            if budgets.fits(fig):
                 feasible.append((fig.total_j, plan))
     return min(feasible, key=lambda pair: pair[0])[1] if feasible else None
 
 
-def greedy_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, strategy: Strategy, timing: Timing) -> Plan | None:
+def greedy_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing) -> Plan | None:
     """Take the cheapest bytes off the RAM peak until the budget fits, then undo what is not needed.
 
     Each step looks at the outputs resident at the start of the peak stage, in the interval
@@ -123,12 +122,11 @@ def greedy_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, strate
     not tried again. Once the budget fits, each change is undone if the plan still fits without
     it. Cheap and not optimal: a MIP start.
     """
-    allowed = [mode for mode, ok in ((Mode.RECOMPUTE, strategy is not Strategy.PAGING_ONLY),
-                                     (Mode.PAGE, strategy is not Strategy.RECOMPUTE_ONLY)) if ok]
+    allowed = [mode for mode, ok in ((Mode.RECOMPUTE, moves.recompute), (Mode.PAGE, moves.page)) if ok]
     decisions: dict[tuple[int, int, int], Mode] = {}
     banned: set = set()
     state = _replay(graph, costs, timing, decisions)
-    while not fits(state[1], budgets):
+    while not budgets.fits(state[1]):
         step = _best_step(graph, costs, budgets, timing, decisions, state, allowed, banned)
         if step is None:
             return None
@@ -142,13 +140,13 @@ def _polish(graph, costs, budgets, timing, decisions, state, allowed):
     for key in reversed(list(decisions)):
         trial = {k: m for k, m in decisions.items() if k != key}
         trial_state = _replay(graph, costs, timing, trial)
-        if fits(trial_state[1], budgets):
+        if budgets.fits(trial_state[1]):
             decisions, state = trial, trial_state
     for key, mode in list(decisions.items()):
         for other in allowed:
             if other is not mode:
                 trial_state = _replay(graph, costs, timing, {**decisions, key: other})
-                if fits(trial_state[1], budgets) and trial_state[1].total_j < state[1].total_j:
+                if budgets.fits(trial_state[1]) and trial_state[1].total_j < state[1].total_j:
                     decisions, state = {**decisions, key: other}, trial_state
     return state
 
@@ -185,7 +183,7 @@ def _best_step(graph, costs, budgets, timing, decisions, state, allowed, banned)
     for mode, options in ranked.items():
         for _, key in sorted(options)[:_REPLAYS_PER_MODE]:
             trial = _replay(graph, costs, timing, {**decisions, key: mode})
-            if trial[1].runtime_s > budgets.runtime_s * (1 + 1e-9):
+            if not budgets.meets_deadline(trial[1].runtime_s):
                 banned.add((*key, mode))  # more changes only add time: it will not fit later either
                 continue
             saved = _stage_peak(acc, peak_stage) - _stage_peak(trial[2], peak_stage)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from poetsim.costs import CostTable
 from poetsim.graph import TrainingGraph
 from poetsim.optimiser.rows import INF, ONE, Formulation, RowBuilder
-from poetsim.schedule import Budgets, Strategy, Timing
+from poetsim.schedule import Budgets, Moves, Timing
 
 
 @dataclass
@@ -73,31 +73,34 @@ def last_useful_stage(graph: TrainingGraph) -> tuple[int, ...]:
     return tuple(last)
 
 
-def formulate(graph: TrainingGraph, costs: CostTable, budgets: Budgets, strategy: Strategy, timing: Timing) -> Formulation:
-    """State the model of one solve as sparse rows (see the module docstring for the symbols)."""
-    strategy, timing = Strategy(strategy), Timing(timing)
+def formulate(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing) -> Formulation:
+    """State the model of one solve as sparse rows (see the module docstring for the symbols).
+
+    `moves` restricts the model: without recomputation no R (and no Free) column exists, without
+    paging no S_ssd, M_in or M_out column.
+    """
+    timing = Timing(timing)
     T = len(graph)
     overlap = timing is Timing.OVERLAP
     energy_scale = (sum(costs.compute_j) / T) or 1.0
     v = _Columns(graph, costs, budgets, overlap, mem_scale=float(max(costs.output_bytes)) or 1.0,
                  time_scale=(sum(costs.compute_s) / T) or 1.0)
     b = RowBuilder()
-    _add_variables(b, v, strategy, energy_scale)
+    _add_variables(b, v, moves, energy_scale)
     for rule in (inputs_present, present_once, ram_persistence, ssd_persistence, page_in_from_storage,
                  page_in_is_kept, page_out_from_ram, page_out_once, free_after_compute, free_after_last_reader,
                  paging_out_is_held, ram_in_use, stage_time_compute, stage_time_dma, deadline):
         b.rule(rule, v)
     keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s if overlap else 0.0)
-    return b.build(graph_name=graph.name, strategy=strategy, timing=timing, num_nodes=T, keep_all_j=keep_all_j,
+    return b.build(graph_name=graph.name, moves=moves, timing=timing, num_nodes=T, keep_all_j=keep_all_j,
                    energy_scale_j=energy_scale, time_scale_s=v.time_scale, mem_scale_bytes=v.mem_scale)
 
 
-def _add_variables(b: RowBuilder, v: _Columns, strategy: Strategy, energy_scale: float) -> None:
+def _add_variables(b: RowBuilder, v: _Columns, moves: Moves, energy_scale: float) -> None:
     """Create every column, only where it can be non-zero, with its objective coefficient."""
     graph, costs, T = v.graph, v.costs, len(v.graph)
     last = last_useful_stage(graph)
-    may_recompute = strategy is not Strategy.PAGING_ONLY
-    may_page = strategy is not Strategy.RECOMPUTE_ONLY
+    may_recompute, may_page = moves.recompute, moves.page
     v.R = b.variables(
         "R", "node i is recomputed in stage t (t > i; the first computation R[t,t] = 1 is a constant)",
         ((t, i) for t in range(T) for i in range(t) if may_recompute and t <= last[i]),
@@ -303,6 +306,6 @@ def deadline(b: RowBuilder, v: _Columns) -> None:
 
 
 def _deadline_slack_s(budgets: Budgets, costs: CostTable) -> float:
-    """Runtime budget minus one plain pass; a budget of exactly 1x is slack 0, not -1e-17."""
+    """Runtime budget minus one plain pass; a budget that one plain pass meets has slack >= 0."""
     slack = budgets.runtime_s - costs.plain_runtime_s
-    return max(slack, 0.0) if slack > -1e-9 * costs.plain_runtime_s else slack
+    return max(slack, 0.0) if budgets.meets_deadline(costs.plain_runtime_s) else slack

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from poetsim.errors import InternalError
-from poetsim.schedule import Strategy, Timing
+from poetsim.schedule import Moves, Timing
 
 #: A term's reference to the constant 1 (R[t,t], substituted rather than made a column).
 ONE = -1
@@ -48,7 +48,7 @@ class Formulation:
     """The model as arrays: columns (bounds, cost, integrality), CSR rows and their families."""
 
     graph_name: str
-    strategy: Strategy
+    moves: Moves
     timing: Timing
     num_nodes: int
     col_lower: tuple[float, ...]

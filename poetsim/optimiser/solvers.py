@@ -3,7 +3,7 @@
 HiGHS (the default) receives the rows as arrays through highspy: no Pyomo expression is built,
 which on large graphs costs several times the solve (ResNet-18, CIFAR: 0.2 s to pass the arrays,
 3.0 s to build the Pyomo model; docs/optimiser.md). GLPK and CBC go through the Pyomo model
-(`model`), whose LP file their binaries read. Status, objective, bound and solve
+(`pyomo_model`), whose LP file their binaries read. Status, objective, bound and solve
 time are the solver's; nothing is assumed from the status alone.
 """
 
@@ -17,6 +17,7 @@ from time import perf_counter
 
 from poetsim.errors import InternalError, SolverUnavailableError, UserInputError
 from poetsim.optimiser.rows import Formulation
+from poetsim.status import Status
 
 #: Solver name -> (executable it needs or None for a Python package, Debian package to install).
 SOLVERS = {"highs": (None, "pip install highspy"), "glpk": ("glpsol", "glpk-utils"), "cbc": ("cbc", "coinor-cbc")}
@@ -26,7 +27,7 @@ SOLVERS = {"highs": (None, "pip install highspy"), "glpk": ("glpsol", "glpk-util
 class SolverResult:
     """What a solver reported: status, the solution's columns, objective and bound (model units)."""
 
-    status: str                 # optimal | feasible | infeasible | no-solution
+    status: Status              # OPTIMAL, FEASIBLE, INFEASIBLE or NO_SOLUTION
     values: list[float] | None
     objective: float | None
     bound: float | None
@@ -155,20 +156,20 @@ def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] |
     has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
     M = highspy.HighsModelStatus
     if status == M.kOptimal:
-        name = "optimal"
+        name = Status.OPTIMAL
     elif status in (M.kInfeasible, M.kUnboundedOrInfeasible):
         # The objective is bounded below (non-negative costs, bounded columns), so
         # "unbounded or infeasible" can only be infeasible.
-        name = "infeasible"
+        name = Status.INFEASIBLE
     elif status in (M.kTimeLimit, M.kIterationLimit, M.kInterrupt, M.kSolutionLimit, M.kMemoryLimit, M.kUnknown):
-        name = "feasible" if has_solution else "no-solution"
+        name = Status.FEASIBLE if has_solution else Status.NO_SOLUTION
     else:
         raise InternalError(f"HiGHS ended with status '{h.modelStatusToString(status)}' on the POET model")
-    values = list(h.getSolution().col_value) if has_solution and name != "infeasible" else None
+    values = list(h.getSolution().col_value) if has_solution and name is not Status.INFEASIBLE else None
     return SolverResult(
         status=name, values=values,
         objective=info.objective_function_value if values is not None else None,
-        bound=info.mip_dual_bound if name in ("optimal", "feasible") else None,
+        bound=info.mip_dual_bound if name.has_schedule else None,
         handoff_s=handoff_s, solve_s=solve_s,
     )
 
@@ -185,7 +186,7 @@ def _solve_shell(form: Formulation, solver: str, settings: SolverSettings, start
     import pyomo.environ as pyo
     from pyomo.opt import SolutionStatus, TerminationCondition
 
-    from poetsim.optimiser.model import build_model
+    from poetsim.optimiser.pyomo_model import build_model
 
     began = perf_counter()
     model = build_model(form)
@@ -225,13 +226,13 @@ def _solve_shell(form: Formulation, solver: str, settings: SolverSettings, start
         objective = pyo.value(model.overhead)
     bound = _glpk_bound(log_text, objective) if solver == "glpk" else _finite(results.problem.lower_bound)
     if term in (TerminationCondition.infeasible, TerminationCondition.infeasibleOrUnbounded):
-        status = "infeasible"
+        status = Status.INFEASIBLE
     elif values is None:
-        status = "no-solution"
+        status = Status.NO_SOLUTION
     elif term == TerminationCondition.optimal or (solver == "glpk" and "GAP TOLERANCE REACHED" in log_text):
-        status = "optimal"
+        status = Status.OPTIMAL
     else:
-        status = "feasible"
+        status = Status.FEASIBLE
     return SolverResult(status, values, objective, bound, handoff_s, _solver_time_s(log_text, solver) or wall_s)
 
 

@@ -18,7 +18,7 @@ import vl_convert
 from poetsim.errors import UserInputError
 from poetsim.report.charts import footer_text
 from poetsim.report.sweep_charts import SweepChart, pareto_chart, platform_chart, prediction_chart, ram_chart, runtime_chart
-from poetsim.results import FEASIBLE
+from poetsim.results import has_schedule
 
 _NUMERIC = ("ram_budget_bytes", "keep_all_peak_bytes", "runtime_x", "overhead_pct", "predicted_total_j",
             "predicted_peak_ram_bytes", "simulated_total_j", "keep_all_energy_j")
@@ -70,7 +70,7 @@ def prepare(results: pd.DataFrame) -> pd.DataFrame:
     for column in ("message", "ram", "model", "platform", "timing"):
         if column not in frame:
             frame[column] = None
-    frame["ok"] = frame["status"].isin(FEASIBLE) & frame["predicted_total_j"].notna()
+    frame["ok"] = has_schedule(frame["status"]) & frame["predicted_total_j"].notna()
     names = frame["model_name"] if "model_name" in frame else pd.Series(None, index=frame.index)
     frame["model_label"] = names.where(names.notna(), frame["model"].map(_stem))
     frame["platform_label"] = frame["platform"].map(_stem)

@@ -13,13 +13,9 @@ from dataclasses import dataclass
 import altair as alt
 import pandas as pd
 
+from poetsim import strategies
 from poetsim.report.charts import framed
 
-#: Fixed colours per strategy, so a strategy looks the same in every chart of a report.
-STRATEGY_COLOURS = {
-    "keep-all": "#7f7f7f", "hybrid": "#1f4e9c", "recompute-only": "#f28e2b",
-    "paging-only": "#2ca02c", "checkpoint-sqrt": "#9467bd", "saved": "#8c564b",
-}
 
 #: The dimensions a sweep varies, with how a panel title names one value of each.
 _DIMENSIONS = {
@@ -185,7 +181,7 @@ def _panels(frame: pd.DataFrame, dims: list[str]) -> pd.Series:
     """A panel label per row from the dimensions that vary in `frame` ('' when none do).
 
     The labels are an ordered categorical, in the order of the dimensions' values (strategies in
-    `STRATEGY_COLOURS` order), so that "runtime 10x" comes after "runtime 2x".
+    registry order), so that "runtime 10x" comes after "runtime 2x".
     """
     varying = [d for d in dims if d in frame.columns and frame[d].nunique() > 1]
     if not varying:
@@ -212,15 +208,14 @@ def _faceted(layers: list, data: pd.DataFrame) -> alt.TopLevelMixin:
 
 
 def _strategy_rank(strategy) -> tuple[int, str]:
-    names = list(STRATEGY_COLOURS)
-    return (names.index(strategy) if strategy in names else len(names), str(strategy))
+    return (strategies.rank(str(strategy)), str(strategy))
 
 
 def _colour_scale(colour: str, values: pd.Series) -> alt.Scale:
     domain = sorted(values.unique(), key=_strategy_rank)
     if colour != "strategy":
         return alt.Scale(domain=domain, scheme="tableau10")
-    return alt.Scale(domain=domain, range=[STRATEGY_COLOURS.get(v, "#17becf") for v in domain])
+    return alt.Scale(domain=domain, range=[strategies.colour(v) for v in domain])
 
 
 def _short(message) -> str:

@@ -15,9 +15,6 @@ from poetsim.schedule import Budgets, Figures
 #: (0 for a stall); `stage` is the stage of the instruction that caused the event.
 TRACE_COLUMNS = ("time_s", "end_s", "duration_s", "resource", "node", "kind", "bytes", "stage")
 
-# A deadline met exactly must not be flagged on the last bit of a float sum.
-_DEADLINE_RTOL = 1e-9
-
 
 @dataclass(frozen=True, eq=False)  # eq=False: DataFrames do not compare to a single bool
 class SimulationResult:
@@ -76,7 +73,7 @@ def make_result(figures: Figures, records: list, ram_curve: list, *, stall_s: fl
         trace=trace,
         ram_curve=pd.DataFrame.from_records(ram_curve, columns=["time_s", "ram_bytes"]),
         over_budget=budgets is not None and figures.peak_ram_bytes > budgets.ram_bytes,
-        over_deadline=budgets is not None and makespan_s > budgets.runtime_s * (1 + _DEADLINE_RTOL),
+        over_deadline=budgets is not None and not budgets.meets_deadline(makespan_s),
     )
 
 

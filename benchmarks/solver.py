@@ -19,13 +19,13 @@ from poetsim.graphio import load_graph
 from poetsim.optimiser import optimise
 from poetsim.optimiser.solvers import new_highs
 from poetsim.profiles import load_platform
-from poetsim.schedule import Budgets, Strategy, Timing
+from poetsim.schedule import Budgets, Moves, Timing
 from poetsim.zoo import MODELS
 
-#: The Checkmate graphs shipped beside the repository (../shared/benchmarks/graphs).
-CHECKMATE_GRAPHS = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "graphs"
+#: The Checkmate graphs shipped with the repository (scenarios/graphs/checkmate/README.md).
+CHECKMATE_GRAPHS = Path(__file__).resolve().parents[1] / "scenarios" / "graphs" / "checkmate"
 
-#: Graphs of this many nodes or more get the long limit (issue 4: 200-350 nodes, 1 % gap in 10 min).
+#: Graphs of this many nodes or more get the long limit (200-350 nodes: 1 % gap in 10 min).
 LARGE_NODES = 200
 #: Per-graph solver time limits in seconds: POET's ResNet-18 target is a proof within 60 s wall.
 SMALL_LIMIT_S = 60.0
@@ -78,7 +78,7 @@ def bench_one(model: str, time_limit_s: float | None = None) -> BenchRow:
     budgets = Budgets(int(RAM_SHARE * graph.keep_all_peak_bytes), RUNTIME_X * costs.plain_runtime_s)
     keep_all_j = costs.plain_compute_j + costs.static_power_w * costs.plain_runtime_s
     began = perf_counter()
-    outcome = optimise(graph, costs, budgets, Strategy.HYBRID, Timing.OVERLAP, time_limit_s=time_limit_s)
+    outcome = optimise(graph, costs, budgets, Moves(recompute=True, page=True), Timing.OVERLAP, time_limit_s=time_limit_s)
     wall_s = perf_counter() - began
     overhead = None if outcome.objective_j is None else 100 * (outcome.objective_j / keep_all_j - 1)
     return BenchRow(

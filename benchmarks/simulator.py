@@ -10,7 +10,7 @@ is checked by the independent checker first, so the benchmark only times valid r
 Each case is run `REPEATS` times and the best wall time is reported (the machine is shared, so
 the best is the least disturbed), with the median beside it. The prediction of the checker's
 `overlap` model is set beside the simulated makespan and peak. Run it with
-`python -m poetsim.bench_simulator [out.csv]` (default results/bench/simulator.csv).
+`python -m benchmarks.simulator [out.csv]` (default results/bench/simulator.csv).
 """
 
 import statistics

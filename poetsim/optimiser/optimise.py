@@ -10,11 +10,12 @@ from poetsim.costs import CostTable
 from poetsim.errors import InfeasibleBudgetError, PoetsimError, UserInputError
 from poetsim.graph import TrainingGraph
 from poetsim.optimiser import plan as plans
-from poetsim.optimiser.baselines import fits, start_plan
+from poetsim.optimiser.baselines import PAGING, start_plan
 from poetsim.optimiser.formulation import formulate
 from poetsim.optimiser.rows import Formulation
 from poetsim.optimiser.solvers import SolverSettings, check_available, solve
-from poetsim.schedule import Budgets, Figures, Schedule, Strategy, Timing
+from poetsim.schedule import Budgets, Figures, Moves, Schedule, Timing
+from poetsim.status import Status
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,10 @@ class SolveOutcome:
     gap on the total can be a 28 % gap on the overhead, POET.md).
     """
 
-    strategy: Strategy
+    moves: Moves
     timing: Timing
     solver: str
-    status: str                    # optimal | feasible (a solution with a gap) | infeasible | no-solution
+    status: Status                 # OPTIMAL, FEASIBLE (a schedule with a gap), INFEASIBLE or NO_SOLUTION
     schedule: Schedule | None
     predicted: Figures | None      # the MILP's own figures, read from the solved variables
     objective_j: float | None      # total energy of the returned schedule per the model (solver's objective)
@@ -45,11 +46,11 @@ class SolveOutcome:
 
 
 def optimise(
-    graph: TrainingGraph, costs: CostTable, budgets: Budgets, strategy: Strategy, timing: Timing = Timing.OVERLAP,
+    graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing = Timing.OVERLAP,
     solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-4, threads: int | None = None,
     warm_start: bool = True,
 ) -> SolveOutcome:
-    """Find the least-energy schedule within `budgets` (the MILP of POET, stage formulation).
+    """Find the least-energy schedule within `budgets` using `moves` (the MILP of POET, stage formulation).
 
     `mip_rel_gap` is relative to the overhead above keep-all (the objective the solver sees),
     so "optimal" means no schedule is cheaper by more than that share of the overhead. With
@@ -59,23 +60,23 @@ def optimise(
     starts from that schedule when it is cheaper. A solver that stops early never returns a
     schedule worse than its start.
     """
-    strategy, timing = _parse(Strategy, strategy), _parse(Timing, timing)
+    timing = _parse(Timing, timing)
     check_available(solver)
     began = perf_counter()
     obvious = _obviously_infeasible(graph, costs, budgets)
     if obvious:
-        return _empty(strategy, timing, solver, "infeasible", obvious, perf_counter() - began)
-    form = formulate(graph, costs, budgets, strategy, timing)
-    start = start_plan(graph, costs, budgets, strategy, timing) if warm_start else None
+        return _empty(moves, timing, solver, Status.INFEASIBLE, obvious, perf_counter() - began)
+    form = formulate(graph, costs, budgets, moves, timing)
+    start = start_plan(graph, costs, budgets, moves, timing) if warm_start else None
     start_values = plans.to_columns(form, start, graph, costs) if start is not None else None
     build_s = perf_counter() - began
     if start_values is not None and _zero_overhead_is_proven(form, start_values):
-        return _keep_all_outcome(form, start, graph, costs, budgets, strategy, timing, solver, build_s)
+        return _keep_all_outcome(form, start, graph, costs, budgets, moves, timing, solver, build_s)
     settings = SolverSettings(
         mip_rel_gap=mip_rel_gap, mip_abs_gap=_abs_gap(form), time_limit_s=time_limit_s,
         threads=threads or os.cpu_count() or 1)
     presolve_s = 0.0
-    if warm_start and strategy is Strategy.HYBRID and solver in STARTING_SOLVERS and len(graph) >= PAGING_FIRST_NODES:
+    if warm_start and moves.recompute and moves.page and solver in STARTING_SOLVERS and len(graph) >= PAGING_FIRST_NODES:
         began_pre = perf_counter()
         better = _paging_only_start(graph, costs, budgets, timing, solver, settings, start)
         presolve_s = perf_counter() - began_pre
@@ -85,21 +86,21 @@ def optimise(
             settings = replace(settings, time_limit_s=max(time_limit_s - presolve_s, 0.1 * time_limit_s))
     result = solve(form, solver, settings, start_values)
     result = replace(result, solve_s=result.solve_s + presolve_s)
-    if start_values is not None and result.status in ("feasible", "no-solution"):
+    if start_values is not None and result.status in (Status.FEASIBLE, Status.NO_SOLUTION):
         # A solver that stopped early may return worse than the start it was given (HiGHS drops a
         # start it misvalued, see solvers): the start is a schedule too, and its bound still holds.
         start_cost = form.objective(start_values)
         if result.values is None or result.objective > start_cost + _abs_gap(form):
-            result = replace(result, status="feasible", values=start_values, objective=start_cost)
+            result = replace(result, status=Status.FEASIBLE, values=start_values, objective=start_cost)
     sizes = {"num_variables": form.num_columns, "num_constraints": form.num_rows}
     if result.values is None:
-        message = _infeasible_message(graph, costs, budgets, strategy) if result.status == "infeasible" else (
+        message = _infeasible_message(graph, costs, budgets, moves) if result.status is Status.INFEASIBLE else (
             f"{solver} found no schedule within the time limit of {time_limit_s} s")
-        return SolveOutcome(strategy, timing, solver, result.status, None, None, None, None, None, None,
+        return SolveOutcome(moves, timing, solver, result.status, None, None, None, None, None, None,
                             build_s, result.handoff_s, result.solve_s, message=message, **sizes)
     plan = plans.from_columns(form, result.values)
     schedule = plans.to_schedule(plan, graph, costs, timing, {
-        "strategy": strategy.value, "solver": solver, "status": result.status,
+        "moves": moves.label, "solver": solver, "status": result.status.value,
         "ram_budget_bytes": str(budgets.ram_bytes), "runtime_budget_s": repr(budgets.runtime_s)})
     objective_j = _joules(form, result.objective)
     bound_j = _joules(form, _proven_bound(result.bound, form))
@@ -110,14 +111,14 @@ def optimise(
         overhead_j = objective_j - form.keep_all_j
         gap_overhead = proven / overhead_j if overhead_j > 0 else 0.0
     predicted = plans.figures(plan, graph, costs, timing)
-    message = "" if result.status == "optimal" else f"stopped with a gap of {_pct(gap_overhead)} of the overhead"
-    if not fits(predicted, budgets):
+    message = "" if result.status is Status.OPTIMAL else f"stopped with a gap of {_pct(gap_overhead)} of the overhead"
+    if not budgets.fits(predicted):
         # Binaries are rounded and RAM recomputed exactly; a solver's feasibility tolerance can
         # leave a few bytes or nanoseconds over. Said here so that the checker's rejection is explained.
         message = (f"after rounding the solver's answer exceeds the budgets (peak {predicted.peak_ram_bytes:,.0f} bytes, "
                    f"runtime {predicted.runtime_s:.9g} s): solver tolerance")
     return SolveOutcome(
-        strategy, timing, solver, result.status, schedule, predicted, objective_j, bound_j, gap_total, gap_overhead,
+        moves, timing, solver, result.status, schedule, predicted, objective_j, bound_j, gap_total, gap_overhead,
         build_s, result.handoff_s, result.solve_s, message=message, **sizes)
 
 
@@ -136,8 +137,8 @@ PAGING_FIRST_LIMIT_S = 60.0
 
 def _paging_only_start(graph, costs, budgets, timing, solver, settings, start: plans.Plan | None) -> plans.Plan | None:
     """A paging-only schedule, solved briefly, if it fits and costs less than `start`."""
-    form = formulate(graph, costs, budgets, Strategy.PAGING_ONLY, timing)
-    own = start_plan(graph, costs, budgets, Strategy.PAGING_ONLY, timing)
+    form = formulate(graph, costs, budgets, PAGING, timing)
+    own = start_plan(graph, costs, budgets, PAGING, timing)
     limit = PAGING_FIRST_SHARE * settings.time_limit_s if settings.time_limit_s is not None else PAGING_FIRST_LIMIT_S
     result = solve(form, solver, replace(settings, time_limit_s=limit, mip_abs_gap=_abs_gap(form)),
                    plans.to_columns(form, own, graph, costs) if own is not None else None)
@@ -145,7 +146,7 @@ def _paging_only_start(graph, costs, budgets, timing, solver, settings, start: p
         return None
     plan = plans.from_columns(form, result.values)
     fig = plans.figures(plan, graph, costs, timing)
-    if not fits(fig, budgets):
+    if not budgets.fits(fig):
         return None
     if start is not None and plans.figures(start, graph, costs, timing).total_j <= fig.total_j:
         return None
@@ -158,22 +159,22 @@ def require_feasible(outcome: SolveOutcome) -> SolveOutcome:
     A time limit that ran out before any schedule was found is not proof of infeasibility: it
     raises a plain PoetsimError that says to allow more time.
     """
-    if outcome.status == "infeasible":
+    if outcome.status is Status.INFEASIBLE:
         raise InfeasibleBudgetError(outcome.message)
     if outcome.schedule is None:
         raise PoetsimError(outcome.message or f"{outcome.solver} returned no schedule ({outcome.status})")
     return outcome
 
 
-def write_lp(graph: TrainingGraph, costs: CostTable, budgets: Budgets, strategy: Strategy, timing: Timing, path) -> None:
+def write_lp(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing, path) -> None:
     """Write the model of one solve as a CPLEX LP file (golden tests, debugging, other solvers)."""
-    from poetsim.optimiser.model import write_model_lp
+    from poetsim.optimiser.pyomo_model import write_model_lp
 
-    write_model_lp(formulate(graph, costs, budgets, _parse(Strategy, strategy), _parse(Timing, timing)), Path(path))
+    write_model_lp(formulate(graph, costs, budgets, moves, _parse(Timing, timing)), Path(path))
 
 
 def _parse(kind, value):
-    """A Strategy or Timing from its value; UserInputError naming the choices otherwise."""
+    """A Timing from its value; UserInputError naming the choices otherwise."""
     try:
         return kind(value)
     except ValueError:
@@ -187,15 +188,15 @@ def _obviously_infeasible(graph: TrainingGraph, costs: CostTable, budgets: Budge
         return (f"infeasible: RAM budget {budgets.ram_bytes:,} bytes is below the {graph.min_feasible_ram_bytes:,} bytes "
                 "that the largest node and its inputs need at once")
     plain_s = costs.plain_runtime_s
-    if budgets.runtime_s < plain_s * (1 - 1e-9):
+    if not budgets.meets_deadline(plain_s):
         return (f"infeasible: runtime budget {budgets.runtime_s:.6g} s is below one plain pass of {plain_s:.6g} s "
                 f"({budgets.runtime_s / plain_s:.3g}x); every schedule computes each node at least once")
     return ""
 
 
-def _infeasible_message(graph: TrainingGraph, costs: CostTable, budgets: Budgets, strategy: Strategy) -> str:
+def _infeasible_message(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves) -> str:
     """The solver proved infeasibility: say what is known to be feasible instead."""
-    return (f"infeasible: no {strategy.value} schedule fits {budgets.ram_bytes:,} bytes of RAM within "
+    return (f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
             f"{budgets.runtime_s:.6g} s ({budgets.runtime_s / costs.plain_runtime_s:.3g}x); keep-all fits "
             f"{graph.keep_all_peak_bytes:,} bytes at 1x, and no schedule fits below {graph.min_feasible_ram_bytes:,} bytes")
 
@@ -210,19 +211,19 @@ def _zero_overhead_is_proven(form: Formulation, start: list[float]) -> bool:
     return form.objective_floor == 0.0 and form.objective(start) <= 1e-12
 
 
-def _keep_all_outcome(form, plan, graph, costs, budgets, strategy, timing, solver, build_s) -> SolveOutcome:
+def _keep_all_outcome(form, plan, graph, costs, budgets, moves, timing, solver, build_s) -> SolveOutcome:
     schedule = plans.to_schedule(plan, graph, costs, timing, {
-        "strategy": strategy.value, "solver": "none (zero overhead is the proven minimum)", "status": "optimal",
+        "moves": moves.label, "solver": "none (zero overhead is the proven minimum)", "status": Status.OPTIMAL.value,
         "ram_budget_bytes": str(budgets.ram_bytes), "runtime_budget_s": repr(budgets.runtime_s)})
     return SolveOutcome(
-        strategy, timing, solver, "optimal", schedule, plans.figures(plan, graph, costs, timing),
+        moves, timing, solver, Status.OPTIMAL, schedule, plans.figures(plan, graph, costs, timing),
         form.keep_all_j, form.keep_all_j, 0.0, 0.0, build_s, 0.0, 0.0,
         num_variables=form.num_columns, num_constraints=form.num_rows,
         message="keep-all fits the budgets: its zero overhead is the proven minimum, no solver run")
 
 
-def _empty(strategy, timing, solver, status, message, build_s) -> SolveOutcome:
-    return SolveOutcome(strategy, timing, solver, status, None, None, None, None, None, None,
+def _empty(moves, timing, solver, status, message, build_s) -> SolveOutcome:
+    return SolveOutcome(moves, timing, solver, status, None, None, None, None, None, None,
                         build_s, 0.0, 0.0, 0, 0, message)
 
 

@@ -1,8 +1,8 @@
 """Benchmark of sweeps: wall time of the ResNet-18 study and of resuming it when finished.
 
-Target (issue 6): a ~100-point ResNet-18 sweep across the platforms in under 10 minutes on
+Target: a ~100-point ResNet-18 sweep across the platforms in under 10 minutes on
 the 2-core machine, and a resume of the finished sweep in under 5 s. Run with
-`python -m poetsim.bench sweep`; writes results/bench/sweep.csv.
+`python -m benchmarks sweep`; writes results/bench/sweep.csv.
 """
 
 import os

@@ -16,7 +16,7 @@ from poetsim.optimiser.rows import Formulation
 
 def build_model(form: Formulation) -> pyo.ConcreteModel:
     """One Var per variable family, one Constraint per row family, the overhead objective."""
-    m = pyo.ConcreteModel(name=f"poet_{form.strategy.value}_{form.timing.value}_{form.graph_name}")
+    m = pyo.ConcreteModel(name=f"poet_{form.moves.label}_{form.timing.value}_{form.graph_name}")
     columns = [None] * form.num_columns
     for fam in form.variables:
         var = pyo.Var(

@@ -1,7 +1,7 @@
 """`make bench`: run the benchmarks and write their CSVs under results/bench/.
 
-    python -m poetsim.bench                 # all: solver, simulator, sweep
-    python -m poetsim.bench solver sweep    # a selection
+    python -m benchmarks                 # all: solver, simulator, sweep (from the repository's root)
+    python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.
 """
@@ -14,12 +14,12 @@ OUT = Path("results/bench")
 
 def main(argv: list[str]) -> int:
     """Run the named benchmarks (default all) and print each CSV's path and table."""
-    from poetsim import bench_simulator, bench_solver, bench_sweep
+    from benchmarks import simulator, solver, sweep
 
     benches = {
-        "solver": lambda: bench_solver.run(OUT / "solver.csv"),
-        "simulator": lambda: bench_simulator.run(OUT / "simulator.csv"),
-        "sweep": lambda: bench_sweep.run(OUT / "sweep.csv"),
+        "solver": lambda: solver.run(OUT / "solver.csv"),
+        "simulator": lambda: simulator.run(OUT / "simulator.csv"),
+        "sweep": lambda: sweep.run(OUT / "sweep.csv"),
     }
     chosen = argv or list(benches)
     unknown = [name for name in chosen if name not in benches]

@@ -1,0 +1,62 @@
+"""A problem: one training graph on one platform under resolved budgets, what every strategy takes.
+
+It is the join of the user's inputs (a model, a platform, a RAM budget, a runtime budget, a
+timing model) once they have been turned into numbers: the graph, the per-node cost table and
+the budgets in bytes and seconds.
+"""
+
+from dataclasses import dataclass
+
+from poetsim.costs import CostTable, node_costs
+from poetsim.graph import TrainingGraph
+from poetsim.graphio import load_graph
+from poetsim.profiles import Platform, load_platform
+from poetsim.schedule import Budgets, Timing
+from poetsim.units import RamSpec
+
+#: What each training-state reservation keeps in RAM besides activations, in multiples of the
+#: parameter bytes: the parameters, their gradients and the optimiser's state per parameter.
+RESERVE_MULTIPLE = {"none": 0, "sgd": 2, "momentum": 3, "adam": 4}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A graph on a platform under resolved budgets: everything a strategy needs."""
+
+    graph: TrainingGraph
+    platform: Platform
+    costs: CostTable
+    budgets: Budgets
+    ram: RamSpec
+    runtime_x: float
+    timing: Timing
+    reserved_bytes: int
+
+    @property
+    def ram_capacity_bytes(self) -> int:
+        """What the simulator may allocate: the platform's RAM less the reserved training state."""
+        return self.platform.ram_bytes - self.reserved_bytes
+
+
+def reserved_bytes(graph: TrainingGraph, reserve_training_state: str) -> int:
+    """RAM kept for parameters, gradients and optimiser state (0 unless the scenario asks)."""
+    return RESERVE_MULTIPLE[reserve_training_state] * graph.param_bytes
+
+
+def make_problem(graph: TrainingGraph, platform: Platform, ram: RamSpec, runtime_x: float,
+                 timing: Timing = Timing.OVERLAP, reserve_training_state: str = "none") -> Problem:
+    """Derive the costs of `graph` on `platform` and resolve the budgets to bytes and seconds."""
+    costs = node_costs(graph, platform)
+    budgets = Budgets(ram_bytes=ram.resolve(graph.keep_all_peak_bytes), runtime_s=runtime_x * costs.plain_runtime_s)
+    return Problem(graph, platform, costs, budgets, ram, runtime_x, Timing(timing),
+                   reserved_bytes(graph, reserve_training_state))
+
+
+def build_problem(
+    model: str, platform: str, ram: RamSpec, runtime_x: float, timing: Timing = Timing.OVERLAP,
+    batch_size: int | None = None, input_size: int | None = None, seq_len: int | None = None,
+    flops_per_cost_unit: float = 1e6, reserve_training_state: str = "none",
+) -> Problem:
+    """Load the graph (zoo name or file) and the platform (name or file), then `make_problem`."""
+    graph = load_graph(model, batch_size, input_size, seq_len, flops_per_cost_unit)
+    return make_problem(graph, load_platform(platform), ram, runtime_x, timing, reserve_training_state)

@@ -1,0 +1,58 @@
+"""What became of one strategy at one point: the status word every layer reports.
+
+The words are what users read in tables, `runs.csv` and reports; the properties say what a
+status promises, so that no layer keeps its own list of "statuses with a schedule".
+"""
+
+from enum import Enum
+
+
+class Status(str, Enum):
+    """The outcome of one strategy at one point.
+
+    - `optimal`: a schedule proven least-energy (within the gap settings), by the solver or by
+      poetsim's own lower bound.
+    - `feasible`: a checked schedule whose optimality is not proven; read its gap.
+    - `baseline`: a schedule made by a fixed rule (keep-all, checkpoint-sqrt, Capuchin, POFO)
+      that meets the budgets; nothing is claimed about optimality.
+    - `infeasible`: proven that no schedule of this strategy meets the budgets.
+    - `over-budget`: a fixed rule's schedule misses the budgets (a fact about the rule, not a
+      proof that nothing fits).
+    - `no-solution`: the time limit ran out before any schedule was found; not a proof.
+    - `invalid`: the independent checker rejected the optimiser's schedule (a bug in poetsim).
+    - `failed`: the point could not be run; the message says why.
+    """
+
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"
+    BASELINE = "baseline"
+    INFEASIBLE = "infeasible"
+    OVER_BUDGET = "over-budget"
+    NO_SOLUTION = "no-solution"
+    INVALID = "invalid"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def has_schedule(self) -> bool:
+        """Whether a checked schedule within the budgets comes with this status."""
+        return self in (Status.OPTIMAL, Status.FEASIBLE, Status.BASELINE)
+
+    @property
+    def is_proven(self) -> bool:
+        """Whether the status is a fact that no machine's speed can change.
+
+        `optimal` and `infeasible` are proofs; a rule's schedule (`baseline`, `over-budget`) is
+        deterministic. `feasible` and `no-solution` depend on how far a solver got in its time.
+        """
+        return self in (Status.OPTIMAL, Status.INFEASIBLE, Status.BASELINE, Status.OVER_BUDGET)
+
+    @classmethod
+    def parse(cls, text: str) -> "Status":
+        """The status named `text`; ValueError naming the known words otherwise."""
+        try:
+            return cls(text)
+        except ValueError:
+            raise ValueError(f"unknown status '{text}' (known: {', '.join(s.value for s in cls)})") from None

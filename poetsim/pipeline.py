@@ -6,6 +6,7 @@ otherwise the run's status is "invalid" and no schedule is reported.
 """
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,9 +60,14 @@ def problem_for_point(scenario: Scenario, point: Point) -> Problem:
 
 def run_strategy(
     problem: Problem, strategy: str, solver: str = "highs", time_limit_s: float | None = None,
-    simulate: bool = True, threads: int | None = None,
+    simulate: bool = True, threads: int | None = None, starts: Sequence[Schedule] = (),
+    on_progress: Callable | None = None,
 ) -> Run:
-    """Solve (or build, for a baseline), check and optionally simulate one strategy."""
+    """Solve (or build, for a baseline), check and optionally simulate one strategy.
+
+    `starts` are schedules of other strategies at the same point (a sweep passes those whose
+    moves this strategy allows); `on_progress` hears from the solver while it works.
+    """
     spec = strategies.get(strategy)
     keep_all_schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
     keep_all_figures = _check(problem, keep_all_schedule, budgets=None)

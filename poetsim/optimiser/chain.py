@@ -17,7 +17,7 @@ How the blocks are found:
   tensors of two blocks that are not neighbours in this sense makes the graph no chain.
 - Gradients may pass only from one block's group to the next one's (or from the loss to the
   last block); a gradient that skips a block makes the graph no chain.
-- A block whose group is empty (no backward node reads its tensors) is merged into the next.
+- A block whose group is empty (no backward node reads its tensors) is merged into the previous.
 """
 
 from dataclasses import dataclass
@@ -58,16 +58,26 @@ class Block:
 
 @dataclass(frozen=True)
 class Chain:
-    """A training graph as a chain of blocks, ready for POFO's dynamic program."""
+    """A training graph as a chain of blocks, ready for POFO's dynamic program.
+
+    Step s of POFO's first forward pass starts at block s; its *input* is what it receives from
+    step s-1: block s-1's output, and with `bar` (POFO's x-bar, when block s-1 kept all its
+    backward reads) block s-1's kept tensors too.
+    """
 
     graph_name: str
     blocks: tuple[Block, ...]
     inputs: tuple[int, ...]
     turn: int
+    deps: tuple[frozenset[int], ...]
 
     def input_of(self, k: int) -> int | None:
         """The node block k reads from the previous block (None for the first block)."""
         return self.blocks[k - 1].output if k > 0 else None
+
+    def keeps(self, k: int) -> bool:
+        """Whether block k's group reads block k's output (false for k < 0, no block)."""
+        return k >= 0 and self.blocks[k].keeps_output
 
     def gradients_out(self, k: int) -> frozenset[int]:
         """Gradients made in block k's group that the previous block's group reads."""
@@ -77,6 +87,45 @@ class Chain:
     def turn_is_gradient(self) -> bool:
         """Whether the last block's group reads the loss's output (a loss without its own gradient node)."""
         return self.turn in self.blocks[-1].gradients_in
+
+    def needed(self, targets, blocks) -> list[int]:
+        """Nodes of `blocks` to compute, ascending, so that `targets` exist again; inputs from
+        outside those blocks are taken as resident."""
+        members = {v for b in blocks for v in self.blocks[b].nodes}
+        todo, found = list(targets), set()
+        while todo:
+            v = todo.pop()
+            if v not in found and v in members:
+                found.add(v)
+                todo.extend(self.deps[v])
+        return sorted(found)
+
+    def bundle(self, s: int, bar: bool) -> frozenset[int]:
+        """Step s's input as it arrives (empty for the first step, whose input is the data)."""
+        if s == 0:
+            return frozenset()
+        prev = self.blocks[s - 1]
+        return frozenset({prev.output}) | (prev.saved if bar else frozenset())
+
+    def retained(self, s: int, bar: bool, checkpoint: bool) -> frozenset[int]:
+        """The part of step s's input still needed after its forward pass: what block s-1's
+        group reads, and block s-1's output if it is a checkpoint or block s's group reads it."""
+        if s == 0:
+            return frozenset()
+        prev = self.blocks[s - 1]
+        wanted = checkpoint or (s < len(self.blocks) and self.blocks[s].reads_input) or prev.keeps_output
+        return (prev.saved if bar else frozenset()) | (frozenset({prev.output}) if wanted else frozenset())
+
+    def page_out_stages(self, s: int, moving: frozenset[int], last_block: int) -> dict[int, set[int]]:
+        """Where step s pages its input out: block s-1's output in the stage that last reads it
+        in the forward pass, the rest in the step's first stage (all resident at its start)."""
+        first = self.blocks[s].nodes[0]
+        x = self.input_of(s)
+        readers = [u for b in range(s, last_block + 1) for u in self.blocks[b].nodes if x in self.deps[u]]
+        stages: dict[int, set[int]] = {}
+        for v in moving:
+            stages.setdefault(max([first] + readers) if v == x else first, set()).add(v)
+        return stages
 
 
 def chain_of_blocks(graph: TrainingGraph) -> Chain:
@@ -111,7 +160,8 @@ def chain_of_blocks(graph: TrainingGraph) -> Chain:
         start = p + 1
     groups = _deal_backward(graph, blocks_nodes, backward, turn, refuse)
     blocks_nodes, groups = _merge_empty(blocks_nodes, groups)
-    return Chain(graph.name, _describe(graph, blocks_nodes, groups, turn, refuse), inputs, turn)
+    return Chain(graph.name, _describe(graph, blocks_nodes, groups, turn, refuse), inputs, turn,
+                 tuple(frozenset(n.deps) for n in nodes))
 
 
 #: A forward edge that jumps over more than this share of the layers makes the graph no chain: the
@@ -167,14 +217,19 @@ def _deal_backward(graph, blocks_nodes, backward, turn, refuse) -> list[list[int
 
 
 def _merge_empty(blocks_nodes, groups):
-    """Merge each block whose group is empty into the next block (the last one into the previous)."""
+    """Merge each block whose group is empty into the previous block (the first one into the next).
+
+    A residual block's final ReLU is a cut of its own, and its gradient reads the ReLU's output,
+    the next block's input, so it goes to the next group; merging the ReLU back into its block
+    gives the residual block as one stage, ending at its ReLU.
+    """
     blocks_nodes, groups = list(blocks_nodes), list(groups)
     k = 0
     while len(blocks_nodes) > 1 and k < len(blocks_nodes):
         if groups[k]:
             k += 1
             continue
-        other = k + 1 if k + 1 < len(blocks_nodes) else k - 1
+        other = k - 1 if k > 0 else k + 1
         low, high = min(k, other), max(k, other)
         blocks_nodes[low:high + 1] = [blocks_nodes[low] + blocks_nodes[high]]
         groups[low:high + 1] = [sorted(groups[low] + groups[high])]

@@ -22,6 +22,20 @@ from poetsim.schedule import Timing
 INF = math.inf
 
 
+def cache_method(method):
+    """Memoise a method of a Tables object on its arguments (one cache per object)."""
+    name = f"_cache_{method.__name__}"
+
+    def cached(self, *args):
+        store = self.__dict__.setdefault(name, {})
+        if args not in store:
+            store[args] = method(self, *args)
+        return store[args]
+
+    cached.__doc__ = method.__doc__
+    return cached
+
+
 # -- the schedules of the space, as decision trees ------------------------------------------------
 
 @dataclass(frozen=True)
@@ -125,6 +139,7 @@ class Tables:
         self.budget = limit_bytes // self.slot_bytes
         self.axis = np.arange(self.budget + 1)
         self._opt_typed: dict = {}
+        self._opt: dict = {}
         self._top: dict = {}
         self._options: dict = {}
         self.deps = chain.deps
@@ -239,56 +254,75 @@ class Tables:
         start = blk.saved | blk.gradients_in | (self.cin(s) if blk.reads_input else frozenset())
         return self.run([Stage((g,)) for g in blk.grads], start, self.chain.gradients_out(s))
 
+    @cache_method
+    def recompute_all(self, s: int) -> tuple[int, float, int]:
+        """F_all(s) inside a backward: (peak of the recomputation over the call's count, seconds,
+        slots the parent holds while blocks s+1.. are solved)."""
+        blk = self.chain.blocks[s]
+        x_in = self.out(s - 1)
+        kept_in = frozenset({x_in}) if x_in is not None and blk.reads_input else frozenset()
+        rec = self.chain.needed(blk.saved | {blk.output}, [s])
+        peak, _, rec_s = self.chain_run(rec, self.cin(s), blk.saved | {blk.output} | kept_in)
+        return peak, rec_s, self.slots_of(blk.saved) + self.slots_of(self.cin(s) & kept_in)
+
+    @cache_method
+    def recompute_stretch(self, s: int, k: int) -> tuple[int, float, int]:
+        """Blocks s..k-1 recomputed without keeping, from block s's input to block k-1's output:
+        (peak over the call's count, seconds, slots the parent holds while blocks k.. are solved)."""
+        x_in, x_k = self.out(s - 1), self.out(k - 1)
+        checkpoint = frozenset({x_in}) if x_in is not None else frozenset()
+        peak, _, rec_s = self.chain_run(self.chain.needed({x_k}, range(s, k)), self.cin(s), checkpoint | {x_k})
+        return peak, rec_s, self.slots_of(self.cin(s)) + (self.size[x_k] if self.keeps(k - 1) else 0)
+
     def opt_typed(self, s: int, e: int) -> dict[str, tuple[np.ndarray, np.ndarray, list]]:
         """Per last-stage type, the least time over m of the backward of s..e, and its choices."""
         key = (s, e)
         if key in self._opt_typed:
             return self._opt_typed[key]
         base_slots = self.slots_of(self.base(e))
-        tables = {}
         options: dict[str, list] = {"B": [], "N": []}
         if s == e:
             window = self._last_types[s, "B"]
             options["B"].append((self.feasible(window.peak, window.time_s), ("all",)))
         else:
-            blk = self.chain.blocks[s]
-            x_in = self.out(s - 1)
-            kept_in = frozenset({x_in}) if x_in is not None and blk.reads_input else frozenset()
-            rec = self.chain.needed(blk.saved | {blk.output}, [s])
-            peak, _, rec_s = self.chain_run(rec, self.cin(s), blk.saved | {blk.output} | kept_in)
-            held = self.slots_of(blk.saved) + self.slots_of(self.cin(s) & kept_in)
+            peak, rec_s, held = self.recompute_all(s)
             window = self._last_types[s, "N"]
             value = self.feasible(max(base_slots + peak, window.peak), rec_s + window.time_s)
             options["N"].append((value + self.shift(self.opt(s + 1, e), held), ("all",)))
             for k in range(s + 1, e + 1):
-                x_k = self.out(k - 1)
-                rec = self.chain.needed({x_k}, range(s, k))
-                checkpoint = frozenset({x_in}) if x_in is not None else frozenset()
-                peak, _, rec_s = self.chain_run(rec, self.cin(s), checkpoint | {x_k})
-                held = self.slots_of(self.cin(s)) + (self.size[x_k] if self.keeps(k - 1) else 0)
-                right = self.shift(self.opt(k, e), held)
+                peak, rec_s, held = self.recompute_stretch(s, k)
+                head = self.feasible(base_slots + peak, rec_s) + self.shift(self.opt(k, e), held)
                 for kind, table in self.opt_typed(s, k - 1).items():
-                    options[kind].append((self.feasible(base_slots + peak, rec_s) + right + table[0], ("ck", k)))
-        for kind, entries in options.items():
-            tables[kind] = self.best(entries)
+                    options[kind].append((head + table[0], ("ck", k)))
+        tables = {kind: self.best(entries) for kind, entries in options.items()}
         self._opt_typed[key] = tables
         return tables
 
     def opt(self, s: int, e: int, extra=(0, 0.0)) -> np.ndarray:
         """The least time over m of the backward of s..e, with `extra` page-ins in its last stage."""
-        result = np.full(self.budget + 1, INF)
-        for kind, (value, _, _) in self.opt_typed(s, e).items():
-            last = self._last_types[s, kind]
-            bent = np.where(self.axis >= last.last_peak + extra[0], value + self.extra_delta(last.last_compute_s, extra), INF)
-            result = np.minimum(result, bent)
-        return result
+        key = (s, e, extra)
+        if key not in self._opt:
+            result = np.full(self.budget + 1, INF)
+            for kind, (value, _, _) in self.opt_typed(s, e).items():
+                last = self._last_types[s, kind]
+                bent = np.where(self.axis >= last.last_peak + extra[0], value + self.extra_delta(last.last_compute_s, extra), INF)
+                result = np.minimum(result, bent)
+            self._opt[key] = result
+        return self._opt[key]
 
     # --- the first forward pass, with offloading (POFO's recursion) ---
 
-    def forward_window(self, s: int, j: int, bar: bool, keep: frozenset[int], moving: frozenset[int]) -> Window:
-        outs = self.chain.page_out_stages(s, moving, j) if moving else {}
-        stages = [Stage((v,), frozenset(outs.get(v, ()))) for b in range(s, j + 1) for v in self.chain.blocks[b].nodes]
+    def forward_window(self, s: int, bar: bool, keep: frozenset[int], moving: frozenset[int]) -> Window:
+        """Block s's first computation with the step's input resident (part of it paged out)."""
+        outs = self.chain.page_out_stages(s, moving, s) if moving else {}
+        stages = [Stage((v,), frozenset(outs.get(v, ()))) for v in self.chain.blocks[s].nodes]
         return self.run(stages, self.chain.bundle(s, bar), keep)
+
+    @cache_method
+    def forward_block(self, b: int) -> Window:
+        """Block b's first computation from its input, keeping only its output (inside F_ck)."""
+        stages = [Stage((v,)) for v in self.chain.blocks[b].nodes]
+        return self.run(stages, frozenset({self.out(b - 1)}), frozenset({self.out(b)}))
 
     def page_in(self, tensors: frozenset[int]) -> tuple[int, float]:
         """The extra RAM and DMA time a page-in of `tensors` puts in the stage that issues it."""
@@ -316,7 +350,7 @@ class Tables:
                 kept = self.chain.retained(s, bar, checkpoint=False)
                 if offload and not kept:
                     continue
-                fwd = self.forward_window(s, s, bar, blk.saved | {blk.output} | (frozenset() if offload else kept),
+                fwd = self.forward_window(s, bar, blk.saved | {blk.output} | (frozenset() if offload else kept),
                                           kept if offload else frozenset())
                 group = self.run([Stage((g,)) for g in blk.grads], kept | blk.saved | blk.gradients_in,
                                  after | self.chain.gradients_out(s))
@@ -324,17 +358,22 @@ class Tables:
                 value = self.feasible(max(fwd.peak, group.peak), fwd.time_s + group.time_s)
                 value = value + self.shift(rest, 0 if offload else self.slots_of(kept))
                 options.append(Option(value, group.last_peak, group.last_compute_s, ("all", offload)))
-            for j in range(s, self.n):
-                for offload in (False, True):
-                    kept = self.chain.retained(s, bar, checkpoint=True)
-                    if offload and not kept:
-                        continue
-                    fwd = self.forward_window(s, j, bar, frozenset({self.out(j)}) | (frozenset() if offload else kept),
-                                              kept if offload else frozenset())
+            kept = self.chain.retained(s, bar, checkpoint=True)
+            outer = self.slots_of(after - self.cin(s) - {self.out(s - 1)}) + (
+                self.size[self.out(s - 1)] if self.keeps(s - 1) else 0)
+            for offload in (False, True):
+                if offload and not kept:
+                    continue
+                held = 0 if offload else self.slots_of(kept)
+                first = self.forward_window(s, bar, frozenset({blk.output}) | (frozenset() if offload else kept),
+                                            kept if offload else frozenset())
+                peak, time_s = first.peak, first.time_s
+                for j in range(s, self.n):
+                    if j > s:
+                        later = self.forward_block(j)
+                        peak, time_s = max(peak, held + later.peak), time_s + later.time_s
                     rest = self.top(j + 1, False, self.page_in(kept) if offload else (0, 0.0))
-                    outer = self.slots_of(after - self.cin(s) - {self.out(s - 1)}) + (
-                        self.size[self.out(s - 1)] if self.keeps(s - 1) else 0)
-                    head = self.feasible(fwd.peak, fwd.time_s) + self.shift(rest, 0 if offload else self.slots_of(kept))
+                    head = self.feasible(peak, time_s) + self.shift(rest, held)
                     for kind, (value, _, _) in self.opt_typed(s, j).items():
                         last = self._last_types[s, kind]
                         options.append(Option(head + self.shift(value, outer), last.last_peak + outer,

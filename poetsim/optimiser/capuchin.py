@@ -18,8 +18,9 @@ decision the paper leaves open and what poetsim chose):
    the stage before the next one, as `rules` places them.
 4. Otherwise recompute, chosen by memory saved per second of added time (Capuchin's MSPS): the
    tensor whose recomputation (`Mode.RECOMPUTE`, with the cascade of missing inputs it needs)
-   saves the most bytes per second it adds; for that tensor, swapping is taken instead if it
-   saves more per second (Capuchin picks the cheaper of the two for each tensor).
+   saves the most bytes per second it adds, estimated from the current plan's stage times as
+   Capuchin estimates from measured ones; for that tensor, swapping is taken instead if, both
+   replayed, it saves more per second (Capuchin picks the cheaper of the two for each tensor).
 5. Stop when the peak fits, or when no tensor is left to evict (the schedule is then returned
    over budget, and the pipeline reports it so).
 
@@ -199,33 +200,69 @@ def _moved(plan: Plan, i: int, found: tuple[int, int] | None, stages: tuple[int,
 
 
 def _swap_that_hides(graph, costs, timing, state, decisions, moves, candidates):
-    """The longest-gap stretch whose swap adds no time, if any."""
+    """The longest-gap stretch whose swap adds no time, if any: the stage loads of the current
+    plan say which swaps can hide, and the first of those that does once replayed is taken."""
     tolerance = HIDDEN_RTOL * state.figures.runtime_s
     for gap_s, _, key in candidates:
+        if not _swap_may_hide(state, costs, timing, key):
+            continue
         trial = _trial(graph, costs, timing, state, decisions, moves, key, Mode.PAGE)
         if trial is not None and trial.figures.runtime_s - state.figures.runtime_s <= tolerance:
             return key, gap_s, Mode.PAGE, True, trial
     return None
 
 
+def _swap_may_hide(state: _State, costs: CostTable, timing: Timing, key) -> bool:
+    """Whether some stage after the evicted access has room for the page-out, and a later one
+    before the back-access room for the page-in, under the current plan's stage loads."""
+    if timing is Timing.COMPUTE_ONLY:
+        return True
+    i, a, b = key
+    acc, channels = state.accounting, costs.dma_channels
+    out0 = a if i in state.plan.resident(a) else a + 1
+
+    def room(t: int, added_s: float) -> bool:
+        return acc.dma_s[t] + added_s <= acc.compute_s[t] * channels
+
+    out = next((t for t in range(out0, b - 1) if room(t, costs.page_out_s[i])), None)
+    return out is not None and any(room(t, costs.page_in_s[i]) for t in range(b - 1, out, -1))
+
+
+def _recompute_added_s(graph, costs, timing, state: _State, key) -> float:
+    """Capuchin's estimate of a recomputation's cost: the compute time of the tensor and of the
+    inputs it needs that are not resident at the back-access, added to that stage."""
+    i, _, b = key
+    plan, acc = state.plan, state.accounting
+    available = (plan.resident(b) - {i}) | {k for k in plan.computed[b] if k < i}
+    needed, stack = set(), [i]
+    while stack:
+        v = stack.pop()
+        if v not in needed and v not in available:
+            needed.add(v)
+            stack.extend(graph.nodes[v].deps)
+    extra_s = sum(costs.compute_s[v] for v in needed)
+    if timing is Timing.COMPUTE_ONLY:
+        return extra_s
+    dma_s = acc.dma_s[b] / costs.dma_channels
+    return max(acc.compute_s[b] + extra_s, dma_s) - max(acc.compute_s[b], dma_s)
+
+
 def _best_per_second(graph, costs, timing, state, decisions, moves, candidates):
-    """The stretch whose recomputation saves most bytes per added second; swapped if that saves more."""
+    """The stretch whose recomputation saves most bytes per added second (estimated from the
+    current plan's stage times, as Capuchin estimates from measured ones); that tensor is then
+    swapped instead if, replayed, swapping saves more per second."""
     tolerance = HIDDEN_RTOL * state.figures.runtime_s
 
-    def per_second(size: int, trial: _State | None) -> float:
-        if trial is None:
-            return -1.0
-        added = trial.figures.runtime_s - state.figures.runtime_s
-        return float("inf") if added <= tolerance else size / added
+    def per_second(size: int, added_s: float) -> float:
+        return float("inf") if added_s <= tolerance else size / added_s
 
-    best = None
-    for gap_s, size, key in candidates:
-        trial = _trial(graph, costs, timing, state, decisions, moves, key, Mode.RECOMPUTE)
-        score = per_second(size, trial)
-        if best is None or score > best[0]:
-            best = (score, gap_s, size, key, trial)
-    score, gap_s, size, key, recompute = best
+    def replayed(trial: _State | None, size: int) -> float:
+        return -1.0 if trial is None else per_second(size, trial.figures.runtime_s - state.figures.runtime_s)
+
+    _, gap_s, size, key = max(((per_second(size, _recompute_added_s(graph, costs, timing, state, key)), gap_s, size, key)
+                               for gap_s, size, key in candidates), key=lambda c: c[0])
+    recompute = _trial(graph, costs, timing, state, decisions, moves, key, Mode.RECOMPUTE)
     swap = _trial(graph, costs, timing, state, decisions, moves, key, Mode.PAGE)
-    if per_second(size, swap) > score:
+    if replayed(swap, size) > replayed(recompute, size):
         return key, gap_s, Mode.PAGE, False, swap
     return key, gap_s, Mode.RECOMPUTE, False, recompute

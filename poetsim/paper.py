@@ -437,6 +437,14 @@ def render_html(comparison: Comparison) -> str:
     return "\n".join(out)
 
 
+def render_section(found: list[Comparison]) -> str:
+    """All comparisons as one HTML section for report.html, with a heading and a note on verdicts."""
+    head = ('<section class="paper" id="paper"><h2>The POET paper\'s comparisons</h2>'
+            f"<p>Each claim of {html.escape(SOURCE)} beside poetsim's figure for it, judged under poetsim's cost "
+            "model (docs/paper.md gives the sources and what poetsim decided where the papers leave a choice).</p>")
+    return "\n".join([head, *(render_html(c) for c in found), "</section>"])
+
+
 def render_markdown(comparison: Comparison, columns: list[str] | None = None) -> str:
     """The claims and (some of) the figures as Markdown tables, for docs."""
     lines = [f"**{comparison.title}** ({comparison.scenario})", "",

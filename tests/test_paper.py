@@ -3,10 +3,12 @@
 import pandas as pd
 import pytest
 
+from conftest import ROOT
 from poetsim import paper
 from poetsim.pipeline import result_row, run_strategy
 from poetsim.problem import build_problem
 from poetsim.runs import ResultRow, RunsFile
+from poetsim.scenario import load_scenario
 from poetsim.status import Status
 from poetsim.units import parse_ram
 
@@ -157,3 +159,20 @@ def test_render_markdown_gives_the_claims_and_chosen_columns():
     text = paper.render_markdown(paper.figure5(results), ["ram", "hybrid_overhead_pct", "capuchin_overhead_pct"])
     assert "| Figure 5: POET needs less than 1 % more energy than the full-memory baseline | < 1 % | 0.2 % | holds |" in text
     assert "| 50% | 0.2 | 0.03 |" in text
+
+
+def test_render_section_wraps_every_comparison():
+    results = frame(row("hybrid", "50%", 0.2), row("capuchin", "50%", 0.03, Status.BASELINE))
+    section = paper.render_section([paper.figure5(results), paper.figure4(results)])
+    assert section.startswith('<section class="paper" id="paper">') and section.endswith("</section>")
+    assert section.count('class="paper-comparison"') == 2
+
+
+@pytest.mark.parametrize("name, strategies", [("paper_fig3", {"hybrid", "paging-only", "recompute-only"}),
+                                              ("paper_fig3_mcu", {"hybrid"}),
+                                              ("paper_fig4", {"hybrid", "paging-only", "recompute-only"}),
+                                              ("paper_fig5", {"hybrid", "capuchin", "keep-all"}),
+                                              ("paper_table3", {"hybrid", "pofo"})])
+def test_each_comparison_has_a_scenario_that_validates(name, strategies):
+    scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml")
+    assert scenario.name == name and set(scenario.strategies) == strategies and name in paper.BUILDERS

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from poetsim.errors import UserInputError
 from poetsim.results import has_schedule, load_results
 
 SOURCE = "Patil et al., POET, ICML 2022 (arXiv 2207.07697)"
@@ -396,7 +397,7 @@ def comparisons(results: Mapping[str, Results]) -> list[Comparison]:
     grouped: dict = {}
     for name, found in results.items():
         if name not in BUILDERS:
-            raise ValueError(f"no comparison reads scenario '{name}' (known: {', '.join(BUILDERS)})")
+            raise UserInputError(f"no comparison of the paper reads scenario '{name}' (known: {', '.join(BUILDERS)})")
         grouped.setdefault(BUILDERS[name], []).append(frame_of(found))
     order = [figure3, figure4, figure5, table3]
     return [builder(frames) for builder in order if builder in grouped for frames in [grouped[builder]]]

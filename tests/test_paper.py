@@ -5,6 +5,7 @@ import pytest
 
 from conftest import ROOT
 from poetsim import paper
+from poetsim.errors import UserInputError
 from poetsim.pipeline import result_row, run_strategy
 from poetsim.problem import build_problem
 from poetsim.runs import ResultRow, RunsFile
@@ -143,6 +144,11 @@ def test_comparisons_read_runs_csv_files_and_merge_the_two_figure3_sweeps(tmp_pa
     found = paper.comparisons({name: tmp_path / name for name in ("paper_fig5", "paper_fig3", "paper_fig3_mcu")})
     assert [c.key for c in found] == ["fig3", "fig5"]
     assert len(found[0].table) == 2 and found[0].claims[1].holds is True
+
+
+def test_comparisons_refuse_a_scenario_they_do_not_read():
+    with pytest.raises(UserInputError, match="no comparison of the paper reads scenario 'resnet18'"):
+        paper.comparisons({"resnet18": frame(row("hybrid", "50%", 0.2))})
 
 
 def test_render_html_escapes_every_string():

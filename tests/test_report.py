@@ -22,6 +22,7 @@ from poetsim.report.overhead import overhead_chart
 from poetsim.report.page import script_json
 from poetsim.report.palette import platform_colours, strategy_colours
 from poetsim.report.sweep_charts import prediction_differences
+from poetsim.report.tables import headline_table
 from poetsim.report.report import prepare, winners
 from poetsim.report.timeline import NEUTRAL_COLOURS, bus_lane, lanes
 from poetsim.schedule import Budgets, Compute, Free, PageIn, PageOut, Schedule, Timing
@@ -441,8 +442,8 @@ def test_table_of_all_runs_has_human_headers_units_and_sort_keys(report):
 
 
 def overhead_data(frame: pd.DataFrame):
-    chart, data, _ = overhead_chart(frame, x="ram_fraction", label=lambda v: f"{100 * v:g}%", x_title="RAM",
-                                    colour="strategy", columns="platform_label", rows=["runtime_x"], panel_px=(200, 150))
+    chart, data, _, _ = overhead_chart(frame, x="ram_fraction", label=lambda v: f"{100 * v:g}%", x_title="RAM",
+                                       colour="strategy", columns="platform_label", rows=["runtime_x"], width_px=640)
     return chart.to_dict(), data
 
 
@@ -571,6 +572,23 @@ def test_report_without_simulation_skips_that_chart_and_says_so(tmp_path):
     assert "Only one platform in the results" in text
     assert not (tmp_path / "prediction.png").exists()
     assert_images(tmp_path, "overhead_ram")
+
+
+def test_three_runtime_budgets_make_a_runtime_chart_and_one_makes_a_single_tab():
+    """From 3 runtime budgets on, the runtime chart is drawn; with one, the headline has one (checked) tab."""
+    from poetsim.report.sweep_charts import runtime_chart
+
+    rows = sweep_rows()
+    third = rows[rows["runtime_x"] == 1.5].assign(runtime_x=2.0)
+    third["point_key"] = third["point_key"] + "|2x"
+    frame = prepare(pd.concat([rows, third], ignore_index=True))
+    chart = runtime_chart(frame, FOOTER)
+    assert chart.chart is not None and '"1.2x"' in json.dumps(chart.chart.to_dict())
+    single = prepare(rows[rows["runtime_x"] == 1.2])
+    assert runtime_chart(single, FOOTER).chart is None
+    headline, style = headline_table(single)
+    assert "id='headline-tab-0' checked" in headline and "headline-tab-1" not in headline
+    assert "#headline-tab-0:checked ~ .tab-panels #headline-panel-0" in style
 
 
 def test_empty_results_are_a_user_error(tmp_path):

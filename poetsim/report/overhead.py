@@ -84,10 +84,11 @@ class Axis:
 
 
 def overhead_chart(frame: pd.DataFrame, *, x: str, label, x_title: str, colour: str, columns: str | None,
-                   rows: list[str], panel_px: tuple[int, int]) -> tuple[alt.TopLevelMixin, pd.DataFrame, list[tuple[str, str]]]:
+                   rows: list[str], width_px: float) -> tuple[alt.TopLevelMixin, pd.DataFrame, list[tuple[str, str]], int]:
     """The chart of energy overhead (%) against `x`, one colour (and offset) per value of `colour`,
-    panels across by `columns` and down by `rows` (those that vary); the data it draws; and each
-    group's colour, for the key (the chart has no legend of its own: `key_chart` is it).
+    panels across by `columns` and down by `rows` (those that vary), about `width_px` wide; the
+    data it draws; each group's colour, for the key (the chart has no legend of its own:
+    `key_chart` is it); and the width of one panel.
 
     `frame` is the report's prepared frame restricted to rows with a known `x`.
     """
@@ -106,6 +107,8 @@ def overhead_chart(frame: pd.DataFrame, *, x: str, label, x_title: str, colour: 
     data["column"] = panel_labels(frame, [columns] if columns else [])
     data["row"] = panel_labels(frame, rows)
     data["panel"] = [" · ".join(p for p in (str(c), str(r)) if p) for c, r in zip(data["column"], data["row"])]
+    across = _across(data, width_px)
+    panel_w = int(min(520, max(150, (width_px - 90) / across - 14)))
     ceiling = top + (len(strip) + 0.6) * band if strip else top * 1.04
     strip_ticks = [(top + (i + 1) * band, status) for i, status in enumerate(strip)]
     y_scale = alt.Scale(domain=[0, ceiling], nice=False, zero=True)
@@ -125,10 +128,23 @@ def overhead_chart(frame: pd.DataFrame, *, x: str, label, x_title: str, colour: 
                alt.Tooltip("energy_j:Q", title="energy J", format=".6g"), "panel:N", "reason:N"]
     base = alt.Chart().encode(x=xenc, y=y, color=color, tooltip=tooltip)
     layers = _strip_frame(base, top + 0.45 * band, ceiling, y_scale, y_axis) if strip else []
-    layers += _bar_layers(base, max(4.0, 0.8 * step * panel_px[0] / len(axis.values))) if bars else _point_layers(base)
+    layers += _bar_layers(base, max(4.0, 0.8 * step * panel_w / len(axis.values))) if bars else _point_layers(base)
     layers += [_strip_layer(base, status) for status in strip]
-    chart = alt.layer(*layers, data=data).properties(width=panel_px[0], height=panel_px[1] + (ceiling - top) / top * PLOT_PX)
-    return _facet(chart, data), data, list(zip(domain, colours))
+    chart = alt.layer(*layers, data=data).properties(width=panel_w, height=PLOT_PX + (ceiling - top) / top * PLOT_PX)
+    return _facet(chart, data, across), data, list(zip(domain, colours)), panel_w
+
+
+#: Panels narrower than this are not worth having: more panels wrap onto another row.
+_MIN_PANEL_PX = 170
+
+
+def _across(data: pd.DataFrame, width_px: float) -> int:
+    """How many panels side by side: every column value when rows vary too, else as many as fit."""
+    columns, rows = data["column"].nunique(), data["row"].nunique()
+    if columns > 1 and rows > 1:
+        return columns
+    fit = max(1, int((width_px - 90) // _MIN_PANEL_PX))
+    return min(max(columns, rows, 1), fit, 5)
 
 
 _GROUP_TITLES = {"strategy": "strategy", "platform_label": "platform"}
@@ -248,8 +264,9 @@ def _strip_layer(base, status: str):
     return base.transform_filter(alt.datum.strip == status).mark_point(**mark)
 
 
-def _facet(chart, data: pd.DataFrame):
-    """Panels across by `column` and down by `row` when they vary; one panel otherwise."""
+def _facet(chart, data: pd.DataFrame, across: int):
+    """Panels across by `column` and down by `row` when both vary; wrapped `across` to a row when
+    only one does; one panel otherwise."""
     columns = [str(c) for c in data["column"].cat.categories if c in set(data["column"])]
     rows = [str(r) for r in data["row"].cat.categories if r in set(data["row"])]
     header = alt.Header(labelFontSize=12, labelFontWeight="bold")
@@ -258,7 +275,7 @@ def _facet(chart, data: pd.DataFrame):
                            row=alt.Row("row:N", title=None, sort=rows, header=alt.Header(labelFontSize=12, labelFontWeight="bold", labelAngle=-90)))
     if len(columns) > 1 or len(rows) > 1:
         field, order = ("column", columns) if len(columns) > 1 else ("row", rows)
-        return chart.facet(facet=alt.Facet(f"{field}:N", title=None, sort=order, header=header), columns=min(3, len(order)))
+        return chart.facet(facet=alt.Facet(f"{field}:N", title=None, sort=order, header=header), columns=across)
     return chart
 
 

@@ -15,8 +15,8 @@ import pandas as pd
 
 from poetsim.report.charts import framed
 from poetsim.report.key import Entry, colour_entries, key_chart, shape_entries
-from poetsim.report.overhead import MIN_CURVE_VALUES, PLOT_PX, marker_entries, overhead_chart, panel_labels
-from poetsim.report.palette import platform_colours, strategy_colours, strategy_order
+from poetsim.report.overhead import MIN_CURVE_VALUES, marker_entries, overhead_chart, panel_labels
+from poetsim.report.palette import platform_colours, strategy_colours, strategy_order, strip_order
 
 #: Room for the charts: the main chart sits beside the headline table, the others span the page.
 MAIN_WIDTH_PX = 640
@@ -77,11 +77,9 @@ def _overhead(frame, footer, stem, heading, *, x, colour, columns, rows, width_p
     if frame[x].nunique() < 1:
         return SweepChart(stem, heading, None, f"No {name} is known in the results: nothing to draw.")
     placed = frame[frame[x].notna()]
-    across = max(1, placed[columns].nunique()) if placed[columns].nunique() > 1 else 1
-    panel_w = int(min(520, max(150, (width_px - 90) / across - 14)))
-    chart, data, groups = overhead_chart(placed, x=x, label=label, x_title=title, colour=colour, columns=columns, rows=rows,
-                                 panel_px=(panel_w, PLOT_PX))
-    statuses = sorted(set(data["strip"].dropna()))
+    chart, data, groups, panel_w = overhead_chart(placed, x=x, label=label, x_title=title, colour=colour, columns=columns,
+                                                  rows=rows, width_px=width_px)
+    statuses = strip_order(data["strip"].dropna())
     unproven = bool((data["ok"] & ~data["proven"]).any())
     few = placed[x].nunique() < MIN_CURVE_VALUES
     subtitle = ("Bars: fewer than 3 budgets swept, so no curve. " if few else "") + \
@@ -90,9 +88,7 @@ def _overhead(frame, footer, stem, heading, *, x, colour, columns, rows, width_p
     unplaced = int(frame[x].isna().sum())
     if unplaced:
         subtitle += f" {unplaced} run(s) without a known {name} are not drawn (listed below)."
-    panels_across = max(1, data["column"].nunique())
-    key = key_chart(colour_entries(groups) + marker_entries(statuses, unproven, bars=few),
-                    width_px=panels_across * (panel_w + 14) + 60)
+    key = key_chart(colour_entries(groups) + marker_entries(statuses, unproven, bars=few), width_px=min(width_px, 3 * panel_w + 100))
     body = alt.vconcat(key, chart, spacing=2)
     return SweepChart(stem, heading, framed(body, heading, footer, subtitle))
 

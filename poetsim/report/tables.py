@@ -36,8 +36,6 @@ def headline_table(frame: pd.DataFrame) -> tuple[str, str]:
                       f"<label for='headline-tab-{number}'>{_esc(name)}</label>")
         panels.append(f"<div class='tab-panel' id='headline-panel-{number}'>{_headline_rows(rows, strategies)}</div>")
         style.append(f"#headline-tab-{number}:checked ~ .tab-panels #headline-panel-{number} {{ display: block; }}")
-    if len(tabs) == 1:
-        inputs = []
     body = (f"<div class='tabs'>{''.join(inputs)}<div class='tab-panels'>{''.join(panels)}</div></div>"
             "<p class='note'>Energy per iteration above keep-all (every node computed once, nothing paged). "
             "<b>Bold</b>: lowest of its row. <b>*</b>: a schedule not proven optimal within the time limit, so an "

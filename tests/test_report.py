@@ -481,6 +481,20 @@ def test_overhead_chart_tells_proven_from_unproven_and_puts_no_schedule_in_its_s
     assert '"filled": false' in marks and '"y2": {"field": "y_bound"' in marks
 
 
+def test_lines_break_where_a_budget_has_no_schedule():
+    """Hybrid on rpi4 at 1.2x with no schedule at 50 %: its 25 % and 100 % points are not joined."""
+    rows = sweep_rows()
+    gap = (rows["platform"] == "rpi4") & (rows["runtime_x"] == 1.2) & (rows["strategy"] == "hybrid") & (rows["ram"] == "50%")
+    rows.loc[gap, ["status", "predicted_total_j", "overhead_pct"]] = ["infeasible", None, None]
+    frame = prepare(rows)
+    _, data = overhead_data(frame)
+    hybrid = data[(frame["platform_label"] == "rpi4") & (frame["runtime_x"] == 1.2) & (frame["strategy"] == "hybrid")]
+    on_lines = hybrid[hybrid["ok"]]
+    assert len(on_lines) == 2 and on_lines["segment"].nunique() == 2
+    paging = data[(frame["platform_label"] == "rpi4") & (frame["runtime_x"] == 1.2) & (frame["strategy"] == "paging-only")]
+    assert paging.loc[paging["ok"], "segment"].nunique() == 1
+
+
 def test_fewer_than_three_budgets_make_a_bar_chart(tmp_path):
     """With only 50 % and 100 % swept, no curve is drawn: bars."""
     rows = sweep_rows()

@@ -16,6 +16,7 @@ fewer than 3 budgets on the axis, points and lines would suggest a curve that is
 the chart draws bars instead.
 """
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -23,8 +24,10 @@ import altair as alt
 import pandas as pd
 
 from poetsim.report.key import Entry
-from poetsim.report.palette import OTHER_STATUS, STATUS_FILLED, STATUS_SHAPES, platform_colours, strategy_colours, strip_order, strip_status
+from poetsim.report.palette import (OTHER_STATUS, STATUS_FILLED, STATUS_SHAPES, platform_colours, strategy_colours,
+                                    strip_order, strip_status)
 from poetsim.status import Status
+from poetsim.strategies import rank
 
 #: Height of the plot area of one panel and of one strip row, px.
 PLOT_PX = 165
@@ -107,6 +110,7 @@ def overhead_chart(frame: pd.DataFrame, *, x: str, label, x_title: str, colour: 
     data["column"] = panel_labels(frame, [columns] if columns else [])
     data["row"] = panel_labels(frame, rows)
     data["panel"] = [" · ".join(p for p in (str(c), str(r)) if p) for c, r in zip(data["column"], data["row"])]
+    data["segment"] = _segments(data)
     across = _across(data, width_px)
     panel_w = int(min(520, max(150, (width_px - 90) / across - 14)))
     ceiling = top + (len(strip) + 0.6) * band if strip else top * 1.04
@@ -183,6 +187,23 @@ def _points(frame, x, axis, colour, groups, scale, bounds, strip, top, band, ste
     return pd.DataFrame(rows, index=frame.index)
 
 
+def _segments(data: pd.DataFrame) -> pd.Series:
+    """Which line each schedule is on: one per panel and group, broken where a budget between two
+    schedules has none (a line across it would claim a value there)."""
+    order = data.assign(position=data["x"].round().astype(int)).sort_values(["panel", "group", "position"])
+    segments, previous, number = {}, None, 0
+    for index, row in order.iterrows():
+        key = (row["panel"], row["group"])
+        if not row["ok"]:
+            previous = None
+            continue
+        if previous is None or previous[0] != key or row["position"] != previous[1] + 1:
+            number += 1
+        segments[index] = number
+        previous = (key, row["position"])
+    return pd.Series(segments, dtype="float64").reindex(data.index)
+
+
 #: How a panel names one value of each dimension a sweep varies.
 DIMENSIONS = {
     "model_label": str,
@@ -196,8 +217,6 @@ DIMENSIONS = {
 
 def panel_labels(frame: pd.DataFrame, dims: list[str]) -> pd.Series:
     """A label per row from those of `dims` that vary in `frame` (as an ordered categorical)."""
-    from poetsim.strategies import rank
-
     varying = [d for d in dims if d in frame.columns and frame[d].nunique() > 1]
     if not varying:
         return pd.Series(pd.Categorical([""] * len(frame)), index=frame.index)
@@ -212,8 +231,6 @@ def panel_labels(frame: pd.DataFrame, dims: list[str]) -> pd.Series:
 def _label_expr(ticks: list[tuple[float, str]]) -> str:
     """A Vega expression naming each tick value: labels are made by poetsim from numbers and
     status words, and written as JSON strings, so nothing from the data reaches the expression."""
-    import json
-
     expr = "''"
     for value, text in reversed(ticks):
         expr = f"abs(datum.value - {value!r}) < 1e-9 ? {json.dumps(str(text))} : {expr}"
@@ -238,7 +255,7 @@ def _point_layers(base) -> list:
     ok = base.transform_filter("datum.ok")
     unproven = base.transform_filter("datum.ok && !datum.proven")
     return [
-        ok.mark_line(strokeWidth=1.3, opacity=0.7).encode(detail="group:N", order="x:Q"),
+        ok.mark_line(strokeWidth=1.3, opacity=0.7).encode(detail="segment:N", order="x:Q"),
         unproven.mark_rule(strokeWidth=2, opacity=0.55).encode(y2="y_bound:Q"),
         base.transform_filter("datum.proven").mark_point(shape="circle", filled=True, size=55, opacity=1),
         unproven.mark_point(shape="circle", filled=False, size=55, strokeWidth=2, fill="white", fillOpacity=1, opacity=1),

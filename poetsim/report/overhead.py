@@ -112,7 +112,7 @@ def overhead_chart(frame: pd.DataFrame, *, x: str, label, x_title: str, colour: 
     data["panel"] = [" · ".join(p for p in (str(c), str(r)) if p) for c, r in zip(data["column"], data["row"])]
     data["segment"] = _segments(data)
     across = _across(data, width_px)
-    panel_w = int(min(520, max(150, (width_px - 90) / across - 14)))
+    panel_w = int(min(520, max(150, (width_px - _FRAME_PX) / across - _GAP_PX)))
     ceiling = top + (len(strip) + 0.6) * band if strip else top * 1.04
     strip_ticks = [(top + (i + 1) * band, status) for i, status in enumerate(strip)]
     y_scale = alt.Scale(domain=[0, ceiling], nice=False, zero=True)
@@ -121,11 +121,11 @@ def overhead_chart(frame: pd.DataFrame, *, x: str, label, x_title: str, colour: 
     y = alt.Y("y:Q", scale=y_scale, axis=y_axis)
     xenc = alt.X("x:Q", title=x_title, scale=alt.Scale(domain=[-0.5, len(axis.values) - 0.5], nice=False, zero=False),
                  axis=alt.Axis(values=list(range(len(axis.values))), labelExpr=_label_expr(list(enumerate(axis.labels))),
-                               grid=False, labelFlush=False))
+                               grid=False, labelFlush=False, labelOverlap=False))
     domain, colours = (strategy_colours if colour == "strategy" else platform_colours)(groups)
     color = alt.Color("group:N", title=_GROUP_TITLES.get(colour, colour), scale=alt.Scale(domain=domain, range=colours),
                       legend=None)
-    tooltip = ["group:N", alt.Tooltip("budget:N", title=x_title.split(",")[0]), "status:N",
+    tooltip = ["group:N", alt.Tooltip("budget:N", title=x_title.split(" (")[0]), "status:N",
                alt.Tooltip("overhead_pct:Q", title="above keep-all %", format=".4g"),
                alt.Tooltip("bound_pct:Q", title="proven bound %", format=".4g"),
                alt.Tooltip("gap:Q", title="unproven share of overhead", format=".1%"),
@@ -140,6 +140,9 @@ def overhead_chart(frame: pd.DataFrame, *, x: str, label, x_title: str, colour: 
 
 #: Panels narrower than this are not worth having: more panels wrap onto another row.
 _MIN_PANEL_PX = 170
+#: Room beside the panels for the row headers and the y axis, and between two panels, px.
+_FRAME_PX = 150
+_GAP_PX = 20
 
 
 def _across(data: pd.DataFrame, width_px: float) -> int:
@@ -147,7 +150,7 @@ def _across(data: pd.DataFrame, width_px: float) -> int:
     columns, rows = data["column"].nunique(), data["row"].nunique()
     if columns > 1 and rows > 1:
         return columns
-    fit = max(1, int((width_px - 90) // _MIN_PANEL_PX))
+    fit = max(1, int((width_px - _FRAME_PX) // (_MIN_PANEL_PX + _GAP_PX)))
     return min(max(columns, rows, 1), fit, 5)
 
 

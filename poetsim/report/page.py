@@ -30,7 +30,8 @@ p { margin: 4px 0; }
 .note { color: #555; font-size: 12px; }
 .footer { color: #555; font-size: 12px; margin-top: 16px; }
 .row { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
-.headline-box { flex: 0 1 auto; max-width: 620px; }
+.headline-box { flex: 0 1 auto; max-width: 560px; }
+table.headline th { white-space: normal; max-width: 80px; vertical-align: bottom; }
 .main-chart { flex: 1 1 0; min-width: 0; overflow-x: auto; }
 .over { color: #B00020; font-weight: 700; }
 .scroll { overflow-x: auto; max-width: 100%; }

@@ -19,7 +19,7 @@ from poetsim.report.overhead import MIN_CURVE_VALUES, marker_entries, overhead_c
 from poetsim.report.palette import platform_colours, strategy_colours, strategy_order, strip_order
 
 #: Room for the charts: the main chart sits beside the headline table, the others span the page.
-MAIN_WIDTH_PX = 640
+MAIN_WIDTH_PX = 720
 WIDE_WIDTH_PX = 1240
 _PLATFORM_SHAPES = ("circle", "square", "triangle-up", "diamond", "triangle-down", "cross", "triangle-left", "triangle-right")
 
@@ -67,8 +67,8 @@ def platform_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
 
 
 _AXES = {
-    "ram_fraction": ("RAM budget, % of keep-all peak", lambda v: f"{100 * v:.3g}%", "RAM budget"),
-    "runtime_x": ("runtime budget, x one plain pass", lambda v: f"{v:g}x", "runtime budget"),
+    "ram_fraction": ("RAM budget (% of keep-all)", lambda v: f"{100 * v:.3g}%", "RAM budget"),
+    "runtime_x": ("runtime budget (x plain pass)", lambda v: f"{v:g}x", "runtime budget"),
 }
 
 
@@ -88,7 +88,7 @@ def _overhead(frame, footer, stem, heading, *, x, colour, columns, rows, width_p
     unplaced = int(frame[x].isna().sum())
     if unplaced:
         subtitle += f" {unplaced} run(s) without a known {name} are not drawn (listed below)."
-    key = key_chart(colour_entries(groups) + marker_entries(statuses, unproven, bars=few), width_px=min(width_px, 3 * panel_w + 100))
+    key = key_chart(colour_entries(groups) + marker_entries(statuses, unproven, bars=few), width_px=min(width_px - 40, 3 * panel_w + 100))
     body = alt.vconcat(key, chart, spacing=2)
     return SweepChart(stem, heading, framed(body, heading, footer, subtitle))
 

@@ -68,13 +68,17 @@ def _headline_rows(rows: pd.DataFrame, strategies: list[str]) -> str:
         for strategy in strategies:
             text = row.get(strategy) or ""
             status = str(row.get(f"{strategy} status", ""))
-            css = "none" if status not in WITH_SCHEDULE else ("best" if best is not None and overheads.get(strategy) is not None
-                                                                and overheads[strategy] <= best * (1 + 1e-9) + 1e-12 else "")
+            css = "none" if status not in WITH_SCHEDULE else "best" if _ties(overheads.get(strategy), best) else ""
             tip = _cell_tip(strategy, row, status)
             cells.append(f"<td class='{css}' title='{_esc(tip)}'>{_esc(str(text))}</td>")
         lines.append(f"<tr{group}>{''.join(cells)}</tr>")
     lines.append("</tbody></table>")
     return "".join(lines)
+
+
+def _ties(value, best) -> bool:
+    """Whether `value` is the lowest overhead of its row; a difference of rounding is a tie."""
+    return value is not None and best is not None and value <= best + 1e-9 * max(1.0, abs(best))
 
 
 def _cell_tip(strategy: str, row, status: str) -> str:

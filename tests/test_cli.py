@@ -117,7 +117,7 @@ def test_simulate_writes_trace_summary_and_charts(tmp_path):
     assert "figures" in json.loads((tmp_path / "summary.json").read_text())
     trace = pd.read_csv(tmp_path / "trace.csv")
     assert {"time_s", "resource", "node", "kind", "bytes"} <= set(trace.columns)
-    for name in ("schedule.html", "schedule.png", "timeline.html", "timeline.png"):
+    for name in ("run.html", "schedule.png", "schedule.svg", "timeline.png", "timeline.svg"):
         assert (tmp_path / name).stat().st_size > 1000
 
 

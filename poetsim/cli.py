@@ -347,7 +347,7 @@ def simulate(
     schedule: Optional[Path] = typer.Option(None, help="Replay this saved schedule.json instead of solving."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (prediction against simulation)."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Output folder (default build/<scenario name>/simulate/<point>/)."),
-    charts: bool = typer.Option(True, help="Draw the schedule and timeline charts (HTML, PNG and SVG)."),
+    charts: bool = typer.Option(True, help="Write run.html (figures, simulated timeline, schedule grid) and each chart as PNG and SVG."),
 ) -> None:
     """Solve (or load) a schedule and replay it on a SimPy model of the device.
 
@@ -464,9 +464,9 @@ def compare(
 @_boundary
 def report(
     results: Path = typer.Argument(..., help="Results folder or runs.csv of a sweep."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write report.html and the charts (default: the results folder)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write report.html, the PNGs and the SVGs (default: the results folder)."),
 ) -> None:
-    """Draw the sweep's report: report.html with the headline table first, then charts (PNG and SVG too)."""
+    """Draw the sweep's report: report.html opens on the headline table beside the overhead chart; a PNG (2x) and an SVG per chart."""
     from poetsim.report.report import build_report
 
     directory = out_dir or (results.parent if results.name == "runs.csv" else results)
@@ -475,6 +475,39 @@ def report(
     name = str(frame["scenario"].iloc[0]) if "scenario" in frame and len(frame) else directory.name
     path = build_report(frame, directory, name)
     out.print(f"report: {path}", soft_wrap=True)
+
+
+@app.command()
+@_boundary
+def paper(
+    results: list[Path] = typer.Argument(..., help="Results folders of the paper_* scenarios (scenarios/paper_*.yaml)."),
+    html_out: Optional[Path] = typer.Option(None, "--html", help="Also write the comparisons as an HTML page here."),
+    as_json: JsonOpt = False,
+) -> None:
+    """The POET paper's claims (Figures 3-5, Table 3) beside poetsim's figures, each judged under poetsim's model."""
+    from poetsim import paper as exhibits
+
+    if html_out is not None:
+        check_output_file(html_out, "--html")
+    found = {}
+    for folder in results:
+        frame = load_results(folder)
+        found[str(frame["scenario"].iloc[0]) if len(frame) else Path(folder).name] = frame
+    done = exhibits.comparisons(found)
+    if as_json:
+        return _json([{"title": c.title, "scenario": c.scenario, "claims": [
+            {"where": k.where, "statement": k.statement, "paper": k.paper, "poetsim": k.poetsim, "verdict": k.verdict,
+             "reason": k.reason} for k in c.claims]} for c in done])
+    for comparison in done:
+        out.print(table(("claim", "paper", "poetsim", "verdict", "why"), [
+            (f"{k.where}: {k.statement}", k.paper, k.poetsim, k.verdict, k.reason) for k in comparison.claims],
+            title=comparison.title))
+    if html_out is not None:
+        from poetsim.report.page import page as html_page
+
+        html_out.write_text(html_page("poetsim: the POET paper's comparisons", exhibits.render_section(done), {}, ""),
+                            encoding="utf-8")
+        out.print(f"wrote {html_out}", soft_wrap=True)
 
 
 @app.command()

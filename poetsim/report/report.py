@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from poetsim import paper
 from poetsim.errors import UserInputError
 from poetsim.report import page, tables
 from poetsim.report.framing import footer_text, save_images
@@ -48,8 +49,16 @@ def build_report(results: pd.DataFrame, directory: Path, scenario_name: str) -> 
     for stem, spec in specs.items():
         save_images(spec, directory, stem)
     target = directory / "report.html"
-    target.write_text(_page(scenario_name, frame, charts, specs, footer), encoding="utf-8")
+    target.write_text(_page(scenario_name, frame, charts, specs, footer, _paper_section(scenario_name, results)),
+                      encoding="utf-8")
     return target
+
+
+def _paper_section(scenario_name: str, results: pd.DataFrame) -> str:
+    """For the scenarios that reproduce the POET paper's exhibits, its claims beside poetsim's figures."""
+    if scenario_name not in paper.BUILDERS:
+        return ""
+    return paper.render_section(paper.comparisons({scenario_name: results}))
 
 
 def prepare(results: pd.DataFrame) -> pd.DataFrame:
@@ -170,7 +179,8 @@ def _group_name(key) -> str:
     return f"{model} on {platform}, runtime budget {runtime}, {timing} timing"
 
 
-def _page(scenario_name: str, frame: pd.DataFrame, charts: list[SweepChart], specs: dict[str, dict], footer: str) -> str:
+def _page(scenario_name: str, frame: pd.DataFrame, charts: list[SweepChart], specs: dict[str, dict], footer: str,
+          paper_section: str = "") -> str:
     """The whole HTML page: the finding first, the detail folded below."""
     esc = html.escape
     drawn = {c.stem: c for c in charts if c.chart is not None}
@@ -186,6 +196,8 @@ def _page(scenario_name: str, frame: pd.DataFrame, charts: list[SweepChart], spe
         f"<section class='main-chart'>{main_html}</section>",
         "</div>",
     ]
+    if paper_section:
+        parts.append(paper_section)
     others = [c for c in charts if c.stem != MAIN_CHART]
     for chart in others:
         if chart.chart is not None:

@@ -72,10 +72,14 @@ def default_workloads() -> list[Workload]:
     ]
 
 
-def profile_host(swap_dir: Path, *, workloads: list[Workload] | None = None, durable: bool = True,
+def profile_host(swap_dir: Path, *, workloads: list[Workload] | None = None, captures=None, durable: bool = True,
                  threads: int | None = None, repeats: int = 3, name: str = "host",
                  rapl_root: Path = RAPL_ROOT) -> Platform:
-    """Measure this machine and return its platform profile (see the module docstring)."""
+    """Measure this machine and return its platform profile (see the module docstring).
+
+    Compute is calibrated on `captures` (captured models, e.g. the one to be run) if given,
+    else on `workloads`, else on `default_workloads()`.
+    """
     from poetsim.pytorch.capture import capture
 
     swap_dir = Path(swap_dir)
@@ -85,7 +89,8 @@ def profile_host(swap_dir: Path, *, workloads: list[Workload] | None = None, dur
     measured = f"measured on {cpu} on {today}"
     rapl = _Rapl(rapl_root)
     idle_w = rapl.power_w(lambda: time.sleep(1.0)) if rapl.readable else None
-    captures = [capture(w.module, w.inputs, name=w.name) for w in (workloads or default_workloads())]
+    if captures is None:
+        captures = [capture(w.module, w.inputs, name=w.name) for w in (workloads or default_workloads())]
     op_rates, overall, compute_w = compute_rates(captures, swap_dir, threads=threads, repeats=repeats, rapl=rapl)
     page_out, page_in, storage_w = measure_storage(swap_dir, durable=durable, rapl=rapl)
     bus = memory_bus_bytes_per_s()

@@ -298,8 +298,9 @@ def _explain(error: Exception) -> str:
     """What went wrong, in one line, by the kind of failure the tracer reports."""
     kind = type(error).__name__
     first = (str(error).strip().splitlines() or [kind])[0]
+    clues = ("data-dependent", "data dependent", "cannot be called on meta tensors", "_local_scalar_dense")
     if kind in ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException") \
-            or "data-dependent" in first.lower() or "data dependent" in first.lower():
+            or any(clue in first.lower() for clue in clues):
         return (f"data-dependent control flow or output shape ({first}); poetsim captures one static "
                 "training step, so branches and shapes must not depend on tensor values")
     if kind == "UnsupportedOperatorException":

@@ -73,8 +73,8 @@ def default_workloads() -> list[Workload]:
 
 
 def profile_host(swap_dir: Path, *, workloads: list[Workload] | None = None, captures=None, durable: bool = True,
-                 threads: int | None = None, repeats: int = 3, name: str = "host",
-                 rapl_root: Path = RAPL_ROOT) -> Platform:
+                 threads: int | None = None, repeats: int = 3, name: str = "host", rapl_root: Path = RAPL_ROOT,
+                 storage_sizes: tuple[int, ...] = STORAGE_SIZES) -> Platform:
     """Measure this machine and return its platform profile (see the module docstring).
 
     Compute is calibrated on `captures` (captured models, e.g. the one to be run) if given,
@@ -92,7 +92,7 @@ def profile_host(swap_dir: Path, *, workloads: list[Workload] | None = None, cap
     if captures is None:
         captures = [capture(w.module, w.inputs, name=w.name) for w in (workloads or default_workloads())]
     op_rates, overall, compute_w = compute_rates(captures, swap_dir, threads=threads, repeats=repeats, rapl=rapl)
-    page_out, page_in, storage_w = measure_storage(swap_dir, durable=durable, rapl=rapl)
+    page_out, page_in, storage_w = measure_storage(swap_dir, durable=durable, rapl=rapl, sizes=storage_sizes)
     bus = memory_bus_bytes_per_s()
     energy = idle_w is not None and compute_w is not None and storage_w is not None
     how = "fsync and page cache dropped after each write" if durable else "through the page cache"
@@ -132,10 +132,10 @@ def profile_host(swap_dir: Path, *, workloads: list[Workload] | None = None, cap
         f"{modelled} {MODELLED_CORE_POWER_W} W per busy thread ({threads}), a server core's share of its package power",
         "static_power_w": f"{measured} with RAPL: package power over 1 s idle" if energy else
         f"{modelled} {MODELLED_IDLE_POWER_W} W per thread ({threads}) while idle",
-        "storage.page_in.latency_s": f"{measured}: fit of reads of {_sizes()} files",
-        "storage.page_in.bytes_per_s": f"{measured}: fit of reads of {_sizes()} files",
-        "storage.page_out.latency_s": f"{measured}: fit of writes of {_sizes()} files",
-        "storage.page_out.bytes_per_s": f"{measured}: fit of writes of {_sizes()} files",
+        "storage.page_in.latency_s": f"{measured}: fit of reads of {_sizes(storage_sizes)} files",
+        "storage.page_in.bytes_per_s": f"{measured}: fit of reads of {_sizes(storage_sizes)} files",
+        "storage.page_out.latency_s": f"{measured}: fit of writes of {_sizes(storage_sizes)} files",
+        "storage.page_out.bytes_per_s": f"{measured}: fit of writes of {_sizes(storage_sizes)} files",
         "storage.power_w": f"{measured} with RAPL: package power while paging minus idle" if energy else
         f"{modelled} {MODELLED_STORAGE_POWER_W} W for a disk while it transfers",
         "dma_channels": "poetsim's executor runs every transfer on one I/O thread",
@@ -217,7 +217,8 @@ def keep_all_schedule(graph):
     return keep_all(graph, node_costs(graph, load_platform("rpi4")), Timing.OVERLAP)[0]
 
 
-def measure_storage(swap_dir: Path, *, durable: bool = True, repeats: int = 3, rapl=None):
+def measure_storage(swap_dir: Path, *, durable: bool = True, repeats: int = 3, rapl=None,
+                    sizes: tuple[int, ...] = STORAGE_SIZES):
     """Fitted page-out and page-in (latency + bytes / bandwidth), and power while paging."""
     from poetsim.pytorch import swap
 
@@ -226,7 +227,7 @@ def measure_storage(swap_dir: Path, *, durable: bool = True, repeats: int = 3, r
     energy_j, busy_s = 0.0, 0.0
     start_j = rapl.energy_j() if rapl is not None and rapl.readable else None
     start_all = time.perf_counter()
-    for size in STORAGE_SIZES:
+    for size in sizes:
         data = torch.randint(0, 255, (size,), dtype=torch.uint8)
         for attempt in range(repeats + 1):
             path = Path(swap_dir) / f"profile{size}.bin"
@@ -302,8 +303,10 @@ def _filesystem(path: Path) -> str:
         return "unknown file system"
 
 
-def _sizes() -> str:
-    return "4 KiB to 32 MiB"
+def _sizes(sizes: tuple[int, ...]) -> str:
+    from poetsim.units import format_bytes
+
+    return f"{format_bytes(min(sizes))} to {format_bytes(max(sizes))}"
 
 
 class _Rapl:

@@ -58,7 +58,7 @@ def run(out_csv: Path = DEFAULT_OUT) -> pd.DataFrame:
     from poetsim.graphio import read_graph_file
 
     rows = []
-    scratch = out_csv.parent / "pytorch-graphs"
+    scratch = Path("build/bench/pytorch-graphs")  # scratch: the graphs are remade on every run
     scratch.mkdir(parents=True, exist_ok=True)
     for name, factory, shapes, dtype, high, zoo_name, options in TARGETS:
         path = scratch / f"{name.replace(' ', '_').replace('(', '').replace(')', '')}.json"

@@ -19,7 +19,7 @@ from poetsim.problem import Problem, build_problem
 from poetsim.runs import ResultRow
 from poetsim.scenario import Point, Scenario
 from poetsim.schedule import Budgets, Figures, Schedule
-from poetsim.schedule_io import encode_binary, load_json, save_json
+from poetsim.schedule_io import encode_binary, load_json, save_json, with_node_names
 from poetsim.status import Status
 from poetsim.strategies import Kind
 
@@ -154,7 +154,7 @@ def write_run(run: Run, directory: Path, row: ResultRow | None = None) -> None:
     row = row or result_row(run)
     (directory / "result.json").write_text(json.dumps(row.to_dict(), indent=1) + "\n")
     if run.schedule is not None:
-        save_json(run.schedule, directory / "schedule.json")
+        save_json(with_node_names(run.schedule, run.problem.graph), directory / "schedule.json")
         (directory / "schedule.bin").write_bytes(encode_binary(run.schedule))
     if run.simulated is not None:
         from poetsim.simulator import write_trace

@@ -20,6 +20,7 @@ from poetsim.errors import PoetsimError, UserInputError
 from poetsim.graphio import load_graph, save_graph
 from poetsim.pipeline import Run, compare_prediction, result_row
 from poetsim.profiles import load_platform, shipped_platforms
+from poetsim.pytorch.commands import register as register_pytorch
 from poetsim.results import check_against_baseline, load_results
 from poetsim.runs import ResultRow
 from poetsim.scenario import load_scenario
@@ -541,6 +542,10 @@ def check(
     if not as_json:
         better = sum(c.verdict in ("better", "now-feasible") for c in changes)
         out.print(f"ok: no point got worse beyond {rtol:g}" + (f"; {better} got better" if better else ""))
+
+
+# Commands that need PyTorch (import-torch, execute, profile, validate-run): torch is imported only when they run.
+register_pytorch(app)
 
 
 if __name__ == "__main__":  # pragma: no cover

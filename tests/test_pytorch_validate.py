@@ -38,7 +38,7 @@ def test_points_without_a_schedule_are_rows_with_their_status(validation):
 
 def test_results_are_written_as_json_csv_and_an_offline_chart(validation, tmp_path):
     paths = write_validation(validation, tmp_path)
-    assert {p.name for p in paths} == {"result.json", "validation.csv", "validation.html", "validation.png"}
+    assert {p.name for p in paths} == {"result.json", "validation.csv", "validation.html", "validation.png", "validation.svg"}
     data = json.loads((tmp_path / "result.json").read_text())
     assert len(data["rows"]) == 6 and data["timing"] == "overlap"
     html = (tmp_path / "validation.html").read_text()

@@ -3,7 +3,9 @@
 This is the one place where a graph and a platform become numbers the optimiser, the checker
 and the simulator share. Rules (docs/cost-model.md states them for users):
 
-- compute time  = FLOPs / compute.flops_per_s
+- compute time  = max(FLOPs / compute.flops_per_s, moved bytes / memory_bus_bytes_per_s), the
+  roofline (Williams, Waterman, Patterson, CACM 2009): an operator is bound either by its
+  arithmetic or by the bytes it moves over the memory bus, here its inputs and its output;
 - compute energy = FLOPs x compute.power_w / (compute.energy_flops_per_s or flops_per_s)
 - page-in time  = storage.page_in.latency_s + output_bytes / storage.page_in.bytes_per_s
 - page-in energy = page-in time x storage.power_w (likewise page-out)
@@ -53,21 +55,34 @@ class CostTable:
         return sum(self.compute_j)
 
 
+def moved_bytes(graph: TrainingGraph) -> tuple[int, ...]:
+    """Bytes each node's operator moves over the memory bus: its inputs read and its output written.
+
+    The roofline's memory side (module doc), and the simulator's bus demand of the operator.
+    """
+    sizes = graph.output_bytes
+    return tuple(sizes[node.id] + sum(sizes[d] for d in node.deps) for node in graph.nodes)
+
+
 def node_costs(graph: TrainingGraph, platform: Platform) -> CostTable:
     """Derive every node's costs from FLOPs, bytes and the platform; measured costs win.
 
     The input node's FLOPs are ignored: reading the batch costs a page-in (module doc).
+    Compute energy stays FLOPs x energy per FLOP whichever side of the roofline bounds the time:
+    the profiles' compute powers were measured on arithmetic, and a bus-bound operator's extra
+    time is charged at static power by the timing models that count it.
     """
     columns: dict[str, list[float]] = {k: [] for k in ("compute_s", "compute_j", "page_in_s", "page_in_j", "page_out_s", "page_out_j")}
     storage = platform.storage
-    for node in graph.nodes:
+    bus_bytes_per_s = platform.memory_bus_bytes_per_s
+    for node, node_moved_bytes in zip(graph.nodes, moved_bytes(graph)):
         page_in_s = storage.page_in.seconds(node.output_bytes)
         page_out_s = storage.page_out.seconds(node.output_bytes)
         if node.op == INPUT_OP:
             compute_s = page_in_s
             compute_j = page_in_s * storage.power_w
         else:
-            compute_s = node.flops / platform.compute.flops_per_s
+            compute_s = max(node.flops / platform.compute.flops_per_s, node_moved_bytes / bus_bytes_per_s)
             compute_j = node.flops * platform.compute.joules_per_flop
         derived = {
             "compute_s": compute_s,

@@ -137,7 +137,8 @@ class _Replay:
         self._recomputations = 0
         self._page_ins = 0
         self._page_outs = 0
-        self._handlers = {PageOut: self._page_out, PageIn: self._page_in, Compute: self._compute, Free: self._free}
+        handlers = {PageOut: self._page_out, PageIn: self._page_in, Compute: self._compute, Free: self._free}
+        self._dispatch = {kind: (_PHASE[kind], handler) for kind, handler in handlers.items()}
 
     def run_stage(self, t: int, instructions) -> None:
         """Replay stage t: check what every instruction must satisfy (kind, node id, order), run
@@ -146,9 +147,9 @@ class _Replay:
         stage = _StageState(t)
         # Stage-start RAM: what is resident; page-ins issued under overlap add to it as they come.
         self._note_peak()
-        handlers, num_nodes = self._handlers, self._num_nodes
+        dispatch, num_nodes = self._dispatch, self._num_nodes
         for ins in instructions:
-            phase = _PHASE.get(type(ins))
+            phase, handler = dispatch.get(type(ins), (None, None))
             if phase is None:
                 raise ScheduleError(f"stage {t}: unknown instruction {ins!r}")
             node = ins.node
@@ -161,7 +162,7 @@ class _Replay:
                     "(the order is page-outs, page-ins, then computes and frees)",
                 )
             stage.phase = phase
-            handlers[type(ins)](stage, ins)
+            handler(stage, ins)
         self._end_stage(stage)
 
     def figures(self) -> Figures:

@@ -29,7 +29,12 @@ INPUT_OP = "input"
 
 @dataclass(frozen=True)
 class CostTable:
-    """Per-node costs of one graph on one platform, as tuples indexed by node id."""
+    """Per-node costs of one graph on one platform, as tuples indexed by node id.
+
+    `moved_bytes` (inputs read + output written, see `moved_bytes`) is what the simulator's
+    memory bus carries for each operator; tables built by hand may leave it out (None), and the
+    simulator then derives it from the graph.
+    """
 
     output_bytes: tuple[int, ...]
     compute_s: tuple[float, ...]
@@ -40,6 +45,7 @@ class CostTable:
     page_out_j: tuple[float, ...]
     static_power_w: float
     dma_channels: int
+    moved_bytes: tuple[int, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.output_bytes)
@@ -75,7 +81,8 @@ def node_costs(graph: TrainingGraph, platform: Platform) -> CostTable:
     columns: dict[str, list[float]] = {k: [] for k in ("compute_s", "compute_j", "page_in_s", "page_in_j", "page_out_s", "page_out_j")}
     storage = platform.storage
     bus_bytes_per_s = platform.memory_bus_bytes_per_s
-    for node, node_moved_bytes in zip(graph.nodes, moved_bytes(graph)):
+    moved = moved_bytes(graph)
+    for node, node_moved_bytes in zip(graph.nodes, moved):
         page_in_s = storage.page_in.seconds(node.output_bytes)
         page_out_s = storage.page_out.seconds(node.output_bytes)
         if node.op == INPUT_OP:
@@ -100,5 +107,6 @@ def node_costs(graph: TrainingGraph, platform: Platform) -> CostTable:
         output_bytes=graph.output_bytes,
         static_power_w=platform.static_power_w,
         dma_channels=platform.dma_channels,
+        moved_bytes=moved,
         **{k: tuple(v) for k, v in columns.items()},
     )

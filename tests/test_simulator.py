@@ -21,6 +21,7 @@ from poetsim.optimiser.baselines import greedy_plan
 from poetsim.profiles import Platform, load_platform
 from poetsim.schedule import Budgets, Compute, Free, PageIn, PageOut, Schedule, Timing
 from poetsim.simulator import TRACE_COLUMNS, WAIT_CAUSES, Mode, simulate, write_trace
+from poetsim.simulator.comparison import compare
 from poetsim.zoo import build_model
 
 C, F, PI, PO = Compute, Free, PageIn, PageOut
@@ -481,6 +482,40 @@ def test_write_trace_writes_the_trace_and_the_summary(six, six_costs, tmp_path):
     assert summary["makespan_delta_s"] == {"dma_packing_s": 0.0, "bus_contention_s": 0.0, "overlap_s": -2.0,
                                            "input_wait_s": 2.0, "ram_wait_s": 0.0, "tail_s": 0.0, "total_s": 0.0}
     assert set(summary["waits_s"]) == set(WAIT_CAUSES)
+
+
+def test_comparison_splits_the_difference_from_the_prediction_by_cause(three):
+    """Three nodes free-running with room: 1 s faster than predicted (all overlap), a peak 1000 B above it."""
+    graph, costs, schedule = three
+    budgets = Budgets(4000, 4.0)
+    result = simulate(schedule, graph, costs, mode=FREE, budgets=budgets)
+    comparison = compare(check_schedule(schedule, graph, costs, Timing.OVERLAP), Timing.OVERLAP, result, budgets)
+    data = comparison.to_dict()
+    assert (data["mode"], data["timing"]) == ("free-running", "overlap")
+    assert data["predicted"] == {"makespan_s": 4.0, "peak_ram_bytes": 3000, "energy_j": 4.0}
+    assert data["simulated"] == {"makespan_s": 3.0, "peak_ram_bytes": 4000, "energy_j": 4.0}
+    assert data["makespan_causes_s"]["overlap_s"] == -1.0 and data["makespan_causes_s"]["total_s"] == -1.0
+    assert data["flags"] == [
+        "simulated makespan -25.000 % against the prediction: overlap -1 s",
+        "simulated peak RAM 4,000 bytes is above the predicted 3,000 bytes (1,000 bytes of it freed buffers "
+        "still held by transfers)"]
+    json.dumps(data)
+
+
+def test_comparison_with_the_papers_timing_names_what_it_leaves_out(six, six_costs):
+    """Against compute-only timing (9 s, no static energy) the barrier replay's 11 s is the stage
+    model's transfer time (+2 s), and the energy difference is only the 5.5 J of static energy."""
+    schedule = schedule_of(six, PAGING, Timing.COMPUTE_ONLY)
+    budgets = Budgets(1000, 9.0)
+    result = simulate(schedule, six, six_costs, budgets=budgets)
+    predicted = check_schedule(schedule, six, six_costs, Timing.COMPUTE_ONLY)
+    data = compare(predicted, Timing.COMPUTE_ONLY, result, budgets).to_dict()
+    assert data["makespan_causes_s"] == {"timing_model_s": 2.0, "dma_packing_s": 0.0, "bus_contention_s": 0.0,
+                                         "overlap_s": 0.0, "input_wait_s": 0.0, "ram_wait_s": 0.0, "tail_s": 0.0,
+                                         "total_s": 2.0}
+    assert data["energy_difference_j"] == {"compute_j": 0.0, "recompute_j": 0.0, "page_in_j": 0.0, "page_out_j": 0.0,
+                                           "static_j": 5.5}
+    assert data["flags"][0] == "simulated makespan 11 s is over the deadline of 9 s (+22.22 %)"
 
 
 def test_mode_names_are_the_summary_names():

@@ -9,7 +9,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from poetsim.schedule import Budgets, Figures
 from poetsim.simulator.trace import EVENTS, WAIT_CAUSES, Trace
@@ -45,11 +45,11 @@ class MakespanDelta:
     def total_s(self) -> float:
         return sum(getattr(self, f.name) for f in fields(self))
 
-    def explain(self, at_least_s: float = 0.0) -> str:
-        """The parts larger than `at_least_s` in magnitude, largest first: 'bus contention +0.3 s, ...'."""
-        parts = sorted(((getattr(self, f.name), f.name) for f in fields(self)), key=lambda p: -abs(p[0]))
-        return ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {value:+.4g} s"
-                         for value, name in parts if abs(value) > at_least_s) or "none"
+
+def explain_causes(causes: Mapping[str, float], at_least_s: float = 0.0) -> str:
+    """The causes larger than `at_least_s` in magnitude, largest first: 'bus contention +0.3 s, overlap -1.2 s'."""
+    parts = sorted(((value, name) for name, value in causes.items() if abs(value) > at_least_s), key=lambda p: -abs(p[0]))
+    return ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {value:+.4g} s" for value, name in parts) or "none"
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: the DataFrames do not compare to a single bool
@@ -136,7 +136,7 @@ def make_result(mode: str, figures: Figures, stage_model: Figures, delta: Makesp
     note = ""
     if over_deadline:
         note = (f"makespan {makespan_s:.6g} s is {makespan_s - budgets.runtime_s:.4g} s over the deadline; against the "
-                f"stage model's {stage_model.runtime_s:.6g} s: {delta.explain(1e-12 * makespan_s)}")
+                f"stage model's {stage_model.runtime_s:.6g} s: {explain_causes(asdict(delta), 1e-12 * makespan_s)}")
     return SimulationResult(
         mode=mode,
         figures=figures,

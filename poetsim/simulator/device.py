@@ -147,11 +147,11 @@ class Device:
                     end = self._contended(work_s, min(rate, self.bus_bytes_per_s))
                     if end > start + work_s:
                         self.compute_stretch_s += end - (start + work_s)
-                        self.record_wait(start + work_s, end, WAIT_BUS, node, size_bytes, stage)
+                        self.record_wait(start + work_s, end, WAIT_BUS, node, stage)
         self.now = end
         self.compute_busy_s += end - start
         self.bus_moved_bytes += moved_bytes
-        self.trace.add(start, end, event, node, size_bytes, stage)
+        self.trace.add(start, end, event, node, stage)
         return True
 
     def _contended(self, work_s: float, rate_bytes_per_s: float) -> float:
@@ -242,7 +242,7 @@ class Device:
         while transfer.phase != DONE:
             self._finish_next()
         if transfer.due_s > self.now:
-            self.record_wait(self.now, transfer.due_s, WAIT_INPUT, node, transfer.buffer.size_bytes, stage)
+            self.record_wait(self.now, transfer.due_s, WAIT_INPUT, node, stage)
             self.now = transfer.due_s
             self.walker_waits += 1
 
@@ -261,10 +261,10 @@ class Device:
             self.last_end_s = at_s
         self.dma_busy_s += at_s - tr.started_s
         buffer = tr.buffer
-        self.trace.add(tr.started_s, at_s, tr.event, tr.node, buffer.size_bytes, tr.stage)
+        self.trace.add(tr.started_s, at_s, tr.event, tr.node, tr.stage)
         nominal_end_s = tr.bus_start_s + tr.bus_s
         if at_s > nominal_end_s:
-            self.record_wait(nominal_end_s, at_s, WAIT_BUS, tr.node, buffer.size_bytes, tr.stage)
+            self.record_wait(nominal_end_s, at_s, WAIT_BUS, tr.node, tr.stage)
         buffer.transfers -= 1
         if buffer.landing is tr:
             buffer.landing = None
@@ -286,7 +286,7 @@ class Device:
         """Give `tr` a channel at `at_s`; it starts unless its source is still running."""
         tr.granted_s = at_s
         if at_s > tr.issued_s:
-            self.record_wait(tr.issued_s, at_s, WAIT_CHANNEL, tr.node, tr.buffer.size_bytes, tr.stage)
+            self.record_wait(tr.issued_s, at_s, WAIT_CHANNEL, tr.node, tr.stage)
         source = tr.source
         if source is not None and source.phase != DONE:
             tr.phase = WAITING
@@ -299,7 +299,7 @@ class Device:
     def _begin(self, tr: Transfer, at_s: float) -> None:
         """Start `tr` at `at_s`: its latency, then its bytes over the bus."""
         if tr.phase == WAITING:
-            self.record_wait(tr.granted_s, at_s, WAIT_SOURCE, tr.node, tr.buffer.size_bytes, tr.stage)
+            self.record_wait(tr.granted_s, at_s, WAIT_SOURCE, tr.node, tr.stage)
         tr.phase, tr.started_s = RUNNING, at_s
         tr.bus_start_s = at_s + tr.latency_s
         tr.due_s = tr.bus_start_s + tr.bus_s
@@ -323,7 +323,7 @@ class Device:
             self.peak_ram_bytes = self.ram_bytes
             self.pending_at_peak_bytes = self.pending_bytes
         if traced:
-            self.trace.add(self.now, self.now, ALLOC, node, size_bytes, stage)
+            self.trace.add(self.now, self.now, ALLOC, node, stage)
         return True
 
     def _wait_for_ram(self, size_bytes: int, node: int, stage: int) -> bool:
@@ -333,14 +333,14 @@ class Device:
         since_s = self.now
         while self.ram_bytes + size_bytes > self.ram_capacity_bytes:
             self.now = max(self.now, self._finish_next())
-        self.record_wait(since_s, self.now, WAIT_RAM, node, size_bytes, stage)
+        self.record_wait(since_s, self.now, WAIT_RAM, node, stage)
         self.walker_waits += 1
         return True
 
     def release(self, size_bytes: int, node: int, stage: int, at_s: float) -> None:
         """Give back `size_bytes` at `at_s`."""
         self.ram_bytes -= size_bytes
-        self.trace.add(at_s, at_s, FREE, node, size_bytes, stage)
+        self.trace.add(at_s, at_s, FREE, node, stage)
 
     def hold(self, buffer: Buffer, stage: int) -> None:
         """Free `buffer` at `stage`, its bytes held until the transfers using it end."""
@@ -349,7 +349,7 @@ class Device:
 
     # --- waits --------------------------------------------------------------------------------
 
-    def record_wait(self, since_s: float, until_s: float, event: int, node: int, size_bytes: int, stage: int) -> None:
+    def record_wait(self, since_s: float, until_s: float, event: int, node: int, stage: int) -> None:
         """Count a wait from `since_s` to `until_s` under its cause (`event`) and trace it."""
         self.waits_s[event] += until_s - since_s
-        self.trace.add(since_s, until_s, event, node, size_bytes, stage)
+        self.trace.add(since_s, until_s, event, node, stage)

@@ -93,12 +93,12 @@ class _Replay:
                  mode: Mode, capacity_bytes: float, bus_bytes_per_s: float):
         self.schedule, self.costs, self.mode = schedule, costs, mode
         self.deps = tuple(node.deps for node in graph.nodes)
-        self.sizes = graph.output_bytes
+        self.sizes = costs.output_bytes  # equal to the graph's (the checker made sure), without a copy
         self.moved = costs.moved_bytes or moved_bytes(graph)
         storage = platform.storage if platform else None
         self.page_in_latency_s = storage.page_in.latency_s if storage else 0.0
         self.page_out_latency_s = storage.page_out.latency_s if storage else 0.0
-        self.trace = Trace()
+        self.trace = Trace(self.sizes)
         self.device = Device(self.trace, costs.dma_channels, bus_bytes_per_s, capacity_bytes,
                              waits_for_ram=mode is Mode.FREE_RUNNING)
         self.buffers: list = [None] * len(graph)
@@ -152,7 +152,7 @@ class _Replay:
             if self.costs.dma_channels > 1:
                 self._count_packing(stage_compute_s, transfers, dma_s)
             if end_s > device.now:  # the walker sleeps until the stage's last transfer ends
-                device.record_wait(device.now, end_s, WAIT_BARRIER, t, 0, t)
+                device.record_wait(device.now, end_s, WAIT_BARRIER, t, t)
                 device.now = end_s
                 yield env.timeout(end_s - env.now)
         self.walker_end_s = device.now
@@ -164,12 +164,16 @@ class _Replay:
         bandwidth = self.device.bus_bytes_per_s
         if bandwidth == math.inf:
             return False
-        fastest = max(Transfer.rate(self.sizes[ins.node], self._transfer_s(ins), self._latency_s(ins)) for ins in transfers)
+        fastest = 0.0
+        for ins in transfers:
+            fastest = max(fastest, Transfer.rate(self.sizes[ins.node], self._transfer_s(ins), self._latency_s(ins)))
         spare = bandwidth - self.costs.dma_channels * fastest
         compute_s, moved = self.costs.compute_s, self.moved
         for ins in stage:
-            if type(ins) is Compute and moved[ins.node] > spare * compute_s[ins.node] and compute_s[ins.node] > 0:
-                return True
+            if type(ins) is Compute:
+                k = ins.node
+                if moved[k] > spare * compute_s[k] and compute_s[k] > 0:
+                    return True
         return False
 
     def _transfers_at_once(self, transfers: tuple, t: int) -> tuple[float, float]:
@@ -195,8 +199,8 @@ class _Replay:
             begin_s = free_at[c]
             free_at[c] = end_s = begin_s + seconds
             if begin_s > start_s:
-                device.record_wait(start_s, begin_s, WAIT_CHANNEL, i, size, t)
-            device.trace.add(begin_s, end_s, event, i, size, t)
+                device.record_wait(start_s, begin_s, WAIT_CHANNEL, i, t)
+            device.trace.add(begin_s, end_s, event, i, t)
             device.dma_busy_s += seconds
             device.bus_moved_bytes += size
             total_s += seconds

@@ -1,14 +1,14 @@
 """The trace of a run: one row per event, kept as packed floats until someone asks for a table.
 
 A replay of 300,000 instructions makes about half a million events. As tuples they would take
-~170 bytes each; here a row is six doubles (48 bytes) packed onto one `bytearray`, and the pandas
-DataFrame is built only when the trace is written or read (`to_frame`), never during the run.
-The allocation of a computed output is not recorded: it happens when its compute starts, with
-its bytes, so `to_frame` derives that `alloc` row from the compute row (page-ins, which
-allocate when issued, record theirs).
+~170 bytes each; here a row is 25 bytes packed onto one `bytearray`, and the pandas DataFrame is
+built only when the trace is written or read (`to_frame`), never during the run. What can be
+derived is not stored: a row's byte count is its node's output size (0 for a barrier wait), and
+the allocation of a computed output, made when its compute starts, is derived from the compute
+row (page-ins, which allocate when issued, record theirs).
 
-Row layout: (time_s, end_s, event, node, bytes, stage), `event` indexing `EVENTS`. Node and
-byte counts are exact as doubles up to 2**53.
+Row layout: time_s and end_s (float64), event (uint8, indexing `EVENTS`), node and stage
+(uint32).
 """
 
 import struct
@@ -60,21 +60,26 @@ WAIT_CAUSES = tuple(e.cause for e in EVENTS if e.kind == "stall")
 #: says what a stall waited for (empty for other kinds).
 TRACE_COLUMNS = ("time_s", "end_s", "duration_s", "resource", "node", "kind", "bytes", "stage", "cause")
 
-_ROW = struct.Struct("6d")
+_ROW = struct.Struct("<ddBII")
+_DTYPE = [("time_s", "<f8"), ("end_s", "<f8"), ("event", "u1"), ("node", "<u4"), ("stage", "<u4")]
 
 
 class Trace:
-    """Events appended during a run (`add`), turned into a DataFrame on demand (`to_frame`)."""
+    """Events appended during a run (`add`), turned into a DataFrame on demand (`to_frame`).
 
-    __slots__ = ("_rows", "_pack")
+    `output_bytes` are the graph's output sizes, from which each row's byte count is derived.
+    """
 
-    def __init__(self):
+    __slots__ = ("_rows", "_pack", "_output_bytes")
+
+    def __init__(self, output_bytes: tuple[int, ...]):
         self._rows = bytearray()
         self._pack = _ROW.pack
+        self._output_bytes = output_bytes
 
-    def add(self, time_s: float, end_s: float, event: int, node: int, size_bytes: int, stage: int) -> None:
-        """Record one event (`event` is a code of `EVENTS`)."""
-        self._rows += self._pack(time_s, end_s, event, node, size_bytes, stage)
+    def add(self, time_s: float, end_s: float, event: int, node: int, stage: int) -> None:
+        """Record one event (`event` is a code of `EVENTS`) of `node`, caused by an instruction of `stage`."""
+        self._rows += self._pack(time_s, end_s, event, node, stage)
 
     def __len__(self) -> int:
         """Rows of the table, the derived allocations included."""
@@ -88,55 +93,59 @@ class Trace:
     def _computes(self) -> int:
         import numpy as np
 
-        codes = self._recorded()[:, 2]
-        return int(np.count_nonzero((codes == COMPUTE) | (codes == RECOMPUTE)))
+        events = self._recorded()["event"]
+        return int(np.count_nonzero((events == COMPUTE) | (events == RECOMPUTE)))
 
     def _recorded(self):
         import numpy as np
 
-        return np.frombuffer(bytes(self._rows), dtype=np.float64).reshape(-1, 6)
+        return np.frombuffer(bytes(self._rows), dtype=np.dtype(_DTYPE))
 
-    def _rows_in_time_order(self):
-        """Every row, derived allocations included, by start time; ties in recording order, an
-        allocation just before the compute it belongs to."""
+    def _columns(self) -> dict:
+        """Every row as columns, derived allocations and byte counts included, by start time; ties in
+        recording order, an allocation just before the compute it belongs to."""
         import numpy as np
 
         rows = self._recorded()
-        computed = (rows[:, 2] == COMPUTE) | (rows[:, 2] == RECOMPUTE)
+        computed = np.flatnonzero((rows["event"] == COMPUTE) | (rows["event"] == RECOMPUTE))
         allocs = rows[computed].copy()
-        allocs[:, 1] = allocs[:, 0]
-        allocs[:, 2] = ALLOC
+        allocs["end_s"] = allocs["time_s"]
+        allocs["event"] = ALLOC
         every = np.concatenate((rows, allocs))
-        sequence = np.concatenate((2 * np.arange(len(rows)) + 1, 2 * np.flatnonzero(computed)))
-        return every[np.lexsort((sequence, every[:, 0]))]
+        sequence = np.concatenate((2 * np.arange(len(rows)) + 1, 2 * computed))
+        every = every[np.lexsort((sequence, every["time_s"]))]
+        node = every["node"].astype(np.int64)
+        sizes = np.asarray(self._output_bytes, dtype=np.int64)[node] if len(node) else np.zeros(0, np.int64)
+        return {"time_s": every["time_s"], "end_s": every["end_s"], "event": every["event"].astype(np.intp),
+                "node": node, "stage": every["stage"].astype(np.int64),
+                "bytes": np.where(every["event"] == WAIT_BARRIER, 0, sizes)}
 
     def to_frame(self) -> "pd.DataFrame":
         """The trace as a table (`TRACE_COLUMNS`), sorted by start time, ties in recording order."""
         import numpy as np
         import pandas as pd
 
-        rows = self._rows_in_time_order()
-        codes = rows[:, 2].astype(np.intp)
-        frame = pd.DataFrame({
-            "time_s": rows[:, 0],
-            "end_s": rows[:, 1],
-            "duration_s": rows[:, 1] - rows[:, 0],
+        rows = self._columns()
+        codes = rows["event"]
+        return pd.DataFrame({
+            "time_s": rows["time_s"],
+            "end_s": rows["end_s"],
+            "duration_s": rows["end_s"] - rows["time_s"],
             "resource": np.array([e.resource for e in EVENTS], dtype=object)[codes],
-            "node": rows[:, 3].astype(np.int64),
+            "node": rows["node"],
             "kind": np.array([e.kind for e in EVENTS], dtype=object)[codes],
-            "bytes": rows[:, 4].astype(np.int64),
-            "stage": rows[:, 5].astype(np.int64),
+            "bytes": rows["bytes"],
+            "stage": rows["stage"],
             "cause": np.array([e.cause for e in EVENTS], dtype=object)[codes],
         })
-        return frame
 
     def ram_curve(self) -> "pd.DataFrame":
         """RAM in use over time (time_s, ram_bytes): the running sum of alloc and free rows, from (0, 0)."""
         import numpy as np
         import pandas as pd
 
-        rows = self._rows_in_time_order()
-        ram = rows[(rows[:, 2] == ALLOC) | (rows[:, 2] == FREE)]
-        change = np.where(ram[:, 2] == ALLOC, ram[:, 4], -ram[:, 4]).astype(np.int64)
-        return pd.DataFrame({"time_s": np.concatenate(([0.0], ram[:, 0])),
+        rows = self._columns()
+        ram = (rows["event"] == ALLOC) | (rows["event"] == FREE)
+        change = np.where(rows["event"][ram] == ALLOC, rows["bytes"][ram], -rows["bytes"][ram])
+        return pd.DataFrame({"time_s": np.concatenate(([0.0], rows["time_s"][ram])),
                              "ram_bytes": np.concatenate(([0], np.cumsum(change)))})

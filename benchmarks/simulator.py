@@ -20,6 +20,11 @@ second and at most `TARGET_BYTES` bytes per instruction on every case.
     python -m benchmarks.simulator [out.csv] [--quick]
 
 (default results/bench/simulator.csv; --quick runs only the short cases).
+
+`shipped_agreement` replays every schedule shipped under results/<scenario>/points/ in both
+modes and sets the simulated makespan and peak beside the checked prediction:
+
+    python -m benchmarks.simulator --shipped [out.csv]   # default results/bench/simulator_shipped.csv
 """
 
 import statistics
@@ -39,6 +44,7 @@ from poetsim.schedule import Budgets, Compute, Free, Instruction, PageIn, PageOu
 from poetsim.simulator import Mode, simulate
 
 DEFAULT_OUT = Path("results/bench/simulator.csv")
+SHIPPED_OUT = Path("results/bench/simulator_shipped.csv")
 #: Forward lengths of the synthetic chains: about 1,000, 10,000 and 325,000 instructions.
 CHAIN_FORWARD_NODES = (150, 1500, 50_000)
 QUICK_CHAIN_FORWARD_NODES = (150, 1500)
@@ -198,9 +204,65 @@ def run(out_csv: Path = DEFAULT_OUT, quick: bool = False) -> pd.DataFrame:
     return table
 
 
+def shipped_agreement(out_csv: Path = SHIPPED_OUT, scenarios_dir: Path = Path("scenarios"),
+                      results_dir: Path = Path("results")) -> pd.DataFrame:
+    """Replay each shipped point's schedule in both modes beside its checked prediction.
+
+    The costs are today's (`node_costs`), so a schedule made under older costs is re-costed; the
+    RAM budget is the point's. One row per point and mode: predicted and simulated makespan and
+    peak, their differences, and the makespan difference by cause.
+    """
+    from poetsim.pipeline import problem_for_point
+    from poetsim.scenario import load_scenario
+    from poetsim.schedule_io import load_json
+    from poetsim.sweep import point_slug
+
+    rows = []
+    for scenario_path in sorted(Path(scenarios_dir).glob("*.yaml")):
+        scenario = load_scenario(scenario_path)
+        points_dir = Path(results_dir) / scenario.name / "points"
+        for point in scenario.points():
+            problem = problem_for_point(scenario, point)
+            # Folders are named by point_slug; results made before file keys carried hashes used names.
+            older = f"{Path(point.model).stem}_{problem.platform.name}_ram{point.ram.key}_rt{point.runtime_x!r}x_{point.strategy}"
+            paths = [points_dir / name / "schedule.json" for name in (point_slug(point), older.replace("%", "pct"))]
+            path = next((path for path in paths if path.exists()), None)
+            if path is None:
+                continue
+            schedule = load_json(path)
+            predicted = check_schedule(schedule, problem.graph, problem.costs, problem.timing)
+            for mode in Mode:
+                result = simulate(schedule, problem.graph, problem.costs, problem.platform, mode=mode,
+                                  budgets=problem.budgets, ram_capacity_bytes=problem.ram_capacity_bytes)
+                rows.append({
+                    "scenario": scenario.name, "model": problem.graph.name, "platform": problem.platform.name,
+                    "ram": str(point.ram), "runtime_x": point.runtime_x, "strategy": point.strategy,
+                    "timing": problem.timing.value, "mode": mode.value,
+                    "page_outs": predicted.page_outs, "recomputations": predicted.recomputations,
+                    "predicted_runtime_s": predicted.runtime_s, "simulated_runtime_s": result.makespan_s,
+                    "runtime_difference_pct": 100 * (result.makespan_s / predicted.runtime_s - 1),
+                    "predicted_peak_ram_bytes": predicted.peak_ram_bytes,
+                    "simulated_peak_ram_bytes": result.figures.peak_ram_bytes,
+                    "ram_budget_bytes": problem.budgets.ram_bytes,
+                    "stall_s": result.stall_s, "over_deadline": result.over_deadline,
+                    **{f"delta_{name}": value for name, value in vars(result.delta).items()},
+                })
+    table = pd.DataFrame(rows)
+    out_csv = Path(out_csv)
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out_csv, index=False)
+    return table
+
+
 if __name__ == "__main__":
-    arguments = [a for a in sys.argv[1:] if a != "--quick"]
-    table = run(Path(arguments[0]) if arguments else DEFAULT_OUT, quick="--quick" in sys.argv[1:])
+    flags = {a for a in sys.argv[1:] if a.startswith("--")}
+    arguments = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if "--shipped" in flags:
+        shipped = shipped_agreement(Path(arguments[0]) if arguments else SHIPPED_OUT)
+        summary = shipped.groupby(["scenario", "mode"])["runtime_difference_pct"].agg(["count", "min", "max"])
+        print(summary.to_string())
+        sys.exit(0)
+    table = run(Path(arguments[0]) if arguments else DEFAULT_OUT, quick="--quick" in flags)
     columns = ["case", "mode", "instructions", "events", "cpu_s", "instructions_per_s", "events_per_s",
                "checker_ratio", "bytes_per_instruction", "makespan_vs_predicted_pct", "peak_ram_bytes"]
     print(table[columns].to_string(index=False))

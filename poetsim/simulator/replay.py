@@ -316,7 +316,7 @@ class _Replay:
                                   bus_contention_s=makespan_s - predicted_s - self.dma_packing_s)
         else:
             delta = MakespanDelta(
-                bus_contention_s=device.compute_stretch_s, overlap_s=-self.dma_excess_s,
+                bus_contention_s=device.compute_stretch_s, overlap_s=0.0 - self.dma_excess_s,
                 input_wait_s=device.waits_s[WAIT_INPUT], ram_wait_s=device.waits_s[WAIT_RAM],
                 tail_s=makespan_s - self.walker_end_s)
         return make_result(self.mode.value, figures, stage_model, delta, device, self.costs.dma_channels, budgets)

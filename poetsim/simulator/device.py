@@ -102,6 +102,7 @@ class Device:
     def __init__(self, trace: Trace, dma_channels: int, bus_bytes_per_s: float, ram_capacity_bytes: float,
                  waits_for_ram: bool):
         self.trace = trace
+        self._record = trace.add  # bound once: it runs for every event
         self.now = 0.0
         self.bus_bytes_per_s = bus_bytes_per_s
         # An operator whose bus demand is within this margin cannot slow anything, whatever
@@ -151,7 +152,7 @@ class Device:
         self.now = end
         self.compute_busy_s += end - start
         self.bus_moved_bytes += moved_bytes
-        self.trace.add(start, end, event, node, stage)
+        self._record(start, end, event, node, stage)
         return True
 
     def _contended(self, work_s: float, rate_bytes_per_s: float) -> float:
@@ -261,7 +262,7 @@ class Device:
             self.last_end_s = at_s
         self.dma_busy_s += at_s - tr.started_s
         buffer = tr.buffer
-        self.trace.add(tr.started_s, at_s, tr.event, tr.node, tr.stage)
+        self._record(tr.started_s, at_s, tr.event, tr.node, tr.stage)
         nominal_end_s = tr.bus_start_s + tr.bus_s
         if at_s > nominal_end_s:
             self.record_wait(nominal_end_s, at_s, WAIT_BUS, tr.node, tr.stage)
@@ -323,7 +324,7 @@ class Device:
             self.peak_ram_bytes = self.ram_bytes
             self.pending_at_peak_bytes = self.pending_bytes
         if traced:
-            self.trace.add(self.now, self.now, ALLOC, node, stage)
+            self._record(self.now, self.now, ALLOC, node, stage)
         return True
 
     def _wait_for_ram(self, size_bytes: int, node: int, stage: int) -> bool:
@@ -340,7 +341,7 @@ class Device:
     def release(self, size_bytes: int, node: int, stage: int, at_s: float) -> None:
         """Give back `size_bytes` at `at_s`."""
         self.ram_bytes -= size_bytes
-        self.trace.add(at_s, at_s, FREE, node, stage)
+        self._record(at_s, at_s, FREE, node, stage)
 
     def hold(self, buffer: Buffer, stage: int) -> None:
         """Free `buffer` at `stage`, its bytes held until the transfers using it end."""
@@ -352,4 +353,4 @@ class Device:
     def record_wait(self, since_s: float, until_s: float, event: int, node: int, stage: int) -> None:
         """Count a wait from `since_s` to `until_s` under its cause (`event`) and trace it."""
         self.waits_s[event] += until_s - since_s
-        self.trace.add(since_s, until_s, event, node, stage)
+        self._record(since_s, until_s, event, node, stage)

@@ -110,53 +110,67 @@ class _Replay:
     # --- the two walkers ----------------------------------------------------------------------
 
     def walk_barrier(self, env: simpy.Environment):
-        """Process: run each stage to its barrier, then release what its page-outs held.
+        """Process: run each stage to its barrier; the walker sleeps there while transfers finish.
 
-        A stage's transfers lead it (page-outs, then page-ins) and all start at its beginning.
-        When no operator of the stage can contend with them on the bus, their times are known
-        at once (`_transfers_at_once`); otherwise they run on the device's DMA lanes beside the
-        operators.
+        Most stages only compute and free; a stage that pages leads with its transfers
+        (`_paging_stage`).
         """
         device, sizes, compute_s, moved = self.device, self.sizes, self.costs.compute_s, self.moved
         for t, stage in enumerate(self.schedule.stages):
-            leading = 0
-            while leading < len(stage) and type(stage[leading]) in _TRANSFERS:
-                leading += 1
-            paging_out: set[int] | frozenset[int] = _NONE
-            if leading:
-                transfers = stage[:leading]
-                paging_out = {ins.node for ins in transfers if type(ins) is PageOut}
-                if self._may_contend(stage, transfers):
-                    dma_s = sum(self._page_out(ins, t) if type(ins) is PageOut else self._page_in(ins, t) for ins in transfers)
-                    dma_end_s = device.drain  # once the stage's operators have run
-                else:
-                    dma_end_s, dma_s = self._transfers_at_once(transfers, t)
-                stage = stage[leading:]
-            held = []   # outputs freed while this stage pages them out
-            stage_compute_s = 0.0
-            for ins in stage:
-                if type(ins) is Compute:
-                    k = ins.node
-                    if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
-                        self._overdraft(ins, t, held=paging_out)
-                    stage_compute_s += compute_s[k]
-                elif ins.node in paging_out:
-                    held.append(ins.node)
-                else:
-                    device.release(sizes[ins.node], ins.node, t, device.now)
-            if not leading:
+            if type(stage[0]) in (PageOut, PageIn):  # every stage computes node t, so it is not empty
+                end_s = self._paging_stage(t, stage)
+                if end_s > device.now:
+                    device.record_wait(device.now, end_s, WAIT_BARRIER, t, t)
+                    device.now = end_s
+                    yield env.timeout(end_s - env.now)
                 continue
-            end_s = dma_end_s() if callable(dma_end_s) else dma_end_s
-            for i in held:
-                device.release(sizes[i], i, t, max(end_s, device.now))
-            if self.costs.dma_channels > 1:
-                self._count_packing(stage_compute_s, transfers, dma_s)
-            if end_s > device.now:  # the walker sleeps until the stage's last transfer ends
-                device.record_wait(device.now, end_s, WAIT_BARRIER, t, t)
-                device.now = end_s
-                yield env.timeout(end_s - env.now)
+            for ins in stage:
+                k = ins.node
+                if type(ins) is Compute:
+                    if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
+                        self._overdraft(ins, t)
+                else:
+                    device.release(sizes[k], k, t, device.now)
         self.walker_end_s = device.now
         yield env.timeout(device.now - env.now)
+
+    def _paging_stage(self, t: int, stage: tuple) -> float:
+        """Run a stage that leads with transfers, up to its barrier; when its last transfer ends.
+
+        The transfers all start at the stage's beginning. When no operator of the stage can
+        contend with them on the bus, their times are known at once (`_transfers_at_once`);
+        otherwise they run on the device's DMA lanes beside the operators. Outputs freed while
+        the stage pages them out are released at the barrier.
+        """
+        device, sizes, compute_s, moved = self.device, self.sizes, self.costs.compute_s, self.moved
+        leading = 1
+        while type(stage[leading]) in (PageOut, PageIn):  # a Compute(t) follows them
+            leading += 1
+        transfers = stage[:leading]
+        if self._may_contend(stage, transfers):
+            for ins in transfers:
+                self._page_out(ins, t) if type(ins) is PageOut else self._page_in(ins, t)
+            lanes_end_s = None
+        else:
+            lanes_end_s = self._transfers_at_once(transfers, t)
+        paging_out = [ins.node for ins in transfers if type(ins) is PageOut]
+        held, stage_compute_s = [], 0.0
+        for ins in stage[leading:]:
+            k = ins.node
+            if type(ins) is Compute:
+                if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
+                    self._overdraft(ins, t, held=held)
+                stage_compute_s += compute_s[k]
+            elif k in paging_out:
+                held.append(k)
+            else:
+                device.release(sizes[k], k, t, device.now)
+        end_s = device.drain() if lanes_end_s is None else lanes_end_s
+        for i in held:
+            device.release(sizes[i], i, t, max(end_s, device.now))
+        if self.costs.dma_channels > 1:
+            self._count_packing(stage_compute_s, transfers)
+        return end_s
 
     def _may_contend(self, stage: tuple, transfers: tuple) -> bool:
         """Whether an operator of `stage` and the stage's transfers may together ask more of the bus
@@ -176,15 +190,12 @@ class _Replay:
                     return True
         return False
 
-    def _transfers_at_once(self, transfers: tuple, t: int) -> tuple[float, float]:
-        """Run a stage's transfers on an uncontended bus: each starts on the first channel free.
-
-        Returns when the last one ends and their total time. Page-ins allocate as they are issued.
-        """
+    def _transfers_at_once(self, transfers: tuple, t: int) -> float:
+        """Run a stage's transfers on an uncontended bus, each on the first channel free; when the
+        last one ends. Page-ins allocate as they are issued."""
         device = self.device
         start_s = device.now
         free_at = [start_s] * self.costs.dma_channels
-        total_s = 0.0
         for ins in transfers:
             i = ins.node
             size = self.sizes[i]
@@ -203,16 +214,16 @@ class _Replay:
             device.trace.add(begin_s, end_s, event, i, t)
             device.dma_busy_s += seconds
             device.bus_moved_bytes += size
-            total_s += seconds
         end_s = max(free_at)
         device.last_end_s = max(device.last_end_s, end_s)
-        return end_s, total_s
+        return end_s
 
-    def _count_packing(self, stage_compute_s: float, transfers: tuple, dma_s: float) -> None:
+    def _count_packing(self, stage_compute_s: float, transfers: tuple) -> None:
         """Add the stage's extra length from whole transfers on several channels (stage model: DMA / channels)."""
         channels = self.costs.dma_channels
-        packed_s = _list_schedule_s([self._transfer_s(ins) for ins in transfers], channels)
-        self.dma_packing_s += max(stage_compute_s, packed_s) - max(stage_compute_s, dma_s / channels)
+        transfers_s = [self._transfer_s(ins) for ins in transfers]
+        packed_s = _list_schedule_s(transfers_s, channels)
+        self.dma_packing_s += max(stage_compute_s, packed_s) - max(stage_compute_s, sum(transfers_s) / channels)
 
     def _transfer_s(self, ins: PageIn | PageOut) -> float:
         return (self.costs.page_in_s if type(ins) is PageIn else self.costs.page_out_s)[ins.node]
@@ -292,7 +303,7 @@ class _Replay:
         device.issue(buffer.landing)
         return total_s
 
-    def _overdraft(self, ins: Instruction, t: int, held: set[int] = frozenset()) -> NoReturn:
+    def _overdraft(self, ins: Instruction, t: int, held: list[int] | tuple = ()) -> NoReturn:
         """Raise the SimulationError of an allocation that cannot fit."""
         device, size_bytes = self.device, self.sizes[ins.node]
         free_bytes = device.ram_capacity_bytes - device.ram_bytes
@@ -322,8 +333,6 @@ class _Replay:
         return make_result(self.mode.value, figures, stage_model, delta, device, self.costs.dma_channels, budgets)
 
 
-_TRANSFERS = (PageOut, PageIn)
-_NONE: frozenset[int] = frozenset()
 
 
 def _list_schedule_s(transfers_s: list[float], channels: int) -> float:

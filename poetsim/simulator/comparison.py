@@ -84,7 +84,8 @@ def _flags(predicted: Figures, result: SimulationResult, budgets: Budgets, cause
     simulated = result.figures
     flags = []
     if simulated.peak_ram_bytes > budgets.ram_bytes:
-        flags.append(f"simulated peak RAM {simulated.peak_ram_bytes:,.0f} bytes is over the budget of {budgets.ram_bytes:,}")
+        flags.append(f"simulated peak RAM {simulated.peak_ram_bytes:,.0f} bytes is over the budget of "
+                     f"{budgets.ram_bytes:,}")
     if not budgets.meets_deadline(simulated.runtime_s):
         flags.append(f"simulated makespan {simulated.runtime_s:.6g} s is over the deadline of {budgets.runtime_s:.6g} s "
                      f"({100 * (simulated.runtime_s / budgets.runtime_s - 1):+.2f} %)")

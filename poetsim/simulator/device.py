@@ -13,12 +13,15 @@
 - RAM: bytes against a capacity, with the peak; buffers freed while a transfer still uses them
   are `pending` until it ends.
 
-How time advances. Every lane event (a transfer phase ending, an operator ending) is computed
-in closed form: a phase's end is an absolute time valid while the bus runs at full speed, and
-only a window where an operator may contend with transfers is stepped event by event, each
-bus-phase end moving later by dt x (1 - speed). DMA lanes advance lazily: their events are
-handled when the walker needs them (an issue, an allocation, a wait, a barrier), which is exact
-because nothing a transfer does between two such points depends on the walker. So a run costs
+How time advances. Lane events are computed in closed form: a running transfer's end (`due_s`)
+is an absolute time, valid while the bus runs at full speed, and an operator ends `work_s`
+after it starts. Only a window where an operator may contend with transfers (its demand plus
+every channel at the fastest transfer rate issued exceeds the bus) is stepped event by event:
+the operator's end, a transfer's latency ending, a transfer's end; over each step every bus
+flow's end moves later by dt x (1 - speed). DMA lanes advance lazily: their events are handled
+when the walker needs them (an issue, an allocation, a free, a wait, a barrier), which is exact
+because nothing a transfer does between two such points depends on the walker. Transfers issued
+together on an idle device with no contention possible take `transfers_at_once`. So a run costs
 a few arithmetic operations per instruction, and SimPy (in `replay`) schedules the walker.
 """
 
@@ -119,7 +122,8 @@ class Device:
         self.peak_ram_bytes = 0
         self.pending_at_peak_bytes = 0
         self.compute_busy_s = self.dma_busy_s = self.bus_moved_bytes = self.compute_stretch_s = 0.0
-        self.waits_s = {event: 0.0 for event in (WAIT_INPUT, WAIT_BARRIER, WAIT_RAM, WAIT_CHANNEL, WAIT_SOURCE, WAIT_BUS)}
+        self.waits_s = {event: 0.0
+                        for event in (WAIT_INPUT, WAIT_BARRIER, WAIT_RAM, WAIT_CHANNEL, WAIT_SOURCE, WAIT_BUS)}
         self.last_end_s = 0.0
         self.walker_waits = 0  # how often the walker has blocked (for an input or RAM)
 
@@ -211,6 +215,27 @@ class Device:
                 self._grant(transfer, self.now)
                 return
         self._queue.append(transfer)
+
+    def transfers_at_once(self, transfers: list[tuple[int, int, float]], stage: int) -> float:
+        """Run transfers issued together at `now` on an idle device and uncontended bus; when the last ends.
+
+        Each (event, node, seconds) starts on the first channel free, as `issue` would place it,
+        but in closed form: the barrier mode's transfers when no operator can contend with them.
+        """
+        start_s = self.now
+        free_at = [start_s] * len(self._channels)
+        for event, node, seconds in transfers:
+            c = free_at.index(min(free_at))
+            begin_s = free_at[c]
+            free_at[c] = end_s = begin_s + seconds
+            if begin_s > start_s:
+                self.record_wait(start_s, begin_s, WAIT_CHANNEL, node, stage)
+            self._record(begin_s, end_s, event, node, stage)
+            self.dma_busy_s += seconds
+            self.bus_moved_bytes += self.trace.output_bytes[node]
+        end_s = max(free_at)
+        self.last_end_s = max(self.last_end_s, end_s)
+        return end_s
 
     def advance_dma(self, until_s: float) -> None:
         """Finish every transfer due by `until_s` (the bus is at full speed meanwhile)."""

@@ -19,10 +19,11 @@ In both modes the RAM capacity is the RAM budget (and never more than the device
 simulated peak cannot exceed it. An allocation that cannot fit, even after every pending
 release, is a SimulationError naming the stage and instruction.
 
-SimPy schedules the walker: it sleeps until the end of each stage (the device's clock, which the
-`Device` advances in closed form). Per-node times come from the `CostTable`, the numbers the
-optimiser and the checker use; per-instruction energies are the checker's, since the same
-instructions run.
+SimPy schedules the walker, a process that sleeps whenever it blocks (at a barrier that waits
+for transfers; for an input or for RAM) and at the end; the `Device` advances its clock in closed
+form in between, so a run costs a few SimPy events per paging stage, not several per
+instruction. Per-node times come from the `CostTable`, the numbers the optimiser and the
+checker use; per-instruction energies are the checker's, since the same instructions run.
 """
 
 import math
@@ -41,7 +42,7 @@ from poetsim.schedule import Budgets, Compute, Figures, Free, Instruction, PageI
 from poetsim.simulator.device import DONE, PLAIN, Buffer, Device, Transfer
 from poetsim.simulator.result import MakespanDelta, SimulationResult, make_result
 from poetsim.simulator.trace import (
-    COMPUTE, PAGE_IN, PAGE_OUT, RECOMPUTE, WAIT_BARRIER, WAIT_CHANNEL, WAIT_INPUT, WAIT_RAM, Trace,
+    COMPUTE, PAGE_IN, PAGE_OUT, RECOMPUTE, WAIT_BARRIER, WAIT_INPUT, WAIT_RAM, Trace,
 )
 
 
@@ -104,7 +105,7 @@ class _Replay:
         self.buffers: list = [None] * len(graph)
         self.stored: dict[int, Transfer] = {}  # each node's latest page-out, a page-in's source
         self.walker_end_s = 0.0
-        self.dma_packing_s = 0.0      # barrier: stages' extra length from whole transfers on several channels
+        self.dma_packing_s = 0.0      # barrier: stages' extra length from whole transfers on channels
         self.dma_excess_s = 0.0       # free-running: sum over stages of max(0, DMA / channels - compute)
 
     # --- the two walkers ----------------------------------------------------------------------
@@ -133,103 +134,6 @@ class _Replay:
                     device.release(sizes[k], k, t, device.now)
         self.walker_end_s = device.now
         yield env.timeout(device.now - env.now)
-
-    def _paging_stage(self, t: int, stage: tuple) -> float:
-        """Run a stage that leads with transfers, up to its barrier; when its last transfer ends.
-
-        The transfers all start at the stage's beginning. When no operator of the stage can
-        contend with them on the bus, their times are known at once (`_transfers_at_once`);
-        otherwise they run on the device's DMA lanes beside the operators. Outputs freed while
-        the stage pages them out are released at the barrier.
-        """
-        device, sizes, compute_s, moved = self.device, self.sizes, self.costs.compute_s, self.moved
-        leading = 1
-        while type(stage[leading]) in (PageOut, PageIn):  # a Compute(t) follows them
-            leading += 1
-        transfers = stage[:leading]
-        if self._may_contend(stage, transfers):
-            for ins in transfers:
-                self._page_out(ins, t) if type(ins) is PageOut else self._page_in(ins, t)
-            lanes_end_s = None
-        else:
-            lanes_end_s = self._transfers_at_once(transfers, t)
-        paging_out = [ins.node for ins in transfers if type(ins) is PageOut]
-        held, stage_compute_s = [], 0.0
-        for ins in stage[leading:]:
-            k = ins.node
-            if type(ins) is Compute:
-                if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
-                    self._overdraft(ins, t, held=held)
-                stage_compute_s += compute_s[k]
-            elif k in paging_out:
-                held.append(k)
-            else:
-                device.release(sizes[k], k, t, device.now)
-        end_s = device.drain() if lanes_end_s is None else lanes_end_s
-        for i in held:
-            device.release(sizes[i], i, t, max(end_s, device.now))
-        if self.costs.dma_channels > 1:
-            self._count_packing(stage_compute_s, transfers)
-        return end_s
-
-    def _may_contend(self, stage: tuple, transfers: tuple) -> bool:
-        """Whether an operator of `stage` and the stage's transfers may together ask more of the bus
-        than it has (every channel busy at the stage's fastest transfer rate: exact for one channel)."""
-        bandwidth = self.device.bus_bytes_per_s
-        if bandwidth == math.inf:
-            return False
-        fastest = 0.0
-        for ins in transfers:
-            fastest = max(fastest, Transfer.rate(self.sizes[ins.node], self._transfer_s(ins), self._latency_s(ins)))
-        spare = bandwidth - self.costs.dma_channels * fastest
-        compute_s, moved = self.costs.compute_s, self.moved
-        for ins in stage:
-            if type(ins) is Compute:
-                k = ins.node
-                if moved[k] > spare * compute_s[k] and compute_s[k] > 0:
-                    return True
-        return False
-
-    def _transfers_at_once(self, transfers: tuple, t: int) -> float:
-        """Run a stage's transfers on an uncontended bus, each on the first channel free; when the
-        last one ends. Page-ins allocate as they are issued."""
-        device = self.device
-        start_s = device.now
-        free_at = [start_s] * self.costs.dma_channels
-        for ins in transfers:
-            i = ins.node
-            size = self.sizes[i]
-            if type(ins) is PageIn:
-                if not device.allocate(size, i, t, traced=True):
-                    self._overdraft(ins, t)
-                event = PAGE_IN
-            else:
-                event = PAGE_OUT
-            seconds = self._transfer_s(ins)
-            c = free_at.index(min(free_at))
-            begin_s = free_at[c]
-            free_at[c] = end_s = begin_s + seconds
-            if begin_s > start_s:
-                device.record_wait(start_s, begin_s, WAIT_CHANNEL, i, t)
-            device.trace.add(begin_s, end_s, event, i, t)
-            device.dma_busy_s += seconds
-            device.bus_moved_bytes += size
-        end_s = max(free_at)
-        device.last_end_s = max(device.last_end_s, end_s)
-        return end_s
-
-    def _count_packing(self, stage_compute_s: float, transfers: tuple) -> None:
-        """Add the stage's extra length from whole transfers on several channels (stage model: DMA / channels)."""
-        channels = self.costs.dma_channels
-        transfers_s = [self._transfer_s(ins) for ins in transfers]
-        packed_s = _list_schedule_s(transfers_s, channels)
-        self.dma_packing_s += max(stage_compute_s, packed_s) - max(stage_compute_s, sum(transfers_s) / channels)
-
-    def _transfer_s(self, ins: PageIn | PageOut) -> float:
-        return (self.costs.page_in_s if type(ins) is PageIn else self.costs.page_out_s)[ins.node]
-
-    def _latency_s(self, ins: PageIn | PageOut) -> float:
-        return self.page_in_latency_s if type(ins) is PageIn else self.page_out_latency_s
 
     def walk_free_running(self, env: simpy.Environment):
         """Process: issue every instruction in order with no barrier; wait only for inputs and RAM."""
@@ -272,6 +176,94 @@ class _Replay:
         self.walker_end_s = device.now
         device.drain()
         yield env.timeout(max(device.now, device.last_end_s) - env.now)
+
+    # --- a paging stage in barrier mode -------------------------------------------------------
+
+    def _paging_stage(self, t: int, stage: tuple) -> float:
+        """Run a stage that leads with transfers, up to its barrier; when its last transfer ends.
+
+        The transfers all start at the stage's beginning. When no operator of the stage can
+        contend with them on the bus, their times are known at once (`_transfers_at_once`);
+        otherwise they run on the device's DMA lanes beside the operators. Outputs freed while
+        the stage pages them out are released at the barrier.
+        """
+        device, sizes, compute_s, moved = self.device, self.sizes, self.costs.compute_s, self.moved
+        leading = 1
+        while type(stage[leading]) in (PageOut, PageIn):  # a Compute(t) follows them
+            leading += 1
+        transfers = stage[:leading]
+        if self._may_contend(stage, transfers):
+            for ins in transfers:
+                if type(ins) is PageOut:
+                    self._page_out(ins, t)
+                else:
+                    self._page_in(ins, t)
+            lanes_end_s = None
+        else:
+            lanes_end_s = self._transfers_at_once(transfers, t)
+        paging_out = [ins.node for ins in transfers if type(ins) is PageOut]
+        held, stage_compute_s = [], 0.0
+        for ins in stage[leading:]:
+            k = ins.node
+            if type(ins) is Compute:
+                if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
+                    self._overdraft(ins, t, held=held)
+                stage_compute_s += compute_s[k]
+            elif k in paging_out:
+                held.append(k)
+            else:
+                device.release(sizes[k], k, t, device.now)
+        end_s = device.drain() if lanes_end_s is None else lanes_end_s
+        for i in held:
+            device.release(sizes[i], i, t, max(end_s, device.now))
+        if self.costs.dma_channels > 1:
+            self._count_packing(stage_compute_s, transfers)
+        return end_s
+
+    def _may_contend(self, stage: tuple, transfers: tuple) -> bool:
+        """Whether an operator of `stage` and the stage's transfers may together ask more of the bus
+        than it has (every channel busy at the stage's fastest transfer rate: exact for one channel)."""
+        bandwidth = self.device.bus_bytes_per_s
+        if bandwidth == math.inf:
+            return False
+        fastest = 0.0
+        for ins in transfers:
+            rate = Transfer.rate(self.sizes[ins.node], self._transfer_s(ins), self._latency_s(ins))
+            fastest = max(fastest, rate)
+        spare = bandwidth - self.costs.dma_channels * fastest
+        compute_s, moved = self.costs.compute_s, self.moved
+        for ins in stage:
+            if type(ins) is Compute:
+                k = ins.node
+                if moved[k] > spare * compute_s[k] and compute_s[k] > 0:
+                    return True
+        return False
+
+    def _transfers_at_once(self, transfers: tuple, t: int) -> float:
+        """Allocate the stage's page-ins and run its transfers on an uncontended bus; when the last ends."""
+        device, timed = self.device, []
+        for ins in transfers:
+            i = ins.node
+            if type(ins) is PageIn:
+                if not device.allocate(self.sizes[i], i, t, traced=True):
+                    self._overdraft(ins, t)
+                timed.append((PAGE_IN, i, self.costs.page_in_s[i]))
+            else:
+                timed.append((PAGE_OUT, i, self.costs.page_out_s[i]))
+        return device.transfers_at_once(timed, t)
+
+    def _count_packing(self, stage_compute_s: float, transfers: tuple) -> None:
+        """Add the stage's extra length from whole transfers on several channels (stage model: DMA / channels)."""
+        channels = self.costs.dma_channels
+        transfers_s = [self._transfer_s(ins) for ins in transfers]
+        packed_s = _list_schedule_s(transfers_s, channels)
+        self.dma_packing_s += max(stage_compute_s, packed_s) - max(stage_compute_s, sum(transfers_s) / channels)
+
+    def _transfer_s(self, ins: PageIn | PageOut) -> float:
+        return (self.costs.page_in_s if type(ins) is PageIn else self.costs.page_out_s)[ins.node]
+
+    def _latency_s(self, ins: PageIn | PageOut) -> float:
+        return self.page_in_latency_s if type(ins) is PageIn else self.page_out_latency_s
 
     # --- one instruction ----------------------------------------------------------------------
 
@@ -316,6 +308,7 @@ class _Replay:
     # --- the result ---------------------------------------------------------------------------
 
     def result(self, stage_model: Figures, budgets: Budgets | None) -> SimulationResult:
+        """The figures of the finished run and the makespan difference from `stage_model` by cause."""
         device = self.device
         makespan_s = max(self.walker_end_s, device.last_end_s)
         figures = replace(stage_model, peak_ram_bytes=device.peak_ram_bytes, runtime_s=makespan_s,
@@ -331,8 +324,6 @@ class _Replay:
                 input_wait_s=device.waits_s[WAIT_INPUT], ram_wait_s=device.waits_s[WAIT_RAM],
                 tail_s=makespan_s - self.walker_end_s)
         return make_result(self.mode.value, figures, stage_model, delta, device, self.costs.dma_channels, budgets)
-
-
 
 
 def _list_schedule_s(transfers_s: list[float], channels: int) -> float:

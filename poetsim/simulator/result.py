@@ -48,7 +48,8 @@ class MakespanDelta:
 
 def explain_causes(causes: Mapping[str, float], at_least_s: float = 0.0) -> str:
     """The causes larger than `at_least_s` in magnitude, largest first: 'bus contention +0.3 s, overlap -1.2 s'."""
-    parts = sorted(((value, name) for name, value in causes.items() if abs(value) > at_least_s), key=lambda p: -abs(p[0]))
+    parts = sorted(((value, name) for name, value in causes.items() if abs(value) > at_least_s),
+                   key=lambda part: -abs(part[0]))
     return ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {value:+.4g} s" for value, name in parts) or "none"
 
 
@@ -146,7 +147,8 @@ def make_result(mode: str, figures: Figures, stage_model: Figures, delta: Makesp
         stall_s=waits_s["input"] + waits_s["ram"],
         compute_busy=_share(device.compute_busy_s, makespan_s),
         dma_busy=_share(device.dma_busy_s, dma_channels * makespan_s),
-        bus_busy=_share(device.bus_moved_bytes, bus_bytes_per_s * makespan_s) if math.isfinite(bus_bytes_per_s) else 0.0,
+        bus_busy=(_share(device.bus_moved_bytes, bus_bytes_per_s * makespan_s)
+                  if math.isfinite(bus_bytes_per_s) else 0.0),
         ram_capacity_bytes=device.ram_capacity_bytes,
         pending_at_peak_bytes=device.pending_at_peak_bytes,
         over_budget=budgets is not None and figures.peak_ram_bytes > budgets.ram_bytes,

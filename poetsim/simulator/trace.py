@@ -70,12 +70,12 @@ class Trace:
     `output_bytes` are the graph's output sizes, from which each row's byte count is derived.
     """
 
-    __slots__ = ("_rows", "_pack", "_output_bytes")
+    __slots__ = ("_rows", "_pack", "output_bytes")
 
     def __init__(self, output_bytes: tuple[int, ...]):
         self._rows = bytearray()
         self._pack = _ROW.pack
-        self._output_bytes = output_bytes
+        self.output_bytes = output_bytes
 
     def add(self, time_s: float, end_s: float, event: int, node: int, stage: int) -> None:
         """Record one event (`event` is a code of `EVENTS`) of `node`, caused by an instruction of `stage`."""
@@ -115,7 +115,7 @@ class Trace:
         sequence = np.concatenate((2 * np.arange(len(rows)) + 1, 2 * computed))
         every = every[np.lexsort((sequence, every["time_s"]))]
         node = every["node"].astype(np.int64)
-        sizes = np.asarray(self._output_bytes, dtype=np.int64)[node] if len(node) else np.zeros(0, np.int64)
+        sizes = np.asarray(self.output_bytes, dtype=np.int64)[node] if len(node) else np.zeros(0, np.int64)
         return {"time_s": every["time_s"], "end_s": every["end_s"], "event": every["event"].astype(np.intp),
                 "node": node, "stage": every["stage"].astype(np.int64),
                 "bytes": np.where(every["event"] == WAIT_BARRIER, 0, sizes)}

@@ -61,14 +61,25 @@ TARGET_BYTES = 200
 
 @dataclass(frozen=True)
 class Case:
-    """One schedule to replay: its name, graph, costs, device and RAM budget."""
+    """One schedule to replay: its name, graph, costs, device and RAM budget.
+
+    Without a budget given, the RAM budget is the schedule's peak under the stage model, as if
+    it had been made for it (the deadline is left open), so that free-running waits for RAM.
+    """
 
     name: str
     schedule: Schedule
     graph: TrainingGraph
     costs: CostTable
     platform: Platform
-    budgets: Budgets | None = None
+    given_budgets: Budgets | None = None
+
+    @property
+    def budgets(self) -> Budgets:
+        if self.given_budgets is not None:
+            return self.given_budgets
+        peak = check_schedule(self.schedule, self.graph, self.costs, Timing.OVERLAP).peak_ram_bytes
+        return Budgets(int(peak), float("inf"))
 
 
 def training_chain(forward_nodes: int) -> TrainingGraph:
@@ -167,8 +178,10 @@ def measure(case: Case, mode: Mode) -> dict:
     instructions = sum(counts.values()) - counts["free"]
     repeats = REPEATS if instructions < 100_000 else 3
 
+    budgets = case.budgets
+
     def replay():
-        return simulate(case.schedule, case.graph, case.costs, case.platform, mode=mode, budgets=case.budgets)
+        return simulate(case.schedule, case.graph, case.costs, case.platform, mode=mode, budgets=budgets)
 
     cpu_s, median_s, result = _best_cpu_s(replay, repeats)
     checker_s, _, predicted = _best_cpu_s(
@@ -191,6 +204,7 @@ def measure(case: Case, mode: Mode) -> dict:
         "makespan_vs_predicted_pct": 100 * (result.makespan_s / predicted.runtime_s - 1),
         "bus_contention_s": result.delta.bus_contention_s, "stall_s": result.stall_s, "bus_busy": result.bus_busy,
         "peak_ram_bytes": result.figures.peak_ram_bytes, "predicted_peak_ram_bytes": predicted.peak_ram_bytes,
+        "ram_budget_bytes": budgets.ram_bytes,
     }
 
 

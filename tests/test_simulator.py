@@ -226,8 +226,22 @@ def test_barrier_mode_stops_at_the_allocation_over_the_budget(six, six_costs):
     """Budget 300 B: the stage model needs 340 B in stage 2 (0 is held until the stage ends), so the
     replay stops there, naming the instruction, the bytes and why they are held."""
     with pytest.raises(SimulationError, match=r"stage 2, Compute\(2\) at 3 s: RAM overdraft: needs 40 bytes but only 0 "
-                                              r"of 300 bytes are free \(outputs freed while this stage pages them out"):
+                                              r"of 300 bytes are free \(100 bytes are outputs this stage pages out, "
+                                              r"held until it ends\)"):
         simulate(schedule_of(six, PAGING), six, six_costs, budgets=Budgets(300, 100.0))
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+def test_a_page_in_holds_its_buffer_from_its_issue(six, six_costs, mode):
+    """Budget 345 B, which the paper's model says the schedule keeps (peak 300 B): paging 0 back in at
+    stage 3 takes its 100 B at once beside 1's 200 B and 2's 40 B (that model counts them from
+    stage 4), so computing 3 needs 10 B with 5 B free. The replay stops and says why."""
+    stages = [[C(0)], [PO(0), C(1), F(0)], [C(2)], [PI(0), C(3), F(1), F(2)], [C(4), F(0), F(3)], [C(5), F(4), F(5)]]
+    schedule = schedule_of(six, stages, Timing.COMPUTE_ONLY)
+    assert check_schedule(schedule, six, six_costs, Timing.COMPUTE_ONLY).peak_ram_bytes == 300
+    with pytest.raises(SimulationError, match=r"stage 3, Compute\(3\) .*needs 10 bytes but only 5 of 345 bytes are free "
+                                              r"\(100 bytes are this stage's page-ins, which hold their buffers"):
+        simulate(schedule, six, six_costs, mode=mode, budgets=Budgets(345, 100.0))
 
 
 def test_a_stall_past_the_deadline_is_reported_with_its_causes(six, six_costs):

@@ -104,6 +104,7 @@ class _Replay:
                              waits_for_ram=mode is Mode.FREE_RUNNING)
         self.buffers: list = [None] * len(graph)
         self.stored: dict[int, Transfer] = {}  # each node's latest page-out, a page-in's source
+        self.page_ins_of_stage = (-1, 0)  # (stage, bytes) of the latest stage's page-ins, for error messages
         self.walker_end_s = 0.0
         self.dma_packing_s = 0.0      # barrier: stages' extra length from whole transfers on channels
         self.dma_excess_s = 0.0       # free-running: sum over stages of max(0, DMA / channels - compute)
@@ -247,6 +248,7 @@ class _Replay:
             if type(ins) is PageIn:
                 if not device.allocate(self.sizes[i], i, t, traced=True):
                     self._overdraft(ins, t)
+                self._count_page_in(t, i)
                 timed.append((PAGE_IN, i, self.costs.page_in_s[i]))
             else:
                 timed.append((PAGE_OUT, i, self.costs.page_out_s[i]))
@@ -286,6 +288,7 @@ class _Replay:
         size = self.sizes[i]
         if not device.allocate(size, i, t, traced=True):
             self._overdraft(ins, t)
+        self._count_page_in(t, i)
         buffer = self.buffers[i] = Buffer(size, i)
         source = self.stored.get(i)
         if source is not None and source.phase == DONE:
@@ -295,12 +298,22 @@ class _Replay:
         device.issue(buffer.landing)
         return total_s
 
+    def _count_page_in(self, t: int, node: int) -> None:
+        stage, size_bytes = self.page_ins_of_stage
+        self.page_ins_of_stage = (t, (size_bytes if stage == t else 0) + self.sizes[node])
+
     def _overdraft(self, ins: Instruction, t: int, held: list[int] | tuple = ()) -> NoReturn:
-        """Raise the SimulationError of an allocation that cannot fit."""
+        """Raise the SimulationError of an allocation that cannot fit, saying what holds the RAM."""
         device, size_bytes = self.device, self.sizes[ins.node]
         free_bytes = device.ram_capacity_bytes - device.ram_bytes
-        why = (" (outputs freed while this stage pages them out stay in RAM until the stage ends)"
-               if held else "")
+        reasons = []
+        stage, page_in_bytes = self.page_ins_of_stage
+        if stage == t and page_in_bytes:
+            reasons.append(f"{page_in_bytes:,} bytes are this stage's page-ins, which hold their buffers from their issue")
+        if held:
+            held_bytes = sum(self.sizes[i] for i in held)
+            reasons.append(f"{held_bytes:,} bytes are outputs this stage pages out, held until it ends")
+        why = f" ({'; '.join(reasons)})" if reasons else ""
         raise SimulationError(
             f"stage {t}, {type(ins).__name__}({ins.node}) at {device.now:.6g} s: RAM overdraft: needs "
             f"{size_bytes:,} bytes but only {free_bytes:,.0f} of {device.ram_capacity_bytes:,.0f} bytes are free{why}")

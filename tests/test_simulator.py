@@ -14,7 +14,7 @@ from benchmarks.simulator import chain_schedule, training_chain
 from poetsim import optimiser
 from poetsim.checker import check_schedule, compare_figures
 from poetsim.costs import CostTable, node_costs
-from poetsim.errors import ScheduleError, SimulationError
+from poetsim.errors import ScheduleError, SimulationError, UserInputError
 from poetsim.graph import Node, TrainingGraph
 from poetsim.optimiser import plan as plans
 from poetsim.optimiser.baselines import greedy_plan
@@ -532,6 +532,9 @@ def test_comparison_with_the_papers_timing_names_what_it_leaves_out(six, six_cos
     assert data["flags"][0] == "simulated makespan 11 s is over the deadline of 9 s (+22.22 %)"
 
 
-def test_mode_names_are_the_summary_names():
+def test_mode_names_are_the_summary_names(three):
     assert [m.value for m in Mode] == ["barrier", "free-running"]
     assert Mode("free-running") is FREE
+    graph, costs, schedule = three
+    with pytest.raises(UserInputError, match="unknown replay mode 'freerunning' \\(use barrier or free-running\\)"):
+        simulate(schedule, graph, costs, mode="freerunning")

@@ -35,7 +35,7 @@ import simpy
 
 from poetsim.checker import check_schedule
 from poetsim.costs import CostTable, moved_bytes
-from poetsim.errors import InternalError, SimulationError
+from poetsim.errors import InternalError, SimulationError, UserInputError
 from poetsim.graph import TrainingGraph
 from poetsim.profiles import Platform
 from poetsim.schedule import Budgets, Compute, Figures, Free, Instruction, PageIn, PageOut, Schedule, Timing
@@ -67,7 +67,10 @@ def simulate(schedule: Schedule, graph: TrainingGraph, costs: CostTable, platfor
     (`math.inf`: no contention). Without a platform the bus never contends, transfers have no
     latency part and RAM is unlimited unless a capacity or budget is given.
     """
-    mode = Mode(mode)
+    try:
+        mode = Mode(mode)
+    except ValueError:
+        raise UserInputError(f"unknown replay mode {mode!r} (use {' or '.join(m.value for m in Mode)})") from None
     stage_model = check_schedule(schedule, graph, costs, Timing.OVERLAP)
     if ram_capacity_bytes is None:
         ram_capacity_bytes = platform.ram_bytes if platform else math.inf

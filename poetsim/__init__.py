@@ -1,3 +1,15 @@
-"""poetsim: simulate and explore energy-optimal on-device training schedules (POET)."""
+"""poetsim: simulate and explore energy-optimal on-device training schedules (POET).
 
-__version__ = "0.1.0"
+The public API (`poetsim.api`): `load_scenario`, `solve`, `simulate`, `sweep`, `compare`, each
+returning typed results (`Run`, `SweepResult`, `Comparison`); the command line is built on it.
+"""
+
+__version__ = "0.2.0"
+
+from poetsim.api import Choice, Comparison, SweepResult, compare, load_scenario, simulate, solve, sweep  # noqa: E402
+from poetsim.pipeline import Run  # noqa: E402
+from poetsim.runs import ResultRow  # noqa: E402
+from poetsim.status import Status  # noqa: E402
+
+__all__ = ["Choice", "Comparison", "ResultRow", "Run", "Status", "SweepResult", "__version__", "compare",
+           "load_scenario", "simulate", "solve", "sweep"]

@@ -7,6 +7,9 @@ and the simulator share. Rules (docs/cost-model.md states them for users):
   roofline (Williams, Waterman, Patterson, CACM 2009): an operator is bound either by its
   arithmetic or by the bytes it moves over the memory bus, here its inputs and its output;
 - compute energy = FLOPs x compute.power_w / (compute.energy_flops_per_s or flops_per_s)
+- a profile may give measured rates per operator kind (compute.op_flops_per_s, written by
+  `poetsim profile`): a node whose op is listed takes FLOPs / its kind's rate as the arithmetic
+  side of its roofline, and compute.power_w x that arithmetic time as energy
 - page-in time  = storage.page_in.latency_s + output_bytes / storage.page_in.bytes_per_s
 - page-in energy = page-in time x storage.power_w (likewise page-out)
 - a node whose op is "input" (the data batch) is not computed but read from storage: its
@@ -89,8 +92,8 @@ def node_costs(graph: TrainingGraph, platform: Platform) -> CostTable:
             compute_s = page_in_s
             compute_j = page_in_s * storage.power_w
         else:
-            compute_s = max(node.flops / platform.compute.flops_per_s, node_moved_bytes / bus_bytes_per_s)
-            compute_j = node.flops * platform.compute.joules_per_flop
+            compute_s = max(platform.compute.seconds(node.op, node.flops), node_moved_bytes / bus_bytes_per_s)
+            compute_j = platform.compute.joules(node.op, node.flops)
         derived = {
             "compute_s": compute_s,
             "compute_j": compute_j,

@@ -6,6 +6,7 @@ otherwise the run's status is "invalid" and no schedule is reported.
 """
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +19,7 @@ from poetsim.problem import Problem, build_problem
 from poetsim.runs import ResultRow
 from poetsim.scenario import Point, Scenario
 from poetsim.schedule import Budgets, Figures, Schedule
-from poetsim.schedule_io import encode_binary, load_json, save_json
+from poetsim.schedule_io import encode_binary, load_json, save_json, with_node_names
 from poetsim.status import Status
 from poetsim.strategies import Kind
 
@@ -59,12 +60,15 @@ def problem_for_point(scenario: Scenario, point: Point) -> Problem:
 
 def run_strategy(
     problem: Problem, strategy: str, solver: str = "highs", time_limit_s: float | None = None,
-    simulate: bool = True, threads: int | None = None, mode: str = "barrier",
+    simulate: bool = True, threads: int | None = None, starts: Sequence[Schedule] = (),
+    on_progress: Callable | None = None, mode: str = "barrier",
 ) -> Run:
     """Solve (or build, for a baseline), check and optionally simulate one strategy.
 
-    `mode` is the simulator's replay mode (`poetsim.simulator.Mode`): `barrier`, the device that
-    runs the `overlap` stage model, or `free-running`.
+    `starts` are schedules of other strategies at the same point (a sweep passes those whose
+    moves this strategy allows); `on_progress` hears from the solver while it works. `mode` is
+    the simulator's replay mode (`poetsim.simulator.Mode`): `barrier`, the device that runs the
+    `overlap` stage model, or `free-running`.
     """
     spec = strategies.get(strategy)
     keep_all_schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
@@ -152,7 +156,7 @@ def write_run(run: Run, directory: Path, row: ResultRow | None = None) -> None:
     row = row or result_row(run)
     (directory / "result.json").write_text(json.dumps(row.to_dict(), indent=1) + "\n")
     if run.schedule is not None:
-        save_json(run.schedule, directory / "schedule.json")
+        save_json(with_node_names(run.schedule, run.problem.graph), directory / "schedule.json")
         (directory / "schedule.bin").write_bytes(encode_binary(run.schedule))
     if run.simulated is not None:
         from poetsim.simulator import write_trace

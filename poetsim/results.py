@@ -50,6 +50,91 @@ def compare_strategies(frame: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(GRID + ["_order"]).drop(columns="_order").reset_index(drop=True)
 
 
+#: The dimensions of a headline row, in order; RAM is sorted as a number (see `ram_share`).
+HEADLINE_KEYS = ["model", "platform", "timing", "runtime_x", "ram"]
+
+
+def ram_share(frame: pd.DataFrame) -> pd.Series:
+    """Each row's RAM budget as a share of the keep-all peak, for sorting and charts.
+
+    From the resolved bytes where the row has them; else from a percentage as written (a point
+    that failed before its budget was resolved); NaN for absolute budgets of failed points.
+    """
+    budget = pd.to_numeric(frame.get("ram_budget_bytes"), errors="coerce")
+    peak = pd.to_numeric(frame.get("keep_all_peak_bytes"), errors="coerce")
+    written = frame["ram"].map(_percent_text) if "ram" in frame else pd.Series(float("nan"), index=frame.index)
+    return (budget / peak).where(budget.notna() & peak.notna() & (peak > 0), written)
+
+
+def _percent_text(ram) -> float:
+    text = "" if pd.isna(ram) else str(ram).strip()
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float("nan")
+    except ValueError:
+        return float("nan")
+
+
+def cell_text(status: str, overhead_pct, gap_overhead) -> str:
+    """How one strategy at one point reads in a headline table.
+
+    A schedule shows its energy above keep-all; `*` marks one not proven optimal (its
+    `gap_overhead` says how much of that overhead might still be saved). Without a schedule the
+    status word stands in the cell: `infeasible` is a proof, `no-solution` a timeout.
+    """
+    if status in WITH_SCHEDULE and pd.notna(overhead_pct):
+        mark = "*" if status == Status.FEASIBLE.value and not (pd.notna(gap_overhead) and gap_overhead <= 0) else ""
+        return f"{overhead_pct:.3f} %{mark}"
+    return str(status)
+
+
+def headline(frame: pd.DataFrame) -> pd.DataFrame:
+    """Strategies side by side: one row per model, platform, timing, runtime and RAM budget.
+
+    Rows are sorted with RAM as a number (largest budget first); there is one text column per
+    strategy, in registry order, as `cell_text` writes it, followed by the numbers behind each
+    cell (`<strategy> overhead %`, `<strategy> energy J`, `<strategy> status`, `<strategy> gap`),
+    so that the CSV keeps every digit and the text stays short.
+    """
+    if frame.empty:
+        return pd.DataFrame(columns=HEADLINE_KEYS)
+    data = frame.copy()
+    for column in HEADLINE_KEYS:
+        if column not in data:
+            data[column] = None
+    data["ram_share"] = ram_share(data)
+    data["timing"] = data["timing"].fillna("")
+    for column in ("overhead_pct", "gap_overhead", "predicted_total_j"):
+        data[column] = pd.to_numeric(data.get(column), errors="coerce")
+    data["cell"] = [cell_text(str(s), o, g) for s, o, g in zip(data["status"], data["overhead_pct"], data["gap_overhead"])]
+    names = sorted(data["strategy"].astype(str).unique(), key=lambda n: (strategies.rank(n), n))
+    keys = ["model", "platform", "timing", "runtime_x", "ram"]
+    rows = []
+    for key, group in data.groupby(keys, dropna=False, sort=False):
+        row = dict(zip(keys, key))
+        row["ram_share"] = group["ram_share"].max()
+        by_strategy = group.drop_duplicates("strategy", keep="last").set_index("strategy")
+        for name in names:
+            if name in by_strategy.index:
+                found = by_strategy.loc[name]
+                row[name] = found["cell"]
+                row[f"{name} overhead %"] = found["overhead_pct"]
+                row[f"{name} energy J"] = found["predicted_total_j"]
+                row[f"{name} status"] = found["status"]
+                row[f"{name} gap"] = found["gap_overhead"]
+            else:
+                row[name] = ""
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table = table.sort_values(["model", "platform", "timing", "runtime_x", "ram_share"],
+                              ascending=[True, True, True, True, False], na_position="last", kind="stable")
+    return table.reset_index(drop=True)
+
+
+def headline_columns(table: pd.DataFrame) -> list[str]:
+    """The text columns of a headline table: its keys and one per strategy."""
+    return [c for c in table.columns if c in HEADLINE_KEYS or f"{c} status" in table.columns or c in strategies.REGISTRY]
+
+
 @dataclass(frozen=True)
 class Change:
     """How one point moved against the baseline."""

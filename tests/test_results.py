@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from poetsim.errors import UserInputError
-from poetsim.results import check_against_baseline, compare_strategies, load_results
+from poetsim.results import check_against_baseline, compare_strategies, headline, headline_columns, load_results
 
 
 def _frame(rows):
@@ -70,3 +70,20 @@ def test_load_results_rejects_missing_and_foreign_files(tmp_path):
     (tmp_path / "runs.csv").write_text("a,b\n1,2\n")
     with pytest.raises(UserInputError, match="missing columns"):
         load_results(tmp_path)
+
+
+def test_the_headline_puts_strategies_side_by_side_with_ram_sorted_as_a_number():
+    rows = []
+    for ram, budget in (("100%", 100), ("20%", 20), ("50%", 50)):
+        for strategy, status, overhead, gap in (("hybrid", "feasible", 0.5, 0.2), ("paging-only", "optimal", 0.5, 0.0),
+                                                ("recompute-only", "infeasible", None, None)):
+            rows.append({"point_key": f"m|p|{ram}|1.2x|{strategy}", "model": "m", "platform": "p", "ram": ram,
+                         "runtime_x": 1.2, "timing": "overlap", "strategy": strategy, "status": status,
+                         "overhead_pct": overhead, "gap_overhead": gap, "predicted_total_j": 1.0,
+                         "ram_budget_bytes": budget, "keep_all_peak_bytes": 100})
+    table = headline(pd.DataFrame(rows))
+    assert list(table["ram"]) == ["100%", "50%", "20%"]
+    assert headline_columns(table) == ["model", "platform", "timing", "runtime_x", "ram", "hybrid", "paging-only", "recompute-only"]
+    first = table.iloc[0]
+    assert (first["hybrid"], first["paging-only"], first["recompute-only"]) == ("0.500 %*", "0.500 %", "infeasible")
+    assert first["hybrid gap"] == 0.2

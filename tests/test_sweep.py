@@ -119,7 +119,11 @@ def test_cli_sweep_compare_report_and_check(tmp_path):
     compared = poetsim("compare", out)
     assert compared.returncode == 0, compared.stderr
     table = pd.read_csv(out / "compare.csv")
-    assert {"keep-all", "checkpoint-sqrt", "hybrid", "recompute-only", "paging-only"} <= set(table["strategy"])
+    assert {"keep-all", "checkpoint-sqrt", "hybrid", "recompute-only", "paging-only"} <= set(table.columns)
+    assert list(table["ram"]) == ["100%", "70%", "100%", "70%"]   # per runtime, RAM sorted as a number
+    text = (out / "compare.txt").read_text()
+    assert "…" not in compared.stdout and "…" not in text        # nothing cut, in a pipe or a file
+    assert all(cell in compared.stdout for cell in table["hybrid"].astype(str))
 
     reported = poetsim("report", out)
     assert reported.returncode == 0, reported.stderr

@@ -6,8 +6,7 @@ sweep that only reads the figures never pays for pandas.
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields
-from functools import cached_property
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
@@ -53,6 +52,32 @@ def explain_causes(causes: Mapping[str, float], at_least_s: float = 0.0) -> str:
     return ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {value:+.4g} s" for value, name in parts) or "none"
 
 
+class _Table:
+    """A DataFrame field that is built from the run's events on first read, unless one was given.
+
+    It keeps the trace's tables out of the run (a sweep that reads only figures never builds
+    them) while they stay fields: `dataclasses.replace(result, trace=edited)` works.
+    """
+
+    def __init__(self, build: str):
+        self._build = build
+
+    def __set_name__(self, owner, name: str) -> None:
+        self._key = f"_{name}"
+
+    def __get__(self, result, owner=None):
+        if result is None:
+            return self
+        table = result.__dict__.get(self._key)
+        if table is None:
+            table = result.__dict__[self._key] = getattr(result.events, self._build)()
+        return table
+
+    def __set__(self, result, table) -> None:
+        # The dataclass passes this descriptor itself as the field's default: nothing given yet.
+        result.__dict__[self._key] = None if isinstance(table, _Table) else table
+
+
 @dataclass(frozen=True, eq=False)  # eq=False: the DataFrames do not compare to a single bool
 class SimulationResult:
     """What replaying a schedule on the simulated device measured.
@@ -68,6 +93,7 @@ class SimulationResult:
     channels), the memory bus's (bytes moved / (bandwidth x makespan); 0 for an unlimited bus).
     `over_budget` / `over_deadline` compare with the budgets given (False without budgets);
     `deadline_note` says, when the deadline is missed, which causes made the makespan longer.
+    `events` is the raw trace; `trace` and `ram_curve` are its tables.
     """
 
     mode: str
@@ -85,20 +111,14 @@ class SimulationResult:
     over_deadline: bool
     deadline_note: str
     events: Trace
+    #: One row per event (`trace.TRACE_COLUMNS`), sorted by start time; built on first read.
+    trace: "pd.DataFrame" = field(default=_Table("to_frame"), repr=False)
+    #: RAM in use over time: (time_s, ram_bytes), one point per allocation or release; built on first read.
+    ram_curve: "pd.DataFrame" = field(default=_Table("ram_curve"), repr=False)
 
     @property
     def makespan_s(self) -> float:
         return self.figures.runtime_s
-
-    @cached_property
-    def trace(self) -> "pd.DataFrame":
-        """One row per event (`trace.TRACE_COLUMNS`), sorted by start time."""
-        return self.events.to_frame()
-
-    @cached_property
-    def ram_curve(self) -> "pd.DataFrame":
-        """RAM in use over time: (time_s, ram_bytes), one point per allocation or release."""
-        return self.events.ram_curve()
 
     def summary(self) -> dict:
         """The scalar figures, for summary.json and reports."""

@@ -277,6 +277,7 @@ def test_bus_contention_slows_both_activities_by_the_fluid_share(mode):
     assert result.makespan_s == pytest.approx(3.5)
     assert flat(rows(result, "stall", cause="bus", columns=("time_s", "end_s", "node"))) == pytest.approx(
         [2.0, 2.5, 0, 3.0, 3.5, 1])
+    assert set(result.trace[result.trace.cause == "bus"].resource) == {"contention"}  # a lane of its own
     assert result.delta.bus_contention_s == pytest.approx(0.5) and result.delta.total_s == pytest.approx(0.5)
     assert result.bus_busy == pytest.approx((100 + 100 + 400) / (200 * 3.5))
     # Energy is the cost table's: contention stretches time, not the per-operation energy.

@@ -45,7 +45,7 @@ EVENTS = (
     Event("ram", "stall", "ram"),
     Event("dma-queue", "stall", "channel"),
     Event("dma-queue", "stall", "source"),
-    Event("bus", "stall", "bus"),
+    Event("contention", "stall", "bus"),
 )
 (COMPUTE, RECOMPUTE, PAGE_IN, PAGE_OUT, ALLOC, FREE,
  WAIT_INPUT, WAIT_BARRIER, WAIT_RAM, WAIT_CHANNEL, WAIT_SOURCE, WAIT_BUS) = range(len(EVENTS))
@@ -54,7 +54,7 @@ EVENTS = (
 WAIT_CAUSES = tuple(e.cause for e in EVENTS if e.kind == "stall")
 
 #: Columns of the trace table, one row per event. `time_s` is when it started, `end_s` when it
-#: ended (equal for alloc and free); `resource` is compute, dma, ram, dma-queue or bus; `kind`
+#: ended (equal for alloc and free); `resource` is compute, dma, ram, dma-queue or contention; `kind`
 #: is compute, recompute, page_in, page_out, alloc, free or stall; `bytes` is the size of the
 #: output concerned; `stage` is the stage of the instruction that caused the event; `cause`
 #: says what a stall waited for (empty for other kinds).

@@ -183,7 +183,7 @@ def test_schedule_chart_embeds_runs_not_cells():
 def simulated(seven, mixed):
     """The mixed schedule on the simulated device: page-out 2-3.5 s, page-in 4-5.5 s, a stall 5-5.5 s,
     a recompute 6.5-7.5 s; makespan 8.5 s; peak 350 bytes."""
-    return simulate(mixed, seven, make_costs(seven), ram_capacity_bytes=10_000)
+    return simulate(mixed, seven, make_costs(seven), ram_capacity_bytes=10_000, mode="free-running")
 
 
 def test_timeline_has_compute_dma_and_bus_lanes_with_every_kind(simulated, tmp_path):

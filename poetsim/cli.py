@@ -349,6 +349,10 @@ def simulate(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (prediction against simulation)."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Output folder (default build/<scenario name>/simulate/<point>/)."),
     charts: bool = typer.Option(True, help="Write run.html (figures, simulated timeline, schedule grid) and each chart as PNG and SVG."),
+    mode: str = typer.Option("barrier", "--mode", help=(
+        "Replay mode: barrier (default; a stage ends when its computes and transfers have ended: the device the "
+        "overlap timing model describes) or free-running (no barrier: transfers run on into later stages; computes "
+        "wait for inputs still landing and for RAM).")),
 ) -> None:
     """Solve (or load) a schedule and replay it on a SimPy model of the device.
 
@@ -363,9 +367,9 @@ def simulate(
         raise UserInputError(f"--schedule: no such file {schedule}")
     choice = _choose(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
     run = _solve_with_progress(f"simulating {choice.strategy}", lambda show: api.simulate(
-        scenario, solver=solver, time_limit_s=time_limit, schedule=schedule, on_progress=show, choice=choice))
+        scenario, solver=solver, time_limit_s=time_limit, schedule=schedule, on_progress=show, choice=choice, mode=mode))
     api.require_schedule(run)
-    directory = out_dir or api.simulate_out(choice, run)
+    directory = out_dir or api.simulate_out(choice, run, mode)
     api.save_run(run, directory)
     comparison = compare_prediction(run)
     (directory / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
@@ -380,8 +384,11 @@ def simulate(
     out.print(table(("figure", "predicted", "simulated", "difference"), [
         (name, f"{comparison['predicted'][name]:.6g}", f"{comparison['simulated'][name]:.6g}",
          f"{comparison['difference_pct'][name]:+.3f} %") for name in ("makespan_s", "peak_ram_bytes", "energy_j")],
-        title=f"{run.strategy}: prediction vs simulation ({choice.problem.timing.value} timing)",
+        title=f"{run.strategy}: prediction vs simulation ({choice.problem.timing.value} timing, {mode} replay)",
         right=("predicted", "simulated", "difference")))
+    causes = {k: v for k, v in comparison["makespan_causes_s"].items() if k != "total_s" and abs(v) > 0}
+    if causes:
+        out.print("makespan difference by cause: " + ", ".join(f"{k} {v:+.6g} s" for k, v in causes.items()), soft_wrap=True)
     for flag in comparison["flags"]:
         err.print(f"poetsim: flag: {flag}", soft_wrap=True)
     out.print(f"wrote {directory}/ (trace.csv, summary.json, comparison.json, schedule.json, schedule.bin, charts)",

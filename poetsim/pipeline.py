@@ -146,7 +146,7 @@ def result_row(run: Run, **point: object) -> ResultRow:
                       gap_total=solve.gap_total, gap_overhead=solve.gap_overhead)
     if sim is not None:
         fields.update(simulated_stall_s=sim.stall_s, simulated_over_budget=sim.over_budget,
-                      simulated_over_deadline=sim.over_deadline)
+                      simulated_over_deadline=sim.over_deadline, simulated_mode=getattr(sim.mode, "value", sim.mode))
     return ResultRow(**fields)
 
 

@@ -126,7 +126,7 @@ def test_simulate_writes_under_build_by_default(tmp_path):
                      "--strategy", "hybrid", "--no-charts", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     written = list((tmp_path / "build" / "mcu" / "simulate").glob("*/trace.csv"))
-    assert [p.parent.name for p in written] == ["mlp_nrf52840_ram85pct_rt1.5x_hybrid_overlap"]
+    assert [p.parent.name for p in written] == ["mlp_nrf52840_ram85pct_rt1.5x_hybrid_overlap_barrier"]
 
 
 def test_simulate_replays_a_saved_schedule(tmp_path):

@@ -12,7 +12,6 @@ from poetsim.runs import ResultRow  # noqa: E402
 from poetsim.status import Status  # noqa: E402
 
 
-
 def __getattr__(name: str):
     """`poetsim.from_torch`, imported on first use: it needs PyTorch, which nothing else does."""
     if name == "from_torch":

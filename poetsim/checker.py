@@ -225,7 +225,9 @@ class _Replay:
         resident = self._resident
         for d in self._deps[k]:
             if not resident[d]:
-                why = " (it is being paged in during this stage and usable only from the next)" if paging_in and d in paging_in else ""
+                why = ""
+                if paging_in and d in paging_in:
+                    why = " (it is being paged in during this stage and usable only from the next)"
                 _fail(stage, ins, f"input {d} is not in RAM{why}")
         resident[k] = True
         stage.last_compute = k

@@ -81,7 +81,8 @@ def node_costs(graph: TrainingGraph, platform: Platform) -> CostTable:
     the profiles' compute powers were measured on arithmetic, and a bus-bound operator's extra
     time is charged at static power by the timing models that count it.
     """
-    columns: dict[str, list[float]] = {k: [] for k in ("compute_s", "compute_j", "page_in_s", "page_in_j", "page_out_s", "page_out_j")}
+    names = ("compute_s", "compute_j", "page_in_s", "page_in_j", "page_out_s", "page_out_j")
+    columns: dict[str, list[float]] = {k: [] for k in names}
     storage = platform.storage
     bus_bytes_per_s = platform.memory_bus_bytes_per_s
     moved = moved_bytes(graph)

@@ -83,7 +83,8 @@ def schedule_from_json(data, source: str = "schedule") -> Schedule:
     if data.get("format") != FORMAT:
         raise UserInputError(f"{source}: format: expected '{FORMAT}', found {data.get('format')!r}")
     if data.get("version") != VERSION:
-        raise UserInputError(f"{source}: version: {data.get('version')!r} is not supported (this poetsim reads version {VERSION})")
+        raise UserInputError(f"{source}: version: {data.get('version')!r} is not supported "
+                             f"(this poetsim reads version {VERSION})")
     unknown = sorted(set(data) - set(_FIELDS))
     if unknown:
         raise UserInputError(f"{source}: unknown field '{unknown[0]}' (fields are {', '.join(_FIELDS)})")
@@ -191,7 +192,8 @@ def decode_binary(blob: bytes, graph_name: str = "") -> Schedule:
         after = header & _LISTED
         if after != _LISTED:
             if after > len(listed):
-                raise UserInputError(f"binary schedule: stage {t} puts Compute({t}) {after} places from the end of {len(listed)} instructions")
+                raise UserInputError(f"binary schedule: stage {t} puts Compute({t}) {after} places "
+                                     f"from the end of {len(listed)} instructions")
             listed.insert(len(listed) - after, Compute(t))
         stages.append(tuple(listed))
     if not reader.at_end():

@@ -72,9 +72,11 @@ REGISTRY: dict[str, Strategy] = {s.name: s for s in (
              Moves(recompute=True, page=False), "#E69F00"),
     Strategy("checkpoint-sqrt", "Chen et al. 2016: keep about sqrt(n) segment boundaries, recompute the rest",
              Moves(recompute=True, page=False), "#CC79A7", _checkpoint_sqrt),
-    Strategy("capuchin", "Peng et al. 2020: evict the longest access gaps, swap where it hides, else recompute by memory saved per second",
+    Strategy("capuchin", "Peng et al. 2020: evict the longest access gaps, swap where it hides, "
+                         "else recompute by memory saved per second",
              Moves(recompute=True, page=True), "#D55E00", _capuchin),
-    Strategy("pofo", "Beaumont et al. 2021: the fastest chain schedule of recomputation and offloading (dynamic program; chains only)",
+    Strategy("pofo", "Beaumont et al. 2021: the fastest chain schedule of recomputation and offloading "
+                     "(dynamic program; chains only)",
              Moves(recompute=True, page=True), "#56B4E9", _pofo),
 )}
 

@@ -9,8 +9,8 @@ learnable ones (BatchNorm running statistics are buffers, not counted anywhere).
 left out of every model: it changes no shape, and its mask is small next to the activations.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from poetsim.errors import UserInputError
 from poetsim.graph import TrainingGraph

@@ -64,7 +64,8 @@ def site(tmp_path_factory) -> dict[str, Path]:
     sweep = root / "sweep"
     run_sweep(scenario, sweep, jobs=2)
     report = build_report(load_results(sweep), root / "report", HOSTILE_SCENARIO)
-    point = next(p for p in scenario.points() if p.strategy == "hybrid" and p.ram.text == "70%" and str(p.platform).endswith("board.yaml")
+    point = next(p for p in scenario.points()
+                 if p.strategy == "hybrid" and p.ram.text == "70%" and str(p.platform).endswith("board.yaml")
                  and p.runtime_x == 1.5)
     run = load_run(problem_for_point(scenario, point), sweep / "points" / point_slug(point) / "schedule.json")
     run = replace(run, strategy="hybrid", status=Status.OPTIMAL, message="")  # as `poetsim simulate` would have it
@@ -164,8 +165,9 @@ def test_report_tables_switch_sort_and_filter_offline(browser, site):
     assert shown.count() == int((runs["status"] == "infeasible").sum()) > 0
     visit.page.fill("input[data-table='all-runs']", "")
     visit.page.locator("#all-runs").get_by_role("columnheader", name="energy (J)", exact=True).click()
+    energy_column = _column_index(visit, "energy (J)") + 1
     column = [c.get_attribute("data-sort") for c in
-              visit.page.locator("#all-runs tbody tr td:nth-child(%d)" % (_column_index(visit, "energy (J)") + 1)).all()]
+              visit.page.locator(f"#all-runs tbody tr td:nth-child({energy_column})").all()]
     numbers = [float(v) for v in column if v]
     assert numbers == sorted(numbers) and len(numbers) == int(runs["predicted_total_j"].notna().sum())
     visit.assert_clean()

@@ -3,8 +3,8 @@
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from optimiser_cases import cases, cost_table, training_graph
+
 from poetsim.checker import check_schedule, compare_figures
 from poetsim.optimiser.capuchin import capuchin_schedule
 from poetsim.optimiser.rules import Mode

@@ -46,7 +46,8 @@ def test_graph_json_has_numbers_not_strings(tmp_path):
 def test_models_and_platforms_list_everything():
     models, platforms = poetsim("models"), poetsim("platforms")
     assert models.returncode == 0 and platforms.returncode == 0
-    for name in ("mlp", "vgg16", "resnet18", "resnet18_cifar", "resnet50", "mobilenet_v2", "bert_base", "transformer", "gpt2_small"):
+    for name in ("mlp", "vgg16", "resnet18", "resnet18_cifar", "resnet50", "mobilenet_v2", "bert_base", "transformer",
+                 "gpt2_small"):
         assert name in models.stdout
     for name in ("mkr1000", "nrf52840", "rpi4", "rpi4-nocache", "jetson-tx2"):
         assert name in platforms.stdout
@@ -85,7 +86,8 @@ def test_solve_writes_the_milp_as_an_lp_file_on_request(tmp_path):
     text = lp.read_text()
     assert "overhead:" in text and "inputs_present" in text
     assert "M_in(" not in text  # recompute-only has no paging variables
-    baseline = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x", "--strategy", "keep-all", "--lp", lp)
+    baseline = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
+                       "--strategy", "keep-all", "--lp", lp)
     assert_one_line_error(baseline, 2, "--lp: keep-all is a baseline")
 
 

@@ -2,8 +2,8 @@
 
 import pandas as pd
 import pytest
-
 from conftest import ROOT
+
 from poetsim import paper
 from poetsim.errors import UserInputError
 from poetsim.pipeline import result_row, run_strategy

@@ -5,8 +5,8 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from optimiser_cases import cost_table, training_graph
+
 from poetsim.checker import check_schedule
 from poetsim.costs import node_costs
 from poetsim.errors import UserInputError

@@ -12,7 +12,7 @@ from poetsim.profiles import load_platform  # noqa: E402
 from poetsim.pytorch import models, swap  # noqa: E402
 from poetsim.pytorch.capture import capture  # noqa: E402
 from poetsim.pytorch.executor import execute  # noqa: E402
-from poetsim.schedule import Budgets, Compute, Free, Moves, PageIn, PageOut, Schedule, Timing  # noqa: E402
+from poetsim.schedule import Budgets, Free, Moves, PageIn, PageOut, Schedule, Timing  # noqa: E402
 
 
 @pytest.fixture(scope="module")

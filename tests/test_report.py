@@ -10,6 +10,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
+from poetsim import strategies
 from poetsim.checker import check_schedule
 from poetsim.costs import CostTable
 from poetsim.errors import ScheduleError, UserInputError
@@ -17,13 +18,12 @@ from poetsim.graph import Node, TrainingGraph
 from poetsim.pipeline import Problem, Run
 from poetsim.profiles import load_platform
 from poetsim.report import build_report, footer_text, save_chart, save_run_charts, schedule_chart, stage_states, timeline_chart
-from poetsim import strategies
 from poetsim.report.overhead import overhead_chart
 from poetsim.report.page import script_json
 from poetsim.report.palette import platform_colours, strategy_colours
+from poetsim.report.report import prepare, winners
 from poetsim.report.sweep_charts import prediction_differences
 from poetsim.report.tables import headline_table
-from poetsim.report.report import prepare, winners
 from poetsim.report.timeline import NEUTRAL_COLOURS, bus_lane, lanes
 from poetsim.schedule import Budgets, Compute, Free, PageIn, PageOut, Schedule, Timing
 from poetsim.simulator import simulate
@@ -456,7 +456,8 @@ def test_overhead_chart_sets_tied_strategies_side_by_side_on_a_symlog_axis():
     assert order == ["keep-all", "hybrid", "paging-only", "recompute-only"]
     assert tie["x"].nunique() == 4 and (tie["y"] == 0).all()
     constant = 10 ** math.floor(math.log10(0.5))  # the smallest positive overhead is 0.5 %
-    point = data[(frame["platform_label"] == "mkr1000") & (frame["strategy"] == "recompute-only") & (frame["ram_fraction"] == 0.5)]
+    point = data[(frame["platform_label"] == "mkr1000") & (frame["strategy"] == "recompute-only")
+                 & (frame["ram_fraction"] == 0.5)]
     assert point["y"].iloc[0] == pytest.approx(math.log1p(3.0 / constant))
     axis = next(e["axis"] for e in _encodings(spec, "x") if "axis" in e and e["axis"])
     assert axis["values"] == [0, 1, 2, 3]  # 10 %, 25 %, 50 %, 100 %: a tick on every budget swept
@@ -563,7 +564,8 @@ def test_winners_are_computed_from_the_energies():
 def test_report_says_which_strategy_wins_where(report):
     """The text names the winner per platform and RAM budget, as computed from the energies."""
     _, text = report
-    assert "resnet18-cifar on mkr1000, runtime budget 1.2x, overlap timing: lowest energy: hybrid at 25 %; paging-only at 50 %" in text
+    assert ("resnet18-cifar on mkr1000, runtime budget 1.2x, overlap timing: "
+            "lowest energy: hybrid at 25 %; paging-only at 50 %") in text
     assert "resnet18-cifar on rpi4, runtime budget 1.2x, overlap timing: lowest energy: hybrid at 25 % to 50 %" in text
 
 

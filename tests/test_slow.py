@@ -5,7 +5,6 @@ answer against the independent checker and the simulator.
 """
 
 import pytest
-
 from optimiser_cases import HYBRID, MOVES, PAGING_ONLY, RECOMPUTE_ONLY
 
 from poetsim.checker import check_schedule, compare_figures

@@ -27,9 +27,9 @@ What poetsim decides (docs/paper.md lists it with the reasons):
 fits, the one with the smallest limit that does (the pipeline then reports it over budget).
 """
 
+import math
 from bisect import bisect_right
 from dataclasses import dataclass
-import math
 
 from poetsim.costs import CostTable
 from poetsim.errors import InternalError

@@ -8,9 +8,9 @@ the m its children see, so a table's value is exactly the checker's runtime of t
 choices make. `poetsim.optimiser.pofo` states the space and turns a tree into a plan.
 """
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
-import math
 
 import numpy as np
 
@@ -172,10 +172,13 @@ class Tables:
             for k in stage.computes:
                 for d in self.deps[k]:
                     last_read[d] = index
+
+        def needed_after(v: int, index: int) -> bool:
+            return v in keep or last_read.get(v, -1) > index
+
         resident = set(start)
         peak, time_s, last_peak, last_compute = 0, 0.0, 0, 0.0
         for index, stage in enumerate(stages):
-            later = lambda v: v in keep or last_read.get(v, -1) > index  # noqa: E731
             ram = self.slots_of(resident) + (stage.in_slots if self.overlap else 0)
             stage_peak = ram
             main = stage.computes[-1]
@@ -190,10 +193,10 @@ class Tables:
                 stage_peak = max(stage_peak, ram)
                 if k != main:
                     for d in self.deps[k]:
-                        if d in resident and reader[d] == k and not later(d) and d not in held:
+                        if d in resident and reader[d] == k and not needed_after(d, index) and d not in held:
                             resident.discard(d)
                             ram -= self.size[d]
-            resident = {v for v in resident if v not in stage.page_outs and later(v)}
+            resident = {v for v in resident if v not in stage.page_outs and needed_after(v, index)}
             compute_s = sum(self.costs.compute_s[k] for k in stage.computes)
             dma_s = sum(self.costs.page_out_s[v] for v in stage.page_outs) + stage.in_dma_s
             time_s += self.stage_time(compute_s, dma_s)

@@ -10,7 +10,6 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -63,10 +62,10 @@ def register(app: typer.Typer) -> None:
 def import_torch(
     factory: str = FactoryArg,
     input_shape: list[str] = ShapeOpt,
-    input_dtype: Optional[list[str]] = DtypeOpt,
+    input_dtype: list[str] | None = DtypeOpt,
     input_high: int = HighOpt,
     seed: int = SeedOpt,
-    name: Optional[str] = typer.Option(None, help="The graph's name (default: the factory's)."),
+    name: str | None = typer.Option(None, help="The graph's name (default: the factory's)."),
     out: Path = typer.Option(..., "--out", help="The poetsim-graph JSON to write."),
 ) -> None:
     """Import a PyTorch model: capture one training step (forward, cross-entropy loss, backward) as a poetsim graph.
@@ -101,14 +100,14 @@ def execute(
     target: Path = typer.Argument(..., help="A graph JSON made by import-torch, or a scenario YAML whose model is one."),
     schedule: Path = typer.Option(..., "--schedule", help="schedule.json or schedule.bin (from poetsim solve --out)."),
     swap_dir: Path = SwapOpt,
-    platform: Optional[str] = typer.Option(None, help="Profile to predict with (default: the scenario's; a graph "
-                                                      "alone gets no time prediction)."),
-    ram: Optional[str] = typer.Option(None, help="Stop if the executor holds more activation RAM (bytes, units or % of keep-all)."),
-    timing: Optional[str] = typer.Option(None, help="compute-only or overlap (default: the schedule's)."),
-    threads: Optional[int] = ThreadsOpt,
+    platform: str | None = typer.Option(None, help="Profile to predict with (default: the scenario's; a graph "
+                                                   "alone gets no time prediction)."),
+    ram: str | None = typer.Option(None, help="Stop if the executor holds more activation RAM (bytes, units or % of keep-all)."),
+    timing: str | None = typer.Option(None, help="compute-only or overlap (default: the schedule's)."),
+    threads: int | None = ThreadsOpt,
     durable: bool = DurableOpt,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    out: Optional[Path] = typer.Option(None, help="Write execution.json and instructions.csv here."),
+    out: Path | None = typer.Option(None, help="Write execution.json and instructions.csv here."),
 ) -> None:
     """Run one real training step on the CPU, instruction by instruction, as the schedule says.
 
@@ -144,13 +143,13 @@ def execute(
 def profile(
     out: Path = typer.Option(..., "--out", help="The profile YAML to write (use it as --platform)."),
     swap_dir: Path = SwapOpt,
-    threads: Optional[int] = ThreadsOpt,
+    threads: int | None = ThreadsOpt,
     durable: bool = DurableOpt,
     repeats: int = typer.Option(3, min=1, help="Timed keep-all runs per calibration model."),
-    model: Optional[str] = typer.Option(None, help="Calibrate compute on this model factory (PACKAGE.MODULE:FUNCTION) "
-                                                   "instead of poetsim's small calibration set."),
-    input_shape: Optional[list[str]] = typer.Option(None, "--input-shape", help="With --model: its input shape(s)."),
-    input_dtype: Optional[list[str]] = DtypeOpt,
+    model: str | None = typer.Option(None, help="Calibrate compute on this model factory (PACKAGE.MODULE:FUNCTION) "
+                                                "instead of poetsim's small calibration set."),
+    input_shape: list[str] | None = typer.Option(None, "--input-shape", help="With --model: its input shape(s)."),
+    input_dtype: list[str] | None = DtypeOpt,
     input_high: int = HighOpt,
     name: str = typer.Option("host", help="The profile's name."),
 ) -> None:
@@ -182,19 +181,19 @@ def profile(
 def validate_run(
     factory: str = FactoryArg,
     input_shape: list[str] = ShapeOpt,
-    input_dtype: Optional[list[str]] = DtypeOpt,
+    input_dtype: list[str] | None = DtypeOpt,
     input_high: int = HighOpt,
     seed: int = SeedOpt,
-    ram: Optional[list[str]] = typer.Option(None, help="RAM budgets (repeat; default 100%, 70%, 50%, 35%)."),
-    strategy: Optional[list[str]] = typer.Option(None, help="Strategies (repeat; default all of the registry)."),
+    ram: list[str] | None = typer.Option(None, help="RAM budgets (repeat; default 100%, 70%, 50%, 35%)."),
+    strategy: list[str] | None = typer.Option(None, help="Strategies (repeat; default all of the registry)."),
     runtime: str = typer.Option("2x", help="Deadline, a multiple of one plain pass."),
     timing: str = typer.Option("overlap", help="compute-only or overlap."),
     time_limit: float = typer.Option(20.0, "--time-limit", min=0.1, help="Solver time limit per point, seconds."),
-    platform: Optional[str] = typer.Option(None, "--profile", help="Use this profile instead of measuring the host."),
+    platform: str | None = typer.Option(None, "--profile", help="Use this profile instead of measuring the host."),
     calibrate: str = typer.Option("model", help="Profile compute on the model itself (model) or on poetsim's "
                                                 "calibration set (suite)."),
     repeats: int = typer.Option(3, min=1, help="Runs per schedule; the measured time is their median."),
-    threads: Optional[int] = ThreadsOpt,
+    threads: int | None = ThreadsOpt,
     durable: bool = DurableOpt,
     swap_dir: Path = SwapOpt,
     out: Path = typer.Option(Path("build/validate"), help="Folder of graph.json, host.yaml, result.json, "
@@ -209,7 +208,8 @@ def validate_run(
     from poetsim.graphio import save_graph
     from poetsim.profiles import load_platform
     from poetsim.pytorch.host import profile_host, write_profile
-    from poetsim.pytorch.validate import DEFAULT_RAMS, validate_run as loop, write_validation
+    from poetsim.pytorch.validate import DEFAULT_RAMS, write_validation
+    from poetsim.pytorch.validate import validate_run as loop
     from poetsim.schedule import Timing
     from poetsim.units import parse_runtime
 
@@ -272,7 +272,7 @@ def _capture_factory(factory: str, shapes, dtypes, high: int, seed: int):
     return capture(module, inputs, name=factory.rpartition(":")[2], meta=source.meta())
 
 
-def _target(target: Path, platform: Optional[str]):
+def _target(target: Path, platform: str | None):
     """(graph path, profile or None) of a graph file, or of a scenario whose model is a graph file."""
     from poetsim.errors import UserInputError
     from poetsim.profiles import load_platform
@@ -288,7 +288,7 @@ def _target(target: Path, platform: Optional[str]):
     return Path(model), load_platform(platform or scenario.platform[0])
 
 
-def _timing(value: Optional[str]) -> Optional[str]:
+def _timing(value: str | None) -> str | None:
     from poetsim.errors import UserInputError
 
     if value is not None and value not in ("compute-only", "overlap"):
@@ -347,7 +347,8 @@ def _print_execution(report: dict) -> None:
                                                            f"({measured['timing']} timing, {measured['threads']} thread(s))")
     runtime = predicted["runtime_s"]
     table.add_row("step time", f"{runtime:.4g} s ({predicted['platform']})" if runtime is not None else "(no profile)",
-                  f"{measured['total_s']:.4g} s (compute {measured['compute_s']:.4g} s, transfers {measured['transfer_s']:.4g} s)")
+                  f"{measured['total_s']:.4g} s "
+                  f"(compute {measured['compute_s']:.4g} s, transfers {measured['transfer_s']:.4g} s)")
     table.add_row("activation peak", f"{predicted['peak_ram_bytes']:,} bytes",
                   f"{measured['peak_activation_bytes']:,} bytes ({'equal' if report['peak_equal'] else 'DIFFERENT'})")
     table.add_row("process peak RSS", "", f"{measured['peak_rss_bytes']:,} bytes" if measured["peak_rss_bytes"] else "n/a")

@@ -23,6 +23,7 @@ cannot run stops with one ScheduleError naming the stage, the instruction and th
 """
 
 import copy
+import functools
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -376,7 +377,7 @@ class _Machine:
         for i, (swapped, buffers) in stage.paging_in.items():
             if buffers is None:
                 buffers = swap.allocate(swapped)
-                self._transfer(stage, "page_in", i, lambda: swap.read_into(swapped.path, buffers))
+                self._transfer(stage, "page_in", i, functools.partial(swap.read_into, swapped.path, buffers))
                 self.held_bytes += swapped.nbytes
             self.store[i] = swap.rebuild(swapped, buffers)
             self.node_bytes[i] = swapped.nbytes

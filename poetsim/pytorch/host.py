@@ -18,6 +18,7 @@ schema (poetsim.profiles), every figure with a source "measured on <cpu> on <dat
 """
 
 import datetime
+import functools
 import os
 import platform as platform_module
 import statistics
@@ -182,9 +183,8 @@ def compute_rates(captures, swap_dir: Path, *, threads: int, repeats: int, rapl=
         schedule = keep_all_schedule(graph)
         times: dict[int, list[float]] = {}
         execute(captured, schedule, swap_dir, check_gradients=False, threads=threads)  # warm-up
+        run = functools.partial(execute, captured, schedule, swap_dir, check_gradients=False, threads=threads)
         for _ in range(repeats):
-            def run():
-                return execute(captured, schedule, swap_dir, check_gradients=False, threads=threads)
             if rapl is not None and rapl.readable:
                 start_j, start = rapl.energy_j(), time.perf_counter()
                 result = run()

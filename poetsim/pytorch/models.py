@@ -113,7 +113,8 @@ class MobileNetV2(nn.Module):
         features: list[nn.Module] = [_conv_bn(3, 32, 3, 2)]
         inp = 32
         # (expansion t, output channels c, repeats n, first stride s), Sandler et al. 2018, Table 2.
-        for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)):
+        blocks = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
+        for t, c, n, s in blocks:
             for i in range(n):
                 features.append(InvertedResidual(inp, c, s if i == 0 else 1, t))
                 inp = c

@@ -126,7 +126,8 @@ def capture_graph_file(path: Path, graph=None):
     module, inputs = source.build()
     captured = capture(module, inputs, name=graph.name, meta=source.meta())
     for mine, theirs in zip(captured.graph.nodes, graph.nodes):
-        if (mine.name, mine.deps, mine.output_bytes, mine.backward) != (theirs.name, theirs.deps, theirs.output_bytes, theirs.backward):
+        captured_now = (mine.name, mine.deps, mine.output_bytes, mine.backward)
+        if captured_now != (theirs.name, theirs.deps, theirs.output_bytes, theirs.backward):
             raise UserInputError(f"{path}: node {theirs.id} '{theirs.name}' no longer matches what {source.factory} "
                                  f"captures ('{mine.name}', {mine.output_bytes} bytes): import the model again")
     if len(captured.graph) != len(graph):

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from poetsim.checker import check_schedule
-from poetsim.costs import CostTable, INPUT_OP
+from poetsim.costs import INPUT_OP, CostTable
 from poetsim.graph import TrainingGraph
 from poetsim.profiles import Platform
 from poetsim.schedule import Compute, PageIn, PageOut, Schedule, Timing

@@ -24,8 +24,15 @@ import altair as alt
 import pandas as pd
 
 from poetsim.report.key import Entry
-from poetsim.report.palette import (OTHER_STATUS, STATUS_FILLED, STATUS_SHAPES, platform_colours, strategy_colours,
-                                    strip_order, strip_status)
+from poetsim.report.palette import (
+    OTHER_STATUS,
+    STATUS_FILLED,
+    STATUS_SHAPES,
+    platform_colours,
+    strategy_colours,
+    strip_order,
+    strip_status,
+)
 from poetsim.status import Status
 from poetsim.strategies import rank
 
@@ -223,7 +230,10 @@ def panel_labels(frame: pd.DataFrame, dims: list[str]) -> pd.Series:
     varying = [d for d in dims if d in frame.columns and frame[d].nunique() > 1]
     if not varying:
         return pd.Series(pd.Categorical([""] * len(frame)), index=frame.index)
-    labels = frame[varying].apply(lambda row: " · ".join("?" if pd.isna(row[d]) else DIMENSIONS[d](row[d]) for d in varying), axis=1)
+    def label(row: pd.Series) -> str:
+        return " · ".join("?" if pd.isna(row[d]) else DIMENSIONS[d](row[d]) for d in varying)
+
+    labels = frame[varying].apply(label, axis=1)
     order = frame[varying].copy()
     if "strategy" in order:
         order["strategy"] = order["strategy"].map(lambda s: (rank(str(s)), str(s)))
@@ -292,7 +302,8 @@ def _facet(chart, data: pd.DataFrame, across: int):
     header = alt.Header(labelFontSize=12, labelFontWeight="bold")
     if len(columns) > 1 and len(rows) > 1:
         return chart.facet(column=alt.Column("column:N", title=None, sort=columns, header=header),
-                           row=alt.Row("row:N", title=None, sort=rows, header=alt.Header(labelFontSize=12, labelFontWeight="bold", labelAngle=-90)))
+                           row=alt.Row("row:N", title=None, sort=rows,
+                                       header=alt.Header(labelFontSize=12, labelFontWeight="bold", labelAngle=-90)))
     if len(columns) > 1 or len(rows) > 1:
         field, order = ("column", columns) if len(columns) > 1 else ("row", rows)
         return chart.facet(facet=alt.Facet(f"{field}:N", title=None, sort=order, header=header), columns=across)

@@ -207,7 +207,8 @@ def _page(scenario_name: str, frame: pd.DataFrame, charts: list[SweepChart], spe
         count = frame["runtime_x"].nunique()
         parts.append(f"<details><summary>Energy above keep-all at each runtime budget ({count} budgets: a table, "
                      f"not a curve)</summary>{tables.runtime_table(frame)}</details>")
-    skipped = [f"{c.heading}: {c.note}" for c in others if c.chart is None and not (runtime_table and c.stem == "overhead_runtime")]
+    skipped = [f"{c.heading}: {c.note}" for c in others
+               if c.chart is None and not (runtime_table and c.stem == "overhead_runtime")]
     if skipped:
         parts.append(f"<p class='note'>Not drawn: {esc(' '.join(skipped))}</p>")
     parts += [

@@ -88,7 +88,8 @@ def _overhead(frame, footer, stem, heading, *, x, colour, columns, rows, width_p
     unplaced = int(frame[x].isna().sum())
     if unplaced:
         subtitle += f" {unplaced} run(s) without a known {name} are not drawn (listed below)."
-    key = key_chart(colour_entries(groups) + marker_entries(statuses, unproven, bars=few), width_px=min(width_px - 40, 3 * panel_w + 100))
+    key = key_chart(colour_entries(groups) + marker_entries(statuses, unproven, bars=few),
+                    width_px=min(width_px - 40, 3 * panel_w + 100))
     body = alt.vconcat(key, chart, spacing=2)
     return SweepChart(stem, heading, framed(body, heading, footer, subtitle))
 
@@ -107,7 +108,8 @@ def pareto_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
     data = data.sort_values(["panel", "peak", "energy_j"])
     data["front"] = _non_dominated(data)
     base = alt.Chart().encode(
-        x=alt.X("peak:Q", title="peak RAM (share of the keep-all peak)", axis=alt.Axis(format=".0%"), scale=alt.Scale(zero=False)),
+        x=alt.X("peak:Q", title="peak RAM (share of the keep-all peak)", axis=alt.Axis(format=".0%"),
+                scale=alt.Scale(zero=False)),
         y=alt.Y("energy_j:Q", title="energy per iteration (J)", scale=alt.Scale(zero=False)),
         tooltip=[alt.Tooltip("group:N", title="strategy"), alt.Tooltip("ram:N", title="RAM budget"),
                  alt.Tooltip("peak:Q", format=".3p"), alt.Tooltip("energy_j:Q", format=".6g"), "front:N"],

@@ -90,8 +90,8 @@ def timeline_chart(sim_result: "SimulationResult", budget_ram_bytes: int | None,
                         legend=alt.Legend(title="activity", orient="right")),
         order=alt.Order("layer:Q"),
         tooltip=["resource:N", "kind:N", "node:N", alt.Tooltip("time_s:Q", title="start s", format=".6g"),
-                 alt.Tooltip("end_s:Q", title="end s", format=".6g"), alt.Tooltip("duration_s:Q", title="duration s", format=".4g"),
-                 alt.Tooltip("bytes:Q", format=",")],
+                 alt.Tooltip("end_s:Q", title="end s", format=".6g"),
+                 alt.Tooltip("duration_s:Q", title="duration s", format=".4g"), alt.Tooltip("bytes:Q", format=",")],
     )
     lane_layers = [lane_chart]
     if deadline_s is not None:

@@ -29,9 +29,7 @@ import math
 from collections import deque
 
 from poetsim.errors import InternalError
-from poetsim.simulator.trace import (
-    ALLOC, FREE, WAIT_BARRIER, WAIT_BUS, WAIT_CHANNEL, WAIT_INPUT, WAIT_RAM, WAIT_SOURCE, Trace,
-)
+from poetsim.simulator.trace import ALLOC, FREE, WAIT_BARRIER, WAIT_BUS, WAIT_CHANNEL, WAIT_INPUT, WAIT_RAM, WAIT_SOURCE, Trace
 
 # The phases of a transfer: waiting for a channel, holding one while its source is still
 # running, running (its latency, then moving its bytes from `bus_start_s` on), done.

@@ -41,9 +41,7 @@ from poetsim.profiles import Platform
 from poetsim.schedule import Budgets, Compute, Figures, Free, Instruction, PageIn, PageOut, Schedule, Timing
 from poetsim.simulator.device import DONE, PLAIN, Buffer, Device, Transfer
 from poetsim.simulator.result import MakespanDelta, SimulationResult, make_result
-from poetsim.simulator.trace import (
-    COMPUTE, PAGE_IN, PAGE_OUT, RECOMPUTE, WAIT_BARRIER, WAIT_INPUT, WAIT_RAM, Trace,
-)
+from poetsim.simulator.trace import COMPUTE, PAGE_IN, PAGE_OUT, RECOMPUTE, WAIT_BARRIER, WAIT_INPUT, WAIT_RAM, Trace
 
 
 class Mode(str, Enum):

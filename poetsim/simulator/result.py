@@ -6,9 +6,10 @@ sweep that only reads the figures never pays for pandas.
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from poetsim.schedule import Budgets, Figures
 from poetsim.simulator.trace import EVENTS, WAIT_CAUSES, Trace

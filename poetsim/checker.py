@@ -9,8 +9,9 @@ instructions + inputs read), with flat lists indexed by node id for the machine 
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from poetsim.costs import CostTable
 from poetsim.errors import InternalError, ScheduleError
@@ -18,7 +19,7 @@ from poetsim.graph import TrainingGraph
 from poetsim.schedule import Budgets, Compute, Figures, Free, Instruction, PageIn, PageOut, Schedule, Timing
 
 # The order within a stage: page-outs, then page-ins, then computes with their frees.
-_PHASE = {PageOut: 0, PageIn: 1, Compute: 2, Free: 2}
+_PHASE: dict[type[Instruction], int] = {PageOut: 0, PageIn: 1, Compute: 2, Free: 2}
 _PHASE_NAMES = ("page-outs", "page-ins", "computes and frees")
 
 # compare_figures: below this absolute difference two figures are equal whatever their ratio,
@@ -137,7 +138,10 @@ class _Replay:
         self._recomputations = 0
         self._page_ins = 0
         self._page_outs = 0
-        handlers = {PageOut: self._page_out, PageIn: self._page_in, Compute: self._compute, Free: self._free}
+        # Each handler takes the instruction kind it is listed under, hence `Any` for the instruction.
+        handlers: dict[type[Instruction], Callable[[_StageState, Any], None]] = {
+            PageOut: self._page_out, PageIn: self._page_in, Compute: self._compute, Free: self._free,
+        }
         self._dispatch = {kind: (_PHASE[kind], handler) for kind, handler in handlers.items()}
 
     def run_stage(self, t: int, instructions) -> None:
@@ -149,9 +153,10 @@ class _Replay:
         self._note_peak()
         dispatch, num_nodes = self._dispatch, self._num_nodes
         for ins in instructions:
-            phase, handler = dispatch.get(type(ins), (None, None))
-            if phase is None:
+            entry = dispatch.get(type(ins))
+            if entry is None:
                 raise ScheduleError(f"stage {t}: unknown instruction {ins!r}")
+            phase, handler = entry
             node = ins.node
             if not isinstance(node, int) or not 0 <= node < num_nodes:
                 _fail(stage, ins, f"node id {node!r} is out of range 0..{num_nodes - 1}")

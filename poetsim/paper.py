@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 import pandas as pd
 
@@ -57,7 +58,8 @@ class Comparison:
     claims: tuple[Claim, ...]
 
 
-Results = str | Path | pd.DataFrame | Iterable
+#: A runs.csv path, a results folder, a frame, or a list of those.
+Results: TypeAlias = str | Path | pd.DataFrame | Iterable["Results"]
 
 
 def frame_of(results: Results) -> pd.DataFrame:

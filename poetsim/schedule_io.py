@@ -44,14 +44,14 @@ from poetsim.schedule import Compute, Free, Instruction, PageIn, PageOut, Schedu
 FORMAT = "poetsim-schedule"
 VERSION = 1
 
-_KINDS = {"compute": Compute, "page_out": PageOut, "page_in": PageIn, "free": Free}
+_KINDS: dict[str, type[Instruction]] = {"compute": Compute, "page_out": PageOut, "page_in": PageIn, "free": Free}
 _KIND_NAMES = {cls: name for name, cls in _KINDS.items()}
 _FIELDS = ("format", "version", "graph", "num_nodes", "timing", "stages", "meta", "nodes")
 
 MAGIC = b"POET"
 BINARY_VERSION = 1
 _TIMING_CODES = {Timing.COMPUTE_ONLY: 0, Timing.OVERLAP: 1}
-_OPCODES = {Compute: 0, PageOut: 1, PageIn: 2, Free: 3}
+_OPCODES: dict[type[Instruction], int] = {Compute: 0, PageOut: 1, PageIn: 2, Free: 3}
 _OPCODE_KINDS = {code: cls for cls, code in _OPCODES.items()}
 _TIMINGS_BY_CODE = {code: timing for timing, code in _TIMING_CODES.items()}
 # The header's `after` value meaning "Compute(t) is listed, not implicit".

@@ -24,7 +24,7 @@ def make_console(stderr: bool = False) -> Console:
     probe = Console(stderr=stderr)
     width = None if probe.is_terminal else _UNLIMITED
     return Console(stderr=stderr, markup=False, highlight=False, width=width, soft_wrap=not probe.is_terminal,
-                   color_system=probe.color_system if probe.is_terminal else None)
+                   color_system="auto" if probe.is_terminal else None)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]], title: str | None = None,

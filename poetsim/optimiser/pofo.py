@@ -159,7 +159,8 @@ def _kept(graph: TrainingGraph, computed, page_out, page_in) -> tuple[frozenset[
         later_compute = bisect_right(computes[v], t)
         return later_compute == len(computes[v]) or needs[v][later_need] < computes[v][later_compute]
 
-    kept, resident = [], set()
+    kept: list[frozenset[int]] = []
+    resident: set[int] = set()
     for t in range(T):
         resident = (resident | set(computed[t]) | page_in[t]) - page_out[t]
         resident = {v for v in resident if v in page_in[t] or wanted(v, t)}

@@ -148,6 +148,14 @@ class Tables:
         """Block k's output (None for k < 0)."""
         return self.chain.input_of(k + 1) if k >= 0 else None
 
+    def output(self, k: int) -> int:
+        """Block k's output, for a block that exists (k >= 0)."""
+        return self.chain.blocks[k].output
+
+    def held_input(self, s: int) -> frozenset[int]:
+        """Block s's input if the previous block's group reads it (so it stays resident), else nothing."""
+        return frozenset({self.output(s - 1)}) if self.keeps(s - 1) else frozenset()
+
     def keeps(self, k: int) -> bool:
         return self.chain.keeps(k)
 
@@ -272,7 +280,7 @@ class Tables:
     def recompute_stretch(self, s: int, k: int) -> tuple[int, float, int]:
         """Blocks s..k-1 recomputed without keeping, from block s's input to block k-1's output:
         (peak over the call's count, seconds, slots the parent holds while blocks k.. are solved)."""
-        x_in, x_k = self.out(s - 1), self.out(k - 1)
+        x_in, x_k = self.out(s - 1), self.output(k - 1)
         checkpoint = frozenset({x_in}) if x_in is not None else frozenset()
         peak, _, rec_s = self.chain_run(self.chain.needed({x_k}, range(s, k)), self.cin(s), checkpoint | {x_k})
         return peak, rec_s, self.slots_of(self.cin(s)) + (self.size[x_k] if self.keeps(k - 1) else 0)
@@ -325,7 +333,7 @@ class Tables:
     def forward_block(self, b: int) -> Window:
         """Block b's first computation from its input, keeping only its output (inside F_ck)."""
         stages = [Stage((v,)) for v in self.chain.blocks[b].nodes]
-        return self.run(stages, frozenset({self.out(b - 1)}), frozenset({self.out(b)}))
+        return self.run(stages, frozenset({self.output(b - 1)}), frozenset({self.output(b)}))
 
     def page_in(self, tensors: frozenset[int]) -> tuple[int, float]:
         """The extra RAM and DMA time a page-in of `tensors` puts in the stage that issues it."""
@@ -347,8 +355,7 @@ class Tables:
             options.append(Option(self.feasible(window.peak, window.time_s), window.last_peak, window.last_compute_s, ("turn",)))
         else:
             blk = self.chain.blocks[s]
-            after = (self.chain.blocks[s - 1].saved if bar and s > 0 else frozenset()) | (
-                frozenset({self.out(s - 1)}) if self.keeps(s - 1) else frozenset())
+            after = (self.chain.blocks[s - 1].saved if bar and s > 0 else frozenset()) | self.held_input(s)
             for offload in (False, True):
                 kept = self.chain.retained(s, bar, checkpoint=False)
                 if offload and not kept:
@@ -362,8 +369,7 @@ class Tables:
                 value = value + self.shift(rest, 0 if offload else self.slots_of(kept))
                 options.append(Option(value, group.last_peak, group.last_compute_s, ("all", offload)))
             kept = self.chain.retained(s, bar, checkpoint=True)
-            outer = self.slots_of(after - self.cin(s) - {self.out(s - 1)}) + (
-                self.size[self.out(s - 1)] if self.keeps(s - 1) else 0)
+            outer = self.slots_of(after - self.cin(s) - {self.out(s - 1)}) + self.slots_of(self.held_input(s))
             for offload in (False, True):
                 if offload and not kept:
                     continue
@@ -444,9 +450,8 @@ class Tables:
         j, offload, last_kind = rest
         kept = self.chain.retained(s, bar, checkpoint=True)
         child_m = m - (0 if offload else self.slots_of(kept))
-        after = (self.chain.blocks[s - 1].saved if bar and s > 0 else frozenset()) | (
-            frozenset({self.out(s - 1)}) if self.keeps(s - 1) else frozenset())
-        outer = self.slots_of(after - self.cin(s) - {self.out(s - 1)}) + (self.size[self.out(s - 1)] if self.keeps(s - 1) else 0)
+        after = (self.chain.blocks[s - 1].saved if bar and s > 0 else frozenset()) | self.held_input(s)
+        outer = self.slots_of(after - self.cin(s) - {self.out(s - 1)}) + self.slots_of(self.held_input(s))
         rest_tree = self.read_top(j + 1, False, self.page_in(kept) if offload else (0, 0.0), child_m)
         return TopCk(s, j, offload, rest_tree, self.read_rec(s, j, last_kind, m - outer))
 
@@ -462,7 +467,7 @@ class Tables:
             held = self.slots_of(blk.saved) + self.slots_of(self.cin(s) & kept_in)
             return RecAll(s, e, self.read_rec_any(s + 1, e, m - held))
         k = tag[1]
-        x_k = self.out(k - 1)
+        x_k = self.output(k - 1)
         held = self.slots_of(self.cin(s)) + (self.size[x_k] if self.keeps(k - 1) else 0)
         return RecCk(s, k, e, self.read_rec_any(k, e, m - held), self.read_rec(s, k - 1, kind, m))
 

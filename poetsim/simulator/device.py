@@ -68,6 +68,11 @@ class Transfer:
 
     __slots__ = ("event", "node", "stage", "buffer", "latency_s", "bus_s", "rate_bytes_per_s", "issued_s",
                  "granted_s", "started_s", "bus_start_s", "due_s", "phase", "source", "waiters")
+    # Set as the transfer moves on: when it got a channel, when it started running, and when its
+    # bytes start to move (`Device._grant` and `Device._begin`).
+    granted_s: float
+    started_s: float
+    bus_start_s: float
 
     def __init__(self, event: int, node: int, stage: int, buffer: Buffer, total_s: float, latency_s: float,
                  issued_s: float, source: "Transfer | None"):

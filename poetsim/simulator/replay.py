@@ -70,9 +70,12 @@ def simulate(schedule: Schedule, graph: TrainingGraph, costs: CostTable, platfor
     except ValueError:
         raise UserInputError(f"unknown replay mode {mode!r} (use {' or '.join(m.value for m in Mode)})") from None
     stage_model = check_schedule(schedule, graph, costs, Timing.OVERLAP)
-    if ram_capacity_bytes is None:
-        ram_capacity_bytes = platform.ram_bytes if platform else math.inf
-    capacity_bytes = min(ram_capacity_bytes, budgets.ram_bytes) if budgets is not None else ram_capacity_bytes
+    physical_bytes: float
+    if ram_capacity_bytes is not None:
+        physical_bytes = ram_capacity_bytes
+    else:
+        physical_bytes = platform.ram_bytes if platform else math.inf
+    capacity_bytes = min(physical_bytes, budgets.ram_bytes) if budgets is not None else physical_bytes
     if bus_bytes_per_s is None:
         bus_bytes_per_s = platform.memory_bus_bytes_per_s if platform else math.inf
     if not capacity_bytes > 0:
@@ -104,7 +107,8 @@ class _Replay:
         self.device = Device(self.trace, costs.dma_channels, bus_bytes_per_s, capacity_bytes,
                              waits_for_ram=mode is Mode.FREE_RUNNING)
         self.buffers: list = [None] * len(graph)
-        self.stored: dict[int, Transfer] = {}  # each node's latest page-out, a page-in's source
+        # Each node's latest page-out, a page-in's source (None once a page-in found it ended).
+        self.stored: dict[int, Transfer | None] = {}
         self.page_ins_of_stage = (-1, 0)  # (stage, bytes) of the latest stage's page-ins, for error messages
         self.walker_end_s = 0.0
         self.dma_packing_s = 0.0      # barrier: stages' extra length from whole transfers on channels
@@ -166,9 +170,10 @@ class _Replay:
                         device.release(sizes[i], i, t, device.now)
                     else:
                         device.hold(buffer, t)
-                elif cls is PageOut:
+                elif isinstance(ins, PageOut):
                     stage_dma_s += self._page_out(ins, t)
                 else:
+                    assert isinstance(ins, PageIn)  # the checker has run: no other kind is left
                     stage_dma_s += self._page_in(ins, t)
             if stage_dma_s > channels * stage_compute_s:
                 self.dma_excess_s += stage_dma_s / channels - stage_compute_s
@@ -204,7 +209,8 @@ class _Replay:
         else:
             lanes_end_s = self._transfers_at_once(transfers, t)
         paging_out = [ins.node for ins in transfers if type(ins) is PageOut]
-        held, stage_compute_s = [], 0.0
+        held: list[int] = []
+        stage_compute_s = 0.0
         for ins in stage[leading:]:
             k = ins.node
             if type(ins) is Compute:

@@ -156,7 +156,7 @@ def make_result(mode: str, figures: Figures, stage_model: Figures, delta: Makesp
     bus_bytes_per_s = device.bus_bytes_per_s
     over_deadline = budgets is not None and not budgets.meets_deadline(makespan_s)
     note = ""
-    if over_deadline:
+    if budgets is not None and over_deadline:
         note = (f"makespan {makespan_s:.6g} s is {makespan_s - budgets.runtime_s:.4g} s over the deadline; against the "
                 f"stage model's {stage_model.runtime_s:.6g} s: {explain_causes(asdict(delta), 1e-12 * makespan_s)}")
     return SimulationResult(

@@ -52,7 +52,7 @@ def validation_chart(validation) -> alt.VConcatChart:
     return framed(alt.hconcat(*panels), title, footer, subtitle)
 
 
-def _across_budgets(frame: pd.DataFrame, figure: str, x, colour) -> alt.LayerChart:
+def _across_budgets(frame: pd.DataFrame, figure: str, x, colour) -> alt.LayerChart | alt.FacetChart:
     data = frame[frame["figure"] == figure]
     base = alt.Chart(data).encode(x=x, y=alt.Y("value:Q", title=figure), color=colour,
                                   tooltip=["strategy", "budget_pct", "source", alt.Tooltip("value:Q", format=".4g")])
@@ -67,7 +67,7 @@ def _across_budgets(frame: pd.DataFrame, figure: str, x, colour) -> alt.LayerCha
     return alt.layer(*layers).properties(width=300, height=220, title=figure)
 
 
-def _scatter(frame: pd.DataFrame, colour) -> alt.LayerChart:
+def _scatter(frame: pd.DataFrame, colour) -> alt.LayerChart | alt.FacetChart:
     """Measured against predicted step time, one point per run, with y = x and a +-15 % band."""
     times = frame[frame["figure"] == "step time (s)"]
     wide = times.pivot_table(index=["strategy", "budget_pct"], columns="source", values="value").reset_index()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import altair as alt
 import vl_convert
+from altair.typing import ChartType
 
 from poetsim.assumptions import ASSUMPTIONS
 from poetsim.report.palette import CHART_CONFIG
@@ -31,7 +32,7 @@ def footer_text(scenario: str, timings: Iterable[str]) -> str:
     return f"Scenario: {scenario}. {ASSUMPTIONS}; timing: {', '.join(names)}."
 
 
-def framed(chart: alt.TopLevelMixin, title: str, footer: str, subtitle: str | None = None) -> alt.VConcatChart:
+def framed(chart: ChartType, title: str, footer: str, subtitle: str | None = None) -> alt.VConcatChart:
     """`chart` with a title (and optional subtitle) on top and the footer below, left-aligned,
     configured with the report's type sizes.
 

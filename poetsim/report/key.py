@@ -34,7 +34,7 @@ def shape_entries(shapes: list[tuple[str, str]], colour: str = "#555555") -> lis
     return [Entry(name, dict(shape=shape, filled=True, size=60, color=colour, opacity=1)) for name, shape in shapes]
 
 
-def key_chart(entries: list[Entry], width_px: float) -> alt.LayerChart:
+def key_chart(entries: list[Entry], width_px: float) -> alt.LayerChart | alt.FacetChart:
     """The entries in reading order, wrapped to `width_px`."""
     rows, x, line = [], 0.0, 0
     for number, entry in enumerate(entries):

@@ -18,10 +18,13 @@ the chart draws bars instead.
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import altair as alt
 import pandas as pd
+from altair.typing import ChartType
 
 from poetsim.report.key import Entry
 from poetsim.report.palette import (
@@ -94,7 +97,7 @@ class Axis:
 
 
 def overhead_chart(frame: pd.DataFrame, *, x: str, label, x_title: str, colour: str, columns: str | None,
-                   rows: list[str], width_px: float) -> tuple[alt.TopLevelMixin, pd.DataFrame, list[tuple[str, str]], int]:
+                   rows: list[str], width_px: float) -> tuple[ChartType, pd.DataFrame, list[tuple[str, str]], int]:
     """The chart of energy overhead (%) against `x`, one colour (and offset) per value of `colour`,
     panels across by `columns` and down by `rows` (those that vary), about `width_px` wide; the
     data it draws; each group's colour, for the key (the chart has no legend of its own:
@@ -132,7 +135,7 @@ def overhead_chart(frame: pd.DataFrame, *, x: str, label, x_title: str, colour: 
     domain, colours = (strategy_colours if colour == "strategy" else platform_colours)(groups)
     color = alt.Color("group:N", title=_GROUP_TITLES.get(colour, colour), scale=alt.Scale(domain=domain, range=colours),
                       legend=None)
-    tooltip = ["group:N", alt.Tooltip("budget:N", title=x_title.split(" (")[0]), "status:N",
+    tooltip: list[str | alt.Tooltip] = ["group:N", alt.Tooltip("budget:N", title=x_title.split(" (")[0]), "status:N",
                alt.Tooltip("overhead_pct:Q", title="above keep-all %", format=".4g"),
                alt.Tooltip("bound_pct:Q", title="proven bound %", format=".4g"),
                alt.Tooltip("gap:Q", title="unproven share of overhead", format=".1%"),
@@ -215,7 +218,7 @@ def _segments(data: pd.DataFrame) -> pd.Series:
 
 
 #: How a panel names one value of each dimension a sweep varies.
-DIMENSIONS = {
+DIMENSIONS: dict[str, Callable[[Any], str]] = {
     "model_label": str,
     "platform_label": str,
     "timing": lambda v: f"{v} timing",
@@ -230,6 +233,7 @@ def panel_labels(frame: pd.DataFrame, dims: list[str]) -> pd.Series:
     varying = [d for d in dims if d in frame.columns and frame[d].nunique() > 1]
     if not varying:
         return pd.Series(pd.Categorical([""] * len(frame)), index=frame.index)
+
     def label(row: pd.Series) -> str:
         return " · ".join("?" if pd.isna(row[d]) else DIMENSIONS[d](row[d]) for d in varying)
 

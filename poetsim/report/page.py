@@ -129,7 +129,9 @@ def javascript_bundle() -> str:
 
     Cached: building it takes about a second and every page of a process needs the same one.
     """
-    bundle = vl_convert.javascript_bundle(vl_version=VL_VERSION)
+    # vl-convert's stub marks `snippet` as required; at run time it defaults to None (the global
+    # vegaEmbed, vegaLite and vega), as its docstring says.
+    bundle = vl_convert.javascript_bundle(vl_version=VL_VERSION)  # type: ignore[call-arg]
     # A "</script" inside the bundle would end the element early; "<\\/" means the same in JavaScript strings.
     return bundle.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
 

@@ -9,6 +9,7 @@ with a shape of its own, never by colour alone.
 """
 
 from collections.abc import Iterable
+from typing import Any
 
 from poetsim import strategies
 from poetsim.status import Status
@@ -34,7 +35,7 @@ STATUS_FILLED = {status: status != Status.NO_SOLUTION.value for status in STATUS
 MIN_FONT_PX = 11
 
 #: Chart configuration: type no smaller than MIN_FONT_PX, no frame around views.
-CHART_CONFIG = {
+CHART_CONFIG: dict[str, Any] = {
     "font": "sans-serif",
     "axis": {"labelFontSize": 11, "titleFontSize": 12, "labelColor": "#333333", "titleColor": "#222222"},
     "legend": {"labelFontSize": 12, "titleFontSize": 12, "symbolSize": 90},

@@ -129,7 +129,8 @@ def _winner_sentences(frame: pd.DataFrame) -> list[str]:
     """One sentence per group: 'hybrid at 10 %-50 %; hybrid = keep-all at 100 %'."""
     sentences = []
     for key, rows in winners(frame).groupby(_GROUP, dropna=False, sort=True):
-        spans, previous = [], None
+        spans: list[list[str]] = []  # [winner, first RAM label, last RAM label]
+        previous = None
         for _, row in rows.sort_values("ram_fraction").iterrows():
             if row["winner"] == previous:
                 spans[-1][2] = row["ram_label"]

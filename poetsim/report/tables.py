@@ -6,6 +6,8 @@ from users' files. Numbers carry their raw value in `data-sort`, so sorting is b
 """
 
 import html
+from collections.abc import Sequence
+from typing import TypeAlias
 
 import pandas as pd
 
@@ -13,6 +15,9 @@ from poetsim.report.timeline import Unit
 from poetsim.results import WITH_SCHEDULE, headline
 
 _esc = html.escape
+
+#: How a column of the table of runs shows its values: "text", "message", or (scale, number format).
+Shown: TypeAlias = str | tuple[float, str]
 
 
 def headline_table(frame: pd.DataFrame) -> tuple[str, str]:
@@ -130,13 +135,13 @@ def _mib_columns(frame: pd.DataFrame) -> Unit:
     return Unit.ram(peak if pd.notna(peak) else 0)
 
 
-def run_columns(frame: pd.DataFrame) -> list[tuple[str, str, object]]:
+def run_columns(frame: pd.DataFrame) -> list[tuple[str, str, Shown]]:
     """The columns of the table of every run: (header with unit, source column, how to show it).
 
     How to show it is "text", "message", or a (scale, format) pair for numbers.
     """
     space = _mib_columns(frame)
-    mb = (1 / space.size, ".4g")
+    mb: Shown = (1 / space.size, ".4g")
     return [
         ("model", "model_label", "text"), ("platform", "platform_label", "text"), ("timing", "timing", "text"),
         ("strategy", "strategy", "text"), ("status", "status", "text"),
@@ -152,7 +157,7 @@ def run_columns(frame: pd.DataFrame) -> list[tuple[str, str, object]]:
     ]
 
 
-def runs_table(frame: pd.DataFrame, table_id: str, columns: list[tuple[str, str, object]] | None = None) -> str:
+def runs_table(frame: pd.DataFrame, table_id: str, columns: Sequence[tuple[str, str, Shown]] | None = None) -> str:
     """A sortable table of runs (one row each) with a filter box above it."""
     columns = [c for c in (columns or run_columns(frame)) if c[1] in frame.columns]
     ordered = frame.sort_values(["model_label", "platform_label", "timing", "runtime_x", "ram_fraction", "strategy"],
@@ -185,7 +190,9 @@ def _run_cell(value, shown) -> str:
 def failed_runs(frame: pd.DataFrame) -> str:
     """Every run without a schedule, with its status and reason."""
     failed = frame[~frame["ok"]]
-    columns = [("model", "model_label", "text"), ("platform", "platform_label", "text"), ("strategy", "strategy", "text"),
-               ("RAM budget (% of keep-all)", "ram_fraction", (100, ".3g")), ("RAM as written", "ram", "text"),
-               ("runtime budget (x)", "runtime_x", (1, "g")), ("status", "status", "text"), ("reason", "message", "message")]
+    columns: list[tuple[str, str, Shown]] = [
+        ("model", "model_label", "text"), ("platform", "platform_label", "text"), ("strategy", "strategy", "text"),
+        ("RAM budget (% of keep-all)", "ram_fraction", (100, ".3g")), ("RAM as written", "ram", "text"),
+        ("runtime budget (x)", "runtime_x", (1, "g")), ("status", "status", "text"), ("reason", "message", "message"),
+    ]
     return runs_table(failed, "runs-without-schedule", columns)

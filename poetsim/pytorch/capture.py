@@ -60,7 +60,7 @@ class Capture:
     grads: tuple[tuple[fx.Node, str], ...]
     buffer_updates: tuple[tuple[fx.Node, str], ...]
     loss: fx.Node
-    step: nn.Module
+    step: "TrainingStep"
     inputs: tuple[torch.Tensor, ...]
     calls: tuple[CallInfo, ...] = field(default=())
 
@@ -187,7 +187,7 @@ class _CallTracker:
     The root step resets the counts, because the exporter runs the forward pass more than once.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.calls: dict[str, CallInfo] = {}
         self.stack: list[tuple[str, contextlib.ExitStack]] = []
         self._counts: dict[str, int] = {}
@@ -245,8 +245,8 @@ def _label_autograd_nodes(output, label: str, first_sequence_nr: int) -> None:
     its input), which matching sequence numbers of forward and backward ops alone would
     attribute to the layer before.
     """
-    roots = [t.grad_fn for t in torch.utils._pytree.tree_leaves(output)
-             if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    roots: list[torch.autograd.graph.Node | None] = [
+        t.grad_fn for t in torch.utils._pytree.tree_leaves(output) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
     seen = set()
     while roots:
         node = roots.pop()
@@ -254,9 +254,11 @@ def _label_autograd_nodes(output, label: str, first_sequence_nr: int) -> None:
             continue
         seen.add(node)
         roots.extend(next_node for next_node, _ in node.next_functions)
-        if "poetsim_call" in node.metadata:  # an inner call's: walk on behind it
+        # torch declares `metadata` as a method; the C++ nodes expose it as a dict attribute.
+        metadata: dict = node.metadata  # type: ignore[assignment]
+        if "poetsim_call" in metadata:  # an inner call's: walk on behind it
             continue
-        node.metadata["poetsim_call"] = label
+        metadata["poetsim_call"] = label
         contexts: list[contextlib.ExitStack] = []
 
         def enter(grad_outputs, label=label, contexts=contexts):

@@ -25,9 +25,11 @@ cannot run stops with one ScheduleError naming the stage, the instruction and th
 import copy
 import functools
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import fx
@@ -35,7 +37,7 @@ from torch import fx
 from poetsim.errors import InternalError, ScheduleError, UserInputError
 from poetsim.pytorch import swap
 from poetsim.pytorch.capture import Capture
-from poetsim.schedule import Compute, Free, PageIn, PageOut, Schedule, Timing
+from poetsim.schedule import Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
 
 BATCH_FILE = "batch.bin"
 
@@ -139,7 +141,8 @@ def execute(capture: Capture, schedule: Schedule, swap_dir: Path, *, timing: Tim
         start_rss = _reset_peak_rss()
         machine.run(schedule)
         peak_rss = _peak_rss_bytes() if start_rss is not None else None
-        equal, differing, buffers_equal, reference_s = None, (), None, None
+        equal, buffers_equal, reference_s = None, None, None
+        differing: tuple[str, ...] = ()
         if reference is not None:
             equal, differing, buffers_equal = _compare(reference, machine)
             reference_s = reference.seconds
@@ -229,12 +232,17 @@ class _Machine:
             if fallback is not None and n in fallback:
                 return fallback[n]
             raise InternalError(f"op {op.name} reads {n.name}, which no node provides")
-        return op.target(*fx.node.map_arg(op.args, value), **fx.node.map_arg(op.kwargs, value))
+        target = op.target
+        assert callable(target), f"op {op.name} is not a function call"  # programs hold call_function nodes only
+        return target(*fx.node.map_arg(op.args, value), **fx.node.map_arg(op.kwargs, value))
 
     # -- the run ---------------------------------------------------------------------------------
 
     def run(self, schedule: Schedule) -> None:
-        handlers = {Compute: self._compute, Free: self._free, PageOut: self._page_out, PageIn: self._page_in}
+        # Each handler takes the instruction kind it is listed under, hence `Any` for the instruction.
+        handlers: dict[type[Instruction], Callable[[_Stage, Any], None]] = {
+            Compute: self._compute, Free: self._free, PageOut: self._page_out, PageIn: self._page_in,
+        }
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="poetsim-dma") if self.overlap else None
         self.t0 = time.perf_counter()
         try:

@@ -29,6 +29,7 @@ block, an `F.relu` in a model's own code) is a node of its own, named `<path>.<o
 import heapq
 import operator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import fx
@@ -118,7 +119,8 @@ class _Grouping:
         self.data = [n for _, n in sorted(data, key=lambda pair: pair[0])]
 
     def _placeholder(self, n: fx.Node, data: list) -> None:
-        desc = n.meta.get("desc")
+        # torch's AOT input descriptors, told apart by class name: their module is private.
+        desc: Any = n.meta.get("desc")
         kind = type(desc).__name__
         if kind == "ParamAOTInput":
             self.params.append((n, desc.target))
@@ -168,6 +170,7 @@ class _Grouping:
             self.role[n] = "static"
         elif target is operator.getitem:
             producer = n.args[0]
+            assert isinstance(producer, fx.Node)  # getitem takes an item of an op's outputs
             viewed = self._viewed_argument(producer)
             statistic = n.args[1] in _STATISTICS.get(op_name(producer.target), ())
             self.role[n] = "statistic" if statistic and self.role[producer] == "compute" else "view"
@@ -202,7 +205,7 @@ class _Grouping:
             n = self.owner[n]
         return self.role.get(n) in ("static", "statistic")
 
-    def storage_key(self, n: fx.Node):
+    def storage_key(self, n: fx.Node) -> tuple[fx.Node, object]:
         """Equal for two values that share one storage: its maker and which of its outputs."""
         while self.role.get(n) == "view":
             owner = self.owner[n]
@@ -266,7 +269,8 @@ class _Grouping:
         call = self.calls.get(label)
         if label == "loss" or (call is not None and call.leaf and label):
             return ("bwd", forward) if forward in forward_keys else None
-        creator = creators.get(n.meta.get("seq_nr"))
+        seq_nr = n.meta.get("seq_nr")
+        creator = creators.get(seq_nr) if seq_nr is not None else None
         if creator is None or self.outside(creator) or self._label(creator) != label:
             return None
         key = self.group.get(self.root(creator))
@@ -281,7 +285,7 @@ class _Grouping:
                     frontier.append(user)
                 elif self.role.get(user) == "compute" and user in self.group:
                     consumers.append(user)
-        return self.group[min(consumers, key=self.position.get)] if consumers else None
+        return self.group[min(consumers, key=self.position.__getitem__)] if consumers else None
 
     def _producer_key(self, n: fx.Node) -> tuple:
         """The group of the latest op whose value `n` reads."""
@@ -289,7 +293,7 @@ class _Grouping:
         producers = [p for p in producers if p in self.group]
         if not producers:
             raise UserInputError(f"{self.name}: {self._where(n)}: op aten.{op_name(n.target)} belongs to no layer")
-        return self.group[max(producers, key=self.position.get)]
+        return self.group[max(producers, key=self.position.__getitem__)]
 
     def _assign_views(self, calls: list[fx.Node]) -> None:
         for n in calls:
@@ -322,7 +326,7 @@ class _Grouping:
                 if waiting[reader] == 0:
                     heapq.heappush(ready, (reader[0] == "bwd", first[reader], reader))
         if len(order) != len(members):
-            stuck = sorted((k for k in members if waiting[k] > 0), key=first.get)[:2]
+            stuck = sorted((k for k in members if waiting[k] > 0), key=first.__getitem__)[:2]
             raise UserInputError(f"{self.name}: the ops of {' and '.join(map(_describe_key, stuck))} interleave, "
                                  "so they cannot be grouped into layers")
         return order, members
@@ -341,7 +345,7 @@ class _Grouping:
                         keeps[self.group[i]].add(i)
         names = self._names(order, members)
         first_reader = self._first_param_readers(order, members)
-        by_position = self.position.get
+        by_position = self.position.__getitem__
         nodes, programs = [], []
         for key in order:
             group = members[key]
@@ -370,13 +374,15 @@ class _Grouping:
 
     def _bytes(self, values: set[fx.Node]) -> int:
         """Bytes of the distinct storages behind `values`."""
-        sizes = {}
+        sizes: dict[tuple[fx.Node, object], int] = {}
         for v in values:
             sizes.setdefault(self.storage_key(v), _storage_bytes(v))
         return sum(sizes.values())
 
     def _names(self, order: list[tuple], members: dict) -> dict[tuple, str]:
-        names, used, counts = {}, set(), {}
+        names: dict[tuple, str] = {}
+        used: set[str] = set()
+        counts: dict[str, int] = {}
         for key in order:
             if key == INPUT_KEY:
                 base = "input"
@@ -416,7 +422,9 @@ class _Grouping:
         dominant = compute[max(range(len(compute)), key=lambda k: (flops[k], -k))]
         name = op_name(dominant.target)
         if name == "convolution":
-            groups, channels = dominant.args[8], dominant.args[0].meta["val"].shape[1]
+            source, groups = dominant.args[0], dominant.args[8]  # aten.convolution(input, weight, ..., groups)
+            assert isinstance(source, fx.Node) and isinstance(groups, int)
+            channels = source.meta["val"].shape[1]
             return "depthwise_conv" if groups > 1 and groups == channels else "conv"
         if name == "mm":
             weights = any(self.role[a] == "static" for a in dominant.all_input_nodes)
@@ -450,7 +458,9 @@ class _Grouping:
 
     def _outputs(self, output: fx.Node):
         grads, updates, loss = [], [], None
-        for value, desc in zip(output.args[0], output.meta.get("desc") or ()):
+        values = output.args[0]
+        assert isinstance(values, (tuple, list))  # the output node returns one sequence of values
+        for value, desc in zip(values, output.meta.get("desc") or ()):
             kind = type(desc).__name__
             if value is None:
                 continue
@@ -476,7 +486,7 @@ def _draws_random_numbers(n: fx.Node) -> bool:
     for index, argument in enumerate(target._schema.arguments):
         if argument.name in ("p", "dropout_p"):
             value = n.kwargs.get(argument.name, n.args[index] if index < len(n.args) else argument.default_value)
-            return value != 0
+            return bool(value != 0)
     return True
 
 

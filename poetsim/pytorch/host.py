@@ -43,11 +43,11 @@ MODELLED_STORAGE_POWER_W = 2.0
 
 @dataclass(frozen=True)
 class Workload:
-    """A model to calibrate compute on: a factory of the module and the example batch."""
+    """A model to calibrate compute on: the module and an example batch."""
 
     name: str
-    module: object
-    inputs: tuple
+    module: torch.nn.Module
+    inputs: tuple[torch.Tensor, ...]
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,12 @@ class BasicBlock(nn.Module):
 class ResNet(nn.Module):
     """torchvision's ResNet with basic blocks; `cifar` puts a 3x3 stem and no max pooling first."""
 
+    # The four stages, set by name in __init__.
+    layer1: nn.Sequential
+    layer2: nn.Sequential
+    layer3: nn.Sequential
+    layer4: nn.Sequential
+
     def __init__(self, blocks=(2, 2, 2, 2), num_classes: int = 1000, cifar: bool = False):
         super().__init__()
         if cifar:
@@ -96,7 +102,7 @@ class InvertedResidual(nn.Module):
         super().__init__()
         hidden = inp * expand_ratio
         self.use_res_connect = stride == 1 and inp == out
-        layers = [] if expand_ratio == 1 else [_conv_bn(inp, hidden, 1, 1)]
+        layers: list[nn.Module] = [] if expand_ratio == 1 else [_conv_bn(inp, hidden, 1, 1)]
         layers += [_conv_bn(hidden, hidden, 3, stride, groups=hidden),
                    nn.Conv2d(hidden, out, 1, 1, 0, bias=False), nn.BatchNorm2d(out)]
         self.conv = nn.Sequential(*layers)

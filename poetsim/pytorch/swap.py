@@ -70,8 +70,8 @@ def layout(values: dict) -> tuple[list[torch.UntypedStorage], tuple[tuple[object
 
 
 def _bytes_view(storage: torch.UntypedStorage) -> memoryview:
-    flat = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),))
-    return memoryview(flat.numpy())
+    flat = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),), (1,))
+    return flat.numpy().data  # the array's bytes as a memoryview
 
 
 def write_storages(path: Path, storages: list[torch.UntypedStorage], durable: bool) -> int:
@@ -104,7 +104,7 @@ def read_into(path: Path, buffers: list[torch.Tensor]) -> int:
     fd = os.open(path, os.O_RDONLY)
     try:
         for buffer in buffers:
-            view = memoryview(buffer.numpy())
+            view = buffer.numpy().data
             while view:
                 count = os.readv(fd, [view])
                 if count == 0:

@@ -137,8 +137,10 @@ def validate_run(capture, platform: Platform, *, rams=DEFAULT_RAMS, strategies=N
             if not run.ok:
                 row = ValidationRow(**head, status=str(run.status.value), message=run.message)
             else:
-                prediction = predict(graph, run.schedule, problem.costs, timing)
-                results = [execute(capture, run.schedule, swap_dir, timing=timing, durable=durable,
+                schedule = run.schedule
+                assert schedule is not None  # a run that is ok has a checked schedule
+                prediction = predict(graph, schedule, problem.costs, timing)
+                results = [execute(capture, schedule, swap_dir, timing=timing, durable=durable,
                                    budget_bytes=budget, threads=threads, check_gradients=attempt == 0)
                            for attempt in range(max(repeats, 1))]
                 row = _row(head, str(run.status.value), prediction, results, budget)

@@ -9,13 +9,13 @@ Speed targets are checked here, never by timed assertions in tests.
 import sys
 from pathlib import Path
 
+from benchmarks import simulator, solver, sweep
+
 OUT = Path("results/bench")
 
 
 def main(argv: list[str]) -> int:
     """Run the named benchmarks (default all) and print each CSV's path and table."""
-    from benchmarks import simulator, solver, sweep
-
     def pytorch_bench():
         from benchmarks import pytorch  # needs torch: imported only when asked for
 

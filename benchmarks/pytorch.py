@@ -26,6 +26,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from poetsim import zoo
+from poetsim.graphio import read_graph_file
+from poetsim.pytorch.source import ModelSource
+from poetsim.pytorch.validate import validate_run, write_validation
+
 DEFAULT_OUT = Path("results/bench/pytorch.csv")
 VALIDATE_OUT = Path("results/bench/pytorch_validate.csv")
 FACTORIES = "poetsim.pytorch.models"
@@ -54,9 +59,6 @@ print(time.perf_counter() - start)
 
 def run(out_csv: Path = DEFAULT_OUT) -> pd.DataFrame:
     """Import every target in a fresh process and compare it with the zoo; one row per target."""
-    from poetsim import zoo
-    from poetsim.graphio import read_graph_file
-
     rows = []
     scratch = Path("build/bench/pytorch-graphs")  # scratch: the graphs are remade on every run
     scratch.mkdir(parents=True, exist_ok=True)
@@ -104,8 +106,6 @@ def eager_saved_bytes(factory: str, shapes, dtype: str, high: int) -> int:
     """
     import torch
 
-    from poetsim.pytorch.source import ModelSource
-
     module, inputs = ModelSource(factory, shapes, (dtype,) * len(shapes), 0, high).build()
     params = {p.untyped_storage().data_ptr() for p in module.parameters()}
     saved: dict[int, int] = {}
@@ -130,8 +130,6 @@ def run_validation(out_csv: Path = VALIDATE_OUT, threads: int | None = None, tim
 
     from poetsim.pytorch.capture import capture
     from poetsim.pytorch.host import profile_host, write_profile
-    from poetsim.pytorch.source import ModelSource
-    from poetsim.pytorch.validate import validate_run, write_validation
 
     source = ModelSource(f"{FACTORIES}:resnet18_cifar", ((8, 3, 32, 32),), ("float32",))
     module, inputs = source.build()

@@ -36,12 +36,20 @@ from pathlib import Path
 
 import pandas as pd
 
+from poetsim import optimiser
 from poetsim.checker import check_schedule
 from poetsim.costs import CostTable, node_costs
 from poetsim.graph import Node, TrainingGraph
+from poetsim.optimiser import plan as plans
+from poetsim.optimiser.baselines import PAGING, greedy_plan
+from poetsim.pipeline import problem_for_point
 from poetsim.profiles import Platform, load_platform
+from poetsim.scenario import load_scenario
 from poetsim.schedule import Budgets, Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
+from poetsim.schedule_io import load_json
 from poetsim.simulator import Mode, simulate
+from poetsim.sweep import point_slug
+from poetsim.zoo import build_model
 
 DEFAULT_OUT = Path("results/bench/simulator.csv")
 SHIPPED_OUT = Path("results/bench/simulator_shipped.csv")
@@ -124,11 +132,6 @@ def chain_schedule(graph: TrainingGraph) -> Schedule:
 
 def cases(quick: bool = False) -> list[Case]:
     """The benchmark's schedules (module doc); `quick`: the short ones only."""
-    from poetsim import optimiser
-    from poetsim.optimiser import plan as plans
-    from poetsim.optimiser.baselines import PAGING, greedy_plan
-    from poetsim.zoo import build_model
-
     pi = load_platform(PLATFORM)
     narrow = pi.model_copy(update={"memory_bus_bytes_per_s": NARROW_BUS_BYTES_PER_S})
     found = []
@@ -226,11 +229,6 @@ def shipped_agreement(out_csv: Path = SHIPPED_OUT, scenarios_dir: Path = Path("s
     RAM budget is the point's. One row per point and mode: predicted and simulated makespan and
     peak, their differences, and the makespan difference by cause.
     """
-    from poetsim.pipeline import problem_for_point
-    from poetsim.scenario import load_scenario
-    from poetsim.schedule_io import load_json
-    from poetsim.sweep import point_slug
-
     rows = []
     for scenario_path in sorted(Path(scenarios_dir).glob("*.yaml")):
         scenario = load_scenario(scenario_path)

@@ -5,6 +5,7 @@ import pytest
 from poetsim.costs import moved_bytes, node_costs
 from poetsim.graph import MeasuredCosts, Node, TrainingGraph
 from poetsim.profiles import Platform, load_platform
+from poetsim.zoo import build_model
 
 # The MKR1000 figures of the POET authors, written out by hand (arXiv 2207.07697).
 MKR_S_PER_2000_FLOP = 0.012
@@ -165,8 +166,6 @@ def test_a_measured_compute_time_wins_over_the_roofline(mkr1000):
 
 def test_the_jetson_tx2_bus_bounds_most_of_resnet18():
     """ResNet-18 (CIFAR, batch 8) on the TX2: 94 of 137 nodes are bus-bound, +2.6 % on the plain pass."""
-    from poetsim.zoo import build_model
-
     graph, tx2 = build_model("resnet18_cifar", batch_size=8), load_platform("jetson-tx2")
     costs = node_costs(graph, tx2)
     flops_s = [n.flops / tx2.compute.flops_per_s for n in graph.nodes]

@@ -6,8 +6,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
 
 from poetsim import zoo  # noqa: E402
+from poetsim.cli import app  # noqa: E402
 from poetsim.errors import UserInputError  # noqa: E402
 from poetsim.graphio import read_graph_file, save_graph  # noqa: E402
 from poetsim.pytorch import models  # noqa: E402
@@ -103,10 +105,6 @@ def test_depthwise_convolution_backward_is_twice_the_forward():
 
 def test_graph_file_round_trips_and_poetsim_graph_reads_it(tmp_path, mlp_graph):
     """The imported graph is an ordinary poetsim-graph file: saved, read back equal, summarised by the CLI."""
-    from typer.testing import CliRunner
-
-    from poetsim.cli import app
-
     path = tmp_path / "mlp.json"
     save_graph(mlp_graph, path)
     again = read_graph_file(path)

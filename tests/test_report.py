@@ -22,7 +22,7 @@ from poetsim.report.overhead import overhead_chart
 from poetsim.report.page import script_json
 from poetsim.report.palette import platform_colours, strategy_colours
 from poetsim.report.report import prepare, winners
-from poetsim.report.sweep_charts import prediction_differences
+from poetsim.report.sweep_charts import pareto_chart, prediction_differences, runtime_chart
 from poetsim.report.tables import headline_table
 from poetsim.report.timeline import NEUTRAL_COLOURS, bus_lane, lanes
 from poetsim.schedule import Budgets, Compute, Free, PageIn, PageOut, Schedule, Timing
@@ -592,8 +592,6 @@ def test_report_without_simulation_skips_that_chart_and_says_so(tmp_path):
 
 def test_three_runtime_budgets_make_a_runtime_chart_and_one_makes_a_single_tab():
     """From 3 runtime budgets on, the runtime chart is drawn; with one, the headline has one (checked) tab."""
-    from poetsim.report.sweep_charts import runtime_chart
-
     rows = sweep_rows()
     third = rows[rows["runtime_x"] == 1.5].assign(runtime_x=2.0)
     third["point_key"] = third["point_key"] + "|2x"
@@ -614,8 +612,6 @@ def test_empty_results_are_a_user_error(tmp_path):
 
 def test_pareto_front_keeps_only_non_dominated_schedules():
     """On mkr1000 at 1.2x: 25 % hybrid (102 J), 50 % paging-only (101 J), 100 % (100 J) form the front."""
-    from poetsim.report.sweep_charts import pareto_chart
-
     rows = sweep_rows()
     frame = prepare(rows[(rows["platform"] == "mkr1000") & (rows["runtime_x"] == 1.2)])
     points = [row for rows in pareto_chart(frame, FOOTER).chart.to_dict()["datasets"].values() for row in rows]

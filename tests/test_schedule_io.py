@@ -12,6 +12,7 @@ from poetsim.schedule_io import (
     decode_binary,
     encode_binary,
     load_json,
+    load_schedule,
     save_json,
     schedule_from_json,
     schedule_to_json,
@@ -205,8 +206,6 @@ def test_good_json_loads_with_kinds_and_meta(tmp_path):
 
 def test_node_names_round_trip_through_json_and_are_optional(tmp_path):
     """`nodes` names each id; a file without it (an older one) still loads, with no names."""
-    from poetsim.schedule_io import load_schedule
-
     named = Schedule("g", 2, Timing.OVERLAP, ((C(0),), (C(1), F(0))), node_names=("input", "fc"))
     save_json(named, tmp_path / "named.json")
     assert json.loads((tmp_path / "named.json").read_text())["nodes"] == ["input", "fc"]
@@ -225,8 +224,6 @@ def test_node_names_must_name_every_node(tmp_path):
 
 
 def test_load_schedule_reads_the_binary_encoding(tmp_path):
-    from poetsim.schedule_io import load_schedule
-
     schedule = Schedule("g", 2, Timing.COMPUTE_ONLY, ((C(0),), (PO(0), C(1), F(0))))
     (tmp_path / "s.bin").write_bytes(encode_binary(schedule))
     assert typed(load_schedule(tmp_path / "s.bin"))[1:4] == typed(schedule)[1:4]

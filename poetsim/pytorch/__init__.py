@@ -7,6 +7,8 @@ needs torch (the CPU build); `commands.py` holds the CLI commands and imports to
 one of them runs.
 """
 
+import importlib
+
 _EXPORTS = {
     "from_torch": "poetsim.pytorch.capture",
     "capture": "poetsim.pytorch.capture",
@@ -21,7 +23,5 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name: str):
     """Import torch-backed names on first use, so that `import poetsim.pytorch` stays cheap."""
     if name in _EXPORTS:
-        import importlib
-
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'poetsim.pytorch' has no attribute '{name}'")

@@ -25,6 +25,7 @@ from torch import fx, nn
 
 from poetsim.errors import UserInputError
 from poetsim.graph import TrainingGraph
+from poetsim.pytorch import grouping
 
 #: The torch release whose AOTAutograd graphs this importer reads (it uses an API marked unstable).
 SUPPORTED_TORCH = "2.13"
@@ -114,8 +115,6 @@ def from_torch(module: nn.Module, example_inputs, loss=None, labels: torch.Tenso
 def capture(module: nn.Module, example_inputs, loss=None, labels: torch.Tensor | None = None,
             name: str | None = None, meta: dict[str, str] | None = None) -> Capture:
     """Trace one training step of `module` and group it into poetsim nodes (see `from_torch`)."""
-    from poetsim.pytorch import grouping
-
     _check_torch_version()
     if not isinstance(module, nn.Module):
         raise UserInputError(f"the model must be a torch.nn.Module, got {type(module).__name__}")

@@ -6,6 +6,7 @@ so `poetsim --help` stays fast. Errors go through one boundary, as in poetsim/cl
 PoetsimError becomes one line on stderr and its exit code.
 """
 
+import csv
 import functools
 import json
 import sys
@@ -15,7 +16,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from poetsim.errors import PoetsimError
+from poetsim.costs import node_costs
+from poetsim.errors import InternalError, PoetsimError, UserInputError
+from poetsim.graphio import save_graph
+from poetsim.profiles import load_platform
+from poetsim.pytorch.source import ModelSource, capture_graph_file, parse_inputs
+from poetsim.pytorch.validate import DEFAULT_RAMS, predict, write_validation
+from poetsim.pytorch.validate import validate_run as run_validation
+from poetsim.scenario import load_scenario
+from poetsim.schedule import Timing
+from poetsim.schedule_io import load_schedule
+from poetsim.units import parse_ram, parse_runtime
 
 console = Console()
 
@@ -74,9 +85,7 @@ def import_torch(
     FLOPs from torch.utils.flop_counter (per element for other ops); output bytes from the real
     shapes and dtypes. Random weights; nothing is downloaded.
     """
-    from poetsim.graphio import save_graph
     from poetsim.pytorch.capture import capture
-    from poetsim.pytorch.source import ModelSource, parse_inputs
 
     shapes, dtypes = parse_inputs(input_shape, input_dtype)
     source = ModelSource(factory, shapes, dtypes, seed, input_high)
@@ -85,8 +94,6 @@ def import_torch(
     try:
         save_graph(captured.graph, out)
     except OSError as error:
-        from poetsim.errors import UserInputError
-
         raise UserInputError(f"{out}: cannot write: {error.strerror or error}") from None
     summary = captured.graph.summary()
     console.print(f"{captured.graph.name}: {summary['nodes']} nodes ({summary['forward_nodes']} forward, "
@@ -118,9 +125,6 @@ def execute(
     bytes written and read. A schedule that cannot run stops with one line naming the instruction.
     """
     from poetsim.pytorch.executor import execute as run
-    from poetsim.pytorch.source import capture_graph_file
-    from poetsim.schedule import Timing
-    from poetsim.schedule_io import load_schedule
 
     graph_path, profile = _target(target, platform)
     captured = capture_graph_file(graph_path)
@@ -205,17 +209,9 @@ def validate_run(
     runs) and its predicted and measured step time, activation peak and storage traffic are
     set side by side in a table, result.json, validation.csv and validation.html/png.
     """
-    from poetsim.graphio import save_graph
-    from poetsim.profiles import load_platform
     from poetsim.pytorch.host import profile_host, write_profile
-    from poetsim.pytorch.validate import DEFAULT_RAMS, write_validation
-    from poetsim.pytorch.validate import validate_run as loop
-    from poetsim.schedule import Timing
-    from poetsim.units import parse_runtime
 
     if calibrate not in ("model", "suite"):
-        from poetsim.errors import UserInputError
-
         raise UserInputError(f"--calibrate: use model or suite, not '{calibrate}'")
     captured = _capture_factory(factory, input_shape, input_dtype, input_high, seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -239,10 +235,10 @@ def validate_run(
                       f"{'equal' if row.peak_equal else 'DIFFERENT'}, gradients "
                       f"{'bitwise equal' if row.gradients_equal else 'DIFFERENT'}")
 
-    validation = loop(captured, profile_used, rams=tuple(ram or DEFAULT_RAMS), strategies=strategy,
-                      runtime_x=_runtime(runtime, parse_runtime), timing=Timing(_timing(timing)),
-                      time_limit_s=time_limit, swap_dir=swap_dir, threads=threads, durable=durable,
-                      repeats=repeats, on_row=show)
+    validation = run_validation(captured, profile_used, rams=tuple(ram or DEFAULT_RAMS), strategies=strategy,
+                                runtime_x=_runtime(runtime, parse_runtime), timing=Timing(_timing(timing)),
+                                time_limit_s=time_limit, swap_dir=swap_dir, threads=threads, durable=durable,
+                                repeats=repeats, on_row=show)
     for row in validation.rows:
         table.add_row(row.strategy, row.ram, row.status, *(
             ("", "", "", "", "", "", "", "") if row.measured_runtime_s is None else (
@@ -264,7 +260,6 @@ def validate_run(
 
 def _capture_factory(factory: str, shapes, dtypes, high: int, seed: int):
     from poetsim.pytorch.capture import capture
-    from poetsim.pytorch.source import ModelSource, parse_inputs
 
     parsed_shapes, parsed_dtypes = parse_inputs(shapes, dtypes)
     source = ModelSource(factory, parsed_shapes, parsed_dtypes, seed, high)
@@ -274,13 +269,8 @@ def _capture_factory(factory: str, shapes, dtypes, high: int, seed: int):
 
 def _target(target: Path, platform: str | None):
     """(graph path, profile or None) of a graph file, or of a scenario whose model is a graph file."""
-    from poetsim.errors import UserInputError
-    from poetsim.profiles import load_platform
-
     if target.suffix not in (".yaml", ".yml"):
         return target, (load_platform(platform) if platform else None)
-    from poetsim.scenario import load_scenario
-
     scenario = load_scenario(target, check_references=False)
     model = str(scenario.model[0])
     if not model.endswith(".json"):
@@ -289,16 +279,12 @@ def _target(target: Path, platform: str | None):
 
 
 def _timing(value: str | None) -> str | None:
-    from poetsim.errors import UserInputError
-
     if value is not None and value not in ("compute-only", "overlap"):
         raise UserInputError(f"--timing: unknown timing model '{value}' (use compute-only or overlap)")
     return value
 
 
 def _runtime(text: str, parse) -> float:
-    from poetsim.errors import UserInputError
-
     try:
         return parse(text)
     except ValueError as error:
@@ -306,9 +292,6 @@ def _runtime(text: str, parse) -> float:
 
 
 def _ram_bytes(text: str, graph) -> int:
-    from poetsim.errors import UserInputError
-    from poetsim.units import parse_ram
-
     try:
         return parse_ram(text).resolve(graph.keep_all_peak_bytes)
     except ValueError as error:
@@ -316,9 +299,6 @@ def _ram_bytes(text: str, graph) -> int:
 
 
 def _execution_report(graph, schedule, result, profile, timing) -> dict:
-    from poetsim.costs import node_costs
-    from poetsim.pytorch.validate import predict
-
     summary = result.summary()
     report = {"graph": graph.name, "measured": summary, "predicted": None}
     costs = node_costs(graph, profile) if profile is not None else node_costs(graph, _neutral_profile())
@@ -336,8 +316,6 @@ def _execution_report(graph, schedule, result, profile, timing) -> dict:
 
 def _neutral_profile():
     """Any profile: RAM accounting does not depend on costs, and no time is predicted without one."""
-    from poetsim.profiles import load_platform
-
     return load_platform("rpi4")
 
 
@@ -364,8 +342,6 @@ def _print_execution(report: dict) -> None:
 
 
 def _write_execution(report: dict, result, out: Path) -> None:
-    import csv
-
     out.mkdir(parents=True, exist_ok=True)
     (out / "execution.json").write_text(json.dumps(report, indent=1) + "\n")
     with open(out / "instructions.csv", "w", newline="") as handle:
@@ -377,8 +353,6 @@ def _write_execution(report: dict, result, out: Path) -> None:
 
 
 def _fail_on_mismatch(report: dict) -> None:
-    from poetsim.errors import InternalError
-
     measured = report["measured"]
     if measured["gradients_equal"] is False:
         raise InternalError(f"gradients differ from a plain loss.backward() for {', '.join(measured['differing_gradients'][:3])}")

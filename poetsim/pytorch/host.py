@@ -29,8 +29,15 @@ from pathlib import Path
 import torch
 import yaml
 
+from poetsim.costs import node_costs
 from poetsim.errors import UserInputError
-from poetsim.profiles import Platform
+from poetsim.optimiser import keep_all
+from poetsim.profiles import Platform, load_platform
+from poetsim.pytorch import models, swap
+from poetsim.pytorch.capture import capture
+from poetsim.pytorch.executor import execute
+from poetsim.schedule import Timing
+from poetsim.units import format_bytes
 
 #: Sizes of the storage test files: latency dominates the small ones, bandwidth the large ones.
 STORAGE_SIZES = (4096, 65536, 1 << 20, 8 << 20, 32 << 20)
@@ -61,8 +68,6 @@ class TransferFit:
 
 def default_workloads() -> list[Workload]:
     """Small models covering the zoo's operator kinds (convolutions, depthwise, attention, ...)."""
-    from poetsim.pytorch import models
-
     generator = torch.Generator().manual_seed(0)
     return [
         Workload("resnet18_cifar@b4", models.resnet18_cifar(), (torch.randn(4, 3, 32, 32, generator=generator),)),
@@ -81,8 +86,6 @@ def profile_host(swap_dir: Path, *, workloads: list[Workload] | None = None, cap
     Compute is calibrated on `captures` (captured models, e.g. the one to be run) if given,
     else on `workloads`, else on `default_workloads()`.
     """
-    from poetsim.pytorch.capture import capture
-
     swap_dir = Path(swap_dir)
     swap_dir.mkdir(parents=True, exist_ok=True)
     threads = threads or torch.get_num_threads()
@@ -173,8 +176,6 @@ def compute_rates(captures, swap_dir: Path, *, threads: int, repeats: int, rapl=
 
     Returns (rates by kind, overall rate, package power while computing or None).
     """
-    from poetsim.pytorch.executor import execute
-
     flops: dict[str, float] = {}
     seconds: dict[str, float] = {}
     energy_j, busy_s = 0.0, 0.0
@@ -209,19 +210,12 @@ def compute_rates(captures, swap_dir: Path, *, threads: int, repeats: int, rapl=
 
 def keep_all_schedule(graph):
     """The keep-all schedule of a graph (costs do not change it)."""
-    from poetsim.costs import node_costs
-    from poetsim.optimiser import keep_all
-    from poetsim.profiles import load_platform
-    from poetsim.schedule import Timing
-
     return keep_all(graph, node_costs(graph, load_platform("rpi4")), Timing.OVERLAP)[0]
 
 
 def measure_storage(swap_dir: Path, *, durable: bool = True, repeats: int = 3, rapl=None,
                     sizes: tuple[int, ...] = STORAGE_SIZES):
     """Fitted page-out and page-in (latency + bytes / bandwidth), and power while paging."""
-    from poetsim.pytorch import swap
-
     writes: list[tuple[int, float]] = []
     reads: list[tuple[int, float]] = []
     energy_j, busy_s = 0.0, 0.0
@@ -304,8 +298,6 @@ def _filesystem(path: Path) -> str:
 
 
 def _sizes(sizes: tuple[int, ...]) -> str:
-    from poetsim.units import format_bytes
-
     return f"{format_bytes(min(sizes))} to {format_bytes(max(sizes))}"
 
 

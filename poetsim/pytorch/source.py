@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from poetsim.errors import UserInputError
+from poetsim.graphio import read_graph_file
 
 _DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32")
 
@@ -117,7 +118,6 @@ def capture_graph_file(path: Path, graph=None):
     Returns the Capture. UserInputError when the file was not made by import-torch, or when the
     model no longer captures to the same nodes (the factory's code changed since the import).
     """
-    from poetsim.graphio import read_graph_file
     from poetsim.pytorch.capture import capture
 
     graph = graph if graph is not None else read_graph_file(Path(path))

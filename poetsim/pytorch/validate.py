@@ -13,9 +13,14 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
+from poetsim import strategies as registry
 from poetsim.checker import check_schedule
 from poetsim.costs import INPUT_OP, CostTable
 from poetsim.graph import TrainingGraph
+from poetsim.pipeline import run_strategy
+from poetsim.problem import make_problem
 from poetsim.profiles import Platform
 from poetsim.schedule import Compute, PageIn, PageOut, Schedule, Timing
 from poetsim.units import RamSpec, parse_ram
@@ -116,9 +121,6 @@ def validate_run(capture, platform: Platform, *, rams=DEFAULT_RAMS, strategies=N
     """
     import torch
 
-    from poetsim import strategies as registry
-    from poetsim.pipeline import run_strategy
-    from poetsim.problem import make_problem
     from poetsim.pytorch.executor import execute
 
     graph = capture.graph
@@ -174,8 +176,6 @@ def _row(head: dict, status: str, prediction: Prediction, results: list, budget:
 
 def write_validation(validation: Validation, directory: Path, chart: bool = True) -> list[Path]:
     """Write result.json, validation.csv and (with `chart`) validation.html/png into `directory`."""
-    import pandas as pd
-
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "result.json").write_text(json.dumps(validation.to_dict(), indent=1) + "\n")

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 import altair as alt
 import pandas as pd
 
+from poetsim.report.framing import framed
+
 if TYPE_CHECKING:
     from poetsim.simulator import SimulationResult
 
@@ -70,8 +72,6 @@ class Unit:
 def timeline_chart(sim_result: "SimulationResult", budget_ram_bytes: int | None, title: str, footer: str,
                    deadline_s: float | None = None) -> alt.VConcatChart:
     """The simulated iteration: lanes over time above the RAM curve, with the deadline and budget."""
-    from poetsim.report.charts import framed
-
     bars, coarsened = merged_bars(lanes(sim_result.trace))
     ram = ram_envelope(sim_result.ram_curve)
     end_s = max(sim_result.makespan_s, deadline_s or 0.0, float(bars["end_s"].max()) if len(bars) else 0.0)

@@ -1,7 +1,7 @@
 """What a simulation measured: the result record, its makespan breakdown, and its files.
 
 The trace and the RAM curve are DataFrames built on first use (`SimulationResult.trace`), so a
-sweep that only reads the figures never pays for pandas.
+sweep that only reads the figures never pays for building them.
 """
 
 import json
@@ -11,12 +11,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from poetsim.schedule import Budgets, Figures
 from poetsim.simulator.trace import EVENTS, WAIT_CAUSES, Trace
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from poetsim.simulator.device import Device
 
 
@@ -113,9 +113,9 @@ class SimulationResult:
     deadline_note: str
     events: Trace
     #: One row per event (`trace.TRACE_COLUMNS`), sorted by start time; built on first read.
-    trace: "pd.DataFrame" = field(default=_Table("to_frame"), repr=False)
+    trace: pd.DataFrame = field(default=_Table("to_frame"), repr=False)
     #: RAM in use over time: (time_s, ram_bytes), one point per allocation or release; built on first read.
-    ram_curve: "pd.DataFrame" = field(default=_Table("ram_curve"), repr=False)
+    ram_curve: pd.DataFrame = field(default=_Table("ram_curve"), repr=False)
 
     @property
     def makespan_s(self) -> float:

@@ -12,10 +12,10 @@ Row layout: time_s and end_s (float64), event (uint8, indexing `EVENTS`), node a
 """
 
 import struct
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-if TYPE_CHECKING:  # pandas is imported only when a table is built
-    import pandas as pd
+import numpy as np
+import pandas as pd
 
 
 class Event(NamedTuple):
@@ -91,21 +91,15 @@ class Trace:
         return len(self._rows)
 
     def _computes(self) -> int:
-        import numpy as np
-
         events = self._recorded()["event"]
         return int(np.count_nonzero((events == COMPUTE) | (events == RECOMPUTE)))
 
     def _recorded(self):
-        import numpy as np
-
         return np.frombuffer(bytes(self._rows), dtype=np.dtype(_DTYPE))
 
     def _columns(self) -> dict:
         """Every row as columns, derived allocations and byte counts included, by start time; ties in
         recording order, an allocation just before the compute it belongs to."""
-        import numpy as np
-
         rows = self._recorded()
         computed = np.flatnonzero((rows["event"] == COMPUTE) | (rows["event"] == RECOMPUTE))
         allocs = rows[computed].copy()
@@ -120,11 +114,8 @@ class Trace:
                 "node": node, "stage": every["stage"].astype(np.int64),
                 "bytes": np.where(every["event"] == WAIT_BARRIER, 0, sizes)}
 
-    def to_frame(self) -> "pd.DataFrame":
+    def to_frame(self) -> pd.DataFrame:
         """The trace as a table (`TRACE_COLUMNS`), sorted by start time, ties in recording order."""
-        import numpy as np
-        import pandas as pd
-
         rows = self._columns()
         codes = rows["event"]
         return pd.DataFrame({
@@ -139,11 +130,8 @@ class Trace:
             "cause": np.array([e.cause for e in EVENTS], dtype=object)[codes],
         })
 
-    def ram_curve(self) -> "pd.DataFrame":
+    def ram_curve(self) -> pd.DataFrame:
         """RAM in use over time (time_s, ram_bytes): the running sum of alloc and free rows, from (0, 0)."""
-        import numpy as np
-        import pandas as pd
-
         rows = self._columns()
         ram = (rows["event"] == ALLOC) | (rows["event"] == FREE)
         change = np.where(rows["event"][ram] == ALLOC, rows["bytes"][ram], -rows["bytes"][ram])

@@ -65,6 +65,16 @@ class StorageError(PoetsimError):
 
     exit_code = 74
 
+    @classmethod
+    def from_os_error(cls, exc: OSError, doing: str, path: object = None) -> "StorageError":
+        """'cannot write build/x/runs.csv: No space left on device (ENOSPC)', from the OSError."""
+        import errno
+
+        where = path if path is not None else (exc.filename if exc.filename is not None else "a file")
+        code = errno.errorcode.get(exc.errno or 0)
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        return cls(f"cannot {doing} {where}: {reason}" + (f" ({code})" if code else ""))
+
 
 class FolderBusyError(PoetsimError):
     """Another poetsim process is writing into the same results folder (it holds the lock)."""

@@ -39,7 +39,6 @@ class DaskPool:
         self._token = uuid.uuid4().hex[:8]
         self._futures: dict = {}
         self._cluster = None
-        self._count = 0
         try:
             if scheduler:
                 self._client = Client(scheduler, timeout="10s")
@@ -57,9 +56,8 @@ class DaskPool:
         self._no_worker_since: float | None = None
 
     def submit(self, tag: Hashable, job: Any) -> None:
-        self._count += 1
-        try:
-            future = self._client.submit(self._function, job, key=f"poetsim-{self._token}-{self._count}", pure=False)
+        try:   # the key names the point on the dashboard; the token keeps two sweeps' keys apart
+            future = self._client.submit(self._function, job, key=f"poetsim {tag} {self._token}", pure=False)
         except (OSError, TimeoutError) as exc:
             raise self._lost(exc) from None
         self._futures[future] = (tag, job)

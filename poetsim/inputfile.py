@@ -186,15 +186,18 @@ _HIDDEN = {chr(c) for c in range(0x20)} | {chr(0x7F)} | {chr(c) for c in range(0
 def check_text(value: object, field: str, max_chars: int) -> str:
     """`value` if it is a string of at most `max_chars` without control characters; ValueError otherwise.
 
+    `field` starts the message (leave it empty where pydantic names the field).
+
     Names reach terminals, CSV cells, file names and HTML: markup such as `<script>` or
     `[red]` is fine (every output escapes or prints it as plain text), but a newline could forge
     a line of output and an escape sequence could drive the terminal.
     """
+    where = f"{field}: " if field else ""
     if not isinstance(value, str):
-        raise ValueError(f"{field}: expected text, got {type(value).__name__}")
+        raise ValueError(f"{where}expected text, got {type(value).__name__}")
     if len(value) > max_chars:
-        raise ValueError(f"{field}: {len(value):,} characters is more than {max_chars}")
+        raise ValueError(f"{where}{len(value):,} characters is more than {max_chars}")
     hidden = next((c for c in value if c in _HIDDEN), None)
     if hidden is not None:
-        raise ValueError(f"{field}: contains the control character U+{ord(hidden):04X}; names are one line of plain text")
+        raise ValueError(f"{where}contains the control character U+{ord(hidden):04X}; names are one line of plain text")
     return value

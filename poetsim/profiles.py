@@ -89,7 +89,7 @@ class Platform(_Frozen):
     @field_validator("name", "title")
     @classmethod
     def _one_line(cls, value: str) -> str:
-        return check_text(value, "text", 200)
+        return check_text(value, "", 200)
 
     @model_validator(mode="after")
     def _every_figure_has_a_source(self) -> "Platform":

@@ -255,7 +255,8 @@ class RunsFile:
             try:
                 written = os.write(fd, data)
                 if written != len(data):
-                    raise OSError(errno.ENOSPC, f"only {written} of {len(data)} bytes written", str(self.path))
+                    raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (only {written} of {len(data)} bytes "
+                                                "written)", str(self.path))
                 os.fsync(fd)
             except OSError as exc:
                 _cut_back(fd, size)
@@ -344,8 +345,8 @@ class FolderLock:
 
     def __enter__(self) -> "FolderLock":
         path = self.directory / self.LOCK_FILE
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:   # held open read-only: flock needs no more, and the disk may then turn read-only under it
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         except OSError as exc:
             raise StorageError.from_os_error(exc, "create the lock file", path) from None
         try:
@@ -358,12 +359,11 @@ class FolderLock:
         except OSError as exc:
             os.close(fd)
             raise StorageError.from_os_error(exc, "lock", path) from None
+        self._fd = fd
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+            path.write_text(f"{os.getpid()}\n", encoding="ascii")
         except OSError:
             pass   # the pid is a courtesy to the next writer; the lock itself holds
-        self._fd = fd
         return self
 
     def __exit__(self, *exc) -> None:

@@ -237,8 +237,9 @@ def load_scenario(path: str | Path, check_references: bool = True) -> Scenario:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise UserInputError(f"{path}: {format_validation_error(exc)}") from None
+    written = scenario
     scenario = _resolve_relative_paths(scenario, path)
-    _check_distinct_sources(scenario, path)
+    _check_distinct_sources(scenario, written, path)
     if check_references:
         check_scenario_references(scenario, path)
     return scenario
@@ -264,17 +265,20 @@ def _resolve_relative_paths(scenario: Scenario, path: Path) -> Scenario:
     })
 
 
-def _check_distinct_sources(scenario: Scenario, path: Path) -> None:
-    """Refuse two entries that are the same file (or the same name and content): they would share keys."""
+def _check_distinct_sources(scenario: Scenario, written: Scenario, path: Path) -> None:
+    """Refuse two entries that are the same file (or the same name and content): they would share keys.
+
+    `written` is the scenario before its paths were resolved, to quote the entries as written.
+    """
     for field in ("model", "platform"):
-        values = getattr(scenario, field)
+        values, shown = getattr(scenario, field), getattr(written, field)
         seen: dict[str, int] = {}
         for index, spec in enumerate(values):
             key = source_key(spec)
             if key in seen:
                 first = seen[key]
-                raise UserInputError(f"{path}: {field}[{index}]: {values[index]} has the same name and content as "
-                                     f"{field}[{first}] ({values[first]}); list it once")
+                raise UserInputError(f"{path}: {field}[{index}]: {shown[index]} has the same name and content as "
+                                     f"{field}[{first}] ({shown[first]}); list it once")
             seen[key] = index
 
 

@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from multiprocessing import connection, get_context
+from multiprocessing import connection, get_context, resource_tracker
 from typing import Any
 
 from poetsim.errors import InternalError
@@ -101,6 +101,9 @@ class ProcessPool:
         self._size = max(1, size)
         self._function = function
         self._context = get_context("spawn")
+        # Start multiprocessing's resource tracker now: started inside `_start_without_sigint`,
+        # it would unblock SIGINT there, and a worker could then start without the block.
+        resource_tracker.ensure_running()
         self._workers: list[_Worker] = []
         self._queue: deque[tuple[Hashable, Any]] = deque()
         self._deaths: dict[Hashable, int] = {}

@@ -12,13 +12,15 @@ What can go wrong with a cluster, and what happens:
 - the scheduler goes away: UnavailableError naming it.
 """
 
+import logging
 import time
 import uuid
+from multiprocessing import resource_tracker
 from collections.abc import Callable, Hashable
 from typing import Any
 
 from poetsim.errors import UnavailableError
-from poetsim.workers import MAX_DEATHS, Died, Raised
+from poetsim.workers import MAX_DEATHS, Died, Raised, sigint_blocked
 
 #: How long a sweep waits for a Dask worker to appear before it gives up.
 NO_WORKER_WAIT_S = 60.0
@@ -39,13 +41,20 @@ class DaskPool:
         self._token = uuid.uuid4().hex[:8]
         self._futures: dict = {}
         self._cluster = None
+        self._own_processes: set[int] = set()
         try:
             if scheduler:
                 self._client = Client(scheduler, timeout="10s")
             else:
-                with dask.config.set({"distributed.scheduler.allowed-failures": MAX_DEATHS - 1}):
+                resource_tracker.ensure_running()   # ours, not the cluster's: never to be killed
+                before = _child_pids()
+                # The cluster's processes inherit SIGINT ignored, so Ctrl-C reaches only the
+                # sweep, which then closes the cluster itself.
+                with dask.config.set({"distributed.scheduler.allowed-failures": MAX_DEATHS - 1}), \
+                        sigint_blocked(ignored=True):
                     self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                 dashboard_address=None, silence_logs=40)
+                                                 dashboard_address=None, silence_logs=logging.CRITICAL)
+                self._own_processes = _child_pids() - before
                 self._client = Client(self._cluster)
         except (OSError, TimeoutError) as exc:
             self._close_cluster()
@@ -92,14 +101,25 @@ class DaskPool:
         return ended
 
     def close(self) -> None:
-        """Cancel what is left, then close the client and any local cluster."""
+        """Cancel what is left, then close the client and any local cluster.
+
+        A local cluster's worker processes that are still running points are killed first: a
+        Dask worker cannot stop a running task, and would hold the cluster's close (and the
+        exit of the sweep) until the point's solve ends.
+        """
+        busy = bool(self._futures)
         try:
-            if self._futures:
+            if busy:
                 self._client.cancel(list(self._futures))
-            self._client.close(timeout=5)
+            self._client.close(timeout=2)
         except (OSError, TimeoutError):
             pass
         self._futures.clear()
+        if busy and self._cluster is not None:
+            for nanny in getattr(self._cluster, "workers", {}).values():
+                nanny.auto_restart = False
+            for pid in self._own_processes & _child_pids():
+                _kill(pid)
         self._close_cluster()
 
     def __enter__(self) -> "DaskPool":
@@ -132,7 +152,7 @@ class DaskPool:
     def _close_cluster(self) -> None:
         if self._cluster is not None:
             try:
-                self._cluster.close(timeout=5)
+                self._cluster.close(timeout=2)
             except (OSError, TimeoutError):
                 pass
             self._cluster = None
@@ -140,3 +160,20 @@ class DaskPool:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _child_pids() -> set[int]:
+    """This process's children (a local cluster's worker processes among them)."""
+    import psutil   # a dependency of Dask distributed
+
+    return {child.pid for child in psutil.Process().children()}
+
+
+def _kill(pid: int) -> None:
+    import os
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass

@@ -25,8 +25,6 @@ paging-only or recompute-only at the same point: their schedules are hybrid sche
 import hashlib
 import os
 import re
-import signal
-import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -38,6 +36,7 @@ import yaml
 from poetsim import strategies
 from poetsim.dask_pool import NO_WORKER_WAIT_S, DaskPool
 from poetsim.errors import Interrupted, PoetsimError, StorageError, UnavailableError, UserInputError
+from poetsim.interrupts import StopRequest
 from poetsim.pipeline import problem_for_point, result_row, run_strategy, write_run
 from poetsim.runs import FolderLock, ResultRow, RunsFile
 from poetsim.scenario import Point, Scenario
@@ -209,7 +208,7 @@ def run_sweep(
         raise UserInputError(f"--executor: unknown executor '{executor}' (use process or dask)")
     plan = plan_sweep(scenario, directory, resume)
     _make_folder(plan.directory)
-    with FolderLock(plan.directory), _StopSignals() as stop:
+    with FolderLock(plan.directory), StopRequest() as stop:
         if resume:
             plan.runs.tidy()
         plan = plan_sweep(scenario, directory, resume)   # again, now that no one else can write
@@ -247,36 +246,6 @@ def _pool(executor: str, workers: int, scheduler: str | None, no_worker_wait_s: 
     return ProcessPool(workers, run_point)
 
 
-class _StopSignals:
-    """While a sweep runs, SIGINT and SIGTERM ask it to stop (`signum`) instead of killing it.
-
-    The handler only notes the signal: the sweep looks at it between rows, so a row is never
-    half-handled. Installed only in the main thread (Python delivers signals there), and not
-    over a signal the caller ignores (`nohup`, a background job's SIGINT).
-    """
-
-    def __init__(self):
-        self.signum: int | None = None
-        self._saved: dict[int, object] = {}
-
-    def _note(self, signum: int, frame) -> None:
-        if self.signum is None:
-            self.signum = signum
-
-    def __enter__(self) -> "_StopSignals":
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                previous = signal.getsignal(signum)
-                if previous is not signal.SIG_IGN:
-                    self._saved[signum] = signal.signal(signum, self._note)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for signum, previous in self._saved.items():
-            signal.signal(signum, previous)
-        self._saved.clear()
-
-
 def _jobs(plan: SweepPlan, limit_s: float, threads: int) -> tuple[list[PointJob], dict[str, set[str]]]:
     """One job per point left, and for each the keys of the points it must wait for."""
     cells: dict[tuple, list[Point]] = {}
@@ -291,7 +260,7 @@ def _jobs(plan: SweepPlan, limit_s: float, threads: int) -> tuple[list[PointJob]
     return jobs, waits
 
 
-def _drive(plan: SweepPlan, pool, limit_s: float, threads: int, stop: _StopSignals) -> Iterator[ResultRow]:
+def _drive(plan: SweepPlan, pool, limit_s: float, threads: int, stop: StopRequest) -> Iterator[ResultRow]:
     """Run the plan's jobs on `pool`, each once its prerequisites are done; yield rows as they finish.
 
     On a stop request no job starts; the rows already returned are still yielded. A job that

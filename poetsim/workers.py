@@ -16,6 +16,7 @@ Here:
   a second death is reported as `Died`, so the caller can record the job as failed and go on.
 """
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -195,14 +196,31 @@ class ProcessPool:
 
 def _start_without_sigint(process) -> None:
     """Start a process with SIGINT blocked, so the child's Python cannot be interrupted before it ignores SIGINT."""
-    in_main = threading.current_thread() is threading.main_thread()
-    if in_main:
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
+    with sigint_blocked():
         process.start()
+
+
+@contextlib.contextmanager
+def sigint_blocked(ignored: bool = False):
+    """Block SIGINT in this thread meanwhile: a Ctrl-C then waits (it is not lost), and the
+    processes started meanwhile inherit the block, so it never reaches them.
+
+    With `ignored`, SIGINT is also ignored meanwhile, for children that unblock signals (Dask's
+    do): an ignored disposition survives `exec`, and Python then installs no KeyboardInterrupt
+    handler. On Linux a blocked signal stays pending even while ignored, so a Ctrl-C meanwhile
+    reaches this process when the block ends, unless another thread of it takes the signal.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignored else None
+    try:
+        yield
     finally:
-        if in_main:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        if ignored and handler is not None:
+            signal.signal(signal.SIGINT, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _serve(conn, function: Callable[[Any], Any], parent_pid: int) -> None:

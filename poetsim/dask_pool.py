@@ -48,10 +48,12 @@ class DaskPool:
             else:
                 resource_tracker.ensure_running()   # ours, not the cluster's: never to be killed
                 before = _child_pids()
-                # The cluster's processes inherit SIGINT ignored, so Ctrl-C reaches only the
-                # sweep, which then closes the cluster itself.
-                with dask.config.set({"distributed.scheduler.allowed-failures": MAX_DEATHS - 1}), \
-                        sigint_blocked(ignored=True):
+                # The cluster's workers ignore SIGINT once started (`poetsim.dask_worker`), so
+                # Ctrl-C reaches only the sweep, which then closes the cluster itself; SIGINT is
+                # held back from them meanwhile where their start inherits the block.
+                settings = {"distributed.scheduler.allowed-failures": MAX_DEATHS - 1,
+                            "distributed.worker.preload": ["poetsim.dask_worker"]}
+                with dask.config.set(settings), sigint_blocked():
                     self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                  dashboard_address=None, silence_logs=logging.CRITICAL)
                 self._own_processes = _child_pids() - before

@@ -201,25 +201,21 @@ def _start_without_sigint(process) -> None:
 
 
 @contextlib.contextmanager
-def sigint_blocked(ignored: bool = False):
+def sigint_blocked():
     """Block SIGINT in this thread meanwhile: a Ctrl-C then waits (it is not lost), and the
-    processes started meanwhile inherit the block, so it never reaches them.
+    processes started meanwhile inherit the block, so it never reaches them before they can
+    ignore it.
 
-    With `ignored`, SIGINT is also ignored meanwhile, for children that unblock signals (Dask's
-    do): an ignored disposition survives `exec`, and Python then installs no KeyboardInterrupt
-    handler. On Linux a blocked signal stays pending even while ignored, so a Ctrl-C meanwhile
-    reaches this process when the block ends, unless another thread of it takes the signal.
+    (Ignoring SIGINT here meanwhile would not do: a native thread of this process, such as a
+    BLAS pool's, may take the signal while it is ignored, and it is then lost.)
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignored else None
     try:
         yield
     finally:
-        if ignored and handler is not None:
-            signal.signal(signal.SIGINT, handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 

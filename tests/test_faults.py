@@ -334,10 +334,10 @@ def test_a_point_that_kills_its_dask_worker_twice_is_a_failed_row_and_the_rest_a
         stop = threading.Event()
 
         def kill_the_slow_point() -> None:
+            """Kill whichever worker is running the point at 70 % (call_stack: what runs now)."""
             while not stop.is_set():
-                for address, keys in client.processing().items():
-                    if any("|70%|" in str(key) for key in keys):
-                        time.sleep(0.5)
+                for address, running in client.call_stack().items():
+                    if any("|70%|" in str(key) for key in running):
                         pid = client.run(os.getpid, workers=[address], on_error="return").get(address)
                         if isinstance(pid, int) and psutil.pid_exists(pid):
                             psutil.Process(pid).kill()

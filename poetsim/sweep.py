@@ -225,12 +225,19 @@ def run_sweep(
                     if on_row is not None:
                         on_row(row, finished, plan.total)
         except (StorageError, UnavailableError) as exc:
-            kept = len(plan.runs.done_keys())
-            raise type(exc)(f"{exc}; the sweep stopped with {kept} of {plan.total} points kept; "
+            raise type(exc)(f"{exc}; the sweep stopped with {_kept(plan)} of {plan.total} points kept; "
                             "rerun with --resume once that is fixed") from None
         if stop.signum is not None:
-            raise Interrupted(stop.signum, len(plan.runs.done_keys()), plan.total)
+            raise Interrupted(stop.signum, _kept(plan), plan.total)
     return plan.runs.path
+
+
+def _kept(plan: SweepPlan) -> int:
+    """How many of the plan's points have a row that need not run again (read back from disk)."""
+    try:
+        return len(plan.runs.done_keys() & {p.key for p in plan.scenario.points()})
+    except PoetsimError:
+        return len(plan.done_keys)
 
 
 def _make_folder(directory: Path) -> None:

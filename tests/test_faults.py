@@ -89,7 +89,19 @@ def wait_for(condition, what: str, timeout_s: float = HANG_S) -> None:
 
 
 def gone(processes: list[psutil.Process]) -> bool:
-    return all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in processes)
+    def ended(process: psutil.Process) -> bool:
+        try:
+            return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+    return all(ended(p) for p in processes)
+
+
+def family_of(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
 
 
 # --- signals ----------------------------------------------------------------------------------
@@ -106,7 +118,7 @@ def test_a_signal_at_a_random_moment_keeps_every_row_and_ends_every_worker(tmp_p
     proc = poetsim("sweep", scenario, "-j", "2", "--out", out, start_new_session=True)
     wait_for(lambda: (out / "scenario.yaml").exists() or proc.poll() is not None, "the sweep to start")
     time.sleep(delay)
-    family = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
+    family = family_of(proc.pid)
     (os.killpg if to_group else os.kill)(proc.pid, signum)
     code, _, err = finish(proc)
     kept = keys_on_disk(out)
@@ -284,7 +296,15 @@ def test_resume_reruns_failed_points_and_keeps_each_key_once(tmp_path):
 # --- dying workers ------------------------------------------------------------------------------
 
 def workers_of(pid: int) -> list[psutil.Process]:
-    return [p for p in psutil.Process(pid).children() if "spawn_main" in " ".join(p.cmdline())]
+    """The sweep's live worker processes (not the resource tracker, not a killed one not yet reaped)."""
+    found = []
+    for child in psutil.Process(pid).children():
+        try:
+            if "spawn_main" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:   # a zombie, or gone
+            continue
+    return found
 
 
 def test_a_point_whose_worker_dies_twice_is_a_failed_row_and_the_sweep_goes_on(tmp_path):
@@ -339,8 +359,10 @@ def test_a_point_that_kills_its_dask_worker_twice_is_a_failed_row_and_the_rest_a
                 for address, running in client.call_stack().items():
                     if any("|70%|" in str(key) for key in running):
                         pid = client.run(os.getpid, workers=[address], on_error="return").get(address)
-                        if isinstance(pid, int) and psutil.pid_exists(pid):
+                        try:
                             psutil.Process(pid).kill()
+                        except (psutil.Error, TypeError, ValueError):   # gone already, or no pid came back
+                            pass
                 time.sleep(0.1)
 
         killer = threading.Thread(target=kill_the_slow_point, daemon=True)

@@ -193,16 +193,21 @@ def simulate(
     ram: RamSpec | str | None = None, runtime: float | str | None = None, strategy: str | None = None,
     timing: Timing | str | None = None, batch_size: int | None = None, solver: str | None = None,
     time_limit_s: float | None = None, schedule: Path | None = None, on_progress: Callable | None = None,
-    choice: Choice | None = None,
+    choice: Choice | None = None, mode: str = "barrier",
 ) -> Run:
-    """Solve (or load `schedule`, a saved schedule.json) and replay the schedule on the simulated device."""
+    """Solve (or load `schedule`, a saved schedule.json) and replay the schedule on the simulated device.
+
+    `mode` is the replay mode: `barrier` (a stage ends when its computes and transfers end, the
+    device the `overlap` timing model describes) or `free-running` (transfers run on into later
+    stages).
+    """
     choice = choice or choose(scenario, model=model, platform=platform, ram=ram, runtime=runtime, strategy=strategy,
                               timing=timing, batch_size=batch_size)
     if schedule is not None:
-        return load_run(choice.problem, Path(schedule))
+        return load_run(choice.problem, Path(schedule), mode=mode)
     return run_strategy(choice.problem, choice.strategy, solver or choice.scenario.solver,
                         time_limit_s if time_limit_s is not None else choice.scenario.time_limit_s,
-                        simulate=True, on_progress=on_progress)
+                        simulate=True, on_progress=on_progress, mode=mode)
 
 
 def require_schedule(run: Run) -> Run:
@@ -220,11 +225,11 @@ def require_schedule(run: Run) -> Run:
     raise PoetsimError(f"{run.status}: {run.message}")
 
 
-def simulate_out(choice: Choice, run: Run) -> Path:
+def simulate_out(choice: Choice, run: Run, mode: str = "barrier") -> Path:
     """Where `simulate` writes by default: build/<scenario>/simulate/<point>/."""
     problem = choice.problem
     slug = (f"{problem.graph.name}_{problem.platform.name}_ram{problem.ram.key}_rt{number_text(problem.runtime_x)}x_"
-            f"{run.strategy}_{problem.timing.value}")
+            f"{run.strategy}_{problem.timing.value}_{mode}")
     return default_out(choice.scenario) / "simulate" / _safe(slug)
 
 

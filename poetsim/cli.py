@@ -20,6 +20,7 @@ from poetsim.errors import PoetsimError, StorageError, UserInputError
 from poetsim.graphio import load_graph, save_graph
 from poetsim.pipeline import Run, compare_prediction, result_row
 from poetsim.profiles import load_platform, shipped_platforms
+from poetsim.pytorch.commands import register as register_pytorch
 from poetsim.results import GUARD_ATOL_J, GUARD_RTOL, check_against_baseline, load_results
 from poetsim.runs import ResultRow
 from poetsim.scenario import load_scenario
@@ -363,7 +364,11 @@ def simulate(
     schedule: Optional[Path] = typer.Option(None, help="Replay this saved schedule.json instead of solving."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (prediction against simulation)."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Output folder (default build/<scenario name>/simulate/<point>/)."),
-    charts: bool = typer.Option(True, help="Draw the schedule and timeline charts (HTML, PNG and SVG)."),
+    charts: bool = typer.Option(True, help="Write run.html (figures, simulated timeline, schedule grid) and each chart as PNG and SVG."),
+    mode: str = typer.Option("barrier", "--mode", help=(
+        "Replay mode: barrier (default; a stage ends when its computes and transfers have ended: the device the "
+        "overlap timing model describes) or free-running (no barrier: transfers run on into later stages; computes "
+        "wait for inputs still landing and for RAM).")),
 ) -> None:
     """Solve (or load) a schedule and replay it on a SimPy model of the device.
 
@@ -378,9 +383,9 @@ def simulate(
         raise UserInputError(f"--schedule: no such file {schedule}")
     choice = _choose(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
     run = _solve_with_progress(f"simulating {choice.strategy}", lambda show: api.simulate(
-        scenario, solver=solver, time_limit_s=time_limit, schedule=schedule, on_progress=show, choice=choice))
+        scenario, solver=solver, time_limit_s=time_limit, schedule=schedule, on_progress=show, choice=choice, mode=mode))
     api.require_schedule(run)
-    directory = out_dir or api.simulate_out(choice, run)
+    directory = out_dir or api.simulate_out(choice, run, mode)
     api.save_run(run, directory)
     comparison = compare_prediction(run)
     (directory / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
@@ -395,8 +400,11 @@ def simulate(
     out.print(table(("figure", "predicted", "simulated", "difference"), [
         (name, f"{comparison['predicted'][name]:.6g}", f"{comparison['simulated'][name]:.6g}",
          f"{comparison['difference_pct'][name]:+.3f} %") for name in ("makespan_s", "peak_ram_bytes", "energy_j")],
-        title=f"{run.strategy}: prediction vs simulation ({choice.problem.timing.value} timing)",
+        title=f"{run.strategy}: prediction vs simulation ({choice.problem.timing.value} timing, {mode} replay)",
         right=("predicted", "simulated", "difference")))
+    causes = {k: v for k, v in comparison["makespan_causes_s"].items() if k != "total_s" and abs(v) > 0}
+    if causes:
+        out.print("makespan difference by cause: " + ", ".join(f"{k} {v:+.6g} s" for k, v in causes.items()), soft_wrap=True)
     for flag in comparison["flags"]:
         err.print(f"poetsim: flag: {flag}", soft_wrap=True)
     out.print(f"wrote {directory}/ (trace.csv, summary.json, comparison.json, schedule.json, schedule.bin, charts)",
@@ -484,9 +492,9 @@ def compare(
 @_boundary
 def report(
     results: Path = typer.Argument(..., help="Results folder or runs.csv of a sweep."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write report.html and the charts (default: the results folder)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write report.html, the PNGs and the SVGs (default: the results folder)."),
 ) -> None:
-    """Draw the sweep's report: report.html with the headline table first, then charts (PNG and SVG too)."""
+    """Draw the sweep's report: report.html opens on the headline table beside the overhead chart; a PNG (2x) and an SVG per chart."""
     from poetsim.report.report import build_report
 
     directory = out_dir or (results.parent if results.name == "runs.csv" else results)
@@ -495,6 +503,39 @@ def report(
     name = str(frame["scenario"].iloc[0]) if "scenario" in frame and len(frame) else directory.name
     path = build_report(frame, directory, name)
     out.print(f"report: {path}", soft_wrap=True)
+
+
+@app.command()
+@_boundary
+def paper(
+    results: list[Path] = typer.Argument(..., help="Results folders of the paper_* scenarios (scenarios/paper_*.yaml)."),
+    html_out: Optional[Path] = typer.Option(None, "--html", help="Also write the comparisons as an HTML page here."),
+    as_json: JsonOpt = False,
+) -> None:
+    """The POET paper's claims (Figures 3-5, Table 3) beside poetsim's figures, each judged under poetsim's model."""
+    from poetsim import paper as exhibits
+
+    if html_out is not None:
+        check_output_file(html_out, "--html")
+    found = {}
+    for folder in results:
+        frame = load_results(folder)
+        found[str(frame["scenario"].iloc[0]) if len(frame) else Path(folder).name] = frame
+    done = exhibits.comparisons(found)
+    if as_json:
+        return _json([{"title": c.title, "scenario": c.scenario, "claims": [
+            {"where": k.where, "statement": k.statement, "paper": k.paper, "poetsim": k.poetsim, "verdict": k.verdict,
+             "reason": k.reason} for k in c.claims]} for c in done])
+    for comparison in done:
+        out.print(table(("claim", "paper", "poetsim", "verdict", "why"), [
+            (f"{k.where}: {k.statement}", k.paper, k.poetsim, k.verdict, k.reason) for k in comparison.claims],
+            title=comparison.title))
+    if html_out is not None:
+        from poetsim.report.page import page as html_page
+
+        html_out.write_text(html_page("poetsim: the POET paper's comparisons", exhibits.render_section(done), {}, ""),
+                            encoding="utf-8")
+        out.print(f"wrote {html_out}", soft_wrap=True)
 
 
 @app.command()
@@ -540,6 +581,10 @@ def check(
         better = sum(c.verdict in ("better", "now-feasible") for c in changes)
         out.print(f"ok: no point regressed (rtol {rtol:g} of the overhead above keep-all, atol {atol:g} J)"
                   + (f"; {better} got better" if better else ""))
+
+
+# Commands that need PyTorch (import-torch, execute, profile, validate-run): torch is imported only when they run.
+register_pytorch(app)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -42,10 +42,34 @@ class Compute(_Frozen):
         "Energy per FLOP = power_w / energy_flops_per_s.",
     )
 
+    op_flops_per_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="Optional sustained FLOP/s per operator kind (a node's `op`: conv, relu, conv_grad, ...), "
+        "as `poetsim profile` measures them; a node whose op is listed is timed at its kind's rate, and "
+        "its energy is power_w x that time. Other nodes use flops_per_s.",
+    )
+
+    @model_validator(mode="after")
+    def _op_rates_positive(self) -> "Compute":
+        bad = sorted(op for op, rate in self.op_flops_per_s.items() if not rate > 0)
+        if bad:
+            raise ValueError(f"op_flops_per_s.{bad[0]}: must be greater than 0")
+        return self
+
     @property
     def joules_per_flop(self) -> float:
         """Compute energy per FLOP: power_w over the rate at which that power was measured."""
         return self.power_w / (self.energy_flops_per_s or self.flops_per_s)
+
+    def seconds(self, op: str, flops: float) -> float:
+        """Compute time of `flops` FLOPs of an operator of kind `op`."""
+        return flops / self.op_flops_per_s.get(op, self.flops_per_s)
+
+    def joules(self, op: str, flops: float) -> float:
+        """Compute energy of `flops` FLOPs of kind `op`: at its measured rate, power_w x time."""
+        if op in self.op_flops_per_s:
+            return self.power_w * flops / self.op_flops_per_s[op]
+        return flops * self.joules_per_flop
 
 
 class Transfer(_Frozen):
@@ -111,9 +135,15 @@ def _numeric_paths(model: BaseModel, prefix: str = "") -> list[str]:
         path = f"{prefix}{name}"
         if isinstance(value, BaseModel):
             paths += _numeric_paths(value, path + ".")
-        elif isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
+        elif isinstance(value, dict):  # a table of figures (op_flops_per_s): one source per entry
+            paths += [f"{path}.{key}" for key, item in value.items() if _is_number(item)]
+        elif _is_number(value):
             paths.append(path)
     return paths
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def shipped_platforms() -> list[str]:

@@ -90,6 +90,7 @@ class ResultRow:
     simulated_stall_s: float | None = None
     simulated_over_budget: bool | None = None
     simulated_over_deadline: bool | None = None
+    simulated_mode: str | None = None      # barrier or free-running (poetsim.simulator.Mode)
     schedule_bytes: int | None = None
     wall_s: float | None = None
 

@@ -117,7 +117,7 @@ def test_simulate_writes_trace_summary_and_charts(tmp_path):
     assert "figures" in json.loads((tmp_path / "summary.json").read_text())
     trace = pd.read_csv(tmp_path / "trace.csv")
     assert {"time_s", "resource", "node", "kind", "bytes"} <= set(trace.columns)
-    for name in ("schedule.html", "schedule.png", "timeline.html", "timeline.png"):
+    for name in ("run.html", "schedule.png", "schedule.svg", "timeline.png", "timeline.svg"):
         assert (tmp_path / name).stat().st_size > 1000
 
 
@@ -126,7 +126,7 @@ def test_simulate_writes_under_build_by_default(tmp_path):
                      "--strategy", "hybrid", "--no-charts", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     written = list((tmp_path / "build" / "mcu" / "simulate").glob("*/trace.csv"))
-    assert [p.parent.name for p in written] == ["mlp_nrf52840_ram85pct_rt1.5x_hybrid_overlap"]
+    assert [p.parent.name for p in written] == ["mlp_nrf52840_ram85pct_rt1.5x_hybrid_overlap_barrier"]
 
 
 def test_simulate_replays_a_saved_schedule(tmp_path):

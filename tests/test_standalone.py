@@ -22,7 +22,7 @@ def tracked_files() -> list[Path]:
 def test_no_tracked_file_holds_an_absolute_path():
     offenders = []
     for path in tracked_files():
-        if path.suffix in (".png", ".bin", ".pdf") or not path.is_file():
+        if path.suffix in (".png", ".bin", ".pdf") or not path.is_file() or path == Path(__file__).resolve():
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         for number, line in enumerate(text.splitlines(), 1):

@@ -145,8 +145,7 @@ class DaskPool:
             return
         self._no_worker_since = self._no_worker_since or now
         if now - self._no_worker_since >= self._wait_s:
-            raise UnavailableError(f"{self._name} has had no worker for {self._wait_s:g} s; start workers and "
-                                   "rerun with --resume")
+            raise UnavailableError(f"{self._name} has had no worker for {self._wait_s:g} s")
 
     def _lost(self, exc: BaseException) -> UnavailableError:
         return UnavailableError(f"lost {self._name} ({_one_line(exc)})")

@@ -23,7 +23,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from poetsim.errors import UserInputError
-from poetsim.graph import MAX_MEASURED_J, MAX_MEASURED_S, MAX_NODE_FLOPS, MAX_NODES, MeasuredCosts, Node, TrainingGraph
+from poetsim.graph import (
+    MAX_MEASURED_J,
+    MAX_MEASURED_S,
+    MAX_NODE_FLOPS,
+    MAX_NODES,
+    MeasuredCosts,
+    Node,
+    TrainingGraph,
+)
 from poetsim.inputfile import MAX_GRAPH_BYTES, load_json
 from poetsim.profiles import format_validation_error
 from poetsim.units import MAX_BYTES

@@ -6,6 +6,7 @@ asked instead, it writes what is finished, ends its workers and says how far it 
 
 import signal
 import threading
+from typing import Any
 
 
 class StopRequest:
@@ -18,7 +19,7 @@ class StopRequest:
 
     def __init__(self):
         self.signum: int | None = None
-        self._saved: dict[int, object] = {}
+        self._saved: dict[int, Any] = {}
 
     def _note(self, signum: int, frame) -> None:
         if self.signum is None:

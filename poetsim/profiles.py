@@ -7,7 +7,14 @@ for a figure is rejected, so that no number in poetsim is unexplained.
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from poetsim.errors import UserInputError
 from poetsim.inputfile import MAX_PLATFORM_BYTES, check_text, load_yaml
@@ -51,9 +58,9 @@ class Compute(_Frozen):
 
     @model_validator(mode="after")
     def _op_rates_positive(self) -> "Compute":
-        bad = sorted(op for op, rate in self.op_flops_per_s.items() if not rate > 0)
+        bad = sorted(op for op, rate in self.op_flops_per_s.items() if not 1 <= rate <= MAX_RATE)
         if bad:
-            raise ValueError(f"op_flops_per_s.{bad[0]}: must be greater than 0")
+            raise ValueError(f"op_flops_per_s.{bad[0]}: must be between 1 and {MAX_RATE:g} FLOP/s")
         return self
 
     @property

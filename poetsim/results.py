@@ -285,8 +285,11 @@ def _judge(key: str, base, row, rtol: float, atol_j: float) -> Change:
     problems += energy_bad
     if after.has_schedule and _number(base, "simulated_total_j") is not None:
         problems += _bad_figure(row, "simulated_total_j", "simulated energy")
+    keep_all = _number(base, "keep_all_energy_j")
     if before.has_schedule and after.has_schedule and not energy_bad:
-        overhead = max(0.0, energy_before - _number(base, "keep_all_energy_j"))
+        # Both energies are there: the baseline's by `_check_baseline`, the results' by `_bad_figure`.
+        assert energy_before is not None and energy_after is not None and keep_all is not None
+        overhead = max(0.0, energy_before - keep_all)
         slack = max(rtol * overhead, atol_j)
         rise = energy_after - energy_before
         problems += _rise(base, row, "predicted_total_j", slack, "worse", "energy", "J",
@@ -327,8 +330,8 @@ def _rise(base, row, column: str, slack: float, verdict: str, label: str, unit: 
     if after is None or not math.isfinite(after):
         return [] if unit == "J" else [(verdict, f"{label} {_show(before)} -> {_show(after)}")]
     if after - before > slack:
-        return [(verdict, f"{label} {before:.9g} -> {after:.9g} {unit}: up {after - before:.6g} {unit}, "
-                          f"more than the slack of {slack:.6g} {unit} ({why})")]
+        return [(verdict, (f"{label} {before:.9g} -> {after:.9g} {unit}: up {after - before:.6g} {unit}, "
+                           f"more than the slack of {slack:.6g} {unit} ({why})"))]
     return []
 
 

@@ -201,8 +201,7 @@ class RunsFile:
         UserInputError when the file is not a runs.csv this poetsim can extend: not UTF-8, a
         header with unknown columns or without point_key and status, a row of the wrong width.
         """
-        header, records, _ = self._read()
-        return records
+        return self._read()[1]
 
     def done_keys(self) -> set[str]:
         """Keys of the points that need not run again: every complete row but `failed` ones."""

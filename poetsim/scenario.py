@@ -20,7 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from poetsim.errors import UserInputError
 from poetsim.graphio import load_graph
@@ -30,7 +38,6 @@ from poetsim.profiles import format_validation_error, load_platform
 from poetsim.schedule import Timing
 from poetsim.strategies import REGISTRY, Kind, names
 from poetsim.units import RamSpec, number_text, parse_ram, parse_runtime
-
 
 #: Most points a scenario's grid may have: far more than any sweep can run.
 MAX_POINTS = 100_000

@@ -35,7 +35,13 @@ import yaml
 
 from poetsim import strategies
 from poetsim.dask_pool import NO_WORKER_WAIT_S, DaskPool
-from poetsim.errors import Interrupted, PoetsimError, StorageError, UnavailableError, UserInputError
+from poetsim.errors import (
+    Interrupted,
+    PoetsimError,
+    StorageError,
+    UnavailableError,
+    UserInputError,
+)
 from poetsim.interrupts import StopRequest
 from poetsim.pipeline import problem_for_point, result_row, run_strategy, write_run
 from poetsim.runs import FolderLock, ResultRow, RunsFile

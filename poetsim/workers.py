@@ -131,7 +131,7 @@ class ProcessPool:
         ready = set(connection.wait(waitables, timeout_s))
         ended = []
         for worker in running:
-            if worker.conn not in ready and worker.process.sentinel not in ready:
+            if worker.job is None or (worker.conn not in ready and worker.process.sentinel not in ready):
                 continue
             tag, job = worker.job
             outcome = self._receive(worker)

@@ -150,9 +150,9 @@ def test_a_second_writer_is_refused_at_once_naming_the_folder_and_the_holder(tmp
     for command in (("sweep", scenario, "--out", out, "--resume"), ("compare", out)):
         code, _, err = finish(poetsim(*command))
         assert code == 75
-        assert err.strip().splitlines() == [
+        assert err.strip().splitlines() == [(
             f"poetsim: error: {out}: another poetsim (pid {first.pid}) is writing into this folder; "
-            "wait for it to end, or choose another --out"]
+            "wait for it to end, or choose another --out")]
     first.send_signal(signal.SIGTERM)
     code, _, _ = finish(first)
     assert code == 143
@@ -161,10 +161,8 @@ def test_a_second_writer_is_refused_at_once_naming_the_folder_and_the_holder(tmp
 
 
 def test_the_lock_is_exclusive_within_one_process_too_and_released_on_exit(tmp_path):
-    with FolderLock(tmp_path):
-        with pytest.raises(FolderBusyError, match=f"pid {os.getpid()}"):
-            with FolderLock(tmp_path):
-                pass
+    with FolderLock(tmp_path), pytest.raises(FolderBusyError, match=f"pid {os.getpid()}"), FolderLock(tmp_path):
+        pass
     with FolderLock(tmp_path):
         pass
 
@@ -176,13 +174,14 @@ def small_disk(tmp_path):
     """A 256 KiB tmpfs (root only); skipped where mounting is not permitted."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, text=True)
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, text=True,
+                          check=False)
     if made.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here ({made.stderr.strip() or 'mount failed'}); needs root")
     try:
         yield mount
     finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False)
 
 
 def remount(mount: Path, options: str) -> None:
@@ -338,9 +337,9 @@ def test_a_dask_scheduler_without_workers_fails_in_one_line_naming_it(tmp_path):
         code, _, err = finish(poetsim("sweep", small_mcu(tmp_path), "--out", tmp_path / "out", "--executor", "dask",
                                       "--scheduler", address, "--worker-wait", "2"))
     assert code == 69
-    assert err.strip().splitlines() == [
-        f"poetsim: error: the Dask scheduler {address} has had no worker for 2 s; start workers and rerun with "
-        "--resume; the sweep stopped with 0 of 12 points kept; rerun with --resume once that is fixed"]
+    assert err.strip().splitlines() == [(
+        f"poetsim: error: the Dask scheduler {address} has had no worker for 2 s; "
+        "the sweep stopped with 0 of 12 points kept; rerun with --resume once that is fixed")]
 
 
 def test_a_point_that_kills_its_dask_worker_twice_is_a_failed_row_and_the_rest_are_kept(tmp_path):

@@ -211,7 +211,8 @@ def test_a_duplicated_row_exits_2(tmp_path):
 
 
 def test_a_blank_energy_in_the_baseline_exits_2_and_in_the_results_fails(tmp_path):
-    first_optimal = lambda f: f.index[f["status"] == "optimal"][0]  # noqa: E731
+    def first_optimal(f):
+        return f.index[f["status"] == "optimal"][0]
     blank = _copy(tmp_path, lambda f: f.__setitem__("predicted_total_j", f["predicted_total_j"].where(
         f.index != first_optimal(f))))
     _one_line(check(MCU_BASELINE, blank), 2, "predicted_total_j is missing for status optimal")

@@ -52,7 +52,7 @@ def test_jobs_run_in_parallel_workers_and_come_back_tagged():
 def test_an_exception_comes_back_as_a_value_to_raise():
     with ProcessPool(1, refuse) as pool:
         pool.submit("a", "disk full")
-        ((tag, job, outcome),) = collect(pool, 1)
+        ((_, _, outcome),) = collect(pool, 1)
     assert isinstance(outcome, Raised) and isinstance(outcome.error, StorageError)
     assert str(outcome.error) == "disk full"
 

@@ -1,6 +1,6 @@
 """`make bench`: run the benchmarks and write their CSVs under results/bench/.
 
-    python -m benchmarks                 # all: solver, simulator, sweep, pytorch (from the repository's root)
+    python -m benchmarks                 # all: solver, simulator, sweep, pytorch, faults (from the repository's root)
     python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.
@@ -14,7 +14,7 @@ OUT = Path("results/bench")
 
 def main(argv: list[str]) -> int:
     """Run the named benchmarks (default all) and print each CSV's path and table."""
-    from benchmarks import simulator, solver, sweep
+    from benchmarks import faults, simulator, solver, sweep
 
     def pytorch_bench():
         from benchmarks import pytorch  # needs torch: imported only when asked for
@@ -29,6 +29,7 @@ def main(argv: list[str]) -> int:
         "simulator": lambda: simulator.run(OUT / "simulator.csv"),
         "sweep": lambda: sweep.run(OUT / "sweep.csv"),
         "pytorch": pytorch_bench,
+        "faults": lambda: faults.run(OUT / "faults.csv"),
     }
     chosen = argv or list(benches)
     unknown = [name for name in chosen if name not in benches]

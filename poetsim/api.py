@@ -28,6 +28,7 @@ from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, U
 from poetsim.pipeline import Run, load_run, run_strategy, write_run
 from poetsim.problem import Problem, build_problem
 from poetsim.results import headline, headline_columns, load_results
+from poetsim.dask_pool import NO_WORKER_WAIT_S
 from poetsim.runs import ResultRow
 from poetsim.scenario import FILE_SUFFIXES, Scenario, load_scenario
 from poetsim.schedule import Schedule, Timing
@@ -245,7 +246,7 @@ def sweep(
     scenario: Scenario | str | Path, out: str | Path | None = None, *, jobs: int | None = None,
     resume: bool = False, time_limit_s: float | None = None, executor: str = "process",
     scheduler: str | None = None, batch_size: int | None = None,
-    on_row: Callable[[ResultRow, int, int], None] | None = None,
+    on_row: Callable[[ResultRow, int, int], None] | None = None, no_worker_wait_s: float = NO_WORKER_WAIT_S,
 ) -> SweepResult:
     """Run every point of the scenario's grid into `out` (default build/<scenario name>/).
 
@@ -254,7 +255,8 @@ def sweep(
     """
     scenario, _ = with_batch_size(_scenario(scenario), batch_size)
     directory = Path(out) if out is not None else default_out(scenario)
-    runs_csv = run_sweep(scenario, directory, jobs, resume, time_limit_s, executor, scheduler, on_row=on_row)
+    runs_csv = run_sweep(scenario, directory, jobs, resume, time_limit_s, executor, scheduler, on_row=on_row,
+                         no_worker_wait_s=no_worker_wait_s)
     return SweepResult(directory, runs_csv, read_rows(runs_csv))
 
 

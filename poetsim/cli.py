@@ -16,12 +16,12 @@ import typer
 
 from poetsim import __version__, api, strategies, zoo
 from poetsim.assumptions import ASSUMPTIONS, SIMULATOR_ASSUMPTIONS, TIMING_HELP, TIMING_MODELS
-from poetsim.errors import PoetsimError, UserInputError
+from poetsim.errors import PoetsimError, StorageError, UserInputError
 from poetsim.graphio import load_graph, save_graph
 from poetsim.pipeline import Run, compare_prediction, result_row
 from poetsim.profiles import load_platform, shipped_platforms
 from poetsim.pytorch.commands import register as register_pytorch
-from poetsim.results import check_against_baseline, load_results
+from poetsim.results import GUARD_ATOL_J, GUARD_RTOL, check_against_baseline, load_results
 from poetsim.runs import ResultRow
 from poetsim.scenario import load_scenario
 from poetsim.status import Status
@@ -33,7 +33,10 @@ from poetsim.units import format_bytes, number_text
 EXIT_CODES = (
     "Exit codes: 0 done; 1 a regression found by `check`, or no schedule before the time limit; "
     "2 bad input (a file, field or option; one line names it); 3 infeasible budgets; "
-    "4 solver not installed; 5 simulation error; 6 invalid schedule; 70 internal error (a bug)."
+    "4 solver not installed; 5 simulation error; 6 invalid schedule; 69 the Dask scheduler or its workers gone; "
+    "70 internal error (a bug); 74 a file refused by the machine (disk full, read-only, permissions); "
+    "75 another poetsim writes into that results folder; 130/143 stopped by SIGINT/SIGTERM "
+    "(finished points kept; rerun with --resume)."
 )
 
 app = typer.Typer(
@@ -49,16 +52,29 @@ err = make_console(stderr=True)
 
 
 def _boundary(command):
-    """Run a command; a PoetsimError becomes one line on stderr and a non-zero exit."""
+    """Run a command; a PoetsimError becomes one line on stderr and its exit code.
+
+    So does what the library does not turn into one itself: Ctrl-C outside a sweep (130), and
+    a file the machine refuses (74).
+    """
     @functools.wraps(command)
     def run(*args, **kwargs):
         try:
             return command(*args, **kwargs)
         except PoetsimError as exc:
-            message = " ".join(str(exc).split())
-            err.print(f"poetsim: error: {message}", soft_wrap=True)
-            raise typer.Exit(exc.exit_code) from None
+            _fail(exc)
+        except KeyboardInterrupt:
+            err.print("poetsim: interrupted", soft_wrap=True)
+            raise typer.Exit(130) from None
+        except OSError as exc:
+            _fail(StorageError.from_os_error(exc, "use"))
     return run
+
+
+def _fail(exc: PoetsimError):
+    message = " ".join(str(exc).split())
+    err.print(f"poetsim: {exc.label}: {message}", soft_wrap=True)
+    raise typer.Exit(exc.exit_code) from None
 
 
 def _note(text: str) -> None:
@@ -423,13 +439,17 @@ def sweep(
     batch_size: BatchOpt = None,
     executor: str = typer.Option("process", help="process (local worker processes) or dask."),
     scheduler: Optional[str] = typer.Option(None, help="Dask scheduler address (with --executor dask; default: a local cluster)."),
+    worker_wait: float = typer.Option(60.0, "--worker-wait", min=0.1, max=86400.0,
+                                      help="With --executor dask: give up after this many seconds without any worker."),
     as_json: JsonOpt = False,
 ) -> None:
     """Run every point of a scenario's grid: solve, check, simulate; one row per point in runs.csv.
 
     Rows are appended as points finish, so a sweep stopped at any moment keeps them; infeasible
-    and failed points are rows too. Schedules and traces go to <out>/points/. Every option and
-    path is checked before anything is written.
+    and failed points are rows too, and --resume runs the failed ones again. Schedules and
+    traces go to <out>/points/. Every option and path is checked before anything is written.
+    Ctrl-C or SIGTERM keeps every finished point and exits 130 or 143; one sweep at a time may
+    write into a folder (docs/dependability.md).
     """
     spec = load_scenario(scenario)
     spec, notes = api.with_batch_size(spec, batch_size)
@@ -437,7 +457,7 @@ def sweep(
         _note(note)
     with Progress(f"sweep {spec.name}") as progress:
         result = api.sweep(spec, out_dir, jobs=jobs, resume=resume, time_limit_s=time_limit, executor=executor,
-                           scheduler=scheduler, on_row=_row_progress(progress))
+                           scheduler=scheduler, on_row=_row_progress(progress), no_worker_wait_s=worker_wait)
     counts = result.counts()
     if as_json:
         return _json({"directory": str(result.directory), "runs_csv": str(result.runs_csv), "points": len(result.rows),
@@ -523,11 +543,22 @@ def paper(
 def check(
     results: Path = typer.Argument(..., help="Results folder or runs.csv to check."),
     baseline: Path = typer.Option(..., help="Baseline runs.csv to compare against."),
-    rtol: float = typer.Option(1e-3, min=0.0, help="Relative energy tolerance before a point counts as worse."),
+    rtol: float = typer.Option(GUARD_RTOL, min=0.0, help=(
+        "Tolerance as a share of the baseline's energy above keep-all (and of its peak RAM): "
+        "energy may rise by max(rtol x overhead, atol) before a point counts as worse.")),
+    atol: float = typer.Option(GUARD_ATOL_J, min=0.0, help="Floor of the energy tolerance, in joules."),
     as_json: JsonOpt = False,
 ) -> None:
-    """The energy regression guard: exit 1 if a point got worse, became infeasible, or is missing."""
-    changes = check_against_baseline(load_results(results), load_results(baseline), rtol)
+    """The energy regression guard: exit 1, one line per point, if any point regressed.
+
+    A point fails when it is missing; its status is failed or invalid; it lost its schedule or
+    a proof (optimal -> feasible, infeasible -> no-solution); its energy is missing, zero,
+    negative or not finite; its predicted or simulated energy rose by more than
+    max(rtol x its baseline overhead above keep-all, atol); or its predicted or simulated peak
+    RAM rose by more than rtol x the baseline's. A results file that cannot be read as one
+    exits 2.
+    """
+    changes = check_against_baseline(load_results(results), load_results(baseline), rtol, atol, str(baseline))
     failing = [c for c in changes if c.fails]
     if as_json:
         _json({"points": len(changes), "failing": len(failing),
@@ -539,7 +570,7 @@ def check(
             out.print(table(("point", "verdict", "baseline J", "now J", "detail"), [
                 (c.point_key, c.verdict, "-" if c.baseline_j is None else f"{c.baseline_j:.9g}",
                  "-" if c.current_j is None else f"{c.current_j:.9g}", c.detail) for c in moved],
-                title=f"{len(changes)} points vs {baseline} (rtol {rtol:g})"))
+                title=f"{len(changes)} points vs {baseline} (rtol {rtol:g}, atol {atol:g} J)"))
         for change in failing:
             err.print(f"poetsim: regressed: {change.point_key}: {change.verdict}: {change.detail}", soft_wrap=True)
     if failing:
@@ -548,7 +579,8 @@ def check(
         raise typer.Exit(1)
     if not as_json:
         better = sum(c.verdict in ("better", "now-feasible") for c in changes)
-        out.print(f"ok: no point got worse beyond {rtol:g}" + (f"; {better} got better" if better else ""))
+        out.print(f"ok: no point regressed (rtol {rtol:g} of the overhead above keep-all, atol {atol:g} J)"
+                  + (f"; {better} got better" if better else ""))
 
 
 # Commands that need PyTorch (import-torch, execute, profile, validate-run): torch is imported only when they run.

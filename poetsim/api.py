@@ -24,11 +24,11 @@ from pathlib import Path
 import pandas as pd
 
 from poetsim import strategies
+from poetsim.dask_pool import NO_WORKER_WAIT_S
 from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, UserInputError
 from poetsim.pipeline import Run, load_run, run_strategy, write_run
 from poetsim.problem import Problem, build_problem
 from poetsim.results import headline, headline_columns, load_results
-from poetsim.dask_pool import NO_WORKER_WAIT_S
 from poetsim.runs import ResultRow
 from poetsim.scenario import FILE_SUFFIXES, Scenario, load_scenario
 from poetsim.schedule import Schedule, Timing

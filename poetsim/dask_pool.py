@@ -13,10 +13,12 @@ What can go wrong with a cluster, and what happens:
 """
 
 import logging
+import os
+import signal
 import time
 import uuid
-from multiprocessing import resource_tracker
 from collections.abc import Callable, Hashable
+from multiprocessing import resource_tracker
 from typing import Any
 
 from poetsim.errors import UnavailableError
@@ -165,15 +167,12 @@ def _one_line(exc: BaseException) -> str:
 
 def _child_pids() -> set[int]:
     """This process's children (a local cluster's worker processes among them)."""
-    import psutil   # a dependency of Dask distributed
+    import psutil  # a dependency of Dask distributed
 
     return {child.pid for child in psutil.Process().children()}
 
 
 def _kill(pid: int) -> None:
-    import os
-    import signal
-
     try:
         os.kill(pid, signal.SIGKILL)
     except OSError:

@@ -17,7 +17,7 @@ class StopRequest:
     over a signal the caller ignores (`nohup`, a background job's SIGINT).
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.signum: int | None = None
         self._saved: dict[int, Any] = {}
 

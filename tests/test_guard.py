@@ -196,7 +196,8 @@ def test_regressions_exit_1_with_one_line_per_point_naming_its_full_key(tmp_path
 @pytest.mark.parametrize("edit, fragment", [
     (lambda f: f.__setitem__("predicted_total_j", f["predicted_total_j"].astype(object).where(f.index != 0, "abc")),
      "line 2: column predicted_total_j: could not convert string to float: 'abc'"),
-    (lambda f: f.__setitem__("status", f["status"].where(f.index != 3, "optimall")), "line 5: column status: unknown status 'optimall'"),
+    (lambda f: f.__setitem__("status", f["status"].where(f.index != 3, "optimall")),
+     "line 5: column status: unknown status 'optimall'"),
     (lambda f: f.pop("status"), "missing columns status"),
 ])
 def test_a_malformed_results_file_exits_2_in_one_line(tmp_path, edit, fragment):

@@ -9,7 +9,7 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import pandas as pd
 import typer
@@ -119,7 +119,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document i
 @_boundary
 def models(as_json: JsonOpt = False) -> None:
     """List the model zoo: name, description, nodes, parameters and forward FLOPs at batch 1."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, spec in sorted(zoo.MODELS.items()):
         graph = zoo.build_model(name)
         rows.append({"model": name, "description": spec.description, "nodes": len(graph),
@@ -153,11 +153,11 @@ def _transfer(transfer) -> str:
 @_boundary
 def graph(
     model: str = typer.Argument(..., help="Zoo model name or graph JSON path (poetsim-graph or node-link)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", min=1, help="Batch size (zoo models)."),
-    input_size: Optional[int] = typer.Option(None, "--input-size", min=1, help="Image side (vision zoo models)."),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1, help="Sequence length (transformer zoo models)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", "-b", min=1, help="Batch size (zoo models)."),
+    input_size: int | None = typer.Option(None, "--input-size", min=1, help="Image side (vision zoo models)."),
+    seq_len: int | None = typer.Option(None, "--seq-len", min=1, help="Sequence length (transformer zoo models)."),
     as_json: JsonOpt = False,
-    save: Optional[Path] = typer.Option(None, "--save", help="Write the graph as poetsim-graph JSON."),
+    save: Path | None = typer.Option(None, "--save", help="Write the graph as poetsim-graph JSON."),
 ) -> None:
     """Summarise a training graph: nodes, edges, FLOPs, parameters, keep-all peak memory."""
     if save is not None:
@@ -174,7 +174,8 @@ def graph(
         ("forward FLOPs", f"{summary['forward_flops']:.4g}"),
         ("backward FLOPs", f"{summary['backward_flops']:.4g}"),
         ("parameters", f"{summary['param_bytes']:,} bytes ({format_bytes(summary['param_bytes'])})"),
-        ("keep-all peak activation RAM", f"{summary['keep_all_peak_bytes']:,} bytes ({format_bytes(summary['keep_all_peak_bytes'])})"),
+        ("keep-all peak activation RAM",
+         f"{summary['keep_all_peak_bytes']:,} bytes ({format_bytes(summary['keep_all_peak_bytes'])})"),
         ("smallest RAM any schedule needs", f"{summary['min_feasible_ram_bytes']:,} bytes"),
     ]))
     if save is not None:
@@ -208,19 +209,20 @@ def validate(scenarios: list[Path] = typer.Argument(..., help="Scenario YAML fil
 # --- solve and simulate --------------------------------------------------------------------
 
 # Options shared by `solve` and `simulate`: which point of the scenario, and how to solve it.
-ModelOpt = Annotated[Optional[str], typer.Option(help="Model (zoo name or graph path); overrides the scenario.")]
-PlatformOpt = Annotated[Optional[str], typer.Option(help="Platform name or profile path; overrides the scenario.")]
-StrategyOpt = Annotated[Optional[str], typer.Option(help="; ".join(f"{s.name}" for s in strategies.REGISTRY.values())
+ModelOpt = Annotated[str | None, typer.Option(help="Model (zoo name or graph path); overrides the scenario.")]
+PlatformOpt = Annotated[str | None, typer.Option(help="Platform name or profile path; overrides the scenario.")]
+StrategyOpt = Annotated[str | None, typer.Option(help="; ".join(f"{s.name}" for s in strategies.REGISTRY.values())
                                                     + " (see docs/optimiser.md).")]
-RamOpt = Annotated[Optional[str], typer.Option(
+RamOpt = Annotated[str | None, typer.Option(
     help="RAM budget: % of keep-all (50%), bytes (1048576) or with a unit (256KiB, 1.5MB); a bare number below 1 is refused.")]
-RuntimeOpt = Annotated[Optional[str], typer.Option(help="Runtime budget: multiple of one plain pass (1.2x).")]
-TimingOpt = Annotated[Optional[str], typer.Option(help=TIMING_HELP)]
-SolverOpt = Annotated[Optional[str], typer.Option(help="highs (default), glpk or cbc.")]
-TimeLimitOpt = Annotated[Optional[float], typer.Option("--time-limit", min=0.1, help="Solver time limit in seconds.")]
-PointTimeLimitOpt = Annotated[Optional[float], typer.Option("--time-limit", min=0.1, help="Solver time limit per point, seconds.")]
-BatchOpt = Annotated[Optional[int], typer.Option("--batch-size", "-b", min=1,
-                                                 help="Batch size of zoo models; overrides the scenario (graph files fix their own).")]
+RuntimeOpt = Annotated[str | None, typer.Option(help="Runtime budget: multiple of one plain pass (1.2x).")]
+TimingOpt = Annotated[str | None, typer.Option(help=TIMING_HELP)]
+SolverOpt = Annotated[str | None, typer.Option(help="highs (default), glpk or cbc.")]
+TimeLimitOpt = Annotated[float | None, typer.Option("--time-limit", min=0.1, help="Solver time limit in seconds.")]
+PointTimeLimitOpt = Annotated[float | None, typer.Option("--time-limit", min=0.1, help="Solver time limit per point, seconds.")]
+BatchOpt = Annotated[int | None, typer.Option("--batch-size", "-b", min=1,
+                                                 help="Batch size of zoo models; overrides the scenario "
+                                                      "(graph files fix their own).")]
 
 
 def _choose(scenario: Path, model, platform, ram, runtime, strategy, timing, batch_size) -> api.Choice:
@@ -266,8 +268,8 @@ def solve(
     time_limit: TimeLimitOpt = None,
     batch_size: BatchOpt = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the result row)."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write schedule.json, schedule.bin and result.json here."),
-    lp: Optional[Path] = typer.Option(None, "--lp", help="Also write the MILP as a CPLEX LP file (for review or other solvers)."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Write schedule.json, schedule.bin and result.json here."),
+    lp: Path | None = typer.Option(None, "--lp", help="Also write the MILP as a CPLEX LP file (for review or other solvers)."),
 ) -> None:
     """Find the energy-optimal schedule of one scenario point, check it, and report it.
 
@@ -361,10 +363,11 @@ def simulate(
     solver: SolverOpt = None,
     time_limit: TimeLimitOpt = None,
     batch_size: BatchOpt = None,
-    schedule: Optional[Path] = typer.Option(None, help="Replay this saved schedule.json instead of solving."),
+    schedule: Path | None = typer.Option(None, help="Replay this saved schedule.json instead of solving."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (prediction against simulation)."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Output folder (default build/<scenario name>/simulate/<point>/)."),
-    charts: bool = typer.Option(True, help="Write run.html (figures, simulated timeline, schedule grid) and each chart as PNG and SVG."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Output folder (default build/<scenario name>/simulate/<point>/)."),
+    charts: bool = typer.Option(
+        True, help="Write run.html (figures, simulated timeline, schedule grid) and each chart as PNG and SVG."),
     mode: str = typer.Option("barrier", "--mode", help=(
         "Replay mode: barrier (default; a stage ends when its computes and transfers have ended: the device the "
         "overlap timing model describes) or free-running (no barrier: transfers run on into later stages; computes "
@@ -432,13 +435,13 @@ def _row_progress(progress: Progress):
 @_boundary
 def sweep(
     scenario: Path = typer.Argument(..., help="Scenario YAML; its lists make the grid."),
-    jobs: Optional[int] = typer.Option(None, "-j", "--jobs", min=1, help="Parallel worker processes (default: the core count)."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Results folder (default build/<scenario name>/)."),
+    jobs: int | None = typer.Option(None, "-j", "--jobs", min=1, help="Parallel worker processes (default: the core count)."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Results folder (default build/<scenario name>/)."),
     resume: bool = typer.Option(False, help="Continue a sweep: skip the points already in runs.csv."),
     time_limit: PointTimeLimitOpt = None,
     batch_size: BatchOpt = None,
     executor: str = typer.Option("process", help="process (local worker processes) or dask."),
-    scheduler: Optional[str] = typer.Option(None, help="Dask scheduler address (with --executor dask; default: a local cluster)."),
+    scheduler: str | None = typer.Option(None, help="Dask scheduler address (with --executor dask; default: a local cluster)."),
     worker_wait: float = typer.Option(60.0, "--worker-wait", min=0.1, max=86400.0,
                                       help="With --executor dask: give up after this many seconds without any worker."),
     as_json: JsonOpt = False,
@@ -470,7 +473,7 @@ def sweep(
 @_boundary
 def compare(
     target: Path = typer.Argument(..., help="A sweep's results folder (or runs.csv), or a scenario YAML (its default folder)."),
-    jobs: Optional[int] = typer.Option(None, "-j", "--jobs", min=1, help="Parallel worker processes."),
+    jobs: int | None = typer.Option(None, "-j", "--jobs", min=1, help="Parallel worker processes."),
     time_limit: PointTimeLimitOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -492,9 +495,13 @@ def compare(
 @_boundary
 def report(
     results: Path = typer.Argument(..., help="Results folder or runs.csv of a sweep."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write report.html, the PNGs and the SVGs (default: the results folder)."),
+    out_dir: Path | None = typer.Option(
+        None, "--out", help="Where to write report.html, the PNGs and the SVGs (default: the results folder)."),
 ) -> None:
-    """Draw the sweep's report: report.html opens on the headline table beside the overhead chart; a PNG (2x) and an SVG per chart."""
+    """Draw the sweep's report: report.html opens on the headline table beside the overhead chart.
+
+    Every chart is also written as a PNG (2x) and an SVG.
+    """
     from poetsim.report.report import build_report
 
     directory = out_dir or (results.parent if results.name == "runs.csv" else results)
@@ -509,7 +516,7 @@ def report(
 @_boundary
 def paper(
     results: list[Path] = typer.Argument(..., help="Results folders of the paper_* scenarios (scenarios/paper_*.yaml)."),
-    html_out: Optional[Path] = typer.Option(None, "--html", help="Also write the comparisons as an HTML page here."),
+    html_out: Path | None = typer.Option(None, "--html", help="Also write the comparisons as an HTML page here."),
     as_json: JsonOpt = False,
 ) -> None:
     """The POET paper's claims (Figures 3-5, Table 3) beside poetsim's figures, each judged under poetsim's model."""

@@ -136,7 +136,8 @@ def read_graph_file(path: Path, flops_per_cost_unit: float = DEFAULT_FLOPS_PER_C
         raise UserInputError(f"{path}: {format_validation_error(exc)}") from None
     except ValueError as exc:
         raise UserInputError(f"{path}: {exc}") from None
-    raise UserInputError(f"{path}: unknown graph format (expected \"format\": \"{FORMAT}\" or node-link JSON with nodes and links)")
+    raise UserInputError(f"{path}: unknown graph format "
+                         f"(expected \"format\": \"{FORMAT}\" or node-link JSON with nodes and links)")
 
 
 def _from_poetsim(data: dict, path: Path) -> TrainingGraph:

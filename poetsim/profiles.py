@@ -96,7 +96,8 @@ class Storage(_Frozen):
     kind: str = Field(description="What the storage is, in words (e.g. 'microSD over SPI').")
     page_in: Transfer
     page_out: Transfer
-    power_w: float = Field(ge=0, le=MAX_POWER_W, description="Power drawn while a transfer runs (either direction), above static power.")
+    power_w: float = Field(ge=0, le=MAX_POWER_W,
+                           description="Power drawn while a transfer runs (either direction), above static power.")
 
 
 class Platform(_Frozen):
@@ -107,7 +108,8 @@ class Platform(_Frozen):
     ram_bytes: int = Field(gt=0, le=MAX_BYTES, description="Physical RAM; what the simulator may allocate (less reserved state).")
     compute: Compute
     static_power_w: float = Field(
-        ge=0, le=MAX_POWER_W, description="Drawn for the whole iteration, busy or idle; charged x makespan by the overlap timing.")
+        ge=0, le=MAX_POWER_W,
+        description="Drawn for the whole iteration, busy or idle; charged x makespan by the overlap timing.")
     storage: Storage
     dma_channels: int = Field(
         ge=1, le=MAX_DMA_CHANNELS, description="Transfers that can run at once between RAM and storage (usually 1: one device).")

@@ -85,9 +85,11 @@ class BudgetGrid(_Frozen):
     """The RAM and runtime budgets of a scenario; each a value or a list of values (a sweep axis)."""
 
     ram: Annotated[tuple[RamSpec, ...], BeforeValidator(_ram_list)] = Field(
-        min_length=1, max_length=MAX_LIST, description="Activation RAM: bytes, a size with unit (256KiB) or a percentage of the keep-all peak.")
+        min_length=1, max_length=MAX_LIST,
+        description="Activation RAM: bytes, a size with unit (256KiB) or a percentage of the keep-all peak.")
     runtime: Annotated[tuple[float, ...], BeforeValidator(_runtime_list)] = Field(
-        default=(1.2,), min_length=1, max_length=MAX_LIST, description="Deadline as a multiple of one plain forward+backward pass (1.2x).")
+        default=(1.2,), min_length=1, max_length=MAX_LIST,
+        description="Deadline as a multiple of one plain forward+backward pass (1.2x).")
 
 
 class Scenario(_Frozen):
@@ -111,7 +113,8 @@ class Scenario(_Frozen):
     solver: str = "highs"
     time_limit_s: float = Field(default=120.0, gt=0, le=1e6)
     reserve_training_state: str = Field(
-        default="none", description="Keep parameters, gradients and optimiser state in the RAM budget: none, sgd, momentum or adam.")
+        default="none",
+        description="Keep parameters, gradients and optimiser state in the RAM budget: none, sgd, momentum or adam.")
 
     @field_validator("strategies")
     @classmethod
@@ -294,7 +297,8 @@ def check_scenario_references(scenario: Scenario, path: Path) -> None:
     graphs = {}
     for index, model in enumerate(scenario.model):
         try:
-            graphs[model] = load_graph(model, scenario.batch_size, scenario.input_size, scenario.seq_len, scenario.flops_per_cost_unit)
+            graphs[model] = load_graph(model, scenario.batch_size, scenario.input_size, scenario.seq_len,
+                                       scenario.flops_per_cost_unit)
         except UserInputError as exc:
             raise UserInputError(f"{path}: model{_at(scenario.model, index)}: {exc}") from None
     for index, name in enumerate(scenario.platform):
@@ -307,7 +311,8 @@ def check_scenario_references(scenario: Scenario, path: Path) -> None:
                 total = ram.resolve(graph.keep_all_peak_bytes) + reserved_bytes(graph, scenario.reserve_training_state)
                 if total > platform.ram_bytes:
                     raise UserInputError(
-                        f"{path}: budgets.ram{_at(scenario.budgets.ram, ram_index)}: {ram} is {total:,} bytes for {source_key(model)}, "
+                        f"{path}: budgets.ram{_at(scenario.budgets.ram, ram_index)}: {ram} is {total:,} bytes "
+                        f"for {source_key(model)}, "
                         f"above the {platform.ram_bytes:,} bytes of RAM of platform {platform.name}")
 
 

@@ -3,7 +3,6 @@
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from optimiser_cases import cases, cost_table, training_graph
 
 from poetsim.checker import check_schedule, compare_figures
 from poetsim.optimiser.capuchin import capuchin_schedule
@@ -13,6 +12,8 @@ from poetsim.problem import build_problem
 from poetsim.schedule import Timing
 from poetsim.status import Status
 from poetsim.units import parse_ram
+
+from optimiser_cases import cases, cost_table, training_graph
 
 
 def five_layers(compute_f2_s: float, page_f1_s: float):

@@ -5,7 +5,6 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from optimiser_cases import cost_table, training_graph
 
 from poetsim.checker import check_schedule
 from poetsim.costs import node_costs
@@ -22,6 +21,8 @@ from poetsim.schedule import Timing
 from poetsim.status import Status
 from poetsim.units import parse_ram
 from poetsim.zoo import build_model
+
+from optimiser_cases import cost_table, training_graph
 
 
 def tiny_resnet():

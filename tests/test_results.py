@@ -40,7 +40,8 @@ def test_the_headline_puts_strategies_side_by_side_with_ram_sorted_as_a_number()
                          "ram_budget_bytes": budget, "keep_all_peak_bytes": 100})
     table = headline(pd.DataFrame(rows))
     assert list(table["ram"]) == ["100%", "50%", "20%"]
-    assert headline_columns(table) == ["model", "platform", "timing", "runtime_x", "ram", "hybrid", "paging-only", "recompute-only"]
+    assert headline_columns(table) == ["model", "platform", "timing", "runtime_x", "ram",
+                                       "hybrid", "paging-only", "recompute-only"]
     first = table.iloc[0]
     assert (first["hybrid"], first["paging-only"], first["recompute-only"]) == ("0.500 %*", "0.500 %", "infeasible")
     assert first["hybrid gap"] == 0.2

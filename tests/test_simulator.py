@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from optimiser_cases import HYBRID, PAGING_ONLY, cases
 
 from benchmarks.simulator import chain_schedule, training_chain
 from poetsim import optimiser
@@ -23,6 +22,8 @@ from poetsim.schedule import Budgets, Compute, Free, PageIn, PageOut, Schedule, 
 from poetsim.simulator import TRACE_COLUMNS, WAIT_CAUSES, Mode, simulate, write_trace
 from poetsim.simulator.comparison import compare
 from poetsim.zoo import build_model
+
+from optimiser_cases import HYBRID, PAGING_ONLY, cases
 
 C, F, PI, PO = Compute, Free, PageIn, PageOut
 BARRIER, FREE = Mode.BARRIER, Mode.FREE_RUNNING

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from poetsim.scenario import load_scenario
 from poetsim.runs import COLUMNS, RunsFile
+from poetsim.scenario import load_scenario
 from poetsim.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,7 +98,8 @@ def test_a_failing_point_is_a_row_not_a_crash(tmp_path):
 def test_dask_local_cluster_gives_the_same_rows(tmp_path):
     scenario = small_scenario(tmp_path)
     by_process = read_rows(run_sweep(scenario, tmp_path / "process", jobs=2).parent).set_index("point_key").sort_index()
-    by_dask = read_rows(run_sweep(scenario, tmp_path / "dask", jobs=2, executor="dask").parent).set_index("point_key").sort_index()
+    by_dask = read_rows(run_sweep(scenario, tmp_path / "dask", jobs=2, executor="dask").parent)
+    by_dask = by_dask.set_index("point_key").sort_index()
     assert list(by_dask.index) == list(by_process.index)
     assert list(by_dask["status"]) == list(by_process["status"])
     pd.testing.assert_series_equal(by_dask["predicted_total_j"], by_process["predicted_total_j"], rtol=1e-6)

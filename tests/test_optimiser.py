@@ -150,7 +150,7 @@ def test_runtime_below_one_pass_is_infeasible():
         require_feasible(outcome)
 
 
-def test_an_infeasibility_the_solver_proves_is_reported_as_such():
+def test_a_proven_infeasibility_is_reported_as_such():
     """Recompute-only at 1.0x runtime and 201 B: r must be recomputed, which takes time."""
     graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
     outcome = optimise(graph, costs, Budgets(201, costs.plain_runtime_s), RECOMPUTE_ONLY, Timing.COMPUTE_ONLY)

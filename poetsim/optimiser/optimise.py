@@ -1,26 +1,44 @@
-"""`optimise`: budgets in, a schedule, its predicted figures and the solver's own account out."""
+"""`optimise`: budgets in, a schedule, its predicted figures and what is proven about it out.
+
+One call runs, on one clock (`clock.Clock`), from the cheapest proof to the dearest:
+
+1. pre-checks and the eviction cover (`cover`): a proven lower bound, or a proof that nothing fits;
+2. plans that need no solver: keep-all, the plan made from the cover's choice (`cover_plan`), the
+   schedules of other strategies handed in as `starts`, and the greedy; the cheapest that fits
+   is the incumbent, and if it meets the bound within the gap it is optimal, with no MILP built;
+3. the MILP restricted to the cover's choice (`cover_plan.restricted`): small, fast, an upper bound;
+4. the full MILP, started from the incumbent, stopped as soon as the incumbent is within the gap
+   of the best bound (the solver's or the cover's), or when the clock runs out.
+
+Whatever stops it, the cheapest schedule found so far is returned with the best proven bound.
+"""
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from time import perf_counter
 
 from poetsim.costs import CostTable
 from poetsim.errors import InfeasibleBudgetError, PoetsimError, UserInputError
 from poetsim.graph import TrainingGraph
 from poetsim.optimiser import plan as plans
-from poetsim.optimiser.baselines import PAGING, start_plan
+from poetsim.optimiser.baselines import start_plan
+from poetsim.optimiser.clock import Clock, Progress, Reporter
+from poetsim.optimiser.cover import CoverBound, cover_bound
+from poetsim.optimiser.cover_plan import admits, cover_plan, restricted
 from poetsim.optimiser.formulation import formulate
+from poetsim.optimiser.incumbent import Incumbent
 from poetsim.optimiser.rows import Formulation
-from poetsim.optimiser.solvers import SolverSettings, check_available, solve
+from poetsim.optimiser.rules import plan_from_decisions
+from poetsim.optimiser.solvers import SolverResult, SolverSettings, check_available, solve
 from poetsim.schedule import Budgets, Figures, Moves, Schedule, Timing
 from poetsim.status import Status
 
 
 @dataclass(frozen=True)
 class SolveOutcome:
-    """One solve: status, schedule, the MILP's predicted figures, and what the solver proved.
+    """One solve: status, schedule, its predicted figures, and what is proven about it.
 
     Energies are joules of one iteration. `gap_overhead` relates the proven gap to the energy
     above keep-all, the only part a schedule can change: it is the figure to read (a 0.03 %
@@ -32,125 +50,249 @@ class SolveOutcome:
     solver: str
     status: Status                 # OPTIMAL, FEASIBLE (a schedule with a gap), INFEASIBLE or NO_SOLUTION
     schedule: Schedule | None
-    predicted: Figures | None      # the MILP's own figures, read from the solved variables
-    objective_j: float | None      # total energy of the returned schedule per the model (solver's objective)
-    bound_j: float | None          # best proven lower bound on total energy (the solver's; keep-all if it has none)
+    predicted: Figures | None      # the model's figures of the returned schedule
+    objective_j: float | None      # total energy of the returned schedule per the model
+    bound_j: float | None          # best proven lower bound on total energy (the solver's or the cover's)
     gap_total: float | None        # (objective - bound) / objective
     gap_overhead: float | None     # (objective - bound) / (objective - keep-all energy)
-    build_s: float
+    build_s: float                 # everything before the first solver run: cover, plans, model build
     handoff_s: float
-    solve_s: float
+    solve_s: float                 # the solver runs (restricted and full)
     num_variables: int
     num_constraints: int
     message: str
+    found_by: str = ""             # where the returned schedule came from (cover, a start, solver, ...)
+    cover_bound_j: float | None = None  # the eviction cover's bound on the total energy
+    wall_s: float = 0.0            # the whole call
+
+
+#: Share of the time left that the cover's own solve may take (it normally needs well under 1 s).
+COVER_SHARE = 0.2
+#: Share of the time left for the MILP restricted to the cover's choice, and its cap in seconds.
+RESTRICTED_SHARE = 0.25
+RESTRICTED_CAP_S = 60.0
+#: Time kept back from the solver for rounding its answer and building the schedule.
+ROUNDING_RESERVE_SHARE = 0.01
+ROUNDING_RESERVE_S = 0.2
+#: Whether the full solve gets the cover's bound as a row, objective >= floor (docs/optimiser.md).
+OBJECTIVE_FLOOR_ROW = False
 
 
 def optimise(
     graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing = Timing.OVERLAP,
     solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-4, threads: int | None = None,
-    warm_start: bool = True,
+    warm_start: bool = True, starts: Sequence[Schedule] = (), on_progress: Progress | None = None,
 ) -> SolveOutcome:
-    """Find the least-energy schedule within `budgets` using `moves` (the MILP of POET, stage formulation).
+    """Find the least-energy schedule within `budgets` using `moves` and say what is proven about it.
 
-    `mip_rel_gap` is relative to the overhead above keep-all (the objective the solver sees),
-    so "optimal" means no schedule is cheaper by more than that share of the overhead. With
-    `warm_start` a cheap feasible schedule (keep-all, checkpoint-sqrt or a greedy, whichever
-    fits and costs least) is handed to solvers that take a start (HiGHS, CBC); a hybrid solve of
-    PAGING_FIRST_NODES or more first spends a third of its time on the paging-only model and
-    starts from that schedule when it is cheaper. A solver that stops early never returns a
-    schedule worse than its start.
+    `mip_rel_gap` is relative to the overhead above keep-all: "optimal" means no schedule is
+    cheaper by more than that share of the overhead (plus a thousandth of the cheapest decision).
+    `time_limit_s` bounds the whole call (bound, plans, build, solves, rounding). `starts` are
+    schedules of other strategies or baselines: the cheapest that uses only `moves` and fits
+    becomes the incumbent, so the answer is never worse. `on_progress(elapsed_s, incumbent_j,
+    bound_j, phase)` is called at most about once a second while the call works.
+
+    `warm_start=False` solves the bare MILP (no cover, no rule-made plans, no start, no
+    restricted pass): a reference for tests and benchmarks.
     """
     timing = _parse(Timing, timing)
     check_available(solver)
-    began = perf_counter()
+    clock = Clock(time_limit_s)
+    report = Reporter(on_progress, clock)
     obvious = _obviously_infeasible(graph, costs, budgets)
     if obvious:
-        return _empty(moves, timing, solver, Status.INFEASIBLE, obvious, perf_counter() - began)
-    form = formulate(graph, costs, budgets, moves, timing)
-    start = start_plan(graph, costs, budgets, moves, timing) if warm_start else None
-    start_values = plans.to_columns(form, start, graph, costs) if start is not None else None
-    build_s = perf_counter() - began
-    if start_values is not None and _zero_overhead_is_proven(form, start_values):
-        return _keep_all_outcome(form, start, graph, costs, budgets, moves, timing, solver, build_s)
-    settings = SolverSettings(
-        mip_rel_gap=mip_rel_gap, mip_abs_gap=_abs_gap(form), time_limit_s=time_limit_s,
-        threads=threads or os.cpu_count() or 1)
-    presolve_s = 0.0
-    if warm_start and moves.recompute and moves.page and solver in STARTING_SOLVERS and len(graph) >= PAGING_FIRST_NODES:
-        began_pre = perf_counter()
-        better = _paging_only_start(graph, costs, budgets, timing, solver, settings, start)
-        presolve_s = perf_counter() - began_pre
-        if better is not None:
-            start_values = plans.to_columns(form, better, graph, costs)
-        if time_limit_s is not None:
-            settings = replace(settings, time_limit_s=max(time_limit_s - presolve_s, 0.1 * time_limit_s))
-    result = solve(form, solver, settings, start_values)
-    result = replace(result, solve_s=result.solve_s + presolve_s)
-    if start_values is not None and result.status in (Status.FEASIBLE, Status.NO_SOLUTION):
-        # A solver that stopped early may return worse than the start it was given (HiGHS drops a
-        # start it misvalued, see solvers): the start is a schedule too, and its bound still holds.
-        start_cost = form.objective(start_values)
-        if result.values is None or result.objective > start_cost + _abs_gap(form):
-            result = replace(result, status=Status.FEASIBLE, values=start_values, objective=start_cost)
-    sizes = {"num_variables": form.num_columns, "num_constraints": form.num_rows}
-    if result.values is None:
-        message = _infeasible_message(graph, costs, budgets, moves) if result.status is Status.INFEASIBLE else (
-            f"{solver} found no schedule within the time limit of {time_limit_s} s")
-        return SolveOutcome(moves, timing, solver, result.status, None, None, None, None, None, None,
-                            build_s, result.handoff_s, result.solve_s, message=message, **sizes)
-    plan = plans.from_columns(form, result.values)
-    schedule = plans.to_schedule(plan, graph, costs, timing, {
-        "moves": moves.label, "solver": solver, "status": result.status.value,
-        "ram_budget_bytes": str(budgets.ram_bytes), "runtime_budget_s": repr(budgets.runtime_s)})
-    objective_j = _joules(form, result.objective)
-    bound_j = _joules(form, _proven_bound(result.bound, form))
-    gap_total = gap_overhead = None
-    if bound_j is not None:
-        proven = max(objective_j - bound_j, 0.0)
-        gap_total = proven / objective_j if objective_j > 0 else 0.0
-        overhead_j = objective_j - form.keep_all_j
-        gap_overhead = proven / overhead_j if overhead_j > 0 else 0.0
-    predicted = plans.figures(plan, graph, costs, timing)
-    message = "" if result.status is Status.OPTIMAL else f"stopped with a gap of {_pct(gap_overhead)} of the overhead"
-    if not budgets.fits(predicted):
-        # Binaries are rounded and RAM recomputed exactly; a solver's feasibility tolerance can
-        # leave a few bytes or nanoseconds over. Said here so that the checker's rejection is explained.
-        message = (f"after rounding the solver's answer exceeds the budgets (peak {predicted.peak_ram_bytes:,.0f} bytes, "
-                   f"runtime {predicted.runtime_s:.9g} s): solver tolerance")
-    return SolveOutcome(
-        moves, timing, solver, result.status, schedule, predicted, objective_j, bound_j, gap_total, gap_overhead,
-        build_s, result.handoff_s, result.solve_s, message=message, **sizes)
+        return _empty(moves, timing, solver, Status.INFEASIBLE, obvious, clock)
+    run = _Run(graph, costs, budgets, moves, timing, solver, mip_rel_gap, threads, clock, report)
+    if not warm_start:
+        return run.bare()
+    report("bound")
+    run.cover = cover_bound(graph, costs, budgets, moves, timing, time_limit_s=clock.share_s(COVER_SHARE))
+    if run.cover.infeasible:
+        return _empty(moves, timing, solver, Status.INFEASIBLE, run.cover.message, clock)
+    run.bound_j = run.cover.bound_j
+    best = run.best
+    best.offer(plan_from_decisions(graph, {}), "keep-all")
+    best.offer(cover_plan(graph, costs, budgets, timing, run.cover), "the cover's choice")
+    for schedule in starts:
+        best.offer(plans.from_schedule(schedule, graph), "a start")
+    report("plans", best.total_j, run.bound_j)
+    if run.proven() or clock.expired():
+        return run.outcome()
+    best.offer(start_plan(graph, costs, budgets, moves, timing), "the greedy")
+    report("plans", best.total_j, run.bound_j)
+    if run.proven() or clock.expired():
+        return run.outcome()
+    run.build()
+    if run.cover.recomputed or run.cover.paged:
+        run.restricted_solve()
+        if run.proven() or clock.expired():
+            return run.outcome()
+    run.full_solve()
+    return run.outcome()
 
 
-#: Solvers that take a MIP start (GLPK's glpsol does not).
-STARTING_SOLVERS = ("highs", "cbc")
-#: From this many nodes, a hybrid solve first spends PAGING_FIRST_SHARE of its time limit on the
-#: paging-only model, whose schedule then starts the hybrid one. Measured on ResNet-18 (CIFAR,
-#: Raspberry Pi 4, 50 % RAM, 15 s): HiGHS brought paging-only to 0.027 % overhead but hybrid,
-#: started from its own greedy plan, only to 0.147 %, although every paging-only schedule is a
-#: hybrid one. Small graphs are solved to optimality directly.
-PAGING_FIRST_NODES = 50
-PAGING_FIRST_SHARE = 1 / 3
-#: Without a time limit the paging-only pass still stops here (it is only a start).
-PAGING_FIRST_LIMIT_S = 60.0
+class _Run:
+    """The state of one `optimise` call: clock, bound, incumbent, model, and the solver's account."""
+
+    def __init__(self, graph, costs, budgets, moves, timing, solver, mip_rel_gap, threads, clock, report):
+        self.graph, self.costs, self.budgets, self.moves, self.timing = graph, costs, budgets, moves, timing
+        self.solver, self.mip_rel_gap, self.clock, self.report = solver, mip_rel_gap, clock, report
+        self.threads = threads or os.cpu_count() or 1
+        self.keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s
+                                                   if timing is Timing.OVERLAP else 0.0)
+        self.abs_gap_j = abs_gap_j(costs, moves, timing)
+        self.best = Incumbent(graph, costs, budgets, moves, timing)
+        self.cover: CoverBound | None = None
+        self.bound_j: float | None = None
+        self.form: Formulation | None = None
+        self.build_s: float | None = None
+        self.handoff_s = self.solve_s = 0.0
+        self.solver_status: Status | None = None
+
+    def proven(self) -> bool:
+        """Whether the incumbent is within the gap settings of the best bound."""
+        return self.best.best is not None and self.bound_j is not None and within_gap(
+            self.best.total_j, self.bound_j, self.keep_all_j, self.mip_rel_gap, self.abs_gap_j)
+
+    def build(self) -> None:
+        self.form = formulate(self.graph, self.costs, self.budgets, self.moves, self.timing)
+        self.build_s = self.clock.elapsed_s()
+
+    def settings(self, time_limit_s: float | None, floor: bool = False) -> SolverSettings:
+        """The stopping rules of a solver run that must end before the call's deadline, less a reserve."""
+        form = self.form
+        ends_at = None
+        if self.clock.limit_s is not None:
+            reserve = max(ROUNDING_RESERVE_SHARE * self.clock.limit_s, ROUNDING_RESERVE_S)
+            ends_at = self.clock.began + self.clock.limit_s - reserve
+        floor_value = None
+        if floor and self.cover is not None and self.cover.overhead_j:
+            floor_value = self.cover.overhead_j / form.energy_scale_j
+        return SolverSettings(mip_rel_gap=self.mip_rel_gap, mip_abs_gap=self.abs_gap_j / form.energy_scale_j,
+                              time_limit_s=time_limit_s, threads=self.threads, objective_floor=floor_value,
+                              ends_at=ends_at)
+
+    def watch(self, phase: str, bound_holds: bool):
+        """The solver's watch: report progress, stop once the incumbent is within the gap of the bound.
+
+        A restricted model's bound is not a bound of the problem (`bound_holds` False): only its
+        incumbents count then.
+        """
+        form = self.form
+
+        def seen(primal, dual) -> bool:
+            incumbent = None if primal is None else form.keep_all_j + primal * form.energy_scale_j
+            bound = None if dual is None or not bound_holds else form.keep_all_j + max(dual, 0.0) * form.energy_scale_j
+            self.report(phase, incumbent, bound if bound is None or self.bound_j is None else max(bound, self.bound_j))
+            best = min(x for x in (incumbent, self.best.total_j, math.inf) if x is not None)
+            floor = max(x for x in (bound, self.bound_j, -math.inf) if x is not None)
+            return best < math.inf and floor > -math.inf and within_gap(
+                best, floor, self.keep_all_j, self.mip_rel_gap, self.abs_gap_j)
+
+        return seen
+
+    def start_columns(self, form: Formulation) -> list[float] | None:
+        """The incumbent as column values of `form`, if it lies within the model's windows and bounds."""
+        if self.best.best is None:
+            return None
+        try:
+            values = plans.to_columns(form, self.best.best.plan, self.graph, self.costs)
+        except KeyError:
+            return None
+        return values if admits(form, values) else None
+
+    def restricted_solve(self) -> None:
+        """The MILP confined to the cover's choice, for a share of the time left: a fast upper bound."""
+        form = restricted(self.form, self.graph, self.cover)
+        result = self._solve(form, self.clock.share_s(RESTRICTED_SHARE, RESTRICTED_CAP_S), "restricted solve",
+                             bound_holds=False)
+        if result.values is not None:
+            self.best.offer(plans.from_columns(form, result.values), "the restricted solve")
+
+    def full_solve(self) -> None:
+        """The full MILP from the incumbent, until the gap closes or the clock runs out."""
+        result = self._solve(self.form, None, "solve", bound_holds=True, floor=OBJECTIVE_FLOOR_ROW)
+        self.solver_status = result.status
+        if result.values is not None:
+            self.best.offer(plans.from_columns(self.form, result.values), self.solver)
+        if result.bound is not None and math.isfinite(result.bound) and result.status.has_schedule:
+            self._raise_bound(self.form.keep_all_j + max(result.bound, 0.0) * self.form.energy_scale_j)
+
+    def bare(self) -> "SolveOutcome":
+        """The MILP alone, as POET states it: no cover, no plans, no start."""
+        self.build()
+        self.bound_j = self.keep_all_j  # the overhead is never negative
+        self.full_solve()
+        return self.outcome()
+
+    def _solve(self, form: Formulation, time_limit_s: float | None, phase: str, bound_holds: bool,
+               floor: bool = False) -> SolverResult:
+        self.report(phase, self.best.total_j, self.bound_j)
+        result = solve(form, self.solver, self.settings(time_limit_s, floor), self.start_columns(form),
+                       self.watch(phase, bound_holds))
+        self.handoff_s += result.handoff_s
+        self.solve_s += result.solve_s
+        return result
+
+    def _raise_bound(self, bound_j: float) -> None:
+        if self.bound_j is None or bound_j > self.bound_j:
+            self.bound_j = bound_j
+
+    def outcome(self) -> "SolveOutcome":
+        """The outcome from the incumbent, the best bound and the solver's own account."""
+        form = self.form
+        sizes = {"num_variables": form.num_columns if form else 0, "num_constraints": form.num_rows if form else 0}
+        common = dict(build_s=self.build_s if self.build_s is not None else self.clock.elapsed_s(),
+                      handoff_s=self.handoff_s, solve_s=self.solve_s,
+                      cover_bound_j=None if self.cover is None else self.cover.bound_j, **sizes)
+        candidate = self.best.best
+        if candidate is None:
+            if self.solver_status is Status.INFEASIBLE:
+                message = _infeasible_message(self.graph, self.costs, self.budgets, self.moves)
+                status = Status.INFEASIBLE
+            else:
+                message = f"no schedule was found within the time limit of {self.clock.limit_s} s"
+                status = Status.NO_SOLUTION
+            return SolveOutcome(self.moves, self.timing, self.solver, status, None, None, None, self.bound_j, None,
+                                None, message=message, wall_s=self.clock.elapsed_s(), **common)
+        objective_j = candidate.total_j
+        bound_j = min(self.bound_j, objective_j) if self.bound_j is not None else self.keep_all_j
+        proven_gap = max(objective_j - bound_j, 0.0)
+        overhead_j = objective_j - self.keep_all_j
+        gap_total = proven_gap / objective_j if objective_j > 0 else 0.0
+        gap_overhead = proven_gap / overhead_j if overhead_j > 0 else 0.0
+        optimal = self.solver_status is Status.OPTIMAL or self.proven()
+        status = Status.OPTIMAL if optimal else Status.FEASIBLE
+        if optimal and self.form is None:
+            message = f"proven optimal with no solver run: {candidate.source} meets the eviction cover's bound"
+        elif optimal:
+            message = f"proven optimal; the schedule is from {candidate.source}"
+        else:
+            message = f"stopped with a gap of {_pct(gap_overhead)} of the overhead; the schedule is from {candidate.source}"
+        schedule = plans.to_schedule(candidate.plan, self.graph, self.costs, self.timing, {
+            "moves": self.moves.label, "solver": self.solver, "status": status.value, "found_by": candidate.source,
+            "ram_budget_bytes": str(self.budgets.ram_bytes), "runtime_budget_s": repr(self.budgets.runtime_s)})
+        return SolveOutcome(
+            self.moves, self.timing, self.solver, status, schedule, candidate.figures, objective_j, bound_j,
+            gap_total, gap_overhead, message=message, found_by=candidate.source, wall_s=self.clock.elapsed_s(),
+            **common)
 
 
-def _paging_only_start(graph, costs, budgets, timing, solver, settings, start: plans.Plan | None) -> plans.Plan | None:
-    """A paging-only schedule, solved briefly, if it fits and costs less than `start`."""
-    form = formulate(graph, costs, budgets, PAGING, timing)
-    own = start_plan(graph, costs, budgets, PAGING, timing)
-    limit = PAGING_FIRST_SHARE * settings.time_limit_s if settings.time_limit_s is not None else PAGING_FIRST_LIMIT_S
-    result = solve(form, solver, replace(settings, time_limit_s=limit, mip_abs_gap=_abs_gap(form)),
-                   plans.to_columns(form, own, graph, costs) if own is not None else None)
-    if result.values is None:
-        return None
-    plan = plans.from_columns(form, result.values)
-    fig = plans.figures(plan, graph, costs, timing)
-    if not budgets.fits(fig):
-        return None
-    if start is not None and plans.figures(start, graph, costs, timing).total_j <= fig.total_j:
-        return None
-    return plan
+def within_gap(objective_j: float, bound_j: float, keep_all_j: float, rel_gap: float, abs_gap: float) -> bool:
+    """Whether a schedule of `objective_j` is proven optimal by `bound_j`: the gap is at most
+    `rel_gap` of its overhead above keep-all plus `abs_gap` joules."""
+    return objective_j - bound_j <= rel_gap * max(objective_j - keep_all_j, 0.0) + abs_gap
+
+
+def abs_gap_j(costs: CostTable, moves: Moves, timing: Timing) -> float:
+    """A thousandth of the cheapest decision in joules: below it two schedules are one."""
+    prices = []
+    if moves.recompute:
+        prices += costs.compute_j
+    if moves.page:
+        prices += costs.page_in_j + costs.page_out_j
+    positive = [p for p in prices if p > 0]
+    return 1e-3 * min(positive) if positive else 1e-12
 
 
 def require_feasible(outcome: SolveOutcome) -> SolveOutcome:
@@ -201,49 +343,9 @@ def _infeasible_message(graph: TrainingGraph, costs: CostTable, budgets: Budgets
             f"{graph.keep_all_peak_bytes:,} bytes at 1x, and no schedule fits below {graph.min_feasible_ram_bytes:,} bytes")
 
 
-def _zero_overhead_is_proven(form: Formulation, start: list[float]) -> bool:
-    """Whether the start costs nothing above keep-all in a model where nothing can cost less.
-
-    When the objective's floor is 0 (`Formulation.objective_floor`), a start whose objective is
-    0 is optimal, and no solver can improve or tighten it. This is what happens whenever
-    keep-all fits the budgets.
-    """
-    return form.objective_floor == 0.0 and form.objective(start) <= 1e-12
-
-
-def _keep_all_outcome(form, plan, graph, costs, budgets, moves, timing, solver, build_s) -> SolveOutcome:
-    schedule = plans.to_schedule(plan, graph, costs, timing, {
-        "moves": moves.label, "solver": "none (zero overhead is the proven minimum)", "status": Status.OPTIMAL.value,
-        "ram_budget_bytes": str(budgets.ram_bytes), "runtime_budget_s": repr(budgets.runtime_s)})
-    return SolveOutcome(
-        moves, timing, solver, Status.OPTIMAL, schedule, plans.figures(plan, graph, costs, timing),
-        form.keep_all_j, form.keep_all_j, 0.0, 0.0, build_s, 0.0, 0.0,
-        num_variables=form.num_columns, num_constraints=form.num_rows,
-        message="keep-all fits the budgets: its zero overhead is the proven minimum, no solver run")
-
-
-def _empty(moves, timing, solver, status, message, build_s) -> SolveOutcome:
+def _empty(moves, timing, solver, status, message, clock: Clock) -> SolveOutcome:
     return SolveOutcome(moves, timing, solver, status, None, None, None, None, None, None,
-                        build_s, 0.0, 0.0, 0, 0, message)
-
-
-def _abs_gap(form: Formulation) -> float:
-    """A thousandth of the cheapest decision, in objective units: below it two schedules are one."""
-    positive = [c for c in form.col_cost if c > 0]
-    return 1e-3 * min(positive) if positive else 1e-9
-
-
-def _proven_bound(bound: float | None, form: Formulation) -> float:
-    """The solver's bound, or the objective's floor where it has none (HiGHS reports -inf when it
-    stopped before its root LP ended) or where the floor is higher."""
-    if bound is None or not math.isfinite(bound):
-        return form.objective_floor
-    return max(bound, form.objective_floor)
-
-
-def _joules(form: Formulation, scaled: float | None) -> float | None:
-    """Model units (overhead / energy_scale_j) back to the total energy in joules."""
-    return None if scaled is None else form.keep_all_j + scaled * form.energy_scale_j
+                        clock.elapsed_s(), 0.0, 0.0, 0, 0, message, wall_s=clock.elapsed_s())
 
 
 def _pct(share: float | None) -> str:

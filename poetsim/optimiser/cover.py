@@ -1,0 +1,336 @@
+"""The eviction-cover lower bound: a small 0-1 program whose optimum no schedule can beat.
+
+The stage MILP's LP relaxation is weak because it can keep an output "half" in RAM and pay half
+of restoring it. This bound cannot: it asks only which outputs are ever restored, and by which
+move, and it is solved exactly in well under a second (POET.md, "A combinatorial lower bound").
+
+Why it is a lower bound, under poetsim's own semantics (`poetsim.schedule`: frees come right after
+a compute that reads the output, or at the stage end; a page-out is issued in a stage whose start
+finds the output resident; a page-in is issued in a stage, usable from the next; every input of a
+compute is resident when it runs):
+
+1. *What must be absent.* Right after `Compute(t)` in stage t, RAM holds t's output and all of
+   t's inputs. Every other output i < t that some node j > t still reads (the set `L_t`) is
+   either held then or not: call it *absent at t* if its bytes are not counted. So
+   `excess_t = m_t + sum(inputs of t) + sum_{i in L_t} m_i - budget` bytes of `L_t` are absent
+   at t, in every schedule within the budget (held bytes of anything else only add).
+2. *What absence costs.* Let j be the first reader of i after t. i is resident when j runs, so
+   between `Compute(t)` and `Compute(j)` something restores it: a recomputation of i in a stage
+   of (t, j], costing at least i's compute energy e_i (and its compute time c_i), or a page-in of
+   i, which needs a copy on storage and hence one page-out before it: at least p_out_i + p_in_i.
+   However often i is absent, at least one of these happens once. So a schedule defines
+   x^R_i = 1 if it ever recomputes i, else x^P_i = 1 if it ever pages i in; its energy above
+   keep-all is at least sum e_i x^R_i + (p_out_i + p_in_i) x^P_i, and x^R_i + x^P_i <= 1.
+3. *When paging can make i absent.* If i is never recomputed, it is resident from its own stage
+   on until a first page-out, issued in a stage s >= i+1 whose start finds it resident (an
+   output freed before any copy exists could never come back). Within stage s it is held at
+   `Compute(s)`: it can be freed mid-stage only after a reader k < s is recomputed there, and
+   no reader k lies strictly between i and i+1; under `overlap` a page-out holds its buffer to
+   the stage end anyway. So paging alone makes i absent only from stage i+2 on. Under `overlap`
+   a page-in holds RAM from the start of the stage that issues it, and one issued in stage t
+   would hold i at t; the page-in for reader j must then come in a stage of [t+1, j-1], so
+   paging can make i absent at t only if t <= j-2. Under `compute-only` a page-in takes RAM
+   from the next stage, so t <= j-1, which always holds. Recomputation can make i absent from
+   stage i+1 on (i freed at the end of its own stage).
+4. *Time.* Under `compute-only` the deadline counts every computation's time; under `overlap`
+   a stage lasts max(compute, DMA / channels) >= its compute time. Either way a schedule's
+   runtime is at least one plain pass plus sum c_i x^R_i, so sum c_i x^R_i <= runtime budget -
+   plain pass (the knapsack row). Under `overlap` the energy includes static power x runtime,
+   so x^R_i also costs static_power_w x c_i. Paging time can hide behind compute and is not
+   counted: the bound stays valid by leaving it out.
+
+So every schedule within the budgets gives a 0-1 vector x that satisfies, for each stage with
+`excess_t > 0`, `sum_{i in L_t} m_i (x^R_i + [paging window] x^P_i) >= excess_t`, the knapsack
+row and `x^R_i + x^P_i <= 1`, at a cost no greater than its own overhead (a schedule that both
+recomputes and pages i maps to x^R_i = 1 alone, which covers every stage x^P_i covers, at a
+lower cost). The least cost over such x is a lower bound on every schedule's overhead; if no x
+exists (an excess that even every optional output gone cannot cover, or a knapsack row that
+every cover breaks), no schedule fits: a proof of infeasibility. Moves restrict x: no x^P
+without paging, no x^R without recomputation.
+
+What the bound ignores (and why it can sit below the optimum): recomputing i needs its inputs
+resident at that moment (cascades); a restored output holds RAM at other stages; paging time
+can exceed compute time. It is exact on most of POET's cases (POET.md: equal to the optimum in
+167 of 180).
+
+The checker (`poetsim.checker`) accepts one schedule shape the stage semantics above do not
+make: under `compute-only` it lets `PageOut(i)` be followed at once by `Free(i)` before any
+compute, which makes i absent already at stage i+1. The MILP cannot express that either, so
+the bound and the MILP agree; docs/optimiser.md notes it.
+"""
+
+import bisect
+import math
+from dataclasses import dataclass
+from time import perf_counter
+
+from poetsim.costs import CostTable
+from poetsim.graph import TrainingGraph
+from poetsim.schedule import Budgets, Moves, Timing
+
+#: The cover's own solve stops at this relative gap; a gap only lowers the bound (the dual bound
+#: is what is reported), never invalidates it.
+COVER_REL_GAP = 1e-9
+
+
+@dataclass(frozen=True)
+class CoverRow:
+    """One stage whose keep-all working set exceeds the budget: which outputs can make room.
+
+    `by_recompute` and `by_paging` are the outputs whose recomputation, or paging, can make them
+    absent right after `Compute(stage)` (argument items 1 and 3 of the module docstring).
+    """
+
+    stage: int
+    excess_bytes: int
+    by_recompute: tuple[int, ...]
+    by_paging: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CoverBound:
+    """The eviction cover of one problem: a proven lower bound and the choice that attains it.
+
+    `bound_j` is a lower bound on the total energy of every schedule within the budgets (None
+    when `infeasible`: then no schedule of these moves fits, and `message` says why).
+    `recomputed` and `paged` are the outputs the cover's best 0-1 solution restores by each move;
+    `exact` says that solution was proven optimal for the cover (else `bound_j` is the cover
+    solver's own dual bound, still valid, and the choice is its best found).
+    """
+
+    moves: Moves
+    timing: Timing
+    keep_all_j: float
+    bound_j: float | None
+    recomputed: frozenset[int]
+    paged: frozenset[int]
+    infeasible: bool
+    exact: bool
+    rows: tuple[CoverRow, ...]
+    solve_s: float
+    message: str
+
+    @property
+    def overhead_j(self) -> float | None:
+        """The bound on the energy above keep-all."""
+        return None if self.bound_j is None else self.bound_j - self.keep_all_j
+
+
+def cover_rows(graph: TrainingGraph, budgets: Budgets, moves: Moves, timing: Timing) -> tuple[CoverRow, ...]:
+    """The stages with a positive excess and the outputs that can cover it, by move."""
+    T, m = len(graph), graph.output_bytes
+    overlap = Timing(timing) is Timing.OVERLAP
+    readers = graph.consumers
+    last_use = graph.last_use
+    rows = []
+    for t in range(T):
+        inputs = set(graph.nodes[t].deps)
+        needed = m[t] + sum(m[d] for d in inputs)
+        optional = [i for i in range(t) if i not in inputs and last_use[i] > t]
+        excess = needed + sum(m[i] for i in optional) - budgets.ram_bytes
+        if excess <= 0:
+            continue
+        by_recompute, by_paging = [], []
+        for i in optional:
+            if m[i] == 0:
+                continue
+            if moves.recompute:
+                by_recompute.append(i)
+            if moves.page and t >= i + 2:
+                next_reader = readers[i][bisect.bisect_right(readers[i], t)]
+                if not overlap or t <= next_reader - 2:
+                    by_paging.append(i)
+        rows.append(CoverRow(t, excess, tuple(by_recompute), tuple(by_paging)))
+    return tuple(rows)
+
+
+def restore_costs_j(costs: CostTable, timing: Timing) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per output, the least energy of one recomputation and of one page-out plus page-in."""
+    static_w = costs.static_power_w if Timing(timing) is Timing.OVERLAP else 0.0
+    recompute = tuple(e + static_w * c for e, c in zip(costs.compute_j, costs.compute_s))
+    page = tuple(a + b for a, b in zip(costs.page_out_j, costs.page_in_j))
+    return recompute, page
+
+
+def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
+                time_limit_s: float | None = None, cascades: bool = True) -> CoverBound:
+    """Solve the eviction cover of one problem (see the module docstring for why it is a bound).
+
+    With `cascades`, a recomputation that needs an input past that input's last reader pays
+    for it: the input is held at the stage (its bytes count) or restored too.
+    """
+    timing = Timing(timing)
+    began = perf_counter()
+    overlap = timing is Timing.OVERLAP
+    keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s if overlap else 0.0)
+    rows = cover_rows(graph, budgets, moves, timing)
+
+    def result(bound, recomputed=(), paged=(), infeasible=False, exact=True, message=""):
+        return CoverBound(moves, timing, keep_all_j, bound, frozenset(recomputed), frozenset(paged), infeasible,
+                          exact, rows, perf_counter() - began, message)
+
+    if not rows:
+        return result(keep_all_j, message="keep-all fits the RAM budget")
+    m = graph.output_bytes
+    for row in rows:
+        room = sum(m[i] for i in set(row.by_recompute) | set(row.by_paging))
+        if room < row.excess_bytes:
+            return result(None, infeasible=True, message=(
+                f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM: right after "
+                f"computing node {row.stage} ({graph.nodes[row.stage].name}) {row.excess_bytes:,} bytes of outputs "
+                f"must be out of RAM, and at most {room:,} bytes can be"))
+    model = _CoverModel(graph, costs, timing, moves, cascades)
+    for row in rows:
+        model.add_stage(row)
+    model.add_restore_rows(_deadline_slack_s(budgets, costs))
+    found = model.solve(time_limit_s)
+    if found is None:
+        return result(None, infeasible=True, message=(
+            f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
+            f"{budgets.runtime_s:.6g} s: the deadline leaves {_deadline_slack_s(budgets, costs):.6g} s beyond one plain "
+            "pass, less than the recomputation that staying within the RAM budget needs"))
+    overhead_j, recomputed, paged, exact = found
+    return result(keep_all_j + overhead_j, recomputed, paged, exact=exact)
+
+
+def _deadline_slack_s(budgets: Budgets, costs: CostTable) -> float:
+    """Runtime budget minus one plain pass; a budget that one plain pass meets has slack >= 0."""
+    slack = budgets.runtime_s - costs.plain_runtime_s
+    return max(slack, 0.0) if budgets.meets_deadline(costs.plain_runtime_s) else slack
+
+
+class _CoverModel:
+    """The cover as a 0-1 program, row by row, then solved by HiGHS.
+
+    Columns: x^R_i and x^P_i per output; with cascades, per stage t also a_{t,i} (i absent at t
+    and restored by recomputation, when that recomputation needs an input d past its last reader),
+    h_{t,d} (d held at t for it) and r_{t,d} (d absent at t and recomputed after).
+    """
+
+    def __init__(self, graph, costs, timing, moves, cascades):
+        self.graph, self.costs, self.moves, self.cascades = graph, costs, moves, cascades
+        self.recompute_j, self.page_j = restore_costs_j(costs, timing)
+        self.energy_scale = (sum(costs.compute_j) / len(graph)) or 1.0
+        self.time_scale = (sum(costs.compute_s) / len(graph)) or 1.0
+        self.columns: dict[tuple, int] = {}
+        self.cost: list[float] = []
+        self.starts, self.index, self.value, self.lower, self.upper = [0], [], [], [], []
+        self.held: dict[int, list[int]] = {}  # stage -> outputs with an h column there
+
+    def column(self, key: tuple) -> int:
+        """The column of `key`, made on first use: ("R", i), ("P", i), ("a"|"h"|"r", t, i)."""
+        col = self.columns.get(key)
+        if col is None:
+            col = self.columns[key] = len(self.cost)
+            price = {"R": self.recompute_j, "P": self.page_j}.get(key[0])
+            self.cost.append(price[key[1]] / self.energy_scale if price is not None else 0.0)
+            if key[0] == "h":
+                self.held.setdefault(key[1], []).append(key[2])
+        return col
+
+    def row(self, terms, lower, upper) -> None:
+        merged: dict[int, float] = {}
+        for col, coef in terms:
+            merged[col] = merged.get(col, 0.0) + coef
+        for col, coef in sorted(merged.items()):
+            self.index.append(col)
+            self.value.append(coef)
+        self.starts.append(len(self.index))
+        self.lower.append(lower)
+        self.upper.append(upper)
+
+    def add_stage(self, row: CoverRow) -> None:
+        """The covering row of one stage, and its cascade rows."""
+        t, m, graph = row.stage, self.graph.output_bytes, self.graph
+        counted = set(graph.nodes[t].deps) | {t} | {i for i in range(t) if graph.last_use[i] > t}
+        paging_ok = set(row.by_paging)
+        terms = []
+        for i in row.by_recompute:
+            dead = [d for d in graph.nodes[i].deps if d not in counted]
+            if not self.cascades or not dead:
+                terms.append((self.column(("R", i)), m[i]))
+                continue
+            absent = self.column(("a", t, i))
+            terms.append((absent, m[i]))
+            self.row([(absent, 1.0), (self.column(("R", i)), -1.0)], -math.inf, 0.0)
+            self._needs(t, absent, dead, counted)
+        for i in paging_ok:
+            terms.append((self.column(("P", i)), m[i]))
+        terms += [(self.columns["h", t, d], -m[d]) for d in self.held.get(t, ())]
+        self.row([(col, coef / row.excess_bytes) for col, coef in terms], 1.0, math.inf)
+
+    def _needs(self, t: int, needy: int, dead: list[int], counted: set[int]) -> None:
+        """A recomputation after stage t needs each dead input d: held at t, or restored after t."""
+        graph = self.graph
+        for d in dead:
+            first = ("h", t, d) not in self.columns
+            terms = [(needy, 1.0), (self.column(("h", t, d)), -1.0)]
+            if self.moves.recompute:
+                again = self.column(("r", t, d))
+                terms.append((again, -1.0))
+                if first:
+                    self.row([(again, 1.0), (self.column(("R", d)), -1.0)], -math.inf, 0.0)
+                    deeper = [e for e in graph.nodes[d].deps if e not in counted]
+                    if deeper:
+                        self._needs(t, again, deeper, counted)
+            if self.moves.page and t >= d + 2:
+                terms.append((self.column(("P", d)), -1.0))
+            self.row(terms, -math.inf, 0.0)
+
+    def add_restore_rows(self, slack_s: float) -> None:
+        """x^R_i + x^P_i <= 1, and the recomputation time within the deadline's slack."""
+        for (kind, *rest), col in list(self.columns.items()):
+            if kind == "R" and ("P", rest[0]) in self.columns:
+                self.row([(col, 1.0), (self.columns["P", rest[0]], 1.0)], -math.inf, 1.0)
+        timed = [(col, self.costs.compute_s[key[1]] / self.time_scale) for key, col in self.columns.items()
+                 if key[0] == "R" and self.costs.compute_s[key[1]] > 0]
+        if timed:
+            self.row(timed, -math.inf, slack_s / self.time_scale)
+
+    def solve(self, time_limit_s: float | None):
+        """(overhead bound in J, recomputed, paged, exact), or None when the cover is infeasible."""
+        import highspy
+        import numpy as np
+
+        from poetsim.optimiser.solvers import new_highs
+
+        n, rows = len(self.cost), len(self.lower)
+        h = new_highs()
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = n, rows
+        lp.col_cost_ = np.asarray(self.cost, dtype=np.float64)
+        lp.col_lower_ = np.zeros(n)
+        lp.col_upper_ = np.ones(n)
+        lp.row_lower_ = np.asarray(self.lower, dtype=np.float64)
+        lp.row_upper_ = np.asarray(self.upper, dtype=np.float64)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, rows
+        lp.a_matrix_.start_ = np.asarray(self.starts, dtype=np.int32)
+        lp.a_matrix_.index_ = np.asarray(self.index, dtype=np.int32)
+        lp.a_matrix_.value_ = np.asarray(self.value, dtype=np.float64)
+        lp.integrality_ = [highspy.HighsVarType.kInteger] * n
+        h.passModel(lp)
+        positive = [c for c in self.cost if c > 0]
+        options = {"mip_rel_gap": COVER_REL_GAP, "mip_abs_gap": 0.0,
+                   "threads": 1, "random_seed": 0, "mip_feasibility_tolerance": 1e-9, "primal_feasibility_tolerance": 1e-9}
+        if time_limit_s is not None:
+            options["time_limit"] = max(float(time_limit_s), 0.01)
+        for name, option in options.items():
+            h.setOptionValue(name, option)
+        highspy.Highs.resetGlobalScheduler(True)
+        h.run()
+        status = h.getModelStatus()
+        info = h.getInfo()
+        M = highspy.HighsModelStatus
+        if status in (M.kInfeasible, M.kUnboundedOrInfeasible):
+            return None
+        bound = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else 0.0
+        chosen = []
+        if info.primal_solution_status == 2:
+            values = h.getSolution().col_value
+            chosen = [key for key, col in self.columns.items() if key[0] in "RP" and values[col] > 0.5]
+        exact = status == M.kOptimal
+        if exact and chosen:
+            bound = min(bound, sum(self.cost[self.columns[key]] for key in chosen))
+        return (max(bound, 0.0) * self.energy_scale, [i for kind, i in chosen if kind == "R"],
+                [i for kind, i in chosen if kind == "P"], exact)

@@ -66,11 +66,8 @@ from time import perf_counter
 
 from poetsim.costs import CostTable
 from poetsim.graph import TrainingGraph
+from poetsim.optimiser.program import Program
 from poetsim.schedule import Budgets, Moves, Timing
-
-#: The cover's own solve stops at this relative gap; a gap only lowers the bound (the dual bound
-#: is what is reported), never invalidates it.
-COVER_REL_GAP = 1e-9
 
 
 @dataclass(frozen=True)
@@ -109,6 +106,8 @@ class CoverBound:
     rows: tuple[CoverRow, ...]
     solve_s: float
     message: str
+    kind: str = "cover"
+    events: tuple[tuple[str, int, int], ...] = ()  # timed cover: ("p" | "o" | "n", node, stage) chosen
 
     @property
     def overhead_j(self) -> float | None:
@@ -182,25 +181,25 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     model = _CoverModel(graph, costs, timing, moves, cascades)
     for row in rows:
         model.add_stage(row)
-    model.add_restore_rows(_deadline_slack_s(budgets, costs))
+    model.add_restore_rows(deadline_slack_s(budgets, costs))
     found = model.solve(time_limit_s)
     if found is None:
         return result(None, infeasible=True, message=(
             f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
-            f"{budgets.runtime_s:.6g} s: the deadline leaves {_deadline_slack_s(budgets, costs):.6g} s beyond one plain "
+            f"{budgets.runtime_s:.6g} s: the deadline leaves {deadline_slack_s(budgets, costs):.6g} s beyond one plain "
             "pass, less than the recomputation that staying within the RAM budget needs"))
     overhead_j, recomputed, paged, exact = found
     return result(keep_all_j + overhead_j, recomputed, paged, exact=exact)
 
 
-def _deadline_slack_s(budgets: Budgets, costs: CostTable) -> float:
+def deadline_slack_s(budgets: Budgets, costs: CostTable) -> float:
     """Runtime budget minus one plain pass; a budget that one plain pass meets has slack >= 0."""
     slack = budgets.runtime_s - costs.plain_runtime_s
     return max(slack, 0.0) if budgets.meets_deadline(costs.plain_runtime_s) else slack
 
 
 class _CoverModel:
-    """The cover as a 0-1 program, row by row, then solved by HiGHS.
+    """The cover as a 0-1 program (`program.Program`), stage by stage.
 
     Columns: x^R_i and x^P_i per output; with cascades, per stage t also a_{t,i} (i absent at t
     and restored by recomputation, when that recomputation needs an input d past its last reader),
@@ -212,125 +211,76 @@ class _CoverModel:
         self.recompute_j, self.page_j = restore_costs_j(costs, timing)
         self.energy_scale = (sum(costs.compute_j) / len(graph)) or 1.0
         self.time_scale = (sum(costs.compute_s) / len(graph)) or 1.0
-        self.columns: dict[tuple, int] = {}
-        self.cost: list[float] = []
-        self.starts, self.index, self.value, self.lower, self.upper = [0], [], [], [], []
+        self.program = Program()
         self.held: dict[int, list[int]] = {}  # stage -> outputs with an h column there
 
-    def column(self, key: tuple) -> int:
-        """The column of `key`, made on first use: ("R", i), ("P", i), ("a"|"h"|"r", t, i)."""
-        col = self.columns.get(key)
-        if col is None:
-            col = self.columns[key] = len(self.cost)
-            price = {"R": self.recompute_j, "P": self.page_j}.get(key[0])
-            self.cost.append(price[key[1]] / self.energy_scale if price is not None else 0.0)
-            if key[0] == "h":
-                self.held.setdefault(key[1], []).append(key[2])
-        return col
+    def x(self, kind: str, i: int) -> int:
+        """x^R_i ("R") or x^P_i ("P"), priced at one restore."""
+        price = self.recompute_j if kind == "R" else self.page_j
+        return self.program.column((kind, i), price[i] / self.energy_scale)
 
-    def row(self, terms, lower, upper) -> None:
-        merged: dict[int, float] = {}
-        for col, coef in terms:
-            merged[col] = merged.get(col, 0.0) + coef
-        for col, coef in sorted(merged.items()):
-            self.index.append(col)
-            self.value.append(coef)
-        self.starts.append(len(self.index))
-        self.lower.append(lower)
-        self.upper.append(upper)
+    def held_column(self, t: int, d: int) -> int:
+        if ("h", t, d) not in self.program.columns:
+            self.held.setdefault(t, []).append(d)
+        return self.program.column(("h", t, d))
 
     def add_stage(self, row: CoverRow) -> None:
         """The covering row of one stage, and its cascade rows."""
-        t, m, graph = row.stage, self.graph.output_bytes, self.graph
-        counted = set(graph.nodes[t].deps) | {t} | {i for i in range(t) if graph.last_use[i] > t}
-        paging_ok = set(row.by_paging)
+        t, m, graph, program = row.stage, self.graph.output_bytes, self.graph, self.program
+        counted = counted_at(graph, t)
         terms = []
         for i in row.by_recompute:
             dead = [d for d in graph.nodes[i].deps if d not in counted]
             if not self.cascades or not dead:
-                terms.append((self.column(("R", i)), m[i]))
+                terms.append((self.x("R", i), m[i]))
                 continue
-            absent = self.column(("a", t, i))
+            absent = program.column(("a", t, i))
             terms.append((absent, m[i]))
-            self.row([(absent, 1.0), (self.column(("R", i)), -1.0)], -math.inf, 0.0)
+            program.row([(absent, 1.0), (self.x("R", i), -1.0)], -math.inf, 0.0)
             self._needs(t, absent, dead, counted)
-        for i in paging_ok:
-            terms.append((self.column(("P", i)), m[i]))
-        terms += [(self.columns["h", t, d], -m[d]) for d in self.held.get(t, ())]
-        self.row([(col, coef / row.excess_bytes) for col, coef in terms], 1.0, math.inf)
+        terms += [(self.x("P", i), m[i]) for i in row.by_paging]
+        terms += [(program.columns["h", t, d], -m[d]) for d in self.held.get(t, ())]
+        program.row([(col, coef / row.excess_bytes) for col, coef in terms], 1.0, math.inf)
 
     def _needs(self, t: int, needy: int, dead: list[int], counted: set[int]) -> None:
         """A recomputation after stage t needs each dead input d: held at t, or restored after t."""
-        graph = self.graph
+        program = self.program
         for d in dead:
-            first = ("h", t, d) not in self.columns
-            terms = [(needy, 1.0), (self.column(("h", t, d)), -1.0)]
+            first = ("h", t, d) not in program.columns
+            terms = [(needy, 1.0), (self.held_column(t, d), -1.0)]
             if self.moves.recompute:
-                again = self.column(("r", t, d))
+                again = program.column(("r", t, d))
                 terms.append((again, -1.0))
                 if first:
-                    self.row([(again, 1.0), (self.column(("R", d)), -1.0)], -math.inf, 0.0)
-                    deeper = [e for e in graph.nodes[d].deps if e not in counted]
+                    program.row([(again, 1.0), (self.x("R", d), -1.0)], -math.inf, 0.0)
+                    deeper = [e for e in self.graph.nodes[d].deps if e not in counted]
                     if deeper:
                         self._needs(t, again, deeper, counted)
             if self.moves.page and t >= d + 2:
-                terms.append((self.column(("P", d)), -1.0))
-            self.row(terms, -math.inf, 0.0)
+                terms.append((self.x("P", d), -1.0))
+            program.row(terms, -math.inf, 0.0)
 
     def add_restore_rows(self, slack_s: float) -> None:
         """x^R_i + x^P_i <= 1, and the recomputation time within the deadline's slack."""
-        for (kind, *rest), col in list(self.columns.items()):
-            if kind == "R" and ("P", rest[0]) in self.columns:
-                self.row([(col, 1.0), (self.columns["P", rest[0]], 1.0)], -math.inf, 1.0)
-        timed = [(col, self.costs.compute_s[key[1]] / self.time_scale) for key, col in self.columns.items()
+        columns = self.program.columns
+        for key, col in list(columns.items()):
+            if key[0] == "R" and ("P", key[1]) in columns:
+                self.program.row([(col, 1.0), (columns["P", key[1]], 1.0)], -math.inf, 1.0)
+        timed = [(col, self.costs.compute_s[key[1]] / self.time_scale) for key, col in columns.items()
                  if key[0] == "R" and self.costs.compute_s[key[1]] > 0]
         if timed:
-            self.row(timed, -math.inf, slack_s / self.time_scale)
+            self.program.row(timed, -math.inf, slack_s / self.time_scale)
 
     def solve(self, time_limit_s: float | None):
         """(overhead bound in J, recomputed, paged, exact), or None when the cover is infeasible."""
-        import highspy
-        import numpy as np
-
-        from poetsim.optimiser.solvers import new_highs
-
-        n, rows = len(self.cost), len(self.lower)
-        h = new_highs()
-        lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = n, rows
-        lp.col_cost_ = np.asarray(self.cost, dtype=np.float64)
-        lp.col_lower_ = np.zeros(n)
-        lp.col_upper_ = np.ones(n)
-        lp.row_lower_ = np.asarray(self.lower, dtype=np.float64)
-        lp.row_upper_ = np.asarray(self.upper, dtype=np.float64)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, rows
-        lp.a_matrix_.start_ = np.asarray(self.starts, dtype=np.int32)
-        lp.a_matrix_.index_ = np.asarray(self.index, dtype=np.int32)
-        lp.a_matrix_.value_ = np.asarray(self.value, dtype=np.float64)
-        lp.integrality_ = [highspy.HighsVarType.kInteger] * n
-        h.passModel(lp)
-        positive = [c for c in self.cost if c > 0]
-        options = {"mip_rel_gap": COVER_REL_GAP, "mip_abs_gap": 0.0,
-                   "threads": 1, "random_seed": 0, "mip_feasibility_tolerance": 1e-9, "primal_feasibility_tolerance": 1e-9}
-        if time_limit_s is not None:
-            options["time_limit"] = max(float(time_limit_s), 0.01)
-        for name, option in options.items():
-            h.setOptionValue(name, option)
-        highspy.Highs.resetGlobalScheduler(True)
-        h.run()
-        status = h.getModelStatus()
-        info = h.getInfo()
-        M = highspy.HighsModelStatus
-        if status in (M.kInfeasible, M.kUnboundedOrInfeasible):
+        solved = self.program.solve(time_limit_s)
+        if solved.infeasible:
             return None
-        bound = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else 0.0
-        chosen = []
-        if info.primal_solution_status == 2:
-            values = h.getSolution().col_value
-            chosen = [key for key, col in self.columns.items() if key[0] in "RP" and values[col] > 0.5]
-        exact = status == M.kOptimal
-        if exact and chosen:
-            bound = min(bound, sum(self.cost[self.columns[key]] for key in chosen))
-        return (max(bound, 0.0) * self.energy_scale, [i for kind, i in chosen if kind == "R"],
-                [i for kind, i in chosen if kind == "P"], exact)
+        chosen = [key for key, value in (solved.values or {}).items() if key[0] in "RP" and value > 0.5]
+        return (solved.bound * self.energy_scale, [i for kind, i in chosen if kind == "R"],
+                [i for kind, i in chosen if kind == "P"], solved.exact)
+
+
+def counted_at(graph: TrainingGraph, t: int) -> set[int]:
+    """The outputs whose bytes the covering row of stage t counts: t, its inputs, and `L_t`."""
+    return set(graph.nodes[t].deps) | {t} | {i for i in range(t) if graph.last_use[i] > t}

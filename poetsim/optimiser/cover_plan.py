@@ -150,3 +150,26 @@ def restricted(form: Formulation, graph: TrainingGraph, cover: CoverBound) -> Fo
 def admits(form: Formulation, values: list[float]) -> bool:
     """Whether column values lie within the (possibly restricted) column bounds."""
     return all(lo - 1e-9 <= v <= up + 1e-9 for v, lo, up in zip(values, form.col_lower, form.col_upper))
+
+
+def events_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, cover: CoverBound) -> Plan | None:
+    """The plan of a timed cover's events (`timed_cover`): each page-out, page-in and recomputation
+    in the stretch of uses it serves, transfers in the stages the cover chose; None if it misses
+    the budgets."""
+    if not cover.events:
+        return None
+    page_out = {i: s for kind, i, s in cover.events if kind == "o"}
+    decisions, page_stages = {}, {}
+    for kind, i, s in cover.events:
+        u = uses(graph, i)
+        if kind == "n":
+            for a, b in zip(u, u[1:]):
+                if a < s < b:
+                    decisions[i, a, b] = Mode.PAGE
+                    page_stages[i, a, b] = (page_out.get(i, a), s)
+        elif kind == "p":
+            for a, b in zip(u, u[1:]):
+                if a < s <= b and b - a >= 2:
+                    decisions.setdefault((i, a, b), Mode.RECOMPUTE)
+    plan = plan_from_decisions(graph, decisions, page_stages)
+    return plan if budgets.fits(figures(plan, graph, costs, timing)) else None

@@ -54,8 +54,9 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages:
     """Replay decisions stage by stage: compute t and any missing ancestor, page, keep what is wanted.
 
     A PAGE stretch (i, a, b) pages out in stage a (a+1 if i is computed only during a) or, with
-    `page_stages`, no earlier than its first entry, and pages in during its second (b - 1 by
-    default); it stays a keep where the stretch leaves no room for both.
+    `page_stages`, in its first entry (before a, if i is resident then; else no earlier than
+    it), and pages in during its second (b - 1 by default); it stays a keep where the stretch
+    leaves no room for both.
     """
     T = len(graph)
     last_use = graph.last_use
@@ -72,6 +73,11 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages:
                 in_stage[i, b] = page_stages.get((i, a, b), (a, b - 1))[1]
                 page_in_at[in_stage[i, b]].add(i)
     page_out_at = [set() for _ in range(T)]
+    for (i, a, b), (out, _) in page_stages.items():
+        if decisions.get((i, a, b)) is Mode.PAGE and i < out < a:
+            # Paged out while still read before the stretch (it stays resident until a): the copy
+            # is then on storage when the stretch starts, and i is dropped right after a.
+            page_out_at[out].add(i)
     last_computed = [-1] * T
     held_until: dict[tuple[int, int], int] = {}  # (i, b) -> last stage i is resident at the start of
 

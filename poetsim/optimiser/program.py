@@ -1,0 +1,105 @@
+"""A small mixed 0-1 program built row by row and solved by HiGHS: the covers' common engine.
+
+The eviction covers (`cover`, `timed_cover`) are small next to the stage MILP, so they are built
+with keyed columns and solved to a tight gap; what they need back is the proven bound, the
+status, and the values of the best solution by key.
+"""
+
+import math
+from dataclasses import dataclass
+
+#: The covers are solved to this relative gap, with no absolute gap: the bound they report is the
+#: solver's dual bound, and a tight gap keeps it next to the best solution.
+REL_GAP = 1e-9
+#: Feasibility tolerances far below HiGHS's defaults: a covering row scaled to 1 then misses its
+#: excess by a fraction of a byte at most, and the LP bound of an integral root is the solution's.
+FEASIBILITY_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Solved:
+    """What the solver proved: infeasible, or a dual bound (model units) and the best solution."""
+
+    infeasible: bool
+    exact: bool                       # the best solution is proven optimal within REL_GAP
+    bound: float                      # dual bound, >= 0 (the costs are non-negative)
+    values: dict[tuple, float] | None  # the best solution by key, None if none was found
+
+
+class Program:
+    """Columns by key (made on first use, with a cost), rows of (column, coefficient) terms."""
+
+    def __init__(self):
+        self.columns: dict[tuple, int] = {}
+        self.cost: list[float] = []
+        self.upper: list[float] = []
+        self.integer: list[bool] = []
+        self.starts, self.index, self.value, self.row_lower, self.row_upper = [0], [], [], [], []
+
+    def column(self, key: tuple, cost: float = 0.0, upper: float = 1.0, integer: bool = True) -> int:
+        """The column of `key`; made with `cost`, bounds [0, upper] and integrality on first use."""
+        col = self.columns.get(key)
+        if col is None:
+            col = self.columns[key] = len(self.cost)
+            self.cost.append(cost)
+            self.upper.append(upper)
+            self.integer.append(integer)
+        return col
+
+    def row(self, terms, lower: float, upper: float) -> None:
+        """lower <= sum(coef x col) <= upper; repeated columns are merged."""
+        merged: dict[int, float] = {}
+        for col, coef in terms:
+            merged[col] = merged.get(col, 0.0) + coef
+        for col, coef in sorted(merged.items()):
+            if coef != 0.0:
+                self.index.append(col)
+                self.value.append(coef)
+        self.starts.append(len(self.index))
+        self.row_lower.append(lower)
+        self.row_upper.append(upper)
+
+    def solve(self, time_limit_s: float | None) -> Solved:
+        """Minimise the cost with HiGHS (one thread, fixed seed) within `time_limit_s`."""
+        import highspy
+        import numpy as np
+
+        from poetsim.optimiser.solvers import new_highs
+
+        n, rows = len(self.cost), len(self.row_lower)
+        h = new_highs()
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = n, rows
+        lp.col_cost_ = np.asarray(self.cost, dtype=np.float64)
+        lp.col_lower_ = np.zeros(n)
+        lp.col_upper_ = np.asarray(self.upper, dtype=np.float64)
+        lp.row_lower_ = np.asarray(self.row_lower, dtype=np.float64)
+        lp.row_upper_ = np.asarray(self.row_upper, dtype=np.float64)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, rows
+        lp.a_matrix_.start_ = np.asarray(self.starts, dtype=np.int32)
+        lp.a_matrix_.index_ = np.asarray(self.index, dtype=np.int32)
+        lp.a_matrix_.value_ = np.asarray(self.value, dtype=np.float64)
+        kinds = highspy.HighsVarType
+        lp.integrality_ = [kinds.kInteger if b else kinds.kContinuous for b in self.integer]
+        h.passModel(lp)
+        options = {"mip_rel_gap": REL_GAP, "mip_abs_gap": 0.0, "threads": 1, "random_seed": 0,
+                   "mip_feasibility_tolerance": FEASIBILITY_TOLERANCE,
+                   "primal_feasibility_tolerance": FEASIBILITY_TOLERANCE}
+        if time_limit_s is not None:
+            options["time_limit"] = max(float(time_limit_s), 0.01)
+        for name, option in options.items():
+            h.setOptionValue(name, option)
+        highspy.Highs.resetGlobalScheduler(True)
+        h.run()
+        status = h.getModelStatus()
+        info = h.getInfo()
+        M = highspy.HighsModelStatus
+        if status in (M.kInfeasible, M.kUnboundedOrInfeasible):
+            return Solved(True, True, math.inf, None)
+        bound = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else 0.0
+        values = None
+        if info.primal_solution_status == 2:
+            col_value = h.getSolution().col_value
+            values = {key: col_value[col] for key, col in self.columns.items()}
+        return Solved(False, status == M.kOptimal, max(bound, 0.0), values)

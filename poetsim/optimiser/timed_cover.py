@@ -1,0 +1,193 @@
+"""The eviction cover with stages: when each restore happens, and what its transfers cost in time.
+
+The plain cover (`cover`) charges one restore per output and no time for paging. Under `overlap`
+timing that leaves out what often decides the optimum: a page-out must run in a stage before
+the output's absence and a page-in in one after it, and a stage whose transfers outlast its
+compute stalls, which costs static energy. Several outputs often have to leave RAM within a few
+short stages, and their transfers then cannot all hide. This cover states each restore as an
+event in a stage, so it can count those stalls; it also counts every restore an output needs
+(one per stretch it is absent over), not one in all.
+
+Why it is still a lower bound: take any schedule within the budgets that, like every MILP
+solution, pages each output out at most once (a second page-out is never needed: storage keeps
+its copy). Set p_{i,s} = 1 when it recomputes i in stage s, o_{i,s} for a page-out and n_{i,s}
+for a page-in; set a^R_{t,i} = 1 when i is absent right after `Compute(t)` (in the sense of
+`cover`) and some recomputation of i comes in (t, j], j its next reader after t; else, if i is
+absent at t, a^P_{t,i} = 1. Then, by the argument of `cover`:
+- a^R_{t,i} <= sum p_{i,s} over s in (t, j];
+- a^P_{t,i} <= sum o_{i,s} over s in [i+1, t-1] (a page-out in stage t holds i at t under
+  `overlap`; under `compute-only` s = t is allowed, as a relaxation) and a^P_{t,i} <= sum n_{i,s}
+  over s in [t+1, j-1] under `overlap` ([t, j-1] under `compute-only`);
+- the covering row of stage t and the cascade rows hold as in `cover`, with the restore of a
+  dead input d counted among d's own events in (t, j];
+- the time beyond computing t once in stage s is max(recomputation time, DMA time / channels -
+  c_s) under `overlap`, so a column X_s at least both of these, summed, is at most the deadline's
+  slack and costs static power; under `compute-only` the recomputation time is within the slack;
+- the energy above keep-all is at least sum e_i p + p_out o + p_in n (+ static power x sum X_s).
+Events of outputs the cover does not consider, and time outside the stages it considers, only
+add. So the optimum of this program is a lower bound on the MILP's optimum; its best solution
+also says in which stage to page and to recompute, from which `cover_plan` builds a schedule.
+
+It is larger than the plain cover (a column per output and stage in each window), so `optimise`
+solves it only where the plain cover's plan does not meet the plain bound, within a time limit;
+a limit that ends it early still leaves a valid (HiGHS dual) bound.
+"""
+
+import bisect
+import math
+from time import perf_counter
+
+from poetsim.costs import CostTable
+from poetsim.graph import TrainingGraph
+from poetsim.optimiser.cover import CoverBound, CoverRow, counted_at, cover_rows, deadline_slack_s
+from poetsim.optimiser.program import Program
+from poetsim.schedule import Budgets, Moves, Timing
+
+
+def timed_cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
+                      time_limit_s: float | None = None, rows: tuple[CoverRow, ...] | None = None) -> CoverBound:
+    """Solve the stage-indexed eviction cover (module docstring); `rows` from `cover_rows` if given."""
+    timing = Timing(timing)
+    began = perf_counter()
+    overlap = timing is Timing.OVERLAP
+    keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s if overlap else 0.0)
+    rows = cover_rows(graph, budgets, moves, timing) if rows is None else rows
+    model = _TimedModel(graph, costs, moves, overlap)
+    for row in rows:
+        model.add_stage(row)
+    model.add_time_rows(deadline_slack_s(budgets, costs))
+    solved = model.program.solve(time_limit_s)
+    if solved.infeasible:
+        return CoverBound(moves, timing, keep_all_j, None, frozenset(), frozenset(), True, True, rows,
+                          perf_counter() - began, "infeasible: no placement of restores in stages covers the "
+                          "RAM excess within the deadline", kind="timed cover")
+    events = tuple(sorted((key[0], key[1], key[2]) for key, value in (solved.values or {}).items()
+                          if key[0] in ("p", "o", "n") and value > 0.5))
+    return CoverBound(
+        moves, timing, keep_all_j, keep_all_j + solved.bound * model.energy_scale,
+        frozenset(i for kind, i, _ in events if kind == "p"), frozenset(i for kind, i, _ in events if kind == "n"),
+        False, solved.exact, rows, perf_counter() - began, "", kind="timed cover", events=events)
+
+
+class _TimedModel:
+    """The stage-indexed cover as a mixed 0-1 program (`program.Program`).
+
+    Columns: events ("p" | "o" | "n", i, s); absences ("aR" | "aP", t, i); cascade columns
+    ("h", t, d) (d held at t) and ("rR" | "rP", t, d, j) (d absent at t and restored before j);
+    ("X", s) the time stage s takes beyond computing s once (overlap only).
+    """
+
+    def __init__(self, graph: TrainingGraph, costs: CostTable, moves: Moves, overlap: bool):
+        self.graph, self.costs, self.moves = graph, costs, moves
+        self.late = 1 if overlap else 0  # overlap: a transfer in stage t holds i at t
+        self.overlap = overlap
+        self.energy_scale = (sum(costs.compute_j) / len(graph)) or 1.0
+        self.time_scale = (sum(costs.compute_s) / len(graph)) or 1.0
+        self.program = Program()
+        self.held: dict[int, list[int]] = {}
+        self.recomputes_at: dict[int, list[tuple[int, float]]] = {}
+        self.transfers_at: dict[int, list[tuple[int, float]]] = {}
+        self.outs_of: dict[int, list[int]] = {}
+
+    def event(self, kind: str, i: int, s: int) -> int:
+        """The column of one recomputation ("p"), page-out ("o") or page-in ("n") of i in stage s."""
+        key = (kind, i, s)
+        if key in self.program.columns:
+            return self.program.columns[key]
+        c = self.costs
+        price = {"p": c.compute_j, "o": c.page_out_j, "n": c.page_in_j}[kind][i]
+        col = self.program.column(key, price / self.energy_scale)
+        if kind == "p":
+            self.recomputes_at.setdefault(s, []).append((col, c.compute_s[i]))
+        else:
+            self.transfers_at.setdefault(s, []).append((col, (c.page_out_s if kind == "o" else c.page_in_s)[i]))
+            if kind == "o":
+                self.outs_of.setdefault(i, []).append(col)
+        return col
+
+    def within(self, absent: int, kind: str, i: int, first: int, last: int) -> None:
+        """absent <= the sum of i's events of `kind` in stages first..last (0 if there are none)."""
+        terms = [(absent, 1.0)] + [(self.event(kind, i, s), -1.0) for s in range(first, last + 1)]
+        self.program.row(terms, -math.inf, 0.0)
+
+    def paged_around(self, absent: int, i: int, t: int, j: int) -> None:
+        """Absent at t by paging: a page-out before t and a page-in after it, before reader j."""
+        self.within(absent, "o", i, i + 1, t - self.late)
+        self.within(absent, "n", i, t + self.late, j - 1)
+
+    def add_stage(self, row: CoverRow) -> None:
+        """The covering row of stage t, its absences, and their cascades."""
+        t, m, graph, program = row.stage, self.graph.output_bytes, self.graph, self.program
+        counted = counted_at(graph, t)
+        terms = []
+        by_recompute = set(row.by_recompute)
+        for i in row.by_recompute:
+            j = _next_reader(graph, i, t)
+            absent = program.column(("aR", t, i))
+            terms.append((absent, m[i]))
+            self.within(absent, "p", i, t + 1, j)
+            dead = [d for d in graph.nodes[i].deps if d not in counted]
+            self._needs(t, j, absent, dead, counted)
+        for i in row.by_paging:
+            j = _next_reader(graph, i, t)
+            absent = program.column(("aP", t, i))
+            terms.append((absent, m[i]))
+            self.paged_around(absent, i, t, j)
+            if i in by_recompute:
+                program.row([(absent, 1.0), (program.columns["aR", t, i], 1.0)], -math.inf, 1.0)
+        terms += [(program.columns["h", t, d], -m[d]) for d in self.held.get(t, ())]
+        program.row([(col, coef / row.excess_bytes) for col, coef in terms], 1.0, math.inf)
+
+    def _needs(self, t: int, j: int, needy: int, dead: list[int], counted: set[int]) -> None:
+        """A recomputation in (t, j] needs each dead input d: held at t, or restored in (t, j]."""
+        program = self.program
+        for d in dead:
+            if ("h", t, d) not in program.columns:
+                self.held.setdefault(t, []).append(d)
+            terms = [(needy, 1.0), (program.column(("h", t, d)), -1.0)]
+            if self.moves.recompute:
+                made = ("rR", t, d, j) not in program.columns
+                again = program.column(("rR", t, d, j))
+                terms.append((again, -1.0))
+                if made:
+                    self.within(again, "p", d, t + 1, j)
+                    deeper = [e for e in self.graph.nodes[d].deps if e not in counted]
+                    self._needs(t, j, again, deeper, counted)
+            if self.moves.page and t >= d + 2:
+                made = ("rP", t, d, j) not in program.columns
+                back = program.column(("rP", t, d, j))
+                terms.append((back, -1.0))
+                if made:
+                    self.paged_around(back, d, t, j)
+            program.row(terms, -math.inf, 0.0)
+
+    def add_time_rows(self, slack_s: float) -> None:
+        """Page out at most once; stage time beyond computing once (overlap); the deadline's slack."""
+        program, scale = self.program, self.time_scale
+        for outs in self.outs_of.values():
+            if len(outs) > 1:
+                program.row([(col, 1.0) for col in outs], -math.inf, 1.0)
+        if not self.overlap:
+            timed = [(col, c / scale) for cols in self.recomputes_at.values() for col, c in cols if c > 0]
+            if timed:
+                program.row(timed, -math.inf, slack_s / scale)
+            return
+        static_cost = self.costs.static_power_w * scale / self.energy_scale
+        extra = []
+        per_channel = 1.0 / self.costs.dma_channels
+        for s in sorted(set(self.recomputes_at) | set(self.transfers_at)):
+            col = program.column(("X", s), static_cost, upper=math.inf, integer=False)
+            extra.append((col, 1.0))
+            if s in self.recomputes_at:
+                program.row([(col, 1.0)] + [(p, -c / scale) for p, c in self.recomputes_at[s]], 0.0, math.inf)
+            if s in self.transfers_at:
+                program.row([(col, 1.0)] + [(x, -d * per_channel / scale) for x, d in self.transfers_at[s]],
+                            -self.costs.compute_s[s] / scale, math.inf)
+        if extra:
+            program.row(extra, -math.inf, slack_s / scale)
+
+
+def _next_reader(graph: TrainingGraph, i: int, t: int) -> int:
+    """The first node after stage t that reads i (the cover only considers i with one)."""
+    readers = graph.consumers[i]
+    return readers[bisect.bisect_right(readers, t)]

@@ -171,5 +171,9 @@ def events_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing
             for a, b in zip(u, u[1:]):
                 if a < s <= b and b - a >= 2:
                     decisions.setdefault((i, a, b), Mode.RECOMPUTE)
+        elif kind == "a":  # absent at stage s, to be recomputed before its next reader
+            for a, b in zip(u, u[1:]):
+                if a < s < b:
+                    decisions.setdefault((i, a, b), Mode.RECOMPUTE)
     plan = plan_from_decisions(graph, decisions, page_stages)
     return plan if budgets.fits(figures(plan, graph, costs, timing)) else None

@@ -59,8 +59,12 @@ class Program:
         self.row_lower.append(lower)
         self.row_upper.append(upper)
 
-    def solve(self, time_limit_s: float | None) -> Solved:
-        """Minimise the cost with HiGHS (one thread, fixed seed) within `time_limit_s`."""
+    def solve(self, time_limit_s: float | None, enough: float | None = None) -> Solved:
+        """Minimise the cost with HiGHS (one thread, fixed seed) within `time_limit_s`.
+
+        With `enough`, a known lower bound of the cost from elsewhere, the solve stops as soon as
+        it has a solution that costs no more (within REL_GAP): that solution is then optimal.
+        """
         import highspy
         import numpy as np
 
@@ -83,6 +87,12 @@ class Program:
         kinds = highspy.HighsVarType
         lp.integrality_ = [kinds.kInteger if b else kinds.kContinuous for b in self.integer]
         h.passModel(lp)
+        if enough is not None:
+            def interrupt(event) -> None:
+                if event.data_out.mip_primal_bound <= enough * (1 + REL_GAP) + 1e-12:
+                    event.interrupt()
+
+            h.cbMipInterrupt.subscribe(interrupt)
         options = {"mip_rel_gap": REL_GAP, "mip_abs_gap": 0.0, "threads": 1, "random_seed": 0,
                    "mip_feasibility_tolerance": FEASIBILITY_TOLERANCE,
                    "primal_feasibility_tolerance": FEASIBILITY_TOLERANCE}
@@ -102,4 +112,7 @@ class Program:
         if info.primal_solution_status == 2:
             col_value = h.getSolution().col_value
             values = {key: col_value[col] for key, col in self.columns.items()}
-        return Solved(False, status == M.kOptimal, max(bound, 0.0), values)
+        exact = status == M.kOptimal
+        if enough is not None and values is not None and info.objective_function_value <= enough * (1 + REL_GAP) + 1e-12:
+            bound, exact = max(bound, min(enough, info.objective_function_value)), True
+        return Solved(False, exact, max(bound, 0.0), values)

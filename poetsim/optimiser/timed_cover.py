@@ -35,6 +35,7 @@ a limit that ends it early still leaves a valid (HiGHS dual) bound.
 
 import bisect
 import math
+from dataclasses import replace
 from time import perf_counter
 
 from poetsim.costs import CostTable
@@ -44,28 +45,51 @@ from poetsim.optimiser.program import Program
 from poetsim.schedule import Budgets, Moves, Timing
 
 
+def placement(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, plain: CoverBound,
+              time_limit_s: float | None = None) -> CoverBound:
+    """The timed cover confined to the plain cover's choice: where to place its restores.
+
+    Not a bound (the choice is fixed); a quick way to stages for the plain choice's transfers
+    and recomputations. If its events cost no more than the plain bound, they are optimal.
+    """
+    rows = tuple(replace(row, by_recompute=tuple(i for i in row.by_recompute if i in plain.recomputed),
+                         by_paging=tuple(i for i in row.by_paging if i in plain.paged)) for row in plain.rows)
+    confined = replace(plain, rows=rows)
+    found = timed_cover_bound(graph, costs, budgets, plain.moves, timing, time_limit_s, confined)
+    return replace(found, rows=plain.rows, kind="placement")
+
+
 def timed_cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
-                      time_limit_s: float | None = None, rows: tuple[CoverRow, ...] | None = None) -> CoverBound:
-    """Solve the stage-indexed eviction cover (module docstring); `rows` from `cover_rows` if given."""
+                      time_limit_s: float | None = None, plain: CoverBound | None = None,
+                      staged: bool = False) -> CoverBound:
+    """Solve the stage-indexed eviction cover (module docstring).
+
+    With `plain`, the plain cover of the same problem, the solve stops as soon as it finds
+    events that cost no more than the plain bound (which then proves them optimal).
+    """
     timing = Timing(timing)
     began = perf_counter()
     overlap = timing is Timing.OVERLAP
     keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s if overlap else 0.0)
-    rows = cover_rows(graph, budgets, moves, timing) if rows is None else rows
-    model = _TimedModel(graph, costs, moves, overlap)
+    rows = cover_rows(graph, budgets, moves, timing) if plain is None else plain.rows
+    model = _TimedModel(graph, costs, moves, overlap, staged)
     for row in rows:
         model.add_stage(row)
     model.add_time_rows(deadline_slack_s(budgets, costs))
-    solved = model.program.solve(time_limit_s)
+    enough = None if plain is None or plain.overhead_j is None else plain.overhead_j / model.energy_scale
+    solved = model.program.solve(time_limit_s, enough)
     if solved.infeasible:
         return CoverBound(moves, timing, keep_all_j, None, frozenset(), frozenset(), True, True, rows,
                           perf_counter() - began, "infeasible: no placement of restores in stages covers the "
                           "RAM excess within the deadline", kind="timed cover")
-    events = tuple(sorted((key[0], key[1], key[2]) for key, value in (solved.values or {}).items()
-                          if key[0] in ("p", "o", "n") and value > 0.5))
+    # Events: page-outs, page-ins, recomputations by stage ("p"), or, where recomputations have no
+    # stage, the stages at which an output is absent to be recomputed ("a").
+    events = tuple(sorted((key[0] if key[0] != "aR" else "a", key[1], key[2]) if key[0] != "aR" else ("a", key[2], key[1])
+                          for key, value in (solved.values or {}).items()
+                          if key[0] in ("p", "o", "n", "aR") and value > 0.5))
     return CoverBound(
         moves, timing, keep_all_j, keep_all_j + solved.bound * model.energy_scale,
-        frozenset(i for kind, i, _ in events if kind == "p"), frozenset(i for kind, i, _ in events if kind == "n"),
+        frozenset(i for kind, i, _ in events if kind in "pa"), frozenset(i for kind, i, _ in events if kind == "n"),
         False, solved.exact, rows, perf_counter() - began, "", kind="timed cover", events=events)
 
 
@@ -77,8 +101,8 @@ class _TimedModel:
     ("X", s) the time stage s takes beyond computing s once (overlap only).
     """
 
-    def __init__(self, graph: TrainingGraph, costs: CostTable, moves: Moves, overlap: bool):
-        self.graph, self.costs, self.moves = graph, costs, moves
+    def __init__(self, graph: TrainingGraph, costs: CostTable, moves: Moves, overlap: bool, staged: bool):
+        self.graph, self.costs, self.moves, self.staged = graph, costs, moves, staged
         self.late = 1 if overlap else 0  # overlap: a transfer in stage t holds i at t
         self.overlap = overlap
         self.energy_scale = (sum(costs.compute_j) / len(graph)) or 1.0
@@ -106,7 +130,16 @@ class _TimedModel:
         return col
 
     def within(self, absent: int, kind: str, i: int, first: int, last: int) -> None:
-        """absent <= the sum of i's events of `kind` in stages first..last (0 if there are none)."""
+        """absent <= the sum of i's events of `kind` in stages first..last (0 if there are none).
+
+        Recomputations that are not `staged` are one column per output, as in the plain cover.
+        """
+        if kind == "p" and not self.staged:
+            if ("R", i) not in self.program.columns:
+                self.recomputes_at.setdefault(-1, []).append(
+                    (self.program.column(("R", i), self.costs.compute_j[i] / self.energy_scale), self.costs.compute_s[i]))
+            self.program.row([(absent, 1.0), (self.program.columns["R", i], -1.0)], -math.inf, 0.0)
+            return
         terms = [(absent, 1.0)] + [(self.event(kind, i, s), -1.0) for s in range(first, last + 1)]
         self.program.row(terms, -math.inf, 0.0)
 
@@ -173,18 +206,33 @@ class _TimedModel:
                 program.row(timed, -math.inf, slack_s / scale)
             return
         static_cost = self.costs.static_power_w * scale / self.energy_scale
-        extra = []
         per_channel = 1.0 / self.costs.dma_channels
-        for s in sorted(set(self.recomputes_at) | set(self.transfers_at)):
-            col = program.column(("X", s), static_cost, upper=math.inf, integer=False)
-            extra.append((col, 1.0))
-            if s in self.recomputes_at:
-                program.row([(col, 1.0)] + [(p, -c / scale) for p, c in self.recomputes_at[s]], 0.0, math.inf)
-            if s in self.transfers_at:
-                program.row([(col, 1.0)] + [(x, -d * per_channel / scale) for x, d in self.transfers_at[s]],
-                            -self.costs.compute_s[s] / scale, math.inf)
-        if extra:
-            program.row(extra, -math.inf, slack_s / scale)
+        if self.staged:
+            extra = []
+            for s in sorted(set(self.recomputes_at) | set(self.transfers_at)):
+                col = program.column(("X", s), static_cost, upper=math.inf, integer=False)
+                extra.append((col, 1.0))
+                if s in self.recomputes_at:
+                    program.row([(col, 1.0)] + [(p, -c / scale) for p, c in self.recomputes_at[s]], 0.0, math.inf)
+                if s in self.transfers_at:
+                    program.row([(col, 1.0)] + [(x, -d * per_channel / scale) for x, d in self.transfers_at[s]],
+                                -self.costs.compute_s[s] / scale, math.inf)
+            if extra:
+                program.row(extra, -math.inf, slack_s / scale)
+            return
+        # Recomputations in no stage: the time beyond one pass, Y, is at least all recomputation
+        # time and at least all stall time (sum_s max(a_s, b_s) >= max(sum a_s, sum b_s)).
+        total = program.column(("Y",), static_cost, upper=math.inf, integer=False)
+        stalls = []
+        for s, transfers in sorted(self.transfers_at.items()):
+            col = program.column(("X", s), upper=math.inf, integer=False)
+            stalls.append((col, -1.0))
+            program.row([(col, 1.0)] + [(x, -d * per_channel / scale) for x, d in transfers],
+                        -self.costs.compute_s[s] / scale, math.inf)
+        program.row([(total, 1.0)] + stalls, 0.0, math.inf)
+        recomputed = [(col, -c / scale) for cols in self.recomputes_at.values() for col, c in cols if c > 0]
+        program.row([(total, 1.0)] + recomputed, 0.0, math.inf)
+        program.row([(total, 1.0)], -math.inf, slack_s / scale)
 
 
 def _next_reader(graph: TrainingGraph, i: int, t: int) -> int:

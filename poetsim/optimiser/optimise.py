@@ -26,12 +26,13 @@ from poetsim.optimiser import plan as plans
 from poetsim.optimiser.baselines import start_plan
 from poetsim.optimiser.clock import Clock, Progress, Reporter
 from poetsim.optimiser.cover import CoverBound, cover_bound
-from poetsim.optimiser.cover_plan import admits, cover_plan, restricted
+from poetsim.optimiser.cover_plan import admits, cover_plan, events_plan, restricted
 from poetsim.optimiser.formulation import formulate
 from poetsim.optimiser.incumbent import Incumbent
 from poetsim.optimiser.rows import Formulation
 from poetsim.optimiser.rules import plan_from_decisions
 from poetsim.optimiser.solvers import SolverResult, SolverSettings, check_available, solve
+from poetsim.optimiser.timed_cover import placement, timed_cover_bound
 from poetsim.schedule import Budgets, Figures, Moves, Schedule, Timing
 from poetsim.status import Status
 
@@ -66,8 +67,11 @@ class SolveOutcome:
     wall_s: float = 0.0            # the whole call
 
 
-#: Share of the time left that the cover's own solve may take (it normally needs well under 1 s).
-COVER_SHARE = 0.2
+#: Shares of the time left that the plain cover, the placement of its choice and the timed cover
+#: may take (each stops sooner when it is solved; docs/optimiser.md has their measured times).
+COVER_SHARE = 0.25
+PLACEMENT_SHARE = 0.15
+TIMED_SHARE = 0.3
 #: Share of the time left for the MILP restricted to the cover's choice, and its cap in seconds.
 RESTRICTED_SHARE = 0.25
 RESTRICTED_CAP_S = 60.0
@@ -116,18 +120,10 @@ def optimise(
     for schedule in starts:
         best.offer(plans.from_schedule(schedule, graph), "a start")
     report("plans", best.total_j, run.bound_j)
-    if run.proven() or clock.expired():
-        return run.outcome()
-    best.offer(start_plan(graph, costs, budgets, moves, timing), "the greedy")
-    report("plans", best.total_j, run.bound_j)
-    if run.proven() or clock.expired():
-        return run.outcome()
-    run.build()
-    if run.cover.recomputed or run.cover.paged:
-        run.restricted_solve()
-        if run.proven() or clock.expired():
-            return run.outcome()
-    run.full_solve()
+    for step in (run.place, run.timed, run.greedy, run.build, run.restricted_solve, run.full_solve):
+        if run.proven() or run.infeasible or clock.expired():
+            break
+        step()
     return run.outcome()
 
 
@@ -143,6 +139,8 @@ class _Run:
         self.abs_gap_j = abs_gap_j(costs, moves, timing)
         self.best = Incumbent(graph, costs, budgets, moves, timing)
         self.cover: CoverBound | None = None
+        self.timed_cover: CoverBound | None = None
+        self.infeasible = ""  # why no schedule fits, when a cover proved it
         self.bound_j: float | None = None
         self.form: Formulation | None = None
         self.build_s: float | None = None
@@ -154,7 +152,35 @@ class _Run:
         return self.best.best is not None and self.bound_j is not None and within_gap(
             self.best.total_j, self.bound_j, self.keep_all_j, self.mip_rel_gap, self.abs_gap_j)
 
+    def place(self) -> None:
+        """Stages for the plain cover's choice (the timed cover confined to it), and their plan."""
+        if not (self.cover.recomputed or self.cover.paged):
+            return
+        self.report("placement", self.best.total_j, self.bound_j)
+        placed = placement(self.graph, self.costs, self.budgets, self.timing, self.cover,
+                           self.clock.share_s(PLACEMENT_SHARE))
+        self.best.offer(events_plan(self.graph, self.costs, self.budgets, self.timing, placed), "the cover's placement")
+
+    def timed(self) -> None:
+        """The timed cover: a higher bound where transfers cannot hide, and the plan of its events."""
+        self.report("timed bound", self.best.total_j, self.bound_j)
+        self.timed_cover = timed_cover_bound(self.graph, self.costs, self.budgets, self.moves, self.timing,
+                                             self.clock.share_s(TIMED_SHARE), self.cover)
+        if self.timed_cover.infeasible:
+            if self.best.best is None:
+                self.infeasible = self.timed_cover.message
+            return
+        self._raise_bound(self.timed_cover.bound_j)
+        self.best.offer(events_plan(self.graph, self.costs, self.budgets, self.timing, self.timed_cover),
+                        "the timed cover's events")
+
+    def greedy(self) -> None:
+        """The rule-made plans of `baselines.start_plan` (keep-all, greedy, checkpoint-sqrt)."""
+        self.report("greedy", self.best.total_j, self.bound_j)
+        self.best.offer(start_plan(self.graph, self.costs, self.budgets, self.moves, self.timing), "the greedy")
+
     def build(self) -> None:
+        self.report("build", self.best.total_j, self.bound_j)
         self.form = formulate(self.graph, self.costs, self.budgets, self.moves, self.timing)
         self.build_s = self.clock.elapsed_s()
 
@@ -202,8 +228,11 @@ class _Run:
         return values if admits(form, values) else None
 
     def restricted_solve(self) -> None:
-        """The MILP confined to the cover's choice, for a share of the time left: a fast upper bound."""
-        form = restricted(self.form, self.graph, self.cover)
+        """The MILP confined to the covers' choice, for a share of the time left: a fast upper bound."""
+        choice = self.timed_cover if self.timed_cover is not None and self.timed_cover.events else self.cover
+        if not (choice.recomputed or choice.paged):
+            return
+        form = restricted(self.form, self.graph, choice)
         result = self._solve(form, self.clock.share_s(RESTRICTED_SHARE, RESTRICTED_CAP_S), "restricted solve",
                              bound_holds=False)
         if result.values is not None:
@@ -246,6 +275,9 @@ class _Run:
                       handoff_s=self.handoff_s, solve_s=self.solve_s,
                       cover_bound_j=None if self.cover is None else self.cover.bound_j, **sizes)
         candidate = self.best.best
+        if candidate is None and self.infeasible:
+            return SolveOutcome(self.moves, self.timing, self.solver, Status.INFEASIBLE, None, None, None, None, None,
+                                None, message=self.infeasible, wall_s=self.clock.elapsed_s(), **common)
         if candidate is None:
             if self.solver_status is Status.INFEASIBLE:
                 message = _infeasible_message(self.graph, self.costs, self.budgets, self.moves)

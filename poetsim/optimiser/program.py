@@ -62,11 +62,12 @@ class Program:
         self.row_lower.append(lower)
         self.row_upper.append(upper)
 
-    def solve(self, time_limit_s: float | None, enough: float | None = None) -> Solved:
+    def solve(self, time_limit_s: float | None, enough: float | None = None, start: dict | None = None) -> Solved:
         """Minimise the cost with HiGHS (one thread, fixed seed) within `time_limit_s`.
 
         With `enough`, a known lower bound of the cost from elsewhere, the solve stops as soon as
         it has a solution that costs no more (within REL_GAP): that solution is then optimal.
+        `start` gives values of some columns by key (a partial MIP start HiGHS completes).
         """
         import highspy
         import numpy as np
@@ -90,6 +91,10 @@ class Program:
         kinds = highspy.HighsVarType
         lp.integrality_ = [kinds.kInteger if b else kinds.kContinuous for b in self.integer]
         h.passModel(lp)
+        given = [(self.columns[key], value) for key, value in (start or {}).items() if key in self.columns]
+        if given:
+            h.setSolution(len(given), np.asarray([c for c, _ in given], dtype=np.int32),
+                          np.asarray([v for _, v in given], dtype=np.float64))
         if enough is not None:
             def interrupt(event) -> None:
                 if event.data_out.mip_primal_bound <= enough * (1 + REL_GAP) + 1e-12:

@@ -54,30 +54,31 @@ def placement(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: 
     """
     rows = tuple(replace(row, by_recompute=tuple(i for i in row.by_recompute if i in plain.recomputed),
                          by_paging=tuple(i for i in row.by_paging if i in plain.paged)) for row in plain.rows)
-    confined = replace(plain, rows=rows)
-    found = timed_cover_bound(graph, costs, budgets, plain.moves, timing, time_limit_s, confined)
+    found = timed_cover_bound(graph, costs, budgets, plain.moves, timing, time_limit_s, plain.bound_j, rows)
     return replace(found, rows=plain.rows, kind="placement")
 
 
 def timed_cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
-                      time_limit_s: float | None = None, plain: CoverBound | None = None,
+                      time_limit_s: float | None = None, enough_j: float | None = None,
+                      rows: tuple[CoverRow, ...] | None = None, start: tuple[tuple[str, int, int], ...] = (),
                       staged: bool = False) -> CoverBound:
     """Solve the stage-indexed eviction cover (module docstring).
 
-    With `plain`, the plain cover of the same problem, the solve stops as soon as it finds
-    events that cost no more than the plain bound (which then proves them optimal).
+    `enough_j`, a proven lower bound on the total energy (the plain cover's), stops the solve
+    as soon as it finds events that cost no more: they are then optimal. `rows` are the plain
+    cover's if given; `start` gives events of a schedule to start from (another cover's).
     """
     timing = Timing(timing)
     began = perf_counter()
     overlap = timing is Timing.OVERLAP
     keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s if overlap else 0.0)
-    rows = cover_rows(graph, budgets, moves, timing) if plain is None else plain.rows
+    rows = cover_rows(graph, budgets, moves, timing) if rows is None else rows
     model = _TimedModel(graph, costs, moves, overlap, staged)
     for row in rows:
         model.add_stage(row)
     model.add_time_rows(deadline_slack_s(budgets, costs))
-    enough = None if plain is None or plain.overhead_j is None else plain.overhead_j / model.energy_scale
-    solved = model.program.solve(time_limit_s, enough)
+    enough = None if enough_j is None else (enough_j - keep_all_j) / model.energy_scale
+    solved = model.program.solve(time_limit_s, enough, {event: 1.0 for event in start})
     if solved.infeasible:
         return CoverBound(moves, timing, keep_all_j, None, frozenset(), frozenset(), True, True, rows,
                           perf_counter() - began, "infeasible: no placement of restores in stages covers the "

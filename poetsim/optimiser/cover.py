@@ -143,6 +143,10 @@ def cover_rows(graph: TrainingGraph, budgets: Budgets, moves: Moves, timing: Tim
     return tuple(rows)
 
 
+#: Share of the cover's time for its first solve, without cascades.
+NO_CASCADE_SHARE = 0.3
+
+
 def restore_costs_j(costs: CostTable, timing: Timing) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Per output, the least energy of one recomputation and of one page-out plus page-in."""
     static_w = costs.static_power_w if Timing(timing) is Timing.OVERLAP else 0.0
@@ -178,16 +182,28 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
                 f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM: right after "
                 f"computing node {row.stage} ({graph.nodes[row.stage].name}) {row.excess_bytes:,} bytes of outputs "
                 f"must be out of RAM, and at most {room:,} bytes can be"))
-    model = _CoverModel(graph, costs, timing, moves, cascades)
-    for row in rows:
-        model.add_stage(row)
-    model.add_restore_rows(deadline_slack_s(budgets, costs))
-    found = model.solve(time_limit_s)
+
+    def left_s(share: float = 1.0):
+        return None if time_limit_s is None else share * (time_limit_s - (perf_counter() - began))
+
+    # Without cascades first: small and fast, a bound and a choice to fall back on if the
+    # cascade model (several times larger on 300-node graphs) runs out of time.
+    infeasible = result(None, infeasible=True, message=(
+        f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
+        f"{budgets.runtime_s:.6g} s: the deadline leaves {deadline_slack_s(budgets, costs):.6g} s beyond one "
+        "plain pass, less than the recomputation that staying within the RAM budget needs"))
+    found = _CoverModel(graph, costs, timing, moves, rows, budgets, cascades=False).solve(
+        left_s(NO_CASCADE_SHARE if cascades else 1.0))
     if found is None:
-        return result(None, infeasible=True, message=(
-            f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
-            f"{budgets.runtime_s:.6g} s: the deadline leaves {deadline_slack_s(budgets, costs):.6g} s beyond one plain "
-            "pass, less than the recomputation that staying within the RAM budget needs"))
+        return infeasible
+    model = _CoverModel(graph, costs, timing, moves, rows, budgets, cascades=cascades)
+    if cascades and model.uses_cascades and (time_limit_s is None or left_s() > 0):
+        deeper = model.solve(left_s())
+        if deeper is None:
+            return infeasible
+        bound = max(found[0], deeper[0])
+        # The cascade model's choice is the better guide when it has one (it is feasible there).
+        found = (bound, *deeper[1:]) if deeper[1] or deeper[2] else (bound, *found[1:3], deeper[3])
     overhead_j, recomputed, paged, exact = found
     return result(keep_all_j + overhead_j, recomputed, paged, exact=exact)
 
@@ -206,14 +222,21 @@ class _CoverModel:
     h_{t,d} (d held at t for it) and r_{t,d} (d absent at t and recomputed after).
     """
 
-    def __init__(self, graph, costs, timing, moves, cascades):
+    def __init__(self, graph, costs, timing, moves, rows, budgets, cascades):
         self.graph, self.costs, self.moves, self.cascades = graph, costs, moves, cascades
         self.recompute_j, self.page_j = restore_costs_j(costs, timing)
         self.energy_scale = (sum(costs.compute_j) / len(graph)) or 1.0
         self.time_scale = (sum(costs.compute_s) / len(graph)) or 1.0
         self.program = Program()
         self.held: dict[int, list[int]] = {}  # stage -> outputs with an h column there
+        for row in rows:
+            self.add_stage(row)
+        self.add_restore_rows(deadline_slack_s(budgets, costs))
 
+    @property
+    def uses_cascades(self) -> bool:
+        """Whether any cascade column was made (else the cascade model is the plain one)."""
+        return any(key[0] == "a" for key in self.program.columns)
     def x(self, kind: str, i: int) -> int:
         """x^R_i ("R") or x^P_i ("P"), priced at one restore."""
         price = self.recompute_j if kind == "R" else self.page_j

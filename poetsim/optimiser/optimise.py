@@ -18,6 +18,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from time import perf_counter
 
 from poetsim.costs import CostTable
 from poetsim.errors import InfeasibleBudgetError, PoetsimError, UserInputError
@@ -69,14 +70,19 @@ class SolveOutcome:
 
 #: Shares of the time left that the plain cover, the placement of its choice and the timed cover
 #: may take (each stops sooner when it is solved; docs/optimiser.md has their measured times).
-COVER_SHARE = 0.25
-PLACEMENT_SHARE = 0.15
+COVER_SHARE = 0.2
+PLACEMENT_SHARE = 0.1
 TIMED_SHARE = 0.3
+#: Of the timed cover's time, the share of the first run, on the single move the plain cover chose.
+TIMED_SINGLE_SHARE = 0.6
+#: Share of the time left for the greedy plans (they stop where they are when it runs out).
+GREEDY_SHARE = 0.25
 #: Share of the time left for the MILP restricted to the cover's choice, and its cap in seconds.
 RESTRICTED_SHARE = 0.25
 RESTRICTED_CAP_S = 60.0
-#: Time kept back from the solver for rounding its answer and building the schedule.
-ROUNDING_RESERVE_SHARE = 0.01
+#: Time kept back from the MILP solver: HiGHS checks its clock only now and then (it overran a
+#: 6 s limit by 2 s on MobileNetV2), and its answer is rounded into a schedule after it.
+ROUNDING_RESERVE_SHARE = 0.03
 ROUNDING_RESERVE_S = 0.2
 #: Whether the full solve gets the cover's bound as a row, objective >= floor (docs/optimiser.md).
 OBJECTIVE_FLOOR_ROW = False
@@ -120,6 +126,8 @@ def optimise(
     for schedule in starts:
         best.offer(plans.from_schedule(schedule, graph), "a start")
     report("plans", best.total_j, run.bound_j)
+    if best.best is None and not clock.expired():
+        run.greedy()  # a schedule first, so that running out of time later still returns one
     for step in (run.place, run.timed, run.greedy, run.build, run.restricted_solve, run.full_solve):
         if run.proven() or run.infeasible or clock.expired():
             break
@@ -141,6 +149,8 @@ class _Run:
         self.cover: CoverBound | None = None
         self.timed_cover: CoverBound | None = None
         self.infeasible = ""  # why no schedule fits, when a cover proved it
+        self.greedy_done = False
+        self.settings_ends_at: float | None = None
         self.bound_j: float | None = None
         self.form: Formulation | None = None
         self.build_s: float | None = None
@@ -170,10 +180,12 @@ class _Run:
         """
         start = ()
         single = _single_move(self.cover)
+        share = self.clock.share_s(TIMED_SHARE)
+        ends_at = None if share is None else perf_counter() + share
         if single is not None and single != self.moves:
             self.report("timed bound", self.best.total_j, self.bound_j)
             first = timed_cover_bound(self.graph, self.costs, self.budgets, single, self.timing,
-                                      self.clock.share_s(TIMED_SHARE), self.cover.bound_j)
+                                      None if share is None else TIMED_SINGLE_SHARE * share, self.cover.bound_j)
             start = first.events
             self.best.offer(events_plan(self.graph, self.costs, self.budgets, self.timing, first),
                             f"the timed cover of {single.label} moves")
@@ -181,8 +193,8 @@ class _Run:
                 return
         self.report("timed bound", self.best.total_j, self.bound_j)
         self.timed_cover = timed_cover_bound(self.graph, self.costs, self.budgets, self.moves, self.timing,
-                                             self.clock.share_s(TIMED_SHARE), self.cover.bound_j, self.cover.rows,
-                                             start)
+                                             None if ends_at is None else max(ends_at - perf_counter(), 0.0),
+                                             self.cover.bound_j, self.cover.rows, start)
         if self.timed_cover.infeasible:
             if self.best.best is None:
                 self.infeasible = self.timed_cover.message
@@ -192,9 +204,14 @@ class _Run:
                         "the timed cover's events")
 
     def greedy(self) -> None:
-        """The rule-made plans of `baselines.start_plan` (keep-all, greedy, checkpoint-sqrt)."""
+        """The rule-made plans of `baselines.start_plan` (keep-all, greedy, checkpoint-sqrt), once."""
+        if self.greedy_done:
+            return
+        self.greedy_done = True
         self.report("greedy", self.best.total_j, self.bound_j)
-        self.best.offer(start_plan(self.graph, self.costs, self.budgets, self.moves, self.timing), "the greedy")
+        share = self.clock.share_s(GREEDY_SHARE)
+        ends_at = None if share is None else perf_counter() + share
+        self.best.offer(start_plan(self.graph, self.costs, self.budgets, self.moves, self.timing, ends_at), "the greedy")
 
     def build(self) -> None:
         self.report("build", self.best.total_j, self.bound_j)
@@ -211,6 +228,7 @@ class _Run:
         floor_value = None
         if floor and self.cover is not None and self.cover.overhead_j:
             floor_value = self.cover.overhead_j / form.energy_scale_j
+        self.settings_ends_at = ends_at
         return SolverSettings(mip_rel_gap=self.mip_rel_gap, mip_abs_gap=self.abs_gap_j / form.energy_scale_j,
                               time_limit_s=time_limit_s, threads=self.threads, objective_floor=floor_value,
                               ends_at=ends_at)
@@ -224,6 +242,8 @@ class _Run:
         form = self.form
 
         def seen(primal, dual) -> bool:
+            if self.settings_ends_at is not None and perf_counter() > self.settings_ends_at:
+                return True  # HiGHS's own limit is checked only now and then
             incumbent = None if primal is None else form.keep_all_j + primal * form.energy_scale_j
             bound = None if dual is None or not bound_holds else form.keep_all_j + max(dual, 0.0) * form.energy_scale_j
             self.report(phase, incumbent, bound if bound is None or self.bound_j is None else max(bound, self.bound_j))

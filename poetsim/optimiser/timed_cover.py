@@ -78,7 +78,8 @@ def timed_cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, 
         model.add_stage(row)
     model.add_time_rows(deadline_slack_s(budgets, costs))
     enough = None if enough_j is None else (enough_j - keep_all_j) / model.energy_scale
-    solved = model.program.solve(time_limit_s, enough, {event: 1.0 for event in start})
+    left_s = None if time_limit_s is None else time_limit_s - (perf_counter() - began)
+    solved = model.program.solve(left_s, enough, {event: 1.0 for event in start})
     if solved.infeasible:
         return CoverBound(moves, timing, keep_all_j, None, frozenset(), frozenset(), True, True, rows,
                           perf_counter() - began, "infeasible: no placement of restores in stages covers the "
@@ -113,6 +114,8 @@ class _TimedModel:
         self.recomputes_at: dict[int, list[tuple[int, float]]] = {}
         self.transfers_at: dict[int, list[tuple[int, float]]] = {}
         self.outs_of: dict[int, list[int]] = {}
+        self.prefix_end: dict[int, int] = {}                        # i -> last stage with a running sum
+        self.suffix_start: dict[tuple[str, int, int], int] = {}    # (kind, i, last) -> first such stage
 
     def event(self, kind: str, i: int, s: int) -> int:
         """The column of one recomputation ("p"), page-out ("o") or page-in ("n") of i in stage s."""
@@ -141,8 +144,43 @@ class _TimedModel:
                     (self.program.column(("R", i), self.costs.compute_j[i] / self.energy_scale), self.costs.compute_s[i]))
             self.program.row([(absent, 1.0), (self.program.columns["R", i], -1.0)], -math.inf, 0.0)
             return
-        terms = [(absent, 1.0)] + [(self.event(kind, i, s), -1.0) for s in range(first, last + 1)]
-        self.program.row(terms, -math.inf, 0.0)
+        if first > last:
+            self.program.row([(absent, 1.0)], -math.inf, 0.0)
+            return
+        total = self._prefix(i, last) if kind == "o" else self._suffix(kind, i, first, last)
+        self.program.row([(absent, 1.0), (total, -1.0)], -math.inf, 0.0)
+
+    def _prefix(self, i: int, last: int) -> int:
+        """A column equal to i's page-outs in stages i+1..last (page-out windows all start at i+1).
+
+        Running sums keep each window one term: summing the events of every window instead
+        makes millions of nonzeros on 300-node graphs.
+        """
+        program = self.program
+        s = self.prefix_end.get(i, i)
+        while s < last:
+            s += 1
+            col = program.column(("O", i, s), upper=math.inf, integer=False)
+            terms = [(col, 1.0), (self.event("o", i, s), -1.0)]
+            if s > i + 1:
+                terms.append((program.columns["O", i, s - 1], -1.0))
+            program.row(terms, 0.0, 0.0)
+        self.prefix_end[i] = max(s, self.prefix_end.get(i, i))
+        return program.columns["O", i, last]
+
+    def _suffix(self, kind: str, i: int, first: int, last: int) -> int:
+        """A column equal to i's events of `kind` in stages first..last (windows sharing their end)."""
+        program = self.program
+        s = self.suffix_start.get((kind, i, last), last + 1)
+        while s > first:
+            s -= 1
+            col = program.column(("W", kind, i, last, s), upper=math.inf, integer=False)
+            terms = [(col, 1.0), (self.event(kind, i, s), -1.0)]
+            if s < last:
+                terms.append((program.columns["W", kind, i, last, s + 1], -1.0))
+            program.row(terms, 0.0, 0.0)
+        self.suffix_start[kind, i, last] = min(s, self.suffix_start.get((kind, i, last), last + 1))
+        return program.columns["W", kind, i, last, first]
 
     def paged_around(self, absent: int, i: int, t: int, j: int) -> None:
         """Absent at t by paging: a page-out before t and a page-in after it, before reader j."""

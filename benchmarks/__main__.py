@@ -1,6 +1,6 @@
 """`make bench`: run the benchmarks and write their CSVs under results/bench/.
 
-    python -m benchmarks                 # all: solver, simulator, sweep (from the repository's root)
+    python -m benchmarks                 # all: solver, simulator, sweep, certify, scaling (from the repository's root)
     python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.
@@ -14,12 +14,14 @@ OUT = Path("results/bench")
 
 def main(argv: list[str]) -> int:
     """Run the named benchmarks (default all) and print each CSV's path and table."""
-    from benchmarks import simulator, solver, sweep
+    from benchmarks import certify, simulator, solver, sweep
 
     benches = {
         "solver": lambda: solver.run(OUT / "solver.csv"),
         "simulator": lambda: simulator.run(OUT / "simulator.csv"),
         "sweep": lambda: sweep.run(OUT / "sweep.csv"),
+        "certify": lambda: certify.run(OUT / "certify.csv"),
+        "scaling": lambda: certify.scaling(OUT / "scaling.csv"),
     }
     chosen = argv or list(benches)
     unknown = [name for name in chosen if name not in benches]

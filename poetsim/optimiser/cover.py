@@ -156,17 +156,24 @@ def restore_costs_j(costs: CostTable, timing: Timing) -> tuple[tuple[float, ...]
 
 
 def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
-                time_limit_s: float | None = None, cascades: bool = True) -> CoverBound:
+                time_limit_s: float | None = None, cascades: bool = True,
+                avoid: frozenset[int] = frozenset()) -> CoverBound:
     """Solve the eviction cover of one problem (see the module docstring for why it is a bound).
 
     With `cascades`, a recomputation that needs an input past that input's last reader pays
-    for it: the input is held at the stage (its bytes count) or restored too.
+    for it: the input is held at the stage (its bytes count) or restored too. With `avoid`,
+    those outputs are never restored: a search for another choice (`optimise` uses it to step
+    round outputs whose transfers stall), after which neither the bound nor an infeasibility
+    is a proof.
     """
     timing = Timing(timing)
     began = perf_counter()
     overlap = timing is Timing.OVERLAP
     keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s if overlap else 0.0)
     rows = cover_rows(graph, budgets, moves, timing)
+    if avoid:
+        rows = tuple(CoverRow(row.stage, row.excess_bytes, tuple(i for i in row.by_recompute if i not in avoid),
+                              tuple(i for i in row.by_paging if i not in avoid)) for row in rows)
 
     def result(bound, recomputed=(), paged=(), infeasible=False, exact=True, message=""):
         return CoverBound(moves, timing, keep_all_j, bound, frozenset(recomputed), frozenset(paged), infeasible,

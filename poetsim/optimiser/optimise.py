@@ -33,7 +33,7 @@ from poetsim.optimiser.incumbent import Incumbent
 from poetsim.optimiser.rows import Formulation
 from poetsim.optimiser.rules import plan_from_decisions
 from poetsim.optimiser.solvers import SolverResult, SolverSettings, check_available, solve
-from poetsim.optimiser.timed_cover import placement, timed_cover_bound
+from poetsim.optimiser.timed_cover import placement, stalled, timed_cover_bound
 from poetsim.schedule import Budgets, Figures, Moves, Schedule, Timing
 from poetsim.status import Status
 
@@ -71,7 +71,9 @@ class SolveOutcome:
 #: Shares of the time left that the plain cover, the placement of its choice and the timed cover
 #: may take (each stops sooner when it is solved; docs/optimiser.md has their measured times).
 COVER_SHARE = 0.2
-PLACEMENT_SHARE = 0.1
+PLACEMENT_SHARE = 0.2
+#: At most this many choices of the same cost are placed (see _Run.place).
+PLACEMENT_ROUNDS = 6
 TIMED_SHARE = 0.6
 #: Share of the time left for the greedy plans (they stop where they are when it runs out).
 GREEDY_SHARE = 0.25
@@ -161,13 +163,32 @@ class _Run:
             self.best.total_j, self.bound_j, self.keep_all_j, self.mip_rel_gap, self.abs_gap_j)
 
     def place(self) -> None:
-        """Stages for the plain cover's choice (the timed cover confined to it), and their plan."""
-        if not (self.cover.recomputed or self.cover.paged):
-            return
-        self.report("placement", self.best.total_j, self.bound_j)
-        placed = placement(self.graph, self.costs, self.budgets, self.timing, self.cover,
-                           self.clock.share_s(PLACEMENT_SHARE))
-        self.best.offer(events_plan(self.graph, self.costs, self.budgets, self.timing, placed), "the cover's placement")
+        """Stages for the plain cover's choice (the timed cover confined to it), and their plan.
+
+        The plain cover's choice is one of often many of the same cost (outputs of one size and
+        price), and some can be placed without a stall where others cannot. So while a placement
+        stalls, the outputs whose transfers stall are avoided and the cover solved again; a
+        choice that still costs the plain bound and places without a stall is optimal.
+        """
+        choice, avoid = self.cover, frozenset()
+        share = self.clock.share_s(PLACEMENT_SHARE)
+        ends_at = None if share is None else perf_counter() + share
+        for _ in range(PLACEMENT_ROUNDS):
+            if not (choice.recomputed or choice.paged):
+                return
+            self.report("placement", self.best.total_j, self.bound_j)
+            placed = placement(self.graph, self.costs, self.budgets, self.timing, choice,
+                               None if ends_at is None else ends_at - perf_counter())
+            self.best.offer(events_plan(self.graph, self.costs, self.budgets, self.timing, placed),
+                            "the cover's placement")
+            more = stalled(self.graph, self.costs, placed) - avoid
+            if self.proven() or not more or (ends_at is not None and perf_counter() >= ends_at):
+                return
+            avoid |= more
+            choice = cover_bound(self.graph, self.costs, self.budgets, self.moves, self.timing,
+                                 None if ends_at is None else ends_at - perf_counter(), avoid=avoid)
+            if choice.infeasible or choice.bound_j > self.cover.bound_j + self.abs_gap_j:
+                return  # every other choice costs more than the bound: the search ends
 
     def timed(self) -> None:
         """The timed cover: a higher bound where transfers cannot hide, and the plan of its events.

@@ -58,6 +58,18 @@ def placement(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: 
     return replace(found, rows=plain.rows, kind="placement")
 
 
+def stalled(graph: TrainingGraph, costs: CostTable, cover: CoverBound) -> frozenset[int]:
+    """The outputs whose transfers, as the timed cover placed them, outlast their stage's compute."""
+    dma_s: dict[int, float] = {}
+    nodes: dict[int, list[int]] = {}
+    for kind, i, s in cover.events:
+        if kind in ("o", "n"):
+            dma_s[s] = dma_s.get(s, 0.0) + (costs.page_out_s if kind == "o" else costs.page_in_s)[i]
+            nodes.setdefault(s, []).append(i)
+    return frozenset(i for s, total in dma_s.items() if total / costs.dma_channels > costs.compute_s[s] * (1 + 1e-9)
+                     for i in nodes[s])
+
+
 def timed_cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
                       time_limit_s: float | None = None, enough_j: float | None = None,
                       rows: tuple[CoverRow, ...] | None = None, start: tuple[tuple[str, int, int], ...] = (),

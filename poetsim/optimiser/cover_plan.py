@@ -33,12 +33,21 @@ def cover_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing:
     if timing is Timing.OVERLAP:
         tried.append(_hidden_transfers(graph, costs, windows, decisions))
     tried.append({})  # as early out and as late in as the stretch allows
+    return _cheapest_fit(graph, costs, budgets, timing, decisions, tried)
+
+
+def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options) -> Plan | None:
+    """The cheapest plan that fits among the decisions replayed with each set of page stages, with
+    recomputed outputs kept or dropped again (`plan_from_decisions`); None if none fits."""
     best = None
-    for page_stages in tried:
-        plan = plan_from_decisions(graph, decisions, page_stages)
-        fig = figures(plan, graph, costs, timing)
-        if budgets.fits(fig) and (best is None or fig.total_j < best[0]):
-            best = (fig.total_j, plan)
+    for page_stages in page_stage_options:
+        for keep in (True, False):
+            plan = plan_from_decisions(graph, decisions, page_stages, keep_recomputed=keep)
+            fig = figures(plan, graph, costs, timing)
+            if budgets.fits(fig) and (best is None or fig.total_j < best[0]):
+                best = (fig.total_j, plan)
+            if not any(mode is Mode.RECOMPUTE for mode in decisions.values()):
+                break
     return None if best is None else best[1]
 
 
@@ -175,5 +184,4 @@ def events_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing
             for a, b in zip(u, u[1:]):
                 if a < s < b:
                     decisions.setdefault((i, a, b), Mode.RECOMPUTE)
-    plan = plan_from_decisions(graph, decisions, page_stages)
-    return plan if budgets.fits(figures(plan, graph, costs, timing)) else None
+    return _cheapest_fit(graph, costs, budgets, timing, decisions, [page_stages])

@@ -50,7 +50,8 @@ def reads(plan: Plan, graph: TrainingGraph) -> list[list[int]]:
     return found
 
 
-def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages: PageStages | None = None) -> Plan:
+def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages: PageStages | None = None,
+                        keep_recomputed: bool = True) -> Plan:
     """Replay decisions stage by stage: compute t and any missing ancestor, page, keep what is wanted.
 
     A PAGE stretch (i, a, b) pages out in stage a (a+1 if i is computed only during a) or, with
@@ -92,7 +93,7 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages:
         if s > last_use[i]:
             return False
         found = stretch(i, s)
-        if found is None or last_computed[i] > found[0]:
+        if found is None or (keep_recomputed and last_computed[i] > found[0]):
             # Kept, or computed again inside the stretch (a segment recomputed for an earlier
             # reader): keep it rather than compute it once more.
             return True

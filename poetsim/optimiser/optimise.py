@@ -71,19 +71,15 @@ class SolveOutcome:
 #: Shares of the time left that the plain cover, the placement of its choice and the timed cover
 #: may take (each stops sooner when it is solved; docs/optimiser.md has their measured times).
 COVER_SHARE = 0.2
-PLACEMENT_SHARE = 0.2
+PLACEMENT_SHARE = 0.5
 #: At most this many choices of the same cost are placed (see _Run.place).
-PLACEMENT_ROUNDS = 6
+PLACEMENT_ROUNDS = 10
 TIMED_SHARE = 0.6
 #: Share of the time left for the greedy plans (they stop where they are when it runs out).
 GREEDY_SHARE = 0.25
 #: Share of the time left for the MILP restricted to the cover's choice, and its cap in seconds.
 RESTRICTED_SHARE = 0.25
 RESTRICTED_CAP_S = 60.0
-#: Time kept back from the MILP solver: HiGHS checks its clock only now and then (it overran a
-#: 6 s limit by 2 s on MobileNetV2), and its answer is rounded into a schedule after it.
-ROUNDING_RESERVE_SHARE = 0.03
-ROUNDING_RESERVE_S = 0.2
 #: Whether the full solve gets the cover's bound as a row, objective >= floor (docs/optimiser.md).
 OBJECTIVE_FLOOR_ROW = False
 
@@ -251,10 +247,7 @@ class _Run:
     def settings(self, time_limit_s: float | None, floor: bool = False) -> SolverSettings:
         """The stopping rules of a solver run that must end before the call's deadline, less a reserve."""
         form = self.form
-        ends_at = None
-        if self.clock.limit_s is not None:
-            reserve = max(ROUNDING_RESERVE_SHARE * self.clock.limit_s, ROUNDING_RESERVE_S)
-            ends_at = self.clock.began + self.clock.limit_s - reserve
+        ends_at = self.clock.ends_at
         floor_value = None
         if floor and self.cover is not None and self.cover.overhead_j:
             floor_value = self.cover.overhead_j / form.energy_scale_j

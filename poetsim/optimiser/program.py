@@ -7,6 +7,7 @@ status, and the values of the best solution by key.
 
 import math
 from dataclasses import dataclass
+from time import perf_counter
 
 #: The covers are solved to this relative gap, with no absolute gap: the bound they report is the
 #: solver's dual bound, and a tight gap keeps it next to the best solution.
@@ -91,16 +92,19 @@ class Program:
         kinds = highspy.HighsVarType
         lp.integrality_ = [kinds.kInteger if b else kinds.kContinuous for b in self.integer]
         h.passModel(lp)
+        ends_at = None if time_limit_s is None else perf_counter() + max(time_limit_s, 0.01)
         given = [(self.columns[key], value) for key, value in (start or {}).items() if key in self.columns]
         if given:
             h.setSolution(len(given), np.asarray([c for c, _ in given], dtype=np.int32),
                           np.asarray([v for _, v in given], dtype=np.float64))
-        if enough is not None:
-            def interrupt(event) -> None:
-                if event.data_out.mip_primal_bound <= enough * (1 + REL_GAP) + 1e-12:
-                    event.interrupt()
+        def interrupt(event) -> None:
+            # HiGHS checks its own time limit only now and then; the covers share the call's clock.
+            if ends_at is not None and perf_counter() > ends_at:
+                event.interrupt()
+            elif enough is not None and event.data_out.mip_primal_bound <= enough * (1 + REL_GAP) + 1e-12:
+                event.interrupt()
 
-            h.cbMipInterrupt.subscribe(interrupt)
+        h.cbMipInterrupt.subscribe(interrupt)
         options = {"mip_rel_gap": REL_GAP, "mip_abs_gap": 0.0, "threads": 1, "random_seed": 0,
                    "mip_detect_symmetry": DETECT_SYMMETRY,
                    "mip_feasibility_tolerance": FEASIBILITY_TOLERANCE,

@@ -63,12 +63,14 @@ class Program:
         self.row_lower.append(lower)
         self.row_upper.append(upper)
 
-    def solve(self, time_limit_s: float | None, enough: float | None = None, start: dict | None = None) -> Solved:
+    def solve(self, time_limit_s: float | None, enough: float | None = None, start: dict | None = None,
+              rel_gap: float = REL_GAP) -> Solved:
         """Minimise the cost with HiGHS (one thread, fixed seed) within `time_limit_s`.
 
         With `enough`, a known lower bound of the cost from elsewhere, the solve stops as soon as
         it has a solution that costs no more (within REL_GAP): that solution is then optimal.
         `start` gives values of some columns by key (a partial MIP start HiGHS completes).
+        `rel_gap` may be looser where only a good solution is wanted, not a bound.
         """
         import highspy
         import numpy as np
@@ -105,7 +107,7 @@ class Program:
                 event.interrupt()
 
         h.cbMipInterrupt.subscribe(interrupt)
-        options = {"mip_rel_gap": REL_GAP, "mip_abs_gap": 0.0, "threads": 1, "random_seed": 0,
+        options = {"mip_rel_gap": rel_gap, "mip_abs_gap": 0.0, "threads": 1, "random_seed": 0,
                    "mip_detect_symmetry": DETECT_SYMMETRY,
                    "mip_feasibility_tolerance": FEASIBILITY_TOLERANCE,
                    "primal_feasibility_tolerance": FEASIBILITY_TOLERANCE}

@@ -41,7 +41,10 @@ from time import perf_counter
 from poetsim.costs import CostTable
 from poetsim.graph import TrainingGraph
 from poetsim.optimiser.cover import CoverBound, CoverRow, counted_at, cover_rows, deadline_slack_s
-from poetsim.optimiser.program import Program
+from poetsim.optimiser.program import REL_GAP, Program
+
+#: A placement is a schedule, not a bound: it is solved to this gap, which is far quicker.
+PLACEMENT_REL_GAP = 1e-4
 from poetsim.schedule import Budgets, Moves, Timing
 
 
@@ -54,7 +57,8 @@ def placement(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: 
     """
     rows = tuple(replace(row, by_recompute=tuple(i for i in row.by_recompute if i in plain.recomputed),
                          by_paging=tuple(i for i in row.by_paging if i in plain.paged)) for row in plain.rows)
-    found = timed_cover_bound(graph, costs, budgets, plain.moves, timing, time_limit_s, plain.bound_j, rows)
+    found = timed_cover_bound(graph, costs, budgets, plain.moves, timing, time_limit_s, plain.bound_j, rows,
+                              rel_gap=PLACEMENT_REL_GAP)
     return replace(found, rows=plain.rows, kind="placement")
 
 
@@ -73,7 +77,7 @@ def stalled(graph: TrainingGraph, costs: CostTable, cover: CoverBound) -> frozen
 def timed_cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
                       time_limit_s: float | None = None, enough_j: float | None = None,
                       rows: tuple[CoverRow, ...] | None = None, start: tuple[tuple[str, int, int], ...] = (),
-                      staged: bool = False) -> CoverBound:
+                      staged: bool = False, rel_gap: float = REL_GAP) -> CoverBound:
     """Solve the stage-indexed eviction cover (module docstring).
 
     `enough_j`, a proven lower bound on the total energy (the plain cover's), stops the solve
@@ -91,7 +95,7 @@ def timed_cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, 
     model.add_time_rows(deadline_slack_s(budgets, costs))
     enough = None if enough_j is None else (enough_j - keep_all_j) / model.energy_scale
     left_s = None if time_limit_s is None else time_limit_s - (perf_counter() - began)
-    solved = model.program.solve(left_s, enough, {event: 1.0 for event in start})
+    solved = model.program.solve(left_s, enough, {event: 1.0 for event in start}, rel_gap)
     if solved.infeasible:
         return CoverBound(moves, timing, keep_all_j, None, frozenset(), frozenset(), True, True, rows,
                           perf_counter() - began, "infeasible: no placement of restores in stages covers the "

@@ -21,7 +21,7 @@ import pandas as pd
 
 from poetsim.optimiser import optimise
 from poetsim.optimiser.formulation import formulate
-from poetsim.optimiser.optimise import abs_gap_j
+from poetsim.optimiser.outcome import abs_gap_j
 from poetsim.optimiser.solvers import SolverSettings, new_highs, solve
 from poetsim.problem import build_problem
 from poetsim.schedule import Moves, Timing

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from optimiser_cases import relu_or_conv, training_graph, cost_table, HYBRID, MOVES, PAGING_ONLY, RECOMPUTE_ONLY
+from optimiser_cases import relu_or_conv, training_graph, cost_table, HYBRID, PAGING_ONLY, RECOMPUTE_ONLY
 from poetsim.checker import check_schedule, compare_figures
 from poetsim.errors import InfeasibleBudgetError, SolverUnavailableError, UserInputError
 from poetsim.graph import Node, TrainingGraph

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optimiser_cases import cases, cost_table, training_graph, HYBRID, MOVES, PAGING_ONLY, RECOMPUTE_ONLY
+from optimiser_cases import cases, cost_table, training_graph, MOVES, PAGING_ONLY, RECOMPUTE_ONLY
 from poetsim.checker import check_schedule, compare_figures
 from poetsim.optimiser import checkpoint_sqrt, keep_all
 from poetsim.optimiser import plan as plans

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optimiser_cases import cases, HYBRID, MOVES, PAGING_ONLY, RECOMPUTE_ONLY
+from optimiser_cases import cases, HYBRID, MOVES
 from poetsim.checker import check_schedule, compare_figures
 from poetsim.optimiser import keep_all, optimise
 from poetsim.optimiser import plan as plans

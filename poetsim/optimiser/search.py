@@ -26,7 +26,7 @@ from poetsim.status import Status
 #: may take (each stops sooner when it is solved; docs/optimiser.md has their measured times).
 COVER_SHARE = 0.2
 PLACEMENT_SHARE = 0.5
-#: At most this many choices of the same cost are placed (see _Run.place).
+#: At most this many choices of the same cost are placed (see Search.place).
 PLACEMENT_ROUNDS = 10
 TIMED_SHARE = 0.6
 #: Share of the time left for the greedy plans (they stop where they are when it runs out).

@@ -2,7 +2,8 @@
 
 The stage MILP's LP relaxation is weak because it can keep an output "half" in RAM and pay half
 of restoring it. This bound cannot: it asks only which outputs are ever restored, and by which
-move, and it is solved exactly in well under a second (POET.md, "A combinatorial lower bound").
+move. It was measured on the POET authors' 193 cases (the team's background note, POET.md:
+never above a proven optimum, equal to it in 167 of 180 feasible cases) before it was built here.
 
 Why it is a lower bound, under poetsim's own semantics (`poetsim.schedule`: frees come right after
 a compute that reads the output, or at the stage end; a page-out is issued in a stage whose start
@@ -38,6 +39,16 @@ compute is resident when it runs):
    plain pass (the knapsack row). Under `overlap` the energy includes static power x runtime,
    so x^R_i also costs static_power_w x c_i. Paging time can hide behind compute and is not
    counted: the bound stays valid by leaving it out.
+5. *Cascades* (`cascades=True`). Recomputing i in (t, j] needs each input d of i resident at
+   that moment. An input d that the row of stage t does not count (d is not t, not an input of
+   t and not in `L_t`: its last reader was before t) is then either held at `Compute(t)`, and
+   its bytes count against the room i's absence makes, or absent at t and itself restored in
+   (t, j], by recomputation (whose own dead inputs recurse) or by paging. Per stage this is
+   a_{t,i} (i absent at t, to be recomputed) <= h_{t,d} + r_{t,d} + x^P_d for each such d, with
+   a_{t,i} <= x^R_i, r_{t,d} <= x^R_d, and the covering row counting m_i a_{t,i} - m_d h_{t,d}.
+   Every schedule satisfies these with the same x, so the bound stays valid; on ResNet-style
+   graphs (a ReLU whose input, a BatchNorm output, nothing else reads) it is what makes the
+   bound right.
 
 So every schedule within the budgets gives a 0-1 vector x that satisfies, for each stage with
 `excess_t > 0`, `sum_{i in L_t} m_i (x^R_i + [paging window] x^P_i) >= excess_t`, the knapsack
@@ -48,10 +59,9 @@ exists (an excess that even every optional output gone cannot cover, or a knapsa
 every cover breaks), no schedule fits: a proof of infeasibility. Moves restrict x: no x^P
 without paging, no x^R without recomputation.
 
-What the bound ignores (and why it can sit below the optimum): recomputing i needs its inputs
-resident at that moment (cascades); a restored output holds RAM at other stages; paging time
-can exceed compute time. It is exact on most of POET's cases (POET.md: equal to the optimum in
-167 of 180).
+What the bound ignores (and why it can sit below the optimum): the RAM a recomputation holds
+while it runs (its inputs and output together); the RAM a restored output holds at other
+stages; paging time that outlasts compute (the timed cover, `timed_cover`, counts that).
 
 The checker (`poetsim.checker`) accepts one schedule shape the stage semantics above do not
 make: under `compute-only` it lets `PageOut(i)` be followed at once by `Free(i)` before any

@@ -36,6 +36,10 @@ RESTRICTED_SHARE = 0.25
 RESTRICTED_CAP_S = 60.0
 #: A MILP step (build, restricted or full solve) starts only with this much time left.
 MIN_MILP_S = 2.0
+#: A MILP step needs this many nonzeros per second of time left: HiGHS checks no clock in parts of
+#: its presolve and root (bert_base, 2.4 M nonzeros: a 3.8 s limit took 8.8 s; MobileNetV2 and
+#: ResNet-50 ran 63 s and 205 s past 10-20 s limits), and on such graphs it found nothing anyway.
+MILP_NONZEROS_PER_S = 50_000
 #: Whether the full solve gets the cover's bound as a row, objective >= floor (docs/optimiser.md).
 OBJECTIVE_FLOOR_ROW = False
 
@@ -64,9 +68,13 @@ class Search:
 
     def time_for_milp(self) -> bool:
         """Whether enough time is left for a MILP step: HiGHS overruns limits below a second or so
-        (0.3 s took 0.6 s, 0.7 s took 1.6 s on ResNet-18), and a shorter run finds nothing."""
+        (0.3 s took 0.6 s, 0.7 s took 1.6 s on ResNet-18), and a shorter run finds nothing; nor
+        does one whose presolve alone would outlast the time left (MILP_NONZEROS_PER_S)."""
         left = self.clock.left_s()
-        return left is None or left >= MIN_MILP_S
+        if left is None:
+            return True
+        nonzeros = len(self.form.row_index) if self.form is not None else 0
+        return left >= MIN_MILP_S and nonzeros <= MILP_NONZEROS_PER_S * left
 
     def proven(self) -> bool:
         """Whether the incumbent is within the gap settings of the best bound."""

@@ -89,7 +89,7 @@ def solve(form: Formulation, solver: str, settings: SolverSettings, start: list[
 _BANNER_SHOWN = False
 
 #: A retry without the start (see _solve_highs) is not tried with less time than this left.
-RETRY_MIN_S = 0.5
+RETRY_MIN_S = 5.0
 
 
 def new_highs():

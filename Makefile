@@ -9,22 +9,27 @@ STAMP  := $(VENV)/.installed
 DEMO   := build/demo/resnet18
 GUARD  := build/guard/mcu
 
-.PHONY: setup glpk demo test test-slow guard bench clean
+.PHONY: setup debian demo test test-slow guard bench clean
 
-setup: $(STAMP) glpk
+setup: $(STAMP) debian
 
 # Python packages go into a local virtual environment; re-run when pyproject.toml changes.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,torch]'
 	touch $(STAMP)
 
-# GLPK's glpsol comes from Debian's glpk-utils; installed only when missing (needs root).
-glpk:
-	@command -v glpsol >/dev/null 2>&1 || { \
-		echo "installing glpk-utils (glpsol) with apt-get"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq glpk-utils >/dev/null; }
+# From Debian, installed only when missing (needs root): GLPK's glpsol (glpk-utils), and chromium
+# for the browser test (Playwright drives it; its own browser download is not used).
+debian:
+	@missing=""; \
+	command -v glpsol >/dev/null 2>&1 || missing="$$missing glpk-utils"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 # The main job: the paper's ResNet-18 study, swept afresh, and its report.
 demo: setup

@@ -1,6 +1,6 @@
 """`make bench`: run the benchmarks and write their CSVs under results/bench/.
 
-    python -m benchmarks                 # all: solver, simulator, sweep, certify, scaling (from the repository's root)
+    python -m benchmarks                 # all: solver, simulator, sweep, pytorch, faults, certify, scaling (from the repository's root)
     python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.
@@ -9,17 +9,27 @@ Speed targets are checked here, never by timed assertions in tests.
 import sys
 from pathlib import Path
 
+from benchmarks import certify, faults, simulator, solver, sweep
+
 OUT = Path("results/bench")
 
 
 def main(argv: list[str]) -> int:
     """Run the named benchmarks (default all) and print each CSV's path and table."""
-    from benchmarks import certify, simulator, solver, sweep
+    def pytorch_bench():
+        from benchmarks import pytorch  # needs torch: imported only when asked for
+
+        imported = pytorch.run(OUT / "pytorch.csv")
+        print(imported.to_string(index=False))
+        print(f"== pytorch closed loop: {OUT / 'pytorch_validate.csv'}")
+        return pytorch.run_validation(OUT / "pytorch_validate.csv")
 
     benches = {
         "solver": lambda: solver.run(OUT / "solver.csv"),
         "simulator": lambda: simulator.run(OUT / "simulator.csv"),
         "sweep": lambda: sweep.run(OUT / "sweep.csv"),
+        "pytorch": pytorch_bench,
+        "faults": lambda: faults.run(OUT / "faults.csv"),
         "certify": lambda: certify.run(OUT / "certify.csv"),
         "scaling": lambda: certify.scaling(OUT / "scaling.csv"),
     }

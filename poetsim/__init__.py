@@ -1,3 +1,27 @@
-"""poetsim: simulate and explore energy-optimal on-device training schedules (POET)."""
+"""poetsim: simulate and explore energy-optimal on-device training schedules (POET).
 
-__version__ = "0.1.0"
+The public API (`poetsim.api`): `load_scenario`, `solve`, `simulate`, `sweep`, `compare`, each
+returning typed results (`Run`, `SweepResult`, `Comparison`), and `from_torch` (needs PyTorch);
+the command line is built on it. Names are imported on first use, so that `import poetsim` (and
+the start of every command) stays light.
+"""
+
+import importlib
+
+__version__ = "0.2.0"
+
+#: Public name -> the module that defines it.
+_PUBLIC = {
+    "Choice": "poetsim.api", "Comparison": "poetsim.api", "SweepResult": "poetsim.api", "compare": "poetsim.api",
+    "load_scenario": "poetsim.api", "simulate": "poetsim.api", "solve": "poetsim.api", "sweep": "poetsim.api",
+    "Run": "poetsim.pipeline", "ResultRow": "poetsim.runs", "Status": "poetsim.status",
+    "from_torch": "poetsim.pytorch.capture",
+}
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'poetsim' has no attribute '{name}'")
+
+
+__all__ = ["__version__", *_PUBLIC]

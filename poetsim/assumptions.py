@@ -19,14 +19,17 @@ TIMING_HELP = f"compute-only: {TIMING_MODELS['compute-only']}. overlap (default)
 #: What every figure poetsim reports assumes, whatever the timing model.
 ASSUMPTIONS = (
     "Assumptions: activation RAM only (parameters, gradients and optimiser state outside the budget "
-    "unless the scenario reserves them); costs from the platform profile, compute proportional to FLOPs "
-    "and a transfer = latency + bytes / bandwidth (docs/cost-model.md); runtime budget = multiple of one "
+    "unless the scenario reserves them); costs from the platform profile: compute time the roofline "
+    "max(FLOPs / rate, bytes moved / memory bus), compute energy proportional to FLOPs, a transfer = "
+    "latency + bytes / bandwidth (docs/cost-model.md); runtime budget = multiple of one "
     "plain forward+backward pass"
 )
 
 #: What the simulator adds to the optimiser's model.
 SIMULATOR_ASSUMPTIONS = (
-    "Simulator: one compute engine, the profile's DMA channels, RAM as a hard capacity (platform RAM "
-    "minus reserved state), a memory bus fairly shared by compute and transfers (contention stretches "
-    "time, not per-op energy), static power x makespan"
+    "Simulator: one compute engine, the profile's DMA channels serving transfers in issue order, RAM "
+    "capacity = the RAM budget (at most platform RAM minus reserved state), a memory bus fairly shared by "
+    "compute and transfers (contention stretches time, not per-op energy), static power x makespan; "
+    "barrier mode (default) ends a stage when its computes and transfers end, as the overlap model does; "
+    "free-running does not"
 )

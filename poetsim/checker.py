@@ -9,8 +9,9 @@ instructions + inputs read), with flat lists indexed by node id for the machine 
 """
 
 import math
-from dataclasses import dataclass, field, fields
-from typing import NoReturn
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, NoReturn
 
 from poetsim.costs import CostTable
 from poetsim.errors import InternalError, ScheduleError
@@ -18,7 +19,7 @@ from poetsim.graph import TrainingGraph
 from poetsim.schedule import Budgets, Compute, Figures, Free, Instruction, PageIn, PageOut, Schedule, Timing
 
 # The order within a stage: page-outs, then page-ins, then computes with their frees.
-_PHASE = {PageOut: 0, PageIn: 1, Compute: 2, Free: 2}
+_PHASE: dict[type[Instruction], int] = {PageOut: 0, PageIn: 1, Compute: 2, Free: 2}
 _PHASE_NAMES = ("page-outs", "page-ins", "computes and frees")
 
 # compare_figures: below this absolute difference two figures are equal whatever their ratio,
@@ -103,8 +104,9 @@ class _StageState:
     t: int
     phase: int = 0
     last_compute: int = -1
-    paging_out: set[int] = field(default_factory=set)
-    paging_in: dict[int, None] = field(default_factory=dict)  # ordered set: made resident in order
+    # Created by the stage's first page-out / page-in: most stages have neither.
+    paging_out: set[int] | None = None
+    paging_in: dict[int, None] | None = None  # an ordered set: made resident in order
     deferred_free_bytes: int = 0
     compute_s: float = 0.0
     dma_s: float = 0.0
@@ -136,15 +138,36 @@ class _Replay:
         self._recomputations = 0
         self._page_ins = 0
         self._page_outs = 0
-        self._handlers = {PageOut: self._page_out, PageIn: self._page_in, Compute: self._compute, Free: self._free}
+        # Each handler takes the instruction kind it is listed under, hence `Any` for the instruction.
+        handlers: dict[type[Instruction], Callable[[_StageState, Any], None]] = {
+            PageOut: self._page_out, PageIn: self._page_in, Compute: self._compute, Free: self._free,
+        }
+        self._dispatch = {kind: (_PHASE[kind], handler) for kind, handler in handlers.items()}
 
     def run_stage(self, t: int, instructions) -> None:
-        """Replay stage t: check each instruction in order, then close the stage."""
+        """Replay stage t: check what every instruction must satisfy (kind, node id, order), run
+        each, then close the stage. The loop runs once per instruction of every checked schedule,
+        so the checks common to all kinds are written out here rather than in a helper."""
         stage = _StageState(t)
         # Stage-start RAM: what is resident; page-ins issued under overlap add to it as they come.
         self._note_peak()
+        dispatch, num_nodes = self._dispatch, self._num_nodes
         for ins in instructions:
-            self._dispatch(stage, ins)
+            entry = dispatch.get(type(ins))
+            if entry is None:
+                raise ScheduleError(f"stage {t}: unknown instruction {ins!r}")
+            phase, handler = entry
+            node = ins.node
+            if not isinstance(node, int) or not 0 <= node < num_nodes:
+                _fail(stage, ins, f"node id {node!r} is out of range 0..{num_nodes - 1}")
+            if phase < stage.phase:
+                _fail(
+                    stage, ins,
+                    f"out of order: {_PHASE_NAMES[phase]} must come before {_PHASE_NAMES[stage.phase]} "
+                    "(the order is page-outs, page-ins, then computes and frees)",
+                )
+            stage.phase = phase
+            handler(stage, ins)
         self._end_stage(stage)
 
     def figures(self) -> Figures:
@@ -162,28 +185,13 @@ class _Replay:
             page_outs=self._page_outs,
         )
 
-    def _dispatch(self, stage: _StageState, ins: Instruction) -> None:
-        """Check what every instruction must satisfy (kind, node id, order), then run it."""
-        phase = _PHASE.get(type(ins))
-        if phase is None:
-            raise ScheduleError(f"stage {stage.t}: unknown instruction {ins!r}")
-        node = ins.node
-        if not isinstance(node, int) or not 0 <= node < self._num_nodes:
-            _fail(stage, ins, f"node id {node!r} is out of range 0..{self._num_nodes - 1}")
-        if phase < stage.phase:
-            _fail(
-                stage, ins,
-                f"out of order: {_PHASE_NAMES[phase]} must come before {_PHASE_NAMES[stage.phase]} "
-                "(the order is page-outs, page-ins, then computes and frees)",
-            )
-        stage.phase = phase
-        self._handlers[type(ins)](stage, ins)
-
     def _page_out(self, stage: _StageState, ins: PageOut) -> None:
         i = ins.node
         if not self._resident[i]:
             _fail(stage, ins, f"node {i} is not in RAM at the start of the stage")
-        if i in stage.paging_out:
+        if stage.paging_out is None:
+            stage.paging_out = set()
+        elif i in stage.paging_out:
             _fail(stage, ins, f"node {i} is already being paged out in this stage")
         stage.paging_out.add(i)
         stage.dma_s += self._costs.page_out_s[i]
@@ -196,7 +204,9 @@ class _Replay:
             _fail(stage, ins, f"node {i} is already in RAM")
         if not self._on_storage[i]:
             _fail(stage, ins, f"node {i} is not on storage (it was not paged out in an earlier stage)")
-        if i in stage.paging_in:
+        if stage.paging_in is None:
+            stage.paging_in = {}
+        elif i in stage.paging_in:
             _fail(stage, ins, f"node {i} is already being paged in in this stage")
         stage.paging_in[i] = None
         if self._overlap:
@@ -214,15 +224,21 @@ class _Replay:
             _fail(stage, ins, f"computes must be in ascending node order, but Compute({stage.last_compute}) came earlier")
         if self._resident[k]:
             _fail(stage, ins, f"node {k}'s output is already in RAM")
-        if k in stage.paging_in:
+        paging_in = stage.paging_in
+        if paging_in and k in paging_in:
             _fail(stage, ins, f"node {k} is being paged in during this stage")
+        resident = self._resident
         for d in self._deps[k]:
-            if not self._resident[d]:
-                why = " (it is being paged in during this stage and usable only from the next)" if d in stage.paging_in else ""
+            if not resident[d]:
+                why = ""
+                if paging_in and d in paging_in:
+                    why = " (it is being paged in during this stage and usable only from the next)"
                 _fail(stage, ins, f"input {d} is not in RAM{why}")
-        self._resident[k] = True
+        resident[k] = True
         stage.last_compute = k
-        self._allocate(self._bytes[k])
+        self._ram_bytes += self._bytes[k]
+        if self._ram_bytes > self._peak_ram_bytes:
+            self._peak_ram_bytes = self._ram_bytes
         stage.compute_s += self._costs.compute_s[k]
         if k == t:
             self._compute_j += self._costs.compute_j[k]
@@ -235,7 +251,7 @@ class _Replay:
         if not self._resident[i]:
             _fail(stage, ins, f"node {i} is not in RAM")
         self._resident[i] = False
-        if self._overlap and i in stage.paging_out:
+        if self._overlap and stage.paging_out and i in stage.paging_out:
             # Its page-out may run until the end of the stage, so the buffer is held until then.
             stage.deferred_free_bytes += self._bytes[i]
         else:
@@ -247,12 +263,12 @@ class _Replay:
         if stage.last_compute != t:
             found = "no compute" if stage.last_compute < 0 else f"Compute({stage.last_compute})"
             raise ScheduleError(f"stage {t}: the last compute must be Compute({t}), found {found}")
-        for i in stage.paging_in:
+        for i in stage.paging_in or ():
             self._resident[i] = True
             if not self._overlap:
                 # The paper's accounting: a page-in occupies RAM from the next stage's start.
                 self._ram_bytes += self._bytes[i]
-        for i in stage.paging_out:
+        for i in stage.paging_out or ():
             self._on_storage[i] = True
         self._ram_bytes -= stage.deferred_free_bytes
         if self._overlap:

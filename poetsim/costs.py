@@ -3,8 +3,13 @@
 This is the one place where a graph and a platform become numbers the optimiser, the checker
 and the simulator share. Rules (docs/cost-model.md states them for users):
 
-- compute time  = FLOPs / compute.flops_per_s
+- compute time  = max(FLOPs / compute.flops_per_s, moved bytes / memory_bus_bytes_per_s), the
+  roofline (Williams, Waterman, Patterson, CACM 2009): an operator is bound either by its
+  arithmetic or by the bytes it moves over the memory bus, here its inputs and its output;
 - compute energy = FLOPs x compute.power_w / (compute.energy_flops_per_s or flops_per_s)
+- a profile may give measured rates per operator kind (compute.op_flops_per_s, written by
+  `poetsim profile`): a node whose op is listed takes FLOPs / its kind's rate as the arithmetic
+  side of its roofline, and compute.power_w x that arithmetic time as energy
 - page-in time  = storage.page_in.latency_s + output_bytes / storage.page_in.bytes_per_s
 - page-in energy = page-in time x storage.power_w (likewise page-out)
 - a node whose op is "input" (the data batch) is not computed but read from storage: its
@@ -27,7 +32,12 @@ INPUT_OP = "input"
 
 @dataclass(frozen=True)
 class CostTable:
-    """Per-node costs of one graph on one platform, as tuples indexed by node id."""
+    """Per-node costs of one graph on one platform, as tuples indexed by node id.
+
+    `moved_bytes` (inputs read + output written, see `moved_bytes`) is what the simulator's
+    memory bus carries for each operator; tables built by hand may leave it out (None), and the
+    simulator then derives it from the graph.
+    """
 
     output_bytes: tuple[int, ...]
     compute_s: tuple[float, ...]
@@ -38,6 +48,7 @@ class CostTable:
     page_out_j: tuple[float, ...]
     static_power_w: float
     dma_channels: int
+    moved_bytes: tuple[int, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.output_bytes)
@@ -53,22 +64,37 @@ class CostTable:
         return sum(self.compute_j)
 
 
+def moved_bytes(graph: TrainingGraph) -> tuple[int, ...]:
+    """Bytes each node's operator moves over the memory bus: its inputs read and its output written.
+
+    The roofline's memory side (module doc), and the simulator's bus demand of the operator.
+    """
+    sizes = graph.output_bytes
+    return tuple(sizes[node.id] + sum(sizes[d] for d in node.deps) for node in graph.nodes)
+
+
 def node_costs(graph: TrainingGraph, platform: Platform) -> CostTable:
     """Derive every node's costs from FLOPs, bytes and the platform; measured costs win.
 
     The input node's FLOPs are ignored: reading the batch costs a page-in (module doc).
+    Compute energy stays FLOPs x energy per FLOP whichever side of the roofline bounds the time:
+    the profiles' compute powers were measured on arithmetic, and a bus-bound operator's extra
+    time is charged at static power by the timing models that count it.
     """
-    columns: dict[str, list[float]] = {k: [] for k in ("compute_s", "compute_j", "page_in_s", "page_in_j", "page_out_s", "page_out_j")}
+    names = ("compute_s", "compute_j", "page_in_s", "page_in_j", "page_out_s", "page_out_j")
+    columns: dict[str, list[float]] = {k: [] for k in names}
     storage = platform.storage
-    for node in graph.nodes:
+    bus_bytes_per_s = platform.memory_bus_bytes_per_s
+    moved = moved_bytes(graph)
+    for node, node_moved_bytes in zip(graph.nodes, moved):
         page_in_s = storage.page_in.seconds(node.output_bytes)
         page_out_s = storage.page_out.seconds(node.output_bytes)
         if node.op == INPUT_OP:
             compute_s = page_in_s
             compute_j = page_in_s * storage.power_w
         else:
-            compute_s = node.flops / platform.compute.flops_per_s
-            compute_j = node.flops * platform.compute.joules_per_flop
+            compute_s = max(platform.compute.seconds(node.op, node.flops), node_moved_bytes / bus_bytes_per_s)
+            compute_j = platform.compute.joules(node.op, node.flops)
         derived = {
             "compute_s": compute_s,
             "compute_j": compute_j,
@@ -85,5 +111,6 @@ def node_costs(graph: TrainingGraph, platform: Platform) -> CostTable:
         output_bytes=graph.output_bytes,
         static_power_w=platform.static_power_w,
         dma_channels=platform.dma_channels,
+        moved_bytes=moved,
         **{k: tuple(v) for k, v in columns.items()},
     )

@@ -9,6 +9,8 @@ class PoetsimError(Exception):
     """Base of every error poetsim raises on purpose."""
 
     exit_code = 1
+    #: The word the command line puts before the message: `poetsim: error: ...`.
+    label = "error"
 
 
 class UserInputError(PoetsimError):
@@ -43,6 +45,55 @@ class ScheduleError(PoetsimError):
     """
 
     exit_code = 6
+
+
+class UnavailableError(PoetsimError):
+    """A service the run needs went away: the Dask scheduler, or every one of its workers.
+
+    Points already finished are kept; the message names the scheduler.
+    """
+
+    exit_code = 69
+
+
+class StorageError(PoetsimError):
+    """The machine refused a file: disk full, read-only file system, permission denied.
+
+    An environment error, not a result: the point being written is not recorded (not even as
+    `failed`), so `--resume` runs it again once the cause is fixed.
+    """
+
+    exit_code = 74
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, doing: str, path: object = None) -> "StorageError":
+        """'cannot write build/x/runs.csv: No space left on device (ENOSPC)', from the OSError."""
+        import errno
+
+        where = path if path is not None else (exc.filename if exc.filename is not None else "a file")
+        code = errno.errorcode.get(exc.errno or 0)
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        return cls(f"cannot {doing} {where}: {reason}" + (f" ({code})" if code else ""))
+
+
+class FolderBusyError(PoetsimError):
+    """Another poetsim process is writing into the same results folder (it holds the lock)."""
+
+    exit_code = 75
+
+
+class Interrupted(PoetsimError):
+    """A sweep stopped by SIGINT or SIGTERM, after recording every point already finished.
+
+    The exit code is the shell's for the signal: 130 for SIGINT (Ctrl-C), 143 for SIGTERM.
+    """
+
+    label = "interrupted"
+
+    def __init__(self, signum: int, kept: int, total: int):
+        super().__init__(f"{kept} of {total} points kept; rerun with --resume")
+        self.signum, self.kept, self.total = signum, kept, total
+        self.exit_code = 128 + signum
 
 
 class InternalError(PoetsimError):

@@ -5,8 +5,23 @@ equal the node's position, so that "stage t" of the optimiser is "the step that 
 node t". Everything here is plain data: no costs (see `costs`), no solver.
 """
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
+
+from poetsim.inputfile import check_text
+from poetsim.units import MAX_BYTES
+
+#: Bounds of what a graph may hold, so that every figure derived from it stays finite: more
+#: nodes than any graph poetsim can schedule, FLOPs of a node far above any layer's (the
+#: largest seen, in an imported Checkmate graph, is 1.6e18), and measured costs of a node up
+#: to a day and a gigajoule.
+MAX_NODES = 100_000
+MAX_NODE_FLOPS = 1e21
+MAX_MEASURED_S = 86_400.0
+MAX_MEASURED_J = 1e9
+#: Longest graph or node name, in characters.
+MAX_NAME_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -57,10 +72,15 @@ class TrainingGraph:
     def create(cls, name: str, nodes, meta: dict | None = None) -> "TrainingGraph":
         """Check ids, dependencies and sizes, then build the graph; ValueError names the node."""
         nodes = tuple(nodes)
+        check_text(name, "name", MAX_NAME_CHARS)
         if not nodes:
             raise ValueError("the graph has no nodes")
+        if len(nodes) > MAX_NODES:
+            raise ValueError(f"{len(nodes):,} nodes is more than poetsim takes ({MAX_NODES:,})")
         for position, node in enumerate(nodes):
             where = f"node {node.id} ({node.name})"
+            check_text(node.name, f"node {node.id}: name", MAX_NAME_CHARS)
+            check_text(node.op, f"node {node.id}: op", MAX_NAME_CHARS)
             if node.id != position:
                 raise ValueError(f"{where}: ids must be 0..T-1 in order, found id {node.id} at position {position}")
             for dep in node.deps:
@@ -72,10 +92,7 @@ class TrainingGraph:
                     raise ValueError(f"{where}: depends on later node {dep} (not in topological order or a cycle)")
             if len(set(node.deps)) != len(node.deps):
                 raise ValueError(f"{where}: lists a dependency twice")
-            if node.output_bytes < 0 or node.param_bytes < 0 or node.flops < 0:
-                raise ValueError(f"{where}: sizes and FLOPs must not be negative")
-            if node.measured is not None and any(v < 0 for v in node.measured.given().values()):
-                raise ValueError(f"{where}: measured costs must not be negative")
+            _check_figures(node, where)
         return cls(name=name, nodes=nodes, meta=tuple(sorted((meta or {}).items())))
 
     def __len__(self) -> int:
@@ -124,10 +141,19 @@ class TrainingGraph:
         stage accounting of the optimiser with every node computed once and nothing paged,
         and the reference that RAM budgets such as "50%" refer to.
         """
-        return max(self.working_set_bytes(t) for t in range(len(self.nodes)))
+        # Output n is resident over steps n..last_use[n]: add it at n, remove it after its last use.
+        change = [0] * (len(self.nodes) + 1)
+        for node, last in zip(self.nodes, self.last_use):
+            change[node.id] += node.output_bytes
+            change[last + 1] -= node.output_bytes
+        peak = resident = 0
+        for step in range(len(self.nodes)):
+            resident += change[step]
+            peak = max(peak, resident)
+        return peak
 
     def working_set_bytes(self, t: int) -> int:
-        """RAM in use right after node t is computed in the keep-all schedule."""
+        """RAM in use right after node t is computed in the keep-all schedule (O(T); the peak is O(T) in all)."""
         return sum(
             n.output_bytes for n in self.nodes[:t] if self.last_use[n.id] >= t
         ) + self.nodes[t].output_bytes
@@ -154,3 +180,23 @@ class TrainingGraph:
             "keep_all_peak_bytes": self.keep_all_peak_bytes,
             "min_feasible_ram_bytes": self.min_feasible_ram_bytes,
         }
+
+
+def _check_figures(node: Node, where: str) -> None:
+    """ValueError unless the node's sizes, FLOPs and measured costs are finite and in range."""
+    for name, value, top in (("output_bytes", node.output_bytes, MAX_BYTES), ("param_bytes", node.param_bytes, MAX_BYTES),
+                             ("flops", node.flops, MAX_NODE_FLOPS)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{where}: {name} must be a finite number, got {value!r}")
+        if value < 0:
+            raise ValueError(f"{where}: sizes and FLOPs must not be negative ({name} is {value!r})")
+        if value > top:
+            raise ValueError(f"{where}: {name} {value:.6g} is above the {top:.6g} poetsim takes")
+    if node.measured is None:
+        return
+    for name, value in node.measured.given().items():
+        top = MAX_MEASURED_S if name.endswith("_s") else MAX_MEASURED_J
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"{where}: measured {name} must be a finite number at least 0, got {value!r}")
+        if value > top:
+            raise ValueError(f"{where}: measured {name} {value:.6g} is above the {top:.6g} poetsim takes")

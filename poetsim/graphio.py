@@ -23,8 +23,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from poetsim.errors import UserInputError
-from poetsim.graph import MeasuredCosts, Node, TrainingGraph
+from poetsim.graph import (
+    MAX_MEASURED_J,
+    MAX_MEASURED_S,
+    MAX_NODE_FLOPS,
+    MAX_NODES,
+    MeasuredCosts,
+    Node,
+    TrainingGraph,
+)
+from poetsim.inputfile import MAX_GRAPH_BYTES, load_json
 from poetsim.profiles import format_validation_error
+from poetsim.units import MAX_BYTES
 
 FORMAT = "poetsim-graph"
 VERSION = 1
@@ -32,27 +42,32 @@ DEFAULT_FLOPS_PER_COST_UNIT = 1e6
 _MEASURED = ("compute_s", "compute_j", "page_in_s", "page_in_j", "page_out_s", "page_out_j")
 
 
-class _FileNode(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+#: Every number in a graph file must be finite (no NaN or infinity, however written).
+_STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+_LOOSE = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
 
-    id: int = Field(ge=0)
+
+class _FileNode(BaseModel):
+    model_config = _STRICT
+
+    id: int = Field(ge=0, lt=MAX_NODES)
     name: str
     op: str = "op"
     backward: bool
     deps: list[int]
-    output_bytes: int = Field(ge=0)
-    param_bytes: int = Field(default=0, ge=0)
-    flops: float = Field(default=0.0, ge=0)
-    compute_s: float | None = Field(default=None, ge=0)
-    compute_j: float | None = Field(default=None, ge=0)
-    page_in_s: float | None = Field(default=None, ge=0)
-    page_in_j: float | None = Field(default=None, ge=0)
-    page_out_s: float | None = Field(default=None, ge=0)
-    page_out_j: float | None = Field(default=None, ge=0)
+    output_bytes: int = Field(ge=0, le=MAX_BYTES)
+    param_bytes: int = Field(default=0, ge=0, le=MAX_BYTES)
+    flops: float = Field(default=0.0, ge=0, le=MAX_NODE_FLOPS)
+    compute_s: float | None = Field(default=None, ge=0, le=MAX_MEASURED_S)
+    compute_j: float | None = Field(default=None, ge=0, le=MAX_MEASURED_J)
+    page_in_s: float | None = Field(default=None, ge=0, le=MAX_MEASURED_S)
+    page_in_j: float | None = Field(default=None, ge=0, le=MAX_MEASURED_J)
+    page_out_s: float | None = Field(default=None, ge=0, le=MAX_MEASURED_S)
+    page_out_j: float | None = Field(default=None, ge=0, le=MAX_MEASURED_J)
 
 
 class _GraphFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = _STRICT
 
     format: str
     version: int
@@ -62,24 +77,24 @@ class _GraphFile(BaseModel):
 
 
 class _LinkNode(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = _LOOSE
 
     id: int
     name: str = ""
     backward: bool
-    cost_cpu: float = Field(ge=0)
-    cost_ram: int = Field(ge=0)
+    cost_cpu: float = Field(ge=0, le=MAX_NODE_FLOPS)
+    cost_ram: int = Field(ge=0, le=MAX_BYTES)
 
 
 class _Link(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = _LOOSE
 
     source: int
     target: int
 
 
 class _NodeLinkFile(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = _LOOSE
 
     nodes: list[_LinkNode]
     links: list[_Link]
@@ -109,12 +124,7 @@ def save_graph(graph: TrainingGraph, path: Path) -> None:
 def read_graph_file(path: Path, flops_per_cost_unit: float = DEFAULT_FLOPS_PER_COST_UNIT) -> TrainingGraph:
     """Read a poetsim-graph or node-link JSON file; UserInputError names the file and problem."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserInputError(f"{path}: no such graph file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserInputError(f"{path}: not a JSON file ({exc})") from None
+    data = load_json(path, "graph file", MAX_GRAPH_BYTES)
     if not isinstance(data, dict):
         raise UserInputError(f"{path}: a graph file must hold a JSON object")
     try:
@@ -126,7 +136,8 @@ def read_graph_file(path: Path, flops_per_cost_unit: float = DEFAULT_FLOPS_PER_C
         raise UserInputError(f"{path}: {format_validation_error(exc)}") from None
     except ValueError as exc:
         raise UserInputError(f"{path}: {exc}") from None
-    raise UserInputError(f"{path}: unknown graph format (expected \"format\": \"{FORMAT}\" or node-link JSON with nodes and links)")
+    raise UserInputError(f"{path}: unknown graph format "
+                         f"(expected \"format\": \"{FORMAT}\" or node-link JSON with nodes and links)")
 
 
 def _from_poetsim(data: dict, path: Path) -> TrainingGraph:
@@ -204,13 +215,19 @@ def load_graph(
     seq_len: int | None = None,
     flops_per_cost_unit: float = DEFAULT_FLOPS_PER_COST_UNIT,
 ) -> TrainingGraph:
-    """A graph file by path (anything ending in .json or existing), else a zoo model by name."""
-    path = Path(spec)
-    if path.suffix == ".json" or path.exists():
-        return read_graph_file(path, flops_per_cost_unit)
+    """A graph file by path (anything ending in .json, or any existing path that is not a zoo name), else a zoo model.
+
+    A zoo name wins over a file or folder of the same name in the working directory.
+    """
     from poetsim import zoo
 
+    path = Path(spec)
+    if path.suffix == ".json" or (str(spec) not in zoo.MODELS and path.exists()):
+        return read_graph_file(path, flops_per_cost_unit)
     if str(spec) not in zoo.MODELS:
         raise UserInputError(f"unknown model '{spec}' (known: {', '.join(sorted(zoo.MODELS))}; or give a graph JSON path)")
     options = {k: v for k, v in (("batch_size", batch_size), ("input_size", input_size), ("seq_len", seq_len)) if v is not None}
-    return zoo.build_model(str(spec), **options)
+    try:
+        return zoo.build_model(str(spec), **options)
+    except ValueError as exc:  # a size the graph's bounds refuse (poetsim.graph.MAX_NODES and the like)
+        raise UserInputError(f"model {spec}: {exc}") from None

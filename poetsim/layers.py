@@ -386,5 +386,6 @@ def _window_out(size: int, kernel: int, stride: int, padding: int, name) -> int:
     """Output length of a sliding window; ShapeError when the window does not fit."""
     out = (size + 2 * padding - kernel) // stride + 1
     if out < 1:
-        raise ShapeError(f"{name or 'layer'}: a {kernel}-wide window with stride {stride} and padding {padding} does not fit an input of {size}")
+        raise ShapeError(f"{name or 'layer'}: a {kernel}-wide window with stride {stride} and padding {padding} "
+                         f"does not fit an input of {size}")
     return out

@@ -6,19 +6,20 @@ otherwise the run's status is "invalid" and no schedule is reported.
 """
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from poetsim import optimiser, strategies
 from poetsim.checker import check_schedule, compare_figures
-from poetsim.errors import PoetsimError
+from poetsim.errors import InternalError, PoetsimError
 from poetsim.optimiser import SolveOutcome
 from poetsim.problem import Problem, build_problem
 from poetsim.runs import ResultRow
 from poetsim.scenario import Point, Scenario
 from poetsim.schedule import Budgets, Figures, Schedule
-from poetsim.schedule_io import encode_binary, load_json, save_json
+from poetsim.schedule_io import encode_binary, load_json, save_json, with_node_names
 from poetsim.status import Status
 from poetsim.strategies import Kind
 
@@ -59,9 +60,16 @@ def problem_for_point(scenario: Scenario, point: Point) -> Problem:
 
 def run_strategy(
     problem: Problem, strategy: str, solver: str = "highs", time_limit_s: float | None = None,
-    simulate: bool = True, threads: int | None = None,
+    simulate: bool = True, threads: int | None = None, starts: Sequence[Schedule] = (),
+    on_progress: Callable | None = None, mode: str = "barrier",
 ) -> Run:
-    """Solve (or build, for a baseline), check and optionally simulate one strategy."""
+    """Solve (or build, for a baseline), check and optionally simulate one strategy.
+
+    `starts` are schedules of other strategies at the same point (a sweep passes those whose
+    moves this strategy allows); `on_progress` hears from the solver while it works. `mode` is
+    the simulator's replay mode (`poetsim.simulator.Mode`): `barrier`, the device that runs the
+    `overlap` stage model, or `free-running`.
+    """
     spec = strategies.get(strategy)
     keep_all_schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
     keep_all_figures = _check(problem, keep_all_schedule, budgets=None)
@@ -86,7 +94,7 @@ def run_strategy(
         from poetsim.simulator import simulate as replay
 
         assert run.schedule is not None
-        result = replay(run.schedule, problem.graph, problem.costs, problem.platform,
+        result = replay(run.schedule, problem.graph, problem.costs, problem.platform, mode=mode,
                         ram_capacity_bytes=problem.ram_capacity_bytes, budgets=problem.budgets)
         run = replace(run, simulated=result)
     return run
@@ -138,7 +146,7 @@ def result_row(run: Run, **point: object) -> ResultRow:
                       gap_total=solve.gap_total, gap_overhead=solve.gap_overhead)
     if sim is not None:
         fields.update(simulated_stall_s=sim.stall_s, simulated_over_budget=sim.over_budget,
-                      simulated_over_deadline=sim.over_deadline)
+                      simulated_over_deadline=sim.over_deadline, simulated_mode=getattr(sim.mode, "value", sim.mode))
     return ResultRow(**fields)
 
 
@@ -148,7 +156,7 @@ def write_run(run: Run, directory: Path, row: ResultRow | None = None) -> None:
     row = row or result_row(run)
     (directory / "result.json").write_text(json.dumps(row.to_dict(), indent=1) + "\n")
     if run.schedule is not None:
-        save_json(run.schedule, directory / "schedule.json")
+        save_json(with_node_names(run.schedule, run.problem.graph), directory / "schedule.json")
         (directory / "schedule.bin").write_bytes(encode_binary(run.schedule))
     if run.simulated is not None:
         from poetsim.simulator import write_trace
@@ -156,8 +164,8 @@ def write_run(run: Run, directory: Path, row: ResultRow | None = None) -> None:
         write_trace(run.simulated, directory)
 
 
-def load_run(problem: Problem, schedule_path: Path) -> Run:
-    """A run from a saved schedule: checked against the problem, then simulated."""
+def load_run(problem: Problem, schedule_path: Path, mode: str = "barrier") -> Run:
+    """A run from a saved schedule: checked against the problem, then simulated in `mode`."""
     from poetsim.simulator import simulate
 
     schedule = load_json(schedule_path)
@@ -167,35 +175,20 @@ def load_run(problem: Problem, schedule_path: Path) -> Run:
     keep_all_schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
     keep_all_figures = _check(problem, keep_all_schedule, None)
     run = Run(problem, "saved", Status.BASELINE, f"loaded from {schedule_path}", schedule, checked, checked, keep_all_figures)
-    result = simulate(schedule, problem.graph, problem.costs, problem.platform,
+    result = simulate(schedule, problem.graph, problem.costs, problem.platform, mode=mode,
                       ram_capacity_bytes=problem.ram_capacity_bytes, budgets=problem.budgets)
     return replace(run, simulated=result)
 
 
 def compare_prediction(run: Run) -> dict:
-    """The optimiser's prediction beside the simulation, with differences and what breaks."""
-    predicted, sim = run.checked, run.simulated
-    pairs = {
-        "makespan_s": (predicted.runtime_s, sim.makespan_s),
-        "peak_ram_bytes": (predicted.peak_ram_bytes, sim.figures.peak_ram_bytes),
-        "energy_j": (predicted.total_j, sim.figures.total_j),
-    }
-    flags = []
-    budgets = run.problem.budgets
-    if sim.figures.peak_ram_bytes > budgets.ram_bytes:
-        flags.append(f"simulated peak RAM {sim.figures.peak_ram_bytes:,.0f} bytes is over the budget of {budgets.ram_bytes:,}")
-    if not budgets.meets_deadline(sim.makespan_s):
-        flags.append(f"simulated makespan {sim.makespan_s:.6g} s is over the deadline of {budgets.runtime_s:.6g} s "
-                     f"({100 * (sim.makespan_s / budgets.runtime_s - 1):+.2f} %)")
-    if sim.stall_s > 0:
-        flags.append(f"compute stalled {sim.stall_s:.6g} s waiting for DMA or RAM")
-    return {
-        "strategy": run.strategy, "timing": run.problem.timing.value, "status": run.status.value,
-        "predicted": {k: p for k, (p, _) in pairs.items()},
-        "simulated": {k: s for k, (_, s) in pairs.items()},
-        "difference_pct": {k: (100.0 * (s - p) / p if p else 0.0) for k, (p, s) in pairs.items()},
-        "simulated_breakdown_j": {k: getattr(sim.figures, k) for k in ("compute_j", "recompute_j", "page_in_j", "page_out_j", "static_j")},
-        "stall_s": sim.stall_s, "busy": {"compute": sim.compute_busy, "dma": sim.dma_busy, "bus": sim.bus_busy},
-        "flags": flags,
-        "budgets": {"ram_bytes": budgets.ram_bytes, "runtime_s": budgets.runtime_s},
-    }
+    """The checked prediction beside the simulation, differences by cause and what breaks: comparison.json.
+
+    Built by `poetsim.simulator.comparison.compare`; the run's strategy and status are added.
+    The simulator's own record is summary.json (`write_run`), in one schema whatever the mode.
+    """
+    from poetsim.simulator.comparison import compare
+
+    if run.checked is None or run.simulated is None:
+        raise InternalError("compare_prediction needs a checked and simulated run")
+    comparison = compare(run.checked, run.problem.timing, run.simulated, run.problem.budgets)
+    return {"strategy": run.strategy, "status": run.status.value, **comparison.to_dict()}

@@ -7,6 +7,8 @@ and an older runs.csv without a newer column still loads, the column then empty.
 """
 
 import csv
+import errno
+import fcntl
 import io
 import math
 import os
@@ -15,7 +17,8 @@ import typing
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from poetsim.errors import UserInputError
+from poetsim.errors import FolderBusyError, StorageError, UserInputError
+from poetsim.inputfile import MAX_RESULTS_BYTES, read_text
 from poetsim.schedule import Figures
 from poetsim.status import Status
 
@@ -87,6 +90,7 @@ class ResultRow:
     simulated_stall_s: float | None = None
     simulated_over_budget: bool | None = None
     simulated_over_deadline: bool | None = None
+    simulated_mode: str | None = None      # barrier or free-running (poetsim.simulator.Mode)
     schedule_bytes: int | None = None
     wall_s: float | None = None
 
@@ -179,39 +183,190 @@ def _cell(value) -> str | int | float | bool:
 class RunsFile:
     """runs.csv: append-only, one complete row per write, readable while a sweep runs.
 
-    Each row is appended with a single `write` on a file opened in append mode and flushed to
-    disk at once, so a sweep killed at any moment keeps every row it had; a torn last line (a
-    kill mid-write) is dropped when the file is read for resuming, and that point is rerun.
+    Each row (with the header, for a new file) is appended by a single `os.write` on a file
+    opened in append mode, then fsynced, so a sweep killed at any moment keeps every row it
+    had. Should the write fail or fall short (a full disk), the file is cut back to its size
+    before the write, so a torn row is never left behind by poetsim itself; a row torn by a
+    power cut is ignored by readers and removed by `tidy`, and its point runs again.
+
+    Only one process may write (see `FolderLock`); any number may read.
     """
 
     def __init__(self, path: Path):
         self.path = Path(path)
 
-    def done_keys(self) -> set[str]:
-        """Keys of the rows already on disk (after dropping a torn last line)."""
-        self._drop_torn_tail()
-        if not self.path.exists():
-            return set()
-        with self.path.open(newline="", encoding="utf-8") as handle:
-            return {row["point_key"] for row in csv.DictReader(handle)}
+    def records(self) -> list[dict[str, str]]:
+        """The complete rows on disk as text, in order; a torn last line is left out.
 
-    def append(self, row: ResultRow) -> None:
-        """Write one row (and the header for a new file) in a single write, then fsync."""
+        UserInputError when the file is not a runs.csv this poetsim can extend: not UTF-8, a
+        header with unknown columns or without point_key and status, a row of the wrong width.
+        """
+        return self._read()[1]
+
+    def done_keys(self) -> set[str]:
+        """Keys of the points that need not run again: every complete row but `failed` ones."""
+        return {r["point_key"] for r in self.records() if r.get("status") != Status.FAILED.value}
+
+    def tidy(self) -> int:
+        """Make the file ready for appending; returns how many rows were dropped.
+
+        Drops `failed` rows (their points run again), later repeats of a key (left by older
+        versions that let two sweeps write at once) and a torn last line, and brings an older
+        header up to `COLUMNS` (its new columns empty). The new file replaces the old one
+        atomically (written beside it, fsynced, renamed), so a kill leaves one or the other.
+        Nothing is written when nothing changes. Hold the folder's `FolderLock` first.
+        """
+        if not self.path.exists():
+            return 0
+        header, records, torn = self._read()
+        kept, seen = [], set()
+        for record in records:
+            if record.get("status") == Status.FAILED.value or record["point_key"] in seen:
+                continue
+            seen.add(record["point_key"])
+            kept.append(record)
+        dropped = len(records) - len(kept)
+        if not dropped and not torn and tuple(header) == COLUMNS:
+            return 0
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
-        if not self.path.exists() or self.path.stat().st_size == 0:
-            writer.writeheader()
-        writer.writerow({name: _cell(getattr(row, name)) for name in COLUMNS})
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        writer.writeheader()
+        writer.writerows(kept)
+        _replace_atomically(self.path, buffer.getvalue().encode("utf-8"))
+        return dropped
+
+    def append(self, row: ResultRow) -> None:
+        """Write one row (and the header for a new file) in a single write, then fsync.
+
+        StorageError (the file cut back to its size before) when the disk refuses it.
+        """
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
         try:
-            os.write(fd, buffer.getvalue().encode("utf-8"))
-            os.fsync(fd)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            raise StorageError.from_os_error(exc, "open", self.path) from None
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                writer.writeheader()
+            writer.writerow({name: _cell(getattr(row, name)) for name in COLUMNS})
+            data = buffer.getvalue().encode("utf-8")
+            try:
+                written = os.write(fd, data)
+                if written != len(data):
+                    raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (only {written} of {len(data)} bytes "
+                                                "written)", str(self.path))
+                os.fsync(fd)
+            except OSError as exc:
+                _cut_back(fd, size)
+                raise StorageError.from_os_error(exc, "write", self.path) from None
         finally:
             os.close(fd)
 
-    def _drop_torn_tail(self) -> None:
+    def _read(self) -> tuple[list[str], list[dict[str, str]], bool]:
+        """Header, complete rows and whether a torn last line was left out."""
         if not self.path.exists():
-            return
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            self.path.write_bytes(data[: data.rfind(b"\n") + 1])
+            return list(COLUMNS), [], False
+        text = read_text(self.path, "results file", MAX_RESULTS_BYTES)
+        torn = bool(text) and not text.endswith("\n")
+        if torn:
+            text = text[: text.rfind("\n") + 1]
+        try:
+            lines = list(csv.reader(io.StringIO(text, newline="")))
+        except csv.Error as exc:
+            raise UserInputError(f"{self.path}: not a results CSV ({exc})") from None
+        if not lines:
+            return list(COLUMNS), [], torn
+        header, body = lines[0], lines[1:]
+        unknown = [c for c in header if c not in COLUMNS]
+        if unknown or not {"point_key", "status"} <= set(header):
+            what = f"unknown column(s) {', '.join(unknown[:5])}" if unknown else "no point_key or status column"
+            raise UserInputError(f"{self.path}: not a runs.csv this poetsim can extend ({what})")
+        records = []
+        for number, cells in enumerate(body, start=2):
+            if len(cells) != len(header):
+                if number == len(lines):   # a last row cut short by a power cut, ending in a newline
+                    torn = True
+                    break
+                raise UserInputError(f"{self.path}: line {number} has {len(cells)} cells, the header {len(header)}")
+            records.append(dict(zip(header, cells)))
+        return header, records, torn
+
+
+def _cut_back(fd: int, size: int) -> None:
+    """Truncate a file to `size` after a failed append; best effort (the disk may refuse that too)."""
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass
+
+
+def _replace_atomically(path: Path, data: bytes) -> None:
+    """Write `data` beside `path`, fsync it, rename it over `path`, fsync the folder."""
+    temporary = path.with_name(path.name + ".tmp")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+        _fsync_folder(path.parent)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise StorageError.from_os_error(exc, "rewrite", path) from None
+
+
+def _fsync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class FolderLock:
+    """An exclusive lock on a results folder, held by the one process that writes into it.
+
+    `flock` on `LOCK_FILE` in the folder: the kernel releases it when its holder ends in any
+    way (SIGKILL included), so a stale lock never blocks a later sweep. The holder's pid is
+    written into the file so that a second writer can say who holds it.
+    """
+
+    LOCK_FILE = ".poetsim.lock"
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self._fd: int | None = None
+
+    def __enter__(self) -> "FolderLock":
+        path = self.directory / self.LOCK_FILE
+        try:   # held open read-only: flock needs no more, and the disk may then turn read-only under it
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            raise StorageError.from_os_error(exc, "create the lock file", path) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise FolderBusyError(f"{self.directory}: another poetsim (pid {holder}) is writing into this folder; "
+                                  "wait for it to end, or choose another --out") from None
+        except OSError as exc:
+            os.close(fd)
+            raise StorageError.from_os_error(exc, "lock", path) from None
+        self._fd = fd
+        try:
+            path.write_text(f"{os.getpid()}\n", encoding="ascii")
+        except OSError:
+            pass   # the pid is a courtesy to the next writer; the lock itself holds
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            os.close(self._fd)   # closing the file releases the lock
+            self._fd = None

@@ -20,16 +20,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from poetsim.errors import UserInputError
 from poetsim.graphio import load_graph
+from poetsim.inputfile import MAX_GRAPH_BYTES, MAX_SCENARIO_BYTES, load_yaml, read_bytes
 from poetsim.problem import RESERVE_MULTIPLE, reserved_bytes
 from poetsim.profiles import format_validation_error, load_platform
 from poetsim.schedule import Timing
 from poetsim.strategies import REGISTRY, Kind, names
 from poetsim.units import RamSpec, number_text, parse_ram, parse_runtime
+
+#: Most points a scenario's grid may have: far more than any sweep can run.
+MAX_POINTS = 100_000
+#: Most values in one list of a scenario (models, platforms, budgets, strategies).
+MAX_LIST = 1000
 
 
 def _as_list(value: Any) -> Any:
@@ -37,24 +50,46 @@ def _as_list(value: Any) -> Any:
 
 
 def _ram_list(value: Any) -> list[RamSpec]:
-    return [parse_ram(v) for v in _as_list(value)]
+    values = _as_list(value)
+    return _unique_as_written(values, [parse_ram(v) for v in values], lambda r: r.key)
 
 
 def _runtime_list(value: Any) -> list[float]:
-    return [parse_runtime(v) for v in _as_list(value)]
+    values = _as_list(value)
+    return _unique_as_written(values, [parse_runtime(v) for v in values], number_text)
+
+
+def _unique_as_written(written: list, parsed: list, key) -> list:
+    """`parsed` if no two values have the same key; ValueError quoting both as written otherwise.
+
+    Keys are made at full precision (`number_text`), so values that differ in any digit are two
+    budgets (1.0 and 1.0000001), and values that are the same number however written are one
+    repeat (70% and 70.0%, 1.0 and 1.0x, 256KiB and 262144).
+    """
+    seen: dict = {}
+    for text, value in zip(written, parsed):
+        k = key(value)
+        if k in seen:
+            raise ValueError(f"{text!s} is the same budget as {seen[k]!s}: give each value once, "
+                             "or two results would share a key")
+        seen[k] = text
+    return parsed
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and infinity are refused however written (.inf, .nan, 1e999).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class BudgetGrid(_Frozen):
     """The RAM and runtime budgets of a scenario; each a value or a list of values (a sweep axis)."""
 
     ram: Annotated[tuple[RamSpec, ...], BeforeValidator(_ram_list)] = Field(
+        min_length=1, max_length=MAX_LIST,
         description="Activation RAM: bytes, a size with unit (256KiB) or a percentage of the keep-all peak.")
     runtime: Annotated[tuple[float, ...], BeforeValidator(_runtime_list)] = Field(
-        default=(1.2,), description="Deadline as a multiple of one plain forward+backward pass (1.2x).")
+        default=(1.2,), min_length=1, max_length=MAX_LIST,
+        description="Deadline as a multiple of one plain forward+backward pass (1.2x).")
 
 
 class Scenario(_Frozen):
@@ -62,20 +97,24 @@ class Scenario(_Frozen):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100,
                       description="Used for the results folder: letters, digits, '_', '.', '-', starting with a letter or digit.")
-    description: str = ""
-    model: Annotated[tuple[str, ...], BeforeValidator(_as_list)]
-    batch_size: int = Field(default=1, gt=0)
-    input_size: int | None = Field(default=None, gt=0, description="Image side for vision models.")
-    seq_len: int | None = Field(default=None, gt=0, description="Sequence length for transformers.")
-    flops_per_cost_unit: float = Field(default=1e6, gt=0, description="FLOPs per cost_cpu unit of imported node-link graphs.")
-    platform: Annotated[tuple[str, ...], BeforeValidator(_as_list)]
+    description: str = Field(default="", max_length=10_000)
+    model: Annotated[tuple[Annotated[str, Field(min_length=1, max_length=4096)], ...], BeforeValidator(_as_list)] = Field(
+        min_length=1, max_length=MAX_LIST)
+    batch_size: int = Field(default=1, gt=0, le=1 << 20)
+    input_size: int | None = Field(default=None, gt=0, le=1 << 16, description="Image side for vision models.")
+    seq_len: int | None = Field(default=None, gt=0, le=1 << 24, description="Sequence length for transformers.")
+    flops_per_cost_unit: float = Field(default=1e6, gt=0, le=1e15,
+                                       description="FLOPs per cost_cpu unit of imported node-link graphs.")
+    platform: Annotated[tuple[Annotated[str, Field(min_length=1, max_length=4096)], ...], BeforeValidator(_as_list)] = Field(
+        min_length=1, max_length=MAX_LIST)
     budgets: BudgetGrid
-    strategies: tuple[str, ...] = names(Kind.SOLVED)
+    strategies: tuple[str, ...] = Field(default=names(Kind.SOLVED), max_length=MAX_LIST)
     timing: Timing = Timing.OVERLAP
     solver: str = "highs"
-    time_limit_s: float = Field(default=120.0, gt=0)
+    time_limit_s: float = Field(default=120.0, gt=0, le=1e6)
     reserve_training_state: str = Field(
-        default="none", description="Keep parameters, gradients and optimiser state in the RAM budget: none, sgd, momentum or adam.")
+        default="none",
+        description="Keep parameters, gradients and optimiser state in the RAM budget: none, sgd, momentum or adam.")
 
     @field_validator("strategies")
     @classmethod
@@ -106,12 +145,13 @@ class Scenario(_Frozen):
     def _no_repeats(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _unique(value, lambda v: v)
 
-    @field_validator("budgets")
-    @classmethod
-    def _no_repeated_budgets(cls, value: "BudgetGrid") -> "BudgetGrid":
-        _unique(value.ram, lambda r: r.key, "budgets.ram")
-        _unique(value.runtime, number_text, "budgets.runtime")
-        return value
+    @model_validator(mode="after")
+    def _grid_size(self) -> "Scenario":
+        size = (len(self.model) * len(self.platform) * len(self.budgets.ram) * len(self.budgets.runtime)
+                * len(self.strategies))
+        if size > MAX_POINTS:
+            raise ValueError(f"the grid has {size:,} points, more than the {MAX_POINTS:,} a scenario may have")
+        return self
 
     def points(self) -> list["Point"]:
         """Every combination of model, platform, RAM, runtime and strategy, in a stable order."""
@@ -122,14 +162,13 @@ class Scenario(_Frozen):
         ]
 
 
-def _unique(values: tuple, key, field: str = ""):
+def _unique(values: tuple, key):
     """`values` if no two have the same key; ValueError naming the repeat otherwise."""
     seen: dict = {}
     for value in values:
         k = key(value)
         if k in seen:
-            where = f"{field}: " if field else ""
-            raise ValueError(f"{where}{value} repeats {seen[k]} (each value once, or two results would share a key)")
+            raise ValueError(f"{value} repeats {seen[k]} (each value once, or two results would share a key)")
         seen[k] = value
     return values
 
@@ -178,11 +217,15 @@ def source_key(spec: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _content_hash(path: str, mtime_ns: int, size: int) -> str:
-    """The first eight hex digits of the file's SHA-256 (cached while the file is unchanged)."""
+    """The first eight hex digits of the file's SHA-256 (cached while the file is unchanged).
+
+    Only a regular file under the graph size cap is read (`poetsim.inputfile`); anything else
+    is "unreadable", and loading it fails with the reason.
+    """
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:8]
-    except OSError:
-        return "missing"
+        return hashlib.sha256(read_bytes(path, "file", MAX_GRAPH_BYTES)).hexdigest()[:8]
+    except UserInputError:
+        return "unreadable"
 
 
 #: Specs ending like this are files; anything else is a zoo model or a shipped platform name.
@@ -197,20 +240,16 @@ def load_scenario(path: str | Path, check_references: bool = True) -> Scenario:
     RAM budgets against the platforms' RAM (this builds the graphs, well under a second each).
     """
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise UserInputError(f"{path}: no such scenario file") from None
-    except yaml.YAMLError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
-        raise UserInputError(f"{path}: not valid YAML ({first})") from None
+    data = load_yaml(path, "scenario file", MAX_SCENARIO_BYTES)
     if not isinstance(data, dict):
         raise UserInputError(f"{path}: a scenario must be a mapping of fields")
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise UserInputError(f"{path}: {format_validation_error(exc)}") from None
+    written = scenario
     scenario = _resolve_relative_paths(scenario, path)
+    _check_distinct_sources(scenario, written, path)
     if check_references:
         check_scenario_references(scenario, path)
     return scenario
@@ -236,12 +275,30 @@ def _resolve_relative_paths(scenario: Scenario, path: Path) -> Scenario:
     })
 
 
+def _check_distinct_sources(scenario: Scenario, written: Scenario, path: Path) -> None:
+    """Refuse two entries that are the same file (or the same name and content): they would share keys.
+
+    `written` is the scenario before its paths were resolved, to quote the entries as written.
+    """
+    for field in ("model", "platform"):
+        values, shown = getattr(scenario, field), getattr(written, field)
+        seen: dict[str, int] = {}
+        for index, spec in enumerate(values):
+            key = source_key(spec)
+            if key in seen:
+                first = seen[key]
+                raise UserInputError(f"{path}: {field}[{index}]: {shown[index]} has the same name and content as "
+                                     f"{field}[{first}] ({shown[first]}); list it once")
+            seen[key] = index
+
+
 def check_scenario_references(scenario: Scenario, path: Path) -> None:
     """Resolve models and platforms; reject a RAM budget above a platform's RAM."""
     graphs = {}
     for index, model in enumerate(scenario.model):
         try:
-            graphs[model] = load_graph(model, scenario.batch_size, scenario.input_size, scenario.seq_len, scenario.flops_per_cost_unit)
+            graphs[model] = load_graph(model, scenario.batch_size, scenario.input_size, scenario.seq_len,
+                                       scenario.flops_per_cost_unit)
         except UserInputError as exc:
             raise UserInputError(f"{path}: model{_at(scenario.model, index)}: {exc}") from None
     for index, name in enumerate(scenario.platform):
@@ -254,7 +311,8 @@ def check_scenario_references(scenario: Scenario, path: Path) -> None:
                 total = ram.resolve(graph.keep_all_peak_bytes) + reserved_bytes(graph, scenario.reserve_training_state)
                 if total > platform.ram_bytes:
                     raise UserInputError(
-                        f"{path}: budgets.ram{_at(scenario.budgets.ram, ram_index)}: {ram} is {total:,} bytes for {source_key(model)}, "
+                        f"{path}: budgets.ram{_at(scenario.budgets.ram, ram_index)}: {ram} is {total:,} bytes "
+                        f"for {source_key(model)}, "
                         f"above the {platform.ram_bytes:,} bytes of RAM of platform {platform.name}")
 
 

@@ -171,13 +171,19 @@ class Figures:
 
 @dataclass(frozen=True)
 class Schedule:
-    """A stage-by-stage instruction list for one graph under one timing model."""
+    """A stage-by-stage instruction list for one graph under one timing model.
+
+    `node_names`, when given (one per node), lets a reader of the schedule file see which
+    layer each id is, and lets an executor refuse a schedule made for another graph; it does
+    not change what the schedule does.
+    """
 
     graph_name: str
     num_nodes: int
     timing: Timing
     stages: tuple[tuple[Instruction, ...], ...]
     meta: tuple[tuple[str, str], ...] = field(default=())
+    node_names: tuple[str, ...] = field(default=())
 
     def instructions(self):
         """(stage, instruction) pairs in execution order."""

@@ -4,10 +4,14 @@ JSON (`save_json`, `load_json`) keeps everything a Schedule holds::
 
     {"format": "poetsim-schedule", "version": 1, "graph": "resnet18", "num_nodes": 133,
      "timing": "overlap", "stages": [[["compute", 0]], [["compute", 1], ["free", 0]], ...],
-     "meta": {"solver": "highs"}}
+     "meta": {"solver": "highs"}, "nodes": ["input", "conv1", "bn1", ...]}
 
-Instructions are `[kind, node]` with kind one of compute, page_out, page_in, free. A file that
-is not such a document raises UserInputError naming the file and the field path, in one line.
+Instructions are `[kind, node]` with kind one of compute, page_out, page_in, free. `nodes`
+(optional, added in a backward-compatible way: older files lack it and still load) names each
+node id, so that a person can read the stages and an executor can check the schedule belongs
+to its graph; `poetsim solve --out` writes it. A file that is not such a document raises
+UserInputError naming the file and the field path, in one line. `load_schedule` reads either
+format, telling them apart by the binary magic.
 
 Binary (`encode_binary`, `decode_binary`) is what a microcontroller would receive, so it keeps
 only what the device executes (no graph name, no meta). Integers are unsigned LEB128 varints
@@ -31,6 +35,7 @@ every-node-once schedule of a 133-node forward-loss-backward chain is 377 bytes.
 """
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from poetsim.errors import ScheduleError, UserInputError
@@ -39,14 +44,14 @@ from poetsim.schedule import Compute, Free, Instruction, PageIn, PageOut, Schedu
 FORMAT = "poetsim-schedule"
 VERSION = 1
 
-_KINDS = {"compute": Compute, "page_out": PageOut, "page_in": PageIn, "free": Free}
+_KINDS: dict[str, type[Instruction]] = {"compute": Compute, "page_out": PageOut, "page_in": PageIn, "free": Free}
 _KIND_NAMES = {cls: name for name, cls in _KINDS.items()}
-_FIELDS = ("format", "version", "graph", "num_nodes", "timing", "stages", "meta")
+_FIELDS = ("format", "version", "graph", "num_nodes", "timing", "stages", "meta", "nodes")
 
 MAGIC = b"POET"
 BINARY_VERSION = 1
 _TIMING_CODES = {Timing.COMPUTE_ONLY: 0, Timing.OVERLAP: 1}
-_OPCODES = {Compute: 0, PageOut: 1, PageIn: 2, Free: 3}
+_OPCODES: dict[type[Instruction], int] = {Compute: 0, PageOut: 1, PageIn: 2, Free: 3}
 _OPCODE_KINDS = {code: cls for cls, code in _OPCODES.items()}
 _TIMINGS_BY_CODE = {code: timing for timing, code in _TIMING_CODES.items()}
 # The header's `after` value meaning "Compute(t) is listed, not implicit".
@@ -63,6 +68,7 @@ def schedule_to_json(schedule: Schedule) -> dict:
         "timing": Timing(schedule.timing).value,
         "stages": [[[_KIND_NAMES[type(ins)], ins.node] for ins in stage] for stage in schedule.stages],
         "meta": dict(schedule.meta),
+        **({"nodes": list(schedule.node_names)} if schedule.node_names else {}),
     }
 
 
@@ -77,7 +83,8 @@ def schedule_from_json(data, source: str = "schedule") -> Schedule:
     if data.get("format") != FORMAT:
         raise UserInputError(f"{source}: format: expected '{FORMAT}', found {data.get('format')!r}")
     if data.get("version") != VERSION:
-        raise UserInputError(f"{source}: version: {data.get('version')!r} is not supported (this poetsim reads version {VERSION})")
+        raise UserInputError(f"{source}: version: {data.get('version')!r} is not supported "
+                             f"(this poetsim reads version {VERSION})")
     unknown = sorted(set(data) - set(_FIELDS))
     if unknown:
         raise UserInputError(f"{source}: unknown field '{unknown[0]}' (fields are {', '.join(_FIELDS)})")
@@ -99,7 +106,27 @@ def schedule_from_json(data, source: str = "schedule") -> Schedule:
         timing=timing,
         stages=_stages_from_json(data["stages"], source),
         meta=_meta_from_json(data.get("meta", {}), source),
+        node_names=_names_from_json(data.get("nodes", []), data["num_nodes"], source),
     )
+
+
+def with_node_names(schedule: Schedule, graph) -> Schedule:
+    """The schedule with the names of `graph`'s nodes, for its JSON file (see the module doc)."""
+    return replace(schedule, node_names=tuple(node.name for node in graph.nodes))
+
+
+def load_schedule(path: str | Path) -> Schedule:
+    """A schedule file in either format: binary if it starts with b'POET', JSON otherwise."""
+    try:
+        head = Path(path).read_bytes()[:len(MAGIC)]
+    except OSError as error:
+        raise UserInputError(f"{path}: cannot read: {error.strerror or error}") from None
+    if head == MAGIC:
+        try:
+            return decode_binary(Path(path).read_bytes(), graph_name=Path(path).stem)
+        except UserInputError as error:
+            raise UserInputError(f"{path}: {error}") from None
+    return load_json(path)
 
 
 def save_json(schedule: Schedule, path: str | Path) -> None:
@@ -165,7 +192,8 @@ def decode_binary(blob: bytes, graph_name: str = "") -> Schedule:
         after = header & _LISTED
         if after != _LISTED:
             if after > len(listed):
-                raise UserInputError(f"binary schedule: stage {t} puts Compute({t}) {after} places from the end of {len(listed)} instructions")
+                raise UserInputError(f"binary schedule: stage {t} puts Compute({t}) {after} places "
+                                     f"from the end of {len(listed)} instructions")
             listed.insert(len(listed) - after, Compute(t))
         stages.append(tuple(listed))
     if not reader.at_end():
@@ -197,6 +225,14 @@ def _instruction_from_json(item, where: str) -> Instruction:
     if not _is_count(node):
         raise UserInputError(f"{where}: node id must be a non-negative integer, found {node!r}")
     return _KINDS[kind](node)
+
+
+def _names_from_json(names, num_nodes: int, source: str) -> tuple[str, ...]:
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise UserInputError(f"{source}: nodes: expected a list of node names (strings)")
+    if names and len(names) != num_nodes:
+        raise UserInputError(f"{source}: nodes: {len(names)} names for {num_nodes} nodes")
+    return tuple(names)
 
 
 def _meta_from_json(meta, source: str) -> tuple[tuple[str, str], ...]:

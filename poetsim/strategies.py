@@ -12,6 +12,8 @@ from enum import Enum
 
 from poetsim.errors import UserInputError
 from poetsim.optimiser import baselines
+from poetsim.optimiser.capuchin import capuchin_schedule
+from poetsim.optimiser.pofo import pofo_schedule
 from poetsim.problem import Problem
 from poetsim.schedule import Moves, Schedule
 
@@ -51,6 +53,14 @@ def _checkpoint_sqrt(problem: Problem) -> Schedule:
     return baselines.checkpoint_sqrt(problem.graph, problem.costs, problem.timing)[0]
 
 
+def _capuchin(problem: Problem) -> Schedule:
+    return capuchin_schedule(problem.graph, problem.costs, problem.budgets.ram_bytes, problem.timing).schedule
+
+
+def _pofo(problem: Problem) -> Schedule:
+    return pofo_schedule(problem.graph, problem.costs, problem.budgets.ram_bytes, problem.timing).schedule
+
+
 REGISTRY: dict[str, Strategy] = {s.name: s for s in (
     Strategy("keep-all", "every node computed once and kept until its last reader (the reference)",
              Moves(recompute=False, page=False), "#7f7f7f", _keep_all),
@@ -62,6 +72,12 @@ REGISTRY: dict[str, Strategy] = {s.name: s for s in (
              Moves(recompute=True, page=False), "#E69F00"),
     Strategy("checkpoint-sqrt", "Chen et al. 2016: keep about sqrt(n) segment boundaries, recompute the rest",
              Moves(recompute=True, page=False), "#CC79A7", _checkpoint_sqrt),
+    Strategy("capuchin", "Peng et al. 2020: evict the longest access gaps, swap where it hides, "
+                         "else recompute by memory saved per second",
+             Moves(recompute=True, page=True), "#D55E00", _capuchin),
+    Strategy("pofo", "Beaumont et al. 2021: the fastest chain schedule of recomputation and offloading "
+                     "(dynamic program; chains only)",
+             Moves(recompute=True, page=True), "#56B4E9", _pofo),
 )}
 
 #: Colour of runs replayed from a saved schedule (`poetsim simulate --schedule`).

@@ -1,153 +1,369 @@
 """Sweeps: run every point of a scenario's grid, in parallel, keeping every finished row.
 
-Each point (model x platform x RAM x runtime x strategy) is solved, checked and simulated in
-a worker process. Only the parent writes `runs.csv` (`poetsim.runs.RunsFile`): one row per
-finished point, so that a sweep killed at any moment keeps every row it had; `--resume` skips
-exactly the points whose key is already there.
-An infeasible or failed point is a row with its status and a one-line reason, never a crash.
+Each point (model x platform x RAM x runtime x strategy) is solved, checked and simulated in a
+worker process (`poetsim.workers`, or a Dask cluster: `poetsim.dask_pool`). Only the parent
+writes `runs.csv` (`poetsim.runs.RunsFile`): one row per finished point, so that a sweep killed
+at any moment keeps every row it had; `--resume` runs exactly the points without a row, and
+those whose row says `failed`. An infeasible or failed point is a row with its status and a
+one-line reason, never a crash.
+
+What a sweep does when things go wrong (docs/dependability.md has the whole story):
+
+- SIGINT or SIGTERM: no new point starts, the rows the workers already returned are written,
+  the workers end, and `Interrupted` is raised (exit 130 or 143), within a second or so;
+- another process writing into the same folder: `FolderBusyError` at once (`FolderLock`);
+- the machine refuses a file (disk full, read-only, permissions), in the parent or in a
+  worker: `StorageError`; that point is not recorded, so `--resume` runs it again;
+- a worker that dies twice on one point: that point is a `failed` row, the rest go on.
+
+Points of one grid cell are ordered: a solved strategy runs after the strategies at the same
+cell whose schedules it may use (baselines it allows, and solved strategies with fewer moves),
+and takes their schedules from `points/` as starts. So hybrid is never reported worse than
+paging-only or recompute-only at the same point: their schedules are hybrid schedules too.
 """
 
+import hashlib
 import os
 import re
 import time
 import traceback
-from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from multiprocessing import get_context
 from pathlib import Path
 
 import yaml
 
-from poetsim.errors import PoetsimError, UserInputError
+from poetsim import strategies
+from poetsim.dask_pool import NO_WORKER_WAIT_S, DaskPool
+from poetsim.errors import (
+    Interrupted,
+    PoetsimError,
+    StorageError,
+    UnavailableError,
+    UserInputError,
+)
+from poetsim.interrupts import StopRequest
 from poetsim.pipeline import problem_for_point, result_row, run_strategy, write_run
-from poetsim.runs import ResultRow, RunsFile
+from poetsim.runs import FolderLock, ResultRow, RunsFile
 from poetsim.scenario import Point, Scenario
+from poetsim.schedule import Schedule
+from poetsim.schedule_io import load_json
 from poetsim.status import Status
+from poetsim.strategies import Kind
+from poetsim.units import number_text
+from poetsim.workers import Died, ProcessPool, Raised
+
+#: Where a point keeps its schedule, trace and result, under the sweep's folder.
+POINTS_DIR = "points"
+#: How often the sweep looks up from waiting for points to see whether it was asked to stop.
+POLL_S = 0.2
+#: Longest point folder name before it is cut and given a hash (file systems allow 255 bytes).
+MAX_SLUG_CHARS = 120
 
 
 @dataclass(frozen=True)
 class PointJob:
-    """What a worker needs to run one point: picklable, no open files or solver state."""
+    """What a worker needs to run one point: picklable, no open files or solver state.
+
+    `start_dirs` are the point folders of the strategies at the same grid cell whose schedules
+    this point's solve may start from (read when the job runs: they finished before it).
+    """
 
     scenario: Scenario
     point: Point
     directory: Path
     time_limit_s: float
     threads: int
+    start_dirs: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A checked sweep: where it writes, what is already done and what is left to run."""
+
+    scenario: Scenario
+    directory: Path
+    runs: RunsFile
+    done_keys: frozenset[str]
+    todo: tuple[Point, ...]
+
+    @property
+    def total(self) -> int:
+        return len(self.done_keys) + len(self.todo)
 
 
 def point_slug(point: Point) -> str:
-    """A folder name for a point's schedule and trace, unique per key."""
-    text = f"{point.model_key}_{point.platform_key}_ram{point.ram.key}_rt{point.runtime_x!r}x_{point.strategy}"
-    return re.sub(r"[^A-Za-z0-9_.@-]+", "-", text.replace("%", "pct"))
+    """A folder name for a point's schedule and trace.
+
+    Readable where the key's parts are plain (letters, digits, `_.@-`) and short; otherwise (a
+    file name with spaces or other characters, a very long name) cut and followed by a hash of
+    the key, so that such names never meet. `plan_sweep` checks that no two points of a sweep
+    share a folder.
+    """
+    ram = point.ram.key.replace("%", "pct")
+    text = f"{point.model_key}_{point.platform_key}_ram{ram}_rt{number_text(point.runtime_x)}x_{point.strategy}"
+    safe = re.sub(r"[^A-Za-z0-9_.@-]+", "-", text)
+    if safe == text and len(text) <= MAX_SLUG_CHARS:
+        return text
+    digest = hashlib.sha256(point.key.encode("utf-8")).hexdigest()[:12]
+    return f"{safe[:MAX_SLUG_CHARS]}~{digest}"
 
 
-def point_fields(job: PointJob) -> dict:
+def point_fields(scenario: Scenario, point: Point) -> dict:
     """The fields of a point's row that name it."""
-    point = job.point
-    return {"scenario": job.scenario.name, "point_key": point.key, "model": point.model_key,
+    return {"scenario": scenario.name, "point_key": point.key, "model": point.model_key,
             "platform": point.platform_key, "ram": str(point.ram), "runtime_x": point.runtime_x,
             "strategy": point.strategy}
 
 
-def run_point(job: PointJob) -> ResultRow:
-    """Solve, check and simulate one point; always returns a row, whatever went wrong."""
-    point = job.point
-    start = time.perf_counter()
-    fields = point_fields(job)
-    try:
-        problem = problem_for_point(job.scenario, point)
-        run = run_strategy(problem, point.strategy, job.scenario.solver, job.time_limit_s, simulate=True,
-                           threads=job.threads)
-        row = result_row(run, **fields)
-        if run.schedule is not None:
-            write_run(run, job.directory / "points" / point_slug(point), row)
-    except PoetsimError as exc:
-        row = ResultRow(**fields, status=Status.FAILED, message=_one_line(str(exc)))
-    except Exception as exc:  # noqa: BLE001 - a bug in one point must not end the sweep
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        row = ResultRow(**fields, status=Status.FAILED, message=_one_line(
-            f"internal error {type(exc).__name__}: {exc} ({Path(where.filename).name}:{where.lineno})"))
-    return _with_wall(row, time.perf_counter() - start)
+def prerequisites(point: Point, cell: list[Point]) -> list[Point]:
+    """The points of the same cell whose schedules `point`'s solve may start from.
+
+    A baseline needs nothing. A solved strategy takes the baselines whose moves it allows and
+    the solved strategies with strictly fewer moves (so that two strategies never wait for each
+    other): hybrid waits for paging-only and recompute-only, both wait for keep-all.
+    """
+    own = strategies.get(point.strategy)
+    if own.kind is Kind.BASELINE:
+        return []
+    found = []
+    for other in cell:
+        theirs = strategies.get(other.strategy)
+        if other.strategy == point.strategy or not own.moves.allows(theirs.moves):
+            continue
+        if theirs.kind is Kind.BASELINE or _count(theirs.moves) < _count(own.moves):
+            found.append(other)
+    return found
 
 
-def _with_wall(row: ResultRow, wall_s: float) -> ResultRow:
-    return replace(row, wall_s=wall_s)
+def _count(moves) -> int:
+    return int(moves.recompute) + int(moves.page)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+def plan_sweep(scenario: Scenario, directory: Path, resume: bool = False) -> SweepPlan:
+    """Check where a sweep writes and what is left, without writing anything.
+
+    UserInputError when `directory` is a file or cannot be made, when it already holds a
+    runs.csv and `resume` is not set, when that runs.csv is not one poetsim can extend, or when
+    two points would share a folder.
+    """
+    directory = Path(directory)
+    check_output_dir(directory, "--out")
+    runs = RunsFile(directory / "runs.csv")
+    if runs.path.exists() and not resume:
+        raise UserInputError(f"{runs.path} exists: pass --resume to continue it, or choose another --out")
+    done = frozenset(runs.done_keys()) if resume and runs.path.exists() else frozenset()
+    points = scenario.points()
+    _check_distinct_folders(points)
+    todo = tuple(p for p in points if p.key not in done)
+    return SweepPlan(scenario, directory, runs, done & {p.key for p in points}, todo)
+
+
+def _check_distinct_folders(points: list[Point]) -> None:
+    seen: dict[str, Point] = {}
+    for point in points:
+        slug = point_slug(point)
+        if slug in seen:
+            raise UserInputError(f"points {seen[slug].key} and {point.key} would share the folder {POINTS_DIR}/{slug}; "
+                                 "rename one of their files")
+        seen[slug] = point
+
+
+def check_output_dir(directory: Path, option: str) -> None:
+    """UserInputError unless `directory` is a writable folder or can be made as one."""
+    probe = Path(directory)
+    if probe.exists() and not probe.is_dir():
+        raise UserInputError(f"{option}: {directory} is a file, not a folder")
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UserInputError(f"{option}: {probe} is a file, so {directory} cannot be made")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UserInputError(f"{option}: {probe} is not writable, so nothing can be written to {directory}")
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """UserInputError unless `path` can be written: its folder exists and it is not a folder."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserInputError(f"{option}: {path} is a folder; give a file name")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UserInputError(f"{option}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserInputError(f"{option}: the folder {folder} is not writable")
 
 
 def run_sweep(
     scenario: Scenario, directory: Path, jobs: int | None = None, resume: bool = False,
     time_limit_s: float | None = None, executor: str = "process", scheduler: str | None = None,
-    on_row: Callable[[ResultRow, int, int], None] | None = None,
+    on_row: Callable[[ResultRow, int, int], None] | None = None, no_worker_wait_s: float = NO_WORKER_WAIT_S,
 ) -> Path:
-    """Run every point not yet in `directory/runs.csv`; returns the path of runs.csv.
+    """Run every point not yet done in `directory/runs.csv`; returns the path of runs.csv.
 
+    Everything is checked before the first write (`plan_sweep`); the folder is then locked for
+    the sweep's life (`FolderLock`), a resumed runs.csv is tidied (`RunsFile.tidy`: its failed
+    rows go, so those points run again) and the scenario is copied beside the results.
     `on_row(row, done, total)` is called in the parent after each row is written (for progress).
+
+    Raises Interrupted on SIGINT or SIGTERM (when called from the main thread), FolderBusyError,
+    StorageError or UnavailableError (the Dask scheduler or its workers gone); in every case the
+    rows already written stay, and the message says how many.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    runs = RunsFile(directory / "runs.csv")
-    if runs.path.exists() and not resume:
-        raise UserInputError(f"{runs.path} exists: pass --resume to continue it, or choose another --out")
-    done = runs.done_keys() if resume else set()
-    points = [p for p in scenario.points() if p.key not in done]
-    total = len(scenario.points())
-    workers = max(1, jobs or os.cpu_count() or 1)
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    todo = [PointJob(scenario, p, directory, time_limit_s or scenario.time_limit_s, threads) for p in points]
-    finished = len(done)
-    for row in _execute(todo, workers, executor, scheduler):
-        runs.append(row)
-        finished += 1
-        if on_row is not None:
-            on_row(row, finished, total)
-    return runs.path
-
-
-def _execute(todo: list[PointJob], workers: int, executor: str, scheduler: str | None) -> Iterable[ResultRow]:
-    if not todo:
-        return
-    if executor == "dask":
-        yield from _execute_dask(todo, workers, scheduler)
-        return
-    if executor != "process":
+    if executor not in ("process", "dask"):
         raise UserInputError(f"--executor: unknown executor '{executor}' (use process or dask)")
-    if workers == 1:
-        for job in todo:
-            yield run_point(job)
-        return
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(run_point, job) for job in todo]
-        for future in as_completed(futures):
-            yield future.result()
+    plan = plan_sweep(scenario, directory, resume)
+    _make_folder(plan.directory)
+    with FolderLock(plan.directory), StopRequest() as stop:
+        if resume:
+            plan.runs.tidy()
+        plan = plan_sweep(scenario, directory, resume)   # again, now that no one else can write
+        save_scenario_copy(scenario, plan.directory)
+        workers = max(1, jobs or os.cpu_count() or 1)
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        limit_s = time_limit_s or scenario.time_limit_s
+        finished = len(plan.done_keys)
+        try:
+            with _pool(executor, workers, scheduler, no_worker_wait_s) as pool:
+                for row in _drive(plan, pool, limit_s, threads, stop):
+                    plan.runs.append(row)
+                    finished += 1
+                    if on_row is not None:
+                        on_row(row, finished, plan.total)
+        except (StorageError, UnavailableError) as exc:
+            raise type(exc)(f"{exc}; the sweep stopped with {_kept(plan)} of {plan.total} points kept; "
+                            "rerun with --resume once that is fixed") from None
+        if stop.signum is not None:
+            raise Interrupted(stop.signum, _kept(plan), plan.total)
+    return plan.runs.path
 
 
-def _execute_dask(todo: list[PointJob], workers: int, scheduler: str | None) -> Iterable[ResultRow]:
-    """Send the points to a Dask distributed cluster (a local one without a scheduler address)."""
-    from dask.distributed import Client, LocalCluster, as_completed as dask_completed
-
-    cluster = None
+def _kept(plan: SweepPlan) -> int:
+    """How many of the plan's points have a row that need not run again (read back from disk)."""
     try:
-        if scheduler:
-            client = Client(scheduler, timeout="30s")
-        else:
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=40)
-            client = Client(cluster)
+        return len(plan.runs.done_keys() & {p.key for p in plan.scenario.points()})
+    except PoetsimError:
+        return len(plan.done_keys)
+
+
+def _make_folder(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserInputError(f"--scheduler: cannot reach the Dask scheduler {scheduler} ({exc})") from None
+        raise StorageError.from_os_error(exc, "make the folder", directory) from None
+
+
+def _pool(executor: str, workers: int, scheduler: str | None, no_worker_wait_s: float):
+    if executor == "dask":
+        return DaskPool(run_point, workers, scheduler, no_worker_wait_s)
+    return ProcessPool(workers, run_point)
+
+
+def _jobs(plan: SweepPlan, limit_s: float, threads: int) -> tuple[list[PointJob], dict[str, set[str]]]:
+    """One job per point left, and for each the keys of the points it must wait for."""
+    cells: dict[tuple, list[Point]] = {}
+    for point in plan.scenario.points():
+        cells.setdefault(point.cell, []).append(point)
+    jobs, waits = [], {}
+    for point in plan.todo:
+        before = prerequisites(point, cells[point.cell])
+        start_dirs = tuple(plan.directory / POINTS_DIR / point_slug(p) for p in before)
+        jobs.append(PointJob(plan.scenario, point, plan.directory, limit_s, threads, start_dirs))
+        waits[point.key] = {p.key for p in before if p.key not in plan.done_keys}
+    return jobs, waits
+
+
+def _drive(plan: SweepPlan, pool, limit_s: float, threads: int, stop: StopRequest) -> Iterator[ResultRow]:
+    """Run the plan's jobs on `pool`, each once its prerequisites are done; yield rows as they finish.
+
+    On a stop request no job starts; the rows already returned are still yielded. A job that
+    raised (an environment error in a worker) stops the sweep the same way, then is raised.
+    """
+    jobs, waits = _jobs(plan, limit_s, threads)
+    blocked = {job.point.key: set(waits[job.point.key]) for job in jobs}
+    by_key = {job.point.key: job for job in jobs}
+    running = 0
+    error: BaseException | None = None
+
+    def start_ready() -> None:
+        nonlocal running
+        for key in [k for k, needs in blocked.items() if not needs]:
+            del blocked[key]
+            pool.submit(key, by_key[key])
+            running += 1
+
+    start_ready()
+    while running:
+        halting = stop.signum is not None or error is not None
+        for key, job, outcome in pool.collect(0.0 if halting else POLL_S, dispatch=not halting):
+            running -= 1
+            if isinstance(outcome, Raised):
+                error = error or outcome.error
+                continue
+            if isinstance(outcome, Died):
+                if stop.signum is not None:
+                    continue   # killed with the rest of the process group: not the point's fault
+                outcome = ResultRow(**point_fields(plan.scenario, job.point), status=Status.FAILED,
+                                    message=f"{outcome.message}; rerun with --resume to try again")
+            yield outcome
+            for needs in blocked.values():
+                needs.discard(key)
+        if halting:
+            break
+        if stop.signum is None and error is None:
+            start_ready()
+    if error is not None:
+        raise error
+
+
+def run_point(job: PointJob) -> ResultRow:
+    """Solve, check and simulate one point; a row whatever went wrong with the point itself.
+
+    What goes wrong with the machine is not the point's result: an OSError (disk full,
+    read-only, permissions) while writing the point's folder, or anywhere else, is raised as
+    StorageError, so the sweep stops and the point is not recorded.
+    """
+    point = job.point
+    start = time.perf_counter()
+    fields = point_fields(job.scenario, point)
     try:
-        futures = client.map(run_point, todo, pure=False)
-        for future in dask_completed(futures):
-            yield future.result()
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        problem = problem_for_point(job.scenario, point)
+        run = run_strategy(problem, point.strategy, job.scenario.solver, job.time_limit_s, simulate=True,
+                           threads=job.threads, starts=_starts(job.start_dirs))
+        row = result_row(run, **fields)
+    except OSError as exc:
+        raise StorageError.from_os_error(exc, "use") from None
+    except PoetsimError as exc:
+        row, run = ResultRow(**fields, status=Status.FAILED, message=_one_line(str(exc))), None
+    except Exception as exc:  # noqa: BLE001 - a bug in one point must not end the sweep
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        row, run = ResultRow(**fields, status=Status.FAILED, message=_one_line(
+            f"internal error {type(exc).__name__}: {exc} ({Path(where.filename).name}:{where.lineno})")), None
+    if run is not None and run.schedule is not None:
+        try:
+            write_run(run, job.directory / POINTS_DIR / point_slug(point), row)
+        except OSError as exc:
+            raise StorageError.from_os_error(exc, "write") from None
+    return replace(row, wall_s=time.perf_counter() - start)
+
+
+def _starts(start_dirs: tuple[Path, ...]) -> tuple[Schedule, ...]:
+    """The schedules saved by the points a job waited for (those that have a readable one).
+
+    Starts are hints: a schedule file cut short by a kill in an earlier run is skipped.
+    """
+    found = []
+    for directory in start_dirs:
+        try:
+            if (directory / "schedule.json").is_file():
+                found.append(load_json(directory / "schedule.json"))
+        except (PoetsimError, OSError):
+            continue
+    return tuple(found)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def save_scenario_copy(scenario: Scenario, directory: Path) -> None:
@@ -156,14 +372,21 @@ def save_scenario_copy(scenario: Scenario, directory: Path) -> None:
     File paths are written relative to `directory`, so the copy works wherever the repository
     (or the results folder with its inputs) is cloned or moved.
     """
-    directory.mkdir(parents=True, exist_ok=True)
     data = scenario.model_dump(mode="json", exclude_defaults=True)
     data["model"] = [_relative(m, directory) for m in scenario.model]
     data["platform"] = [_relative(p, directory) for p in scenario.platform]
-    data["budgets"] = {"ram": [str(r) for r in scenario.budgets.ram], "runtime": [f"{x:g}x" for x in scenario.budgets.runtime]}
+    data["budgets"] = {"ram": [str(r) for r in scenario.budgets.ram],
+                       "runtime": [f"{number_text(x)}x" for x in scenario.budgets.runtime]}
     if "strategies" in data:
         data["strategies"] = list(scenario.strategies)
-    (directory / "scenario.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    path, temporary = directory / "scenario.yaml", directory / "scenario.yaml.tmp"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        os.replace(temporary, path)   # whole or not at all: `compare` and `report` read it later
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise StorageError.from_os_error(exc, "write", path) from None
 
 
 def _relative(spec: str, directory: Path) -> str:

@@ -9,8 +9,8 @@ learnable ones (BatchNorm running statistics are buffers, not counted anywhere).
 left out of every model: it changes no shape, and its mask is small next to the activations.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from poetsim.errors import UserInputError
 from poetsim.graph import TrainingGraph
@@ -295,6 +295,7 @@ def build_model(name: str, batch_size: int = 1, input_size: int | None = None,
     if spec.input_size is not None:
         (option, size, default), (other, stray) = ("input_size", input_size, spec.input_size), ("seq_len", seq_len)
     else:
+        assert spec.seq_len is not None, f"{name}: a model spec sets input_size or seq_len"
         (option, size, default), (other, stray) = ("seq_len", seq_len, spec.seq_len), ("input_size", input_size)
     if stray is not None:
         raise UserInputError(f"{other} does not apply to {name}; it takes {option}")

@@ -4,15 +4,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optimiser_cases import cases, cost_table, training_graph, MOVES, PAGING_ONLY, RECOMPUTE_ONLY
 from poetsim.checker import check_schedule, compare_figures
+from poetsim.costs import node_costs
 from poetsim.optimiser import checkpoint_sqrt, keep_all
 from poetsim.optimiser import plan as plans
-from poetsim.costs import node_costs
 from poetsim.optimiser.baselines import forward_cut_points, start_plan
 from poetsim.profiles import load_platform
-from poetsim.zoo import build_model
 from poetsim.schedule import Budgets, Timing
+from poetsim.zoo import build_model
+
+from optimiser_cases import MOVES, PAGING_ONLY, RECOMPUTE_ONLY, cases, cost_table, training_graph
 
 
 def long_chain(forward: int = 16):

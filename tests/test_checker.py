@@ -296,7 +296,8 @@ def test_budgets_met_exactly_pass(six, six_costs):
 
 
 def test_ram_over_budget_says_by_how_much(six, six_costs):
-    with pytest.raises(ScheduleError, match=r"^over budget: peak RAM 340 bytes is 10 bytes \(3.03%\) over the budget of 330 bytes$"):
+    with pytest.raises(ScheduleError,
+                       match=r"^over budget: peak RAM 340 bytes is 10 bytes \(3.03%\) over the budget of 330 bytes$"):
         check_schedule(schedule_of(six, PAGING), six, six_costs, Timing.OVERLAP, Budgets(330, 11.0))
 
 

@@ -46,7 +46,8 @@ def test_graph_json_has_numbers_not_strings(tmp_path):
 def test_models_and_platforms_list_everything():
     models, platforms = poetsim("models"), poetsim("platforms")
     assert models.returncode == 0 and platforms.returncode == 0
-    for name in ("mlp", "vgg16", "resnet18", "resnet18_cifar", "resnet50", "mobilenet_v2", "bert_base", "transformer", "gpt2_small"):
+    for name in ("mlp", "vgg16", "resnet18", "resnet18_cifar", "resnet50", "mobilenet_v2", "bert_base", "transformer",
+                 "gpt2_small"):
         assert name in models.stdout
     for name in ("mkr1000", "nrf52840", "rpi4", "rpi4-nocache", "jetson-tx2"):
         assert name in platforms.stdout
@@ -85,7 +86,8 @@ def test_solve_writes_the_milp_as_an_lp_file_on_request(tmp_path):
     text = lp.read_text()
     assert "overhead:" in text and "inputs_present" in text
     assert "M_in(" not in text  # recompute-only has no paging variables
-    baseline = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x", "--strategy", "keep-all", "--lp", lp)
+    baseline = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
+                       "--strategy", "keep-all", "--lp", lp)
     assert_one_line_error(baseline, 2, "--lp: keep-all is a baseline")
 
 
@@ -113,19 +115,20 @@ def test_simulate_writes_trace_summary_and_charts(tmp_path):
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert set(summary["predicted"]) == set(summary["simulated"]) == {"makespan_s", "peak_ram_bytes", "energy_j"}
-    assert json.loads((tmp_path / "summary.json").read_text())["predicted"] == summary["predicted"]
+    assert json.loads((tmp_path / "comparison.json").read_text())["predicted"] == summary["predicted"]
+    assert "figures" in json.loads((tmp_path / "summary.json").read_text())
     trace = pd.read_csv(tmp_path / "trace.csv")
     assert {"time_s", "resource", "node", "kind", "bytes"} <= set(trace.columns)
-    for name in ("schedule.html", "schedule.png", "timeline.html", "timeline.png"):
+    for name in ("run.html", "schedule.png", "schedule.svg", "timeline.png", "timeline.svg"):
         assert (tmp_path / name).stat().st_size > 1000
 
 
-def test_simulate_writes_beside_the_sweep_results_by_default(tmp_path):
+def test_simulate_writes_under_build_by_default(tmp_path):
     result = poetsim("simulate", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
                      "--strategy", "hybrid", "--no-charts", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    written = list((tmp_path / "results" / "mcu" / "simulate").glob("*/trace.csv"))
-    assert [p.parent.name for p in written] == ["mlp_nrf52840_ram85pct_rt1.5x_hybrid_overlap"]
+    written = list((tmp_path / "build" / "mcu" / "simulate").glob("*/trace.csv"))
+    assert [p.parent.name for p in written] == ["mlp_nrf52840_ram85pct_rt1.5x_hybrid_overlap_barrier"]
 
 
 def test_simulate_replays_a_saved_schedule(tmp_path):
@@ -136,3 +139,61 @@ def test_simulate_replays_a_saved_schedule(tmp_path):
                      "--schedule", tmp_path / "solve" / "schedule.json", "--json", "--no-charts", "--out", tmp_path / "sim")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["predicted"]["energy_j"] > 0
+
+
+def test_a_bare_ram_below_one_is_refused_with_a_hint():
+    result = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "0.5", "--runtime", "1.5x", "--strategy", "hybrid")
+    assert_one_line_error(result, 2, "did you mean 50%?")
+
+
+def test_bad_output_paths_fail_before_any_solve(tmp_path):
+    a_file = tmp_path / "taken"
+    a_file.write_text("x")
+    result = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x", "--out", a_file)
+    assert_one_line_error(result, 2, "--out: ")
+    result = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x",
+                     "--lp", tmp_path / "missing" / "model.lp")
+    assert_one_line_error(result, 2, "--lp: the folder")
+
+
+def test_json_on_every_listing_command(tmp_path):
+    assert {m["model"] for m in json.loads(poetsim("models", "--json").stdout)} >= {"mlp", "resnet18_cifar"}
+    assert {p["name"] for p in json.loads(poetsim("platforms", "--json").stdout)} >= {"rpi4", "nrf52840"}
+    checked = json.loads(poetsim("validate", MCU, "--json").stdout)
+    assert checked == [{"path": str(MCU), "ok": True, "name": "mcu", "points": 48}]
+
+
+def test_batch_size_overrides_the_scenario_and_warns_for_graph_files(tmp_path):
+    small = json.loads(poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "100%", "--runtime", "1.5x",
+                               "--strategy", "keep-all", "--json").stdout)
+    large = json.loads(poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "100%", "--runtime", "1.5x",
+                               "--strategy", "keep-all", "--batch-size", "4", "--json").stdout)
+    assert large["keep_all_peak_bytes"] > small["keep_all_peak_bytes"]
+    graph = tmp_path / "mlp.json"
+    assert poetsim("graph", "mlp", "--batch-size", "2", "--save", graph).returncode == 0
+    noted = poetsim("solve", MCU, "--model", graph, "--platform", "nrf52840", "--ram", "100%", "--runtime", "1.5x",
+                    "--strategy", "keep-all", "--batch-size", "4", "--json")
+    assert noted.returncode == 0, noted.stderr
+    assert "does not apply to graph file mlp.json" in noted.stderr
+
+
+def test_the_first_sweep_a_user_types_writes_under_build(tmp_path):
+    scenario = tmp_path / "scenarios" / "tiny.yaml"
+    scenario.parent.mkdir()
+    scenario.write_text(MCU.read_text().replace("platform: [mkr1000, nrf52840]", "platform: nrf52840")
+                        .replace("ram: [100%, 85%, 70%, 60%]", "ram: 70%").replace("runtime: [1.0x, 1.5x]", "runtime: 1.5x"))
+    result = poetsim("sweep", scenario, "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["points"] == 3 and summary["runs_csv"] == str(Path("build") / "mcu" / "runs.csv")
+    assert (tmp_path / "build" / "mcu" / "scenario.yaml").is_file()
+
+
+def test_a_sweep_refused_for_an_existing_folder_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "runs.csv").write_text("point_key,status\n")
+    (out / "scenario.yaml").write_text("name: kept\n")
+    result = poetsim("sweep", MCU, "--out", out)
+    assert_one_line_error(result, 2, "pass --resume")
+    assert (out / "scenario.yaml").read_text() == "name: kept\n"

@@ -2,9 +2,10 @@
 
 import pytest
 
-from poetsim.costs import node_costs
+from poetsim.costs import moved_bytes, node_costs
 from poetsim.graph import MeasuredCosts, Node, TrainingGraph
 from poetsim.profiles import Platform, load_platform
+from poetsim.zoo import build_model
 
 # The MKR1000 figures of the POET authors, written out by hand (arXiv 2207.07697).
 MKR_S_PER_2000_FLOP = 0.012
@@ -126,3 +127,50 @@ def test_energy_rate_defaults_to_the_time_rate(tiny, mkr1000):
     """Without energy_flops_per_s, energy per FLOP is power / flops_per_s."""
     assert mkr1000.compute.energy_flops_per_s is None
     assert mkr1000.compute.joules_per_flop == pytest.approx(MKR_COMPUTE_W * MKR_S_PER_2000_FLOP / 2000, rel=1e-12)
+
+
+def test_compute_time_is_the_roofline_of_flops_and_bytes_moved(mkr1000):
+    """A node moving its inputs and output faster than the bus allows is bus-bound.
+
+    On the MKR1000 (166.7 kFLOP/s, 192 MB/s bus) a 2,000-FLOP node reading 400 B and writing 200 B
+    needs 12 ms of arithmetic and 3.1 us of bus: compute-bound. Given 19.2 MB of input to read, the
+    bus needs 100 ms, so that is its time; its energy stays the arithmetic's.
+    """
+    compute_bound = node_costs(_graph(), mkr1000)
+    assert compute_bound.compute_s[1] == pytest.approx(MKR_S_PER_2000_FLOP, rel=1e-12)
+    heavy = TrainingGraph.create("heavy", [
+        Node(0, "x", "input", False, (), 19_200_000 - 200),
+        Node(1, "relu", "relu", False, (0,), 200, flops=2000.0),
+    ])
+    costs = node_costs(heavy, mkr1000)
+    assert costs.compute_s[1] == pytest.approx(19_200_000 / 192e6, rel=1e-12)
+    assert costs.compute_j[1] == pytest.approx(compute_bound.compute_j[1], rel=1e-12)
+    assert moved_bytes(heavy) == (19_199_800, 19_200_000)
+
+
+def test_the_input_read_is_not_a_roofline(mkr1000):
+    """The batch read stays a page-in, whatever its bytes over the memory bus."""
+    graph = TrainingGraph.create("read", [Node(0, "x", "input", False, (), 10**9)])
+    costs = node_costs(graph, mkr1000)
+    assert costs.compute_s[0] == pytest.approx(SD_IN[0] + 1e9 / SD_IN[1], rel=1e-12)
+
+
+def test_a_measured_compute_time_wins_over_the_roofline(mkr1000):
+    """Measured per-node time replaces the roofline's, even below bytes / bus bandwidth."""
+    graph = TrainingGraph.create("fast", [
+        Node(0, "x", "input", False, (), 19_200_000),
+        Node(1, "relu", "relu", False, (0,), 200, flops=2000.0, measured=MeasuredCosts(compute_s=0.001)),
+    ])
+    assert node_costs(graph, mkr1000).compute_s[1] == 0.001
+
+
+def test_the_jetson_tx2_bus_bounds_most_of_resnet18():
+    """ResNet-18 (CIFAR, batch 8) on the TX2: 94 of 137 nodes are bus-bound, +2.6 % on the plain pass."""
+    graph, tx2 = build_model("resnet18_cifar", batch_size=8), load_platform("jetson-tx2")
+    costs = node_costs(graph, tx2)
+    flops_s = [n.flops / tx2.compute.flops_per_s for n in graph.nodes]
+    bus_s = [b / tx2.memory_bus_bytes_per_s for b in moved_bytes(graph)]
+    bound = [n.id for n in graph.nodes if n.op != "input" and bus_s[n.id] > flops_s[n.id]]
+    assert len(bound) == 94
+    arithmetic_s = sum(costs.compute_s[i] if graph.nodes[i].op == "input" else flops_s[i] for i in range(len(graph)))
+    assert costs.plain_runtime_s / arithmetic_s == pytest.approx(1.0261, abs=5e-4)

@@ -1,8 +1,12 @@
 """The TrainingGraph record: validation, derived structure and the keep-all peak."""
 
-import pytest
+import math
 
-from poetsim.graph import Node, TrainingGraph
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from poetsim.graph import MAX_NODE_FLOPS, MAX_NODES, Node, TrainingGraph
 
 
 def _chain(sizes):
@@ -48,6 +52,11 @@ def test_keep_all_peak_counts_long_lived_outputs():
     (Node(1, "b", "op", False, (4,), 1), "missing node 4"),
     (Node(1, "b", "op", False, (0, 0), 1), "twice"),
     (Node(1, "b", "op", False, (0,), -1), "negative"),
+    (Node(1, "b", "op", False, (0,), 1, flops=math.inf), "flops must be a finite number"),
+    (Node(1, "b", "op", False, (0,), 1, flops=math.nan), "flops must be a finite number"),
+    (Node(1, "b", "op", False, (0,), 1, flops=2 * MAX_NODE_FLOPS), "flops 2e\\+21 is above"),
+    (Node(1, "b", "op", False, (0,), 2**51), "output_bytes 2.2518e\\+15 is above"),
+    (Node(1, "b\nc", "op", False, (0,), 1), "control character U\\+000A"),
     (Node(2, "b", "op", False, (0,), 1), "ids must be 0..T-1"),
 ])
 def test_create_rejects_bad_nodes(node, message):
@@ -59,3 +68,26 @@ def test_create_rejects_a_forward_reference():
     with pytest.raises(ValueError, match="later node 2"):
         TrainingGraph.create("bad", [
             Node(0, "a", "op", False, (), 1), Node(1, "b", "op", False, (2,), 1), Node(2, "c", "op", False, (), 1)])
+
+
+def test_create_rejects_more_nodes_than_poetsim_takes():
+    nodes = [Node(i, "n", "op", False, (), 1) for i in range(MAX_NODES + 1)]
+    with pytest.raises(ValueError, match="100,001 nodes is more than poetsim takes"):
+        TrainingGraph.create("huge", nodes)
+
+
+@st.composite
+def dags(draw):
+    """Random training-graph-shaped DAGs: each node reads a few earlier ones."""
+    count = draw(st.integers(1, 25))
+    nodes = []
+    for i in range(count):
+        deps = sorted(draw(st.sets(st.integers(0, i - 1), max_size=3))) if i else []
+        nodes.append(Node(i, f"n{i}", "op", i > count // 2, tuple(deps), draw(st.integers(0, 1000))))
+    return TrainingGraph.create("random", nodes)
+
+
+@given(dags())
+def test_the_keep_all_peak_is_the_largest_working_set(graph):
+    """The O(T) sweep gives what the definition says: the largest RAM in use right after a node runs."""
+    assert graph.keep_all_peak_bytes == max(graph.working_set_bytes(t) for t in range(len(graph)))

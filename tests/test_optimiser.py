@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from optimiser_cases import relu_or_conv, training_graph, cost_table, HYBRID, PAGING_ONLY, RECOMPUTE_ONLY
 from poetsim.checker import check_schedule, compare_figures
 from poetsim.errors import InfeasibleBudgetError, SolverUnavailableError, UserInputError
 from poetsim.graph import Node, TrainingGraph
 from poetsim.optimiser import optimise, require_feasible, write_lp
 from poetsim.schedule import Budgets, Compute, PageIn, PageOut, Timing
+
+from optimiser_cases import HYBRID, PAGING_ONLY, RECOMPUTE_ONLY, cost_table, relu_or_conv, training_graph
 
 GOLDEN = Path(__file__).parent / "golden"
 needs_glpk = pytest.mark.skipif(shutil.which("glpsol") is None, reason="glpsol (glpk-utils) not installed")

@@ -12,13 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optimiser_cases import cases, HYBRID, MOVES
 from poetsim.checker import check_schedule, compare_figures
 from poetsim.optimiser import keep_all, optimise
 from poetsim.optimiser import plan as plans
-from poetsim.optimiser.rules import Mode, plan_from_decisions, uses
 from poetsim.optimiser.formulation import formulate
+from poetsim.optimiser.rules import Mode, plan_from_decisions, uses
 from poetsim.schedule import Budgets, Timing
+
+from optimiser_cases import HYBRID, MOVES, cases
 
 GAP = 1e-7  # tight enough that "optimal" answers can be compared across strategies
 

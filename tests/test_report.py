@@ -1,11 +1,16 @@
 """Charts and the HTML report: stage states by hand, offline files, findings computed from the data."""
 
+import html
 import json
+import math
 import re
+import struct
+from dataclasses import replace
 
 import pandas as pd
 import pytest
 
+from poetsim import strategies
 from poetsim.checker import check_schedule
 from poetsim.costs import CostTable
 from poetsim.errors import ScheduleError, UserInputError
@@ -13,7 +18,13 @@ from poetsim.graph import Node, TrainingGraph
 from poetsim.pipeline import Problem, Run
 from poetsim.profiles import load_platform
 from poetsim.report import build_report, footer_text, save_chart, save_run_charts, schedule_chart, stage_states, timeline_chart
+from poetsim.report.overhead import overhead_chart
+from poetsim.report.page import script_json
+from poetsim.report.palette import platform_colours, strategy_colours
 from poetsim.report.report import prepare, winners
+from poetsim.report.sweep_charts import pareto_chart, prediction_differences, runtime_chart
+from poetsim.report.tables import headline_table
+from poetsim.report.timeline import NEUTRAL_COLOURS, bus_lane, lanes
 from poetsim.schedule import Budgets, Compute, Free, PageIn, PageOut, Schedule, Timing
 from poetsim.simulator import simulate
 from poetsim.units import RamSpec
@@ -73,23 +84,46 @@ def mixed(seven) -> Schedule:
 
 
 FOOTER = footer_text("unit-test scenario", ["overlap"])
+HOSTILE = "<img src=x onerror=window.__pwned=1></script><script>window.__pwned=1</script>"
 
 
 def assert_offline_html(path, footer=FOOTER):
+    """The page loads no script from the network, carries the Vega bundle exactly once, and says what it assumes."""
     text = path.read_text(encoding="utf-8")
     assert not CDN_SCRIPT.search(text), f"{path} loads a script from the network"
-    assert "vegaEmbed" in text and len(text) > 300_000  # the Vega bundle is inline
-    assert footer[:80] in text
+    assert text.count("window.vegaEmbed=") == 1 and len(text) > 300_000  # the Vega bundle, inline, once
+    assert re.search(r"<title>[^<]+</title>", text), f"{path} has no title"
+    assert '"actions": false' in text  # no "Open in Vega Editor", which goes online
+    assert html.escape(footer[:80]) in text or footer[:80] in text
 
 
-def assert_png(path):
+def png_size(path) -> tuple[int, int]:
     data = path.read_bytes()
     assert data[:8] == PNG_MAGIC
-    assert len(data) > 5_000
+    return struct.unpack(">II", data[16:24])
+
+
+def svg_size(path) -> tuple[float, float]:
+    text = path.read_text(encoding="utf-8")
+    assert text.lstrip().startswith("<svg")
+    width, height = re.search(r'<svg[^>]*width="([\d.]+)"[^>]*height="([\d.]+)"', text).groups()
+    return float(width), float(height)
+
+
+def assert_images(directory, stem):
+    """stem.png is drawn at twice the pixel density of stem.svg."""
+    width, height = png_size(directory / f"{stem}.png")
+    svg_width, svg_height = svg_size(directory / f"{stem}.svg")
+    assert (width, height) == (round(2 * svg_width), round(2 * svg_height))
+    assert width > 300
 
 
 def embedded_rows(chart) -> int:
     return sum(len(rows) for rows in chart.to_dict()["datasets"].values())
+
+
+def chart_rows(chart) -> list[dict]:
+    return [row for rows in chart.to_dict()["datasets"].values() for row in rows]
 
 
 def test_stage_states_follow_the_instruction_semantics(seven, mixed):
@@ -107,13 +141,33 @@ def test_stage_states_rejects_a_schedule_for_another_graph(mixed):
         stage_states(mixed, make_graph([(), (0,)], [1, 1]))
 
 
-def test_schedule_chart_saves_offline_html_and_png(seven, mixed, tmp_path):
-    """stem.html opens without internet and carries the footer; stem.png is a real image."""
+def test_save_chart_writes_an_offline_page_a_2x_png_and_an_svg(seven, mixed, tmp_path):
+    """stem.html opens without internet and carries the footer; the PNG is the SVG at twice the density."""
     chart = schedule_chart(mixed, seven, "seven: mixed", FOOTER)
-    html, png = save_chart(chart, tmp_path / "charts", "schedule")
-    assert (html.name, png.name) == ("schedule.html", "schedule.png")
-    assert_offline_html(html)
-    assert_png(png)
+    paths = save_chart(chart, tmp_path / "charts", "schedule", title="seven: mixed")
+    assert [p.name for p in paths] == ["schedule.html", "schedule.png", "schedule.svg"]
+    assert_offline_html(paths[0])
+    assert "<title>seven: mixed</title>" in paths[0].read_text(encoding="utf-8")
+    assert_images(tmp_path / "charts", "schedule")
+
+
+def test_schedule_chart_names_layers_and_marks_the_loss_and_the_transfers():
+    """Layer names on the axis, a rule where the backward pass begins, and a marker on every transfer."""
+    # 0 input -> 1 fc -> 2 loss, then 3 fc_grad (reads 2 and 0) and 4 input_grad (reads 3 and 1).
+    nodes = [Node(0, "input", "input", False, (), 40), Node(1, "fc", "linear", False, (0,), 20),
+             Node(2, "loss", "loss", False, (1,), 4), Node(3, "fc_grad", "linear_grad", True, (2, 0), 20),
+             Node(4, "input_grad", "linear_grad", True, (3, 1), 40)]
+    graph = TrainingGraph.create("tiny", nodes)
+    stages = [[C(0)], [C(1), PO(0), F(0)], [C(2)], [PI(0), C(3), F(2)], [C(4), F(0), F(1), F(3), F(4)]]
+    schedule = Schedule("tiny", 5, Timing.OVERLAP, tuple(tuple(s) for s in stages))
+    spec = schedule_chart(schedule, graph, "tiny", FOOTER).to_dict()
+    text = json.dumps(spec)
+    assert all(f"{i} {name}" in text for i, name in enumerate(["input", "fc", "loss", "fc_grad", "input_grad"]))
+    rows = chart_rows(schedule_chart(schedule, graph, "tiny", FOOTER))
+    assert [r["stage"] for r in rows if "text" in r] == [3]  # the divider after the loss (node 2)
+    transfers = sorted((r["state"], r["node"]) for r in rows if "middle" in r)
+    assert transfers == [("page-in", 0), ("page-out", 0)]
+    assert "loss is node 2" in text
 
 
 def test_schedule_chart_embeds_runs_not_cells():
@@ -125,19 +179,78 @@ def test_schedule_chart_embeds_runs_not_cells():
     assert embedded_rows(schedule_chart(schedule, graph, "chain", FOOTER)) <= 4 * n
 
 
-def test_timeline_chart_of_a_simulation_has_lanes_curve_and_budget(seven, mixed, tmp_path):
-    """Compute and DMA lanes with every kind present, the RAM curve and the budget rule."""
-    result = simulate(mixed, seven, make_costs(seven), ram_capacity_bytes=10_000)
-    chart = timeline_chart(result, 360, "seven: timeline", FOOTER)
-    rows = [row for rows in chart.to_dict()["datasets"].values() for row in rows]
+@pytest.fixture
+def simulated(seven, mixed):
+    """The mixed schedule on the simulated device: page-out 2-3.5 s, page-in 4-5.5 s, a stall 5-5.5 s,
+    a recompute 6.5-7.5 s; makespan 8.5 s; peak 350 bytes."""
+    return simulate(mixed, seven, make_costs(seven), ram_capacity_bytes=10_000, mode="free-running")
+
+
+def test_timeline_has_compute_dma_and_bus_lanes_with_every_kind(simulated, tmp_path):
+    """Compute and DMA lanes with every kind present, a bus lane derived from them, and the RAM curve."""
+    chart = timeline_chart(simulated, 360, "seven: timeline", FOOTER, deadline_s=10.0)
+    rows = chart_rows(chart)
     kinds = {row["kind"] for row in rows if "kind" in row}
-    assert {"compute", "recompute", "page-in", "page-out"} <= kinds
-    assert {row["resource"] for row in rows if "resource" in row} >= {"compute", "dma"}
-    assert any(row.get("ram_bytes") == 360 and "label" in row for row in rows)
-    assert max(row["ram_bytes"] for row in rows if "ram_bytes" in row and "label" not in row) == result.figures.peak_ram_bytes
-    html, png = save_chart(chart, tmp_path, "timeline")
-    assert_offline_html(html)
-    assert_png(png)
+    assert {"compute", "recompute", "page-in", "page-out", "stall", "bus: compute", "bus: both", "bus: transfers"} <= kinds
+    assert {row["resource"] for row in rows if "resource" in row} == {"compute", "dma", "bus"}
+    curve = [row for row in rows if "ram_bytes" in row and "label" not in row]
+    assert max(row["ram_bytes"] for row in curve) == simulated.figures.peak_ram_bytes == 350
+    assert any(row.get("ram_bytes") == 360 and "label" in row for row in rows)  # the budget rule
+    assert any("deadline 10 s" in str(row.get("label")) for row in rows)
+    assert not any("past the deadline" in str(row.get("label")) or "over the budget" in str(row.get("label")) for row in rows)
+    text = json.dumps(chart.to_dict())
+    assert "RAM in use (KiB)" in text and "time (s)" in text
+    save_chart(chart, tmp_path, "timeline")
+    assert_images(tmp_path, "timeline")
+
+
+def test_bus_lane_says_who_is_on_the_bus_when(simulated):
+    """Compute alone, then both with the page-out, compute, both with the page-in, the page-in alone
+    while compute stalls, then compute: hand-checked against the trace."""
+    bus = bus_lane(lanes(simulated.trace[simulated.trace["resource"] != "bus"]).query("resource != 'bus'"))
+    spans = [(row.time_s, row.end_s, row.kind) for row in bus.itertuples()]
+    assert spans == [(0.0, 2.0, "bus: compute"), (2.0, 3.5, "bus: both"), (3.5, 4.0, "bus: compute"),
+                     (4.0, 5.0, "bus: both"), (5.0, 5.5, "bus: transfers"), (5.5, 8.5, "bus: compute")]
+
+
+def test_timeline_highlights_overruns_and_keeps_short_events_visible(simulated):
+    """Past a 6 s deadline and above a 300-byte budget is shaded; a stall in a long run is at least 3 px wide."""
+    rows = chart_rows(timeline_chart(simulated, 300, "seven", FOOTER, deadline_s=6.0))
+    assert any(row.get("label") == "2.5 s past the deadline" for row in rows)
+    over = sorted(row["label"] for row in rows if "over the budget" in str(row.get("label")))
+    assert over == ["40 bytes over the budget", "50 bytes over the budget"]  # 340 at 2-3 s, 350 at 6.5-7.5 s
+    stall = next(row for row in rows if row.get("kind") == "stall")
+    assert stall["end"] - stall["start"] == pytest.approx(0.5)
+    trace = simulated.trace.copy()
+    trace.loc[trace["kind"] == "stall", "end_s"] = 5.0 + 1e-6  # a 1 us stall in an 8.5 s run
+    short = replace(simulated, trace=trace)
+    stall = next(row for row in chart_rows(timeline_chart(short, None, "seven", FOOTER)) if row.get("kind") == "stall")
+    assert (stall["end"] - stall["start"]) / 8.5 * 1000 >= 3 - 1e-9  # MIN_BAR_PX on a 1000 px axis
+    assert stall["duration_s"] == pytest.approx(1e-6)  # the tooltip keeps the true duration
+
+
+def test_timeline_draws_kinds_it_does_not_know_in_a_neutral_colour(simulated):
+    """A newer simulator's kinds (a wait, say) are drawn and named, in grey, never dropped."""
+    extra = pd.DataFrame([{"time_s": 1.0, "end_s": 1.5, "duration_s": 0.5, "resource": "dma", "node": 0,
+                           "kind": "wait_dma", "bytes": 0, "stage": 1}])
+    trace = pd.concat([simulated.trace, extra], ignore_index=True)
+    spec = timeline_chart(replace(simulated, trace=trace), None, "seven", FOOTER).to_dict()
+    scale = next(c["scale"] for c in _encodings(spec, "color") if "wait-dma" in c.get("scale", {}).get("domain", []))
+    assert scale["range"][scale["domain"].index("wait-dma")] in NEUTRAL_COLOURS
+
+
+def _encodings(spec, channel):
+    """Every encoding of `channel` in a spec, nested charts included."""
+    found = []
+    if isinstance(spec, dict):
+        if channel in spec.get("encoding", {}):
+            found.append(spec["encoding"][channel])
+        for value in spec.values():
+            found += _encodings(value, channel)
+    elif isinstance(spec, list):
+        for value in spec:
+            found += _encodings(value, channel)
+    return found
 
 
 def test_timeline_of_a_long_run_is_coarsened_but_keeps_the_peak():
@@ -150,28 +263,46 @@ def test_timeline_of_a_long_run_is_coarsened_but_keeps_the_peak():
     assert len(result.ram_curve) > 2000
     chart = timeline_chart(result, None, "long", FOOTER)
     assert embedded_rows(chart) < 2500
-    curve = [row["ram_bytes"] for rows in chart.to_dict()["datasets"].values() for row in rows if "ram_bytes" in row]
+    curve = [row["ram_bytes"] for row in chart_rows(chart) if "ram_bytes" in row]
     assert max(curve) == result.figures.peak_ram_bytes
 
 
-def test_save_run_charts_writes_schedule_and_timeline(seven, mixed, tmp_path):
-    """A simulated run gets schedule.html/png and timeline.html/png with its timing in the footer."""
+def test_save_run_charts_writes_one_page_with_both_charts(seven, mixed, tmp_path):
+    """A simulated run gets run.html (titled, the Vega bundle once, both charts, the figures) and a PNG
+    and an SVG of each chart; a hostile graph name is escaped everywhere."""
+    hostile = replace(seven, name=HOSTILE)
     costs = make_costs(seven)
-    problem = Problem(seven, load_platform("rpi4"), costs, Budgets(400, 20.0), RamSpec(400, None, "400"), 2.0,
+    problem = Problem(hostile, load_platform("rpi4"), costs, Budgets(400, 20.0), RamSpec(400, None, "400"), 2.0,
                       Timing.OVERLAP, 0)
     figures = check_schedule(mixed, seven, costs, Timing.OVERLAP)
     simulated = simulate(mixed, seven, costs, ram_capacity_bytes=10_000)
     run = Run(problem, "hybrid", "optimal", "", mixed, figures, figures, figures, simulated=simulated)
     paths = save_run_charts(run, tmp_path, "unit: hybrid")
-    assert sorted(p.name for p in paths) == ["schedule.html", "schedule.png", "timeline.html", "timeline.png"]
-    for path in paths:
-        if path.suffix == ".png":
-            assert_png(path)
-        else:
-            assert_offline_html(path, footer="Scenario: unit: hybrid")
-            assert "timing: overlap" in path.read_text(encoding="utf-8")
+    assert sorted(p.name for p in paths) == ["run.html", "schedule.png", "schedule.svg", "timeline.png", "timeline.svg"]
+    assert_images(tmp_path, "schedule")
+    assert_images(tmp_path, "timeline")
+    page = tmp_path / "run.html"
+    assert_offline_html(page, footer="Scenario: unit: hybrid")
+    text = page.read_text(encoding="utf-8")
+    assert "timing: overlap" in text and "id='chart-timeline'" in text and "id='chart-schedule'" in text
+    assert "<title>poetsim run: unit: hybrid (&lt;img" in text
+    assert_no_raw(text)
     with pytest.raises(UserInputError, match="no schedule"):
         save_run_charts(Run(problem, "hybrid", "infeasible", "too small"), tmp_path, "unit")
+
+
+def assert_no_raw(text: str) -> None:
+    """No hostile string reaches the page unescaped, in HTML or in a script."""
+    assert "<img src=x" not in text
+    assert "</script><script>window.__pwned" not in text
+    assert "window.__pwned=1</script>" not in text
+
+
+def test_script_json_cannot_end_its_script():
+    """<, > and & are escaped inside the JSON, which still reads back the same; NaN becomes null."""
+    text = script_json({"name": HOSTILE, "missing": float("nan"), "a&b": [1.5]})
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"name": HOSTILE, "missing": None, "a&b": [1.5]}
 
 
 # --- the sweep report --------------------------------------------------------------------------
@@ -193,7 +324,8 @@ def overheads(platform: str, runtime_x: float) -> dict:
 
 def sweep_rows(simulated: bool = True) -> pd.DataFrame:
     """Result rows as a sweep writes them: 2 platforms x 2 runtimes x 4 strategies x 3 RAM budgets,
-    plus one point that failed before its budgets were resolved."""
+    plus one point that failed before its budgets were resolved. Keep-all misses the smaller
+    budgets (over-budget); hybrid on rpi4 at 25 % and 1.5x is feasible, not proven: its bound is 0.5 %."""
     rows = []
     for platform, energy_j in ENERGY_J.items():
         for runtime_x in (1.2, 1.5):
@@ -202,19 +334,25 @@ def sweep_rows(simulated: bool = True) -> pd.DataFrame:
                     ok = overhead is not None
                     total_j = energy_j * (1 + overhead / 100) if ok else None
                     ram_bytes = int(fraction * KEEP_ALL_PEAK)
+                    status = ("baseline" if strategy == "keep-all" else "optimal") if ok else \
+                        ("over-budget" if strategy == "keep-all" else "infeasible")
                     row = {
                         "scenario": "unit", "point_key": f"{platform}|{fraction}|{runtime_x}|{strategy}",
                         "model": "resnet18", "model_name": "resnet18-cifar", "platform": platform,
                         "ram": f"{fraction * 100:g}%", "ram_budget_bytes": ram_bytes, "runtime_x": runtime_x,
-                        "deadline_s": runtime_x, "timing": "overlap", "strategy": strategy,
-                        "status": ("baseline" if strategy == "keep-all" else "optimal") if ok else "infeasible",
+                        "deadline_s": runtime_x, "timing": "overlap", "strategy": strategy, "status": status,
                         "message": "" if ok else f"no schedule fits {ram_bytes:,} bytes",
                         "keep_all_peak_bytes": KEEP_ALL_PEAK, "keep_all_energy_j": energy_j,
-                        "predicted_total_j": total_j, "overhead_pct": overhead,
+                        "predicted_total_j": total_j, "overhead_pct": overhead, "bound_j": total_j,
+                        "gap_overhead": 0.0 if ok else None,
                         "predicted_peak_ram_bytes": 0.97 * ram_bytes if ok else None,
+                        "predicted_runtime_s": runtime_x if ok else None,
                     }
+                    if (platform, runtime_x, strategy, fraction) == ("rpi4", 1.5, "hybrid", 0.25):
+                        row.update(status="feasible", bound_j=energy_j * 1.005, gap_overhead=0.75)
                     if simulated:
                         row["simulated_total_j"] = total_j * 1.01 if ok else None
+                        row["simulated_runtime_s"] = runtime_x * 1.02 if ok else None
                     rows.append(row)
     rows.append({"scenario": "unit", "point_key": "failed", "model": "resnet18", "platform": "rpi4", "ram": "10%",
                  "runtime_x": 1.2, "strategy": "hybrid", "status": "failed",
@@ -229,18 +367,189 @@ def report(tmp_path_factory):
     return page, page.read_text(encoding="utf-8")
 
 
-def test_report_is_one_offline_page_with_a_png_per_chart(report):
-    """report.html has no CDN script and carries the footer; each of the five charts has a PNG."""
+def specs_of(text: str) -> dict:
+    return json.loads(re.search(r"const specs = (\{.*?\});\n", text).group(1))
+
+
+def test_report_is_one_offline_page_with_a_png_and_an_svg_per_chart(report):
+    """report.html loads nothing from the network and carries the footer; each chart has a 2x PNG and an SVG.
+
+    Two runtime budgets make no curve: the runtime chart is a table instead, so four charts."""
     page, text = report
     assert page.name == "report.html"
     assert_offline_html(page, footer=footer_text("unit sweep", ["overlap"]))
-    pngs = sorted(p.name for p in page.parent.glob("*.png"))
-    assert pngs == ["overhead_platform.png", "overhead_ram.png", "overhead_runtime.png", "pareto.png", "prediction.png"]
-    for name in pngs:
-        assert_png(page.parent / name)
-    specs = json.loads(re.search(r"const specs = (\{.*?\});\n", text).group(1).replace("<\\/", "</"))
-    assert len(specs) == 5
+    stems = ["overhead_platform", "overhead_ram", "pareto", "prediction"]
+    assert sorted(p.stem for p in page.parent.glob("*.png")) == stems
+    for stem in stems:
+        assert_images(page.parent, stem)
+    specs = specs_of(text)
+    assert sorted(specs) == [f"chart-{stem}" for stem in stems]
     assert all("Assumptions: activation RAM only" in json.dumps(spec) for spec in specs.values())
+    assert "<title>poetsim report: unit sweep</title>" in text
+
+
+def test_report_opens_on_the_headline_then_the_main_chart_and_folds_the_rest(report):
+    """The headline table comes first, then the RAM chart; words, failures and all runs are folded."""
+    _, text = report
+    body = text[text.index("<body>"):]
+    order = [body.index(marker) for marker in ("class='headline'", "id='chart-overhead_ram'", "id='chart-overhead_platform'",
+                                               "<summary>Findings in words", "<summary>Runs without a schedule (",
+                                               "<summary>All runs (")]
+    assert order == sorted(order)
+    assert "<summary>Energy above keep-all at each runtime budget (2 budgets: a table, not a curve)" in body
+    assert body.count("<details>") == 4
+
+
+def headline_cells(text: str, tab: int) -> dict:
+    """{(platform, RAM): {strategy: (text, css class)}} of one tab of the headline table."""
+    panel = re.search(rf"<div class='tab-panel' id='headline-panel-{tab}'>(.*?)</table>", text, re.S).group(1)
+    header = re.findall(r"<th[^>]*>([^<]*)</th>", panel)[2:]
+    cells, platform = {}, None
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", panel.split("</thead>")[1], re.S):
+        values = re.findall(r"<td class='([^']*)'[^>]*>([^<]*)</td>|<td>([^<]*)</td>", row)
+        platform = values[0][1] or platform
+        ram = values[1][2]
+        cells[(platform, ram)] = {name: (v[1], v[0]) for name, v in zip(header, values[2:])}
+    return cells
+
+
+def test_headline_puts_strategies_side_by_side_per_platform_and_ram(report):
+    """The first tab (runtime 1.2x): registry order, the lowest of a row in bold, a status word where no schedule."""
+    _, text = report
+    assert re.findall(r"<label for='headline-tab-\d'>([^<]*)</label>", text) == ["runtime 1.2x", "runtime 1.5x"]
+    cells = headline_cells(text, 0)
+    assert list(cells[("rpi4", "50 %")]) == ["keep-all", "hybrid", "paging-only", "recompute-only"]
+    assert cells[("rpi4", "50 %")]["hybrid"] == ("0.500 %", "best")
+    assert cells[("rpi4", "50 %")]["paging-only"] == ("1.000 %", "")
+    assert cells[("rpi4", "50 %")]["keep-all"] == ("over-budget", "none")
+    assert cells[("mkr1000", "25 %")]["recompute-only"] == ("infeasible", "none")
+    assert cells[("rpi4", "10 %")]["hybrid"] == ("failed", "none")
+    assert list(cells)[:3] == [("mkr1000", "100 %"), ("mkr1000", "50 %"), ("mkr1000", "25 %")]
+    assert headline_cells(text, 1)[("rpi4", "25 %")]["hybrid"] == ("2.000 %*", "best")
+
+
+def test_table_of_all_runs_has_human_headers_units_and_sort_keys(report):
+    """Every run is a row; headers say what and in which unit; numbers sort by their raw value."""
+    _, text = report
+    table = re.search(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+    assert {"RAM budget (% of keep-all)", "RAM budget (KiB)", "energy (J)", "above keep-all (%)",
+            "not proven (% of overhead)", "makespan (s)", "simulated energy (J)"} <= set(headers)
+    assert not any("_" in h for h in headers)
+    assert table.count("<tr>") == len(sweep_rows()) + 1
+    assert "data-sort='102.0'" in table  # mkr1000's 2 % schedule, 102 J
+    assert "class='filter'" in text and "data-table='all-runs'" in text
+
+
+def overhead_data(frame: pd.DataFrame):
+    chart, data, _, _ = overhead_chart(frame, x="ram_fraction", label=lambda v: f"{100 * v:g}%", x_title="RAM",
+                                       colour="strategy", columns="platform_label", rows=["runtime_x"], width_px=640)
+    return chart.to_dict(), data
+
+
+def test_overhead_chart_sets_tied_strategies_side_by_side_on_a_symlog_axis():
+    """At 100 % all four strategies tie at 0 %: each has its own offset, in registry order; y is symmetric-log."""
+    frame = prepare(sweep_rows())
+    spec, data = overhead_data(frame)
+    tie = data[(frame["platform_label"] == "rpi4") & (frame["runtime_x"] == 1.2) & (frame["ram_fraction"] == 1.0)]
+    order = tie.sort_values("x")["group"].tolist()
+    assert order == ["keep-all", "hybrid", "paging-only", "recompute-only"]
+    assert tie["x"].nunique() == 4 and (tie["y"] == 0).all()
+    constant = 10 ** math.floor(math.log10(0.5))  # the smallest positive overhead is 0.5 %
+    point = data[(frame["platform_label"] == "mkr1000") & (frame["strategy"] == "recompute-only")
+                 & (frame["ram_fraction"] == 0.5)]
+    assert point["y"].iloc[0] == pytest.approx(math.log1p(3.0 / constant))
+    axis = next(e["axis"] for e in _encodings(spec, "x") if "axis" in e and e["axis"])
+    assert axis["values"] == [0, 1, 2, 3]  # 10 %, 25 %, 50 %, 100 %: a tick on every budget swept
+    assert all(f'"{label}"' in axis["labelExpr"] for label in ("10%", "25%", "50%", "100%"))
+
+
+def test_overhead_chart_tells_proven_from_unproven_and_puts_no_schedule_in_its_strip():
+    """Proven points filled; the feasible one hollow with a bar down to its bound; each status its own strip row."""
+    frame = prepare(sweep_rows())
+    spec, data = overhead_data(frame)
+    unproven = data[data["ok"] & ~data["proven"]]
+    assert len(unproven) == 1 and unproven["bound_pct"].iloc[0] == pytest.approx(0.5)
+    assert unproven["y_bound"].iloc[0] < unproven["y"].iloc[0]
+    strip = data[~data["ok"]]
+    assert set(strip["strip"]) == {"infeasible", "over-budget", "failed"}
+    rows = {status: strip.loc[strip["strip"] == status, "y"].unique() for status in strip["strip"].unique()}
+    assert all(len(y) == 1 for y in rows.values()) and len({float(y[0]) for y in rows.values()}) == 3
+    assert min(float(y[0]) for y in rows.values()) > data.loc[data["ok"], "y"].max()
+    marks = json.dumps(spec)
+    for shape in ("cross", "square", "triangle-down"):
+        assert f'"shape": "{shape}"' in marks
+    assert '"filled": false' in marks and '"y2": {"field": "y_bound"' in marks
+
+
+def test_lines_break_where_a_budget_has_no_schedule():
+    """Hybrid on rpi4 at 1.2x with no schedule at 50 %: its 25 % and 100 % points are not joined."""
+    rows = sweep_rows()
+    gap = (rows["platform"] == "rpi4") & (rows["runtime_x"] == 1.2) & (rows["strategy"] == "hybrid") & (rows["ram"] == "50%")
+    rows.loc[gap, ["status", "predicted_total_j", "overhead_pct"]] = ["infeasible", None, None]
+    frame = prepare(rows)
+    _, data = overhead_data(frame)
+    hybrid = data[(frame["platform_label"] == "rpi4") & (frame["runtime_x"] == 1.2) & (frame["strategy"] == "hybrid")]
+    on_lines = hybrid[hybrid["ok"]]
+    assert len(on_lines) == 2 and on_lines["segment"].nunique() == 2
+    paging = data[(frame["platform_label"] == "rpi4") & (frame["runtime_x"] == 1.2) & (frame["strategy"] == "paging-only")]
+    assert paging.loc[paging["ok"], "segment"].nunique() == 1
+
+
+def test_fewer_than_three_budgets_make_a_bar_chart(tmp_path):
+    """With only 50 % and 100 % swept, no curve is drawn: bars."""
+    rows = sweep_rows()
+    rows = rows[rows["ram"].isin(["50%", "100%"])]
+    frame = prepare(rows)
+    spec, _ = overhead_data(frame)
+    marks = {layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]
+             for layer in _layers(spec)}
+    assert "bar" in marks and "line" not in marks
+
+
+def _layers(spec) -> list[dict]:
+    found = []
+    if isinstance(spec, dict):
+        if "mark" in spec:
+            found.append(spec)
+        for value in spec.values():
+            found += _layers(value)
+    elif isinstance(spec, list):
+        for value in spec:
+            found += _layers(value)
+    return found
+
+
+def test_prediction_differences_are_per_run_and_figure():
+    """Energy 1 % and makespan 2 % above the prediction for every simulated run."""
+    frame = prepare(sweep_rows())
+    differences = prediction_differences(frame)
+    assert set(differences["figure"]) == {"energy", "makespan"}
+    assert (differences.loc[differences["figure"] == "energy", "difference_pct"].round(9) == 1.0).all()
+    assert (differences.loc[differences["figure"] == "makespan", "difference_pct"].round(9) == 2.0).all()
+    assert len(differences) == 2 * int(frame["ok"].sum())
+
+
+def test_platforms_keep_one_colour_and_strategies_their_registry_colour():
+    """Colours are fixed by name, not by the order a chart meets them in."""
+    assert platform_colours(["rpi4", "jetson-tx2"]) == platform_colours(["jetson-tx2", "rpi4", "rpi4"])
+    domain, colours = platform_colours(["rpi4", "rpi4-nocache", "jetson-tx2"])
+    assert len(set(colours)) == 3
+    domain, colours = strategy_colours(["paging-only", "hybrid"])
+    assert domain == ["hybrid", "paging-only"] and colours == [strategies.colour("hybrid"), strategies.colour("paging-only")]
+
+
+def test_hostile_names_are_escaped_in_the_report(tmp_path):
+    """A model, platform, scenario or message made of HTML and script reaches the page only escaped."""
+    rows = sweep_rows()
+    rows = rows[rows["runtime_x"] == 1.2].copy()
+    rows["model_name"] = HOSTILE
+    rows.loc[rows["platform"] == "rpi4", "platform"] = HOSTILE
+    rows["message"] = HOSTILE
+    text = build_report(rows, tmp_path, HOSTILE).read_text(encoding="utf-8")
+    assert_no_raw(text)
+    assert "&lt;img src=x onerror=window.__pwned=1&gt;" in text
+    specs_of(text)  # still valid JSON
 
 
 def test_winners_are_computed_from_the_energies():
@@ -255,7 +564,8 @@ def test_winners_are_computed_from_the_energies():
 def test_report_says_which_strategy_wins_where(report):
     """The text names the winner per platform and RAM budget, as computed from the energies."""
     _, text = report
-    assert "resnet18-cifar on mkr1000, runtime budget 1.2x, overlap timing: lowest energy: hybrid at 25 %; paging-only at 50 %" in text
+    assert ("resnet18-cifar on mkr1000, runtime budget 1.2x, overlap timing: "
+            "lowest energy: hybrid at 25 %; paging-only at 50 %") in text
     assert "resnet18-cifar on rpi4, runtime budget 1.2x, overlap timing: lowest energy: hybrid at 25 % to 50 %" in text
 
 
@@ -265,7 +575,7 @@ def test_report_lists_infeasible_and_failed_points(report):
     assert "no schedule fits 250,000 bytes" in text
     assert "division by zero" in text
     assert "recompute-only has no schedule (infeasible) at RAM budgets up to 25 % of keep-all" in text
-    assert "keep-all has no schedule (infeasible) at RAM budgets up to 50 % of keep-all; its first schedule is at 100 %" in text
+    assert "keep-all has no schedule (over-budget) at RAM budgets up to 50 % of keep-all; its first schedule is at 100 %" in text
 
 
 def test_report_without_simulation_skips_that_chart_and_says_so(tmp_path):
@@ -277,7 +587,22 @@ def test_report_without_simulation_skips_that_chart_and_says_so(tmp_path):
     assert "No simulated energy in the results" in text
     assert "Only one platform in the results" in text
     assert not (tmp_path / "prediction.png").exists()
-    assert_png(tmp_path / "overhead_ram.png")
+    assert_images(tmp_path, "overhead_ram")
+
+
+def test_three_runtime_budgets_make_a_runtime_chart_and_one_makes_a_single_tab():
+    """From 3 runtime budgets on, the runtime chart is drawn; with one, the headline has one (checked) tab."""
+    rows = sweep_rows()
+    third = rows[rows["runtime_x"] == 1.5].assign(runtime_x=2.0)
+    third["point_key"] = third["point_key"] + "|2x"
+    frame = prepare(pd.concat([rows, third], ignore_index=True))
+    chart = runtime_chart(frame, FOOTER)
+    assert chart.chart is not None and '"1.2x"' in json.dumps(chart.chart.to_dict())
+    single = prepare(rows[rows["runtime_x"] == 1.2])
+    assert runtime_chart(single, FOOTER).chart is None
+    headline, style = headline_table(single)
+    assert "id='headline-tab-0' checked" in headline and "headline-tab-1" not in headline
+    assert "#headline-tab-0:checked ~ .tab-panels #headline-panel-0" in style
 
 
 def test_empty_results_are_a_user_error(tmp_path):
@@ -287,10 +612,8 @@ def test_empty_results_are_a_user_error(tmp_path):
 
 def test_pareto_front_keeps_only_non_dominated_schedules():
     """On mkr1000 at 1.2x: 25 % hybrid (102 J), 50 % paging-only (101 J), 100 % (100 J) form the front."""
-    from poetsim.report.sweep_charts import pareto_chart
-
     rows = sweep_rows()
     frame = prepare(rows[(rows["platform"] == "mkr1000") & (rows["runtime_x"] == 1.2)])
     points = [row for rows in pareto_chart(frame, FOOTER).chart.to_dict()["datasets"].values() for row in rows]
-    front = sorted((round(p["peak"], 4), round(p["energy_j"], 6)) for p in points if p["front"])
+    front = sorted((round(p["peak"], 4), round(p["energy_j"], 6)) for p in points if p.get("front"))
     assert front == [(0.2425, 102.0), (0.485, 101.0), (0.97, 100.0)]

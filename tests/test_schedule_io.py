@@ -12,6 +12,7 @@ from poetsim.schedule_io import (
     decode_binary,
     encode_binary,
     load_json,
+    load_schedule,
     save_json,
     schedule_from_json,
     schedule_to_json,
@@ -170,7 +171,8 @@ GOOD = {"format": "poetsim-schedule", "version": 1, "graph": "g", "num_nodes": 2
         (json.dumps({**GOOD, "stages": [[[["compute"], 0]]]}), r"stages\[0\]\[0\]: unknown instruction \['compute'\]"),
         (json.dumps({**GOOD, "stages": [[["compute", 0]], [["compute", 1], ["free"]]]}),
          r"stages\[1\]\[1\]: expected \[kind, node\], found \['free'\]"),
-        (json.dumps({**GOOD, "stages": [[["compute", 0.5]]]}), r"stages\[0\]\[0\]: node id must be a non-negative integer, found 0.5"),
+        (json.dumps({**GOOD, "stages": [[["compute", 0.5]]]}),
+         r"stages\[0\]\[0\]: node id must be a non-negative integer, found 0.5"),
         (json.dumps({**GOOD, "meta": {"gap": 0.1}}), r"meta.gap: expected a string, found 0.1"),
         (json.dumps({**GOOD, "meta": []}), r"meta: expected an object of strings"),
     ],
@@ -200,3 +202,28 @@ def test_good_json_loads_with_kinds_and_meta(tmp_path):
     path.write_text(json.dumps({**GOOD, "meta": {"solver": "highs"}}))
     schedule = load_json(path)
     assert typed(schedule) == ("g", 2, Timing.OVERLAP, (((Compute, 0),), ((Compute, 1), (Free, 0))), (("solver", "highs"),))
+
+
+def test_node_names_round_trip_through_json_and_are_optional(tmp_path):
+    """`nodes` names each id; a file without it (an older one) still loads, with no names."""
+    named = Schedule("g", 2, Timing.OVERLAP, ((C(0),), (C(1), F(0))), node_names=("input", "fc"))
+    save_json(named, tmp_path / "named.json")
+    assert json.loads((tmp_path / "named.json").read_text())["nodes"] == ["input", "fc"]
+    assert load_schedule(tmp_path / "named.json") == named
+    plain = Schedule("g", 2, Timing.OVERLAP, ((C(0),), (C(1), F(0))))
+    save_json(plain, tmp_path / "plain.json")
+    assert "nodes" not in json.loads((tmp_path / "plain.json").read_text())
+    assert load_json(tmp_path / "plain.json").node_names == ()
+
+
+def test_node_names_must_name_every_node(tmp_path):
+    data = schedule_to_json(Schedule("g", 2, Timing.OVERLAP, ((C(0),), (C(1),))))
+    data["nodes"] = ["only one"]
+    with pytest.raises(UserInputError, match="nodes: 1 names for 2 nodes"):
+        schedule_from_json(data, "s.json")
+
+
+def test_load_schedule_reads_the_binary_encoding(tmp_path):
+    schedule = Schedule("g", 2, Timing.COMPUTE_ONLY, ((C(0),), (PO(0), C(1), F(0))))
+    (tmp_path / "s.bin").write_bytes(encode_binary(schedule))
+    assert typed(load_schedule(tmp_path / "s.bin"))[1:4] == typed(schedule)[1:4]

@@ -6,14 +6,14 @@ answer against the independent checker and the simulator.
 
 import pytest
 
-from optimiser_cases import HYBRID, MOVES, PAGING_ONLY, RECOMPUTE_ONLY
-
 from poetsim.checker import check_schedule, compare_figures
 from poetsim.optimiser import checkpoint_sqrt, keep_all, optimise
 from poetsim.pipeline import build_problem
 from poetsim.schedule import Timing
 from poetsim.simulator import simulate
 from poetsim.units import parse_ram
+
+from optimiser_cases import HYBRID, MOVES, PAGING_ONLY, RECOMPUTE_ONLY
 
 pytestmark = pytest.mark.slow
 

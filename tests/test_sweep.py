@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from poetsim.scenario import load_scenario
 from poetsim.runs import COLUMNS, RunsFile
+from poetsim.scenario import load_scenario
 from poetsim.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,7 +98,8 @@ def test_a_failing_point_is_a_row_not_a_crash(tmp_path):
 def test_dask_local_cluster_gives_the_same_rows(tmp_path):
     scenario = small_scenario(tmp_path)
     by_process = read_rows(run_sweep(scenario, tmp_path / "process", jobs=2).parent).set_index("point_key").sort_index()
-    by_dask = read_rows(run_sweep(scenario, tmp_path / "dask", jobs=2, executor="dask").parent).set_index("point_key").sort_index()
+    by_dask = read_rows(run_sweep(scenario, tmp_path / "dask", jobs=2, executor="dask").parent)
+    by_dask = by_dask.set_index("point_key").sort_index()
     assert list(by_dask.index) == list(by_process.index)
     assert list(by_dask["status"]) == list(by_process["status"])
     pd.testing.assert_series_equal(by_dask["predicted_total_j"], by_process["predicted_total_j"], rtol=1e-6)
@@ -119,7 +120,11 @@ def test_cli_sweep_compare_report_and_check(tmp_path):
     compared = poetsim("compare", out)
     assert compared.returncode == 0, compared.stderr
     table = pd.read_csv(out / "compare.csv")
-    assert {"keep-all", "checkpoint-sqrt", "hybrid", "recompute-only", "paging-only"} <= set(table["strategy"])
+    assert {"keep-all", "checkpoint-sqrt", "hybrid", "recompute-only", "paging-only"} <= set(table.columns)
+    assert list(table["ram"]) == ["100%", "70%", "100%", "70%"]   # per runtime, RAM sorted as a number
+    text = (out / "compare.txt").read_text()
+    assert "…" not in compared.stdout and "…" not in text        # nothing cut, in a pipe or a file
+    assert all(cell in compared.stdout for cell in table["hybrid"].astype(str))
 
     reported = poetsim("report", out)
     assert reported.returncode == 0, reported.stderr

@@ -35,9 +35,11 @@ def test_published_figures_are_the_cited_numbers():
     assert published_figures("mobilenet_v2").forward_macs == 300e6
     assert published_figures("bert_base").param_count == 109_482_240
     assert published_figures("gpt2_small").param_count == 124_439_808
-    # Narayanan et al.: 24 s l h^2 (1 + s/6h) + 2 s h V FLOPs, for GPT-2 small at s = 1024.
-    s, l, h, v = 1024, 12, 768, 50257
-    assert published_figures("gpt2_small").forward_macs == pytest.approx((24 * s * l * h * h * (1 + s / (6 * h)) + 2 * s * h * v) / 2)
+    # Narayanan et al.: 24 s l h^2 (1 + s/6h) + 2 s h V FLOPs, for GPT-2 small at s = 1024
+    # (s sequence length, l layers, h hidden size, V vocabulary).
+    s, layers, h, v = 1024, 12, 768, 50257
+    flops = 24 * s * layers * h * h * (1 + s / (6 * h)) + 2 * s * h * v
+    assert published_figures("gpt2_small").forward_macs == pytest.approx(flops / 2)
 
 
 @pytest.mark.parametrize("name", ALL)

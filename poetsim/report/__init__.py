@@ -1,7 +1,8 @@
-"""Reporting: altair charts of one run and the HTML report of a sweep.
+"""Reporting: altair charts of one run, the HTML report of a sweep, and the pages that hold them.
 
-The only package that imports altair (and, through it, vl-convert). Every file it writes opens
-without internet: HTML pages carry the Vega JavaScript inline, PNGs are rendered locally.
+The only package that imports altair (and, through it, vl-convert). Every page it writes opens
+without internet and without a link that goes online: the Vega JavaScript is inline, once per
+page. Every chart is also written as a PNG (at twice the pixel density) and an SVG.
 """
 
 from poetsim.report.charts import (

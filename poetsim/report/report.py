@@ -1,41 +1,41 @@
-"""The HTML report of a sweep: one self-contained page of charts, findings and the results table.
+"""The HTML report of a sweep: one self-contained page that opens on its finding.
 
-`build_report` reads the sweep's results (the columns of `poetsim.pipeline.result_row`, plus
-`point_key` and `scenario` from a sweep's runs.csv) and writes `report.html` with the Vega
-JavaScript inline, so the page opens without internet, and one PNG per chart. The findings are
-computed from the data: which strategy has the lowest energy at each RAM budget, and where each
-strategy has no schedule. Runs without a schedule are listed, never dropped.
+`build_report` reads the sweep's results (the columns of `poetsim.runs.ResultRow`, as in a
+sweep's runs.csv) and writes `report.html` and, per chart, a PNG (at twice the pixel density) and
+an SVG. The page opens on the headline table (strategies side by side per platform and RAM
+budget, one tab per runtime budget) beside the main chart (energy above keep-all against the RAM
+budget); the other charts follow, and the findings in words, the runs without a schedule and the
+table of every run (sortable, filterable) are folded below. The Vega JavaScript is inline, so
+the page opens without internet. The findings are computed from the data: which strategy has the
+lowest energy at each RAM budget, and where each strategy has no schedule. Runs without a
+schedule are listed, never dropped.
 """
 
 import html
-import json
 from pathlib import Path
 
-import altair as alt
 import pandas as pd
-import vl_convert
 
+from poetsim import paper
 from poetsim.errors import UserInputError
-from poetsim.report.charts import footer_text
+from poetsim.report import page, tables
+from poetsim.report.framing import footer_text, save_images
 from poetsim.report.sweep_charts import SweepChart, pareto_chart, platform_chart, prediction_chart, ram_chart, runtime_chart
 from poetsim.results import has_schedule
 
-_NUMERIC = ("ram_budget_bytes", "keep_all_peak_bytes", "runtime_x", "overhead_pct", "predicted_total_j",
-            "predicted_peak_ram_bytes", "simulated_total_j", "keep_all_energy_j")
+_NUMERIC = ("ram_budget_bytes", "keep_all_peak_bytes", "keep_all_energy_j", "runtime_x", "overhead_pct", "gap_overhead",
+            "bound_j", "predicted_total_j", "predicted_peak_ram_bytes", "predicted_runtime_s", "simulated_total_j",
+            "simulated_runtime_s", "simulated_peak_ram_bytes")
 _GROUP = ["model_label", "platform_label", "runtime_x", "timing"]
 # Two energies this close are the same schedule's, summed in another order: a tie, not a win.
 _TIE_RTOL = 1e-9
-_TABLE_COLUMNS = (
-    "model_label", "platform_label", "timing", "strategy", "ram", "ram_budget_bytes", "runtime_x", "status",
-    "predicted_total_j", "overhead_pct", "predicted_peak_ram_bytes", "predicted_runtime_s",
-    "predicted_recomputations", "predicted_page_ins", "predicted_page_outs", "simulated_total_j",
-    "simulated_runtime_s", "simulated_stall_s", "gap_overhead", "solve_s", "schedule_bytes", "message",
-)
-_EMBED_OPTIONS = {"mode": "vega-lite", "actions": {"export": True, "source": False, "compiled": False, "editor": False}}
+#: The chart beside the headline table, and the others in the order they follow it.
+MAIN_CHART = "overhead_ram"
+_BUILDERS = (ram_chart, platform_chart, runtime_chart, pareto_chart, prediction_chart)
 
 
 def build_report(results: pd.DataFrame, directory: Path, scenario_name: str) -> Path:
-    """Write report.html and one PNG per chart into `directory`; return the page's path.
+    """Write report.html and a PNG and an SVG per chart into `directory`; return the page's path.
 
     Charts that the results cannot support (one platform only, no simulation, ...) are left out
     and the page says why. UserInputError if the results are empty or lack strategy and status.
@@ -44,13 +44,21 @@ def build_report(results: pd.DataFrame, directory: Path, scenario_name: str) -> 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     footer = footer_text(scenario_name, frame["timing"].dropna())
-    charts = [build(frame, footer) for build in (ram_chart, runtime_chart, platform_chart, pareto_chart, prediction_chart)]
-    for chart in charts:
-        if chart.chart is not None:
-            chart.chart.save(str(directory / f"{chart.stem}.png"))
-    page = directory / "report.html"
-    page.write_text(_page(scenario_name, frame, charts, footer), encoding="utf-8")
-    return page
+    charts = [build(frame, footer) for build in _BUILDERS]
+    specs = {chart.stem: chart.chart.to_dict() for chart in charts if chart.chart is not None}
+    for stem, spec in specs.items():
+        save_images(spec, directory, stem)
+    target = directory / "report.html"
+    target.write_text(_page(scenario_name, frame, charts, specs, footer, _paper_section(scenario_name, results)),
+                      encoding="utf-8")
+    return target
+
+
+def _paper_section(scenario_name: str, results: pd.DataFrame) -> str:
+    """For the scenarios that reproduce the POET paper's exhibits, its claims beside poetsim's figures."""
+    if scenario_name not in paper.BUILDERS:
+        return ""
+    return paper.render_section(paper.comparisons({scenario_name: results}))
 
 
 def prepare(results: pd.DataFrame) -> pd.DataFrame:
@@ -72,6 +80,9 @@ def prepare(results: pd.DataFrame) -> pd.DataFrame:
             frame[column] = None
     frame["ok"] = has_schedule(frame["status"]) & frame["predicted_total_j"].notna()
     names = frame["model_name"] if "model_name" in frame else pd.Series(None, index=frame.index)
+    # A point that failed before its graph was built has no graph name: take the one its model has elsewhere.
+    known = dict(zip(frame.loc[names.notna(), "model"], names[names.notna()]))
+    names = names.where(names.notna(), frame["model"].map(known))
     frame["model_label"] = names.where(names.notna(), frame["model"].map(_stem))
     frame["platform_label"] = frame["platform"].map(_stem)
     frame["ram_fraction"] = (frame["ram_budget_bytes"] / frame["keep_all_peak_bytes"]).fillna(frame["ram"].map(_percent))
@@ -118,7 +129,8 @@ def _winner_sentences(frame: pd.DataFrame) -> list[str]:
     """One sentence per group: 'hybrid at 10 %-50 %; hybrid = keep-all at 100 %'."""
     sentences = []
     for key, rows in winners(frame).groupby(_GROUP, dropna=False, sort=True):
-        spans, previous = [], None
+        spans: list[list[str]] = []  # [winner, first RAM label, last RAM label]
+        previous = None
         for _, row in rows.sort_values("ram_fraction").iterrows():
             if row["winner"] == previous:
                 spans[-1][2] = row["ram_label"]
@@ -168,69 +180,60 @@ def _group_name(key) -> str:
     return f"{model} on {platform}, runtime budget {runtime}, {timing} timing"
 
 
-def _page(scenario_name: str, frame: pd.DataFrame, charts: list[SweepChart], footer: str) -> str:
-    """The whole HTML page, JavaScript inline."""
+def _page(scenario_name: str, frame: pd.DataFrame, charts: list[SweepChart], specs: dict[str, dict], footer: str,
+          paper_section: str = "") -> str:
+    """The whole HTML page: the finding first, the detail folded below."""
     esc = html.escape
-    drawn = [c for c in charts if c.chart is not None]
+    drawn = {c.stem: c for c in charts if c.chart is not None}
+    headline, tab_style = tables.headline_table(frame)
+    main = drawn.get(MAIN_CHART)
+    main_html = (f"<div class='chart' id='chart-{MAIN_CHART}'></div>" if main else
+                 f"<p class='note'>{esc(next(c.note for c in charts if c.stem == MAIN_CHART))}</p>")
     parts = [
         f"<h1>poetsim report: {esc(scenario_name)}</h1>",
-        f"<p class='footer'>{esc(footer)}</p>",
-        f"<p>{len(frame)} run(s): {esc(_status_counts(frame))}. Energies are the checked figures of each schedule "
-        "(the optimiser's prediction, replayed by the independent checker).</p>",
-        "<h2>Which strategy wins where</h2>",
-        f"<p>{esc(_tally(frame))}</p>",
-        _list(_winner_sentences(frame)),
-        "<h2>Where strategies have no schedule</h2>",
-        _list(no_schedule_summary(frame)) or "<p>Every run has a schedule.</p>",
-        _failed_table(frame),
-        "<h2>Charts</h2>",
+        f"<p class='lede'>{esc(_summary(frame))}</p>",
+        "<div class='row'>",
+        f"<section class='headline-box'><h2>Energy above keep-all, strategies side by side</h2>{headline}</section>",
+        f"<section class='main-chart'>{main_html}</section>",
+        "</div>",
     ]
-    parts += [f"<h3>{esc(c.heading)}</h3><div class='chart' id='chart-{c.stem}'></div>" for c in drawn]
-    skipped = [f"{c.heading}: {c.note}" for c in charts if c.chart is None]
+    if paper_section:
+        parts.append(paper_section)
+    others = [c for c in charts if c.stem != MAIN_CHART]
+    for chart in others:
+        if chart.chart is not None:
+            parts.append(f"<section class='chart' id='chart-{chart.stem}' aria-label='{esc(chart.heading)}'></section>")
+    runtime_table = frame["runtime_x"].nunique() > 1 and "overhead_runtime" not in drawn
+    if runtime_table:
+        count = frame["runtime_x"].nunique()
+        parts.append(f"<details><summary>Energy above keep-all at each runtime budget ({count} budgets: a table, "
+                     f"not a curve)</summary>{tables.runtime_table(frame)}</details>")
+    skipped = [f"{c.heading}: {c.note}" for c in others
+               if c.chart is None and not (runtime_table and c.stem == "overhead_runtime")]
     if skipped:
-        parts += ["<h3>Charts not drawn</h3>", _list(skipped)]
-    parts += ["<h2>Results</h2>", _results_table(frame)]
-    specs = {f"chart-{c.stem}": c.chart.to_dict() for c in drawn}
-    # "</" inside a script would end it early; JSON allows the escaped form "<\/".
-    specs_js = json.dumps(specs).replace("</", "<\\/")
-    return f"""<!DOCTYPE html>
-<html>
-<head>
-<meta charset="utf-8">
-<title>poetsim report: {esc(scenario_name)}</title>
-<style>
-body {{ font-family: sans-serif; margin: 2em; max-width: 1400px; }}
-.footer {{ color: #555; font-size: 90%; }}
-table {{ border-collapse: collapse; font-size: 80%; }}
-th, td {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; }}
-td:last-child {{ text-align: left; }}
-.chart {{ margin-bottom: 2em; }}
-</style>
-<script type="text/javascript">
-{_javascript_bundle()}
-</script>
-</head>
-<body>
-{chr(10).join(parts)}
-<script type="text/javascript">
-const specs = {specs_js};
-const embedOptions = {json.dumps(_EMBED_OPTIONS)};
-for (const [id, spec] of Object.entries(specs)) {{
-  vegaEmbed("#" + id, spec, embedOptions).catch(console.error);
-}}
-</script>
-</body>
-</html>
-"""
+        parts.append(f"<p class='note'>Not drawn: {esc(' '.join(skipped))}</p>")
+    parts += [
+        "<details><summary>Findings in words</summary>",
+        f"<p>{esc(_tally(frame))}</p>", _list(_winner_sentences(frame)),
+        "<h3>Where strategies have no schedule</h3>",
+        _list(no_schedule_summary(frame)) or "<p>Every run has a schedule.</p>",
+        "</details>",
+    ]
+    failed = int((~frame["ok"]).sum())
+    if failed:
+        parts.append(f"<details><summary>Runs without a schedule ({failed})</summary>{tables.failed_runs(frame)}</details>")
+    parts += [f"<details><summary>All runs ({len(frame)}): sortable and filterable</summary>"
+              f"{tables.runs_table(frame, 'all-runs')}</details>",
+              f"<p class='footer'>{esc(footer)}</p>"]
+    return page.page(f"poetsim report: {scenario_name}", "\n".join(parts),
+                     {f"chart-{stem}": spec for stem, spec in specs.items()}, tab_style)
 
 
-def _javascript_bundle() -> str:
-    """Vega, Vega-Lite and vega-embed as one script, for the Vega-Lite version altair writes.
-
-    vl-convert names versions as "v6_4"; altair's schema version is "v6.4.1".
-    """
-    version = "_".join(alt.SCHEMA_VERSION.split(".")[:2])
-    return vl_convert.javascript_bundle(vl_version=version)
+def _summary(frame: pd.DataFrame) -> str:
+    models = ", ".join(sorted(frame["model_label"].astype(str).unique()))
+    platforms = ", ".join(sorted(frame["platform_label"].astype(str).unique()))
+    return (f"{len(frame)} runs ({_status_counts(frame)}) of {models} on {platforms}. Energies are the checked figures "
+            "of each schedule (the optimiser's prediction, replayed by the independent checker).")
 
 
 def _status_counts(frame: pd.DataFrame) -> str:
@@ -242,27 +245,3 @@ def _list(items: list[str]) -> str:
     if not items:
         return ""
     return "<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in items) + "</ul>"
-
-
-def _failed_table(frame: pd.DataFrame) -> str:
-    """Every run without a schedule, with its reason."""
-    failed = frame[~frame["ok"]]
-    if failed.empty:
-        return ""
-    columns = ["model_label", "platform_label", "strategy", "ram", "ram_label", "runtime_x", "status", "message"]
-    table = failed[columns].rename(columns={"model_label": "model", "platform_label": "platform", "ram_label": "RAM of keep-all"})
-    return "<h3>Runs without a schedule</h3>" + table.to_html(index=False, na_rep="", escape=True)
-
-
-def _results_table(frame: pd.DataFrame) -> str:
-    columns = [c for c in _TABLE_COLUMNS if c in frame.columns]
-    table = frame.sort_values(["model_label", "platform_label", "timing", "runtime_x", "ram_fraction", "strategy"])[columns]
-    # Byte and count columns hold NaN for runs without a schedule, so pandas made them floats:
-    # print them as whole numbers, not as 1.22688e+06.
-    whole = {c: _whole for c in columns if c.endswith(("_bytes", "_recomputations", "_page_ins", "_page_outs"))}
-    table = table.rename(columns={"model_label": "model", "platform_label": "platform"})
-    return table.to_html(index=False, na_rep="", escape=True, formatters=whole, float_format=lambda v: f"{v:.6g}")
-
-
-def _whole(value) -> str:
-    return "" if pd.isna(value) else f"{value:,.0f}"

@@ -1,314 +1,355 @@
-"""The replay: SimPy processes that walk a schedule's instruction list on a `Machine`.
+"""The replay: a SimPy process that walks a schedule's instructions on the simulated `Device`.
 
-One walker process issues the instructions in order, as the single-threaded runtime on a
-device would: a `Compute` blocks the walker until the operator has finished, while `PageOut`
-and `PageIn` start an asynchronous transfer process and the walker goes on at once, so paging
-overlaps compute. Stage boundaries only order the instructions; there is no barrier at the end
-of a stage, so a transfer may run on into later stages. The per-node times and energies all
-come from the `CostTable`, the same numbers the optimiser and the checker use.
+The walker is the runtime's one thread. It issues the instructions in order: `Compute` runs on
+the compute engine and blocks the walker until it ends; `PageOut` / `PageIn` start a transfer
+on the DMA channels and the walker goes on at once; `Free` drops an output. The two modes
+differ in what ends a stage:
+
+- `barrier` (the default): the device executes the stage model. A stage ends when its computes
+  and its transfers have all ended; the walker waits there (a `barrier` wait). Buffers freed
+  while their page-out runs are released at the barrier, as the `overlap` timing model counts
+  them, so with an uncontended bus and one DMA channel the simulated makespan, energy and peak
+  equal the checker's `overlap` figures by construction.
+- `free-running`: no barrier. Transfers run on into later stages; a compute that reads an input
+  still landing waits for it (`input`); a buffer freed while a transfer still uses it is
+  released when that transfer ends, and an allocation that does not fit waits for such
+  releases (`ram`). Overlap usually shortens the makespan; stalls lengthen it.
+
+In both modes the RAM capacity is the RAM budget (and never more than the device's RAM): the
+simulated peak cannot exceed it. An allocation that cannot fit, even after every pending
+release, is a SimulationError naming the stage and instruction.
+
+SimPy schedules the walker, a process that sleeps whenever it blocks (at a barrier that waits
+for transfers; for an input or for RAM) and at the end; the `Device` advances its clock in closed
+form in between, so a run costs a few SimPy events per paging stage, not several per
+instruction. Per-node times come from the `CostTable`, the numbers the optimiser and the
+checker use; per-instruction energies are the checker's, since the same instructions run.
 """
 
 import math
 from dataclasses import replace
+from enum import Enum
 from typing import NoReturn
 
 import simpy
 
-from poetsim.costs import CostTable
-from poetsim.errors import InternalError, SimulationError
+from poetsim.checker import check_schedule
+from poetsim.costs import CostTable, moved_bytes
+from poetsim.errors import InternalError, SimulationError, UserInputError
 from poetsim.graph import TrainingGraph
 from poetsim.profiles import Platform
-from poetsim.schedule import Budgets, Compute, Figures, Free, Instruction, PageIn, PageOut, Schedule
-from poetsim.simulator.machine import Machine
-from poetsim.simulator.result import SimulationResult, make_result
-
-#: One trace event: (time_s, end_s, resource, node, kind, bytes, stage); see `result.TRACE_COLUMNS`.
-Record = tuple[float, float, str, int, str, int, int]
+from poetsim.schedule import Budgets, Compute, Figures, Free, Instruction, PageIn, PageOut, Schedule, Timing
+from poetsim.simulator.device import DONE, PLAIN, Buffer, Device, Transfer
+from poetsim.simulator.result import MakespanDelta, SimulationResult, make_result
+from poetsim.simulator.trace import COMPUTE, PAGE_IN, PAGE_OUT, RECOMPUTE, WAIT_BARRIER, WAIT_INPUT, WAIT_RAM, Trace
 
 
-class _Buffer:
-    """One node's output in RAM: its size, the transfers using it, and whether it was freed.
+class Mode(str, Enum):
+    """How the simulated device ends a stage (module doc)."""
 
-    `arrival` is the page-in filling the buffer until it lands (None once usable);
-    `freed_stage` is the stage of the `Free` that dropped it (None while live). A freed buffer
-    is released when its last transfer ends.
-    """
-
-    __slots__ = ("size_bytes", "arrival", "transfers", "freed_stage")
-
-    def __init__(self, size_bytes: int):
-        self.size_bytes = size_bytes
-        self.arrival: simpy.Process | None = None
-        self.transfers = 0
-        self.freed_stage: int | None = None
-
-
-class Replay:
-    """The state of one replay: where each output is, what happened when, and the totals.
-
-    `records` gets one tuple per event (see `Record`); energies are charged per instruction
-    from the cost table and do not grow when contention slows an activity down.
-    """
-
-    def __init__(self, schedule: Schedule, graph: TrainingGraph, costs: CostTable, machine: Machine,
-                 platform: Platform | None = None):
-        _check_shape(schedule, graph, costs)
-        self._schedule = schedule
-        self._machine = machine
-        self._env = machine.env
-        self._ram = machine.ram
-        self._bus = machine.bus
-        self._costs = costs
-        self._deps = tuple(node.deps for node in graph.nodes)
-        self._bytes = graph.output_bytes
-        # A compute reads its inputs and writes its output over the bus.
-        self._compute_bus_bytes = tuple(
-            self._bytes[k] + sum(self._bytes[d] for d in deps) for k, deps in enumerate(self._deps)
-        )
-        self._page_in_phases = _phases(costs.page_in_s, platform.storage.page_in.latency_s if platform else 0.0)
-        self._page_out_phases = _phases(costs.page_out_s, platform.storage.page_out.latency_s if platform else 0.0)
-        num_nodes = len(graph)
-        self._buffers: list[_Buffer | None] = [None] * num_nodes
-        self._stored: list[simpy.Process | None] = [None] * num_nodes  # latest page-out of each node
-        self._computed = [False] * num_nodes
-        self.records: list[Record] = []
-        self.compute_j = self.recompute_j = self.page_in_j = self.page_out_j = 0.0
-        self.recomputations = self.page_ins = self.page_outs = 0
-        self.stall_s = self.compute_busy_s = self.dma_busy_s = 0.0
-        self.makespan_s = 0.0
-
-    def run(self) -> None:
-        """Replay the whole schedule; SimulationError names the first instruction that cannot run."""
-        walker = self._env.process(self._walk())
-        self._env.run()
-        if not walker.processed:
-            raise InternalError("the simulation ended with the instruction walker still waiting")
-
-    def _walk(self):
-        """Process: issue every instruction in order; computes block, transfers do not."""
-        num_nodes = len(self._buffers)
-        compute, free, page_out, page_in = self._compute, self._free, self._page_out, self._page_in
-        # The walker is the runtime's one thread: it holds the engine for the whole run rather
-        # than per operator, which changes no time (nobody else asks for the engine) and saves
-        # two events per compute, about a fifth of the simulator's run time.
-        with self._machine.compute.request() as engine:
-            yield engine
-            for t, stage in enumerate(self._schedule.stages):
-                for ins in stage:
-                    kind = type(ins)
-                    if not 0 <= ins.node < num_nodes:
-                        self._fail(t, ins, f"node id {ins.node} is out of range 0..{num_nodes - 1}")
-                    if kind is Compute:
-                        yield from compute(t, ins)
-                    elif kind is Free:
-                        free(t, ins)
-                    elif kind is PageOut:
-                        page_out(t, ins)
-                    elif kind is PageIn:
-                        yield from page_in(t, ins)
-                    else:
-                        raise SimulationError(f"stage {t}: unknown instruction {ins!r}")
-        self.makespan_s = max(self.makespan_s, self._env.now)
-
-    def _compute(self, t: int, ins: Compute):
-        """Wait for inputs still being paged in, allocate the output, run on the engine and the bus."""
-        env, k, buffers = self._env, ins.node, self._buffers
-        if buffers[k] is not None:
-            self._fail(t, ins, f"node {k}'s output is already in RAM")
-        arrivals = None
-        for d in self._deps[k]:
-            buffer = buffers[d]
-            if buffer is None:
-                self._fail(t, ins, f"input {d} is missing: it is neither in RAM nor being paged in")
-            if buffer.arrival is not None:
-                arrivals = [buffer.arrival] if arrivals is None else arrivals + [buffer.arrival]
-        if arrivals:
-            waited_from = env.now
-            yield env.all_of(arrivals)
-            self._stall(waited_from, "compute", k, t)
-        size = self._bytes[k]
-        if not self._ram.fits(size):
-            yield from self._wait_for_ram(t, ins, size)
-        self._allocate(t, k, size)
-        buffers[k] = _Buffer(size)
-        start = env.now
-        yield from self._bus.carry(self._costs.compute_s[k], self._compute_bus_bytes[k])
-        end = env.now
-        self.compute_busy_s += end - start
-        if self._computed[k]:
-            self.recompute_j += self._costs.compute_j[k]
-            self.recomputations += 1
-            self.records.append((start, end, "compute", k, "recompute", size, t))
-        else:
-            self._computed[k] = True
-            self.compute_j += self._costs.compute_j[k]
-            self.records.append((start, end, "compute", k, "compute", size, t))
-
-    def _page_out(self, t: int, ins: PageOut) -> None:
-        """Start copying a resident output to storage; a page-in of it will wait for this copy."""
-        i = ins.node
-        buffer = self._buffers[i]
-        if buffer is None:
-            self._fail(t, ins, f"node {i} is not in RAM, so there is nothing to page out")
-        buffer.transfers += 1
-        self._stored[i] = self._env.process(self._transfer(t, i, buffer, "page_out", buffer.arrival))
-        self.page_out_j += self._costs.page_out_j[i]
-        self.page_outs += 1
-
-    def _page_in(self, t: int, ins: PageIn):
-        """Allocate the buffer at once, then copy into it once the page-out it reads has finished."""
-        i = ins.node
-        if self._buffers[i] is not None:
-            self._fail(t, ins, f"node {i} is already in RAM or being paged in")
-        source = self._stored[i]
-        if source is None:
-            self._fail(t, ins, f"node {i} was never paged out, so there is nothing on storage to page in")
-        size = self._bytes[i]
-        if not self._ram.fits(size):
-            yield from self._wait_for_ram(t, ins, size)
-        self._allocate(t, i, size)
-        buffer = _Buffer(size)
-        buffer.transfers = 1
-        self._buffers[i] = buffer
-        buffer.arrival = self._env.process(self._transfer(t, i, buffer, "page_in", source))
-        self.page_in_j += self._costs.page_in_j[i]
-        self.page_ins += 1
-
-    def _free(self, t: int, ins: Free) -> None:
-        """Drop an output; its bytes are held until any transfer still using them has ended."""
-        i = ins.node
-        buffer = self._buffers[i]
-        if buffer is None:
-            self._fail(t, ins, f"node {i} is not in RAM")
-        self._buffers[i] = None
-        buffer.freed_stage = t
-        if buffer.transfers:
-            self._ram.defer(buffer.size_bytes)
-        else:
-            self._release(buffer, i, pending=False)
-
-    def _transfer(self, t: int, node: int, buffer: _Buffer, kind: str, after: simpy.Process | None):
-        """Process: one page-in or page-out on a DMA channel, after the transfer it depends on."""
-        env = self._env
-        if after is not None:
-            yield after
-        latency_s, bus_s = (self._page_in_phases if kind == "page_in" else self._page_out_phases)[node]
-        with self._machine.dma.request() as request:
-            yield request
-            start = env.now
-            if latency_s > 0:
-                yield env.timeout(latency_s)  # set-up time: the channel is held, the bus is not used
-            yield from self._bus.carry(bus_s, buffer.size_bytes)
-        end = env.now
-        self.dma_busy_s += end - start
-        self.records.append((start, end, "dma", node, kind, buffer.size_bytes, t))
-        if kind == "page_in":
-            buffer.arrival = None
-        buffer.transfers -= 1
-        if buffer.freed_stage is not None and not buffer.transfers:
-            self._release(buffer, node, pending=True)
-        self.makespan_s = max(self.makespan_s, end)
-
-    def _wait_for_ram(self, t: int, ins: Instruction, size_bytes: int):
-        """Wait for freed buffers held by transfers in flight; an overdraft if even they are not enough."""
-        ram = self._ram
-        if not ram.could_fit(size_bytes):
-            free_bytes = ram.capacity_bytes - ram.used_bytes
-            held = f", even counting the {ram.pending_bytes:,} bytes that transfers in flight will release" if ram.pending_bytes else ""
-            self._fail(t, ins, f"RAM overdraft: needs {size_bytes:,} bytes but only {free_bytes:,.0f} of "
-                               f"{ram.capacity_bytes:,.0f} bytes are free{held}")
-        waited_from = self._env.now
-        while not ram.fits(size_bytes):
-            yield ram.wait_for_release()
-        self._stall(waited_from, "ram", ins.node, t)
-
-    def _allocate(self, t: int, node: int, size_bytes: int) -> None:
-        self._ram.allocate(size_bytes)
-        now = self._env.now
-        self.records.append((now, now, "ram", node, "alloc", size_bytes, t))
-
-    def _release(self, buffer: _Buffer, node: int, pending: bool) -> None:
-        self._ram.release(buffer.size_bytes, pending)
-        now = self._env.now
-        self.records.append((now, now, "ram", node, "free", buffer.size_bytes, buffer.freed_stage))
-
-    def _stall(self, since_s: float, resource: str, node: int, t: int) -> None:
-        """Record the walker's wait since `since_s` (compute waiting for DMA, or for RAM)."""
-        now = self._env.now
-        if now > since_s:
-            self.stall_s += now - since_s
-            self.records.append((since_s, now, resource, node, "stall", 0, t))
-
-    def _fail(self, t: int, ins: Instruction, problem: str) -> NoReturn:
-        raise SimulationError(f"stage {t}, {type(ins).__name__}({ins.node}) at {self._env.now:.6g} s: {problem}")
-
-
-def _phases(transfer_s: tuple[float, ...], latency_s: float) -> tuple[tuple[float, float], ...]:
-    """Split each transfer time into its latency (no bus) and its bandwidth part (on the bus).
-
-    The cost table holds latency + bytes / bandwidth; the platform says how much is latency.
-    A measured transfer time shorter than the latency is all latency.
-    """
-    return tuple((min(latency_s, s), s - min(latency_s, s)) for s in transfer_s)
-
-
-def _check_shape(schedule: Schedule, graph: TrainingGraph, costs: CostTable) -> None:
-    """Reject a schedule or cost table made for another graph before replaying anything."""
-    if len(costs) != len(graph) or tuple(costs.output_bytes) != graph.output_bytes:
-        raise InternalError(f"the cost table ({len(costs)} nodes) was not derived from graph '{graph.name}' ({len(graph)} nodes)")
-    if schedule.num_nodes != len(graph):
-        raise SimulationError(f"the schedule is for {schedule.num_nodes} nodes but graph '{graph.name}' has {len(graph)}")
+    BARRIER = "barrier"
+    FREE_RUNNING = "free-running"
 
 
 def simulate(schedule: Schedule, graph: TrainingGraph, costs: CostTable, platform: Platform | None = None, *,
-             ram_capacity_bytes: int | None = None, bus_bytes_per_s: float | None = None,
-             budgets: Budgets | None = None) -> SimulationResult:
+             mode: Mode | str = Mode.BARRIER, budgets: Budgets | None = None,
+             ram_capacity_bytes: int | None = None, bus_bytes_per_s: float | None = None) -> SimulationResult:
     """Replay `schedule` on a model of the device and measure what it really takes.
 
-    The device is `platform` (its RAM, memory bus and transfer latencies), with per-node times
-    and energies from `costs`. `ram_capacity_bytes` replaces the platform's RAM (e.g. the budget,
-    or the RAM left beside the training state) and `bus_bytes_per_s` its bus (`math.inf`: no
-    contention). Without a platform the bus never contends, transfers have no latency part and
-    RAM is unlimited unless a capacity is given. With `budgets`, the result flags a peak over the
-    RAM budget and a makespan over the deadline (flags, not errors). SimulationError names the
-    first instruction that cannot run: a missing input, a page-in of something never paged out,
-    or an allocation that does not fit in the capacity.
+    The schedule is first checked by `poetsim.checker` under the `overlap` model (ScheduleError
+    naming the instruction if it is invalid: an invalid schedule is never run); those figures
+    are the result's `stage_model`. The device is `platform` (its RAM, memory bus and transfer
+    latencies) with per-node costs from `costs`. The RAM capacity is the budget's
+    (`budgets.ram_bytes`), capped by `ram_capacity_bytes` (default: the platform's RAM); without
+    budgets it is that physical capacity. `bus_bytes_per_s` replaces the platform's bus
+    (`math.inf`: no contention). Without a platform the bus never contends, transfers have no
+    latency part and RAM is unlimited unless a capacity or budget is given.
     """
-    if ram_capacity_bytes is None:
-        ram_capacity_bytes = platform.ram_bytes if platform else math.inf
+    try:
+        mode = Mode(mode)
+    except ValueError:
+        raise UserInputError(f"unknown replay mode {mode!r} (use {' or '.join(m.value for m in Mode)})") from None
+    stage_model = check_schedule(schedule, graph, costs, Timing.OVERLAP)
+    physical_bytes: float
+    if ram_capacity_bytes is not None:
+        physical_bytes = ram_capacity_bytes
+    else:
+        physical_bytes = platform.ram_bytes if platform else math.inf
+    capacity_bytes = min(physical_bytes, budgets.ram_bytes) if budgets is not None else physical_bytes
     if bus_bytes_per_s is None:
         bus_bytes_per_s = platform.memory_bus_bytes_per_s if platform else math.inf
-    if not ram_capacity_bytes > 0:
-        raise SimulationError(f"the RAM capacity must be positive, got {ram_capacity_bytes!r} bytes")
+    if not capacity_bytes > 0:
+        raise SimulationError(f"the RAM capacity must be positive, got {capacity_bytes!r} bytes")
     if not bus_bytes_per_s > 0:
         raise SimulationError(f"the memory bus bandwidth must be positive, got {bus_bytes_per_s!r} bytes/s")
-    machine = Machine(costs.dma_channels, bus_bytes_per_s, ram_capacity_bytes)
-    replay = Replay(schedule, graph, costs, machine, platform)
-    replay.run()
-    figures = Figures(
-        peak_ram_bytes=machine.ram.peak_bytes,
-        runtime_s=replay.makespan_s,
-        compute_j=replay.compute_j,
-        recompute_j=replay.recompute_j,
-        page_in_j=replay.page_in_j,
-        page_out_j=replay.page_out_j,
-        static_j=costs.static_power_w * replay.makespan_s,
-        recomputations=replay.recomputations,
-        page_ins=replay.page_ins,
-        page_outs=replay.page_outs,
-    )
-    return make_result(
-        figures, replay.records, machine.ram.curve, stall_s=replay.stall_s, compute_busy_s=replay.compute_busy_s,
-        dma_busy_s=replay.dma_busy_s, dma_channels=costs.dma_channels, bus_moved_bytes=machine.bus.moved_bytes,
-        bus_bytes_per_s=bus_bytes_per_s, budgets=budgets,
-    )
+    replay = _Replay(schedule, graph, costs, platform, mode, capacity_bytes, bus_bytes_per_s)
+    env = simpy.Environment()
+    walker = env.process(replay.walk_barrier(env) if mode is Mode.BARRIER else replay.walk_free_running(env))
+    env.run()
+    if not walker.processed:
+        raise InternalError("the simulation ended with the instruction walker still waiting")
+    return replay.result(stage_model, budgets)
 
 
-def ideal_costs(costs: CostTable) -> CostTable:
-    """The same costs with an ideal DMA: transfers take no time (energies unchanged).
+class _Replay:
+    """The walker's state: where each output is, the device, and per-stage sums for the breakdown."""
 
-    On such a machine, without bus contention, the simulation reproduces the checker's
-    `overlap` figures: it is how the simulator is validated against the prediction.
-    """
-    zeros = (0.0,) * len(costs)
-    return replace(costs, page_in_s=zeros, page_out_s=zeros)
+    def __init__(self, schedule: Schedule, graph: TrainingGraph, costs: CostTable, platform: Platform | None,
+                 mode: Mode, capacity_bytes: float, bus_bytes_per_s: float):
+        self.schedule, self.costs, self.mode = schedule, costs, mode
+        self.deps = tuple(node.deps for node in graph.nodes)
+        self.sizes = costs.output_bytes  # equal to the graph's (the checker made sure), without a copy
+        self.moved = costs.moved_bytes or moved_bytes(graph)
+        storage = platform.storage if platform else None
+        self.page_in_latency_s = storage.page_in.latency_s if storage else 0.0
+        self.page_out_latency_s = storage.page_out.latency_s if storage else 0.0
+        self.trace = Trace(self.sizes)
+        self.device = Device(self.trace, costs.dma_channels, bus_bytes_per_s, capacity_bytes,
+                             waits_for_ram=mode is Mode.FREE_RUNNING)
+        self.buffers: list = [None] * len(graph)
+        # Each node's latest page-out, a page-in's source (None once a page-in found it ended).
+        self.stored: dict[int, Transfer | None] = {}
+        self.page_ins_of_stage = (-1, 0)  # (stage, bytes) of the latest stage's page-ins, for error messages
+        self.walker_end_s = 0.0
+        self.dma_packing_s = 0.0      # barrier: stages' extra length from whole transfers on channels
+        self.dma_excess_s = 0.0       # free-running: sum over stages of max(0, DMA / channels - compute)
+
+    # --- the two walkers ----------------------------------------------------------------------
+
+    def walk_barrier(self, env: simpy.Environment):
+        """Process: run each stage to its barrier; the walker sleeps there while transfers finish.
+
+        Most stages only compute and free; a stage that pages leads with its transfers
+        (`_paging_stage`).
+        """
+        device, sizes, compute_s, moved = self.device, self.sizes, self.costs.compute_s, self.moved
+        for t, stage in enumerate(self.schedule.stages):
+            if type(stage[0]) in (PageOut, PageIn):  # every stage computes node t, so it is not empty
+                end_s = self._paging_stage(t, stage)
+                if end_s > device.now:
+                    device.record_wait(device.now, end_s, WAIT_BARRIER, t, t)
+                    device.now = end_s
+                    yield env.timeout(end_s - env.now)
+                continue
+            for ins in stage:
+                k = ins.node
+                if type(ins) is Compute:
+                    if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
+                        self._overdraft(ins, t)
+                else:
+                    device.release(sizes[k], k, t, device.now)
+        self.walker_end_s = device.now
+        yield env.timeout(device.now - env.now)
+
+    def walk_free_running(self, env: simpy.Environment):
+        """Process: issue every instruction in order with no barrier; wait only for inputs and RAM."""
+        device, sizes, buffers, deps = self.device, self.sizes, self.buffers, self.deps
+        compute_s, moved, channels = self.costs.compute_s, self.moved, self.costs.dma_channels
+        waits = 0
+        for t, stage in enumerate(self.schedule.stages):
+            stage_compute_s = stage_dma_s = 0.0
+            for ins in stage:
+                cls = type(ins)
+                if cls is Compute:
+                    k = ins.node
+                    if device.in_flight:
+                        for d in deps[k]:
+                            buffer = buffers[d]
+                            if buffer is not PLAIN and buffer.landing is not None:
+                                device.wait_for(buffer.landing, k, t)
+                    if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
+                        self._overdraft(ins, t)
+                    buffers[k] = PLAIN
+                    stage_compute_s += compute_s[k]
+                elif cls is Free:
+                    i = ins.node
+                    buffer, buffers[i] = buffers[i], None
+                    if buffer is not PLAIN and buffer.transfers:
+                        device.advance_dma(device.now)  # transfers that ended by now no longer hold it
+                    if buffer is PLAIN or not buffer.transfers:
+                        device.release(sizes[i], i, t, device.now)
+                    else:
+                        device.hold(buffer, t)
+                elif isinstance(ins, PageOut):
+                    stage_dma_s += self._page_out(ins, t)
+                else:
+                    assert isinstance(ins, PageIn)  # the checker has run: no other kind is left
+                    stage_dma_s += self._page_in(ins, t)
+            if stage_dma_s > channels * stage_compute_s:
+                self.dma_excess_s += stage_dma_s / channels - stage_compute_s
+            if device.walker_waits != waits:  # the walker blocked in this stage: SimPy's clock catches up
+                waits = device.walker_waits
+                yield env.timeout(device.now - env.now)
+        self.walker_end_s = device.now
+        device.drain()
+        yield env.timeout(max(device.now, device.last_end_s) - env.now)
+
+    # --- a paging stage in barrier mode -------------------------------------------------------
+
+    def _paging_stage(self, t: int, stage: tuple) -> float:
+        """Run a stage that leads with transfers, up to its barrier; when its last transfer ends.
+
+        The transfers all start at the stage's beginning. When no operator of the stage can
+        contend with them on the bus, their times are known at once (`_transfers_at_once`);
+        otherwise they run on the device's DMA lanes beside the operators. Outputs freed while
+        the stage pages them out are released at the barrier.
+        """
+        device, sizes, compute_s, moved = self.device, self.sizes, self.costs.compute_s, self.moved
+        leading = 1
+        while type(stage[leading]) in (PageOut, PageIn):  # a Compute(t) follows them
+            leading += 1
+        transfers = stage[:leading]
+        if self._may_contend(stage, transfers):
+            for ins in transfers:
+                if type(ins) is PageOut:
+                    self._page_out(ins, t)
+                else:
+                    self._page_in(ins, t)
+            lanes_end_s = None
+        else:
+            lanes_end_s = self._transfers_at_once(transfers, t)
+        paging_out = [ins.node for ins in transfers if type(ins) is PageOut]
+        held: list[int] = []
+        stage_compute_s = 0.0
+        for ins in stage[leading:]:
+            k = ins.node
+            if type(ins) is Compute:
+                if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
+                    self._overdraft(ins, t, held=held)
+                stage_compute_s += compute_s[k]
+            elif k in paging_out:
+                held.append(k)
+            else:
+                device.release(sizes[k], k, t, device.now)
+        end_s = device.drain() if lanes_end_s is None else lanes_end_s
+        for i in held:
+            device.release(sizes[i], i, t, max(end_s, device.now))
+        if self.costs.dma_channels > 1:
+            self._count_packing(stage_compute_s, transfers)
+        return end_s
+
+    def _may_contend(self, stage: tuple, transfers: tuple) -> bool:
+        """Whether an operator of `stage` and the stage's transfers may together ask more of the bus
+        than it has (every channel busy at the stage's fastest transfer rate: exact for one channel)."""
+        bandwidth = self.device.bus_bytes_per_s
+        if bandwidth == math.inf:
+            return False
+        fastest = 0.0
+        for ins in transfers:
+            rate = Transfer.rate(self.sizes[ins.node], self._transfer_s(ins), self._latency_s(ins))
+            fastest = max(fastest, rate)
+        spare = bandwidth - self.costs.dma_channels * fastest
+        compute_s, moved = self.costs.compute_s, self.moved
+        for ins in stage:
+            if type(ins) is Compute:
+                k = ins.node
+                if moved[k] > spare * compute_s[k] and compute_s[k] > 0:
+                    return True
+        return False
+
+    def _transfers_at_once(self, transfers: tuple, t: int) -> float:
+        """Allocate the stage's page-ins and run its transfers on an uncontended bus; when the last ends."""
+        device, timed = self.device, []
+        for ins in transfers:
+            i = ins.node
+            if type(ins) is PageIn:
+                if not device.allocate(self.sizes[i], i, t, traced=True):
+                    self._overdraft(ins, t)
+                self._count_page_in(t, i)
+                timed.append((PAGE_IN, i, self.costs.page_in_s[i]))
+            else:
+                timed.append((PAGE_OUT, i, self.costs.page_out_s[i]))
+        return device.transfers_at_once(timed, t)
+
+    def _count_packing(self, stage_compute_s: float, transfers: tuple) -> None:
+        """Add the stage's extra length from whole transfers on several channels (stage model: DMA / channels)."""
+        channels = self.costs.dma_channels
+        transfers_s = [self._transfer_s(ins) for ins in transfers]
+        packed_s = _list_schedule_s(transfers_s, channels)
+        self.dma_packing_s += max(stage_compute_s, packed_s) - max(stage_compute_s, sum(transfers_s) / channels)
+
+    def _transfer_s(self, ins: PageIn | PageOut) -> float:
+        return (self.costs.page_in_s if type(ins) is PageIn else self.costs.page_out_s)[ins.node]
+
+    def _latency_s(self, ins: PageIn | PageOut) -> float:
+        return self.page_in_latency_s if type(ins) is PageIn else self.page_out_latency_s
+
+    # --- one instruction ----------------------------------------------------------------------
+
+    def _page_out(self, ins: PageOut, t: int) -> float:
+        """Start copying an output to storage (after it has landed, if it is still being paged in)."""
+        i = ins.node
+        buffer = self.buffers[i]
+        if buffer is PLAIN or buffer is None:  # barrier mode keeps no buffers between stages
+            buffer = self.buffers[i] = Buffer(self.sizes[i], i)
+        buffer.paged_out_stage = t
+        total_s = self.costs.page_out_s[i]
+        transfer = Transfer(PAGE_OUT, i, t, buffer, total_s, self.page_out_latency_s, self.device.now, buffer.landing)
+        self.device.issue(transfer)
+        self.stored[i] = transfer
+        return total_s
+
+    def _page_in(self, ins: PageIn, t: int) -> float:
+        """Allocate the buffer at once, then copy into it once the page-out it reads has ended."""
+        i, device = ins.node, self.device
+        size = self.sizes[i]
+        if not device.allocate(size, i, t, traced=True):
+            self._overdraft(ins, t)
+        self._count_page_in(t, i)
+        buffer = self.buffers[i] = Buffer(size, i)
+        source = self.stored.get(i)
+        if source is not None and source.phase == DONE:
+            source = self.stored[i] = None
+        total_s = self.costs.page_in_s[i]
+        buffer.landing = Transfer(PAGE_IN, i, t, buffer, total_s, self.page_in_latency_s, device.now, source)
+        device.issue(buffer.landing)
+        return total_s
+
+    def _count_page_in(self, t: int, node: int) -> None:
+        stage, size_bytes = self.page_ins_of_stage
+        self.page_ins_of_stage = (t, (size_bytes if stage == t else 0) + self.sizes[node])
+
+    def _overdraft(self, ins: Instruction, t: int, held: list[int] | tuple = ()) -> NoReturn:
+        """Raise the SimulationError of an allocation that cannot fit, saying what holds the RAM."""
+        device, size_bytes = self.device, self.sizes[ins.node]
+        free_bytes = device.ram_capacity_bytes - device.ram_bytes
+        reasons = []
+        stage, page_in_bytes = self.page_ins_of_stage
+        if stage == t and page_in_bytes:
+            reasons.append(f"{page_in_bytes:,} bytes are this stage's page-ins, which hold their buffers from their issue")
+        if held:
+            held_bytes = sum(self.sizes[i] for i in held)
+            reasons.append(f"{held_bytes:,} bytes are outputs this stage pages out, held until it ends")
+        why = f" ({'; '.join(reasons)})" if reasons else ""
+        raise SimulationError(
+            f"stage {t}, {type(ins).__name__}({ins.node}) at {device.now:.6g} s: RAM overdraft: needs "
+            f"{size_bytes:,} bytes but only {free_bytes:,.0f} of {device.ram_capacity_bytes:,.0f} bytes are free{why}")
+
+    # --- the result ---------------------------------------------------------------------------
+
+    def result(self, stage_model: Figures, budgets: Budgets | None) -> SimulationResult:
+        """The figures of the finished run and the makespan difference from `stage_model` by cause."""
+        device = self.device
+        makespan_s = max(self.walker_end_s, device.last_end_s)
+        figures = replace(stage_model, peak_ram_bytes=device.peak_ram_bytes, runtime_s=makespan_s,
+                          static_j=self.costs.static_power_w * makespan_s)
+        predicted_s = stage_model.runtime_s
+        if self.mode is Mode.BARRIER:
+            # Stages last max(compute, DMA) on an idle bus, plus packing; whatever is left is the bus.
+            delta = MakespanDelta(dma_packing_s=self.dma_packing_s,
+                                  bus_contention_s=makespan_s - predicted_s - self.dma_packing_s)
+        else:
+            delta = MakespanDelta(
+                bus_contention_s=device.compute_stretch_s, overlap_s=0.0 - self.dma_excess_s,
+                input_wait_s=device.waits_s[WAIT_INPUT], ram_wait_s=device.waits_s[WAIT_RAM],
+                tail_s=makespan_s - self.walker_end_s)
+        return make_result(self.mode.value, figures, stage_model, delta, device, self.costs.dma_channels, budgets)
+
+
+def _list_schedule_s(transfers_s: list[float], channels: int) -> float:
+    """How long transfers issued together take on `channels` channels, each to the first one free."""
+    free_at = [0.0] * channels
+    for s in transfers_s:
+        c = free_at.index(min(free_at))
+        free_at[c] += s
+    return max(free_at)

@@ -1,0 +1,80 @@
+"""Benchmark of stopping a sweep: seconds from a signal to the sweep's exit, and to its last worker's end.
+
+Target: a sweep stopped by SIGINT (to it alone, or Ctrl-C to its process group) or SIGTERM
+exits within 5 s with every returned row kept; after SIGKILL its workers end within 5 s too.
+Each case sweeps a small scenario whose points take a few seconds (the transformer at 70 % of
+keep-all RAM, 1 s per solve) and is signalled `REPEATS` times at spread-out moments. Run with
+`python -m benchmarks faults`; writes results/bench/faults.csv.
+"""
+
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+
+DEFAULT_OUT = Path("results/bench/faults.csv")
+REPEATS = 5
+SCENARIO = """\
+name: stop-bench
+model: transformer
+batch_size: 2
+seq_len: 16
+platform: rpi4
+budgets: {ram: [100%, 70%], runtime: [1.2x, 1.5x]}
+strategies: [recompute-only, paging-only]
+time_limit_s: 1
+"""
+CASES = (("SIGINT", False), ("SIGINT", True), ("SIGTERM", False), ("SIGKILL", False))
+
+
+def stop_once(folder: Path, signame: str, to_group: bool, delay_s: float, executor: str) -> dict:
+    """Sweep into a fresh folder, signal it `delay_s` after it holds the folder, time the exit."""
+    out = folder / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    proc = subprocess.Popen([sys.executable, "-m", "poetsim", "sweep", str(folder / "s.yaml"), "-j", "2", "--out",
+                             str(out), "--executor", executor], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    while not (out / "scenario.yaml").exists() and proc.poll() is None:
+        time.sleep(0.01)
+    time.sleep(delay_s)
+    family = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
+    signum = signal.Signals[signame]
+    start = time.perf_counter()
+    (os.killpg if to_group else os.kill)(proc.pid, signum)
+    _, err = proc.communicate(timeout=120)
+    exit_s = time.perf_counter() - start
+    while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in family):
+        time.sleep(0.01)
+    workers_s = time.perf_counter() - start
+    return {"executor": executor, "signal": signame + (" to group" if to_group else ""), "delay_s": round(delay_s, 2),
+            "exit_code": proc.returncode, "exit_s": round(exit_s, 3), "workers_gone_s": round(workers_s, 3),
+            "stderr_lines": len(err.strip().splitlines())}
+
+
+def run(out_csv: Path = DEFAULT_OUT, executors: tuple[str, ...] = ("process", "dask")) -> pd.DataFrame:
+    """Every case `REPEATS` times per executor; one CSV row per run, and a summary printed."""
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        (folder / "s.yaml").write_text(SCENARIO)
+        for executor in executors:
+            for signame, to_group in CASES:
+                for repeat in range(REPEATS):
+                    delay_s = 0.5 + 3.0 * repeat / max(1, REPEATS - 1)
+                    rows.append(stop_once(folder, signame, to_group, delay_s, executor))
+    frame = pd.DataFrame(rows)
+    frame["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out_csv, index=False)
+    return frame.groupby(["executor", "signal"]).agg(
+        runs=("exit_s", "size"), exit_codes=("exit_code", lambda c: ",".join(map(str, sorted(set(c))))),
+        max_exit_s=("exit_s", "max"), max_workers_gone_s=("workers_gone_s", "max"),
+        max_stderr_lines=("stderr_lines", "max")).reset_index()

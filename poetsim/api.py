@@ -1,0 +1,327 @@
+"""The public Python API: poetsim's main jobs as functions that return typed results.
+
+    import poetsim
+
+    scenario = poetsim.load_scenario("scenarios/mcu.yaml")
+    run = poetsim.solve(scenario, platform="nrf52840", ram="70%", runtime="1.5x", strategy="hybrid")
+    print(run.status, run.checked.total_j)           # Status.OPTIMAL, joules of one iteration
+    run = poetsim.simulate(scenario, platform="nrf52840", ram="70%", strategy="hybrid")
+    print(run.simulated.makespan_s)
+    result = poetsim.sweep(scenario, "build/mcu", jobs=2)
+    print(result.rows[0].point_key, result.rows[0].status)
+
+The command line is a thin layer over these functions; they never print. Options left out take
+the scenario's value; where the scenario lists several, the first is used and the returned
+choice says so in its `notes`.
+"""
+
+import csv
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from poetsim import strategies
+from poetsim.dask_pool import NO_WORKER_WAIT_S
+from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, UserInputError
+from poetsim.pipeline import Run, load_run, run_strategy, write_run
+from poetsim.problem import Problem, build_problem
+from poetsim.results import headline, headline_columns, load_results
+from poetsim.runs import ResultRow
+from poetsim.scenario import FILE_SUFFIXES, Scenario, load_scenario
+from poetsim.schedule import Schedule, Timing
+from poetsim.status import Status
+from poetsim.sweep import check_output_dir, plan_sweep, run_sweep
+from poetsim.units import RamSpec, number_text, parse_ram, parse_runtime
+
+__all__ = ["Choice", "Comparison", "SweepResult", "choose", "compare", "default_out", "load_scenario", "simulate",
+           "solve", "sweep"]
+
+#: Where sweeps and simulations write unless told otherwise: never over the shipped results/.
+BUILD_DIR = Path("build")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One point of a scenario picked for `solve` or `simulate`, and what was assumed to pick it."""
+
+    scenario: Scenario
+    problem: Problem
+    strategy: str
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A finished (or resumed) sweep: its folder, its runs.csv and every row in it."""
+
+    directory: Path
+    runs_csv: Path
+    rows: tuple[ResultRow, ...]
+
+    def counts(self) -> dict[str, int]:
+        """How many rows have each status."""
+        found: dict[str, int] = {}
+        for row in self.rows:
+            found[row.status.value] = found.get(row.status.value, 0) + 1
+        return dict(sorted(found.items()))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Strategies side by side (`poetsim.results.headline`), and the files written from it."""
+
+    directory: Path
+    table: pd.DataFrame
+    csv_path: Path
+    text_path: Path
+
+
+def _scenario(scenario: Scenario | str | Path) -> Scenario:
+    return scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+
+
+def with_batch_size(scenario: Scenario, batch_size: int | None) -> tuple[Scenario, tuple[str, ...]]:
+    """The scenario with its batch size replaced, and a note for each graph file it cannot change."""
+    if batch_size is None:
+        return scenario, ()
+    if batch_size < 1:
+        raise UserInputError(f"--batch-size: must be at least 1, got {batch_size}")
+    fixed = [m for m in scenario.model if m.endswith(FILE_SUFFIXES)]
+    notes = tuple(f"--batch-size {batch_size} does not apply to graph file {Path(m).name}, which fixes its own batch"
+                  for m in fixed)
+    return scenario.model_copy(update={"batch_size": batch_size}), notes
+
+
+def default_out(scenario: Scenario) -> Path:
+    """Where a sweep of `scenario` writes by default: build/<scenario name>/."""
+    return BUILD_DIR / scenario.name
+
+
+def choose(
+    scenario: Scenario | str | Path, *, model: str | None = None, platform: str | None = None,
+    ram: RamSpec | str | None = None, runtime: float | str | None = None, strategy: str | None = None,
+    timing: Timing | str | None = None, batch_size: int | None = None,
+) -> Choice:
+    """The problem and strategy of one point: the options given, else the scenario's values.
+
+    A model or platform given here is a zoo or shipped name, or a file path relative to the
+    working directory (a scenario's own paths are relative to the scenario file).
+    """
+    scenario, _ = with_batch_size(_scenario(scenario), batch_size)
+    noted: list[str] = []
+
+    def pick(values: tuple, given, label: str, show=str):
+        if given is not None:
+            return given
+        if len(values) > 1:
+            noted.append(f"the scenario lists {len(values)} values for {label}; using the first, {show(values[0])} "
+                         f"(pass --{label} to choose)")
+        return values[0]
+
+    chosen_ram = _parsed(parse_ram, ram, "--ram") if isinstance(ram, (str, int, float)) else ram
+    chosen_runtime = _parsed(parse_runtime, runtime, "--runtime") if isinstance(runtime, str) else runtime
+    chosen_timing = _timing(timing) if timing is not None else scenario.timing
+    name = pick(scenario.strategies, strategy, "strategy")
+    if name not in strategies.REGISTRY:
+        raise UserInputError(f"--strategy: unknown strategy '{name}' (use {', '.join(strategies.REGISTRY)})")
+    chosen_model = pick(scenario.model, _file_or_name(model, "--model"), "model", _show_source)
+    if batch_size is not None and chosen_model.endswith(FILE_SUFFIXES):
+        noted.append(f"--batch-size {batch_size} does not apply to graph file {Path(chosen_model).name}, "
+                     "which fixes its own batch")
+    problem = build_problem(
+        chosen_model,
+        pick(scenario.platform, _file_or_name(platform, "--platform"), "platform", _show_source),
+        pick(scenario.budgets.ram, chosen_ram, "ram"),
+        pick(scenario.budgets.runtime, chosen_runtime, "runtime", lambda x: f"{number_text(x)}x"),
+        chosen_timing, scenario.batch_size, scenario.input_size, scenario.seq_len, scenario.flops_per_cost_unit,
+        scenario.reserve_training_state)
+    return Choice(scenario, problem, name, tuple(noted))
+
+
+def _parsed(parse, value, option: str):
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise UserInputError(f"{option}: {exc}") from None
+
+
+def _timing(value: Timing | str) -> Timing:
+    try:
+        return Timing(value)
+    except ValueError:
+        raise UserInputError(f"--timing: unknown timing model '{value}' (use compute-only or overlap)") from None
+
+
+def _file_or_name(spec: str | None, option: str) -> str | None:
+    """A path given on the command line, made absolute; a name as it is."""
+    if spec is None or not spec.endswith(FILE_SUFFIXES):
+        return spec
+    path = Path(spec)
+    if not path.is_file():
+        raise UserInputError(f"{option}: no such file {spec}")
+    return str(path.resolve())
+
+
+def _show_source(spec: str) -> str:
+    return Path(spec).name if spec.endswith(FILE_SUFFIXES) else spec
+
+
+def solve(
+    scenario: Scenario | str | Path, *, model: str | None = None, platform: str | None = None,
+    ram: RamSpec | str | None = None, runtime: float | str | None = None, strategy: str | None = None,
+    timing: Timing | str | None = None, batch_size: int | None = None, solver: str | None = None,
+    time_limit_s: float | None = None, starts: Sequence[Schedule] = (),
+    on_progress: Callable | None = None, choice: Choice | None = None,
+) -> Run:
+    """Find the schedule of one point (the MILP for solved strategies, the rule for baselines), checked.
+
+    Returns the run whatever its status (`run.status`, `run.message`); `require_schedule` turns a
+    run without a schedule into the matching error.
+    """
+    choice = choice or choose(scenario, model=model, platform=platform, ram=ram, runtime=runtime, strategy=strategy,
+                              timing=timing, batch_size=batch_size)
+    return run_strategy(choice.problem, choice.strategy, solver or choice.scenario.solver,
+                        time_limit_s if time_limit_s is not None else choice.scenario.time_limit_s,
+                        simulate=False, starts=starts, on_progress=on_progress)
+
+
+def simulate(
+    scenario: Scenario | str | Path, *, model: str | None = None, platform: str | None = None,
+    ram: RamSpec | str | None = None, runtime: float | str | None = None, strategy: str | None = None,
+    timing: Timing | str | None = None, batch_size: int | None = None, solver: str | None = None,
+    time_limit_s: float | None = None, schedule: Path | None = None, on_progress: Callable | None = None,
+    choice: Choice | None = None, mode: str = "barrier",
+) -> Run:
+    """Solve (or load `schedule`, a saved schedule.json) and replay the schedule on the simulated device.
+
+    `mode` is the replay mode: `barrier` (a stage ends when its computes and transfers end, the
+    device the `overlap` timing model describes) or `free-running` (transfers run on into later
+    stages).
+    """
+    choice = choice or choose(scenario, model=model, platform=platform, ram=ram, runtime=runtime, strategy=strategy,
+                              timing=timing, batch_size=batch_size)
+    if schedule is not None:
+        return load_run(choice.problem, Path(schedule), mode=mode)
+    return run_strategy(choice.problem, choice.strategy, solver or choice.scenario.solver,
+                        time_limit_s if time_limit_s is not None else choice.scenario.time_limit_s,
+                        simulate=True, on_progress=on_progress, mode=mode)
+
+
+def require_schedule(run: Run) -> Run:
+    """The run if it has a checked schedule; otherwise the error its status means (one line)."""
+    if run.ok:
+        return run
+    if run.status is Status.INFEASIBLE:
+        message = run.message if run.message.startswith("infeasible") else (
+            f"infeasible: no {run.strategy} schedule meets the budgets ({run.message})")
+        raise InfeasibleBudgetError(message)
+    if run.status is Status.OVER_BUDGET:
+        raise InfeasibleBudgetError(f"over-budget: the {run.strategy} schedule misses the budgets: {run.message}")
+    if run.status is Status.INVALID:
+        raise InternalError(f"invalid schedule: {run.message}")
+    raise PoetsimError(f"{run.status}: {run.message}")
+
+
+def simulate_out(choice: Choice, run: Run, mode: str = "barrier") -> Path:
+    """Where `simulate` writes by default: build/<scenario>/simulate/<point>/."""
+    problem = choice.problem
+    slug = (f"{problem.graph.name}_{problem.platform.name}_ram{problem.ram.key}_rt{number_text(problem.runtime_x)}x_"
+            f"{run.strategy}_{problem.timing.value}_{mode}")
+    return default_out(choice.scenario) / "simulate" / _safe(slug)
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.@-]+", "-", text.replace("%", "pct"))
+
+
+def save_run(run: Run, directory: Path) -> None:
+    """Write a run's schedule, result row and (if simulated) trace into `directory`."""
+    write_run(run, Path(directory))
+
+
+def sweep(
+    scenario: Scenario | str | Path, out: str | Path | None = None, *, jobs: int | None = None,
+    resume: bool = False, time_limit_s: float | None = None, executor: str = "process",
+    scheduler: str | None = None, batch_size: int | None = None,
+    on_row: Callable[[ResultRow, int, int], None] | None = None, no_worker_wait_s: float = NO_WORKER_WAIT_S,
+) -> SweepResult:
+    """Run every point of the scenario's grid into `out` (default build/<scenario name>/).
+
+    Every option and path is checked before anything is written; rows are appended to runs.csv
+    as points finish, so a stopped sweep keeps them and `resume=True` runs exactly the rest.
+    """
+    scenario, _ = with_batch_size(_scenario(scenario), batch_size)
+    directory = Path(out) if out is not None else default_out(scenario)
+    runs_csv = run_sweep(scenario, directory, jobs, resume, time_limit_s, executor, scheduler, on_row=on_row,
+                         no_worker_wait_s=no_worker_wait_s)
+    return SweepResult(directory, runs_csv, read_rows(runs_csv))
+
+
+def read_rows(runs_csv: Path) -> tuple[ResultRow, ...]:
+    """Every row of a runs.csv as a ResultRow."""
+    with Path(runs_csv).open(newline="", encoding="utf-8") as handle:
+        return tuple(ResultRow.from_dict(record, where=f"{runs_csv}, line {n + 2}")
+                     for n, record in enumerate(csv.DictReader(handle)))
+
+
+def results_scenario(target: str | Path) -> tuple[Scenario, Path]:
+    """The scenario of a results folder (its scenario.yaml copy), and the folder."""
+    directory = Path(target)
+    if directory.name == "runs.csv":
+        directory = directory.parent
+    if directory.suffix in (".yaml", ".yml"):
+        scenario = load_scenario(directory)
+        return scenario, default_out(scenario)
+    copy = directory / "scenario.yaml"
+    if not copy.is_file():
+        raise UserInputError(f"{directory}: not a sweep's results folder (no scenario.yaml; run `poetsim sweep` first)")
+    return load_scenario(copy), directory
+
+
+#: The baselines `compare` adds to every point, beside the scenario's own strategies.
+COMPARE_BASELINES = ("keep-all", "checkpoint-sqrt")
+
+
+def compare(
+    target: str | Path, *, jobs: int | None = None, time_limit_s: float | None = None,
+    on_row: Callable[[ResultRow, int, int], None] | None = None,
+) -> Comparison:
+    """Strategies side by side for a sweep's results (a folder, or a scenario: its default folder).
+
+    Runs the keep-all and checkpoint-sqrt baselines (no solver) and any point the folder lacks,
+    then writes compare.csv (every number) and compare.txt (the table as text) beside runs.csv.
+    """
+    scenario, directory = results_scenario(target)
+    wanted = tuple(dict.fromkeys(scenario.strategies + COMPARE_BASELINES))
+    scenario = scenario.model_copy(update={"strategies": wanted})
+    plan_sweep(scenario, directory, resume=True)
+    run_sweep(scenario, directory, jobs, True, time_limit_s, on_row=on_row)
+    table = headline(load_results(directory))
+    csv_path, text_path = directory / "compare.csv", directory / "compare.txt"
+    table.to_csv(csv_path, index=False)
+    text_path.write_text(headline_text(table) + "\n", encoding="utf-8")
+    return Comparison(directory, table, csv_path, text_path)
+
+
+#: What the marks in a headline table mean, printed under it.
+HEADLINE_NOTE = ("Energy above keep-all (every node computed once, nothing paged) per iteration. "
+                 "'*': a schedule not proven optimal; read its gap in compare.csv. 'infeasible' is proven, "
+                 "'no-solution' means the time limit ran out first, 'over-budget' a rule's schedule misses the budgets.")
+
+
+def headline_text(table: pd.DataFrame) -> str:
+    """The headline as plain text: every digit, aligned, with the note on its marks."""
+    shown = table[headline_columns(table)].copy()
+    if "runtime_x" in shown:
+        shown["runtime_x"] = shown["runtime_x"].map(lambda x: f"{number_text(x)}x" if pd.notna(x) else "")
+    shown = shown.rename(columns={"runtime_x": "runtime"})
+    return shown.to_string(index=False) + "\n\n" + HEADLINE_NOTE
+
+
+def check_out(path: Path | None, option: str = "--out") -> None:
+    """UserInputError unless `path` can be used as an output folder (see `sweep.check_output_dir`)."""
+    if path is not None:
+        check_output_dir(path, option)

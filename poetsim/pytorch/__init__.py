@@ -1,0 +1,27 @@
+"""Bring your own PyTorch model: import one training step as a poetsim graph, run a schedule for real.
+
+`from_torch` (capture.py) imports a model; `execute` (executor.py) runs one training step
+instruction by instruction following a poetsim schedule; `profile_host` (host.py) measures this
+machine as a platform profile; `validate_run` (validate.py) closes the loop. Everything here
+needs torch (the CPU build); `commands.py` holds the CLI commands and imports torch only when
+one of them runs.
+"""
+
+import importlib
+
+_EXPORTS = {
+    "from_torch": "poetsim.pytorch.capture",
+    "capture": "poetsim.pytorch.capture",
+    "execute": "poetsim.pytorch.executor",
+    "profile_host": "poetsim.pytorch.host",
+    "validate_run": "poetsim.pytorch.validate",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    """Import torch-backed names on first use, so that `import poetsim.pytorch` stays cheap."""
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'poetsim.pytorch' has no attribute '{name}'")

@@ -1,0 +1,320 @@
+"""Import a PyTorch model: capture one training step at the aten level, as poetsim's training graph.
+
+`from_torch(module, example_inputs, loss=...)` traces the forward pass, the loss and the
+backward pass that autograd derives from them, all at once, with AOTAutograd's joint export
+(`aot_export_joint_with_descriptors`, torch 2.13): one functional graph of aten ops whose
+inputs are the parameters, buffers and the batch, and whose outputs are the loss, the
+parameter gradients and the new buffer values. The trace runs on fake tensors, so it costs no
+real compute, and a model whose control flow depends on the data stops with one line naming
+the module where it happened.
+
+While tracing, forward hooks label every aten op with the module call it came from
+(`layer1.0.conv1`; a module called twice, as torchvision's ReLU in a basic block, gives
+`layer1.0.relu` and `layer1.0.relu#2`). Autograd carries each forward op's sequence number to
+the backward ops it causes, so every backward op is tied to the forward op whose derivative it
+computes. `poetsim.pytorch.grouping` turns the labelled graph into poetsim nodes.
+"""
+
+import contextlib
+import itertools
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx.traceback as fx_traceback
+from torch import fx, nn
+
+from poetsim.errors import UserInputError
+from poetsim.graph import TrainingGraph
+from poetsim.pytorch import grouping
+
+#: The torch release whose AOTAutograd graphs this importer reads (it uses an API marked unstable).
+SUPPORTED_TORCH = "2.13"
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    """One module call seen while tracing: its label, its class, whether it called other modules."""
+
+    label: str
+    module_type: str
+    leaf: bool
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A captured training step: the aten graph, its poetsim graph and how one maps to the other.
+
+    `programs[i]` is what poetsim node i runs (`poetsim.pytorch.grouping.NodeProgram`);
+    `static_ops` depend on parameters and constants only (weight transposes, constants) and are
+    evaluated once, outside the activation budget, like the parameters they come from.
+    `inputs` are the batch the step was traced with: the model's inputs, then the labels.
+    """
+
+    graph: TrainingGraph
+    fx_graph: fx.Graph
+    programs: tuple
+    static_ops: tuple[fx.Node, ...]
+    params: tuple[tuple[fx.Node, str], ...]
+    buffers: tuple[tuple[fx.Node, str], ...]
+    data: tuple[fx.Node, ...]
+    tangents: tuple[fx.Node, ...]
+    grads: tuple[tuple[fx.Node, str], ...]
+    buffer_updates: tuple[tuple[fx.Node, str], ...]
+    loss: fx.Node
+    step: "TrainingStep"
+    inputs: tuple[torch.Tensor, ...]
+    calls: tuple[CallInfo, ...] = field(default=())
+
+    @property
+    def model(self) -> nn.Module:
+        """The user's module (the step wraps it with the loss)."""
+        return self.step.model
+
+
+class TrainingStep(nn.Module):
+    """The user's model and loss as one module whose output is the scalar loss.
+
+    `model` and `loss` are its children, so their parameters and buffers are named
+    `model.<name>` and `loss.<name>` in the captured graph.
+    """
+
+    def __init__(self, model: nn.Module, loss: nn.Module):
+        super().__init__()
+        self.model = model
+        self.loss = loss
+
+    def forward(self, *batch: torch.Tensor) -> torch.Tensor:
+        *inputs, labels = batch
+        return self.loss(self.model(*inputs), labels)
+
+
+class _LossFunction(nn.Module):
+    """A plain loss function as a module, so that its ops are labelled `loss` like nn losses."""
+
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def forward(self, output, labels):
+        return self.function(output, labels)
+
+
+def from_torch(module: nn.Module, example_inputs, loss=None, labels: torch.Tensor | None = None,
+               name: str | None = None, meta: dict[str, str] | None = None) -> TrainingGraph:
+    """The poetsim training graph of one training step of `module` on `example_inputs`.
+
+    `loss` is an `nn.Module` or function of (output, labels) giving a scalar; by default
+    cross-entropy against random class labels, one per row of the output (`labels` gives
+    them). The graph is what every other poetsim command takes; `capture` keeps the aten
+    graph too, for the executor. UserInputError names the module when the model cannot be
+    captured (data-dependent control flow, an unsupported or random op, inputs that do not fit).
+    """
+    return capture(module, example_inputs, loss, labels, name, meta).graph
+
+
+def capture(module: nn.Module, example_inputs, loss=None, labels: torch.Tensor | None = None,
+            name: str | None = None, meta: dict[str, str] | None = None) -> Capture:
+    """Trace one training step of `module` and group it into poetsim nodes (see `from_torch`)."""
+    _check_torch_version()
+    if not isinstance(module, nn.Module):
+        raise UserInputError(f"the model must be a torch.nn.Module, got {type(module).__name__}")
+    inputs = _as_inputs(example_inputs)
+    name = name or type(module).__name__
+    loss_module = _loss_module(loss)
+    if labels is None:
+        labels = default_labels(module, inputs, name)
+    step = TrainingStep(module, loss_module)
+    gm, calls = _trace(step, inputs + (labels,), name)
+    built = grouping.build(gm, calls, name)
+    info = {"imported_from": "torch", "torch_version": torch.__version__,
+            "inputs": ";".join(_describe(t) for t in inputs), "labels": _describe(labels), **(meta or {})}
+    graph = TrainingGraph.create(name, built.nodes, meta={**built.meta, **info})
+    return Capture(graph=graph, fx_graph=gm.graph, programs=built.programs, static_ops=built.static_ops,
+                   params=built.params, buffers=built.buffers, data=built.data, tangents=built.tangents,
+                   grads=built.grads, buffer_updates=built.buffer_updates, loss=built.loss, step=step,
+                   inputs=inputs + (labels,), calls=tuple(calls.values()))
+
+
+def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: str, seed: int = 0) -> torch.Tensor:
+    """Random class labels for cross-entropy: one per row of the output, in [0, classes).
+
+    The output's shape comes from running the model on the meta device (no data, no compute),
+    so the model's buffers are not touched.
+    """
+    state = {k: v.to("meta") for k, v in itertools.chain(module.named_parameters(), module.named_buffers())}
+    with torch.no_grad(), _attributed(name, TrainingStep(module, nn.Identity())):
+        out = torch.func.functional_call(module, state, tuple(t.to("meta") for t in inputs))
+    if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[-1] < 1:
+        raise UserInputError(f"{name}: the default loss (cross-entropy) needs a tensor output with classes in its last "
+                             f"dimension; pass loss= and labels= for this model")
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, out.shape[-1], tuple(out.shape[:-1]), generator=generator, dtype=torch.int64)
+
+
+def _check_torch_version() -> None:
+    if not torch.__version__.startswith(SUPPORTED_TORCH):
+        raise UserInputError(f"poetsim's PyTorch import needs torch {SUPPORTED_TORCH} (the CPU build), found {torch.__version__}")
+
+
+def _as_inputs(example_inputs) -> tuple[torch.Tensor, ...]:
+    inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
+        raise UserInputError("example_inputs must be a tensor or a tuple of tensors")
+    return tuple(t.detach() for t in inputs)
+
+
+def _loss_module(loss) -> nn.Module:
+    if loss is None:
+        return nn.CrossEntropyLoss()
+    if isinstance(loss, nn.Module):
+        return loss
+    if callable(loss):
+        return _LossFunction(loss)
+    raise UserInputError(f"loss must be an nn.Module or a function of (output, labels), got {type(loss).__name__}")
+
+
+def _describe(t: torch.Tensor) -> str:
+    """A tensor's shape and dtype as 'int64[8]' or 'float32[8,3,32,32]'."""
+    return f"{str(t.dtype).removeprefix('torch.')}[{','.join(map(str, t.shape))}]"
+
+
+class _CallTracker:
+    """Forward hooks that label each module call and remember which calls are leaves.
+
+    Labels are module paths relative to the user's model (`layer1.0.conv1`), `loss` for the
+    loss, and the model's own ops have the empty label. A module called again gets `#2`, `#3`.
+    The root step resets the counts, because the exporter runs the forward pass more than once.
+    """
+
+    def __init__(self) -> None:
+        self.calls: dict[str, CallInfo] = {}
+        self.stack: list[tuple[str, contextlib.ExitStack]] = []
+        self._counts: dict[str, int] = {}
+        self._children: dict[str, bool] = {}
+        self._types: dict[str, str] = {}
+        self._first_sequence_nr: dict[str, int] = {}
+
+    def install(self, step: nn.Module) -> list:
+        handles = []
+        for path, mod in step.named_modules():
+            handles.append(mod.register_forward_pre_hook(lambda m, a, p=path: self._enter(m, p)))
+            handles.append(mod.register_forward_hook(lambda m, a, o, p=path: self._leave(p, o)))
+        return handles
+
+    @property
+    def active(self) -> str | None:
+        """The innermost module call under way (where an error happened)."""
+        return self.stack[-1][0] if self.stack else None
+
+    def _enter(self, module: nn.Module, path: str) -> None:
+        if path == "":  # the step itself: a new pass of the exporter; it labels no op
+            self._counts.clear()
+            self._children.clear()
+            self.calls.clear()
+            self.stack.clear()
+            return
+        relative = path.removeprefix("model.") if path != "model" else ""
+        self._counts[relative] = count = self._counts.get(relative, 0) + 1
+        label = relative if count == 1 else f"{relative}#{count}"
+        if self.stack:
+            self._children[self.stack[-1][0]] = True
+        self._children.setdefault(label, False)
+        self._types[label] = type(module).__name__
+        context = contextlib.ExitStack()
+        context.enter_context(fx_traceback.annotate({"call": label}))
+        self.stack.append((label, context))
+        self._first_sequence_nr[label] = torch.autograd._get_sequence_nr()
+
+    def _leave(self, path: str, output) -> None:
+        if not self.stack or path == "":
+            return
+        label, context = self.stack.pop()
+        context.close()
+        self.calls[label] = CallInfo(label, self._types[label], not self._children.get(label, False))
+        _label_autograd_nodes(output, label, self._first_sequence_nr[label])
+
+
+def _label_autograd_nodes(output, label: str, first_sequence_nr: int) -> None:
+    """Mark the autograd nodes a module call created, so that its backward ops carry its label.
+
+    Walking back from the call's outputs, a node created during the call (its sequence number
+    is at least the one the call started at) and not yet marked is this call's: calls inside it
+    ended first and marked theirs. Each marked node annotates the ops it runs in the backward
+    pass with `grad_of`. This follows in-place ops (an in-place ReLU6 replaces the history of
+    its input), which matching sequence numbers of forward and backward ops alone would
+    attribute to the layer before.
+    """
+    roots: list[torch.autograd.graph.Node | None] = [
+        t.grad_fn for t in torch.utils._pytree.tree_leaves(output) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    seen = set()
+    while roots:
+        node = roots.pop()
+        if node is None or node in seen or node._sequence_nr() < first_sequence_nr:
+            continue
+        seen.add(node)
+        roots.extend(next_node for next_node, _ in node.next_functions)
+        # torch declares `metadata` as a method; the C++ nodes expose it as a dict attribute.
+        metadata: dict = node.metadata  # type: ignore[assignment]
+        if "poetsim_call" in metadata:  # an inner call's: walk on behind it
+            continue
+        metadata["poetsim_call"] = label
+        contexts: list[contextlib.ExitStack] = []
+
+        def enter(grad_outputs, label=label, contexts=contexts):
+            context = contextlib.ExitStack()
+            context.enter_context(fx_traceback.annotate({"grad_of": label}))
+            contexts.append(context)
+
+        def leave(grad_inputs, grad_outputs, contexts=contexts):
+            if contexts:
+                contexts.pop().close()
+
+        node.register_prehook(enter)
+        node.register_hook(leave)
+
+
+@contextlib.contextmanager
+def _attributed(name: str, step: nn.Module):
+    """Label module calls while the block runs; an error inside the model becomes one
+    UserInputError naming the module call that raised it."""
+    tracker = _CallTracker()
+    handles = tracker.install(step)
+    try:
+        with fx_traceback.preserve_node_meta():
+            yield tracker
+    except UserInputError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any failure of the user's model is reported, with its module
+        where = tracker.active
+        module = f"module '{where}'" if where else "the model"
+        raise UserInputError(f"{name}: {module}: {_explain(error)}") from None
+    finally:
+        for _, context in reversed(tracker.stack):
+            context.close()
+        for handle in handles:
+            handle.remove()
+
+
+def _explain(error: Exception) -> str:
+    """What went wrong, in one line, by the kind of failure the tracer reports."""
+    kind = type(error).__name__
+    first = (str(error).strip().splitlines() or [kind])[0]
+    clues = ("data-dependent", "data dependent", "cannot be called on meta tensors", "_local_scalar_dense")
+    if kind in ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException") \
+            or any(clue in first.lower() for clue in clues):
+        return (f"data-dependent control flow or output shape ({first}); poetsim captures one static "
+                "training step, so branches and shapes must not depend on tensor values")
+    if kind == "UnsupportedOperatorException":
+        return f"unsupported op {first}: it has no fake-tensor kernel, so it cannot be captured"
+    if isinstance(error, (RuntimeError, ValueError, IndexError, TypeError)):
+        return f"the inputs do not fit the model: {first}"
+    return f"cannot be captured: {kind}: {first}"
+
+
+def _trace(step: TrainingStep, batch: tuple[torch.Tensor, ...], name: str):
+    """The joint forward-backward aten graph of `step` on `batch`, with module-call labels."""
+    from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+
+    with _attributed(name, step) as tracker, contextlib.ExitStack() as stack:
+        gm = aot_export_joint_with_descriptors(stack, step, batch).graph_module
+    return gm, dict(tracker.calls)

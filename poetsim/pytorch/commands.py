@@ -1,0 +1,361 @@
+"""The PyTorch commands of the CLI: import-torch, execute, profile and validate-run.
+
+`register(app)` adds them to a typer app (poetsim/cli.py calls it). Each command parses its
+options, calls the library and shows the result; torch is imported only when a command runs,
+so `poetsim --help` stays fast. Errors go through one boundary, as in poetsim/cli.py: a
+PoetsimError becomes one line on stderr and its exit code.
+"""
+
+import csv
+import functools
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from poetsim.costs import node_costs
+from poetsim.errors import InternalError, PoetsimError, UserInputError
+from poetsim.graphio import save_graph
+from poetsim.profiles import load_platform
+from poetsim.pytorch.source import ModelSource, capture_graph_file, parse_inputs
+from poetsim.pytorch.validate import DEFAULT_RAMS, predict, write_validation
+from poetsim.pytorch.validate import validate_run as run_validation
+from poetsim.scenario import load_scenario
+from poetsim.schedule import Timing
+from poetsim.schedule_io import load_schedule
+from poetsim.units import parse_ram, parse_runtime
+
+console = Console()
+
+DEFAULT_SWAP_DIR = Path("build/swap")
+
+_ACCOUNTING = ("Activation bytes are the storages of the tensors the executor holds between nodes (parameters, "
+               "gradients, static tensors and normalisation statistics apart), summed when the checker takes its "
+               "peak; see docs/pytorch.md.")
+
+
+def _boundary(command):
+    """Run a command; a PoetsimError becomes one line on stderr and a non-zero exit."""
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except PoetsimError as exc:
+            message = " ".join(str(exc).split("\n"))
+            print(f"poetsim: error: {message}", file=sys.stderr)
+            raise typer.Exit(exc.exit_code) from None
+    return run
+
+
+FactoryArg = typer.Argument(..., help="The model factory, PACKAGE.MODULE:FUNCTION, called without arguments "
+                                      "(e.g. poetsim.pytorch.models:resnet18_cifar).")
+ShapeOpt = typer.Option(..., "--input-shape", help="Shape of one model input, e.g. 8,3,32,32 (repeat for several inputs).")
+DtypeOpt = typer.Option(None, "--input-dtype", help="float32 (default), int64, ...: one, or one per input.")
+HighOpt = typer.Option(2, "--input-high", min=1, help="Integer inputs are drawn from [0, this) (token ids: the vocabulary).")
+SeedOpt = typer.Option(0, "--seed", help="Seed of the random weights and batch.")
+SwapOpt = typer.Option(DEFAULT_SWAP_DIR, "--swap-dir", help="Folder of the page files.")
+ThreadsOpt = typer.Option(None, "--threads", min=1, help="torch threads (default: torch's); profile and execute alike.")
+DurableOpt = typer.Option(True, "--durable/--page-cache", help="fsync page-outs and drop them from the page cache "
+                                                                "(default), or leave them in the kernel's cache.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add import-torch, execute, profile and validate-run to `app`."""
+    app.command("import-torch")(_boundary(import_torch))
+    app.command("execute")(_boundary(execute))
+    app.command("profile")(_boundary(profile))
+    app.command("validate-run")(_boundary(validate_run))
+
+
+def import_torch(
+    factory: str = FactoryArg,
+    input_shape: list[str] = ShapeOpt,
+    input_dtype: list[str] | None = DtypeOpt,
+    input_high: int = HighOpt,
+    seed: int = SeedOpt,
+    name: str | None = typer.Option(None, help="The graph's name (default: the factory's)."),
+    out: Path = typer.Option(..., "--out", help="The poetsim-graph JSON to write."),
+) -> None:
+    """Import a PyTorch model: capture one training step (forward, cross-entropy loss, backward) as a poetsim graph.
+
+    One node per layer (leaf module call) and one per layer's backward, named by module path;
+    FLOPs from torch.utils.flop_counter (per element for other ops); output bytes from the real
+    shapes and dtypes. Random weights; nothing is downloaded.
+    """
+    from poetsim.pytorch.capture import capture
+
+    shapes, dtypes = parse_inputs(input_shape, input_dtype)
+    source = ModelSource(factory, shapes, dtypes, seed, input_high)
+    module, inputs = source.build()
+    captured = capture(module, inputs, name=name or factory.rpartition(":")[2], meta=source.meta())
+    try:
+        save_graph(captured.graph, out)
+    except OSError as error:
+        raise UserInputError(f"{out}: cannot write: {error.strerror or error}") from None
+    summary = captured.graph.summary()
+    console.print(f"{captured.graph.name}: {summary['nodes']} nodes ({summary['forward_nodes']} forward, "
+                  f"{summary['backward_nodes']} backward), {summary['forward_flops'] / 1e9:.4g} GFLOP forward, "
+                  f"{summary['backward_flops'] / 1e9:.4g} GFLOP backward, keep-all peak "
+                  f"{summary['keep_all_peak_bytes']:,} bytes, parameters {summary['param_bytes']:,} bytes")
+    console.print(f"wrote {out}")
+
+
+def execute(
+    target: Path = typer.Argument(..., help="A graph JSON made by import-torch, or a scenario YAML whose model is one."),
+    schedule: Path = typer.Option(..., "--schedule", help="schedule.json or schedule.bin (from poetsim solve --out)."),
+    swap_dir: Path = SwapOpt,
+    platform: str | None = typer.Option(None, help="Profile to predict with (default: the scenario's; a graph "
+                                                   "alone gets no time prediction)."),
+    ram: str | None = typer.Option(None, help="Stop if the executor holds more activation RAM (bytes, units or % of keep-all)."),
+    timing: str | None = typer.Option(None, help="compute-only or overlap (default: the schedule's)."),
+    threads: int | None = ThreadsOpt,
+    durable: bool = DurableOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    out: Path | None = typer.Option(None, help="Write execution.json and instructions.csv here."),
+) -> None:
+    """Run one real training step on the CPU, instruction by instruction, as the schedule says.
+
+    Computes and recomputes run the nodes' aten ops, frees drop their tensors, page-outs write
+    them to files in --swap-dir and page-ins read them back. Reports whether every parameter
+    gradient is bitwise equal to a plain loss.backward(), the activation peak held (beside the
+    prediction) and the process's peak RSS, the time per instruction and in total, and the
+    bytes written and read. A schedule that cannot run stops with one line naming the instruction.
+    """
+    from poetsim.pytorch.executor import execute as run
+
+    graph_path, profile = _target(target, platform)
+    captured = capture_graph_file(graph_path)
+    loaded = load_schedule(schedule)
+    chosen = Timing(_timing(timing) or loaded.timing)
+    budget = _ram_bytes(ram, captured.graph) if ram else None
+    result = run(captured, loaded, swap_dir, timing=chosen, durable=durable, budget_bytes=budget, threads=threads)
+    report = _execution_report(captured.graph, loaded, result, profile, chosen)
+    if out is not None:
+        _write_execution(report, result, out)
+    if as_json:
+        print(json.dumps(report))
+    else:
+        _print_execution(report)
+        if out is not None:
+            console.print(f"wrote {out}/ (execution.json, instructions.csv)")
+    _fail_on_mismatch(report)
+
+
+def profile(
+    out: Path = typer.Option(..., "--out", help="The profile YAML to write (use it as --platform)."),
+    swap_dir: Path = SwapOpt,
+    threads: int | None = ThreadsOpt,
+    durable: bool = DurableOpt,
+    repeats: int = typer.Option(3, min=1, help="Timed keep-all runs per calibration model."),
+    model: str | None = typer.Option(None, help="Calibrate compute on this model factory (PACKAGE.MODULE:FUNCTION) "
+                                                "instead of poetsim's small calibration set."),
+    input_shape: list[str] | None = typer.Option(None, "--input-shape", help="With --model: its input shape(s)."),
+    input_dtype: list[str] | None = DtypeOpt,
+    input_high: int = HighOpt,
+    name: str = typer.Option("host", help="The profile's name."),
+) -> None:
+    """Measure this machine as a platform profile: compute per operator kind, storage, memory bus.
+
+    Every figure's source says "measured on <cpu> on <date>"; without readable RAPL energy
+    counters the powers are poetsim assumptions and the profile says energy is modelled.
+    """
+    from poetsim.pytorch.host import profile_host, write_profile
+
+    captures = None
+    if model is not None:
+        captures = [_capture_factory(model, input_shape or [], input_dtype, input_high, 0)]
+    measured = profile_host(swap_dir, captures=captures, durable=durable, threads=threads, repeats=repeats, name=name)
+    write_profile(measured, out)
+    table = Table("figure", "value", title=f"profile {measured.name}: {measured.title}")
+    table.add_row("compute (all nodes)", f"{measured.compute.flops_per_s / 1e9:.3g} GFLOP/s")
+    for op, rate in measured.compute.op_flops_per_s.items():
+        table.add_row(f"  {op}", f"{rate / 1e9:.3g} GFLOP/s")
+    for label, transfer in (("page-out", measured.storage.page_out), ("page-in", measured.storage.page_in)):
+        table.add_row(label, f"{transfer.latency_s * 1e3:.3g} ms + {transfer.bytes_per_s / 1e6:.4g} MB/s")
+    table.add_row("memory bus", f"{measured.memory_bus_bytes_per_s / 1e9:.3g} GB/s")
+    console.print(table)
+    for note in measured.notes:
+        console.print(f"[dim]{note}[/dim]")
+    console.print(f"wrote {out}")
+
+
+def validate_run(
+    factory: str = FactoryArg,
+    input_shape: list[str] = ShapeOpt,
+    input_dtype: list[str] | None = DtypeOpt,
+    input_high: int = HighOpt,
+    seed: int = SeedOpt,
+    ram: list[str] | None = typer.Option(None, help="RAM budgets (repeat; default 100%, 70%, 50%, 35%)."),
+    strategy: list[str] | None = typer.Option(None, help="Strategies (repeat; default all of the registry)."),
+    runtime: str = typer.Option("2x", help="Deadline, a multiple of one plain pass."),
+    timing: str = typer.Option("overlap", help="compute-only or overlap."),
+    time_limit: float = typer.Option(20.0, "--time-limit", min=0.1, help="Solver time limit per point, seconds."),
+    platform: str | None = typer.Option(None, "--profile", help="Use this profile instead of measuring the host."),
+    calibrate: str = typer.Option("model", help="Profile compute on the model itself (model) or on poetsim's "
+                                                "calibration set (suite)."),
+    repeats: int = typer.Option(3, min=1, help="Runs per schedule; the measured time is their median."),
+    threads: int | None = ThreadsOpt,
+    durable: bool = DurableOpt,
+    swap_dir: Path = SwapOpt,
+    out: Path = typer.Option(Path("build/validate"), help="Folder of graph.json, host.yaml, result.json, "
+                                                          "validation.csv and the chart."),
+) -> None:
+    """Close the loop: import, profile the host, solve each budget, execute, compare prediction and measurement.
+
+    For every RAM budget and strategy: the checked schedule runs for real (median of --repeats
+    runs) and its predicted and measured step time, activation peak and storage traffic are
+    set side by side in a table, result.json, validation.csv and validation.html/png.
+    """
+    from poetsim.pytorch.host import profile_host, write_profile
+
+    if calibrate not in ("model", "suite"):
+        raise UserInputError(f"--calibrate: use model or suite, not '{calibrate}'")
+    captured = _capture_factory(factory, input_shape, input_dtype, input_high, seed)
+    out.mkdir(parents=True, exist_ok=True)
+    save_graph(captured.graph, out / "graph.json")
+    if platform is not None:
+        profile_used = load_platform(platform)
+    else:
+        console.print("measuring the host ...")
+        profile_used = profile_host(swap_dir, captures=[captured] if calibrate == "model" else None,
+                                    durable=durable, threads=threads)
+        write_profile(profile_used, out / "host.yaml")
+    table = Table("strategy", "RAM", "status", "time pred s", "time meas s", "diff", "peak pred", "peak meas",
+                  "written", "read", "grads", title=f"{captured.graph.name}: prediction vs measurement")
+
+    def show(row):
+        if row.measured_runtime_s is None:
+            console.print(f"{row.strategy:>16} {row.ram:>6}: {row.status} {row.message[:90]}")
+            return
+        console.print(f"{row.strategy:>16} {row.ram:>6}: {row.status}, time {row.predicted_runtime_s:.3f} s predicted, "
+                      f"{row.measured_runtime_s:.3f} s measured ({row.runtime_difference_pct:+.1f} %), peak "
+                      f"{'equal' if row.peak_equal else 'DIFFERENT'}, gradients "
+                      f"{'bitwise equal' if row.gradients_equal else 'DIFFERENT'}")
+
+    validation = run_validation(captured, profile_used, rams=tuple(ram or DEFAULT_RAMS), strategies=strategy,
+                                runtime_x=_runtime(runtime, parse_runtime), timing=Timing(_timing(timing)),
+                                time_limit_s=time_limit, swap_dir=swap_dir, threads=threads, durable=durable,
+                                repeats=repeats, on_row=show)
+    for row in validation.rows:
+        table.add_row(row.strategy, row.ram, row.status, *(
+            ("", "", "", "", "", "", "", "") if row.measured_runtime_s is None else (
+                f"{row.predicted_runtime_s:.3f}", f"{row.measured_runtime_s:.3f}", f"{row.runtime_difference_pct:+.1f} %",
+                f"{row.predicted_peak_bytes:,}", f"{row.measured_peak_bytes:,}", f"{row.measured_bytes_written:,}",
+                f"{row.measured_bytes_read:,}", "equal" if row.gradients_equal else "DIFFERENT")))
+    console.print(table)
+    write_validation(validation, out)
+    console.print(f"wrote {out}/ (graph.json, {'' if platform else 'host.yaml, '}result.json, validation.csv, "
+                  "validation.html/png)")
+    console.print(f"[dim]{_ACCOUNTING}[/dim]")
+    bad = [r for r in validation.rows if r.measured_runtime_s is not None and not (r.gradients_equal and r.peak_equal)]
+    if bad:
+        raise PoetsimError(f"{len(bad)} run(s) broke an invariant: gradients or peak differ from the prediction "
+                           f"(first: {bad[0].strategy} at {bad[0].ram})")
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+def _capture_factory(factory: str, shapes, dtypes, high: int, seed: int):
+    from poetsim.pytorch.capture import capture
+
+    parsed_shapes, parsed_dtypes = parse_inputs(shapes, dtypes)
+    source = ModelSource(factory, parsed_shapes, parsed_dtypes, seed, high)
+    module, inputs = source.build()
+    return capture(module, inputs, name=factory.rpartition(":")[2], meta=source.meta())
+
+
+def _target(target: Path, platform: str | None):
+    """(graph path, profile or None) of a graph file, or of a scenario whose model is a graph file."""
+    if target.suffix not in (".yaml", ".yml"):
+        return target, (load_platform(platform) if platform else None)
+    scenario = load_scenario(target, check_references=False)
+    model = str(scenario.model[0])
+    if not model.endswith(".json"):
+        raise UserInputError(f"{target}: model: '{model}' is a zoo name; execute needs a graph made by import-torch")
+    return Path(model), load_platform(platform or scenario.platform[0])
+
+
+def _timing(value: str | None) -> str | None:
+    if value is not None and value not in ("compute-only", "overlap"):
+        raise UserInputError(f"--timing: unknown timing model '{value}' (use compute-only or overlap)")
+    return value
+
+
+def _runtime(text: str, parse) -> float:
+    try:
+        return parse(text)
+    except ValueError as error:
+        raise UserInputError(f"--runtime: {error}") from None
+
+
+def _ram_bytes(text: str, graph) -> int:
+    try:
+        return parse_ram(text).resolve(graph.keep_all_peak_bytes)
+    except ValueError as error:
+        raise UserInputError(f"--ram: {error}") from None
+
+
+def _execution_report(graph, schedule, result, profile, timing) -> dict:
+    summary = result.summary()
+    report = {"graph": graph.name, "measured": summary, "predicted": None}
+    costs = node_costs(graph, profile) if profile is not None else node_costs(graph, _neutral_profile())
+    prediction = predict(graph, schedule, costs, timing)
+    report["predicted"] = {
+        "peak_ram_bytes": prediction.peak_ram_bytes,
+        "runtime_s": prediction.runtime_s if profile is not None else None,
+        "bytes_written": prediction.bytes_written, "bytes_read": prediction.bytes_read,
+        "platform": profile.name if profile is not None else None,
+    }
+    report["peak_equal"] = prediction.peak_ram_bytes == result.peak_activation_bytes
+    report["traffic_equal"] = (prediction.bytes_written, prediction.bytes_read) == (result.bytes_written, result.bytes_read)
+    return report
+
+
+def _neutral_profile():
+    """Any profile: RAM accounting does not depend on costs, and no time is predicted without one."""
+    return load_platform("rpi4")
+
+
+def _print_execution(report: dict) -> None:
+    measured, predicted = report["measured"], report["predicted"]
+    table = Table("figure", "predicted", "measured", title=f"{report['graph']}: one training step "
+                                                           f"({measured['timing']} timing, {measured['threads']} thread(s))")
+    runtime = predicted["runtime_s"]
+    table.add_row("step time", f"{runtime:.4g} s ({predicted['platform']})" if runtime is not None else "(no profile)",
+                  f"{measured['total_s']:.4g} s "
+                  f"(compute {measured['compute_s']:.4g} s, transfers {measured['transfer_s']:.4g} s)")
+    table.add_row("activation peak", f"{predicted['peak_ram_bytes']:,} bytes",
+                  f"{measured['peak_activation_bytes']:,} bytes ({'equal' if report['peak_equal'] else 'DIFFERENT'})")
+    table.add_row("process peak RSS", "", f"{measured['peak_rss_bytes']:,} bytes" if measured["peak_rss_bytes"] else "n/a")
+    table.add_row("bytes written / read", f"{predicted['bytes_written']:,} / {predicted['bytes_read']:,}",
+                  f"{measured['bytes_written']:,} / {measured['bytes_read']:,} (+ batch {measured['batch_bytes_read']:,})")
+    table.add_row("operations", "", f"{measured['recomputations']} recomputations, {measured['page_outs']} page-outs, "
+                                    f"{measured['page_ins']} page-ins")
+    grads = measured["gradients_equal"]
+    table.add_row("gradients vs loss.backward()", "", "bitwise equal" if grads else
+                  f"DIFFERENT: {', '.join(measured['differing_gradients'][:3])}")
+    console.print(table)
+    console.print(f"[dim]{_ACCOUNTING}[/dim]")
+
+
+def _write_execution(report: dict, result, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "execution.json").write_text(json.dumps(report, indent=1) + "\n")
+    with open(out / "instructions.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["stage", "kind", "node", "name", "start_s", "end_s", "duration_s", "bytes"])
+        for r in result.records:
+            writer.writerow([r.stage, r.kind, r.node, r.name, f"{r.start_s:.9f}", f"{r.end_s:.9f}",
+                             f"{r.duration_s:.9f}", r.nbytes])
+
+
+def _fail_on_mismatch(report: dict) -> None:
+    measured = report["measured"]
+    if measured["gradients_equal"] is False:
+        raise InternalError(f"gradients differ from a plain loss.backward() for {', '.join(measured['differing_gradients'][:3])}")
+    if not report["peak_equal"]:
+        raise InternalError(f"the executor held {measured['peak_activation_bytes']:,} activation bytes at its peak, "
+                            f"the schedule predicts {report['predicted']['peak_ram_bytes']:,}")

@@ -1,0 +1,510 @@
+"""From a captured joint aten graph to poetsim nodes: one node per layer, one per layer's backward.
+
+Granularity is POET's (docs/graphs.md): a leaf module call (a module that calls no other module:
+`nn.Conv2d`, `nn.BatchNorm2d`, `nn.ReLU`, `nn.MultiheadAttention`) is one node, named by its
+path. An op written directly in a container's `forward` (the `out += identity` of a residual
+block, an `F.relu` in a model's own code) is a node of its own, named `<path>.<op>`
+(`layer1.0.add`). Each forward node's backward ops form the node `<name>.grad`. The rules:
+
+- *Views* (ops whose output aliases their input: view, transpose, expand, detach, getitem of a
+  view-returning op) join the node that made the storage they view, wherever they appear, so a
+  storage belongs to exactly one node and is freed with it. They cost nothing.
+- *Static* ops read only parameters, buffers and constants (a weight's transpose, `arange`);
+  they run once, before the step, and live outside the activation budget with the parameters.
+- A backward op belongs to the backward of the forward op whose autograd node ran it (their
+  sequence numbers match). Gradient accumulation (the sum where a tensor fans out) belongs to
+  the node that consumes the sum, as in the zoo; ops with no forward op of their own likewise.
+- A node's `output_bytes` is the storage of every tensor it makes that another node reads:
+  the layer's output, plus whatever its backward needs besides (BatchNorm's batch mean and
+  inverse deviation, max pooling's indices, the loss's log-probabilities). Its `deps` are the
+  nodes whose tensors it reads. This is exactly what the executor holds, frees and pages.
+- The per-channel (per-row) statistics of a normalisation layer (BatchNorm's batch mean and
+  inverse deviation and its new running statistics, LayerNorm's mean and inverse deviation)
+  are kept with the parameters, outside the activation budget, as poetsim's zoo keeps them:
+  they are a few numbers per channel, and counting them in the layer's output would keep the
+  whole output alive until the backward pass, which reads only the statistics.
+- Parameter bytes go on the first forward node that reads the parameter.
+"""
+
+import heapq
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import fx
+
+from poetsim.errors import UserInputError
+from poetsim.graph import Node
+from poetsim.pytorch.flops import op_flops, op_name
+
+#: Op kinds (`Node.op`) by the dominant aten op of a node; others keep the aten name.
+_KINDS = {
+    "convolution": "conv", "addmm": "linear", "bmm": "matmul", "baddbmm": "matmul",
+    "_native_batch_norm_legit_functional": "batchnorm", "native_batch_norm": "batchnorm",
+    "native_layer_norm": "layernorm", "relu": "relu", "hardtanh": "relu", "threshold": "relu",
+    "gelu": "gelu", "tanh": "tanh", "sigmoid": "sigmoid", "add": "add", "_softmax": "softmax",
+    "_log_softmax": "loss", "nll_loss_forward": "loss", "max_pool2d_with_indices": "maxpool",
+    "mean": "avgpool", "avg_pool2d": "avgpool", "_adaptive_avg_pool2d": "avgpool",
+    "_scaled_dot_product_flash_attention_for_cpu": "attention", "embedding": "embedding",
+}
+#: Op kinds of leaf module calls whose dominant aten op would misname them.
+_MODULE_KINDS = {"MultiheadAttention": "attention"}
+#: Outputs (getitem indices) of normalisation ops that are statistics, held with the parameters.
+_STATISTICS = {"_native_batch_norm_legit_functional": {1, 2, 3, 4}, "native_batch_norm": {1, 2},
+               "native_layer_norm": {1, 2}}
+#: Ops that return a view of an argument although their schema does not say so.
+_UNDECLARED_VIEWS = {"_unsafe_view"}
+
+INPUT_KEY = ("input",)
+
+
+@dataclass(frozen=True)
+class NodeProgram:
+    """What the executor runs for one poetsim node.
+
+    `ops` are the aten ops (views included) in graph order; `reads` the tensors of other nodes
+    they take; `keeps` the tensors of this node that other nodes read (what stays in RAM, is
+    freed or paged); `statistics` the normalisation statistics it makes, held with the
+    parameters. The input node has no compute ops: its data placeholders are read from
+    storage, then its views (a flatten of the batch) run.
+    """
+
+    ops: tuple[fx.Node, ...]
+    reads: tuple[fx.Node, ...]
+    keeps: tuple[fx.Node, ...]
+    statistics: tuple[fx.Node, ...] = ()
+
+
+@dataclass(frozen=True)
+class Built:
+    """The poetsim nodes of a captured graph and what the executor needs to run them."""
+
+    nodes: tuple[Node, ...]
+    programs: tuple[NodeProgram, ...]
+    static_ops: tuple[fx.Node, ...]
+    params: tuple[tuple[fx.Node, str], ...]
+    buffers: tuple[tuple[fx.Node, str], ...]
+    data: tuple[fx.Node, ...]
+    tangents: tuple[fx.Node, ...]
+    grads: tuple[tuple[fx.Node, str], ...]
+    buffer_updates: tuple[tuple[fx.Node, str], ...]
+    loss: fx.Node
+    meta: dict[str, str]
+
+
+def build(gm: fx.GraphModule, calls: dict, name: str) -> Built:
+    """Group the joint graph `gm`, whose ops carry module-call labels, into poetsim nodes."""
+    return _Grouping(gm, calls, name).build()
+
+
+class _Grouping:
+    """One pass over the graph per rule of the module docstring, in that order."""
+
+    def __init__(self, gm: fx.GraphModule, calls: dict, name: str):
+        self.name = name
+        self.calls = calls
+        self.nodes = list(gm.graph.nodes)
+        self.position = {n: i for i, n in enumerate(self.nodes)}
+        self.role: dict[fx.Node, str] = {}  # static, data, view, statistic, compute
+        self.owner: dict[fx.Node, fx.Node] = {}  # view -> the value it views
+        self.group: dict[fx.Node, tuple] = {}
+        self.params: list[tuple[fx.Node, str]] = []
+        self.buffers: list[tuple[fx.Node, str]] = []
+        self.tangents: list[fx.Node] = []
+        data: list[tuple[int, fx.Node]] = []
+        for n in self.nodes:
+            if n.op == "placeholder":
+                self._placeholder(n, data)
+        self.data = [n for _, n in sorted(data, key=lambda pair: pair[0])]
+
+    def _placeholder(self, n: fx.Node, data: list) -> None:
+        # torch's AOT input descriptors, told apart by class name: their module is private.
+        desc: Any = n.meta.get("desc")
+        kind = type(desc).__name__
+        if kind == "ParamAOTInput":
+            self.params.append((n, desc.target))
+        elif kind == "BufferAOTInput":
+            self.buffers.append((n, desc.target))
+        elif kind == "TangentAOTInput":
+            self.tangents.append(n)
+        elif kind == "PlainAOTInput":
+            data.append((desc.idx, n))
+            self.role[n] = "data"
+            self.group[n] = INPUT_KEY
+            return
+        else:
+            raise UserInputError(f"{self.name}: the captured step has an input poetsim cannot feed ({desc})")
+        self.role[n] = "static"
+
+    # -- roles -------------------------------------------------------------------------------
+
+    def build(self) -> Built:
+        calls = [n for n in self.nodes if n.op == "call_function"]
+        for n in calls:
+            self._classify(n)
+        self._assign_forward_and_backward(calls)
+        self._assign_views(calls)
+        order, members = self._order()
+        return self._assemble(order, members)
+
+    def _label(self, n: fx.Node) -> str:
+        return (n.meta.get("custom") or {}).get("call", "")
+
+    def _where(self, n: fx.Node) -> str:
+        label = self._label(n)
+        return f"module '{label}'" if label else "the model"
+
+    def _classify(self, n: fx.Node) -> None:
+        target = n.target
+        inputs = n.all_input_nodes
+        schema = getattr(target, "_schema", None)
+        if _draws_random_numbers(n):
+            raise UserInputError(
+                f"{self.name}: {self._where(n)}: random op aten.{op_name(target)} is not supported: recomputing it "
+                "would draw new random numbers (set dropout probabilities to 0, as poetsim's zoo does)")
+        if schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
+            raise UserInputError(f"{self.name}: {self._where(n)}: in-place op aten.{op_name(target)} survived "
+                                 "functionalisation; poetsim cannot give its output to one node")
+        if all(self.role[i] == "static" for i in inputs):
+            self.role[n] = "static"
+        elif target is operator.getitem:
+            producer = n.args[0]
+            assert isinstance(producer, fx.Node)  # getitem takes an item of an op's outputs
+            viewed = self._viewed_argument(producer)
+            statistic = n.args[1] in _STATISTICS.get(op_name(producer.target), ())
+            self.role[n] = "statistic" if statistic and self.role[producer] == "compute" else "view"
+            self.owner[n] = viewed if viewed is not None else producer
+        elif (viewed := self._viewed_argument(n)) is not None and self.role[viewed] != "static":
+            self.role[n] = "view"
+            self.owner[n] = viewed
+        else:
+            self.role[n] = "compute"
+
+    def _viewed_argument(self, n: fx.Node) -> fx.Node | None:
+        """The argument whose storage `n`'s output shares, if `n` is a view op."""
+        target = n.target
+        schema = getattr(target, "_schema", None)
+        if schema is None:
+            return None
+        aliases = any(r.alias_info is not None for r in schema.returns) or op_name(target) in _UNDECLARED_VIEWS
+        if not aliases:
+            return None
+        first = n.args[0] if n.args else None
+        return first if isinstance(first, fx.Node) else None
+
+    def root(self, n: fx.Node) -> fx.Node:
+        """The node that made the storage `n` shares (`n` itself unless it is a view)."""
+        while self.role.get(n) in ("view", "statistic"):
+            n = self.owner[n]
+        return n
+
+    def outside(self, n: fx.Node) -> bool:
+        """Whether `n`'s value lives outside the activation budget (parameters, statistics)."""
+        while self.role.get(n) == "view":
+            n = self.owner[n]
+        return self.role.get(n) in ("static", "statistic")
+
+    def storage_key(self, n: fx.Node) -> tuple[fx.Node, object]:
+        """Equal for two values that share one storage: its maker and which of its outputs."""
+        while self.role.get(n) == "view":
+            owner = self.owner[n]
+            if n.target is operator.getitem and self.role.get(owner) == "compute":
+                return owner, n.args[1]
+            n = owner
+        return n, 0
+
+    # -- groups ------------------------------------------------------------------------------
+
+    def _is_backward(self, n: fx.Node) -> bool:
+        return n.meta.get("partitioner_tag") == "is_backward" or bool(n.meta.get("autograd_backward"))
+
+    def _forward_key(self, n: fx.Node) -> tuple:
+        label = self._label(n)
+        call = self.calls.get(label)
+        if label == "loss" or (call is not None and call.leaf and label):
+            return ("fwd", label)
+        return ("fwd", label, n.name)
+
+    def _assign_forward_and_backward(self, calls: list[fx.Node]) -> None:
+        creators: dict[int, fx.Node] = {}
+        for n in calls:
+            seq = n.meta.get("seq_nr")
+            if not self._is_backward(n) and seq is not None:
+                creators.setdefault(seq, n)
+        unresolved, forward_keys = [], set()
+        for n in calls:
+            if self.role[n] != "compute":
+                continue
+            if not self._is_backward(n):
+                self.group[n] = self._forward_key(n)
+                forward_keys.add(self.group[n])
+                continue
+            key = self._backward_key(n, creators, forward_keys)
+            if key is not None:
+                self.group[n] = key
+            else:
+                unresolved.append(n)
+        pending = []
+        for n in reversed(unresolved):  # consumers come later in the graph: resolve them first
+            key = self._consumer_key(n)
+            if key is None:
+                pending.append(n)
+            else:
+                self.group[n] = key
+        for n in reversed(pending):  # producers come earlier: resolve in graph order
+            self.group[n] = self._producer_key(n)
+
+    def _backward_key(self, n: fx.Node, creators: dict[int, fx.Node], forward_keys: set) -> tuple | None:
+        """The backward group of a backward op: its layer's, or None to decide by its readers.
+
+        The module call that created the autograd node running `n` names the layer; when that
+        call is a container (its own ops are layers of their own), the forward op with the same
+        sequence number names it, provided it came from the same call.
+        """
+        label = (n.meta.get("custom") or {}).get("grad_of")
+        if label is None or n.meta.get("is_gradient_acc"):
+            return None
+        forward = ("fwd", label)
+        call = self.calls.get(label)
+        if label == "loss" or (call is not None and call.leaf and label):
+            return ("bwd", forward) if forward in forward_keys else None
+        seq_nr = n.meta.get("seq_nr")
+        creator = creators.get(seq_nr) if seq_nr is not None else None
+        if creator is None or self.outside(creator) or self._label(creator) != label:
+            return None
+        key = self.group.get(self.root(creator))
+        return ("bwd", key) if key is not None and key != INPUT_KEY else None
+
+    def _consumer_key(self, n: fx.Node) -> tuple | None:
+        """The group of the first op that computes with `n`'s value (looking through views)."""
+        frontier, consumers = [n], []
+        while frontier:
+            for user in frontier.pop().users:
+                if self.role.get(user) == "view":
+                    frontier.append(user)
+                elif self.role.get(user) == "compute" and user in self.group:
+                    consumers.append(user)
+        return self.group[min(consumers, key=self.position.__getitem__)] if consumers else None
+
+    def _producer_key(self, n: fx.Node) -> tuple:
+        """The group of the latest op whose value `n` reads."""
+        producers = [self.root(i) for i in n.all_input_nodes if not self.outside(i)]
+        producers = [p for p in producers if p in self.group]
+        if not producers:
+            raise UserInputError(f"{self.name}: {self._where(n)}: op aten.{op_name(n.target)} belongs to no layer")
+        return self.group[max(producers, key=self.position.__getitem__)]
+
+    def _assign_views(self, calls: list[fx.Node]) -> None:
+        for n in calls:
+            if self.role[n] in ("view", "statistic"):
+                self.group[n] = self.group[self.root(n)]
+
+    def _order(self) -> tuple[list[tuple], dict[tuple, list[fx.Node]]]:
+        """Groups in a topological order: forward ones first, each by its first op."""
+        members: dict[tuple, list[fx.Node]] = {}
+        for n in self.nodes:
+            if n in self.group and self.role[n] != "static":
+                members.setdefault(self.group[n], []).append(n)
+        edges: dict[tuple, set[tuple]] = {key: set() for key in members}
+        waiting = {key: 0 for key in members}
+        for key, group in members.items():
+            sources = {self.group[i] for n in group for i in n.all_input_nodes
+                       if not self.outside(i) and self.group[i] != key}
+            for source in sources:
+                edges[source].add(key)
+            waiting[key] = len(sources)
+        first = {key: self.position[group[0]] for key, group in members.items()}
+        ready = [(key[0] == "bwd", first[key], key) for key in members if waiting[key] == 0]
+        heapq.heapify(ready)
+        order = []
+        while ready:
+            _, _, key = heapq.heappop(ready)
+            order.append(key)
+            for reader in edges[key]:
+                waiting[reader] -= 1
+                if waiting[reader] == 0:
+                    heapq.heappush(ready, (reader[0] == "bwd", first[reader], reader))
+        if len(order) != len(members):
+            stuck = sorted((k for k in members if waiting[k] > 0), key=first.__getitem__)[:2]
+            raise UserInputError(f"{self.name}: the ops of {' and '.join(map(_describe_key, stuck))} interleave, "
+                                 "so they cannot be grouped into layers")
+        return order, members
+
+    # -- nodes -------------------------------------------------------------------------------
+
+    def _assemble(self, order: list[tuple], members: dict[tuple, list[fx.Node]]) -> Built:
+        ids = {key: i for i, key in enumerate(order)}
+        reads: dict[tuple, set[fx.Node]] = {key: set() for key in order}
+        keeps: dict[tuple, set[fx.Node]] = {key: set() for key in order}
+        for key in order:
+            for n in members[key]:
+                for i in n.all_input_nodes:
+                    if not self.outside(i) and self.group[i] != key:
+                        reads[key].add(i)
+                        keeps[self.group[i]].add(i)
+        names = self._names(order, members)
+        first_reader = self._first_param_readers(order, members)
+        by_position = self.position.__getitem__
+        nodes, programs = [], []
+        for key in order:
+            group = members[key]
+            compute = [n for n in group if self.role[n] == "compute"]
+            flops = [op_flops(n.target, *_values(n), n.meta.get("val")) for n in compute]
+            nodes.append(Node(
+                id=ids[key], name=names[key], op=self._kind(key, compute, flops, members),
+                backward=key[0] == "bwd", deps=tuple(sorted({ids[self.group[i]] for i in reads[key]})),
+                output_bytes=self._bytes(keeps[key]),
+                param_bytes=sum(_storage_bytes(p) for p, reader in first_reader.items() if reader == key),
+                flops=float(sum(flops)),
+            ))
+            programs.append(NodeProgram(
+                ops=tuple(n for n in group if self.role[n] != "data"),
+                reads=tuple(sorted(reads[key], key=by_position)),
+                keeps=tuple(sorted(keeps[key], key=by_position)),
+                statistics=tuple(n for n in group if self.role[n] == "statistic"),
+            ))
+        output = next(n for n in self.nodes if n.op == "output")
+        grads, updates, loss = self._outputs(output)
+        static_ops = tuple(n for n in self.nodes if n.op == "call_function" and self.role[n] == "static")
+        param_count = sum(p.meta["val"].numel() for p, _ in self.params)
+        return Built(nodes=tuple(nodes), programs=tuple(programs), static_ops=static_ops, params=tuple(self.params),
+                     buffers=tuple(self.buffers), data=tuple(self.data), tangents=tuple(self.tangents),
+                     grads=grads, buffer_updates=updates, loss=loss, meta={"param_count": str(param_count)})
+
+    def _bytes(self, values: set[fx.Node]) -> int:
+        """Bytes of the distinct storages behind `values`."""
+        sizes: dict[tuple[fx.Node, object], int] = {}
+        for v in values:
+            sizes.setdefault(self.storage_key(v), _storage_bytes(v))
+        return sum(sizes.values())
+
+    def _names(self, order: list[tuple], members: dict) -> dict[tuple, str]:
+        names: dict[tuple, str] = {}
+        used: set[str] = set()
+        counts: dict[str, int] = {}
+        for key in order:
+            if key == INPUT_KEY:
+                base = "input"
+            elif key[0] == "bwd":
+                continue
+            elif len(key) == 2:
+                base = key[1]
+            else:
+                op = op_name(members[key][0].target)
+                base = f"{key[1]}.{op}" if key[1] else op
+            counts[base] = counts.get(base, 0) + 1
+            name = base if counts[base] == 1 else f"{base}#{counts[base]}"
+            while name in used:
+                name += "'"
+            names[key] = name
+            used.add(name)
+        for key in order:
+            if key[0] == "bwd":
+                names[key] = f"{names[key[1]]}.grad"
+        return names
+
+    def _kind(self, key: tuple, compute: list[fx.Node], flops: list[float], members: dict) -> str:
+        if key == INPUT_KEY:
+            return "input"
+        if key[0] == "bwd":
+            forward = key[1]
+            compute = [n for n in members[forward] if self.role[n] == "compute"]
+            flops = [op_flops(n.target, *_values(n), n.meta.get("val")) for n in compute]
+            return f"{self._kind(forward, compute, flops, members)}_grad"
+        if key[1] == "loss":
+            return "loss"
+        call = self.calls.get(key[1])
+        if len(key) == 2 and call is not None and call.module_type in _MODULE_KINDS:
+            return _MODULE_KINDS[call.module_type]
+        if not compute:
+            return "op"
+        dominant = compute[max(range(len(compute)), key=lambda k: (flops[k], -k))]
+        name = op_name(dominant.target)
+        if name == "convolution":
+            source, groups = dominant.args[0], dominant.args[8]  # aten.convolution(input, weight, ..., groups)
+            assert isinstance(source, fx.Node) and isinstance(groups, int)
+            channels = source.meta["val"].shape[1]
+            return "depthwise_conv" if groups > 1 and groups == channels else "conv"
+        if name == "mm":
+            weights = any(self.role[a] == "static" for a in dominant.all_input_nodes)
+            return "linear" if weights else "matmul"
+        return _KINDS.get(name, name.strip("_"))
+
+    def _first_param_readers(self, order: list[tuple], members: dict) -> dict[fx.Node, tuple]:
+        """For each parameter, the first forward group whose ops read it (through static ops)."""
+        params = {p for p, _ in self.params}
+        memo: dict[fx.Node, frozenset] = {}
+
+        def params_of(n: fx.Node) -> frozenset:
+            if n not in memo:
+                if n in params:
+                    memo[n] = frozenset((n,))
+                elif self.role.get(n) == "static":
+                    memo[n] = frozenset().union(*(params_of(i) for i in n.all_input_nodes))
+                else:
+                    memo[n] = frozenset()
+            return memo[n]
+
+        readers: dict[fx.Node, tuple] = {}
+        for key in order:
+            if key[0] != "fwd":
+                continue
+            for n in members[key]:
+                for i in n.all_input_nodes:
+                    for p in params_of(i):
+                        readers.setdefault(p, key)
+        return readers
+
+    def _outputs(self, output: fx.Node):
+        grads, updates, loss = [], [], None
+        values = output.args[0]
+        assert isinstance(values, (tuple, list))  # the output node returns one sequence of values
+        for value, desc in zip(values, output.meta.get("desc") or ()):
+            kind = type(desc).__name__
+            if value is None:
+                continue
+            if kind == "GradAOTOutput":
+                grads.append((value, desc.grad_of.target))
+            elif kind == "InputMutationAOTOutput" and type(desc.mutated_input).__name__ == "BufferAOTInput":
+                updates.append((value, desc.mutated_input.target))
+            elif kind == "PlainAOTOutput" and desc.idx == 0:
+                loss = value
+            else:
+                raise UserInputError(f"{self.name}: the captured step has an output poetsim cannot place ({desc}): "
+                                     "the model mutates an input or a parameter in place")
+        if loss is None:
+            raise UserInputError(f"{self.name}: the captured step has no loss output")
+        return tuple(grads), tuple(updates), loss
+
+
+def _draws_random_numbers(n: fx.Node) -> bool:
+    """Whether an op is random: tagged so by aten, unless its dropout probability is zero."""
+    target = n.target
+    if not isinstance(target, torch._ops.OpOverload) or torch.Tag.nondeterministic_seeded not in target.tags:
+        return False
+    for index, argument in enumerate(target._schema.arguments):
+        if argument.name in ("p", "dropout_p"):
+            value = n.kwargs.get(argument.name, n.args[index] if index < len(n.args) else argument.default_value)
+            return bool(value != 0)
+    return True
+
+
+def _values(n: fx.Node) -> tuple[tuple, dict]:
+    """The (fake) values of an op's arguments, as recorded by the tracer."""
+    def value(a):
+        return a.meta.get("val")
+    return fx.node.map_arg(n.args, value), fx.node.map_arg(n.kwargs, value)
+
+
+def _storage_bytes(n: fx.Node) -> int:
+    val = n.meta.get("val")
+    return int(val.untyped_storage().nbytes()) if isinstance(val, torch.Tensor) else 0
+
+
+def _describe_key(key: tuple) -> str:
+    if key == INPUT_KEY:
+        return "the input"
+    if key[0] == "bwd":
+        return f"the backward of {_describe_key(key[1])}"
+    return f"module '{key[1]}'" if key[1] else "the model's own ops"

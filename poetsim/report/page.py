@@ -1,0 +1,168 @@
+"""Offline HTML pages: the Vega JavaScript inline once per page, no link that goes online.
+
+Every page poetsim writes (the sweep report, the page of one run) is built here, so that each
+carries a title, the JavaScript exactly once, the same type sizes, and the same escaping: text
+goes into HTML through `html.escape`, data into a <script> through `script_json`, which leaves
+no `<`, `>` or `&` that the HTML parser could read as the end of the script.
+"""
+
+import functools
+import html
+import json
+import math
+
+import vl_convert
+
+from poetsim.report.framing import VL_VERSION
+
+#: vega-embed's options: SVG (sharp at any zoom, text a browser can measure), tooltips escaped
+#: by vega-tooltip, and no actions menu: it would offer "Open in Vega Editor", which goes online,
+#: and the PNG and SVG of every chart are written beside the page anyway.
+EMBED_OPTIONS = {"mode": "vega-lite", "renderer": "svg", "actions": False}
+
+_STYLE = """
+body { font-family: sans-serif; font-size: 14px; color: #222; margin: 12px 16px; max-width: 1368px; }
+h1 { font-size: 20px; margin: 0 0 4px 0; }
+h2 { font-size: 16px; margin: 14px 0 6px 0; }
+h3 { font-size: 14px; margin: 10px 0 4px 0; }
+p { margin: 4px 0; }
+.lede { color: #333; }
+.note { color: #555; font-size: 12px; }
+.footer { color: #555; font-size: 12px; margin-top: 16px; }
+.row { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
+.headline-box { flex: 0 1 auto; max-width: 560px; }
+table.headline th { white-space: normal; max-width: 80px; vertical-align: bottom; }
+.main-chart { flex: 1 1 0; min-width: 0; overflow-x: auto; }
+.over { color: #B00020; font-weight: 700; }
+.scroll { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { border: 1px solid #d0d0d0; padding: 2px 6px; text-align: right; white-space: nowrap; }
+th { background: #f2f2f2; font-weight: 600; }
+td.text, th.text { text-align: left; }
+td.msg { text-align: left; white-space: normal; min-width: 240px; max-width: 520px; }
+td.best { font-weight: 700; }
+td.none { color: #666; font-style: italic; }
+tr.group td { border-top: 2px solid #999; }
+details { margin: 8px 0; border: 1px solid #ddd; border-radius: 4px; padding: 4px 8px; }
+summary { cursor: pointer; font-weight: 600; font-size: 14px; }
+.tabs > input { position: absolute; opacity: 0; pointer-events: none; }
+.tabs > label { display: inline-block; padding: 2px 10px; margin: 0 4px 4px 0; border: 1px solid #bbb;
+  border-radius: 4px; cursor: pointer; font-size: 13px; background: #fafafa; }
+.tabs > input:checked + label { background: #0072B2; color: #fff; border-color: #0072B2; }
+.tabs > input:focus-visible + label { outline: 2px solid #E69F00; }
+.tab-panel { display: none; }
+th.sortable { cursor: pointer; }
+th.sortable[aria-sort=ascending]::after { content: " \\25B2"; }
+th.sortable[aria-sort=descending]::after { content: " \\25BC"; }
+input.filter { font-size: 13px; padding: 2px 6px; width: 360px; margin: 4px 0; }
+.chart { margin: 4px 0 12px 0; }
+"""
+
+#: Sorting and filtering of tables marked `sortable`: no library, no network.
+_TABLE_SCRIPT = """
+for (const table of document.querySelectorAll("table.sortable")) {
+  const body = table.tBodies[0];
+  table.querySelectorAll("th").forEach((th, column) => {
+    th.classList.add("sortable");
+    th.addEventListener("click", () => {
+      const ascending = th.getAttribute("aria-sort") !== "ascending";
+      table.querySelectorAll("th").forEach(other => other.removeAttribute("aria-sort"));
+      th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+      const key = row => row.cells[column].dataset.sort ?? row.cells[column].textContent;
+      const rows = Array.from(body.rows);
+      const numeric = rows.every(row => key(row) === "" || !isNaN(Number(key(row))));
+      rows.sort((a, b) => {
+        const x = key(a), y = key(b);
+        if (x === "" || y === "") return (x === "") - (y === "");
+        const order = numeric ? Number(x) - Number(y) : x.localeCompare(y);
+        return ascending ? order : -order;
+      });
+      body.append(...rows);
+    });
+  });
+}
+for (const input of document.querySelectorAll("input.filter")) {
+  const table = document.getElementById(input.dataset.table);
+  const count = document.getElementById(input.dataset.count);
+  input.addEventListener("input", () => {
+    const terms = input.value.toLowerCase().split(/\\s+/).filter(Boolean);
+    let shown = 0;
+    for (const row of table.tBodies[0].rows) {
+      const text = row.textContent.toLowerCase();
+      const keep = terms.every(term => text.includes(term));
+      row.hidden = !keep;
+      shown += keep;
+    }
+    count.textContent = shown + " of " + table.tBodies[0].rows.length + " runs";
+  });
+}
+"""
+
+
+def script_json(value) -> str:
+    """`value` as JSON that is safe inside a <script> element.
+
+    `<`, `>` and `&` only occur inside JSON strings, where their \\u escapes mean the same; with
+    them escaped, no data (a graph or platform named `</script><script>...`) can end the script.
+    U+2028 and U+2029 are escaped too, since older JavaScript reads them as line ends.
+    """
+    text = json.dumps(_finite(value), allow_nan=False, default=str)
+    for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(char, escape)
+    return text
+
+
+def _finite(value):
+    """`value` with NaN and infinities as None: JSON has no word for them (a missing figure)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+@functools.cache
+def javascript_bundle() -> str:
+    """Vega, Vega-Lite and vega-embed as one script, for the Vega-Lite version altair writes.
+
+    Cached: building it takes about a second and every page of a process needs the same one.
+    """
+    # vl-convert's stub marks `snippet` as required; at run time it defaults to None (the global
+    # vegaEmbed, vegaLite and vega), as its docstring says.
+    bundle = vl_convert.javascript_bundle(vl_version=VL_VERSION)  # type: ignore[call-arg]
+    # A "</script" inside the bundle would end the element early; "<\\/" means the same in JavaScript strings.
+    return bundle.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
+
+
+def page(title: str, body: str, specs: dict[str, dict], extra_style: str = "") -> str:
+    """A whole HTML page: `title` (escaped here), `body` (HTML, escaped by its maker), and the
+    Vega-Lite `specs` drawn into the elements whose ids are their keys."""
+    scripts = ""
+    if specs:
+        scripts = f"""<script>
+{javascript_bundle()}
+</script>
+<script>
+const specs = {script_json(specs)};
+const embedOptions = {script_json(EMBED_OPTIONS)};
+for (const [id, spec] of Object.entries(specs)) {{
+  vegaEmbed("#" + id, spec, embedOptions).catch(error => console.error(error));
+}}
+</script>"""
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title>
+<style>{_STYLE}{extra_style}</style>
+</head>
+<body>
+{body}
+<script>{_TABLE_SCRIPT}</script>
+{scripts}
+</body>
+</html>
+"""

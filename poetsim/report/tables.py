@@ -1,0 +1,198 @@
+"""The report's tables as HTML: the headline pivot, runtime budgets side by side, the runs
+without a schedule, and every run (sortable and filterable by the page's script).
+
+Every value is escaped here (`html.escape`): model, platform, scenario names and messages come
+from users' files. Numbers carry their raw value in `data-sort`, so sorting is by number.
+"""
+
+import html
+from collections.abc import Sequence
+from typing import TypeAlias
+
+import pandas as pd
+
+from poetsim.report.timeline import Unit
+from poetsim.results import WITH_SCHEDULE, headline
+
+_esc = html.escape
+
+#: How a column of the table of runs shows its values: "text", "message", or (scale, number format).
+Shown: TypeAlias = str | tuple[float, str]
+
+
+def headline_table(frame: pd.DataFrame) -> tuple[str, str]:
+    """Strategies side by side, as the README's headline: the HTML and the CSS of its tabs.
+
+    One tab per model, timing and runtime budget (those that vary); in each, one row per
+    platform and RAM budget (largest first) and one column per strategy in registry order, the
+    cell as `results.cell_text` writes it (`*`: not proven optimal). The lowest overhead of a
+    row is bold; a status word stands where there is no schedule. The first tab shows first.
+    """
+    table = headline(frame.assign(model=frame["model_label"], platform=frame["platform_label"]))
+    strategies = [c for c in table.columns if f"{c} status" in table.columns]
+    tab_keys = ["model", "timing", "runtime_x"]
+    tabs = list(table.groupby(tab_keys, dropna=False, sort=False))
+    varying = [k for k in tab_keys if table[k].nunique(dropna=False) > 1]
+    inputs, panels, style = [], [], []
+    for number, (key, rows) in enumerate(tabs):
+        name = " · ".join(_tab_part(k, v) for k, v in zip(tab_keys, key) if k in varying or k == "runtime_x")
+        checked = " checked" if number == 0 else ""
+        inputs.append(f"<input type='radio' name='headline-tab' id='headline-tab-{number}'{checked}>"
+                      f"<label for='headline-tab-{number}'>{_esc(name)}</label>")
+        panels.append(f"<div class='tab-panel' id='headline-panel-{number}'>{_headline_rows(rows, strategies)}</div>")
+        style.append(f"#headline-tab-{number}:checked ~ .tab-panels #headline-panel-{number} {{ display: block; }}")
+    body = (f"<div class='tabs'>{''.join(inputs)}<div class='tab-panels'>{''.join(panels)}</div></div>"
+            "<p class='note'>Energy per iteration above keep-all (every node computed once, nothing paged). "
+            "<b>Bold</b>: lowest of its row. <b>*</b>: a schedule not proven optimal within the time limit, so an "
+            "upper bound on the optimum (hover a cell for its energy and gap). <i>infeasible</i> is a proof; "
+            "<i>no-solution</i> means time ran out first; <i>over-budget</i>: a rule's schedule misses a budget.</p>")
+    return body, "\n".join(style)
+
+
+def _tab_part(key: str, value) -> str:
+    if key == "runtime_x":
+        return "runtime ?" if pd.isna(value) else f"runtime {value:g}x"
+    if key == "timing":
+        return f"{value or '?'} timing"
+    return "?" if pd.isna(value) else str(value)
+
+
+def _headline_rows(rows: pd.DataFrame, strategies: list[str]) -> str:
+    head = "".join(f"<th>{_esc(s)}</th>" for s in strategies)
+    lines = [f"<table class='headline'><thead><tr><th class='text'>platform</th><th>RAM</th>{head}</tr></thead><tbody>"]
+    previous = None
+    for _, row in rows.iterrows():
+        overheads = {s: row.get(f"{s} overhead %") for s in strategies
+                     if str(row.get(f"{s} status")) in WITH_SCHEDULE and pd.notna(row.get(f"{s} overhead %"))}
+        best = min(overheads.values()) if overheads else None
+        group = " class='group'" if previous is not None and row["platform"] != previous else ""
+        platform = _esc(str(row["platform"])) if row["platform"] != previous else ""
+        previous = row["platform"]
+        ram = f"{100 * row['ram_share']:.3g} %" if pd.notna(row["ram_share"]) else str(row["ram"])
+        cells = [f"<td class='text'>{platform}</td><td>{_esc(ram)}</td>"]
+        for strategy in strategies:
+            text = row.get(strategy) or ""
+            status = str(row.get(f"{strategy} status", ""))
+            css = "none" if status not in WITH_SCHEDULE else "best" if _ties(overheads.get(strategy), best) else ""
+            tip = _cell_tip(strategy, row, status)
+            cells.append(f"<td class='{css}' title='{_esc(tip)}'>{_esc(str(text))}</td>")
+        lines.append(f"<tr{group}>{''.join(cells)}</tr>")
+    lines.append("</tbody></table>")
+    return "".join(lines)
+
+
+def _ties(value, best) -> bool:
+    """Whether `value` is the lowest overhead of its row; a difference of rounding is a tie."""
+    return value is not None and best is not None and value <= best + 1e-9 * max(1.0, abs(best))
+
+
+def _cell_tip(strategy: str, row, status: str) -> str:
+    if not status or status == "nan":
+        return f"{strategy}: not run"
+    parts = [f"{strategy}: {status}"]
+    energy = row.get(f"{strategy} energy J")
+    if status in WITH_SCHEDULE and pd.notna(energy):
+        parts.append(f"{energy:.6g} J")
+    gap = row.get(f"{strategy} gap")
+    if status in WITH_SCHEDULE and pd.notna(gap) and gap > 0:
+        parts.append(f"{100 * gap:.3g} % of the overhead not proven")
+    return "; ".join(parts)
+
+
+def runtime_table(frame: pd.DataFrame) -> str:
+    """Each strategy's cell at every runtime budget side by side, per model, platform and RAM.
+
+    For sweeps with too few runtime budgets to draw a curve: the table says what the chart would.
+    """
+    table = headline(frame.assign(model=frame["model_label"], platform=frame["platform_label"]))
+    strategies = [c for c in table.columns if f"{c} status" in table.columns]
+    runtimes = sorted(table["runtime_x"].dropna().unique())
+    keys = ["model", "platform", "timing", "ram"]
+    top = "".join(f"<th colspan='{len(runtimes)}'>{_esc(s)}</th>" for s in strategies)
+    sub = "".join(f"<th>{r:g}x</th>" for _ in strategies for r in runtimes)
+    lines = ["<div class='scroll'><table><thead>",
+             f"<tr><th class='text' rowspan='2'>model</th><th class='text' rowspan='2'>platform</th>"
+             f"<th class='text' rowspan='2'>timing</th><th rowspan='2'>RAM</th>{top}</tr><tr>{sub}</tr></thead><tbody>"]
+    for key, rows in table.groupby(keys, dropna=False, sort=False):
+        by_runtime = {r["runtime_x"]: r for _, r in rows.iterrows()}
+        share = rows["ram_share"].max()
+        ram = f"{100 * share:.3g} %" if pd.notna(share) else str(key[3])
+        cells = [f"<td class='text'>{_esc(str(v))}</td>" for v in key[:3]] + [f"<td>{_esc(ram)}</td>"]
+        for strategy in strategies:
+            for runtime in runtimes:
+                row = by_runtime.get(runtime)
+                text = "" if row is None else str(row.get(strategy) or "")
+                status = "" if row is None else str(row.get(f"{strategy} status", ""))
+                css = " class='none'" if text and status not in WITH_SCHEDULE else ""
+                cells.append(f"<td{css}>{_esc(text)}</td>")
+        lines.append(f"<tr>{''.join(cells)}</tr>")
+    lines.append("</tbody></table></div>")
+    return "".join(lines)
+
+
+def _mib_columns(frame: pd.DataFrame) -> Unit:
+    peak = pd.to_numeric(frame.get("keep_all_peak_bytes"), errors="coerce").max()
+    return Unit.ram(peak if pd.notna(peak) else 0)
+
+
+def run_columns(frame: pd.DataFrame) -> list[tuple[str, str, Shown]]:
+    """The columns of the table of every run: (header with unit, source column, how to show it).
+
+    How to show it is "text", "message", or a (scale, format) pair for numbers.
+    """
+    space = _mib_columns(frame)
+    mb: Shown = (1 / space.size, ".4g")
+    return [
+        ("model", "model_label", "text"), ("platform", "platform_label", "text"), ("timing", "timing", "text"),
+        ("strategy", "strategy", "text"), ("status", "status", "text"),
+        ("RAM budget (% of keep-all)", "ram_fraction", (100, ".3g")), (f"RAM budget ({space.name})", "ram_budget_bytes", mb),
+        ("runtime budget (x)", "runtime_x", (1, "g")), ("energy (J)", "predicted_total_j", (1, ".6g")),
+        ("above keep-all (%)", "overhead_pct", (1, ".4f")), ("not proven (% of overhead)", "gap_overhead", (100, ".3g")),
+        (f"peak RAM ({space.name})", "predicted_peak_ram_bytes", mb), ("makespan (s)", "predicted_runtime_s", (1, ".4g")),
+        ("recomputations", "predicted_recomputations", (1, ",.0f")), ("page-ins", "predicted_page_ins", (1, ",.0f")),
+        ("page-outs", "predicted_page_outs", (1, ",.0f")), ("simulated energy (J)", "simulated_total_j", (1, ".6g")),
+        ("simulated makespan (s)", "simulated_runtime_s", (1, ".4g")),
+        (f"simulated peak RAM ({space.name})", "simulated_peak_ram_bytes", mb), ("stalls (s)", "simulated_stall_s", (1, ".3g")),
+        ("solve time (s)", "solve_s", (1, ".3g")), ("message", "message", "message"),
+    ]
+
+
+def runs_table(frame: pd.DataFrame, table_id: str, columns: Sequence[tuple[str, str, Shown]] | None = None) -> str:
+    """A sortable table of runs (one row each) with a filter box above it."""
+    columns = [c for c in (columns or run_columns(frame)) if c[1] in frame.columns]
+    ordered = frame.sort_values(["model_label", "platform_label", "timing", "runtime_x", "ram_fraction", "strategy"],
+                                ascending=[True, True, True, True, False, True], na_position="last")
+    head = "".join(f"<th class='{'text' if shown in ('text', 'message') else ''}'>{_esc(name)}</th>"
+                   for name, _, shown in columns)
+    rows = []
+    for _, run in ordered.iterrows():
+        rows.append("<tr>" + "".join(_run_cell(run[column], shown) for _, column, shown in columns) + "</tr>")
+    count = f"{table_id}-count"
+    return (f"<input class='filter' type='search' placeholder='filter: e.g. rpi4 hybrid feasible' "
+            f"data-table='{table_id}' data-count='{count}' aria-label='filter the runs'> "
+            f"<span class='note' id='{count}'>{len(rows)} runs</span> <span class='note'>(click a header to sort)</span>"
+            f"<div class='scroll'><table class='sortable' id='{table_id}'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div>")
+
+
+def _run_cell(value, shown) -> str:
+    if shown in ("text", "message"):
+        text = "" if pd.isna(value) else str(value)
+        css = "msg" if shown == "message" else "text"
+        return f"<td class='{css}'>{_esc(text)}</td>"
+    number = pd.to_numeric(value, errors="coerce")
+    if pd.isna(number):
+        return "<td data-sort=''></td>"
+    scale, fmt = shown
+    return f"<td data-sort='{float(number)!r}'>{format(float(number) * scale, fmt)}</td>"
+
+
+def failed_runs(frame: pd.DataFrame) -> str:
+    """Every run without a schedule, with its status and reason."""
+    failed = frame[~frame["ok"]]
+    columns: list[tuple[str, str, Shown]] = [
+        ("model", "model_label", "text"), ("platform", "platform_label", "text"), ("strategy", "strategy", "text"),
+        ("RAM budget (% of keep-all)", "ram_fraction", (100, ".3g")), ("RAM as written", "ram", "text"),
+        ("runtime budget (x)", "runtime_x", (1, "g")), ("status", "status", "text"), ("reason", "message", "message"),
+    ]
+    return runs_table(failed, "runs-without-schedule", columns)

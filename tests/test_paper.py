@@ -1,0 +1,184 @@
+"""The paper's comparisons: each claim's verdict from results rows, and the escaped HTML fragment."""
+
+import pandas as pd
+import pytest
+from conftest import ROOT
+
+from poetsim import paper
+from poetsim.errors import UserInputError
+from poetsim.pipeline import result_row, run_strategy
+from poetsim.problem import build_problem
+from poetsim.runs import ResultRow, RunsFile
+from poetsim.scenario import load_scenario
+from poetsim.status import Status
+from poetsim.units import parse_ram
+
+KEEP_ALL_J = 100.0
+KEEP_ALL_PEAK = 1000
+
+
+def row(strategy, ram, overhead_pct=None, status=None, runtime_x=1.2, model="resnet18_cifar", platform="rpi4",
+        peak=None, runtime_s=None, message="", gap=None, recomputations=0, page_ins=0, budget=None):
+    """A runs.csv row: a schedule when `overhead_pct` is given, else the status alone."""
+    share = float(ram.rstrip("%")) / 100 if ram.endswith("%") else None
+    budget = budget if budget is not None else int(KEEP_ALL_PEAK * share)
+    fields = dict(scenario="test", point_key=f"{model}-{platform}-{ram}-{runtime_x}-{strategy}", model=model,
+                  platform=platform, ram=ram, runtime_x=runtime_x, strategy=strategy, message=message,
+                  ram_budget_bytes=budget, deadline_s=runtime_x * 10.0, keep_all_peak_bytes=KEEP_ALL_PEAK,
+                  keep_all_energy_j=KEEP_ALL_J, gap_overhead=gap)
+    if overhead_pct is None:
+        return ResultRow(**fields, status=status or Status.INFEASIBLE)
+    total = KEEP_ALL_J * (1 + overhead_pct / 100)
+    return ResultRow(**fields, status=status or Status.FEASIBLE, overhead_pct=overhead_pct, predicted_total_j=total,
+                     predicted_compute_j=KEEP_ALL_J, predicted_recompute_j=0.0, predicted_page_in_j=(total - KEEP_ALL_J) / 2,
+                     predicted_page_out_j=(total - KEEP_ALL_J) / 2, predicted_static_j=0.0,
+                     predicted_peak_ram_bytes=peak if peak is not None else budget,
+                     predicted_runtime_s=runtime_s if runtime_s is not None else 10.0,
+                     predicted_recomputations=recomputations, predicted_page_ins=page_ins, predicted_page_outs=page_ins)
+
+
+def frame(*rows) -> pd.DataFrame:
+    return pd.DataFrame([r.to_dict() for r in rows])
+
+
+def verdicts(comparison) -> list:
+    return [claim.holds for claim in comparison.claims]
+
+
+# -- Figure 5 ---------------------------------------------------------------------------------------
+
+def test_figure5_holds_when_capuchin_is_in_the_papers_range_and_poet_under_one_percent():
+    results = frame(row("hybrid", "100%", 0.0, Status.OPTIMAL), row("capuchin", "100%", 0.0, Status.BASELINE),
+                    row("hybrid", "50%", 0.4), row("capuchin", "50%", 90.0, Status.BASELINE, page_ins=7),
+                    row("hybrid", "25%", 0.8), row("capuchin", "25%", 130.0, Status.BASELINE))
+    comparison = paper.figure5(results)
+    assert verdicts(comparison) == [True, True, True]
+    assert comparison.claims[0].poetsim == "90 to 130 %" and comparison.claims[1].poetsim == "0.4 to 0.8 %"
+    assert list(comparison.table["ram"]) == ["100%", "50%", "25%"]
+
+
+def test_figure5_does_not_hold_when_capuchin_costs_little_and_says_why_in_numbers():
+    results = frame(row("hybrid", "50%", 0.2), row("capuchin", "50%", 0.03, Status.BASELINE, page_ins=10),
+                    row("hybrid", "35%", 2.5), row("capuchin", "35%", 0.05, Status.BASELINE, page_ins=15))
+    comparison = paper.figure5(results)
+    assert verdicts(comparison) == [False, False, False]
+    capuchin, poet, lower = comparison.claims
+    assert "10 to 15 page-ins" in capuchin.reason and "0.04 J above keep-all" in capuchin.reason
+    assert "largest overhead is 2.5 %" in poet.reason
+    assert "at 50% hybrid +0.2 % against capuchin +0.03 %" in lower.reason
+
+
+def test_figure5_with_capuchin_over_budget_is_not_judged_on_capuchin():
+    results = frame(row("hybrid", "25%", 0.3), row("capuchin", "25%", status=Status.OVER_BUDGET, message="peak RAM over"))
+    comparison = paper.figure5(results)
+    assert comparison.claims[0].holds is None and comparison.claims[2].holds is None
+    assert comparison.table["capuchin_note"].iloc[0] == "peak RAM over"
+
+
+# -- Table 3 ----------------------------------------------------------------------------------------
+
+def test_table3_compares_peak_and_throughput_at_the_same_budget():
+    results = frame(row("hybrid", "50%", 4.0, platform="jetson-tx2", peak=450, runtime_s=1.0),
+                    row("pofo", "50%", 12.0, Status.BASELINE, platform="jetson-tx2", peak=500, runtime_s=1.2))
+    comparison = paper.table3(results)
+    assert verdicts(comparison) == [True, True]
+    assert comparison.table["peak_difference_pct"].iloc[0] == pytest.approx(-10.0)
+    assert comparison.table["throughput_difference_pct"].iloc[0] == pytest.approx(20.0)
+
+
+def test_table3_does_not_hold_where_pofo_is_faster_or_leaner():
+    results = frame(row("hybrid", "50%", 4.0, platform="jetson-tx2", peak=500, runtime_s=1.2),
+                    row("pofo", "50%", 12.0, Status.BASELINE, platform="jetson-tx2", peak=450, runtime_s=1.0))
+    peak, speed = paper.table3(results).claims
+    assert (peak.holds, speed.holds) == (False, False)
+    assert "spent runtime that saves energy" in speed.reason
+
+
+# -- Figure 4 ---------------------------------------------------------------------------------------
+
+def test_figure4_holds_when_energy_never_rises_as_the_deadline_loosens():
+    results = frame(*(row("hybrid", "50%", pct, runtime_x=x) for x, pct in ((1.0, 3.0), (1.2, 1.0), (1.5, 1.0))))
+    (claim,) = paper.figure4(results).claims
+    assert claim.holds and "falls by 1.94 %" in claim.poetsim
+
+
+def test_figure4_names_the_points_where_energy_rises_and_why():
+    results = frame(row("hybrid", "50%", 1.0, runtime_x=1.2), row("hybrid", "50%", 1.5, runtime_x=1.5, gap=0.6))
+    (claim,) = paper.figure4(results).claims
+    assert claim.holds is False
+    assert "1.2x 101 J, 1.5x 101.5 J (unproven share of overhead 60 %)" in claim.reason
+
+
+# -- Figure 3 ---------------------------------------------------------------------------------------
+
+def test_figure3_says_resnet_and_bert_do_not_fit_a_microcontroller_with_the_reason():
+    message = "infeasible: 28,672 bytes is below the largest single working set (1,048,576 bytes)"
+    results = frame(row("hybrid", "28KiB", budget=28672, model="resnet18_cifar", platform="mkr1000", message=message),
+                    row("hybrid", "28KiB", budget=28672, model="bert_base", platform="nrf52840", message=message),
+                    row("hybrid", "28KiB", 3.0, budget=28672, model="mlp", platform="mkr1000"))
+    mcu, integrated = paper.figure3(results).claims
+    assert mcu.holds is False and "largest single working set" in mcu.reason
+    assert integrated.holds is None
+
+
+def test_figure3_integrated_search_on_real_mlp_runs_is_never_worse_than_either_move():
+    """The MLP on the MKR1000 is solved to proven optimality in seconds, so hybrid must win or tie."""
+    problem = build_problem("mlp", "mkr1000", parse_ram("70%"), 1.5, batch_size=2)
+    rows = [result_row(run_strategy(problem, s, time_limit_s=30, simulate=False, threads=1), scenario="t", point_key=s)
+            for s in ("hybrid", "paging-only", "recompute-only")]
+    comparison = paper.figure3(frame(*rows))
+    assert comparison.claims[1].holds is True
+    assert comparison.table["platform"].iloc[0] == "mkr1000"
+
+
+# -- reading files and rendering ---------------------------------------------------------------------
+
+def test_comparisons_read_runs_csv_files_and_merge_the_two_figure3_sweeps(tmp_path):
+    for name, rows in {"paper_fig5": [row("hybrid", "50%", 0.2), row("capuchin", "50%", 0.03, Status.BASELINE)],
+                       "paper_fig3": [row("hybrid", "50%", 0.2), row("paging-only", "50%", 0.3)],
+                       "paper_fig3_mcu": [row("hybrid", "28KiB", budget=28672, model="bert_base", platform="mkr1000")]}.items():
+        runs = RunsFile(tmp_path / name / "runs.csv")
+        (tmp_path / name).mkdir()
+        for r in rows:
+            runs.append(r)
+    found = paper.comparisons({name: tmp_path / name for name in ("paper_fig5", "paper_fig3", "paper_fig3_mcu")})
+    assert [c.key for c in found] == ["fig3", "fig5"]
+    assert len(found[0].table) == 2 and found[0].claims[1].holds is True
+
+
+def test_comparisons_refuse_a_scenario_they_do_not_read():
+    with pytest.raises(UserInputError, match="no comparison of the paper reads scenario 'resnet18'"):
+        paper.comparisons({"resnet18": frame(row("hybrid", "50%", 0.2))})
+
+
+def test_render_html_escapes_every_string():
+    hostile = '<script>alert("x")</script>'
+    results = frame(row("hybrid", "25%", 0.3), row("capuchin", "25%", status=Status.OVER_BUDGET, message=hostile))
+    fragment = paper.render_html(paper.figure5(results))
+    assert "<script>" not in fragment and "&lt;script&gt;" in fragment
+    assert fragment.startswith('<section class="paper-comparison" id="paper-fig5">')
+    assert fragment.count("<tr") == 1 + 3 + 1 + 1  # claims header, 3 claims, figures header, 1 point
+
+
+def test_render_markdown_gives_the_claims_and_chosen_columns():
+    results = frame(row("hybrid", "50%", 0.2), row("capuchin", "50%", 0.03, Status.BASELINE))
+    text = paper.render_markdown(paper.figure5(results), ["ram", "hybrid_overhead_pct", "capuchin_overhead_pct"])
+    assert "| Figure 5: POET needs less than 1 % more energy than the full-memory baseline | < 1 % | 0.2 % | holds |" in text
+    assert "| 50% | 0.2 | 0.03 |" in text
+
+
+def test_render_section_wraps_every_comparison():
+    results = frame(row("hybrid", "50%", 0.2), row("capuchin", "50%", 0.03, Status.BASELINE))
+    section = paper.render_section([paper.figure5(results), paper.figure4(results)])
+    assert section.startswith('<section class="paper" id="paper">') and section.endswith("</section>")
+    assert section.count('class="paper-comparison"') == 2
+
+
+@pytest.mark.parametrize("name, strategies", [("paper_fig3", {"hybrid", "paging-only", "recompute-only"}),
+                                              ("paper_fig3_mcu", {"hybrid"}),
+                                              ("paper_fig4", {"hybrid", "paging-only", "recompute-only"}),
+                                              ("paper_fig5", {"hybrid", "capuchin", "keep-all"}),
+                                              ("paper_table3", {"hybrid", "pofo"})])
+def test_each_comparison_has_a_scenario_that_validates(name, strategies):
+    scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml")
+    assert scenario.name == name and set(scenario.strategies) == strategies and name in paper.BUILDERS

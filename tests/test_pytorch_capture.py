@@ -1,0 +1,167 @@
+"""Importing PyTorch models: node granularity and names, FLOPs and bytes against the zoo, errors."""
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from poetsim import zoo  # noqa: E402
+from poetsim.cli import app  # noqa: E402
+from poetsim.errors import UserInputError  # noqa: E402
+from poetsim.graphio import read_graph_file, save_graph  # noqa: E402
+from poetsim.pytorch import models  # noqa: E402
+from poetsim.pytorch.capture import capture, from_torch  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def mlp_graph():
+    """The zoo's MLP written in torch, batch 4."""
+    torch.manual_seed(0)
+    return from_torch(models.mlp(), torch.randn(4, 1, 28, 28), name="mlp")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A conv-BN-ReLU stem, one residual basic block, max and average pooling, a classifier."""
+    torch.manual_seed(0)
+    return capture(models.tiny_cnn(), (torch.randn(2, 3, 8, 8),), name="tiny")
+
+
+def by_name(graph):
+    return {node.name: node for node in graph.nodes}
+
+
+def test_mlp_matches_the_zoo_mlp_in_flops_peak_and_parameters(mlp_graph):
+    """Same network, same batch: FLOPs and parameters exact, keep-all peak within the labels' width."""
+    reference = zoo.build_model("mlp", batch_size=4)
+    assert mlp_graph.forward_flops == reference.forward_flops
+    assert mlp_graph.param_bytes == reference.param_bytes
+    assert mlp_graph.backward_flops == pytest.approx(reference.backward_flops, rel=0.01)
+    # int64 labels (torch) against int32 (the zoo): 4 labels x 4 bytes more.
+    assert mlp_graph.keep_all_peak_bytes - reference.keep_all_peak_bytes == 16
+
+
+def test_nodes_are_layers_named_by_module_path_with_a_backward_each(mlp_graph):
+    """Sequential children are named by index; each layer's backward is '<name>.grad', after the loss."""
+    names = [node.name for node in mlp_graph.nodes]
+    assert names[:8] == ["input", "1", "2", "3", "4", "5", "loss", "loss.grad"]
+    assert names[8:] == ["5.grad", "4.grad", "3.grad", "2.grad", "1.grad"]
+    nodes = by_name(mlp_graph)
+    assert [nodes[n].op for n in ("input", "1", "2", "loss", "1.grad")] == ["input", "linear", "relu", "loss", "linear_grad"]
+    assert all(node.backward == node.name.endswith(".grad") for node in mlp_graph.nodes)
+    assert nodes["1"].param_bytes == (784 * 512 + 512) * 4 and nodes["1.grad"].param_bytes == 0
+
+
+def test_backward_dependencies_follow_autograd(tiny):
+    """ReLU's backward reads its output, a convolution's its input, BatchNorm's its input; add's nothing."""
+    graph = tiny.graph
+    nodes = by_name(graph)
+    deps = {node.name: {graph.nodes[d].name for d in node.deps} for node in graph.nodes}
+    assert deps["3.relu.grad"] == {"3.relu", "3.conv2.grad"}
+    assert deps["3.conv2.grad"] == {"3.relu", "3.bn2.grad"}
+    assert deps["3.bn1.grad"] == {"3.conv1", "3.relu.grad"}
+    assert "3.add.grad" not in nodes  # the addition passes its gradient on: no op, no node
+    # the block input (node 2, the stem's ReLU) fans out: its backward sums both paths
+    assert deps["2.grad"] == {"2", "3.relu#2.grad", "3.conv1.grad"}
+
+
+def test_a_module_called_twice_gives_two_nodes_and_container_ops_are_named_by_op(tiny):
+    """torchvision's basic block calls one ReLU module twice; `out += identity` is the block's own op."""
+    nodes = by_name(tiny.graph)
+    assert {"3.relu", "3.relu#2", "3.add"} <= set(nodes)
+    assert nodes["3.add"].op == "add"
+    assert [tiny.graph.nodes[d].name for d in nodes["3.add"].deps] == ["2", "3.bn2"]
+
+
+def test_output_bytes_are_real_storages_with_statistics_kept_apart(tiny):
+    """BatchNorm keeps only its output (its statistics go with the parameters); max pooling keeps int64 indices."""
+    nodes = by_name(tiny.graph)
+    assert nodes["1"].output_bytes == 2 * 8 * 8 * 8 * 4
+    assert nodes["4"].op == "maxpool" and nodes["4"].output_bytes == 2 * 8 * 4 * 4 * (4 + 8)
+    assert nodes["input"].output_bytes == 2 * 3 * 8 * 8 * 4 + 2 * 8
+    assert nodes["0.grad"].output_bytes == 0  # the first convolution passes no gradient to the data
+
+
+def test_flops_count_convolutions_as_the_zoo_does(tiny):
+    """Forward convolution = 2 x MACs; its backward twice that, once for the first layer (no input gradient)."""
+    nodes = by_name(tiny.graph)
+    stem = 2 * 2 * 8 * 8 * 8 * 3 * 9
+    assert nodes["0"].flops == stem and nodes["0.grad"].flops == stem
+    block = 2 * 2 * 8 * 8 * 8 * 8 * 9
+    assert nodes["3.conv1"].flops == block and nodes["3.conv1.grad"].flops == 2 * block
+
+
+def test_depthwise_convolution_backward_is_twice_the_forward():
+    """torch's counter multiplies a depthwise weight gradient by the groups; poetsim does not."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 8, 1), nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.Flatten(), nn.Linear(8 * 16, 4))
+    nodes = by_name(from_torch(net, torch.randn(2, 3, 4, 4)))
+    assert nodes["1"].op == "depthwise_conv"
+    assert nodes["1.grad"].flops == 2 * nodes["1"].flops
+
+
+def test_graph_file_round_trips_and_poetsim_graph_reads_it(tmp_path, mlp_graph):
+    """The imported graph is an ordinary poetsim-graph file: saved, read back equal, summarised by the CLI."""
+    path = tmp_path / "mlp.json"
+    save_graph(mlp_graph, path)
+    again = read_graph_file(path)
+    assert again.nodes == mlp_graph.nodes
+    result = CliRunner().invoke(app, ["graph", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["keep_all_peak_bytes"] == mlp_graph.keep_all_peak_bytes
+
+
+def test_capture_leaves_the_module_untouched(tiny):
+    """Tracing runs on fake tensors: BatchNorm's running statistics are not updated."""
+    torch.manual_seed(0)
+    module = models.tiny_cnn()
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    capture(module, (torch.randn(2, 3, 8, 8),))
+    assert all(torch.equal(before[k], v) for k, v in module.state_dict().items())
+
+
+class _Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate = _Gate()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(self.gate(x))
+
+
+class _Gate(nn.Module):
+    def forward(self, x):
+        return x * 2 if x.sum() > 0 else x
+
+
+@pytest.mark.parametrize("labels", [None, torch.tensor([0, 1, 0])])
+def test_data_dependent_control_flow_is_one_line_naming_the_module(labels):
+    """Found when the output's shape is worked out (no labels given) or while tracing the step."""
+    with pytest.raises(UserInputError, match=r"module 'gate'.*data-dependent") as error:
+        from_torch(_Branchy(), torch.randn(3, 4), labels=labels)
+    assert "\n" not in str(error.value)
+
+
+def test_dropout_is_refused_naming_the_module():
+    net = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5), nn.Linear(4, 2))
+    with pytest.raises(UserInputError, match=r"module '1'.*random op"):
+        from_torch(net, torch.randn(3, 4))
+
+
+def test_dropout_of_probability_zero_is_a_copy():
+    nodes = by_name(from_torch(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.0), nn.Linear(4, 2)), torch.randn(3, 4)))
+    assert nodes["1"].op == "clone"
+
+
+def test_inputs_that_do_not_fit_name_the_module():
+    with pytest.raises(UserInputError, match=r"module '1'.*do not fit"):  # '0' is the flatten
+        from_torch(models.mlp(), torch.randn(2, 1, 20, 20))
+
+
+def test_a_model_that_is_not_a_module_is_refused():
+    with pytest.raises(UserInputError, match="torch.nn.Module"):
+        from_torch(lambda x: x, torch.randn(2))

@@ -1,0 +1,123 @@
+"""Executing schedules for real: gradients bitwise equal, peaks as predicted, real page files, errors."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from poetsim.checker import check_schedule  # noqa: E402
+from poetsim.costs import node_costs  # noqa: E402
+from poetsim.errors import ScheduleError  # noqa: E402
+from poetsim.optimiser import checkpoint_sqrt, keep_all, optimise  # noqa: E402
+from poetsim.profiles import load_platform  # noqa: E402
+from poetsim.pytorch import models, swap  # noqa: E402
+from poetsim.pytorch.capture import capture  # noqa: E402
+from poetsim.pytorch.executor import execute  # noqa: E402
+from poetsim.schedule import Budgets, Free, Moves, PageIn, PageOut, Schedule, Timing  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    return capture(models.tiny_cnn(), (torch.randn(2, 3, 8, 8),), name="tiny")
+
+
+@pytest.fixture(scope="module")
+def costs(tiny):
+    return node_costs(tiny.graph, load_platform("rpi4"))
+
+
+@pytest.mark.parametrize("timing", list(Timing))
+@pytest.mark.parametrize("baseline", [keep_all, checkpoint_sqrt])
+def test_baselines_give_bitwise_gradients_and_the_predicted_peak(tiny, costs, tmp_path, timing, baseline):
+    """Keep-all and checkpoint-sqrt (which recomputes) match loss.backward() bit for bit and the checker's peak."""
+    schedule, _ = baseline(tiny.graph, costs, timing)
+    predicted = check_schedule(schedule, tiny.graph, costs, timing)
+    result = execute(tiny, schedule, tmp_path)
+    assert result.gradients_equal and result.buffers_equal, result.differing_gradients
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes
+    assert result.mismatched_nodes == ()
+    assert sum(r.kind == "recompute" for r in result.records) == predicted.recomputations
+
+
+@pytest.mark.parametrize("timing", list(Timing))
+def test_a_solved_paging_schedule_moves_the_predicted_bytes_through_real_files(tiny, costs, tmp_path, timing):
+    """The optimiser's paging-only schedule at 60 %: bytes written and read as the schedule says, files gone after."""
+    graph = tiny.graph
+    budgets = Budgets(int(0.6 * graph.keep_all_peak_bytes), 10 * costs.plain_runtime_s)
+    outcome = optimise(graph, costs, budgets, Moves(recompute=False, page=True), timing, time_limit_s=10, threads=1)
+    schedule = outcome.schedule
+    predicted = check_schedule(schedule, graph, costs, timing, budgets)
+    result = execute(tiny, schedule, tmp_path, budget_bytes=budgets.ram_bytes)
+    assert predicted.page_outs > 0
+    assert result.gradients_equal
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes <= budgets.ram_bytes
+    written = sum(graph.nodes[i.node].output_bytes for _, i in schedule.instructions() if isinstance(i, PageOut))
+    read = sum(graph.nodes[i.node].output_bytes for _, i in schedule.instructions() if isinstance(i, PageIn))
+    assert (result.bytes_written, result.bytes_read) == (written, read)
+    assert sum(r.kind == "page_out" for r in result.records) == predicted.page_outs
+    assert not list(tmp_path.glob("*.bin"))
+
+
+def _keep_all_with_paging(graph, costs, node: int) -> Schedule:
+    """Keep-all, but `node` is paged out after its last forward reader and in before its backward reader."""
+    schedule, _ = keep_all(graph, costs, Timing.OVERLAP)
+    stages = [list(stage) for stage in schedule.stages]
+    last_forward = max(r for r in graph.consumers[node] if not graph.nodes[r].backward)
+    first_backward = min(r for r in graph.consumers[node] if graph.nodes[r].backward)
+    assert first_backward - 1 > last_forward + 1
+    stages[last_forward + 1].insert(0, PageOut(node))
+    stages[last_forward + 1].append(Free(node))
+    stages[first_backward - 1].insert(0, PageIn(node))
+    return Schedule(schedule.graph_name, schedule.num_nodes, Timing.OVERLAP, tuple(tuple(s) for s in stages))
+
+
+def test_page_in_restores_the_exact_bytes(tiny, costs, tmp_path):
+    """A paged node comes back bitwise: the gradients still equal loss.backward()'s."""
+    graph = tiny.graph
+    node = next(n.id for n in graph.nodes if n.name == "3.conv1")
+    schedule = _keep_all_with_paging(graph, costs, node)
+    check_schedule(schedule, graph, costs, Timing.OVERLAP)
+    result = execute(tiny, schedule, tmp_path)
+    assert result.gradients_equal
+    assert result.bytes_written == result.bytes_read == graph.nodes[node].output_bytes
+
+
+def test_a_missing_input_stops_naming_the_instruction(tiny, costs, tmp_path):
+    """Freeing a node its reader still needs: one ScheduleError naming stage, instruction and both nodes."""
+    graph = tiny.graph
+    schedule, _ = keep_all(graph, costs, Timing.OVERLAP)
+    stages = [list(stage) for stage in schedule.stages]
+    stages[1].append(Free(0))  # the input, which the loss reads much later
+    broken = Schedule(schedule.graph_name, schedule.num_nodes, Timing.OVERLAP, tuple(tuple(s) for s in stages))
+    loss = next(n.id for n in graph.nodes if n.name == "loss")
+    with pytest.raises(ScheduleError, match=rf"stage {loss}, Compute\({loss}\) 'loss': input 0 'input' is not in RAM"):
+        execute(tiny, broken, tmp_path)
+
+
+def test_over_budget_stops_naming_the_instruction(tiny, costs, tmp_path):
+    schedule, _ = keep_all(tiny.graph, costs, Timing.OVERLAP)
+    with pytest.raises(ScheduleError, match=r"stage \d+, Compute\(\d+\) '.*': the executor holds .* over the budget of 1,000"):
+        execute(tiny, schedule, tmp_path, budget_bytes=1000)
+
+
+def test_a_schedule_for_another_graph_is_refused(tiny, costs, tmp_path):
+    schedule, _ = keep_all(tiny.graph, costs, Timing.OVERLAP)
+    renamed = Schedule(schedule.graph_name, schedule.num_nodes, schedule.timing, schedule.stages,
+                       node_names=("input", "conv") + tuple(n.name for n in tiny.graph.nodes[2:]))
+    with pytest.raises(ScheduleError, match="names node 1 'conv'"):
+        execute(tiny, renamed, tmp_path)
+
+
+def test_swap_round_trips_views_sharing_a_storage(tmp_path):
+    """Two views of one storage are written once and rebuilt as views of one buffer."""
+    base = torch.arange(12, dtype=torch.float32)
+    values = {"a": base.view(3, 4), "b": base.view(3, 4).t()}
+    storages, layouts = swap.layout(values)
+    assert len(storages) == 1
+    written = swap.write_storages(tmp_path / "n.bin", storages, durable=True)
+    node = swap.SwappedNode(tmp_path / "n.bin", tuple(s.nbytes() for s in storages), layouts)
+    buffers = swap.allocate(node)
+    assert swap.read_into(node.path, buffers) == written == 48
+    back = swap.rebuild(node, buffers)
+    assert torch.equal(back["a"], values["a"]) and torch.equal(back["b"], values["b"])
+    assert back["a"].untyped_storage().data_ptr() == back["b"].untyped_storage().data_ptr()

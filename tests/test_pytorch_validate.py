@@ -1,0 +1,45 @@
+"""The closed loop: every executed point matches its prediction in peak and traffic, bitwise gradients."""
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from poetsim.profiles import load_platform  # noqa: E402
+from poetsim.pytorch import models  # noqa: E402
+from poetsim.pytorch.capture import capture  # noqa: E402
+from poetsim.pytorch.validate import validate_run, write_validation  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def validation(tmp_path_factory):
+    """The tiny CNN at 100 % and 60 % of keep-all, three strategies, on the rpi4 profile."""
+    torch.manual_seed(0)
+    tiny = capture(models.tiny_cnn(), (torch.randn(2, 3, 8, 8),), name="tiny")
+    return validate_run(tiny, load_platform("rpi4"), rams=("100%", "60%"),
+                        strategies=("keep-all", "checkpoint-sqrt", "hybrid"), time_limit_s=5,
+                        swap_dir=tmp_path_factory.mktemp("swap"), threads=1, repeats=1)
+
+
+def test_every_executed_point_holds_the_predicted_peak_and_moves_the_predicted_bytes(validation):
+    executed = [row for row in validation.rows if row.measured_runtime_s is not None]
+    assert len(executed) >= 4
+    for row in executed:
+        assert row.gradients_equal and row.peak_equal and row.within_budget, row
+        assert (row.measured_bytes_written, row.measured_bytes_read) == (row.predicted_bytes_written, row.predicted_bytes_read)
+
+
+def test_points_without_a_schedule_are_rows_with_their_status(validation):
+    """Keep-all does not fit 60 %: its row says so and nothing runs."""
+    row = next(r for r in validation.rows if r.strategy == "keep-all" and r.ram == "60%")
+    assert row.status == "over-budget" and row.measured_runtime_s is None
+
+
+def test_results_are_written_as_json_csv_and_an_offline_chart(validation, tmp_path):
+    paths = write_validation(validation, tmp_path)
+    assert {p.name for p in paths} == {"result.json", "validation.csv", "validation.html", "validation.png", "validation.svg"}
+    data = json.loads((tmp_path / "result.json").read_text())
+    assert len(data["rows"]) == 6 and data["timing"] == "overlap"
+    html = (tmp_path / "validation.html").read_text()
+    assert "vega" in html and "<script src=\"http" not in html

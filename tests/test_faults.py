@@ -44,7 +44,7 @@ time_limit_s: {limit}
 """
 
 
-def slow_scenario(tmp_path, strategies="recompute-only, paging-only", limit=1) -> Path:
+def slow_scenario(tmp_path, strategies="recompute-only, paging-only", limit=3) -> Path:
     path = tmp_path / "slow.yaml"
     path.write_text(SLOW.format(strategies=strategies, limit=limit))
     return path

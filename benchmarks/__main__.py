@@ -1,6 +1,6 @@
 """`make bench`: run the benchmarks and write their CSVs under results/bench/.
 
-    python -m benchmarks                 # all: solver, simulator, sweep, pytorch, faults (from the repository's root)
+    python -m benchmarks                 # all: solver, simulator, sweep, pytorch, faults, certify, scaling (from the repository's root)
     python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.
@@ -9,7 +9,7 @@ Speed targets are checked here, never by timed assertions in tests.
 import sys
 from pathlib import Path
 
-from benchmarks import faults, simulator, solver, sweep
+from benchmarks import certify, faults, simulator, solver, sweep
 
 OUT = Path("results/bench")
 
@@ -30,6 +30,8 @@ def main(argv: list[str]) -> int:
         "sweep": lambda: sweep.run(OUT / "sweep.csv"),
         "pytorch": pytorch_bench,
         "faults": lambda: faults.run(OUT / "faults.csv"),
+        "certify": lambda: certify.run(OUT / "certify.csv"),
+        "scaling": lambda: certify.scaling(OUT / "scaling.csv"),
     }
     chosen = argv or list(benches)
     unknown = [name for name in chosen if name not in benches]

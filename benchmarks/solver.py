@@ -10,9 +10,11 @@ solver, the solver itself), and how close to proven optimal the solver gets with
 import csv
 import os
 import platform
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from time import perf_counter
+
+import pandas as pd
 
 from poetsim.costs import node_costs
 from poetsim.graphio import load_graph
@@ -53,6 +55,8 @@ class BenchRow:
     keep_all_j: float
     objective_j: float | None
     bound_j: float | None
+    cover_bound_j: float | None
+    found_by: str
     overhead_pct: float | None
     gap_total: float | None
     gap_overhead: float | None
@@ -86,6 +90,7 @@ def bench_one(model: str, time_limit_s: float | None = None) -> BenchRow:
         variables=outcome.num_variables, constraints=outcome.num_constraints,
         build_s=outcome.build_s, handoff_s=outcome.handoff_s, solve_s=outcome.solve_s, wall_s=wall_s,
         status=outcome.status, keep_all_j=keep_all_j, objective_j=outcome.objective_j, bound_j=outcome.bound_j,
+        cover_bound_j=outcome.cover_bound_j, found_by=outcome.found_by,
         overhead_pct=overhead, gap_total=outcome.gap_total, gap_overhead=outcome.gap_overhead,
         time_limit_s=time_limit_s, message=outcome.message,
         machine=f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, HiGHS {_highs_version()}",
@@ -97,7 +102,7 @@ def _highs_version() -> str:
     return f"{h.versionMajor()}.{h.versionMinor()}.{h.versionPatch()}"
 
 
-def run(out_csv: Path, models: list[str] | None = None, time_limit_s: float | None = None) -> list[BenchRow]:
+def run(out_csv: Path, models: list[str] | None = None, time_limit_s: float | None = None) -> pd.DataFrame:
     """Benchmark `models` (default: `default_models()`) and write one CSV row per graph.
 
     Rows are written as they finish, so an interrupted run keeps what it measured.
@@ -113,5 +118,5 @@ def run(out_csv: Path, models: list[str] | None = None, time_limit_s: float | No
             row = bench_one(model, time_limit_s)
             writer.writerow({name: getattr(row, name) for name in names})
             handle.flush()
-            rows.append(row)
-    return rows
+            rows.append(asdict(row))
+    return pd.DataFrame(rows, columns=names)

@@ -12,7 +12,7 @@ from poetsim.graph import Node, TrainingGraph
 from poetsim.optimiser import optimise, require_feasible, write_lp
 from poetsim.schedule import Budgets, Compute, PageIn, PageOut, Timing
 
-from optimiser_cases import HYBRID, RECOMPUTE_ONLY, cost_table, relu_or_conv, training_graph
+from optimiser_cases import HYBRID, PAGING_ONLY, RECOMPUTE_ONLY, cost_table, relu_or_conv, training_graph
 
 GOLDEN = Path(__file__).parent / "golden"
 needs_glpk = pytest.mark.skipif(shutil.which("glpsol") is None, reason="glpsol (glpk-utils) not installed")
@@ -151,7 +151,7 @@ def test_runtime_below_one_pass_is_infeasible():
         require_feasible(outcome)
 
 
-def test_an_infeasibility_the_solver_proves_is_reported_as_such():
+def test_a_proven_infeasibility_is_reported_as_such():
     """Recompute-only at 1.0x runtime and 201 B: r must be recomputed, which takes time."""
     graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
     outcome = optimise(graph, costs, Budgets(201, costs.plain_runtime_s), RECOMPUTE_ONLY, Timing.COMPUTE_ONLY)
@@ -191,3 +191,59 @@ def test_when_keep_all_fits_it_is_returned_as_proven_optimal_without_a_solver_ru
     assert outcome.gap_overhead == 0.0 and outcome.objective_j == outcome.bound_j
     assert outcome.predicted.recomputations == outcome.predicted.page_ins == 0
     assert "no solver run" in outcome.message
+
+
+def test_hybrid_started_from_a_paging_only_schedule_is_never_worse_than_it():
+    """Every paging-only schedule is a hybrid one: handed in as a start, hybrid returns one at
+    least as cheap, even with no time to do anything else (time limit 0)."""
+    graph, costs = relu_or_conv(node_j=1.0, page_j=0.05)
+    budgets = Budgets(201, 10.0)
+    paging = optimise(graph, costs, budgets, PAGING_ONLY, Timing.COMPUTE_ONLY)
+    hybrid = optimise(graph, costs, budgets, HYBRID, Timing.COMPUTE_ONLY, time_limit_s=0.0, starts=[paging.schedule])
+    assert hybrid.schedule is not None
+    assert hybrid.objective_j <= paging.objective_j * (1 + 1e-12)
+    check_schedule(hybrid.schedule, graph, costs, Timing.COMPUTE_ONLY, budgets)
+
+
+def test_a_start_with_moves_the_strategy_lacks_is_not_used():
+    """A paging schedule cannot start recompute-only: the answer recomputes, it never pages."""
+    graph, costs = relu_or_conv(node_j=1.0, page_j=0.05)
+    budgets = Budgets(201, 10.0)
+    paging = optimise(graph, costs, budgets, PAGING_ONLY, Timing.COMPUTE_ONLY)
+    outcome = optimise(graph, costs, budgets, RECOMPUTE_ONLY, Timing.COMPUTE_ONLY, starts=[paging.schedule])
+    assert outcome.status == "optimal" and outcome.found_by != "a start"
+    assert outcome.predicted.page_ins == 0 and outcome.predicted.recomputations == 1
+
+
+def test_when_the_time_limit_runs_out_the_best_schedule_so_far_comes_with_its_gap():
+    """transformer (121 nodes) at 35 % RAM under overlap with 2 s: no proof in that time, but a
+    schedule within the budgets, and a proven gap."""
+    from poetsim.problem import build_problem
+    from poetsim.units import parse_ram
+
+    p = build_problem("transformer", "rpi4", parse_ram("35%"), 1.2, Timing.OVERLAP)
+    outcome = optimise(p.graph, p.costs, p.budgets, HYBRID, Timing.OVERLAP, time_limit_s=2.0, threads=1)
+    assert outcome.status in ("optimal", "feasible") and outcome.schedule is not None
+    assert 0.0 <= outcome.gap_overhead <= 1.0 and outcome.bound_j <= outcome.objective_j
+    assert (outcome.status == "optimal") == (outcome.gap_overhead <= 1e-4)
+    checked = check_schedule(outcome.schedule, p.graph, p.costs, Timing.OVERLAP, p.budgets)
+    assert compare_figures(outcome.predicted, checked) == []
+
+
+def test_progress_is_reported_at_most_about_once_a_second_with_the_best_figures():
+    from poetsim.problem import build_problem
+    from poetsim.units import parse_ram
+
+    p = build_problem("transformer", "rpi4", parse_ram("35%"), 1.2, Timing.OVERLAP)
+    seen = []
+    outcome = optimise(p.graph, p.costs, p.budgets, HYBRID, Timing.OVERLAP, time_limit_s=3.0, threads=1,
+                       on_progress=lambda *report: seen.append(report))
+    assert seen, "no progress was reported"
+    times = [elapsed for elapsed, *_ in seen]
+    assert all(later - earlier >= 0.99 for earlier, later in zip(times, times[1:]))
+    for _, incumbent, bound, phase in seen:
+        assert isinstance(phase, str) and phase
+        if incumbent is not None and bound is not None:
+            assert bound <= incumbent * (1 + 1e-12)
+    last_incumbent = [incumbent for _, incumbent, _, _ in seen if incumbent is not None]
+    assert not last_incumbent or last_incumbent[-1] >= outcome.objective_j * (1 - 1e-12)

@@ -4,7 +4,8 @@ Only `pyomo_model` imports Pyomo; the rows of the MILP are stated once in `formu
 """
 
 from poetsim.optimiser.baselines import checkpoint_sqrt, keep_all
-from poetsim.optimiser.optimise import SolveOutcome, optimise, require_feasible, write_lp
+from poetsim.optimiser.optimise import optimise, write_lp
+from poetsim.optimiser.outcome import SolveOutcome, require_feasible
 from poetsim.optimiser.solvers import SOLVERS
 
 __all__ = ["SOLVERS", "SolveOutcome", "checkpoint_sqrt", "keep_all", "optimise", "require_feasible", "write_lp"]

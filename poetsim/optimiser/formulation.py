@@ -73,18 +73,28 @@ def last_useful_stage(graph: TrainingGraph) -> tuple[int, ...]:
     return tuple(last)
 
 
-def formulate(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing) -> Formulation:
+#: The units of the model's numbers: "balanced" (every coefficient near 1, the module docstring)
+#: or "plain" (bytes in KiB, energy in 0.01 J, time in seconds, as in POET.md's HiGHS run). An
+#: A/B on the zoo's graphs kept "balanced" (docs/optimiser.md).
+UNITS = ("balanced", "plain")
+
+
+def formulate(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
+              units: str = "balanced") -> Formulation:
     """State the model of one solve as sparse rows (see the module docstring for the symbols).
 
     `moves` restricts the model: without recomputation no R (and no Free) column exists, without
-    paging no S_ssd, M_in or M_out column.
+    paging no S_ssd, M_in or M_out column. `units` is one of UNITS.
     """
     timing = Timing(timing)
     T = len(graph)
     overlap = timing is Timing.OVERLAP
-    energy_scale = (sum(costs.compute_j) / T) or 1.0
-    v = _Columns(graph, costs, budgets, overlap, mem_scale=float(max(costs.output_bytes)) or 1.0,
-                 time_scale=(sum(costs.compute_s) / T) or 1.0)
+    if units == "plain":
+        energy_scale, mem_scale, time_scale = 0.01, 1024.0, 1.0
+    else:
+        energy_scale = (sum(costs.compute_j) / T) or 1.0
+        mem_scale, time_scale = float(max(costs.output_bytes)) or 1.0, (sum(costs.compute_s) / T) or 1.0
+    v = _Columns(graph, costs, budgets, overlap, mem_scale=mem_scale, time_scale=time_scale)
     b = RowBuilder()
     _add_variables(b, v, moves, energy_scale)
     for rule in (inputs_present, present_once, ram_persistence, ssd_persistence, page_in_from_storage,

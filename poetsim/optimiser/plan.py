@@ -19,7 +19,7 @@ from functools import cached_property
 from poetsim.costs import CostTable
 from poetsim.graph import TrainingGraph
 from poetsim.optimiser.rows import Formulation
-from poetsim.schedule import Compute, Figures, Free, PageIn, PageOut, Schedule, Timing
+from poetsim.schedule import Compute, Figures, Free, Moves, PageIn, PageOut, Schedule, Timing
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,11 @@ class Plan:
     def resident(self, t: int) -> frozenset[int]:
         """Outputs in RAM at the start of stage t."""
         return self.kept[t - 1] if t > 0 else frozenset()
+
+    @property
+    def moves(self) -> Moves:
+        """The moves the plan uses: whether it recomputes anything, whether it pages anything."""
+        return Moves(recompute=any(len(c) > 1 for c in self.computed), page=any(self.paged_in) or any(self.paged_out))
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,39 @@ def to_schedule(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timi
         graph_name=graph.name, num_nodes=len(graph), timing=Timing(timing), stages=tuple(stages),
         meta=tuple(sorted((meta or {}).items())),
     )
+
+
+def from_schedule(schedule: Schedule, graph: TrainingGraph) -> Plan | None:
+    """The plan of an instruction list (what each stage computes, keeps, pages), or None if it is
+    not one of a plan's shape: a compute of a resident output, a page-in of one computed in the
+    same stage. The plan frees each output as early as the model allows, so its RAM is never
+    above the schedule's; the checker is the judge of the schedule itself."""
+    if schedule.num_nodes != len(graph) or len(schedule.stages) != len(graph):
+        return None
+    resident: set[int] = set()
+    computed, kept, paged_out, paged_in = [], [], [], []
+    for stage in schedule.stages:
+        comp, outs, ins = [], set(), set()
+        for ins_ in stage:
+            if isinstance(ins_, Compute):
+                if ins_.node in resident:
+                    return None
+                comp.append(ins_.node)
+                resident.add(ins_.node)
+            elif isinstance(ins_, PageOut):
+                outs.add(ins_.node)
+            elif isinstance(ins_, PageIn):
+                ins.add(ins_.node)
+            else:
+                resident.discard(ins_.node)
+        if ins & set(comp):
+            return None
+        resident |= ins
+        computed.append(tuple(sorted(comp)))
+        kept.append(frozenset(resident))
+        paged_out.append(frozenset(outs))
+        paged_in.append(frozenset(ins))
+    return Plan(tuple(computed), tuple(kept), tuple(paged_out), tuple(paged_in))
 
 
 def from_columns(form: Formulation, values) -> Plan:

@@ -3,8 +3,9 @@
 A decision (i, a, b) -> mode says what happens to i's output between stage a, where it is read
 or computed, and stage b > a + 1, where it is read next: RECOMPUTE drops it after stage a and
 computes it again when stage b (or an earlier recomputation) needs it; PAGE pages it out in the
-last stage it is resident at the start of, drops it, and pages it back in during stage b - 1.
-Anything not decided is kept. `plan_from_decisions` replays decisions stage by stage, computing
+last stage it is resident at the start of, drops it, and pages it back in during stage b - 1;
+`page_stages` may move either transfer within the stretch (to hide its DMA time behind a longer
+stage, or to free RAM only where it is short). Anything not decided is kept. `plan_from_decisions` replays decisions stage by stage, computing
 any missing input on demand, so every decision set yields a plan that the model admits (the
 tests check its rows). `reads` gives the stages that read an output in a plan, from which new
 decisions are proposed.
@@ -28,6 +29,9 @@ class Mode(str, Enum):
 #: (node, last stage before the stretch, stage after it) -> mode; the stretch is a+1 .. b-1.
 Decisions = Mapping[tuple[int, int, int], Mode]
 
+#: For a PAGE decision (i, a, b): (the earliest stage to page out in, the stage to page in during).
+PageStages = Mapping[tuple[int, int, int], tuple[int, int]]
+
 
 def uses(graph: TrainingGraph, i: int) -> tuple[int, ...]:
     """The stages that use i when every node is computed once: its own, then each reader's."""
@@ -46,20 +50,35 @@ def reads(plan: Plan, graph: TrainingGraph) -> list[list[int]]:
     return found
 
 
-def plan_from_decisions(graph: TrainingGraph, decisions: Decisions) -> Plan:
-    """Replay decisions stage by stage: compute t and any missing ancestor, page, keep what is wanted."""
+def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages: PageStages | None = None,
+                        keep_recomputed: bool = True) -> Plan:
+    """Replay decisions stage by stage: compute t and any missing ancestor, page, keep what is wanted.
+
+    A PAGE stretch (i, a, b) pages out in stage a (a+1 if i is computed only during a) or, with
+    `page_stages`, in its first entry (before a, if i is resident then; else no earlier than
+    it), and pages in during its second (b - 1 by default); it stays a keep where the stretch
+    leaves no room for both.
+    """
     T = len(graph)
     last_use = graph.last_use
+    page_stages = page_stages or {}
     stretches: dict[int, list[tuple[int, int, Mode]]] = {}
     for (i, a, b), mode in decisions.items():
         if mode is not Mode.KEEP:
             stretches.setdefault(i, []).append((a, b, mode))
     page_in_at = [set() for _ in range(T)]
+    in_stage: dict[tuple[int, int], int] = {}  # (i, b) -> the stage i is paged in during
     for i, spans in stretches.items():
         for a, b, mode in spans:
             if mode is Mode.PAGE:
-                page_in_at[b - 1].add(i)
+                in_stage[i, b] = page_stages.get((i, a, b), (a, b - 1))[1]
+                page_in_at[in_stage[i, b]].add(i)
     page_out_at = [set() for _ in range(T)]
+    for (i, a, b), (out, _) in page_stages.items():
+        if decisions.get((i, a, b)) is Mode.PAGE and i < out < a:
+            # Paged out while still read before the stretch (it stays resident until a): the copy
+            # is then on storage when the stretch starts, and i is dropped right after a.
+            page_out_at[out].add(i)
     last_computed = [-1] * T
     held_until: dict[tuple[int, int], int] = {}  # (i, b) -> last stage i is resident at the start of
 
@@ -74,7 +93,7 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions) -> Plan:
         if s > last_use[i]:
             return False
         found = stretch(i, s)
-        if found is None or last_computed[i] > found[0]:
+        if found is None or (keep_recomputed and last_computed[i] > found[0]):
             # Kept, or computed again inside the stretch (a segment recomputed for an earlier
             # reader): keep it rather than compute it once more.
             return True
@@ -83,7 +102,7 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions) -> Plan:
             return False
         if (i, b) not in held_until:
             return True  # no room to page across this stretch: keep
-        return s <= held_until[i, b] or s == b
+        return s <= held_until[i, b] or s > in_stage[i, b]
 
     resident: frozenset[int] = frozenset()
     on_storage: set[int] = set()
@@ -100,7 +119,9 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions) -> Plan:
         for i in resident | need:
             found = stretch(i, t + 1)
             if found and found[0] == t and found[2] is Mode.PAGE:
-                _plan_page_out(i, t, found[1], i in resident, i in on_storage, held_until, page_out_at)
+                earliest = page_stages.get((i, found[0], found[1]), (t, 0))[0]
+                _plan_page_out(i, t, found[1], earliest, in_stage[i, found[1]], i in resident, i in on_storage,
+                               held_until, page_out_at)
         outs = frozenset(i for i in page_out_at[t] if i in resident and i not in on_storage)
         ins = frozenset(i for i in page_in_at[t] if i in on_storage and i not in need and i not in resident)
         computed.append(tuple(sorted(need)))
@@ -112,14 +133,16 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions) -> Plan:
     return Plan(tuple(computed), tuple(kept), tuple(paged_out), tuple(paged_in))
 
 
-def _plan_page_out(i: int, a: int, b: int, resident: bool, on_storage: bool, held_until: dict, page_out_at: list) -> None:
-    """Where a PAGE stretch (a, b) of i pages out: in stage a if i is resident at its start, else
-    in a+1 (i is only computed during a); nowhere if storage already holds i. The page-in in
-    stage b-1 must come at least one stage after the page-out (usable only from the next)."""
+def _plan_page_out(i: int, a: int, b: int, earliest: int, page_in: int, resident: bool, on_storage: bool,
+                   held_until: dict, page_out_at: list) -> None:
+    """Where a PAGE stretch of i that starts after stage a pages out: in stage a if i is resident at
+    its start, else in a+1 (i is only computed during a), and not before `earliest`; nowhere if
+    storage already holds i. The page-in (in stage `page_in`) must come at least one stage after
+    the page-out (usable only from the next); otherwise the stretch is kept."""
     if on_storage:
         held_until[i, b] = a
         return
-    stage = a if resident else a + 1
-    if b - 1 >= stage + 1:
+    stage = max(a if resident else a + 1, earliest)
+    if page_in >= stage + 1:
         held_until[i, b] = stage
         page_out_at[stage].add(i)

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from time import perf_counter
@@ -27,7 +28,7 @@ SOLVERS = {"highs": (None, "pip install highspy"), "glpk": ("glpsol", "glpk-util
 class SolverResult:
     """What a solver reported: status, the solution's columns, objective and bound (model units)."""
 
-    status: Status              # OPTIMAL, FEASIBLE, INFEASIBLE or NO_SOLUTION
+    status: Status | None       # OPTIMAL, FEASIBLE, INFEASIBLE or NO_SOLUTION; None after a HiGHS solve error (internal)
     values: list[float] | None
     objective: float | None
     bound: float | None
@@ -37,12 +38,30 @@ class SolverResult:
 
 @dataclass(frozen=True)
 class SolverSettings:
-    """Stopping rules of one solve: relative and absolute gap of the objective, time, threads."""
+    """Stopping rules of one solve: relative and absolute gap of the objective, time, threads.
+
+    `objective_floor` (model units), when given, is a proven lower bound on the objective from
+    outside the model (the eviction cover); HiGHS gets it as one row, objective >= floor.
+    `ends_at` caps the solver's own limit at the time left when it starts, after the hand-off.
+    """
 
     mip_rel_gap: float
     mip_abs_gap: float
     time_limit_s: float | None
     threads: int
+    objective_floor: float | None = None
+    ends_at: float | None = None  # a perf_counter() time the solve must end by, build and hand-off included
+
+    def limit_now_s(self) -> float | None:
+        """The time limit to give the solver at this moment: the smaller of both rules, >= 0.01 s."""
+        limits = [x for x in (self.time_limit_s, None if self.ends_at is None else self.ends_at - perf_counter())
+                  if x is not None]
+        return max(min(limits), 0.01) if limits else None
+
+
+#: What a solve reports while it runs: (incumbent, bound) in model units, either None when not
+#: known yet; it returns True to stop the solve at once (the caller knows a better bound).
+Watch = Callable[[float | None, float | None], bool]
 
 
 def check_available(solver: str) -> None:
@@ -55,15 +74,22 @@ def check_available(solver: str) -> None:
             f"solver '{solver}' needs the '{executable}' program, which is not on PATH (Debian/Ubuntu: apt install {package})")
 
 
-def solve(form: Formulation, solver: str, settings: SolverSettings, start: list[float] | None) -> SolverResult:
-    """Solve `form` with `solver`, starting from `start` where the solver takes a start."""
+def solve(form: Formulation, solver: str, settings: SolverSettings, start: list[float] | None,
+          watch: Watch | None = None) -> SolverResult:
+    """Solve `form` with `solver`, starting from `start` where the solver takes a start.
+
+    `watch` is called while HiGHS works (GLPK and CBC run as programs and are not watched).
+    """
     check_available(solver)
     if solver == "highs":
-        return _solve_highs(form, settings, start)
+        return _solve_highs(form, settings, start, watch)
     return _solve_shell(form, solver, settings, start)
 
 
 _BANNER_SHOWN = False
+
+#: A retry without the start (see _solve_highs) is not tried with less time than this left.
+RETRY_MIN_S = 5.0
 
 
 def new_highs():
@@ -89,21 +115,35 @@ def new_highs():
     return h
 
 
-def _solve_highs(form: Formulation, settings: SolverSettings, start: list[float] | None) -> SolverResult:
+def _solve_highs(form: Formulation, settings: SolverSettings, start: list[float] | None,
+                 watch: Watch | None = None) -> SolverResult:
     """Solve with HiGHS; if it misvalues its own answer after a MIP start, solve again without.
 
     HiGHS 1.16 can carry a user solution into its presolved space with the wrong objective (a
     start costing 0.9 valued 0.45, then called optimal at 0.45): its incumbent then prunes on a
     false value. The objective it reports is checked against the cost of the columns it
     returns; on a mismatch the start is dropped and the model solved afresh.
+
+    HiGHS 1.16's presolve can also reduce a small model to nothing with a solution that breaks
+    a row, and then end with "Solve error" (a 7-node case in test_cover's property found it):
+    that model is solved again with presolve off.
     """
-    result = _run_highs(form, settings, start)
+    result = _run_highs(form, settings, start, watch)
+    if result.status is None:
+        result = _run_highs(form, settings, start, watch, presolve=False)
+        if result.status is None:
+            raise InternalError("HiGHS ended with a solve error on the POET model, with presolve on and off")
     if start is None or result.values is None or _objective_matches(form, result):
         return result
-    if settings.time_limit_s is not None:  # the retry gets what is left of the limit, at least a tenth
-        left = max(settings.time_limit_s - result.solve_s, 0.1 * settings.time_limit_s)
-        settings = replace(settings, time_limit_s=left)
-    retry = _run_highs(form, settings, None)
+    # The retry gets what is left of the limit, if anything; the first run's bound is not kept
+    # (it may have pruned on the false value).
+    left = None if settings.time_limit_s is None else settings.time_limit_s - result.solve_s
+    if settings.ends_at is not None:
+        left = min(left if left is not None else float("inf"), settings.ends_at - perf_counter())
+    if left is not None and left < RETRY_MIN_S:
+        return SolverResult(Status.NO_SOLUTION, None, None, None, result.handoff_s, result.solve_s)
+    settings = replace(settings, time_limit_s=left)
+    retry = _run_highs(form, settings, None, watch)
     return SolverResult(retry.status, retry.values, retry.objective, retry.bound,
                         result.handoff_s + retry.handoff_s, result.solve_s + retry.solve_s)
 
@@ -113,7 +153,9 @@ def _objective_matches(form: Formulation, result: SolverResult) -> bool:
     return abs(cost - result.objective) <= 1e-6 * max(1.0, abs(cost))
 
 
-def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] | None) -> SolverResult:
+def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] | None,
+               watch: Watch | None = None, presolve: bool = True) -> SolverResult:
+    """One HiGHS run; its status is None after a solve error (see _solve_highs)."""
     import highspy
     import numpy as np
 
@@ -133,12 +175,29 @@ def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] |
     lp.a_matrix_.value_ = np.asarray(form.row_value, dtype=np.float64)
     lp.integrality_ = [highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous for b in form.col_binary]
     _ok(h.passModel(lp), "passModel")
+    if settings.objective_floor is not None and settings.objective_floor > 0:
+        costed = [(col, c) for col, c in enumerate(form.col_cost) if c]
+        _ok(h.addRow(settings.objective_floor, highspy.kHighsInf, len(costed),
+                     np.asarray([col for col, _ in costed], dtype=np.int32),
+                     np.asarray([c for _, c in costed], dtype=np.float64)), "the objective floor row")
+    if watch is not None:
+        def interrupt(event) -> None:
+            out = event.data_out
+            primal = out.mip_primal_bound if abs(out.mip_primal_bound) < highspy.kHighsInf else None
+            dual = out.mip_dual_bound if abs(out.mip_dual_bound) < highspy.kHighsInf else None
+            if watch(primal, dual):
+                event.interrupt()
+
+        h.cbMipInterrupt.subscribe(interrupt)
     options = {
         "mip_rel_gap": settings.mip_rel_gap, "mip_abs_gap": settings.mip_abs_gap,
         "threads": settings.threads, "random_seed": 0,
     }
-    if settings.time_limit_s is not None:
-        options["time_limit"] = float(settings.time_limit_s)
+    if not presolve:
+        options["presolve"] = "off"
+    limit_s = settings.limit_now_s()
+    if limit_s is not None:
+        options["time_limit"] = float(limit_s)
     for name, value in options.items():
         _ok(h.setOptionValue(name, value), f"option {name}")
     if start is not None:
@@ -163,6 +222,8 @@ def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] |
         name = Status.INFEASIBLE
     elif status in (M.kTimeLimit, M.kIterationLimit, M.kInterrupt, M.kSolutionLimit, M.kMemoryLimit, M.kUnknown):
         name = Status.FEASIBLE if has_solution else Status.NO_SOLUTION
+    elif status == M.kSolveError:
+        return SolverResult(None, None, None, None, handoff_s, solve_s)
     else:
         raise InternalError(f"HiGHS ended with status '{h.modelStatusToString(status)}' on the POET model")
     values = list(h.getSolution().col_value) if has_solution and name is not Status.INFEASIBLE else None
@@ -196,13 +257,13 @@ def _solve_shell(form: Formulation, solver: str, settings: SolverSettings, start
     if solver == "glpk":
         # glpsol has a relative gap only (--mipgap), and no threads; its --tmlim is in whole seconds.
         opt.options["mipgap"] = settings.mip_rel_gap
-        if settings.time_limit_s is not None:
-            opt.options["tmlim"] = max(1, int(round(settings.time_limit_s)))
+        if settings.limit_now_s() is not None:
+            opt.options["tmlim"] = max(1, int(settings.limit_now_s()))
     else:
         opt.options.update({"ratioGap": settings.mip_rel_gap, "allowableGap": settings.mip_abs_gap,
                             "threads": settings.threads})
-        if settings.time_limit_s is not None:
-            opt.options["sec"] = settings.time_limit_s
+        if settings.limit_now_s() is not None:
+            opt.options["sec"] = settings.limit_now_s()
         if start is not None:
             for var, value in zip(columns, start):
                 var.set_value(round(value) if var.is_binary() else value, skip_validation=True)

@@ -1,0 +1,157 @@
+"""Benchmark of certified optima (issue 10): how much `optimise` proves, and whether its time limit holds.
+
+Rows:
+- POET's main case, `resnet18_cifar` at batch 8 on the Raspberry Pi 4, hybrid, 50 % of keep-all
+  RAM, 1.2x runtime, in both timing models (target: `optimal` within 60 s wall, build included);
+- every zoo model at 50 % / 1.2x, hybrid, overlap timing, on `rpi4` and `jetson-tx2`, with a
+  60 s limit (targets: `gap_overhead` <= 5 %, and the whole call within the limit plus 5 %).
+
+`scaling` is the A/B of the model's units (docs/optimiser.md, section 3): the bare MILP (no
+cover, no start) in "balanced" and in "plain" units on a few graphs, each with the same limit.
+"""
+
+import csv
+import os
+import platform
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from time import perf_counter
+
+import pandas as pd
+
+from poetsim.optimiser import optimise
+from poetsim.optimiser.formulation import formulate
+from poetsim.optimiser.outcome import abs_gap_j
+from poetsim.optimiser.solvers import SolverSettings, new_highs, solve
+from poetsim.problem import build_problem
+from poetsim.schedule import Moves, Timing
+from poetsim.units import parse_ram
+from poetsim.zoo import MODELS
+
+HYBRID = Moves(recompute=True, page=True)
+LIMIT_S = 60.0
+#: The share over its limit that a call may take (issue 10: "the limit plus 5 %").
+LIMIT_SLACK = 0.05
+PLATFORMS = ("rpi4", "jetson-tx2")
+
+
+@dataclass(frozen=True)
+class CertifyRow:
+    """One `optimise` call: the case, what it proved, and its wall time against its limit."""
+
+    case: str
+    model: str
+    batch_size: int | None
+    platform: str
+    ram: str
+    runtime_x: float
+    timing: str
+    moves: str
+    time_limit_s: float
+    status: str
+    wall_s: float
+    limit_held: bool
+    keep_all_j: float | None
+    objective_j: float | None
+    bound_j: float | None
+    cover_bound_j: float | None
+    gap_overhead: float | None
+    found_by: str
+    message: str
+    machine: str
+
+
+def cases() -> list[tuple[str, str, int | None, str, Timing]]:
+    """(case, model, batch size, platform, timing) of every row, in order."""
+    rows = [("resnet18-main", "resnet18_cifar", 8, "rpi4", timing) for timing in (Timing.COMPUTE_ONLY, Timing.OVERLAP)]
+    rows += [("zoo", model, None, plat, Timing.OVERLAP) for model in sorted(MODELS) for plat in PLATFORMS]
+    return rows
+
+
+def bench_one(case: str, model: str, batch_size: int | None, plat: str, timing: Timing,
+              time_limit_s: float = LIMIT_S, threads: int | None = None) -> CertifyRow:
+    """One hybrid solve at 50 % RAM and 1.2x, timed from the call to its return."""
+    problem = build_problem(model, plat, parse_ram("50%"), 1.2, timing, batch_size=batch_size)
+    began = perf_counter()
+    outcome = optimise(problem.graph, problem.costs, problem.budgets, HYBRID, timing, time_limit_s=time_limit_s,
+                       threads=threads)
+    wall_s = perf_counter() - began
+    costs = problem.costs
+    keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s if timing is Timing.OVERLAP else 0)
+    return CertifyRow(
+        case=case, model=model, batch_size=batch_size, platform=plat, ram="50%", runtime_x=1.2, timing=timing.value,
+        moves=HYBRID.label, time_limit_s=time_limit_s, status=outcome.status.value, wall_s=wall_s,
+        limit_held=wall_s <= time_limit_s * (1 + LIMIT_SLACK), keep_all_j=keep_all_j, objective_j=outcome.objective_j,
+        bound_j=outcome.bound_j, cover_bound_j=outcome.cover_bound_j, gap_overhead=outcome.gap_overhead,
+        found_by=outcome.found_by, message=outcome.message, machine=machine())
+
+
+def run(out_csv: Path, selected: list[tuple] | None = None, time_limit_s: float = LIMIT_S) -> pd.DataFrame:
+    """Run the cases (default all) and write one CSV row each, as each finishes."""
+    return _write(out_csv, CertifyRow, (bench_one(*c, time_limit_s=time_limit_s) for c in (selected or cases())))
+
+
+@dataclass(frozen=True)
+class ScalingRow:
+    """The bare MILP of one graph in one set of units: what HiGHS proved within the limit."""
+
+    model: str
+    batch_size: int | None
+    timing: str
+    ram: str
+    units: str
+    status: str
+    solve_s: float
+    objective: float | None   # overhead in joules
+    bound: float | None       # proven bound on the overhead in joules
+    gap_overhead: float | None
+    time_limit_s: float
+    machine: str
+
+
+#: (model, batch size, timing, RAM) of the A/B: graphs of 77 to 137 nodes the bare MILP can make
+#: progress on within a minute.
+SCALING_CASES = (("transformer", None, Timing.OVERLAP, "50%"), ("vgg16", None, Timing.COMPUTE_ONLY, "70%"),
+                 ("resnet18_cifar", 8, Timing.COMPUTE_ONLY, "50%"), ("resnet18_cifar", 8, Timing.OVERLAP, "50%"))
+
+
+def scaling_one(model: str, batch_size: int | None, timing: Timing, ram: str, units: str,
+                time_limit_s: float) -> ScalingRow:
+    """The bare MILP (no start) of one case in `units`, on one thread, solved by HiGHS."""
+    problem = build_problem(model, "rpi4", parse_ram(ram), 1.2, timing, batch_size=batch_size)
+    form = formulate(problem.graph, problem.costs, problem.budgets, HYBRID, timing, units=units)
+    settings = SolverSettings(mip_rel_gap=1e-4, mip_abs_gap=abs_gap_j(problem.costs, HYBRID, timing) / form.energy_scale_j,
+                              time_limit_s=time_limit_s, threads=1)
+    result = solve(form, "highs", settings, None)
+    objective = None if result.objective is None else result.objective * form.energy_scale_j
+    bound = None if result.bound is None else max(result.bound, 0.0) * form.energy_scale_j
+    gap = None if objective is None or bound is None or objective <= 0 else (objective - bound) / objective
+    return ScalingRow(model, batch_size, timing.value, ram, units, result.status.value, result.solve_s, objective,
+                      bound, gap, time_limit_s, machine())
+
+
+def scaling(out_csv: Path, time_limit_s: float = LIMIT_S) -> pd.DataFrame:
+    """The units A/B over SCALING_CASES, both units per case, side by side."""
+    rows = (scaling_one(*case, units, time_limit_s) for case in SCALING_CASES for units in ("balanced", "plain"))
+    return _write(out_csv, ScalingRow, rows)
+
+
+def machine() -> str:
+    h = new_highs()
+    return (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"HiGHS {h.versionMajor()}.{h.versionMinor()}.{h.versionPatch()}")
+
+
+def _write(out_csv: Path, kind, rows) -> pd.DataFrame:
+    out_csv = Path(out_csv)
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    names = [f.name for f in fields(kind)]
+    done = []
+    with out_csv.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=names)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({name: getattr(row, name) for name in names})
+            handle.flush()
+            done.append(asdict(row))
+    return pd.DataFrame(done, columns=names)

@@ -1,0 +1,326 @@
+"""The eviction-cover lower bound: a small 0-1 program whose optimum no schedule can beat.
+
+The stage MILP's LP relaxation is weak because it can keep an output "half" in RAM and pay half
+of restoring it. This bound cannot: it asks only which outputs are ever restored, and by which
+move. It was measured on the POET authors' 193 cases (the team's background note, POET.md:
+never above a proven optimum, equal to it in 167 of 180 feasible cases) before it was built here.
+
+Why it is a lower bound, under poetsim's own semantics (`poetsim.schedule`: frees come right after
+a compute that reads the output, or at the stage end; a page-out is issued in a stage whose start
+finds the output resident; a page-in is issued in a stage, usable from the next; every input of a
+compute is resident when it runs):
+
+1. *What must be absent.* Right after `Compute(t)` in stage t, RAM holds t's output and all of
+   t's inputs. Every other output i < t that some node j > t still reads (the set `L_t`) is
+   either held then or not: call it *absent at t* if its bytes are not counted. So
+   `excess_t = m_t + sum(inputs of t) + sum_{i in L_t} m_i - budget` bytes of `L_t` are absent
+   at t, in every schedule within the budget (held bytes of anything else only add).
+2. *What absence costs.* Let j be the first reader of i after t. i is resident when j runs, so
+   between `Compute(t)` and `Compute(j)` something restores it: a recomputation of i in a stage
+   of (t, j], costing at least i's compute energy e_i (and its compute time c_i), or a page-in of
+   i, which needs a copy on storage and hence one page-out before it: at least p_out_i + p_in_i.
+   However often i is absent, at least one of these happens once. So a schedule defines
+   x^R_i = 1 if it ever recomputes i, else x^P_i = 1 if it ever pages i in; its energy above
+   keep-all is at least sum e_i x^R_i + (p_out_i + p_in_i) x^P_i, and x^R_i + x^P_i <= 1.
+3. *When paging can make i absent.* If i is never recomputed, it is resident from its own stage
+   on until a first page-out, issued in a stage s >= i+1 whose start finds it resident (an
+   output freed before any copy exists could never come back). Within stage s it is held at
+   `Compute(s)`: it can be freed mid-stage only after a reader k < s is recomputed there, and
+   no reader k lies strictly between i and i+1; under `overlap` a page-out holds its buffer to
+   the stage end anyway. So paging alone makes i absent only from stage i+2 on. Under `overlap`
+   a page-in holds RAM from the start of the stage that issues it, and one issued in stage t
+   would hold i at t; the page-in for reader j must then come in a stage of [t+1, j-1], so
+   paging can make i absent at t only if t <= j-2. Under `compute-only` a page-in takes RAM
+   from the next stage, so t <= j-1, which always holds. Recomputation can make i absent from
+   stage i+1 on (i freed at the end of its own stage).
+4. *Time.* Under `compute-only` the deadline counts every computation's time; under `overlap`
+   a stage lasts max(compute, DMA / channels) >= its compute time. Either way a schedule's
+   runtime is at least one plain pass plus sum c_i x^R_i, so sum c_i x^R_i <= runtime budget -
+   plain pass (the knapsack row). Under `overlap` the energy includes static power x runtime,
+   so x^R_i also costs static_power_w x c_i. Paging time can hide behind compute and is not
+   counted: the bound stays valid by leaving it out.
+5. *Cascades* (`cascades=True`). Recomputing i in (t, j] needs each input d of i resident at
+   that moment. An input d that the row of stage t does not count (d is not t, not an input of
+   t and not in `L_t`: its last reader was before t) is then either held at `Compute(t)`, and
+   its bytes count against the room i's absence makes, or absent at t and itself restored in
+   (t, j], by recomputation (whose own dead inputs recurse) or by paging. Per stage this is
+   a_{t,i} (i absent at t, to be recomputed) <= h_{t,d} + r_{t,d} + x^P_d for each such d, with
+   a_{t,i} <= x^R_i, r_{t,d} <= x^R_d, and the covering row counting m_i a_{t,i} - m_d h_{t,d}.
+   Every schedule satisfies these with the same x, so the bound stays valid; on ResNet-style
+   graphs (a ReLU whose input, a BatchNorm output, nothing else reads) it is what makes the
+   bound right.
+
+So every schedule within the budgets gives a 0-1 vector x that satisfies, for each stage with
+`excess_t > 0`, `sum_{i in L_t} m_i (x^R_i + [paging window] x^P_i) >= excess_t`, the knapsack
+row and `x^R_i + x^P_i <= 1`, at a cost no greater than its own overhead (a schedule that both
+recomputes and pages i maps to x^R_i = 1 alone, which covers every stage x^P_i covers, at a
+lower cost). The least cost over such x is a lower bound on every schedule's overhead; if no x
+exists (an excess that even every optional output gone cannot cover, or a knapsack row that
+every cover breaks), no schedule fits: a proof of infeasibility. Moves restrict x: no x^P
+without paging, no x^R without recomputation.
+
+What the bound ignores (and why it can sit below the optimum): the RAM a recomputation holds
+while it runs (its inputs and output together); the RAM a restored output holds at other
+stages; paging time that outlasts compute (the timed cover, `timed_cover`, counts that).
+
+The checker (`poetsim.checker`) accepts one schedule shape the stage semantics above do not
+make: under `compute-only` it lets `PageOut(i)` be followed at once by `Free(i)` before any
+compute, which makes i absent already at stage i+1. The MILP cannot express that either, so
+the bound and the MILP agree; docs/optimiser.md notes it.
+"""
+
+import bisect
+import math
+from dataclasses import dataclass
+from time import perf_counter
+
+from poetsim.costs import CostTable
+from poetsim.graph import TrainingGraph
+from poetsim.optimiser.program import Program
+from poetsim.schedule import Budgets, Moves, Timing
+
+
+@dataclass(frozen=True)
+class CoverRow:
+    """One stage whose keep-all working set exceeds the budget: which outputs can make room.
+
+    `by_recompute` and `by_paging` are the outputs whose recomputation, or paging, can make them
+    absent right after `Compute(stage)` (argument items 1 and 3 of the module docstring).
+    """
+
+    stage: int
+    excess_bytes: int
+    by_recompute: tuple[int, ...]
+    by_paging: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CoverBound:
+    """The eviction cover of one problem: a proven lower bound and the choice that attains it.
+
+    `bound_j` is a lower bound on the total energy of every schedule within the budgets (None
+    when `infeasible`: then no schedule of these moves fits, and `message` says why).
+    `recomputed` and `paged` are the outputs the cover's best 0-1 solution restores by each move;
+    `exact` says that solution was proven optimal for the cover (else `bound_j` is the cover
+    solver's own dual bound, still valid, and the choice is its best found).
+    """
+
+    moves: Moves
+    timing: Timing
+    keep_all_j: float
+    bound_j: float | None
+    recomputed: frozenset[int]
+    paged: frozenset[int]
+    infeasible: bool
+    exact: bool
+    rows: tuple[CoverRow, ...]
+    solve_s: float
+    message: str
+    kind: str = "cover"
+    events: tuple[tuple[str, int, int], ...] = ()  # timed cover: ("p" | "o" | "n", node, stage) chosen
+
+    @property
+    def overhead_j(self) -> float | None:
+        """The bound on the energy above keep-all."""
+        return None if self.bound_j is None else self.bound_j - self.keep_all_j
+
+
+def cover_rows(graph: TrainingGraph, budgets: Budgets, moves: Moves, timing: Timing) -> tuple[CoverRow, ...]:
+    """The stages with a positive excess and the outputs that can cover it, by move."""
+    T, m = len(graph), graph.output_bytes
+    overlap = Timing(timing) is Timing.OVERLAP
+    readers = graph.consumers
+    last_use = graph.last_use
+    rows = []
+    for t in range(T):
+        inputs = set(graph.nodes[t].deps)
+        needed = m[t] + sum(m[d] for d in inputs)
+        optional = [i for i in range(t) if i not in inputs and last_use[i] > t]
+        excess = needed + sum(m[i] for i in optional) - budgets.ram_bytes
+        if excess <= 0:
+            continue
+        by_recompute, by_paging = [], []
+        for i in optional:
+            if m[i] == 0:
+                continue
+            if moves.recompute:
+                by_recompute.append(i)
+            if moves.page and t >= i + 2:
+                next_reader = readers[i][bisect.bisect_right(readers[i], t)]
+                if not overlap or t <= next_reader - 2:
+                    by_paging.append(i)
+        rows.append(CoverRow(t, excess, tuple(by_recompute), tuple(by_paging)))
+    return tuple(rows)
+
+
+#: Share of the cover's time for its first solve, without cascades.
+NO_CASCADE_SHARE = 0.3
+
+
+def restore_costs_j(costs: CostTable, timing: Timing) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per output, the least energy of one recomputation and of one page-out plus page-in."""
+    static_w = costs.static_power_w if Timing(timing) is Timing.OVERLAP else 0.0
+    recompute = tuple(e + static_w * c for e, c in zip(costs.compute_j, costs.compute_s))
+    page = tuple(a + b for a, b in zip(costs.page_out_j, costs.page_in_j))
+    return recompute, page
+
+
+def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
+                time_limit_s: float | None = None, cascades: bool = True,
+                avoid: frozenset[int] = frozenset()) -> CoverBound:
+    """Solve the eviction cover of one problem (see the module docstring for why it is a bound).
+
+    With `cascades`, a recomputation that needs an input past that input's last reader pays
+    for it: the input is held at the stage (its bytes count) or restored too. With `avoid`,
+    those outputs are never restored: a search for another choice (`optimise` uses it to step
+    round outputs whose transfers stall), after which neither the bound nor an infeasibility
+    is a proof.
+    """
+    timing = Timing(timing)
+    began = perf_counter()
+    overlap = timing is Timing.OVERLAP
+    keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s if overlap else 0.0)
+    rows = cover_rows(graph, budgets, moves, timing)
+    if avoid:
+        rows = tuple(CoverRow(row.stage, row.excess_bytes, tuple(i for i in row.by_recompute if i not in avoid),
+                              tuple(i for i in row.by_paging if i not in avoid)) for row in rows)
+
+    def result(bound, recomputed=(), paged=(), infeasible=False, exact=True, message=""):
+        return CoverBound(moves, timing, keep_all_j, bound, frozenset(recomputed), frozenset(paged), infeasible,
+                          exact, rows, perf_counter() - began, message)
+
+    if not rows:
+        return result(keep_all_j, message="keep-all fits the RAM budget")
+    m = graph.output_bytes
+    for row in rows:
+        room = sum(m[i] for i in set(row.by_recompute) | set(row.by_paging))
+        if room < row.excess_bytes:
+            return result(None, infeasible=True, message=(
+                f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM: right after "
+                f"computing node {row.stage} ({graph.nodes[row.stage].name}) {row.excess_bytes:,} bytes of outputs "
+                f"must be out of RAM, and at most {room:,} bytes can be"))
+
+    def left_s(share: float = 1.0):
+        return None if time_limit_s is None else share * (time_limit_s - (perf_counter() - began))
+
+    # Without cascades first: small and fast, a bound and a choice to fall back on if the
+    # cascade model (several times larger on 300-node graphs) runs out of time.
+    infeasible = result(None, infeasible=True, message=(
+        f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
+        f"{budgets.runtime_s:.6g} s: the deadline leaves {deadline_slack_s(budgets, costs):.6g} s beyond one "
+        "plain pass, less than the recomputation that staying within the RAM budget needs"))
+    found = _CoverModel(graph, costs, timing, moves, rows, budgets, cascades=False).solve(
+        left_s(NO_CASCADE_SHARE if cascades else 1.0))
+    if found is None:
+        return infeasible
+    model = _CoverModel(graph, costs, timing, moves, rows, budgets, cascades=cascades)
+    if cascades and model.uses_cascades and (time_limit_s is None or left_s() > 0):
+        deeper = model.solve(left_s())
+        if deeper is None:
+            return infeasible
+        bound = max(found[0], deeper[0])
+        # The cascade model's choice is the better guide when it has one (it is feasible there).
+        found = (bound, *deeper[1:]) if deeper[1] or deeper[2] else (bound, *found[1:3], deeper[3])
+    overhead_j, recomputed, paged, exact = found
+    return result(keep_all_j + overhead_j, recomputed, paged, exact=exact)
+
+
+def deadline_slack_s(budgets: Budgets, costs: CostTable) -> float:
+    """Runtime budget minus one plain pass; a budget that one plain pass meets has slack >= 0."""
+    slack = budgets.runtime_s - costs.plain_runtime_s
+    return max(slack, 0.0) if budgets.meets_deadline(costs.plain_runtime_s) else slack
+
+
+class _CoverModel:
+    """The cover as a 0-1 program (`program.Program`), stage by stage.
+
+    Columns: x^R_i and x^P_i per output; with cascades, per stage t also a_{t,i} (i absent at t
+    and restored by recomputation, when that recomputation needs an input d past its last reader),
+    h_{t,d} (d held at t for it) and r_{t,d} (d absent at t and recomputed after).
+    """
+
+    def __init__(self, graph, costs, timing, moves, rows, budgets, cascades):
+        self.graph, self.costs, self.moves, self.cascades = graph, costs, moves, cascades
+        self.recompute_j, self.page_j = restore_costs_j(costs, timing)
+        self.energy_scale = (sum(costs.compute_j) / len(graph)) or 1.0
+        self.time_scale = (sum(costs.compute_s) / len(graph)) or 1.0
+        self.program = Program()
+        self.held: dict[int, list[int]] = {}  # stage -> outputs with an h column there
+        for row in rows:
+            self.add_stage(row)
+        self.add_restore_rows(deadline_slack_s(budgets, costs))
+
+    @property
+    def uses_cascades(self) -> bool:
+        """Whether any cascade column was made (else the cascade model is the plain one)."""
+        return any(key[0] == "a" for key in self.program.columns)
+    def x(self, kind: str, i: int) -> int:
+        """x^R_i ("R") or x^P_i ("P"), priced at one restore."""
+        price = self.recompute_j if kind == "R" else self.page_j
+        return self.program.column((kind, i), price[i] / self.energy_scale)
+
+    def held_column(self, t: int, d: int) -> int:
+        if ("h", t, d) not in self.program.columns:
+            self.held.setdefault(t, []).append(d)
+        return self.program.column(("h", t, d))
+
+    def add_stage(self, row: CoverRow) -> None:
+        """The covering row of one stage, and its cascade rows."""
+        t, m, graph, program = row.stage, self.graph.output_bytes, self.graph, self.program
+        counted = counted_at(graph, t)
+        terms = []
+        for i in row.by_recompute:
+            dead = [d for d in graph.nodes[i].deps if d not in counted]
+            if not self.cascades or not dead:
+                terms.append((self.x("R", i), m[i]))
+                continue
+            absent = program.column(("a", t, i))
+            terms.append((absent, m[i]))
+            program.row([(absent, 1.0), (self.x("R", i), -1.0)], -math.inf, 0.0)
+            self._needs(t, absent, dead, counted)
+        terms += [(self.x("P", i), m[i]) for i in row.by_paging]
+        terms += [(program.columns["h", t, d], -m[d]) for d in self.held.get(t, ())]
+        program.row([(col, coef / row.excess_bytes) for col, coef in terms], 1.0, math.inf)
+
+    def _needs(self, t: int, needy: int, dead: list[int], counted: set[int]) -> None:
+        """A recomputation after stage t needs each dead input d: held at t, or restored after t."""
+        program = self.program
+        for d in dead:
+            first = ("h", t, d) not in program.columns
+            terms = [(needy, 1.0), (self.held_column(t, d), -1.0)]
+            if self.moves.recompute:
+                again = program.column(("r", t, d))
+                terms.append((again, -1.0))
+                if first:
+                    program.row([(again, 1.0), (self.x("R", d), -1.0)], -math.inf, 0.0)
+                    deeper = [e for e in self.graph.nodes[d].deps if e not in counted]
+                    if deeper:
+                        self._needs(t, again, deeper, counted)
+            if self.moves.page and t >= d + 2:
+                terms.append((self.x("P", d), -1.0))
+            program.row(terms, -math.inf, 0.0)
+
+    def add_restore_rows(self, slack_s: float) -> None:
+        """x^R_i + x^P_i <= 1, and the recomputation time within the deadline's slack."""
+        columns = self.program.columns
+        for key, col in list(columns.items()):
+            if key[0] == "R" and ("P", key[1]) in columns:
+                self.program.row([(col, 1.0), (columns["P", key[1]], 1.0)], -math.inf, 1.0)
+        timed = [(col, self.costs.compute_s[key[1]] / self.time_scale) for key, col in columns.items()
+                 if key[0] == "R" and self.costs.compute_s[key[1]] > 0]
+        if timed:
+            self.program.row(timed, -math.inf, slack_s / self.time_scale)
+
+    def solve(self, time_limit_s: float | None):
+        """(overhead bound in J, recomputed, paged, exact), or None when the cover is infeasible."""
+        solved = self.program.solve(time_limit_s)
+        if solved.infeasible:
+            return None
+        chosen = [key for key, value in (solved.values or {}).items() if key[0] in "RP" and value > 0.5]
+        return (solved.bound * self.energy_scale, [i for kind, i in chosen if kind == "R"],
+                [i for kind, i in chosen if kind == "P"], solved.exact)
+
+
+def counted_at(graph: TrainingGraph, t: int) -> set[int]:
+    """The outputs whose bytes the covering row of stage t counts: t, its inputs, and `L_t`."""
+    return set(graph.nodes[t].deps) | {t} | {i for i in range(t) if graph.last_use[i] > t}

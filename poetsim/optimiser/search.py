@@ -1,0 +1,333 @@
+"""The steps of one `optimise` call after its pre-checks: bounds, plans, placements, MILP runs.
+
+`Search` holds what the steps share (the clock, the best bound, the incumbent, the model) and
+each step is a method; `optimise` runs them in order until one proves the incumbent optimal,
+a cover proves infeasibility, or the clock runs out (docs/optimiser.md, section 4).
+"""
+
+import math
+import os
+from time import perf_counter
+
+from poetsim.optimiser import plan as plans
+from poetsim.optimiser.baselines import start_plan
+from poetsim.optimiser.cover import CoverBound, cover_bound
+from poetsim.optimiser.cover_plan import admits, events_plan, restricted
+from poetsim.optimiser.formulation import formulate
+from poetsim.optimiser.incumbent import Incumbent
+from poetsim.optimiser.outcome import SolveOutcome, abs_gap_j, infeasible_message, pct, within_gap
+from poetsim.optimiser.rows import Formulation
+from poetsim.optimiser.solvers import SolverResult, SolverSettings, solve
+from poetsim.optimiser.timed_cover import placement, stalled, timed_cover_bound
+from poetsim.schedule import Moves, Timing
+from poetsim.status import Status
+
+#: Shares of the time left that the plain cover, the placement of its choice and the timed cover
+#: may take (each stops sooner when it is solved; docs/optimiser.md has their measured times).
+COVER_SHARE = 0.2
+PLACEMENT_SHARE = 0.7
+#: At most this many choices of the same cost are placed (see Search.place).
+PLACEMENT_ROUNDS = 10
+TIMED_SHARE = 0.6
+#: Share of the time left for the greedy plans (they stop where they are when it runs out).
+GREEDY_SHARE = 0.25
+#: Share of the time left for the MILP restricted to the cover's choice, and its cap in seconds.
+RESTRICTED_SHARE = 0.25
+RESTRICTED_CAP_S = 60.0
+#: A MILP step (build, restricted or full solve) starts only with this much time left.
+MIN_MILP_S = 2.0
+#: A MILP step needs this many nonzeros per second of time left: HiGHS checks no clock in parts of
+#: its presolve and root (bert_base, 2.4 M nonzeros: a 3.8 s limit took 8.8 s; MobileNetV2 and
+#: ResNet-50 ran 63 s and 205 s past 10-20 s limits), and on such graphs it found nothing anyway.
+MILP_NONZEROS_PER_S = 50_000
+#: Whether the full solve gets the cover's bound as a row, objective >= floor (docs/optimiser.md).
+OBJECTIVE_FLOOR_ROW = False
+
+
+class Search:
+    """The state of one `optimise` call: clock, bound, incumbent, model, and the solver's account."""
+
+    def __init__(self, graph, costs, budgets, moves, timing, solver, mip_rel_gap, threads, clock, report):
+        self.graph, self.costs, self.budgets, self.moves, self.timing = graph, costs, budgets, moves, timing
+        self.solver, self.mip_rel_gap, self.clock, self.report = solver, mip_rel_gap, clock, report
+        self.threads = threads or os.cpu_count() or 1
+        self.keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s
+                                                   if timing is Timing.OVERLAP else 0.0)
+        self.abs_gap_j = abs_gap_j(costs, moves, timing)
+        self.best = Incumbent(graph, costs, budgets, moves, timing)
+        self.cover: CoverBound | None = None
+        self.timed_cover: CoverBound | None = None
+        self.infeasible = ""  # why no schedule fits, when a cover proved it
+        self.greedy_done = False
+        self.settings_ends_at: float | None = None
+        self.bound_j: float | None = None
+        self.form: Formulation | None = None
+        self.build_s: float | None = None
+        self.handoff_s = self.solve_s = 0.0
+        self.solver_status: Status | None = None
+
+    def time_for_milp(self) -> bool:
+        """Whether enough time is left for a MILP step: HiGHS overruns limits below a second or so
+        (0.3 s took 0.6 s, 0.7 s took 1.6 s on ResNet-18), and a shorter run finds nothing; nor
+        does one whose presolve alone would outlast the time left (MILP_NONZEROS_PER_S)."""
+        left = self.clock.left_s()
+        if left is None:
+            return True
+        nonzeros = len(self.form.row_index) if self.form is not None else 0
+        return left >= MIN_MILP_S and nonzeros <= MILP_NONZEROS_PER_S * left
+
+    def proven(self) -> bool:
+        """Whether the incumbent is within the gap settings of the best bound."""
+        return self.best.best is not None and self.bound_j is not None and within_gap(
+            self.best.total_j, self.bound_j, self.keep_all_j, self.mip_rel_gap, self.abs_gap_j)
+
+    def place(self) -> None:
+        """Stages for the plain cover's choice (the timed cover confined to it), and their plan.
+
+        The plain cover's choice is one of often many of the same cost (outputs of one size and
+        price), and some can be placed without a stall where others cannot. So while a placement
+        stalls, the outputs whose transfers stall are avoided and the cover solved again; a
+        choice that still costs the plain bound and places without a stall is optimal, one that
+        costs a little more is often a near-optimal schedule. When a hybrid choice mixes both
+        moves, the single-move choices are searched too (paging first): on bert_base a mixed
+        choice would not place, the paging-only one placed within 5.6 % of the hybrid bound.
+        """
+        share = self.clock.share_s(PLACEMENT_SHARE)
+        ends_at = None if share is None else perf_counter() + share
+        single = _single_move(self.cover)
+        searches = [(self.cover, single or self.moves)]
+        if single is None and self.moves.recompute and self.moves.page:
+            searches += [(None, Moves(recompute=False, page=True)), (None, Moves(recompute=True, page=False))]
+        for n, (choice, moves) in enumerate(searches):
+            left = None if ends_at is None else ends_at - perf_counter()
+            if left is not None and left <= 0:
+                return
+            # A mixed choice gets half of what is left, so that the single-move searches get a turn.
+            search_ends = None if ends_at is None else perf_counter() + (left / 2 if n == 0 and len(searches) > 1 else left)
+            if choice is None:
+                choice = cover_bound(self.graph, self.costs, self.budgets, moves, self.timing,
+                                     None if search_ends is None else search_ends - perf_counter())
+                if choice.infeasible:
+                    continue
+            self._place_search(choice, moves, search_ends)
+            if self.proven() or self.clock.expired():
+                return
+
+    def _place_search(self, choice: CoverBound, moves: Moves, ends_at: float | None) -> None:
+        """Place `choice`, then while its placement stalls, avoid the stalling outputs and place anew."""
+        avoid = frozenset()
+        for round_ in range(PLACEMENT_ROUNDS):
+            if not (choice.recomputed or choice.paged):
+                return
+            self.report("placement", self.best.total_j, self.bound_j)
+            # The first placement may take all that is left (it is the likeliest to succeed: 12 s
+            # on gpt2_small), later ones half: a good placement is wanted, not its proof.
+            left = None if ends_at is None else ends_at - perf_counter()
+            placed = placement(self.graph, self.costs, self.budgets, self.timing, choice,
+                               None if left is None else (left if round_ == 0 else left / 2))
+            plan = events_plan(self.graph, self.costs, self.budgets, self.timing, placed)
+            self.best.offer(plan, "the cover's placement")
+            if not placed.exact and plan is None:
+                return  # cut short by the clock: its stalls say nothing about the choice
+            more = stalled(self.graph, self.costs, placed) - avoid
+            if self.proven() or not more or (ends_at is not None and perf_counter() >= ends_at):
+                return
+            avoid |= more
+            # Searching among single-move choices when the first was one: that cover has no
+            # cascades and is solved in a fraction of a second where the hybrid one takes seconds.
+            choice = cover_bound(self.graph, self.costs, self.budgets, moves, self.timing,
+                                 None if ends_at is None else ends_at - perf_counter(), avoid=avoid)
+            if choice.infeasible:
+                return
+            # A choice that costs a little more than the bound can still place without a stall:
+            # no proof then, but a good schedule (ResNet-50: 0.27 % of the overhead above it).
+
+    def timed(self) -> None:
+        """The timed cover: a higher bound where transfers cannot hide, and the plan of its events.
+
+        When the plain cover chose one move only, the timed cover of that move alone (smaller,
+        often several times faster) goes first: its events are schedules of these moves too, and
+        if they meet the plain bound no more is needed; else they start the full timed cover,
+        which gets what is left of the step's share. The step gets most of the time: on graphs
+        of ResNet-18's size it finds and proves optima that the stage MILP does not reach in
+        minutes (docs/optimiser.md).
+        """
+        start = ()
+        single = _single_move(self.cover)
+        share = self.clock.share_s(TIMED_SHARE)
+        ends_at = None if share is None else perf_counter() + share
+        if single is not None and single != self.moves:
+            self.report("timed bound", self.best.total_j, self.bound_j)
+            first = timed_cover_bound(self.graph, self.costs, self.budgets, single, self.timing, share,
+                                      self.cover.bound_j)
+            start = first.events
+            self.best.offer(events_plan(self.graph, self.costs, self.budgets, self.timing, first),
+                            f"the timed cover of {single.label} moves")
+            if self.proven() or self.clock.expired():
+                return
+        self.report("timed bound", self.best.total_j, self.bound_j)
+        self.timed_cover = timed_cover_bound(self.graph, self.costs, self.budgets, self.moves, self.timing,
+                                             None if ends_at is None else max(ends_at - perf_counter(), 0.0),
+                                             self.cover.bound_j, self.cover.rows, start)
+        if self.timed_cover.infeasible:
+            if self.best.best is None:
+                self.infeasible = self.timed_cover.message
+            return
+        self._raise_bound(self.timed_cover.bound_j)
+        self.best.offer(events_plan(self.graph, self.costs, self.budgets, self.timing, self.timed_cover),
+                        "the timed cover's events")
+
+    def first_schedule(self) -> None:
+        """A schedule before anything else, whatever the clock says: the first rule-made plan that
+        fits. So a call whose time runs out still returns a schedule whenever a rule can make one
+        (the quickest greedy takes 2 s on bert_base, the largest zoo graph)."""
+        self.report("first schedule", self.best.total_j, self.bound_j)
+        self.best.offer(start_plan(self.graph, self.costs, self.budgets, self.moves, self.timing, first_fit=True),
+                        "the greedy")
+
+    def greedy(self) -> None:
+        """The rule-made plans of `baselines.start_plan` (keep-all, greedy, checkpoint-sqrt), once."""
+        if self.greedy_done:
+            return
+        self.greedy_done = True
+        self.report("greedy", self.best.total_j, self.bound_j)
+        share = self.clock.share_s(GREEDY_SHARE)
+        ends_at = None if share is None else perf_counter() + share
+        self.best.offer(start_plan(self.graph, self.costs, self.budgets, self.moves, self.timing, ends_at), "the greedy")
+
+    def build(self) -> None:
+        self.report("build", self.best.total_j, self.bound_j)
+        self.form = formulate(self.graph, self.costs, self.budgets, self.moves, self.timing)
+        self.build_s = self.clock.elapsed_s()
+
+    def settings(self, time_limit_s: float | None, floor: bool = False) -> SolverSettings:
+        """The stopping rules of a solver run that must end before the call's deadline, less a reserve."""
+        form = self.form
+        ends_at = self.clock.ends_at
+        floor_value = None
+        if floor and self.cover is not None and self.cover.overhead_j:
+            floor_value = self.cover.overhead_j / form.energy_scale_j
+        self.settings_ends_at = ends_at
+        return SolverSettings(mip_rel_gap=self.mip_rel_gap, mip_abs_gap=self.abs_gap_j / form.energy_scale_j,
+                              time_limit_s=time_limit_s, threads=self.threads, objective_floor=floor_value,
+                              ends_at=ends_at)
+
+    def watch(self, phase: str, bound_holds: bool):
+        """The solver's watch: report progress, stop once the incumbent is within the gap of the bound.
+
+        A restricted model's bound is not a bound of the problem (`bound_holds` False): only its
+        incumbents count then.
+        """
+        form = self.form
+
+        def seen(primal, dual) -> bool:
+            if self.settings_ends_at is not None and perf_counter() > self.settings_ends_at:
+                return True  # HiGHS's own limit is checked only now and then
+            incumbent = None if primal is None else form.keep_all_j + primal * form.energy_scale_j
+            bound = None if dual is None or not bound_holds else form.keep_all_j + max(dual, 0.0) * form.energy_scale_j
+            self.report(phase, incumbent, bound if bound is None or self.bound_j is None else max(bound, self.bound_j))
+            best = min(x for x in (incumbent, self.best.total_j, math.inf) if x is not None)
+            floor = max(x for x in (bound, self.bound_j, -math.inf) if x is not None)
+            return best < math.inf and floor > -math.inf and within_gap(
+                best, floor, self.keep_all_j, self.mip_rel_gap, self.abs_gap_j)
+
+        return seen
+
+    def start_columns(self, form: Formulation) -> list[float] | None:
+        """The incumbent as column values of `form`, if it lies within the model's windows and bounds."""
+        if self.best.best is None:
+            return None
+        try:
+            values = plans.to_columns(form, self.best.best.plan, self.graph, self.costs)
+        except KeyError:
+            return None
+        return values if admits(form, values) else None
+
+    def restricted_solve(self) -> None:
+        """The MILP confined to the covers' choice, for a share of the time left: a fast upper bound."""
+        choice = self.timed_cover if self.timed_cover is not None and self.timed_cover.events else self.cover
+        if not (choice.recomputed or choice.paged):
+            return
+        form = restricted(self.form, self.graph, choice)
+        result = self._solve(form, self.clock.share_s(RESTRICTED_SHARE, RESTRICTED_CAP_S), "restricted solve",
+                             bound_holds=False)
+        if result.values is not None:
+            self.best.offer(plans.from_columns(form, result.values), "the restricted solve")
+
+    def full_solve(self) -> None:
+        """The full MILP from the incumbent, until the gap closes or the clock runs out."""
+        result = self._solve(self.form, None, "solve", bound_holds=True, floor=OBJECTIVE_FLOOR_ROW)
+        self.solver_status = result.status
+        if result.values is not None:
+            self.best.offer(plans.from_columns(self.form, result.values), self.solver)
+        if result.bound is not None and math.isfinite(result.bound) and result.status.has_schedule:
+            self._raise_bound(self.form.keep_all_j + max(result.bound, 0.0) * self.form.energy_scale_j)
+
+    def bare(self) -> "SolveOutcome":
+        """The MILP alone, as POET states it: no cover, no plans, no start."""
+        self.build()
+        self.bound_j = self.keep_all_j  # the overhead is never negative
+        self.full_solve()
+        return self.outcome()
+
+    def _solve(self, form: Formulation, time_limit_s: float | None, phase: str, bound_holds: bool,
+               floor: bool = False) -> SolverResult:
+        self.report(phase, self.best.total_j, self.bound_j)
+        result = solve(form, self.solver, self.settings(time_limit_s, floor), self.start_columns(form),
+                       self.watch(phase, bound_holds))
+        self.handoff_s += result.handoff_s
+        self.solve_s += result.solve_s
+        return result
+
+    def _raise_bound(self, bound_j: float) -> None:
+        if self.bound_j is None or bound_j > self.bound_j:
+            self.bound_j = bound_j
+
+    def outcome(self) -> "SolveOutcome":
+        """The outcome from the incumbent, the best bound and the solver's own account."""
+        form = self.form
+        sizes = {"num_variables": form.num_columns if form else 0, "num_constraints": form.num_rows if form else 0}
+        common = dict(build_s=self.build_s if self.build_s is not None else self.clock.elapsed_s(),
+                      handoff_s=self.handoff_s, solve_s=self.solve_s,
+                      cover_bound_j=None if self.cover is None else self.cover.bound_j, **sizes)
+        candidate = self.best.best
+        if candidate is None and self.infeasible:
+            return SolveOutcome(self.moves, self.timing, self.solver, Status.INFEASIBLE, None, None, None, None, None,
+                                None, message=self.infeasible, wall_s=self.clock.elapsed_s(), **common)
+        if candidate is None:
+            if self.solver_status is Status.INFEASIBLE:
+                message = infeasible_message(self.graph, self.costs, self.budgets, self.moves)
+                status = Status.INFEASIBLE
+            else:
+                message = f"no schedule was found within the time limit of {self.clock.limit_s} s"
+                status = Status.NO_SOLUTION
+            return SolveOutcome(self.moves, self.timing, self.solver, status, None, None, None, self.bound_j, None,
+                                None, message=message, wall_s=self.clock.elapsed_s(), **common)
+        objective_j = candidate.total_j
+        bound_j = min(self.bound_j, objective_j) if self.bound_j is not None else self.keep_all_j
+        proven_gap = max(objective_j - bound_j, 0.0)
+        overhead_j = objective_j - self.keep_all_j
+        gap_total = proven_gap / objective_j if objective_j > 0 else 0.0
+        gap_overhead = proven_gap / overhead_j if overhead_j > 0 else 0.0
+        optimal = self.solver_status is Status.OPTIMAL or self.proven()
+        status = Status.OPTIMAL if optimal else Status.FEASIBLE
+        if optimal and self.form is None:
+            message = f"proven optimal with no solver run: {candidate.source} meets the eviction cover's bound"
+        elif optimal:
+            message = f"proven optimal; the schedule is from {candidate.source}"
+        else:
+            message = f"stopped with a gap of {pct(gap_overhead)} of the overhead; the schedule is from {candidate.source}"
+        schedule = plans.to_schedule(candidate.plan, self.graph, self.costs, self.timing, {
+            "moves": self.moves.label, "solver": self.solver, "status": status.value, "found_by": candidate.source,
+            "ram_budget_bytes": str(self.budgets.ram_bytes), "runtime_budget_s": repr(self.budgets.runtime_s)})
+        return SolveOutcome(
+            self.moves, self.timing, self.solver, status, schedule, candidate.figures, objective_j, bound_j,
+            gap_total, gap_overhead, message=message, found_by=candidate.source, wall_s=self.clock.elapsed_s(),
+            **common)
+
+
+def _single_move(cover: CoverBound) -> Moves | None:
+    """The one move the cover's choice uses (paging or recomputation), or None for both or neither."""
+    if bool(cover.recomputed) == bool(cover.paged):
+        return None
+    return Moves(recompute=bool(cover.recomputed), page=bool(cover.paged))

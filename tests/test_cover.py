@@ -1,0 +1,153 @@
+"""The eviction covers: hand-solved bounds, proofs of infeasibility, and the bound never above the MILP's optimum."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from optimiser_cases import HYBRID, MOVES, PAGING_ONLY, RECOMPUTE_ONLY, cases, cost_table, relu_or_conv
+from poetsim.checker import check_schedule
+from poetsim.graph import Node, TrainingGraph
+from poetsim.optimiser import optimise
+from poetsim.optimiser.cover import cover_bound
+from poetsim.optimiser.cover_plan import cover_plan, events_plan
+from poetsim.optimiser.plan import figures, to_schedule
+from poetsim.optimiser.timed_cover import timed_cover_bound
+from poetsim.schedule import Budgets, Timing
+
+CO, OV = Timing.COMPUTE_ONLY, Timing.OVERLAP
+
+
+def overhead(cover) -> float:
+    return cover.bound_j - cover.keep_all_j
+
+
+def test_keep_all_within_the_budget_leaves_nothing_to_cover():
+    graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
+    cover = cover_bound(graph, costs, Budgets(graph.keep_all_peak_bytes, 10.0), HYBRID, CO)
+    assert cover.rows == () and cover.bound_j == cover.keep_all_j and not cover.infeasible
+
+
+def test_a_cheap_relu_is_bounded_by_one_recomputation():
+    """relu_or_conv at 201 B (test_optimiser has the hand-solved optimum, keep-all + 0.01 J).
+
+    Right after `out` (stage 3) RAM holds out (50 B), its input big (100 B) and r (100 B, read
+    by gr at 4): 49 B too many, so r must be absent. Recomputing r needs its input s, past s's
+    last reader: holding s costs 1 B (r still frees 99 B >= 49 B). Recomputing costs 0.01 J,
+    paging 0.05 J each way: the cover's value is 0.01 J, the optimum.
+    """
+    graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
+    cover = cover_bound(graph, costs, Budgets(201, 10.0), HYBRID, CO)
+    assert [(row.stage, row.excess_bytes) for row in cover.rows] == [(3, 49)]
+    assert overhead(cover) == pytest.approx(0.01, rel=1e-9)
+    assert cover.recomputed == {1} and cover.paged == frozenset()
+
+
+def test_a_costly_conv_is_bounded_by_paging_it_out_and_in():
+    graph, costs = relu_or_conv(node_j=1.0, page_j=0.05)
+    cover = cover_bound(graph, costs, Budgets(201, 10.0), HYBRID, CO)
+    assert overhead(cover) == pytest.approx(0.10, rel=1e-9) and cover.paged == {1}
+
+
+def test_under_overlap_a_page_in_cannot_make_room_the_stage_before_its_reader():
+    """Under overlap r's page-in for gr (stage 4) holds RAM during stage 3 itself, so paging
+    cannot empty stage 3: hybrid must recompute (1 J), and paging-only is proven infeasible,
+    as the MILP (without the cover) confirms."""
+    graph, costs = relu_or_conv(node_j=1.0, page_j=0.05)
+    budgets = Budgets(201, 10.0)
+    assert overhead(cover_bound(graph, costs, budgets, HYBRID, OV)) == pytest.approx(1.0, rel=1e-9)
+    paging = cover_bound(graph, costs, budgets, PAGING_ONLY, OV)
+    assert paging.infeasible and paging.bound_j is None and "only pages" in paging.message
+    assert optimise(graph, costs, budgets, PAGING_ONLY, OV, warm_start=False).status == "infeasible"
+
+
+def test_the_deadline_bars_recomputation_and_can_prove_infeasibility():
+    """At 1.0x no recomputation fits the deadline: hybrid pages (0.10 J), recompute-only is infeasible."""
+    graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
+    budgets = Budgets(201, costs.plain_runtime_s)
+    assert overhead(cover_bound(graph, costs, budgets, HYBRID, CO)) == pytest.approx(0.10, rel=1e-9)
+    recompute = cover_bound(graph, costs, budgets, RECOMPUTE_ONLY, CO)
+    assert recompute.infeasible and "deadline" in recompute.message
+
+
+def test_under_overlap_a_recomputation_also_costs_static_power_for_its_time():
+    """relu_or_conv's r takes 1 s to recompute; at 0.5 W of static power that adds 0.5 J."""
+    graph, base = relu_or_conv(node_j=0.01, page_j=0.05)
+    T = len(graph)
+    costs = cost_table(graph, [1.0] * T, base.compute_j, [0.1] * T, base.page_in_j, static_power_w=0.5)
+    cover = cover_bound(graph, costs, Budgets(201, 10.0), HYBRID, OV)
+    assert cover.keep_all_j == pytest.approx(costs.plain_compute_j + 0.5 * costs.plain_runtime_s)
+    assert overhead(cover) == pytest.approx(0.01 + 0.5 * 1.0, rel=1e-9)
+
+
+def dead_input_case():
+    """a (120 B) -> b = f(a) (100 B) -> big (150 B) -> out (1 B); grad reads b and out. 250 B.
+
+    Stage 3 (out) holds out + big + b = 251 B: b must be absent. Recomputing b in stage 4 needs
+    a, whose last reader was b in stage 1: holding a through stage 3 frees only 100 - 120 < 1 B,
+    so a must be recomputed too (stage 4 then peaks at out + a + b = 221 B). Costs: a 0.5 J,
+    b 0.01 J, paging b 1 J each way. Optimum: recompute a and b, 0.51 J; a cover blind to the
+    cascade would say 0.01 J.
+    """
+    nodes = [Node(0, "a", "op", False, (), 120), Node(1, "b", "op", False, (0,), 100),
+             Node(2, "big", "op", False, (1,), 150), Node(3, "out", "op", False, (2,), 1),
+             Node(4, "grad", "grad", True, (1, 3), 1)]
+    graph = TrainingGraph.create("dead_input", nodes)
+    costs = cost_table(graph, [1.0] * 5, [0.5, 0.01, 1.0, 1.0, 1.0], [0.1] * 5, [1.0] * 5)
+    return graph, costs, Budgets(250, 10.0)
+
+
+def test_a_recomputation_that_needs_a_dead_input_pays_for_restoring_it():
+    graph, costs, budgets = dead_input_case()
+    blind = cover_bound(graph, costs, budgets, HYBRID, CO, cascades=False)
+    cover = cover_bound(graph, costs, budgets, HYBRID, CO)
+    assert overhead(blind) == pytest.approx(0.01, rel=1e-9)
+    assert overhead(cover) == pytest.approx(0.51, rel=1e-9) and cover.recomputed == {0, 1}
+    milp = optimise(graph, costs, budgets, HYBRID, CO, warm_start=False, mip_rel_gap=1e-9)
+    assert milp.status == "optimal" and milp.objective_j == pytest.approx(cover.bound_j, rel=1e-9)
+
+
+@pytest.mark.parametrize("timing", list(Timing))
+def test_the_plan_of_the_covers_choice_meets_the_bound_and_passes_the_checker(timing):
+    graph, costs, budgets = dead_input_case()
+    cover = cover_bound(graph, costs, budgets, HYBRID, timing)
+    plan = cover_plan(graph, costs, budgets, timing, cover)
+    assert plan is not None
+    checked = check_schedule(to_schedule(plan, graph, costs, timing), graph, costs, timing, budgets)
+    assert checked.total_j == pytest.approx(cover.bound_j, rel=1e-9)
+    assert checked.total_j == pytest.approx(figures(plan, graph, costs, timing).total_j, rel=1e-9)
+
+
+def test_the_timed_covers_events_make_a_schedule_at_its_bound():
+    graph, costs = relu_or_conv(node_j=1.0, page_j=0.05)
+    budgets = Budgets(201, 10.0)
+    timed = timed_cover_bound(graph, costs, budgets, HYBRID, CO)
+    assert ("o", 1, 2) in timed.events and ("n", 1, 3) in timed.events
+    plan = events_plan(graph, costs, budgets, CO, timed)
+    checked = check_schedule(to_schedule(plan, graph, costs, CO), graph, costs, CO, budgets)
+    assert checked.total_j == pytest.approx(timed.bound_j, rel=1e-9)
+
+
+def milp_optimum(graph, costs, budgets, moves, timing):
+    """The bare MILP (no cover anywhere): its status and proven optimal total energy."""
+    outcome = optimise(graph, costs, budgets, moves, timing, warm_start=False, mip_rel_gap=1e-9)
+    assert outcome.status in ("optimal", "infeasible"), outcome.message
+    return outcome.status, outcome.objective_j
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases(min_forward=3), ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 1.6),
+       timing=st.sampled_from(list(Timing)), moves=st.sampled_from(MOVES))
+def test_no_cover_bound_exceeds_the_milps_proven_optimum(case, ram_share, runtime_x, timing, moves):
+    """On random graphs: both covers' bounds are at most the MILP's optimum, and a cover's proof
+    of infeasibility is one the MILP agrees with."""
+    graph, costs = case
+    low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
+    budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
+    status, optimum = milp_optimum(graph, costs, budgets, moves, timing)
+    tolerance = 1e-7 * costs.plain_compute_j + 1e-9
+    for cover in (cover_bound(graph, costs, budgets, moves, timing),
+                  timed_cover_bound(graph, costs, budgets, moves, timing)):
+        if cover.infeasible:
+            assert status == "infeasible", f"the {cover.kind} proved infeasible a case the MILP solves"
+        elif status == "optimal":
+            assert cover.bound_j <= optimum + tolerance, f"the {cover.kind}'s bound is above the optimum"

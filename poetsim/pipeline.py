@@ -85,7 +85,7 @@ def run_strategy(
     else:
         outcome = optimiser.optimise(problem.graph, problem.costs, problem.budgets, spec.moves,
                                      problem.timing, solver=solver, time_limit_s=time_limit_s,
-                                     threads=threads)
+                                     threads=threads, starts=starts, on_progress=on_progress)
         run = Run(problem, spec.name, outcome.status, outcome.message, None, outcome.predicted, None,
                   keep_all_figures, solve=outcome)
         if outcome.schedule is not None:

@@ -4,7 +4,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optimiser_cases import HYBRID, MOVES, PAGING_ONLY, RECOMPUTE_ONLY, cases, cost_table, relu_or_conv
 from poetsim.checker import check_schedule
 from poetsim.graph import Node, TrainingGraph
 from poetsim.optimiser import optimise
@@ -13,6 +12,8 @@ from poetsim.optimiser.cover_plan import cover_plan, events_plan
 from poetsim.optimiser.plan import figures, to_schedule
 from poetsim.optimiser.timed_cover import timed_cover_bound
 from poetsim.schedule import Budgets, Timing
+
+from optimiser_cases import HYBRID, MOVES, PAGING_ONLY, RECOMPUTE_ONLY, cases, cost_table, relu_or_conv
 
 CO, OV = Timing.COMPUTE_ONLY, Timing.OVERLAP
 

@@ -2,8 +2,8 @@
 
 The stage MILP's LP relaxation is weak because it can keep an output "half" in RAM and pay half
 of restoring it. This bound cannot: it asks only which outputs are ever restored, and by which
-move. It was measured on the POET authors' 193 cases (the team's background note, POET.md:
-never above a proven optimum, equal to it in 167 of 180 feasible cases) before it was built here.
+move. Before it was built here, the team measured it on the POET authors' 193 published cases:
+never above a proven optimum, equal to it in 167 of 180 feasible cases.
 
 Why it is a lower bound, under poetsim's own semantics (`poetsim.schedule`: frees come right after
 a compute that reads the output, or at the stage end; a page-out is issued in a stage whose start

@@ -16,8 +16,8 @@ from dataclasses import replace
 from poetsim.costs import CostTable
 from poetsim.graph import TrainingGraph
 from poetsim.optimiser.cover import CoverBound
-from poetsim.optimiser.rows import Formulation
 from poetsim.optimiser.plan import Plan, figures
+from poetsim.optimiser.rows import Formulation
 from poetsim.optimiser.rules import Mode, plan_from_decisions, uses
 from poetsim.schedule import Budgets, Timing
 

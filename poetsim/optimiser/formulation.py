@@ -4,7 +4,7 @@ Both hand-offs read what this module builds (`rows.Formulation`): `solvers` pass
 HiGHS as arrays, `model` turns them into a Pyomo model for the LP file, GLPK and CBC. So the
 golden LP and the model HiGHS solves cannot diverge. No solver is imported here.
 
-Symbols (POET.md; paper symbols live only inside the optimiser). Stage t first computes node t.
+Symbols (docs/formulation.md; paper symbols live only inside the optimiser). Stage t first computes node t.
 - R[t,i]     binary, i is (re)computed in stage t (i < t; R[t,t] = 1 is substituted as a constant)
 - S_ram[t,i] binary, i's output is in RAM at the start of stage t (i < t)
 - S_ssd[t,i] binary, i's output is on storage at the start of stage t
@@ -19,8 +19,8 @@ compute time (`time_scale_s`) and joules by the mean compute energy of a node
 (`energy_scale_j`), so that every coefficient is O(1) whatever the platform's units (uJ on a
 microcontroller, J on a Pi) and HiGHS's absolute tolerances (1e-6 .. 1e-9) stay far below the
 smallest decision. The objective is the energy OVERHEAD above keep-all (every node once, nothing
-paged), not the total: POET.md reports that with the total in joules a relative gap is measured
-against a constant that dwarfs the decision, and HiGHS called a 0.004 % worse schedule optimal.
+paged), not the total: with the total in joules a relative gap is measured against a constant
+that dwarfs the decision, and HiGHS was seen calling a 0.004 % worse schedule optimal.
 """
 
 from dataclasses import dataclass, field
@@ -74,7 +74,7 @@ def last_useful_stage(graph: TrainingGraph) -> tuple[int, ...]:
 
 
 #: The units of the model's numbers: "balanced" (every coefficient near 1, the module docstring)
-#: or "plain" (bytes in KiB, energy in 0.01 J, time in seconds, as in POET.md's HiGHS run). An
+#: or "plain" (bytes in KiB, energy in 0.01 J, time in seconds, the units of a plain HiGHS run we compared against). An
 #: A/B on the zoo's graphs kept "balanced" (docs/optimiser.md).
 UNITS = ("balanced", "plain")
 
@@ -118,7 +118,7 @@ def _add_variables(b: RowBuilder, v: _Columns, moves: Moves, energy_scale: float
     v.S_ram = b.variables(
         "S_ram", "node i's output is in RAM at the start of stage t",
         ((t, i) for t in range(1, T) for i in range(t) if t <= last[i]), binary=True)
-    # Paging windows (POET.md): i is first resident at the start of stage i+1, so a page-out is
+    # Paging windows (docs/formulation.md): i is first resident at the start of stage i+1, so a page-out is
     # issued from stage i+1, lands on storage from i+2, and a page-in (from i+2) is usable from
     # the stage after it. A page-in must be usable by a stage that descends from i (t+1 <= last),
     # hence none in the last stage, and a page-out must leave room for one (t <= T-3, last-2).

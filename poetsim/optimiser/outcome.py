@@ -16,7 +16,7 @@ class SolveOutcome:
 
     Energies are joules of one iteration. `gap_overhead` relates the proven gap to the energy
     above keep-all, the only part a schedule can change: it is the figure to read (a 0.03 %
-    gap on the total can be a 28 % gap on the overhead, POET.md).
+    gap on the total can be a 28 % gap on the overhead, docs/optimiser.md).
     """
 
     moves: Moves

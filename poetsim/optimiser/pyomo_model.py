@@ -8,8 +8,8 @@ so that the model HiGHS receives as arrays and the one Pyomo writes are the same
 from pathlib import Path
 
 import pyomo.environ as pyo
-from pyomo.opt import ProblemFormat
 from pyomo.core.expr.numeric_expr import LinearExpression
+from pyomo.opt import ProblemFormat
 
 from poetsim.optimiser.rows import Formulation
 

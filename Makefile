@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 DEMO   := build/demo/resnet18
 GUARD  := build/guard/mcu
 
-.PHONY: setup debian demo test test-slow guard bench clean
+.PHONY: setup debian demo test lint test-slow guard bench paper agreement clean
 
 setup: $(STAMP) debian
 
@@ -40,8 +40,13 @@ demo: setup
 	$(BIN)/poetsim report $(DEMO)
 	@echo "report: $(DEMO)/report.html (results shipped in results/resnet18/)"
 
-test: setup guard
+test: setup lint guard
 	$(BIN)/python -m pytest -q
+
+# Style and types: ruff (pyproject.toml's [tool.ruff]) and mypy over the package.
+lint: setup
+	$(BIN)/ruff check poetsim benchmarks tests
+	$(BIN)/mypy
 
 # The energy regression guard: a small sweep checked against the committed baseline.
 guard: setup
@@ -55,6 +60,16 @@ test-slow: setup
 # Speed and memory targets: CSVs under results/bench/ (BENCH="solver simulator sweep" picks).
 bench: setup
 	$(BIN)/python -m benchmarks $(BENCH)
+
+# The POET paper's comparisons (docs/paper.md): its figures' scenarios swept, then one report.
+PAPER := paper_fig3 paper_fig3_mcu paper_fig4 paper_fig5 paper_table3
+paper: setup
+	for s in $(PAPER); do $(BIN)/poetsim sweep scenarios/$$s.yaml --out build/paper/$$s || exit $$?; done
+	$(BIN)/poetsim paper $(addprefix build/paper/,$(PAPER)) --html build/paper/paper.html
+
+# The simulator against the optimiser on every shipped scenario (docs/simulator.md).
+agreement: setup
+	$(BIN)/python -m benchmarks.simulator --shipped
 
 clean:
 	rm -rf $(VENV) .pytest_cache build

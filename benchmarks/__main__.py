@@ -1,6 +1,7 @@
 """`make bench`: run the benchmarks and write their CSVs under results/bench/.
 
-    python -m benchmarks                 # all: solver, simulator, sweep, pytorch, faults, certify, scaling (from the repository's root)
+    python -m benchmarks                 # all, from the repository's root:
+                                         # solver, simulator, sweep, pytorch, faults, certify, scaling
     python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.

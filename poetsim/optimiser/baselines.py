@@ -6,6 +6,8 @@ solver: a feasible answer at once, which the solver then improves.
 """
 
 import math
+from collections.abc import Callable
+from functools import partial
 from time import perf_counter
 
 from poetsim.costs import CostTable
@@ -104,7 +106,7 @@ def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: 
     `first_fit` the first plan that fits is returned, trying the quickest rules first (the
     paging greedy was the fastest on the zoo: 2 s on bert_base against 4 s for the hybrid one).
     """
-    makers = [lambda: plan_from_decisions(graph, {})]
+    makers: list[Callable[[], Plan | None]] = [lambda: plan_from_decisions(graph, {})]
     if moves.recompute:
         makers.append(lambda: plan_from_decisions(graph, checkpoint_decisions(graph)))
     greedies = [moves]
@@ -112,7 +114,7 @@ def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: 
         # Each single-mode greedy is a hybrid plan too, and often the better start: the hybrid
         # greedy's per-byte ranking can favour a mode that later steps make expensive.
         greedies = [PAGING, moves, RECOMPUTING] if first_fit else [moves, PAGING, RECOMPUTING]
-    makers += [lambda single=single: greedy_plan(graph, costs, budgets, single, timing, ends_at) for single in greedies]
+    makers += [partial(greedy_plan, graph, costs, budgets, single, timing, ends_at) for single in greedies]
     best = None
     for make in makers:
         plan = make()

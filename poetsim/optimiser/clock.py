@@ -47,7 +47,7 @@ class Clock:
 
     def left_s(self) -> float | None:
         """Seconds left for steps (never negative); None without a limit."""
-        return None if self.limit_s is None else max(self.ends_at - perf_counter(), 0.0)
+        return None if self.ends_at is None else max(self.ends_at - perf_counter(), 0.0)
 
     def expired(self) -> bool:
         left = self.left_s()

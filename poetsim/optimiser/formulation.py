@@ -224,8 +224,8 @@ def page_out_once(b: RowBuilder, v: _Columns) -> None:
     Exact: storage never loses a copy, so a second page-out of the same output is useless. One
     row per node; with ssd_persistence it also gives M_out[t,i] + S_ssd[t,i] <= 1.
     """
-    outs_of = {}
-    for (t, i), col in v.M_out.items():
+    outs_of: dict[int, list[tuple[int, int]]] = {}
+    for (_, i), col in v.M_out.items():
         outs_of.setdefault(i, []).append((1, col))
     for i, outs in sorted(outs_of.items()):
         if len(outs) > 1:
@@ -303,7 +303,8 @@ def stage_time_dma(b: RowBuilder, v: _Columns) -> None:
 
 
 def deadline(b: RowBuilder, v: _Columns) -> None:
-    """the iteration ends by the runtime budget: sum_t (c_t + Extra[t]) <= runtime (overlap), sum_{t,i} R[t,i] c_i <= runtime (compute-only)
+    """the iteration ends by the runtime budget: sum_t (c_t + Extra[t]) <= runtime (overlap),
+    sum_{t,i} R[t,i] c_i <= runtime (compute-only)
 
     Both are stated as the time beyond one plain pass, which no schedule can avoid.
     """

@@ -61,7 +61,7 @@ def within_gap(objective_j: float, bound_j: float, keep_all_j: float, rel_gap: f
 
 def abs_gap_j(costs: CostTable, moves: Moves, timing: Timing) -> float:
     """A thousandth of the cheapest decision in joules: below it two schedules are one."""
-    prices = []
+    prices: list[float] = []
     if moves.recompute:
         prices += costs.compute_j
     if moves.page:

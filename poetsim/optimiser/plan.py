@@ -19,7 +19,7 @@ from functools import cached_property
 from poetsim.costs import CostTable
 from poetsim.graph import TrainingGraph
 from poetsim.optimiser.rows import Formulation
-from poetsim.schedule import Compute, Figures, Free, Moves, PageIn, PageOut, Schedule, Timing
+from poetsim.schedule import Compute, Figures, Free, Instruction, Moves, PageIn, PageOut, Schedule, Timing
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,9 @@ def to_schedule(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timi
     acc = account(plan, graph, costs, timing)
     stages = []
     for t, computed in enumerate(plan.computed):
-        stage = [PageOut(i) for i in sorted(plan.paged_out[t])] + [PageIn(i) for i in sorted(plan.paged_in[t])]
-        freed = set()
+        stage: list[Instruction] = [PageOut(i) for i in sorted(plan.paged_out[t])]
+        stage += [PageIn(i) for i in sorted(plan.paged_in[t])]
+        freed: set[int] = set()
         for k in computed:
             stage.append(Compute(k))
             stage += [Free(i) for i in acc.frees[t].get(k, ())]
@@ -170,7 +171,7 @@ def from_columns(form: Formulation, values) -> Plan:
     T = form.num_nodes
 
     def chosen(name: str) -> list[set[int]]:
-        sets = [set() for _ in range(T + 1)]
+        sets: list[set[int]] = [set() for _ in range(T + 1)]
         fam = form.family(name)
         for n, (t, i) in enumerate(fam.keys):
             if values[fam.start + n] > 0.5:

@@ -39,13 +39,13 @@ def build_model(form: Formulation) -> pyo.ConcreteModel:
     def bounded(row: int) -> tuple:
         return (_finite(form.row_lower[row]), expression(row), _finite(form.row_upper[row]))
 
-    for fam in form.constraints:
-        if fam.keys == ((),):  # a single row, such as the deadline
-            m.add_component(fam.name, pyo.Constraint(expr=bounded(fam.start), doc=fam.doc))
+    for row_fam in form.constraints:
+        if row_fam.keys == ((),):  # a single row, such as the deadline
+            m.add_component(row_fam.name, pyo.Constraint(expr=bounded(row_fam.start), doc=row_fam.doc))
             continue
-        rows = {key: fam.start + n for n, key in enumerate(fam.keys)}
-        m.add_component(fam.name, pyo.Constraint(
-            list(fam.keys), rule=lambda model, *key, rows=rows: bounded(rows[key]), doc=fam.doc))
+        rows = {key: row_fam.start + n for n, key in enumerate(row_fam.keys)}
+        m.add_component(row_fam.name, pyo.Constraint(
+            list(row_fam.keys), rule=lambda model, *key, rows=rows: bounded(rows[key]), doc=row_fam.doc))
 
     costly = [(c, columns[n]) for n, c in enumerate(form.col_cost) if c != 0.0]
     m.overhead = pyo.Objective(

@@ -5,10 +5,10 @@ or computed, and stage b > a + 1, where it is read next: RECOMPUTE drops it afte
 computes it again when stage b (or an earlier recomputation) needs it; PAGE pages it out in the
 last stage it is resident at the start of, drops it, and pages it back in during stage b - 1;
 `page_stages` may move either transfer within the stretch (to hide its DMA time behind a longer
-stage, or to free RAM only where it is short). Anything not decided is kept. `plan_from_decisions` replays decisions stage by stage, computing
-any missing input on demand, so every decision set yields a plan that the model admits (the
-tests check its rows). `reads` gives the stages that read an output in a plan, from which new
-decisions are proposed.
+stage, or to free RAM only where it is short). Anything not decided is kept.
+`plan_from_decisions` replays decisions stage by stage, computing any missing input on demand,
+so every decision set yields a plan that the model admits (the tests check its rows). `reads`
+gives the stages that read an output in a plan, from which new decisions are proposed.
 """
 
 from collections.abc import Mapping
@@ -40,7 +40,7 @@ def uses(graph: TrainingGraph, i: int) -> tuple[int, ...]:
 
 def reads(plan: Plan, graph: TrainingGraph) -> list[list[int]]:
     """For each node, the stages of `plan` that compute it or read it, ascending."""
-    found = [[] for _ in graph.nodes]
+    found: list[list[int]] = [[] for _ in graph.nodes]
     for t, computed in enumerate(plan.computed):
         touched = set(computed)
         for k in computed:
@@ -66,14 +66,14 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages:
     for (i, a, b), mode in decisions.items():
         if mode is not Mode.KEEP:
             stretches.setdefault(i, []).append((a, b, mode))
-    page_in_at = [set() for _ in range(T)]
+    page_in_at: list[set[int]] = [set() for _ in range(T)]
     in_stage: dict[tuple[int, int], int] = {}  # (i, b) -> the stage i is paged in during
     for i, spans in stretches.items():
         for a, b, mode in spans:
             if mode is Mode.PAGE:
                 in_stage[i, b] = page_stages.get((i, a, b), (a, b - 1))[1]
                 page_in_at[in_stage[i, b]].add(i)
-    page_out_at = [set() for _ in range(T)]
+    page_out_at: list[set[int]] = [set() for _ in range(T)]
     for (i, a, b), (out, _) in page_stages.items():
         if decisions.get((i, a, b)) is Mode.PAGE and i < out < a:
             # Paged out while still read before the stretch (it stays resident until a): the copy

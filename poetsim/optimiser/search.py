@@ -66,6 +66,14 @@ class Search:
         self.handoff_s = self.solve_s = 0.0
         self.solver_status: Status | None = None
 
+    def the_cover(self) -> CoverBound:
+        assert self.cover is not None, "the cover bound runs before every other step"
+        return self.cover
+
+    def the_form(self) -> Formulation:
+        assert self.form is not None, "the model is built before a solve"
+        return self.form
+
     def time_for_milp(self) -> bool:
         """Whether enough time is left for a MILP step: HiGHS overruns limits below a second or so
         (0.3 s took 0.6 s, 0.7 s took 1.6 s on ResNet-18), and a shorter run finds nothing; nor
@@ -94,8 +102,8 @@ class Search:
         """
         share = self.clock.share_s(PLACEMENT_SHARE)
         ends_at = None if share is None else perf_counter() + share
-        single = _single_move(self.cover)
-        searches = [(self.cover, single or self.moves)]
+        single = _single_move(self.the_cover())
+        searches: list[tuple[CoverBound | None, Moves]] = [(self.cover, single or self.moves)]
         if single is None and self.moves.recompute and self.moves.page:
             searches += [(None, Moves(recompute=False, page=True)), (None, Moves(recompute=True, page=False))]
         for n, (choice, moves) in enumerate(searches):
@@ -103,7 +111,10 @@ class Search:
             if left is not None and left <= 0:
                 return
             # A mixed choice gets half of what is left, so that the single-move searches get a turn.
-            search_ends = None if ends_at is None else perf_counter() + (left / 2 if n == 0 and len(searches) > 1 else left)
+            if ends_at is None or left is None:
+                search_ends = None
+            else:
+                search_ends = perf_counter() + (left / 2 if n == 0 and len(searches) > 1 else left)
             if choice is None:
                 choice = cover_bound(self.graph, self.costs, self.budgets, moves, self.timing,
                                      None if search_ends is None else search_ends - perf_counter())
@@ -115,7 +126,7 @@ class Search:
 
     def _place_search(self, choice: CoverBound, moves: Moves, ends_at: float | None) -> None:
         """Place `choice`, then while its placement stalls, avoid the stalling outputs and place anew."""
-        avoid = frozenset()
+        avoid: frozenset[int] = frozenset()
         for round_ in range(PLACEMENT_ROUNDS):
             if not (choice.recomputed or choice.paged):
                 return
@@ -152,14 +163,15 @@ class Search:
         of ResNet-18's size it finds and proves optima that the stage MILP does not reach in
         minutes (docs/optimiser.md).
         """
-        start = ()
-        single = _single_move(self.cover)
+        cover = self.the_cover()
+        start: tuple[tuple[str, int, int], ...] = ()
+        single = _single_move(cover)
         share = self.clock.share_s(TIMED_SHARE)
         ends_at = None if share is None else perf_counter() + share
         if single is not None and single != self.moves:
             self.report("timed bound", self.best.total_j, self.bound_j)
             first = timed_cover_bound(self.graph, self.costs, self.budgets, single, self.timing, share,
-                                      self.cover.bound_j)
+                                      cover.bound_j)
             start = first.events
             self.best.offer(events_plan(self.graph, self.costs, self.budgets, self.timing, first),
                             f"the timed cover of {single.label} moves")
@@ -168,12 +180,13 @@ class Search:
         self.report("timed bound", self.best.total_j, self.bound_j)
         self.timed_cover = timed_cover_bound(self.graph, self.costs, self.budgets, self.moves, self.timing,
                                              None if ends_at is None else max(ends_at - perf_counter(), 0.0),
-                                             self.cover.bound_j, self.cover.rows, start)
+                                             cover.bound_j, cover.rows, start)
         if self.timed_cover.infeasible:
             if self.best.best is None:
                 self.infeasible = self.timed_cover.message
             return
-        self._raise_bound(self.timed_cover.bound_j)
+        if self.timed_cover.bound_j is not None:
+            self._raise_bound(self.timed_cover.bound_j)
         self.best.offer(events_plan(self.graph, self.costs, self.budgets, self.timing, self.timed_cover),
                         "the timed cover's events")
 
@@ -202,7 +215,7 @@ class Search:
 
     def settings(self, time_limit_s: float | None, floor: bool = False) -> SolverSettings:
         """The stopping rules of a solver run that must end before the call's deadline, less a reserve."""
-        form = self.form
+        form = self.the_form()
         ends_at = self.clock.ends_at
         floor_value = None
         if floor and self.cover is not None and self.cover.overhead_j:
@@ -218,7 +231,7 @@ class Search:
         A restricted model's bound is not a bound of the problem (`bound_holds` False): only its
         incumbents count then.
         """
-        form = self.form
+        form = self.the_form()
 
         def seen(primal, dual) -> bool:
             if self.settings_ends_at is not None and perf_counter() > self.settings_ends_at:
@@ -245,10 +258,10 @@ class Search:
 
     def restricted_solve(self) -> None:
         """The MILP confined to the covers' choice, for a share of the time left: a fast upper bound."""
-        choice = self.timed_cover if self.timed_cover is not None and self.timed_cover.events else self.cover
+        choice = self.timed_cover if self.timed_cover is not None and self.timed_cover.events else self.the_cover()
         if not (choice.recomputed or choice.paged):
             return
-        form = restricted(self.form, self.graph, choice)
+        form = restricted(self.the_form(), self.graph, choice)
         result = self._solve(form, self.clock.share_s(RESTRICTED_SHARE, RESTRICTED_CAP_S), "restricted solve",
                              bound_holds=False)
         if result.values is not None:
@@ -256,12 +269,14 @@ class Search:
 
     def full_solve(self) -> None:
         """The full MILP from the incumbent, until the gap closes or the clock runs out."""
-        result = self._solve(self.form, None, "solve", bound_holds=True, floor=OBJECTIVE_FLOOR_ROW)
+        form = self.the_form()
+        result = self._solve(form, None, "solve", bound_holds=True, floor=OBJECTIVE_FLOOR_ROW)
         self.solver_status = result.status
         if result.values is not None:
-            self.best.offer(plans.from_columns(self.form, result.values), self.solver)
-        if result.bound is not None and math.isfinite(result.bound) and result.status.has_schedule:
-            self._raise_bound(self.form.keep_all_j + max(result.bound, 0.0) * self.form.energy_scale_j)
+            self.best.offer(plans.from_columns(form, result.values), self.solver)
+        if result.bound is not None and math.isfinite(result.bound) and result.status is not None \
+                and result.status.has_schedule:
+            self._raise_bound(form.keep_all_j + max(result.bound, 0.0) * form.energy_scale_j)
 
     def bare(self) -> "SolveOutcome":
         """The MILP alone, as POET states it: no cover, no plans, no start."""

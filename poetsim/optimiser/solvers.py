@@ -149,6 +149,8 @@ def _solve_highs(form: Formulation, settings: SolverSettings, start: list[float]
 
 
 def _objective_matches(form: Formulation, result: SolverResult) -> bool:
+    if result.objective is None or result.values is None:
+        return False
     cost = form.objective(result.values)
     return abs(cost - result.objective) <= 1e-6 * max(1.0, abs(cost))
 
@@ -189,7 +191,7 @@ def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] |
                 event.interrupt()
 
         h.cbMipInterrupt.subscribe(interrupt)
-    options = {
+    options: dict[str, float | int | str] = {
         "mip_rel_gap": settings.mip_rel_gap, "mip_abs_gap": settings.mip_abs_gap,
         "threads": settings.threads, "random_seed": 0,
     }
@@ -257,8 +259,9 @@ def _solve_shell(form: Formulation, solver: str, settings: SolverSettings, start
     if solver == "glpk":
         # glpsol has a relative gap only (--mipgap), and no threads; its --tmlim is in whole seconds.
         opt.options["mipgap"] = settings.mip_rel_gap
-        if settings.limit_now_s() is not None:
-            opt.options["tmlim"] = max(1, int(settings.limit_now_s()))
+        limit_s = settings.limit_now_s()
+        if limit_s is not None:
+            opt.options["tmlim"] = max(1, int(limit_s))
     else:
         opt.options.update({"ratioGap": settings.mip_rel_gap, "allowableGap": settings.mip_abs_gap,
                             "threads": settings.threads})

@@ -42,10 +42,10 @@ from poetsim.costs import CostTable
 from poetsim.graph import TrainingGraph
 from poetsim.optimiser.cover import CoverBound, CoverRow, counted_at, cover_rows, deadline_slack_s
 from poetsim.optimiser.program import REL_GAP, Program
+from poetsim.schedule import Budgets, Moves, Timing
 
 #: A placement is a schedule, not a bound: it is solved to this gap, which is far quicker.
 PLACEMENT_REL_GAP = 1e-4
-from poetsim.schedule import Budgets, Moves, Timing
 
 
 def placement(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, plain: CoverBound,

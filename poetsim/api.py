@@ -26,12 +26,13 @@ import pandas as pd
 from poetsim import strategies
 from poetsim.dask_pool import NO_WORKER_WAIT_S
 from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, UserInputError
-from poetsim.pipeline import Run, load_run, run_strategy, write_run
+from poetsim.pipeline import Run, baseline_starts, load_run, run_strategy, write_run
 from poetsim.problem import Problem, build_problem
 from poetsim.results import headline, headline_columns, load_results
 from poetsim.runs import ResultRow
 from poetsim.scenario import FILE_SUFFIXES, Scenario, load_scenario
 from poetsim.schedule import Schedule, Timing
+from poetsim.schedule_io import load_schedule
 from poetsim.status import Status
 from poetsim.sweep import check_output_dir, plan_sweep, run_sweep
 from poetsim.units import RamSpec, number_text, parse_ram, parse_runtime
@@ -178,14 +179,30 @@ def solve(
 ) -> Run:
     """Find the schedule of one point (the MILP for solved strategies, the rule for baselines), checked.
 
-    Returns the run whatever its status (`run.status`, `run.message`); `require_schedule` turns a
-    run without a schedule into the matching error.
+    A solved strategy starts from `starts` (schedules of the same graph, such as another
+    strategy's `schedule.json`) and from every baseline whose moves it allows, so it is never
+    reported worse than any of them that fits. Returns the run whatever its status
+    (`run.status`, `run.message`); `require_schedule` turns a run without a schedule into the
+    matching error.
     """
     choice = choice or choose(scenario, model=model, platform=platform, ram=ram, runtime=runtime, strategy=strategy,
                               timing=timing, batch_size=batch_size)
+    starts = tuple(starts) + baseline_starts(choice.problem, choice.strategy)
     return run_strategy(choice.problem, choice.strategy, solver or choice.scenario.solver,
                         time_limit_s if time_limit_s is not None else choice.scenario.time_limit_s,
                         simulate=False, starts=starts, on_progress=on_progress)
+
+
+def load_starts(paths: Sequence[Path], problem: Problem) -> tuple[Schedule, ...]:
+    """Saved schedules (schedule.json or schedule.bin) as starts for `problem`; each must be of its graph."""
+    found = []
+    for path in paths:
+        schedule = load_schedule(path)
+        if schedule.num_nodes != len(problem.graph):
+            raise UserInputError(f"--start {path}: a schedule of {schedule.num_nodes} nodes, "
+                                 f"but the graph '{problem.graph.name}' has {len(problem.graph)}")
+        found.append(schedule)
+    return tuple(found)
 
 
 def simulate(

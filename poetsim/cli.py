@@ -270,21 +270,26 @@ def solve(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the result row)."),
     out_dir: Path | None = typer.Option(None, "--out", help="Write schedule.json, schedule.bin and result.json here."),
     lp: Path | None = typer.Option(None, "--lp", help="Also write the MILP as a CPLEX LP file (for review or other solvers)."),
+    start: list[Path] = typer.Option([], "--start", help="A schedule of the same point to start from "
+                                     "(schedule.json or .bin of another strategy, say); repeatable."),
 ) -> None:
     """Find the energy-optimal schedule of one scenario point, check it, and report it.
 
     Every schedule shown has passed the independent checker. Energy in joules; the overhead is
     relative to keep-all (every node computed once, nothing paged). The status says whether the
     optimum is proven: `optimal`, or `feasible` with the share of the overhead still unproven.
+    A solved strategy starts from every baseline it allows and from each --start schedule, so it
+    is never reported worse than any of them that fits the budgets.
     """
     api.check_out(out_dir)
     if lp is not None:
         check_output_file(lp, "--lp")
     choice = _choose(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
+    starts = api.load_starts(start, choice.problem)
     if lp is not None:
         _write_lp(choice, lp)
     run = _solve_with_progress(f"solving {choice.strategy}", lambda show: api.solve(
-        scenario, solver=solver, time_limit_s=time_limit, on_progress=show, choice=choice))
+        scenario, solver=solver, time_limit_s=time_limit, starts=starts, on_progress=show, choice=choice))
     row = result_row(run)
     if out_dir is not None:
         api.save_run(run, out_dir)

@@ -100,6 +100,28 @@ def run_strategy(
     return run
 
 
+def baseline_starts(problem: Problem, strategy: str) -> tuple[Schedule, ...]:
+    """The schedules of every baseline whose moves `strategy` allows, as starts for its solve.
+
+    So a solved strategy is never reported worse than a baseline that fits the same budgets
+    (Capuchin and POFO included), even outside a sweep. A baseline that cannot be built here
+    (POFO on a graph that is not a chain) is skipped: a start is a hint, not a requirement.
+    """
+    spec = strategies.get(strategy)
+    if spec.kind is not Kind.SOLVED:
+        return ()
+    found = []
+    for name in strategies.names(Kind.BASELINE):
+        other = strategies.get(name)
+        if other.build is None or not spec.moves.allows(other.moves):
+            continue
+        try:
+            found.append(other.build(problem))
+        except PoetsimError:
+            continue
+    return tuple(found)
+
+
 def _check(problem: Problem, schedule: Schedule, budgets: Budgets | None) -> Figures:
     return check_schedule(schedule, problem.graph, problem.costs, problem.timing, budgets)
 

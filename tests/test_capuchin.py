@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from poetsim.checker import check_schedule, compare_figures
 from poetsim.optimiser.capuchin import capuchin_schedule
 from poetsim.optimiser.rules import Mode
-from poetsim.pipeline import run_strategy
+from poetsim.pipeline import baseline_starts, run_strategy
 from poetsim.problem import build_problem
 from poetsim.schedule import Timing
 from poetsim.status import Status
@@ -109,3 +109,14 @@ def test_capuchin_below_what_eviction_can_reach_is_reported_over_budget():
     problem = build_problem("resnet18_cifar", "rpi4", parse_ram("10%"), 2.0, batch_size=2)
     run = run_strategy(problem, "capuchin", simulate=False)
     assert run.status is Status.OVER_BUDGET and "over the budget" in run.message
+
+
+def test_solve_starts_from_every_baseline_its_moves_allow():
+    problem = build_problem("resnet18_cifar", "rpi4", parse_ram("50%"), 2.0, batch_size=2)
+    capuchin = run_strategy(problem, "capuchin", simulate=False).schedule
+    hybrid_starts = baseline_starts(problem, "hybrid")
+    assert capuchin in hybrid_starts
+    recompute_starts = baseline_starts(problem, "recompute-only")
+    assert capuchin not in recompute_starts  # Capuchin pages, which recompute-only may not
+    assert recompute_starts and all(s.counts()["page_out"] == 0 for s in recompute_starts)
+    assert baseline_starts(problem, "capuchin") == ()  # a baseline is built, not started

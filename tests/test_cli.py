@@ -91,6 +91,20 @@ def test_solve_writes_the_milp_as_an_lp_file_on_request(tmp_path):
     assert_one_line_error(baseline, 2, "--lp: keep-all is a baseline")
 
 
+def test_solve_starts_from_a_saved_schedule_and_refuses_one_of_another_graph(tmp_path):
+    single = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x",
+                     "--strategy", "recompute-only", "--json", "--out", tmp_path / "single")
+    assert single.returncode == 0, single.stderr
+    start = tmp_path / "single" / "schedule.json"
+    hybrid = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x",
+                     "--strategy", "hybrid", "--start", start, "--json")
+    assert hybrid.returncode == 0, hybrid.stderr
+    assert json.loads(hybrid.stdout)["total_energy_j"] <= json.loads(single.stdout)["total_energy_j"] * (1 + 1e-9)
+    other = poetsim("solve", MCU, "--platform", "nrf52840", "--model", "resnet18_cifar", "--ram", "70%",
+                    "--runtime", "1.5x", "--strategy", "hybrid", "--start", start)
+    assert_one_line_error(other, 2, f"--start {start}: a schedule of")
+
+
 def test_solve_infeasible_exits_3_with_one_line():
     result = poetsim("solve", MCU, "--platform", "mkr1000", "--ram", "100B", "--runtime", "1x", "--strategy", "hybrid")
     assert_one_line_error(result, 3, "infeasible")

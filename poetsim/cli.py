@@ -534,6 +534,11 @@ def paper(
         frame = load_results(folder)
         found[str(frame["scenario"].iloc[0]) if len(frame) else Path(folder).name] = frame
     done = exhibits.comparisons(found)
+    if html_out is not None:
+        from poetsim.report.page import page as html_page
+
+        html_out.write_text(html_page("poetsim: the POET paper's comparisons", exhibits.render_section(done), {}, ""),
+                            encoding="utf-8")
     if as_json:
         return _json([{"title": c.title, "scenario": c.scenario, "claims": [
             {"where": k.where, "statement": k.statement, "paper": k.paper, "poetsim": k.poetsim, "verdict": k.verdict,
@@ -543,10 +548,6 @@ def paper(
             (f"{k.where}: {k.statement}", k.paper, k.poetsim, k.verdict, k.reason) for k in comparison.claims],
             title=comparison.title))
     if html_out is not None:
-        from poetsim.report.page import page as html_page
-
-        html_out.write_text(html_page("poetsim: the POET paper's comparisons", exhibits.render_section(done), {}, ""),
-                            encoding="utf-8")
         out.print(f"wrote {html_out}", soft_wrap=True)
 
 

@@ -1,5 +1,9 @@
 """The paper's comparisons: each claim's verdict from results rows, and the escaped HTML fragment."""
 
+import json
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
 from conftest import ROOT
@@ -182,3 +186,13 @@ def test_render_section_wraps_every_comparison():
 def test_each_comparison_has_a_scenario_that_validates(name, strategies):
     scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml")
     assert scenario.name == name and set(scenario.strategies) == strategies and name in paper.BUILDERS
+
+
+def test_the_paper_command_writes_its_page_with_json_too(tmp_path):
+    page = tmp_path / "paper.html"
+    result = subprocess.run([sys.executable, "-m", "poetsim", "paper", str(ROOT / "results" / "paper_fig5"), "--json",
+                             "--html", str(page)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
+    claims = [k for c in json.loads(result.stdout) for k in c["claims"]]
+    assert {k["verdict"] for k in claims} <= {"holds", "does not hold", "not judged"} and claims
+    assert "Capuchin" in page.read_text(encoding="utf-8")

@@ -4,10 +4,10 @@ Cases. Synthetic: a training-shaped chain (forward chain, loss, backward chain, 
 reading its forward activation) whose schedule keeps the last activation, pages every even one
 out and back in, and recomputes every odd one from its paged neighbour, so all four
 instructions, waits and (on a narrow bus) contention are exercised at any length; the longest
-has 50,000 forward nodes, 325,000 instructions. Zoo: the keep-all and checkpoint-sqrt
-baselines of zoo models on the `rpi4` profile, and a greedy paging schedule of ResNet-18 on the
-Jetson TX2, whose bus-bound operators contend with its transfers. Every case runs in both
-replay modes.
+has 49,999 forward nodes (99,999 nodes, the most a graph may have), about 325,000
+instructions. Zoo: the keep-all and checkpoint-sqrt baselines of zoo models on the `rpi4`
+profile, and a greedy paging schedule of ResNet-18 on the Jetson TX2, whose bus-bound operators
+contend with its transfers. Every case runs in both replay modes.
 
 Figures. Time is CPU time (`time.process_time`) of `simulate()`, which includes its validation
 by the checker; the best of `REPEATS` runs is reported (the machine may be shared), with the
@@ -54,7 +54,7 @@ from poetsim.zoo import build_model
 DEFAULT_OUT = Path("results/bench/simulator.csv")
 SHIPPED_OUT = Path("results/bench/simulator_shipped.csv")
 #: Forward lengths of the synthetic chains: about 1,000, 10,000 and 325,000 instructions.
-CHAIN_FORWARD_NODES = (150, 1500, 50_000)
+CHAIN_FORWARD_NODES = (150, 1500, 49_999)  # the longest: 99,999 nodes, within MAX_NODES
 QUICK_CHAIN_FORWARD_NODES = (150, 1500)
 #: A bus narrow enough that the chain's operators contend with its transfers (bytes/s): a forward
 #: operator moves 2 MB in 20 ms (100 MB/s) beside a page-out at 24.5 MB/s or a page-in at 45.5 MB/s.

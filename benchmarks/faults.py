@@ -3,8 +3,9 @@
 Target: a sweep stopped by SIGINT (to it alone, or Ctrl-C to its process group) or SIGTERM
 exits within 5 s with every returned row kept; after SIGKILL its workers end within 5 s too.
 Each case sweeps a small scenario whose points either end at once (keep-all fits at 100 %) or
-run to their 3 s limit (the transformer at 35 % of keep-all RAM, where the optimiser proves
-nothing quickly), and is signalled `REPEATS` times at spread-out moments. Run with
+take 2 to 3 s (the transformer at 35 % and 30 % of keep-all RAM), so that the sweep lasts
+about 9 s on 2 workers and a signal finds points both finished and in flight; it is signalled
+`REPEATS` times at spread-out moments. Run with
 `python -m benchmarks faults`; writes results/bench/faults.csv.
 """
 
@@ -29,7 +30,7 @@ model: transformer
 batch_size: 2
 seq_len: 16
 platform: rpi4
-budgets: {ram: [100%, 35%], runtime: [1.2x, 1.5x]}
+budgets: {ram: [100%, 35%, 30%], runtime: [1.2x, 1.5x]}
 strategies: [recompute-only, paging-only]
 time_limit_s: 3
 """

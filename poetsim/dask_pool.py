@@ -59,6 +59,9 @@ class DaskPool:
                     self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                  dashboard_address=None, silence_logs=logging.CRITICAL)
                 self._own_processes = _child_pids() - before
+                # `silence_logs` holds only while the cluster starts; its scheduler runs in this
+                # process and logs closed connections, with tracebacks, when a sweep stops.
+                logging.getLogger("distributed").setLevel(logging.CRITICAL)
                 self._client = Client(self._cluster)
         except (OSError, TimeoutError) as exc:
             self._close_cluster()

@@ -122,7 +122,7 @@ class _Replay:
 
     def __init__(self, graph: TrainingGraph, costs: CostTable, timing: Timing):
         self._num_nodes = len(graph)
-        self._deps = tuple(node.deps for node in graph.nodes)
+        self._deps = graph.deps
         self._bytes = graph.output_bytes
         self._costs = costs
         self._compute_s, self._node_compute_j = costs.compute_s, costs.compute_j  # read once per compute
@@ -152,7 +152,8 @@ class _Replay:
         the last phase, are never out of order and are run without a lookup of their handler."""
         stage = _StageState(t)
         # Stage-start RAM: what is resident; page-ins issued under overlap add to it as they come.
-        self._note_peak()
+        if self._ram_bytes > self._peak_ram_bytes:
+            self._peak_ram_bytes = self._ram_bytes
         num_nodes, compute, free = self._num_nodes, self._compute, self._free
         for ins in instructions:
             kind = type(ins)
@@ -281,7 +282,8 @@ class _Replay:
         if stage.paging_in is not None or stage.paging_out is not None:
             self._land(stage)
         if self._overlap:
-            self._runtime_s += max(stage.compute_s, stage.dma_s / self._costs.dma_channels)
+            dma_s = stage.dma_s / self._costs.dma_channels  # max(compute, DMA / channels), written out
+            self._runtime_s += dma_s if dma_s > stage.compute_s else stage.compute_s
         else:
             self._runtime_s += stage.compute_s
 

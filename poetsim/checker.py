@@ -122,9 +122,10 @@ class _Replay:
 
     def __init__(self, graph: TrainingGraph, costs: CostTable, timing: Timing):
         self._num_nodes = len(graph)
-        self._deps = tuple(node.deps for node in graph.nodes)
+        self._deps = graph.deps
         self._bytes = graph.output_bytes
         self._costs = costs
+        self._compute_s, self._node_compute_j = costs.compute_s, costs.compute_j  # read once per compute
         self._overlap = timing is Timing.OVERLAP
         self._resident = [False] * self._num_nodes
         self._on_storage = [False] * self._num_nodes
@@ -146,29 +147,50 @@ class _Replay:
 
     def run_stage(self, t: int, instructions) -> None:
         """Replay stage t: check what every instruction must satisfy (kind, node id, order), run
-        each, then close the stage. The loop runs once per instruction of every checked schedule,
-        so the checks common to all kinds are written out here rather than in a helper."""
+        each, then close the stage. The loop runs once per instruction of every checked schedule
+        (and of every simulation), so the common case is written out here: computes and frees,
+        the last phase, are never out of order and are run without a lookup of their handler."""
         stage = _StageState(t)
         # Stage-start RAM: what is resident; page-ins issued under overlap add to it as they come.
-        self._note_peak()
-        dispatch, num_nodes = self._dispatch, self._num_nodes
+        if self._ram_bytes > self._peak_ram_bytes:
+            self._peak_ram_bytes = self._ram_bytes
+        num_nodes, compute, free = self._num_nodes, self._compute, self._free
         for ins in instructions:
-            entry = dispatch.get(type(ins))
-            if entry is None:
-                raise ScheduleError(f"stage {t}: unknown instruction {ins!r}")
-            phase, handler = entry
-            node = ins.node
-            if not isinstance(node, int) or not 0 <= node < num_nodes:
-                _fail(stage, ins, f"node id {node!r} is out of range 0..{num_nodes - 1}")
-            if phase < stage.phase:
-                _fail(
-                    stage, ins,
-                    f"out of order: {_PHASE_NAMES[phase]} must come before {_PHASE_NAMES[stage.phase]} "
-                    "(the order is page-outs, page-ins, then computes and frees)",
-                )
-            stage.phase = phase
-            handler(stage, ins)
+            kind = type(ins)
+            if kind is Compute or kind is Free:
+                node = ins.node
+                if type(node) is not int or not 0 <= node < num_nodes:
+                    self._check_node(stage, ins)
+                stage.phase = 2
+                if kind is Compute:
+                    compute(stage, ins)
+                else:
+                    free(stage, ins)
+            else:
+                self._run_transfer(stage, ins)
         self._end_stage(stage)
+
+    def _run_transfer(self, stage: _StageState, ins) -> None:
+        """Check and run an instruction other than a compute or a free: a page-out or a page-in."""
+        entry = self._dispatch.get(type(ins))
+        if entry is None:
+            raise ScheduleError(f"stage {stage.t}: unknown instruction {ins!r}")
+        phase, handler = entry
+        self._check_node(stage, ins)
+        if phase < stage.phase:
+            _fail(
+                stage, ins,
+                f"out of order: {_PHASE_NAMES[phase]} must come before {_PHASE_NAMES[stage.phase]} "
+                "(the order is page-outs, page-ins, then computes and frees)",
+            )
+        stage.phase = phase
+        handler(stage, ins)
+
+    def _check_node(self, stage: _StageState, ins: Instruction) -> None:
+        """Refuse a node id that is not an int in range (a bool passes, as isinstance says)."""
+        node = ins.node
+        if not isinstance(node, int) or not 0 <= node < self._num_nodes:
+            _fail(stage, ins, f"node id {node!r} is out of range 0..{self._num_nodes - 1}")
 
     def figures(self) -> Figures:
         """The totals of the replay so far as a Figures record."""
@@ -218,15 +240,9 @@ class _Replay:
 
     def _compute(self, stage: _StageState, ins: Compute) -> None:
         k, t = ins.node, stage.t
-        if k > t:
-            _fail(stage, ins, f"node {k} is first computed in stage {k}, so it cannot run in stage {t}")
-        if k <= stage.last_compute:
-            _fail(stage, ins, f"computes must be in ascending node order, but Compute({stage.last_compute}) came earlier")
-        if self._resident[k]:
-            _fail(stage, ins, f"node {k}'s output is already in RAM")
         paging_in = stage.paging_in
-        if paging_in and k in paging_in:
-            _fail(stage, ins, f"node {k} is being paged in during this stage")
+        if k > t or k <= stage.last_compute or self._resident[k] or (paging_in and k in paging_in):
+            _refuse_compute(stage, ins, self._resident)
         resident = self._resident
         for d in self._deps[k]:
             if not resident[d]:
@@ -236,14 +252,14 @@ class _Replay:
                 _fail(stage, ins, f"input {d} is not in RAM{why}")
         resident[k] = True
         stage.last_compute = k
-        self._ram_bytes += self._bytes[k]
-        if self._ram_bytes > self._peak_ram_bytes:
-            self._peak_ram_bytes = self._ram_bytes
-        stage.compute_s += self._costs.compute_s[k]
+        ram_bytes = self._ram_bytes = self._ram_bytes + self._bytes[k]
+        if ram_bytes > self._peak_ram_bytes:
+            self._peak_ram_bytes = ram_bytes
+        stage.compute_s += self._compute_s[k]
         if k == t:
-            self._compute_j += self._costs.compute_j[k]
+            self._compute_j += self._node_compute_j[k]
         else:
-            self._recompute_j += self._costs.compute_j[k]
+            self._recompute_j += self._node_compute_j[k]
             self._recomputations += 1
 
     def _free(self, stage: _StageState, ins: Free) -> None:
@@ -251,7 +267,7 @@ class _Replay:
         if not self._resident[i]:
             _fail(stage, ins, f"node {i} is not in RAM")
         self._resident[i] = False
-        if self._overlap and stage.paging_out and i in stage.paging_out:
+        if stage.paging_out and self._overlap and i in stage.paging_out:
             # Its page-out may run until the end of the stage, so the buffer is held until then.
             stage.deferred_free_bytes += self._bytes[i]
         else:
@@ -263,6 +279,17 @@ class _Replay:
         if stage.last_compute != t:
             found = "no compute" if stage.last_compute < 0 else f"Compute({stage.last_compute})"
             raise ScheduleError(f"stage {t}: the last compute must be Compute({t}), found {found}")
+        if stage.paging_in is not None or stage.paging_out is not None:
+            self._land(stage)
+        if self._overlap:
+            dma_s = stage.dma_s / self._costs.dma_channels  # max(compute, DMA / channels), written out
+            self._runtime_s += dma_s if dma_s > stage.compute_s else stage.compute_s
+        else:
+            self._runtime_s += stage.compute_s
+
+    def _land(self, stage: _StageState) -> None:
+        """At the end of a stage that pages: its page-ins are resident, its page-outs on storage,
+        and the outputs it freed while paging them out give their RAM back."""
         for i in stage.paging_in or ():
             self._resident[i] = True
             if not self._overlap:
@@ -271,10 +298,6 @@ class _Replay:
         for i in stage.paging_out or ():
             self._on_storage[i] = True
         self._ram_bytes -= stage.deferred_free_bytes
-        if self._overlap:
-            self._runtime_s += max(stage.compute_s, stage.dma_s / self._costs.dma_channels)
-        else:
-            self._runtime_s += stage.compute_s
 
     def _allocate(self, size_bytes: int) -> None:
         self._ram_bytes += size_bytes
@@ -283,6 +306,18 @@ class _Replay:
     def _note_peak(self) -> None:
         if self._ram_bytes > self._peak_ram_bytes:
             self._peak_ram_bytes = self._ram_bytes
+
+
+def _refuse_compute(stage: _StageState, ins: Compute, resident: list[bool]) -> NoReturn:
+    """Raise the ScheduleError of a compute that may not run where it is, the first reason found."""
+    k, t = ins.node, stage.t
+    if k > t:
+        _fail(stage, ins, f"node {k} is first computed in stage {k}, so it cannot run in stage {t}")
+    if k <= stage.last_compute:
+        _fail(stage, ins, f"computes must be in ascending node order, but Compute({stage.last_compute}) came earlier")
+    if resident[k]:
+        _fail(stage, ins, f"node {k}'s output is already in RAM")
+    _fail(stage, ins, f"node {k} is being paged in during this stage")
 
 
 def _fail(stage: _StageState, ins: Instruction, problem: str) -> NoReturn:

@@ -116,9 +116,15 @@ class TrainingGraph:
         """For each node, the last node that reads it (itself when nothing does)."""
         return tuple(max(readers, default=node.id) for node, readers in zip(self.nodes, self.consumers))
 
-    @property
+    @cached_property
     def output_bytes(self) -> tuple[int, ...]:
+        """Each node's output size, by id (kept: the checker and the simulator read it on every run)."""
         return tuple(node.output_bytes for node in self.nodes)
+
+    @cached_property
+    def deps(self) -> tuple[tuple[int, ...], ...]:
+        """Each node's inputs, by id (kept: the checker and the simulator read them on every run)."""
+        return tuple(node.deps for node in self.nodes)
 
     @property
     def forward_flops(self) -> float:

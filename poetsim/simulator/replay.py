@@ -97,7 +97,7 @@ class _Replay:
     def __init__(self, schedule: Schedule, graph: TrainingGraph, costs: CostTable, platform: Platform | None,
                  mode: Mode, capacity_bytes: float, bus_bytes_per_s: float):
         self.schedule, self.costs, self.mode = schedule, costs, mode
-        self.deps = tuple(node.deps for node in graph.nodes)
+        self.deps = graph.deps
         self.sizes = costs.output_bytes  # equal to the graph's (the checker made sure), without a copy
         self.moved = costs.moved_bytes or moved_bytes(graph)
         storage = platform.storage if platform else None
@@ -208,7 +208,6 @@ class _Replay:
             lanes_end_s = None
         else:
             lanes_end_s = self._transfers_at_once(transfers, t)
-        paging_out = [ins.node for ins in transfers if type(ins) is PageOut]
         held: list[int] = []
         stage_compute_s = 0.0
         for ins in stage[leading:]:
@@ -217,7 +216,7 @@ class _Replay:
                 if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
                     self._overdraft(ins, t, held=held)
                 stage_compute_s += compute_s[k]
-            elif k in paging_out:
+            elif _pages_out(transfers, k):
                 held.append(k)
             else:
                 device.release(sizes[k], k, t, device.now)
@@ -234,12 +233,17 @@ class _Replay:
         bandwidth = self.device.bus_bytes_per_s
         if bandwidth == math.inf:
             return False
-        fastest = 0.0
+        fastest, sizes, costs = 0.0, self.sizes, self.costs
         for ins in transfers:
-            rate = Transfer.rate(self.sizes[ins.node], self._transfer_s(ins), self._latency_s(ins))
-            fastest = max(fastest, rate)
-        spare = bandwidth - self.costs.dma_channels * fastest
-        compute_s, moved = self.costs.compute_s, self.moved
+            i = ins.node
+            if type(ins) is PageIn:
+                rate = Transfer.rate(sizes[i], costs.page_in_s[i], self.page_in_latency_s)
+            else:
+                rate = Transfer.rate(sizes[i], costs.page_out_s[i], self.page_out_latency_s)
+            if rate > fastest:
+                fastest = rate
+        spare = bandwidth - costs.dma_channels * fastest
+        compute_s, moved = costs.compute_s, self.moved
         for ins in stage:
             if type(ins) is Compute:
                 k = ins.node
@@ -344,6 +348,14 @@ class _Replay:
                 input_wait_s=device.waits_s[WAIT_INPUT], ram_wait_s=device.waits_s[WAIT_RAM],
                 tail_s=makespan_s - self.walker_end_s)
         return make_result(self.mode.value, figures, stage_model, delta, device, self.costs.dma_channels, budgets)
+
+
+def _pages_out(transfers: tuple, node: int) -> bool:
+    """Whether a stage's leading `transfers` page `node` out (they are few: a scan beats a set)."""
+    for ins in transfers:
+        if ins.node == node and type(ins) is PageOut:
+            return True
+    return False
 
 
 def _list_schedule_s(transfers_s: list[float], channels: int) -> float:

@@ -188,13 +188,21 @@ def solve(
     """
     choice = choice or choose(scenario, model=model, platform=platform, ram=ram, runtime=runtime, strategy=strategy,
                               timing=timing, batch_size=batch_size)
-    limit_s = time_limit_s if time_limit_s is not None else choice.scenario.time_limit_s
-    began = time.perf_counter()
-    starts = tuple(starts) + baseline_starts(choice.problem, choice.strategy)
-    if limit_s is not None:  # the baselines' time (2-3 s on 300-node graphs) is part of the limit
-        limit_s = max(limit_s - (time.perf_counter() - began), 0.1)
+    starts, limit_s = _with_baselines(choice, starts, time_limit_s)
     return run_strategy(choice.problem, choice.strategy, solver or choice.scenario.solver, limit_s,
                         simulate=False, starts=starts, on_progress=on_progress)
+
+
+def _with_baselines(choice: Choice, starts: Sequence[Schedule], time_limit_s: float | None,
+                    ) -> tuple[tuple[Schedule, ...], float | None]:
+    """`starts` plus the allowed baselines' schedules, and the time limit less the time they took
+    (2-3 s on 300-node graphs): the limit is the whole call's."""
+    limit_s = time_limit_s if time_limit_s is not None else choice.scenario.time_limit_s
+    began = time.perf_counter()
+    found = tuple(starts) + baseline_starts(choice.problem, choice.strategy)
+    if limit_s is not None:
+        limit_s = max(limit_s - (time.perf_counter() - began), 0.1)
+    return found, limit_s
 
 
 def load_starts(paths: Sequence[Path], problem: Problem) -> tuple[Schedule, ...]:
@@ -218,6 +226,8 @@ def simulate(
 ) -> Run:
     """Solve (or load `schedule`, a saved schedule.json) and replay the schedule on the simulated device.
 
+    The solve starts from every baseline the strategy allows, as `solve` does.
+
     `mode` is the replay mode: `barrier` (a stage ends when its computes and transfers end, the
     device the `overlap` timing model describes) or `free-running` (transfers run on into later
     stages).
@@ -226,9 +236,9 @@ def simulate(
                               timing=timing, batch_size=batch_size)
     if schedule is not None:
         return load_run(choice.problem, Path(schedule), mode=mode)
-    return run_strategy(choice.problem, choice.strategy, solver or choice.scenario.solver,
-                        time_limit_s if time_limit_s is not None else choice.scenario.time_limit_s,
-                        simulate=True, on_progress=on_progress, mode=mode)
+    starts, limit_s = _with_baselines(choice, (), time_limit_s)
+    return run_strategy(choice.problem, choice.strategy, solver or choice.scenario.solver, limit_s,
+                        simulate=True, starts=starts, on_progress=on_progress, mode=mode)
 
 
 def require_schedule(run: Run) -> Run:

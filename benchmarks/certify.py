@@ -10,19 +10,17 @@ Rows:
 cover, no start) in "balanced" and in "plain" units on a few graphs, each with the same limit.
 """
 
-import csv
-import os
-import platform
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
 
 import pandas as pd
 
+from benchmarks.common import machine, write_rows
 from poetsim.optimiser import optimise
 from poetsim.optimiser.formulation import formulate
 from poetsim.optimiser.outcome import abs_gap_j
-from poetsim.optimiser.solvers import SolverSettings, new_highs, solve
+from poetsim.optimiser.solvers import SolverSettings, solve
 from poetsim.problem import build_problem
 from poetsim.schedule import Moves, Timing
 from poetsim.units import parse_ram
@@ -83,12 +81,12 @@ def bench_one(case: str, model: str, batch_size: int | None, plat: str, timing: 
         moves=HYBRID.label, time_limit_s=time_limit_s, status=outcome.status.value, wall_s=wall_s,
         limit_held=wall_s <= time_limit_s * (1 + LIMIT_SLACK), keep_all_j=keep_all_j, objective_j=outcome.objective_j,
         bound_j=outcome.bound_j, cover_bound_j=outcome.cover_bound_j, gap_overhead=outcome.gap_overhead,
-        found_by=outcome.found_by, message=outcome.message, machine=machine())
+        found_by=outcome.found_by, message=outcome.message, machine=machine(with_highs=True))
 
 
 def run(out_csv: Path, selected: list[tuple] | None = None, time_limit_s: float = LIMIT_S) -> pd.DataFrame:
     """Run the cases (default all) and write one CSV row each, as each finishes."""
-    return _write(out_csv, CertifyRow, (bench_one(*c, time_limit_s=time_limit_s) for c in (selected or cases())))
+    return write_rows(out_csv, CertifyRow, (bench_one(*c, time_limit_s=time_limit_s) for c in (selected or cases())))
 
 
 @dataclass(frozen=True)
@@ -127,31 +125,10 @@ def scaling_one(model: str, batch_size: int | None, timing: Timing, ram: str, un
     bound = None if result.bound is None else max(result.bound, 0.0) * form.energy_scale_j
     gap = None if objective is None or bound is None or objective <= 0 else (objective - bound) / objective
     return ScalingRow(model, batch_size, timing.value, ram, units, result.status.value, result.solve_s, objective,
-                      bound, gap, time_limit_s, machine())
+                      bound, gap, time_limit_s, machine(with_highs=True))
 
 
 def scaling(out_csv: Path, time_limit_s: float = LIMIT_S) -> pd.DataFrame:
     """The units A/B over SCALING_CASES, both units per case, side by side."""
     rows = (scaling_one(*case, units, time_limit_s) for case in SCALING_CASES for units in ("balanced", "plain"))
-    return _write(out_csv, ScalingRow, rows)
-
-
-def machine() -> str:
-    h = new_highs()
-    return (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"HiGHS {h.versionMajor()}.{h.versionMinor()}.{h.versionPatch()}")
-
-
-def _write(out_csv: Path, kind, rows) -> pd.DataFrame:
-    out_csv = Path(out_csv)
-    out_csv.parent.mkdir(parents=True, exist_ok=True)
-    names = [f.name for f in fields(kind)]
-    done = []
-    with out_csv.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=names)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({name: getattr(row, name) for name in names})
-            handle.flush()
-            done.append(asdict(row))
-    return pd.DataFrame(done, columns=names)
+    return write_rows(out_csv, ScalingRow, rows)

@@ -10,7 +10,6 @@ about 9 s on 2 workers and a signal finds points both finished and in flight; it
 """
 
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 import psutil
+
+from benchmarks.common import machine
 
 DEFAULT_OUT = Path("results/bench/faults.csv")
 REPEATS = 5
@@ -75,7 +76,7 @@ def run(out_csv: Path = DEFAULT_OUT, executors: tuple[str, ...] = ("process", "d
                     delay_s = 0.5 + 3.0 * repeat / max(1, REPEATS - 1)
                     rows.append(stop_once(folder, signame, to_group, delay_s, executor))
     frame = pd.DataFrame(rows)
-    frame["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    frame["machine"] = machine()
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out_csv, index=False)
     return frame.groupby(["executor", "signal"]).agg(

@@ -17,8 +17,6 @@ the budget, the step time within 15 % of the prediction.
 """
 
 import json
-import os
-import platform
 import subprocess
 import sys
 import time
@@ -26,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.common import machine
 from poetsim import zoo
 from poetsim.graphio import read_graph_file
 from poetsim.pytorch.source import ModelSource
@@ -83,7 +82,7 @@ def run(out_csv: Path = DEFAULT_OUT) -> pd.DataFrame:
             "param_bytes": graph.param_bytes, "zoo_param_bytes": reference.param_bytes,
             "saved_bytes": saved_after_loss(graph),
             "eager_saved_bytes": eager_saved_bytes(f"{FACTORIES}:{factory}", shapes, dtype, high),
-            "machine": _machine(),
+            "machine": machine(),
         })
     result = pd.DataFrame(rows)
     out_csv.parent.mkdir(parents=True, exist_ok=True)
@@ -148,7 +147,7 @@ def run_validation(out_csv: Path = VALIDATE_OUT, threads: int | None = None, tim
     frame = pd.DataFrame([row.__dict__ for row in validation.rows])
     frame["profile_s"] = round(profile_s, 1)
     frame["threads"] = threads
-    frame["machine"] = _machine()
+    frame["machine"] = machine()
     frame.to_csv(out_csv, index=False)
     (folder / "summary.json").write_text(json.dumps(_summary(frame), indent=1) + "\n")
     return frame
@@ -168,10 +167,6 @@ def _summary(frame: pd.DataFrame) -> dict:
 
 def _pct(value: float, reference: float) -> float:
     return round(100.0 * (value / reference - 1.0), 3)
-
-
-def _machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 if __name__ == "__main__":

@@ -7,19 +7,16 @@ figures answer: how large the MILP is, where the time goes (Python build, hand-o
 solver, the solver itself), and how close to proven optimal the solver gets within the limit.
 """
 
-import csv
-import os
-import platform
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
 
 import pandas as pd
 
+from benchmarks.common import machine, write_rows
 from poetsim.costs import node_costs
 from poetsim.graphio import load_graph
 from poetsim.optimiser import optimise
-from poetsim.optimiser.solvers import new_highs
 from poetsim.profiles import load_platform
 from poetsim.schedule import Budgets, Moves, Timing
 from poetsim.zoo import MODELS
@@ -93,30 +90,10 @@ def bench_one(model: str, time_limit_s: float | None = None) -> BenchRow:
         cover_bound_j=outcome.cover_bound_j, found_by=outcome.found_by,
         overhead_pct=overhead, gap_total=outcome.gap_total, gap_overhead=outcome.gap_overhead,
         time_limit_s=time_limit_s, message=outcome.message,
-        machine=f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, HiGHS {_highs_version()}",
+        machine=machine(with_highs=True),
     )
 
 
-def _highs_version() -> str:
-    h = new_highs()
-    return f"{h.versionMajor()}.{h.versionMinor()}.{h.versionPatch()}"
-
-
 def run(out_csv: Path, models: list[str] | None = None, time_limit_s: float | None = None) -> pd.DataFrame:
-    """Benchmark `models` (default: `default_models()`) and write one CSV row per graph.
-
-    Rows are written as they finish, so an interrupted run keeps what it measured.
-    """
-    out_csv = Path(out_csv)
-    out_csv.parent.mkdir(parents=True, exist_ok=True)
-    names = [f.name for f in fields(BenchRow)]
-    rows = []
-    with out_csv.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=names)
-        writer.writeheader()
-        for model in models or default_models():
-            row = bench_one(model, time_limit_s)
-            writer.writerow({name: getattr(row, name) for name in names})
-            handle.flush()
-            rows.append(asdict(row))
-    return pd.DataFrame(rows, columns=names)
+    """Benchmark `models` (default: `default_models()`) and write one CSV row per graph, as each ends."""
+    return write_rows(out_csv, BenchRow, (bench_one(model, time_limit_s) for model in models or default_models()))

@@ -6,13 +6,13 @@ the 2-core machine, and a resume of the finished sweep in under 5 s. Run with
 """
 
 import os
-import platform
 import shutil
 import time
 from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.common import machine
 from poetsim.results import load_results
 from poetsim.scenario import load_scenario
 from poetsim.sweep import run_sweep, save_scenario_copy
@@ -40,7 +40,7 @@ def run(out_csv: Path = DEFAULT_OUT, scenario_path: Path = SCENARIO, jobs: int |
         "sweep_s": round(sweep_s, 2), "resume_s": round(resume_s, 3),
         "mean_point_s": round(float(frame["wall_s"].mean()), 3), "max_point_s": round(float(frame["wall_s"].max()), 3),
         **{f"status_{k}": v for k, v in sorted(counts.items())},
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": machine(),
     }
     result = pd.DataFrame([row])
     out_csv.parent.mkdir(parents=True, exist_ok=True)

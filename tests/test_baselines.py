@@ -8,7 +8,10 @@ from poetsim.checker import check_schedule, compare_figures
 from poetsim.costs import node_costs
 from poetsim.optimiser import checkpoint_sqrt, keep_all
 from poetsim.optimiser import plan as plans
-from poetsim.optimiser.baselines import forward_cut_points, start_plan
+from poetsim.optimiser.baselines import RECOMPUTING, forward_cut_points, greedy_plan, start_plan
+from poetsim.optimiser.cover import cover_bound
+from poetsim.optimiser.cover_plan import _absence_windows, cover_plan
+from poetsim.optimiser.plan import figures, to_schedule
 from poetsim.profiles import load_platform
 from poetsim.schedule import Budgets, Timing
 from poetsim.zoo import build_model
@@ -88,3 +91,39 @@ def test_the_mip_start_meets_the_budgets_it_was_made_for(case, ram_share, runtim
         assert figures.recomputations == 0
     if strategy == RECOMPUTE_ONLY:
         assert figures.page_ins == figures.page_outs == 0
+
+
+def resnet18_study_point(ram: str, runtime: str):
+    """A recompute-only point of the shipped ResNet-18 study (scenarios/resnet18.yaml) on rpi4."""
+    from poetsim import api
+
+    problem = api.choose("scenarios/resnet18.yaml", platform="rpi4", ram=ram, runtime=runtime,
+                         strategy="recompute-only").problem
+    return problem.graph, problem.costs, problem.budgets, problem.timing
+
+
+def test_the_greedy_that_drops_recomputed_cascades_fits_where_keeping_them_cannot():
+    graph, costs, budgets, timing = resnet18_study_point("35%", "1.5x")
+    assert greedy_plan(graph, costs, budgets, RECOMPUTING, timing) is None
+    plan = greedy_plan(graph, costs, budgets, RECOMPUTING, timing, keep_recomputed=False)
+    assert plan is not None
+    checked = check_schedule(to_schedule(plan, graph, costs, timing), graph, costs, timing, budgets)
+    assert checked.peak_ram_bytes <= budgets.ram_bytes and budgets.meets_deadline(checked.runtime_s)
+
+
+def test_the_covers_plan_keeps_recomputed_outputs_where_ram_allows():
+    from poetsim.optimiser.rules import Mode, plan_from_decisions
+
+    graph, costs, budgets, timing = resnet18_study_point("50%", "1.2x")
+    cover = cover_bound(graph, costs, budgets, RECOMPUTING, timing)
+    plan = cover_plan(graph, costs, budgets, timing, cover)
+    assert plan is not None
+    checked = check_schedule(to_schedule(plan, graph, costs, timing), graph, costs, timing, budgets)
+    assert checked.peak_ram_bytes <= budgets.ram_bytes
+    # Neither extreme does as well: keeping every recomputed cascade breaks the budget, dropping
+    # every one again recomputes ResNet-18's first stage for each backward reader.
+    decisions = {key: Mode.RECOMPUTE for key in _absence_windows(graph, cover)}
+    kept = figures(plan_from_decisions(graph, decisions, keep_recomputed=True), graph, costs, timing)
+    dropped = figures(plan_from_decisions(graph, decisions, keep_recomputed=False), graph, costs, timing)
+    assert kept.peak_ram_bytes > budgets.ram_bytes
+    assert checked.total_j < dropped.total_j - 0.2 * (dropped.total_j - cover.bound_j)

@@ -16,6 +16,7 @@ from dataclasses import replace
 from poetsim.costs import CostTable
 from poetsim.graph import TrainingGraph
 from poetsim.optimiser.cover import CoverBound
+from poetsim.optimiser.keeps import repair_keeps
 from poetsim.optimiser.plan import Plan, figures
 from poetsim.optimiser.rows import Formulation
 from poetsim.optimiser.rules import Mode, plan_from_decisions, uses
@@ -38,16 +39,24 @@ def cover_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing:
 
 def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options) -> Plan | None:
     """The cheapest plan that fits among the decisions replayed with each set of page stages, with
-    recomputed outputs kept or dropped again (`plan_from_decisions`); None if none fits."""
+    recomputed outputs kept, dropped again, or kept where RAM allows (`keeps.repair_keeps`); None if
+    none fits."""
     best = None
+    recomputes = any(mode is Mode.RECOMPUTE for mode in decisions.values())
     for page_stages in page_stage_options:
-        for keep in (True, False):
+        def replay(keep, page_stages=page_stages):
             plan = plan_from_decisions(graph, decisions, page_stages, keep_recomputed=keep)
-            fig = figures(plan, graph, costs, timing)
+            return plan, figures(plan, graph, costs, timing)
+
+        kept = replay(True)
+        tried = [kept]
+        if recomputes:
+            tried.append(replay(False))
+            if not budgets.fits(kept[1]):
+                tried.append(repair_keeps(replay, budgets, kept))
+        for plan, fig in filter(None, tried):
             if budgets.fits(fig) and (best is None or fig.total_j < best[0]):
                 best = (fig.total_j, plan)
-            if not any(mode is Mode.RECOMPUTE for mode in decisions.values()):
-                break
     return None if best is None else best[1]
 
 

@@ -51,13 +51,18 @@ def reads(plan: Plan, graph: TrainingGraph) -> list[list[int]]:
 
 
 def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages: PageStages | None = None,
-                        keep_recomputed: bool = True) -> Plan:
+                        keep_recomputed: bool | frozenset[int] = True) -> Plan:
     """Replay decisions stage by stage: compute t and any missing ancestor, page, keep what is wanted.
 
     A PAGE stretch (i, a, b) pages out in stage a (a+1 if i is computed only during a) or, with
     `page_stages`, in its first entry (before a, if i is resident then; else no earlier than
     it), and pages in during its second (b - 1 by default); it stays a keep where the stretch
     leaves no room for both.
+
+    An output computed again inside one of its RECOMPUTE stretches (for an earlier reader, or
+    as the input of another recomputation) is kept from then on when `keep_recomputed` says so
+    (True: every output; a set: those outputs), else dropped again and recomputed for its next
+    reader: keeping costs RAM over the rest of the stretch, dropping costs energy and time.
     """
     T = len(graph)
     last_use = graph.last_use
@@ -82,6 +87,9 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages:
     last_computed = [-1] * T
     held_until: dict[tuple[int, int], int] = {}  # (i, b) -> last stage i is resident at the start of
 
+    def keeps(i: int) -> bool:
+        return keep_recomputed if isinstance(keep_recomputed, bool) else i in keep_recomputed
+
     def stretch(i: int, s: int):
         for a, b, mode in stretches.get(i, ()):
             if a < s <= b:
@@ -93,7 +101,7 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages:
         if s > last_use[i]:
             return False
         found = stretch(i, s)
-        if found is None or (keep_recomputed and last_computed[i] > found[0]):
+        if found is None or (keeps(i) and last_computed[i] > found[0]):
             # Kept, or computed again inside the stretch (a segment recomputed for an earlier
             # reader): keep it rather than compute it once more.
             return True

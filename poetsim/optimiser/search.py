@@ -314,7 +314,7 @@ class Search:
                 message = infeasible_message(self.graph, self.costs, self.budgets, self.moves)
                 status = Status.INFEASIBLE
             else:
-                message = f"no schedule was found within the time limit of {self.clock.limit_s} s"
+                message = f"no schedule was found within the time limit of {self.clock.limit_s:.1f} s"
                 status = Status.NO_SOLUTION
             return SolveOutcome(self.moves, self.timing, self.solver, status, None, None, None, self.bound_j, None,
                                 None, message=message, wall_s=self.clock.elapsed_s(), **common)

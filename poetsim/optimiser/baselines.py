@@ -105,7 +105,8 @@ def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: 
     `ends_at` (a perf_counter() time) stops the greedies where they are: a greedy that has not
     reached the budget by then yields nothing, one that has is returned unpolished. With
     `first_fit` the first plan that fits is returned, trying the quickest rules first (the
-    paging greedy was the fastest on the zoo: 2 s on bert_base against 4 s for the hybrid one).
+    paging greedy was the fastest on the zoo: 2 s on bert_base against 4 s for the hybrid one);
+    then only the greedies that drop recomputed cascades heed `ends_at`.
     """
     makers: list[Callable[[], Plan | None]] = [lambda: plan_from_decisions(graph, {})]
     if moves.recompute:
@@ -115,7 +116,9 @@ def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: 
         # Each single-mode greedy is a hybrid plan too, and often the better start: the hybrid
         # greedy's per-byte ranking can favour a mode that later steps make expensive.
         greedies = [PAGING, moves, RECOMPUTING] if first_fit else [moves, PAGING, RECOMPUTING]
-    makers += [partial(greedy_plan, graph, costs, budgets, single, timing, ends_at) for single in greedies]
+    # A first fit is wanted whatever the clock says from the greedies that usually find one.
+    makers += [partial(greedy_plan, graph, costs, budgets, single, timing, None if first_fit else ends_at)
+               for single in greedies]
     # Under tight budgets the greedy that keeps recomputed cascades finds no step that lowers the
     # peak; the one that drops them again does (ResNet-18 at 35 % RAM, recompute-only, 1.5x).
     makers += [partial(greedy_plan, graph, costs, budgets, single, timing, ends_at, keep_recomputed=False)

@@ -193,10 +193,11 @@ class Search:
     def first_schedule(self) -> None:
         """A schedule before anything else, whatever the clock says: the first rule-made plan that
         fits. So a call whose time runs out still returns a schedule whenever a rule can make one
-        (the quickest greedy takes 2 s on bert_base, the largest zoo graph)."""
+        (the quickest greedy takes 2 s on bert_base, the largest zoo graph); the greedies that
+        drop recomputed cascades, tried last, stop at the clock's end."""
         self.report("first schedule", self.best.total_j, self.bound_j)
-        self.best.offer(start_plan(self.graph, self.costs, self.budgets, self.moves, self.timing, first_fit=True),
-                        "the greedy")
+        self.best.offer(start_plan(self.graph, self.costs, self.budgets, self.moves, self.timing,
+                                   self.clock.ends_at, first_fit=True), "the greedy")
 
     def greedy(self) -> None:
         """The rule-made plans of `baselines.start_plan` (keep-all, greedy, checkpoint-sqrt), once."""

@@ -14,8 +14,8 @@ from poetsim.schedule import Budgets, Figures
 #: Replays a keep set (True: every output; a set: those) into a plan and its figures.
 Replay = Callable[[bool | frozenset[int]], tuple[Plan, Figures]]
 
-#: At most this many replays per repair (ResNet-18: about 50, 3 ms each; the cap holds the
-#: repair to a second or two on the zoo's largest graphs).
+#: At most this many replays per repair: a cap on the work, since the repair does not watch the
+#: clock (measured on ResNet-18 only: about 50 replays of 3 ms each).
 REPAIR_REPLAYS = 600
 
 

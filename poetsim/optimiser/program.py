@@ -22,13 +22,6 @@ PRESOLVE_NONZEROS_PER_S = 30_000
 #: HiGHS's symmetry detection is off: on the cascade covers of MobileNetV2 and ResNet-50 it made
 #: presolve 2-3x slower, for no gain (docs/optimiser.md).
 DETECT_SYMMETRY = False
-#: HiGHS restarts a MIP after its root with a second presolve, which checks no clock either: on
-#: the cascade cover of MobileNetV2 with ReLU6 as its own node (24,687 columns, 145,790
-#: nonzeros) that presolve (`strengthenInequalities`) ran over 12 minutes past a 5 s limit.
-#: Programs with more nonzeros than this are solved without restarts (the limit then held:
-#: 5.05 s); smaller ones keep them (the plain cover of the same graph, 43,101 nonzeros, is proven
-#: in 1.3 s with restarts and not within 5 s without).
-RESTART_NONZEROS = 100_000
 
 
 @dataclass(frozen=True)
@@ -122,7 +115,6 @@ class Program:
         h.cbMipInterrupt.subscribe(interrupt)
         options = {"mip_rel_gap": rel_gap, "mip_abs_gap": 0.0, "threads": 1, "random_seed": 0,
                    "mip_detect_symmetry": DETECT_SYMMETRY,
-                   "mip_allow_restart": len(self.index) <= RESTART_NONZEROS,
                    "mip_feasibility_tolerance": FEASIBILITY_TOLERANCE,
                    "primal_feasibility_tolerance": FEASIBILITY_TOLERANCE}
         if time_limit_s is not None:

@@ -126,6 +126,8 @@ def test_a_signal_at_a_random_moment_keeps_every_row_and_ends_every_worker(tmp_p
     assert len(kept) == len(set(kept)), f"a row twice after {delay:.2f} s"
     if code == 0:   # the signal came after the last point
         assert set(kept) == all_keys(scenario)
+    elif code == -signum and signum != signal.SIGKILL and set(kept) == all_keys(scenario):
+        pass   # it came while Python was exiting after the last point: the default handlers are back then
     elif signum == signal.SIGKILL:
         assert code == -signal.SIGKILL
     else:

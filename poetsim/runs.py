@@ -235,6 +235,21 @@ class RunsFile:
         _replace_atomically(self.path, buffer.getvalue().encode("utf-8"))
         return dropped
 
+    def rewrite(self, rows: dict[int, ResultRow]) -> None:
+        """Replace the complete rows at the given positions (in `records` order), atomically.
+
+        The other rows keep their text exactly; the header becomes `COLUMNS`. Hold the folder's
+        `FolderLock` first.
+        """
+        records = self.records()
+        for position, row in rows.items():
+            records[position] = {name: str(_cell(getattr(row, name))) for name in COLUMNS}
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(records)
+        _replace_atomically(self.path, buffer.getvalue().encode("utf-8"))
+
     def append(self, row: ResultRow) -> None:
         """Write one row (and the header for a new file) in a single write, then fsync.
 

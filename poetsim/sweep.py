@@ -20,6 +20,8 @@ Points of one grid cell are ordered: a solved strategy runs after the strategies
 cell whose schedules it may use (baselines it allows, and solved strategies with fewer moves),
 and takes their schedules from `points/` as starts. So hybrid is never reported worse than
 paging-only or recompute-only at the same point: their schedules are hybrid schedules too.
+Once every point has its row, what points prove about each other is carried across the grid
+(`carry_proofs`, `poetsim.implied`): a relaxation proven infeasible, or a higher lower bound.
 """
 
 import hashlib
@@ -42,6 +44,7 @@ from poetsim.errors import (
     UnavailableError,
     UserInputError,
 )
+from poetsim.implied import apply_implied
 from poetsim.interrupts import StopRequest
 from poetsim.pipeline import problem_for_point, result_row, run_strategy, write_run
 from poetsim.runs import FolderLock, ResultRow, RunsFile
@@ -235,7 +238,22 @@ def run_sweep(
                             "rerun with --resume once that is fixed") from None
         if stop.signum is not None:
             raise Interrupted(stop.signum, _kept(plan), plan.total)
+        carry_proofs(plan.runs)
     return plan.runs.path
+
+
+def carry_proofs(runs: RunsFile) -> int:
+    """Apply what the points of runs.csv prove about each other (`poetsim.implied`); how many changed.
+
+    Run once every point has its row, so that the result does not depend on which point ran
+    first; the rows are rewritten atomically, the unchanged ones byte for byte.
+    """
+    rows = [ResultRow.from_dict(record, str(runs.path)) for record in runs.records()]
+    carried = apply_implied(rows)
+    changed = {position: new for position, (old, new) in enumerate(zip(rows, carried)) if new is not old}
+    if changed:
+        runs.rewrite(changed)
+    return len(changed)
 
 
 def _kept(plan: SweepPlan) -> int:

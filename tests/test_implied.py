@@ -1,0 +1,90 @@
+"""Proofs carried across a sweep's grid: a relaxation's infeasibility and lower bound hold for tighter points."""
+
+from dataclasses import replace
+
+import pytest
+from test_sweep import small_scenario
+
+from poetsim.implied import apply_implied, relaxes
+from poetsim.runs import ResultRow, RunsFile
+from poetsim.status import Status
+from poetsim.sweep import carry_proofs, run_sweep
+
+
+def row(strategy="hybrid", ram=1000, deadline=2.0, status=Status.FEASIBLE, bound=None, total=None, **changes):
+    """A row of one solved point of a made-up graph whose keep-all costs 10 J."""
+    fields = dict(scenario="s", point_key=f"g|p|{ram}B|{deadline}x|{strategy}", model="g", platform="p",
+                  ram=f"{ram}B", runtime_x=deadline, strategy=strategy, status=status, timing="overlap",
+                  ram_budget_bytes=ram, deadline_s=deadline, reserved_bytes=0, keep_all_peak_bytes=2000,
+                  keep_all_energy_j=10.0, bound_j=bound, predicted_total_j=total)
+    fields.update(changes)
+    return ResultRow(**fields)
+
+
+def test_a_relaxation_has_budgets_and_moves_at_least_as_large():
+    tight = row("recompute-only", ram=800, deadline=1.5)
+    assert relaxes(row("hybrid", ram=800, deadline=1.5), tight)
+    assert relaxes(row("recompute-only", ram=1000, deadline=2.0), tight)
+    assert not relaxes(row("paging-only", ram=1000, deadline=2.0), tight)     # cannot recompute
+    assert not relaxes(row("hybrid", ram=700, deadline=2.0), tight)           # less RAM
+    assert not relaxes(row("hybrid", ram=1000, deadline=1.4), tight)          # shorter deadline
+    assert not relaxes(row("hybrid", ram=1000, platform="other"), tight)      # another machine
+    assert not relaxes(row("hybrid", ram=1000, keep_all_energy_j=11.0), tight)  # other costs
+    assert not relaxes(row("keep-all", ram=1000), tight)                      # a rule proves nothing
+    assert not relaxes(tight, tight)
+
+
+def test_a_relaxation_proven_infeasible_proves_the_tighter_point_infeasible():
+    loose = row("hybrid", ram=1000, status=Status.INFEASIBLE)
+    tight = row("paging-only", ram=900, status=Status.NO_SOLUTION, bound=10.5)
+    carried = apply_implied([loose, tight])
+    assert carried[0] is loose
+    assert carried[1].status is Status.INFEASIBLE and carried[1].bound_j is None
+    assert "hybrid at 1000B RAM, 2x is proven infeasible" in carried[1].message
+
+
+def test_a_relaxations_bound_proves_a_schedule_that_meets_it_optimal():
+    loose = row("hybrid", ram=1000, status=Status.OPTIMAL, bound=12.0, total=12.0)
+    meets = row("recompute-only", ram=1000, bound=11.0, total=12.0, gap_overhead=0.5)
+    above = row("recompute-only", ram=900, bound=11.0, total=14.0, gap_overhead=0.75,
+                message="stopped with a gap")
+    carried = apply_implied([loose, meets, above])
+    assert carried[1].status is Status.OPTIMAL and carried[1].bound_j == 12.0 and carried[1].gap_overhead == 0.0
+    assert carried[2].status is Status.FEASIBLE and carried[2].bound_j == 12.0
+    assert carried[2].gap_overhead == pytest.approx(0.5)    # (14 - 12) / (14 - 10)
+    assert carried[2].message.startswith("stopped with a gap; the lower bound of hybrid")
+
+
+def test_a_lower_bound_is_never_lowered_and_proven_rows_are_left_alone():
+    loose = row("hybrid", ram=1000, bound=11.0, total=13.0)
+    better = row("recompute-only", ram=900, bound=11.5, total=13.0)
+    optimal = row("recompute-only", ram=800, status=Status.OPTIMAL, bound=12.0, total=12.0)
+    assert apply_implied([loose, better, optimal])[1:] == [better, optimal]
+
+
+def test_carry_proofs_on_a_real_sweep_restores_what_a_time_limit_left_unproven(tmp_path):
+    """The MCU sweep proves hybrid infeasible at 70 % and 1.0x and optimal at 70 % and 1.5x; a
+    recompute-only solve cut short at those points (as a busy machine can) is completed from them."""
+    runs = RunsFile(run_sweep(small_scenario(tmp_path), tmp_path / "out", jobs=2))
+    records = runs.records()
+    rows = {(r.platform, r.ram, r.runtime_x, r.strategy): r for r in map(ResultRow.from_dict, records)}
+    assert rows["nrf52840", "70%", 1.0, "hybrid"].status is Status.INFEASIBLE
+    hybrid = rows["nrf52840", "70%", 1.5, "hybrid"]
+    recompute = rows["nrf52840", "70%", 1.5, "recompute-only"]
+    assert hybrid.status is Status.OPTIMAL and recompute.predicted_total_j == pytest.approx(hybrid.bound_j)
+
+    cut_short = {("nrf52840", "70%", 1.0, "recompute-only"): dict(status=Status.NO_SOLUTION, message="timed out"),
+                 ("nrf52840", "70%", 1.5, "recompute-only"): dict(status=Status.FEASIBLE,
+                                                                   bound_j=recompute.keep_all_energy_j)}
+    positions = {key: n for n, key in enumerate((r.platform, r.ram, r.runtime_x, r.strategy)
+                                                for r in map(ResultRow.from_dict, records))}
+    runs.rewrite({positions[key]: replace(rows[key], **change) for key, change in cut_short.items()})
+    before = runs.path.read_text().splitlines()
+
+    assert carry_proofs(runs) == 2
+    after = runs.path.read_text().splitlines()
+    assert sum(a != b for a, b in zip(before, after)) == 2      # every other row byte for byte
+    again = {(r.platform, r.ram, r.runtime_x, r.strategy): r for r in map(ResultRow.from_dict, runs.records())}
+    assert again["nrf52840", "70%", 1.0, "recompute-only"].status is Status.INFEASIBLE
+    assert again["nrf52840", "70%", 1.5, "recompute-only"].status is Status.OPTIMAL
+    assert carry_proofs(runs) == 0

@@ -16,6 +16,7 @@ from poetsim.optimiser.cover_plan import admits, events_plan, restricted
 from poetsim.optimiser.formulation import formulate
 from poetsim.optimiser.incumbent import Incumbent
 from poetsim.optimiser.outcome import SolveOutcome, abs_gap_j, infeasible_message, pct, within_gap
+from poetsim.optimiser.polish import polish
 from poetsim.optimiser.rows import Formulation
 from poetsim.optimiser.solvers import SolverResult, SolverSettings, solve
 from poetsim.optimiser.timed_cover import placement, stalled, timed_cover_bound
@@ -31,6 +32,8 @@ PLACEMENT_ROUNDS = 10
 TIMED_SHARE = 0.6
 #: Share of the time left for the greedy plans (they stop where they are when it runs out).
 GREEDY_SHARE = 0.25
+#: Share of the time left for polishing the incumbent (0.1 s on ResNet-18; it stops when it runs out).
+POLISH_SHARE = 0.1
 #: Share of the time left for the MILP restricted to the cover's choice, and its cap in seconds.
 RESTRICTED_SHARE = 0.25
 RESTRICTED_CAP_S = 60.0
@@ -208,6 +211,17 @@ class Search:
         share = self.clock.share_s(GREEDY_SHARE)
         ends_at = None if share is None else perf_counter() + share
         self.best.offer(start_plan(self.graph, self.costs, self.budgets, self.moves, self.timing, ends_at), "the greedy")
+
+    def polish(self) -> None:
+        """The incumbent polished (`polish`): outputs kept across a gap where a recomputation was."""
+        candidate = self.best.best
+        if candidate is None or not self.moves.recompute:
+            return
+        self.report("polish", self.best.total_j, self.bound_j)
+        share = self.clock.share_s(POLISH_SHARE)
+        ends_at = None if share is None else perf_counter() + share
+        self.best.offer(polish(candidate.plan, self.graph, self.costs, self.budgets, self.timing, ends_at),
+                        f"{candidate.source}, polished")
 
     def build(self) -> None:
         self.report("build", self.best.total_j, self.bound_j)

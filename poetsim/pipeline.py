@@ -90,14 +90,34 @@ def run_strategy(
                   keep_all_figures, solve=outcome)
         if outcome.schedule is not None:
             run = _verified(run, outcome.schedule)
-    if simulate and run.ok:
-        from poetsim.simulator import simulate as replay
+    return _simulated(run, mode) if simulate and run.ok else run
 
-        assert run.schedule is not None
-        result = replay(run.schedule, problem.graph, problem.costs, problem.platform, mode=mode,
-                        ram_capacity_bytes=problem.ram_capacity_bytes, budgets=problem.budgets)
-        run = replace(run, simulated=result)
-    return run
+
+def adopt_schedule(problem: Problem, strategy: str, schedule: Schedule, message: str,
+                   mode: str = "barrier") -> Run | None:
+    """A run of `strategy` whose schedule was found elsewhere (another point of a sweep), checked
+    against this problem's budgets and simulated; None if the checker refuses it here.
+
+    The status is `feasible`: what proves it optimal is the caller's to judge.
+    """
+    keep_all_schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
+    keep_all_figures = _check(problem, keep_all_schedule, budgets=None)
+    try:
+        checked = _check(problem, schedule, problem.budgets)
+    except PoetsimError:
+        return None
+    run = Run(problem, strategy, Status.FEASIBLE, message, schedule, checked, checked, keep_all_figures)
+    return _simulated(run, mode)
+
+
+def _simulated(run: Run, mode: str) -> Run:
+    from poetsim.simulator import simulate as replay
+
+    assert run.schedule is not None
+    problem = run.problem
+    result = replay(run.schedule, problem.graph, problem.costs, problem.platform, mode=mode,
+                    ram_capacity_bytes=problem.ram_capacity_bytes, budgets=problem.budgets)
+    return replace(run, simulated=result)
 
 
 def baseline_starts(problem: Problem, strategy: str) -> tuple[Schedule, ...]:

@@ -20,11 +20,13 @@ Points of one grid cell are ordered: a solved strategy runs after the strategies
 cell whose schedules it may use (baselines it allows, and solved strategies with fewer moves),
 and takes their schedules from `points/` as starts. So hybrid is never reported worse than
 paging-only or recompute-only at the same point: their schedules are hybrid schedules too.
-Once every point has its row, what points prove about each other is carried across the grid
-(`carry_proofs`, `poetsim.implied`): a relaxation proven infeasible, or a higher lower bound.
+Once every point has its row, what points tell about each other is carried across the grid
+(`carry_across_grid`, `poetsim.implied`): a cheaper schedule of another point that fits, a
+relaxation proven infeasible, a higher lower bound.
 """
 
 import hashlib
+import json
 import os
 import re
 import time
@@ -44,9 +46,10 @@ from poetsim.errors import (
     UnavailableError,
     UserInputError,
 )
-from poetsim.implied import apply_implied
+from poetsim.implied import apply_implied, judged, schedule_donor
+from poetsim.implied import name as implied_name
 from poetsim.interrupts import StopRequest
-from poetsim.pipeline import problem_for_point, result_row, run_strategy, write_run
+from poetsim.pipeline import adopt_schedule, problem_for_point, result_row, run_strategy, write_run
 from poetsim.runs import FolderLock, ResultRow, RunsFile
 from poetsim.scenario import Point, Scenario
 from poetsim.schedule import Schedule
@@ -238,22 +241,62 @@ def run_sweep(
                             "rerun with --resume once that is fixed") from None
         if stop.signum is not None:
             raise Interrupted(stop.signum, _kept(plan), plan.total)
-        carry_proofs(plan.runs)
+        carry_across_grid(plan.scenario, plan.directory)
     return plan.runs.path
 
 
-def carry_proofs(runs: RunsFile) -> int:
-    """Apply what the points of runs.csv prove about each other (`poetsim.implied`); how many changed.
+def carry_across_grid(scenario: Scenario, directory: Path) -> int:
+    """Apply what the points of a sweep tell about each other (`poetsim.implied`); how many rows changed.
 
-    Run once every point has its row, so that the result does not depend on which point ran
-    first; the rows are rewritten atomically, the unchanged ones byte for byte.
+    First schedules: a point takes the cheapest checked schedule of another point that fits its
+    budgets and moves, if cheaper than its own; it is checked again against this point's budgets,
+    simulated, and written to the point's folder. Then proofs: infeasibility and lower bounds of
+    relaxations. Run once every point has its row, so that the result does not depend on which
+    point ran first; runs.csv is rewritten atomically (the unchanged rows byte for byte) and
+    each changed point's result.json with it.
     """
+    runs = RunsFile(directory / "runs.csv")
     rows = [ResultRow.from_dict(record, str(runs.path)) for record in runs.records()]
-    carried = apply_implied(rows)
+    points = {point.key: point for point in scenario.points()}
+    adopted = list(rows)
+    for position, row in enumerate(rows):
+        donor = schedule_donor(row, rows)
+        if donor is not None and row.point_key in points and donor.point_key in points:
+            adopted[position] = _adopt(scenario, directory, points[row.point_key], row, points[donor.point_key],
+                                       donor) or row
+    carried = apply_implied(adopted)
     changed = {position: new for position, (old, new) in enumerate(zip(rows, carried)) if new is not old}
+    for row in changed.values():
+        result = directory / POINTS_DIR / point_slug(points[row.point_key]) / "result.json" \
+            if row.point_key in points else None
+        if result is not None and result.exists():
+            result.write_text(json.dumps(row.to_dict(), indent=1) + "\n")
     if changed:
         runs.rewrite(changed)
     return len(changed)
+
+
+def _adopt(scenario: Scenario, directory: Path, point: Point, row: ResultRow, donor_point: Point,
+           donor: ResultRow) -> ResultRow | None:
+    """`row` with `donor`'s schedule, checked here, simulated and saved; None if it does not check."""
+    schedule = load_json(directory / POINTS_DIR / point_slug(donor_point) / "schedule.json")
+    found_by = f"the schedule of {implied_name(donor)}"
+    run = adopt_schedule(problem_for_point(scenario, point), row.strategy, schedule,
+                         f"{found_by}, which fits here and costs less than this point's own solve found")
+    if run is None:
+        return None
+    new = replace(result_row(run, **point_fields(scenario, point)), solver=row.solver, build_s=row.build_s,
+                  solve_s=row.solve_s, wall_s=row.wall_s)
+    if row.bound_j is not None:
+        new = judged(new, row.bound_j, "this point's solve")
+        if new.status is Status.OPTIMAL:
+            new = replace(new, message=f"proven optimal: {found_by} fits here and meets this point's lower bound")
+    meta = {**dict(schedule.meta), "found_by": found_by, "status": new.status.value,
+            "ram_budget_bytes": str(run.problem.budgets.ram_bytes),
+            "runtime_budget_s": repr(run.problem.budgets.runtime_s)}
+    write_run(replace(run, schedule=replace(schedule, meta=tuple(sorted(meta.items())))),
+              directory / POINTS_DIR / point_slug(point), new)
+    return new
 
 
 def _kept(plan: SweepPlan) -> int:

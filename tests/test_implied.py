@@ -1,14 +1,17 @@
-"""Proofs carried across a sweep's grid: a relaxation's infeasibility and lower bound hold for tighter points."""
+"""Carried across a sweep's grid: schedules that fit other points, a relaxation's infeasibility and lower bound."""
 
 from dataclasses import replace
 
 import pytest
 from test_sweep import small_scenario
 
-from poetsim.implied import apply_implied, relaxes
+from poetsim.checker import check_schedule
+from poetsim.implied import apply_implied, relaxes, schedule_donor
+from poetsim.pipeline import problem_for_point
 from poetsim.runs import ResultRow, RunsFile
+from poetsim.schedule_io import load_json
 from poetsim.status import Status
-from poetsim.sweep import carry_proofs, run_sweep
+from poetsim.sweep import POINTS_DIR, carry_across_grid, point_slug, run_sweep
 
 
 def row(strategy="hybrid", ram=1000, deadline=2.0, status=Status.FEASIBLE, bound=None, total=None, **changes):
@@ -62,10 +65,59 @@ def test_a_lower_bound_is_never_lowered_and_proven_rows_are_left_alone():
     assert apply_implied([loose, better, optimal])[1:] == [better, optimal]
 
 
-def test_carry_proofs_on_a_real_sweep_restores_what_a_time_limit_left_unproven(tmp_path):
+def test_a_point_takes_the_cheapest_schedule_that_fits_its_budgets_and_moves():
+    own = row("recompute-only", ram=900, deadline=2.0, total=13.0, bound=11.0)
+    with_schedule = dict(status=Status.OPTIMAL, predicted_peak_ram_bytes=850, predicted_runtime_s=1.9,
+                         predicted_recomputations=2, predicted_page_ins=0, predicted_page_outs=0)
+    looser = row("recompute-only", ram=1000, deadline=3.0, total=12.0, **with_schedule)   # fits: 850 B, 1.9 s
+    cheaper_hybrid = row("hybrid", ram=900, total=11.5, **with_schedule)                    # never pages
+    pages = row("hybrid", ram=950, total=11.0, **{**with_schedule, "predicted_page_ins": 1})
+    too_big = row("hybrid", ram=2000, total=10.5, **{**with_schedule, "predicted_peak_ram_bytes": 1500})
+    too_slow = row("hybrid", ram=980, total=10.5, **{**with_schedule, "predicted_runtime_s": 2.5})
+    others = [looser, pages, too_big, too_slow]
+    assert schedule_donor(own, [own, *others]) is looser
+    assert schedule_donor(own, [own, *others, cheaper_hybrid]) is cheaper_hybrid
+    assert schedule_donor(replace(own, predicted_total_j=11.0), [own, *others]) is None      # none cheaper
+    assert schedule_donor(replace(own, status=Status.OPTIMAL), [own, *others]) is None
+
+
+def test_a_point_left_without_a_schedule_takes_a_neighbours_checked_schedule(tmp_path):
+    """Recompute-only at 70 % and 1.5x, cut short with no schedule, takes hybrid's at the same
+    point (it recomputes and never pages), checked again, saved in its folder, and proven
+    optimal by its own lower bound."""
+    scenario = small_scenario(tmp_path)
+    directory = tmp_path / "out"
+    runs = RunsFile(run_sweep(scenario, directory, jobs=2))
+    records = runs.records()
+    keys = [(r["platform"], r["ram"], r["runtime_x"], r["strategy"]) for r in records]
+    position = keys.index(("nrf52840", "70%", "1.5", "recompute-only"))
+    solved = ResultRow.from_dict(records[position])
+    points = {point.key: point for point in scenario.points()}
+    folder = directory / POINTS_DIR / point_slug(points[solved.point_key])
+    for path in folder.iterdir():
+        path.unlink()
+    folder.rmdir()
+    runs.rewrite({position: ResultRow(**{**{f: getattr(solved, f) for f in (
+        "scenario", "point_key", "model", "platform", "ram", "runtime_x", "strategy", "model_name", "timing",
+        "ram_budget_bytes", "deadline_s", "reserved_bytes", "keep_all_peak_bytes", "keep_all_energy_j",
+        "bound_j")}, "status": Status.NO_SOLUTION, "message": "timed out"})})
+
+    assert carry_across_grid(scenario, directory) == 1
+    taken = ResultRow.from_dict(runs.records()[position])
+    assert taken.status is Status.OPTIMAL and "hybrid at 70% RAM, 1.5x" in taken.message
+    assert taken.predicted_total_j == pytest.approx(solved.predicted_total_j)
+    problem = problem_for_point(scenario, points[solved.point_key])
+    checked = check_schedule(load_json(folder / "schedule.json"), problem.graph, problem.costs, problem.timing,
+                             problem.budgets)
+    assert checked.total_j == pytest.approx(taken.predicted_total_j)
+    assert (folder / "result.json").exists() and taken.simulated_total_j is not None
+
+
+def test_carry_across_grid_restores_what_a_time_limit_left_unproven(tmp_path):
     """The MCU sweep proves hybrid infeasible at 70 % and 1.0x and optimal at 70 % and 1.5x; a
     recompute-only solve cut short at those points (as a busy machine can) is completed from them."""
-    runs = RunsFile(run_sweep(small_scenario(tmp_path), tmp_path / "out", jobs=2))
+    scenario = small_scenario(tmp_path)
+    runs = RunsFile(run_sweep(scenario, tmp_path / "out", jobs=2))
     records = runs.records()
     rows = {(r.platform, r.ram, r.runtime_x, r.strategy): r for r in map(ResultRow.from_dict, records)}
     assert rows["nrf52840", "70%", 1.0, "hybrid"].status is Status.INFEASIBLE
@@ -81,10 +133,10 @@ def test_carry_proofs_on_a_real_sweep_restores_what_a_time_limit_left_unproven(t
     runs.rewrite({positions[key]: replace(rows[key], **change) for key, change in cut_short.items()})
     before = runs.path.read_text().splitlines()
 
-    assert carry_proofs(runs) == 2
+    assert carry_across_grid(scenario, tmp_path / "out") == 2
     after = runs.path.read_text().splitlines()
     assert sum(a != b for a, b in zip(before, after)) == 2      # every other row byte for byte
     again = {(r.platform, r.ram, r.runtime_x, r.strategy): r for r in map(ResultRow.from_dict, runs.records())}
     assert again["nrf52840", "70%", 1.0, "recompute-only"].status is Status.INFEASIBLE
     assert again["nrf52840", "70%", 1.5, "recompute-only"].status is Status.OPTIMAL
-    assert carry_proofs(runs) == 0
+    assert carry_across_grid(scenario, tmp_path / "out") == 0

@@ -241,7 +241,11 @@ def run_sweep(
                             "rerun with --resume once that is fixed") from None
         if stop.signum is not None:
             raise Interrupted(stop.signum, _kept(plan), plan.total)
-        carry_across_grid(plan.scenario, plan.directory)
+        try:
+            carry_across_grid(plan.scenario, plan.directory)
+        except OSError as exc:
+            raise StorageError(f"{StorageError.from_os_error(exc, 'write')}; every point's own row is kept, and "
+                               "--resume carries the grid's facts again") from None
     return plan.runs.path
 
 
@@ -261,9 +265,13 @@ def carry_across_grid(scenario: Scenario, directory: Path) -> int:
     adopted = list(rows)
     for position, row in enumerate(rows):
         donor = schedule_donor(row, rows)
-        if donor is not None and row.point_key in points and donor.point_key in points:
+        if donor is None or row.point_key not in points or donor.point_key not in points:
+            continue
+        try:
             adopted[position] = _adopt(scenario, directory, points[row.point_key], row, points[donor.point_key],
                                        donor) or row
+        except PoetsimError:
+            continue   # the donor's files cannot be read or checked here: the point keeps its own
     carried = apply_implied(adopted)
     changed = {position: new for position, (old, new) in enumerate(zip(rows, carried)) if new is not old}
     for row in changed.values():

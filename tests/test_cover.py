@@ -70,6 +70,26 @@ def test_the_deadline_bars_recomputation_and_can_prove_infeasibility():
     assert recompute.infeasible and "deadline" in recompute.message
 
 
+def test_under_overlap_transfers_that_outlast_the_deadline_prove_paging_infeasible():
+    """r (100 B) must be absent while `mid` is computed (stage 3) and is read again by gr at
+    stage 5, so paging can make room: out during stage 2, in during stage 4. Each transfer takes
+    4 s, the plain pass 6 s. Under overlap the runtime is at least the whole DMA time (8 s), so at
+    a 6 s deadline no paging-only schedule fits, which the MILP confirms; at 12 s, or in the
+    paper's compute-only model (transfers take no time), paging r is the bound, 0.10 J."""
+    nodes = [Node(0, "s", "input", False, (), 1), Node(1, "r", "op", False, (0,), 100),
+             Node(2, "big", "op", False, (1,), 100), Node(3, "mid", "op", False, (2,), 50),
+             Node(4, "out", "op", False, (3,), 50), Node(5, "gr", "grad", True, (1, 4), 1)]
+    graph = TrainingGraph.create("slow_storage", nodes)
+    costs = cost_table(graph, [1.0] * 6, [1.0] * 6, [4.0] * 6, [0.05] * 6)
+    tight, loose = Budgets(201, 6.0), Budgets(201, 12.0)
+    paging = cover_bound(graph, costs, tight, PAGING_ONLY, OV)
+    assert paging.infeasible and "transfers" in paging.message
+    assert optimise(graph, costs, tight, PAGING_ONLY, OV, warm_start=False).status == "infeasible"
+    assert overhead(cover_bound(graph, costs, loose, PAGING_ONLY, OV)) == pytest.approx(0.10, rel=1e-9)
+    assert overhead(cover_bound(graph, costs, tight, PAGING_ONLY, CO)) == pytest.approx(0.10, rel=1e-9)
+    assert optimise(graph, costs, loose, PAGING_ONLY, OV).status == "optimal"
+
+
 def test_under_overlap_a_recomputation_also_costs_static_power_for_its_time():
     """relu_or_conv's r takes 1 s to recompute; at 0.5 W of static power that adds 0.5 J."""
     graph, base = relu_or_conv(node_j=0.01, page_j=0.05)

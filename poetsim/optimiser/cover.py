@@ -37,8 +37,13 @@ compute is resident when it runs):
    a stage lasts max(compute, DMA / channels) >= its compute time. Either way a schedule's
    runtime is at least one plain pass plus sum c_i x^R_i, so sum c_i x^R_i <= runtime budget -
    plain pass (the knapsack row). Under `overlap` the energy includes static power x runtime,
-   so x^R_i also costs static_power_w x c_i. Paging time can hide behind compute and is not
-   counted: the bound stays valid by leaving it out.
+   so x^R_i also costs static_power_w x c_i. Paging time can hide behind compute, but not
+   beyond it: under `overlap` each stage also lasts at least its DMA time / channels, so the
+   runtime is at least the whole DMA time / channels, and x^P_i's one page-out and one page-in
+   give sum (tout_i + tin_i) x^P_i <= channels x runtime budget (the transfer row). On the
+   Jetson TX2, whose eMMC moves a 2 MB tensor out and back in about 40 ms against a 139 ms
+   pass, this row alone proves paging-only infeasible at 70 % RAM. Under `compute-only`
+   transfers take no time, and there is no such row.
 5. *Cascades* (`cascades=True`). Recomputing i in (t, j] needs each input d of i resident at
    that moment. An input d that the row of stage t does not count (d is not t, not an input of
    t and not in `L_t`: its last reader was before t) is then either held at `Compute(t)`, and
@@ -208,7 +213,7 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     infeasible = result(None, infeasible=True, message=(
         f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
         f"{budgets.runtime_s:.6g} s: the deadline leaves {deadline_slack_s(budgets, costs):.6g} s beyond one "
-        "plain pass, less than the recomputation that staying within the RAM budget needs"))
+        "plain pass, less than the recomputation or the transfers that staying within the RAM budget need"))
     found = _CoverModel(graph, costs, timing, moves, rows, budgets, cascades=False).solve(
         left_s(NO_CASCADE_SHARE if cascades else 1.0))
     if found is None:
@@ -248,7 +253,8 @@ class _CoverModel:
         self.held: dict[int, list[int]] = {}  # stage -> outputs with an h column there
         for row in rows:
             self.add_stage(row)
-        self.add_restore_rows(deadline_slack_s(budgets, costs))
+        dma_s = costs.dma_channels * budgets.runtime_s if Timing(timing) is Timing.OVERLAP else None
+        self.add_restore_rows(deadline_slack_s(budgets, costs), dma_s)
 
     @property
     def uses_cascades(self) -> bool:
@@ -300,8 +306,9 @@ class _CoverModel:
                 terms.append((self.x("P", d), -1.0))
             program.row(terms, -math.inf, 0.0)
 
-    def add_restore_rows(self, slack_s: float) -> None:
-        """x^R_i + x^P_i <= 1, and the recomputation time within the deadline's slack."""
+    def add_restore_rows(self, slack_s: float, dma_s: float | None) -> None:
+        """x^R_i + x^P_i <= 1, the recomputation time within the deadline's slack, and (under
+        `overlap`, `dma_s` given) the transfer time within the deadline times the DMA channels."""
         columns = self.program.columns
         for key, col in list(columns.items()):
             if key[0] == "R" and ("P", key[1]) in columns:
@@ -310,6 +317,11 @@ class _CoverModel:
                  if key[0] == "R" and self.costs.compute_s[key[1]] > 0]
         if timed:
             self.program.row(timed, -math.inf, slack_s / self.time_scale)
+        costs = self.costs
+        moved = [(col, (costs.page_out_s[key[1]] + costs.page_in_s[key[1]]) / self.time_scale)
+                 for key, col in columns.items() if key[0] == "P"]
+        if dma_s is not None and moved:
+            self.program.row(moved, -math.inf, dma_s / self.time_scale)
 
     def solve(self, time_limit_s: float | None):
         """(overhead bound in J, recomputed, paged, exact), or None when the cover is infeasible."""

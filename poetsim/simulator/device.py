@@ -29,7 +29,18 @@ import math
 from collections import deque
 
 from poetsim.errors import InternalError
-from poetsim.simulator.trace import ALLOC, FREE, WAIT_BARRIER, WAIT_BUS, WAIT_CHANNEL, WAIT_INPUT, WAIT_RAM, WAIT_SOURCE, Trace
+from poetsim.simulator.trace import (
+    ALLOC,
+    FREE,
+    WAIT_BARRIER,
+    WAIT_BUS,
+    WAIT_CHANNEL,
+    WAIT_INPUT,
+    WAIT_RAM,
+    WAIT_SOURCE,
+    Trace,
+    pack_row,
+)
 
 # The phases of a transfer: waiting for a channel, holding one while its source is still
 # running, running (its latency, then moving its bytes from `bus_start_s` on), done.
@@ -108,7 +119,7 @@ class Device:
     def __init__(self, trace: Trace, dma_channels: int, bus_bytes_per_s: float, ram_capacity_bytes: float,
                  waits_for_ram: bool):
         self.trace = trace
-        self._record = trace.add  # bound once: it runs for every event
+        self._rows = trace.rows  # events are appended here as they happen (`trace.pack_row`)
         self.now = 0.0
         self.bus_bytes_per_s = bus_bytes_per_s
         # An operator whose bus demand is within this margin cannot slow anything, whatever
@@ -159,7 +170,7 @@ class Device:
         self.now = end
         self.compute_busy_s += end - start
         self.bus_moved_bytes += moved_bytes
-        self._record(start, end, event, node, stage)
+        self._rows += pack_row(start, end, event, node, stage)
         return True
 
     def _contended(self, work_s: float, rate_bytes_per_s: float) -> float:
@@ -233,7 +244,7 @@ class Device:
             free_at[c] = end_s = begin_s + seconds
             if begin_s > start_s:
                 self.record_wait(start_s, begin_s, WAIT_CHANNEL, node, stage)
-            self._record(begin_s, end_s, event, node, stage)
+            self._rows += pack_row(begin_s, end_s, event, node, stage)
             self.dma_busy_s += seconds
             self.bus_moved_bytes += self.trace.output_bytes[node]
         end_s = max(free_at)
@@ -290,7 +301,7 @@ class Device:
             self.last_end_s = at_s
         self.dma_busy_s += at_s - tr.started_s
         buffer = tr.buffer
-        self._record(tr.started_s, at_s, tr.event, tr.node, tr.stage)
+        self._rows += pack_row(tr.started_s, at_s, tr.event, tr.node, tr.stage)
         nominal_end_s = tr.bus_start_s + tr.bus_s
         if at_s > nominal_end_s:
             self.record_wait(nominal_end_s, at_s, WAIT_BUS, tr.node, tr.stage)
@@ -352,7 +363,7 @@ class Device:
             self.peak_ram_bytes = self.ram_bytes
             self.pending_at_peak_bytes = self.pending_bytes
         if traced:
-            self._record(self.now, self.now, ALLOC, node, stage)
+            self._rows += pack_row(self.now, self.now, ALLOC, node, stage)
         return True
 
     def _wait_for_ram(self, size_bytes: int, node: int, stage: int) -> bool:
@@ -369,7 +380,7 @@ class Device:
     def release(self, size_bytes: int, node: int, stage: int, at_s: float) -> None:
         """Give back `size_bytes` at `at_s`."""
         self.ram_bytes -= size_bytes
-        self._record(at_s, at_s, FREE, node, stage)
+        self._rows += pack_row(at_s, at_s, FREE, node, stage)
 
     def hold(self, buffer: Buffer, stage: int) -> None:
         """Free `buffer` at `stage`, its bytes held until the transfers using it end."""
@@ -381,4 +392,4 @@ class Device:
     def record_wait(self, since_s: float, until_s: float, event: int, node: int, stage: int) -> None:
         """Count a wait from `since_s` to `until_s` under its cause (`event`) and trace it."""
         self.waits_s[event] += until_s - since_s
-        self._record(since_s, until_s, event, node, stage)
+        self._rows += pack_row(since_s, until_s, event, node, stage)

@@ -95,7 +95,7 @@ class Transfer:
         # (a measured time shorter than the latency is all latency).
         self.latency_s = latency_s if latency_s < total_s else total_s
         self.bus_s = total_s - self.latency_s
-        self.rate_bytes_per_s = Transfer.rate(buffer.size_bytes, total_s, latency_s)
+        self.rate_bytes_per_s = buffer.size_bytes / self.bus_s if self.bus_s > 0 else 0.0  # `rate`, written out
         self.issued_s = issued_s
         self.phase = QUEUED
         self.due_s = math.inf  # its end once DONE
@@ -149,13 +149,14 @@ class Device:
         False (nothing done) if its output does not fit in RAM, even after waiting for pending
         releases when the device `waits_for_ram`. The operator moves `moved_bytes` over the bus.
         """
-        if self.pending_bytes or self.ram_bytes + size_bytes > self.ram_capacity_bytes:
+        ram_bytes = self.ram_bytes + size_bytes
+        if self.pending_bytes or ram_bytes > self.ram_capacity_bytes:
             if not self.allocate(size_bytes, node, stage, traced=False):
                 return False
         else:  # the common case of `allocate`, written out: it runs once per operator
-            self.ram_bytes += size_bytes
-            if self.ram_bytes > self.peak_ram_bytes:
-                self.peak_ram_bytes = self.ram_bytes
+            self.ram_bytes = ram_bytes
+            if ram_bytes > self.peak_ram_bytes:
+                self.peak_ram_bytes = ram_bytes
                 self.pending_at_peak_bytes = 0
         start = end = self.now
         if work_s > 0:
@@ -163,10 +164,12 @@ class Device:
             if self.in_flight:
                 rate = moved_bytes / work_s
                 if rate > self._contention_margin:
-                    end = self._contended(work_s, min(rate, self.bus_bytes_per_s))
-                    if end > start + work_s:
+                    bus_bytes_per_s = self.bus_bytes_per_s
+                    end = self._contended(work_s, bus_bytes_per_s if bus_bytes_per_s < rate else rate)
+                    if end > start + work_s:  # a bus wait (`record_wait`, written out: a narrow bus makes many)
                         self.compute_stretch_s += end - (start + work_s)
-                        self.record_wait(start + work_s, end, WAIT_BUS, node, stage)
+                        self.waits_s[WAIT_BUS] += end - (start + work_s)
+                        self._rows += pack_row(start + work_s, end, WAIT_BUS, node, stage)
         self.now = end
         self.compute_busy_s += end - start
         self.bus_moved_bytes += moved_bytes
@@ -303,8 +306,9 @@ class Device:
         buffer = tr.buffer
         self._rows += pack_row(tr.started_s, at_s, tr.event, tr.node, tr.stage)
         nominal_end_s = tr.bus_start_s + tr.bus_s
-        if at_s > nominal_end_s:
-            self.record_wait(nominal_end_s, at_s, WAIT_BUS, tr.node, tr.stage)
+        if at_s > nominal_end_s:  # a bus wait (`record_wait`, written out: a narrow bus makes many)
+            self.waits_s[WAIT_BUS] += at_s - nominal_end_s
+            self._rows += pack_row(nominal_end_s, at_s, WAIT_BUS, tr.node, tr.stage)
         buffer.transfers -= 1
         if buffer.landing is tr:
             buffer.landing = None
@@ -372,7 +376,9 @@ class Device:
             return False
         since_s = self.now
         while self.ram_bytes + size_bytes > self.ram_capacity_bytes:
-            self.now = max(self.now, self._finish_next())
+            end_s = self._finish_next()
+            if end_s > self.now:
+                self.now = end_s
         self.record_wait(since_s, self.now, WAIT_RAM, node, stage)
         self.walker_waits += 1
         return True

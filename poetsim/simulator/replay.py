@@ -109,7 +109,6 @@ class _Replay:
         self.buffers: list = [None] * len(graph)
         # Each node's latest page-out, a page-in's source (None once a page-in found it ended).
         self.stored: dict[int, Transfer | None] = {}
-        self.page_ins_of_stage = (-1, 0)  # (stage, bytes) of the latest stage's page-ins, for error messages
         self.walker_end_s = 0.0
         self.dma_packing_s = 0.0      # barrier: stages' extra length from whole transfers on channels
         self.dma_excess_s = 0.0       # free-running: sum over stages of max(0, DMA / channels - compute)
@@ -259,7 +258,6 @@ class _Replay:
             if type(ins) is PageIn:
                 if not device.allocate(self.sizes[i], i, t, traced=True):
                     self._overdraft(ins, t)
-                self._count_page_in(t, i)
                 timed.append((PAGE_IN, i, self.costs.page_in_s[i]))
             else:
                 timed.append((PAGE_OUT, i, self.costs.page_out_s[i]))
@@ -299,7 +297,6 @@ class _Replay:
         size = self.sizes[i]
         if not device.allocate(size, i, t, traced=True):
             self._overdraft(ins, t)
-        self._count_page_in(t, i)
         buffer = self.buffers[i] = Buffer(size, i)
         source = self.stored.get(i)
         if source is not None and source.phase == DONE:
@@ -309,17 +306,13 @@ class _Replay:
         device.issue(buffer.landing)
         return total_s
 
-    def _count_page_in(self, t: int, node: int) -> None:
-        stage, size_bytes = self.page_ins_of_stage
-        self.page_ins_of_stage = (t, (size_bytes if stage == t else 0) + self.sizes[node])
-
     def _overdraft(self, ins: Instruction, t: int, held: list[int] | tuple = ()) -> NoReturn:
         """Raise the SimulationError of an allocation that cannot fit, saying what holds the RAM."""
         device, size_bytes = self.device, self.sizes[ins.node]
         free_bytes = device.ram_capacity_bytes - device.ram_bytes
         reasons = []
-        stage, page_in_bytes = self.page_ins_of_stage
-        if stage == t and page_in_bytes:
+        page_in_bytes = self._page_in_bytes_before(ins, t)
+        if page_in_bytes:
             reasons.append(f"{page_in_bytes:,} bytes are this stage's page-ins, which hold their buffers from their issue")
         if held:
             held_bytes = sum(self.sizes[i] for i in held)
@@ -328,6 +321,18 @@ class _Replay:
         raise SimulationError(
             f"stage {t}, {type(ins).__name__}({ins.node}) at {device.now:.6g} s: RAM overdraft: needs "
             f"{size_bytes:,} bytes but only {free_bytes:,.0f} of {device.ram_capacity_bytes:,.0f} bytes are free{why}")
+
+    def _page_in_bytes_before(self, ins: Instruction, t: int) -> int:
+        """The bytes of stage t's page-ins issued before `ins`, a compute or a page-in: they hold their
+        buffers from their issue. Worked out only for an error message, from the stage's transfers (the
+        checker has made sure they lead the stage and page each node in at most once)."""
+        page_in_bytes = 0
+        for issued in self.schedule.stages[t]:
+            if issued is ins or type(issued) not in (PageOut, PageIn):
+                break
+            if type(issued) is PageIn:
+                page_in_bytes += self.sizes[issued.node]
+        return page_in_bytes
 
     # --- the result ---------------------------------------------------------------------------
 

@@ -9,9 +9,8 @@ instructions + inputs read), with flat lists indexed by node id for the machine 
 """
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from typing import Any, NoReturn
+from dataclasses import fields
+from typing import NoReturn
 
 from poetsim.costs import CostTable
 from poetsim.errors import InternalError, ScheduleError
@@ -19,7 +18,6 @@ from poetsim.graph import TrainingGraph
 from poetsim.schedule import Budgets, Compute, Figures, Free, Instruction, PageIn, PageOut, Schedule, Timing
 
 # The order within a stage: page-outs, then page-ins, then computes with their frees.
-_PHASE: dict[type[Instruction], int] = {PageOut: 0, PageIn: 1, Compute: 2, Free: 2}
 _PHASE_NAMES = ("page-outs", "page-ins", "computes and frees")
 
 # compare_figures: below this absolute difference two figures are equal whatever their ratio,
@@ -96,21 +94,6 @@ def _show(ins: Instruction) -> str:
     return f"{type(ins).__name__}({ins.node})"
 
 
-@dataclass(slots=True)
-class _StageState:
-    """A stage that pages: its transfer phase, the outputs it moves, its DMA time.
-
-    Stages that neither page out nor page in (most of them) need none: the replay keeps their
-    state in local variables.
-    """
-
-    t: int
-    phase: int = 0
-    paging_out: set[int] = field(default_factory=set)
-    paging_in: dict[int, None] = field(default_factory=dict)  # an ordered set: made resident in order
-    dma_s: float = 0.0
-
-
 class _Replay:
     """The machine while a schedule is replayed: where each output is, RAM in use, totals so far.
 
@@ -137,35 +120,32 @@ class _Replay:
         self._recomputations = 0
         self._page_ins = 0
         self._page_outs = 0
-        # Each handler takes the instruction kind it is listed under, hence `Any` for the instruction.
-        handlers: dict[type[Instruction], Callable[[_StageState, Any], int]] = {
-            PageOut: self._page_out, PageIn: self._page_in,
-        }
-        self._dispatch = {kind: (_PHASE[kind], handler) for kind, handler in handlers.items()}
 
     def run(self, stages) -> None:
         """Replay every stage: check what each instruction must satisfy (kind, node id, order), run
         it, then close its stage.
 
         This loop runs once per instruction of every checked schedule and of every simulation, so
-        the machine state lives in local variables, and computes and frees (nearly every
-        instruction, and all of the last phase, so never out of order) are run here, written
-        out. Page-outs and page-ins go to their handlers on the stage's `_StageState`, made by its
-        first transfer; each returns the RAM it takes at once.
+        it is written out in one piece, the machine state in local variables: a call per
+        instruction would cost more than the instruction. Within a stage, `phase` is the last
+        phase seen (0 page-outs, 1 page-ins, 2 computes and frees); `paging_out` and `paging_in`
+        (an ordered set: made resident in order) are made by the stage's first transfer of each
+        kind, since most stages have none.
         """
-        num_nodes, deps, sizes, resident = self._num_nodes, self._deps, self._bytes, self._resident
-        compute_s, node_compute_j, overlap = self._costs.compute_s, self._costs.compute_j, self._overlap
-        channels = self._costs.dma_channels
+        num_nodes, deps, sizes, resident, on_storage = (
+            self._num_nodes, self._deps, self._bytes, self._resident, self._on_storage)
+        costs, overlap = self._costs, self._overlap
+        compute_s, node_compute_j, channels = costs.compute_s, costs.compute_j, costs.dma_channels
         ram_bytes, peak_ram_bytes, runtime_s = self._ram_bytes, self._peak_ram_bytes, self._runtime_s
         compute_j, recompute_j, recomputations = self._compute_j, self._recompute_j, self._recomputations
+        page_in_j, page_out_j, page_ins, page_outs = self._page_in_j, self._page_out_j, self._page_ins, self._page_outs
         for t, instructions in enumerate(stages):
             # Stage-start RAM: what is resident; page-ins issued under overlap add to it as they come.
             if ram_bytes > peak_ram_bytes:
                 peak_ram_bytes = ram_bytes
-            stage: _StageState | None = None
-            paging_in: dict[int, None] | None = None
             paging_out: set[int] | None = None
-            phase, last_compute, stage_compute_s, deferred_free_bytes = 0, -1, 0.0, 0
+            paging_in: dict[int, None] | None = None
+            phase, last_compute, deferred_free_bytes, stage_compute_s, stage_dma_s = 0, -1, 0, 0.0, 0.0
             for ins in instructions:
                 kind = type(ins)
                 if kind is Compute:
@@ -202,46 +182,71 @@ class _Replay:
                         deferred_free_bytes += sizes[i]
                     else:
                         ram_bytes -= sizes[i]
+                elif kind is PageOut:
+                    i = ins.node
+                    if type(i) is not int or not 0 <= i < num_nodes:
+                        self._check_node(t, ins)
+                    if phase > 0:
+                        _out_of_order(t, ins, 0, phase)
+                    if not resident[i]:
+                        _fail(t, ins, f"node {i} is not in RAM at the start of the stage")
+                    if paging_out is None:
+                        paging_out = set()
+                    elif i in paging_out:
+                        _fail(t, ins, f"node {i} is already being paged out in this stage")
+                    paging_out.add(i)
+                    stage_dma_s += costs.page_out_s[i]
+                    page_out_j += costs.page_out_j[i]
+                    page_outs += 1
+                elif kind is PageIn:
+                    i = ins.node
+                    if type(i) is not int or not 0 <= i < num_nodes:
+                        self._check_node(t, ins)
+                    if phase > 1:
+                        _out_of_order(t, ins, 1, phase)
+                    phase = 1
+                    if resident[i]:
+                        _fail(t, ins, f"node {i} is already in RAM")
+                    if not on_storage[i]:
+                        _fail(t, ins, f"node {i} is not on storage (it was not paged out in an earlier stage)")
+                    if paging_in is None:
+                        paging_in = {}
+                    elif i in paging_in:
+                        _fail(t, ins, f"node {i} is already being paged in in this stage")
+                    paging_in[i] = None
+                    if overlap:
+                        # The transfer writes into RAM during this stage, so its buffer is held from the start.
+                        ram_bytes += sizes[i]
+                        if ram_bytes > peak_ram_bytes:
+                            peak_ram_bytes = ram_bytes
+                    stage_dma_s += costs.page_in_s[i]
+                    page_in_j += costs.page_in_j[i]
+                    page_ins += 1
                 else:
-                    if stage is None:
-                        stage = _StageState(t, phase)
-                        paging_in, paging_out = stage.paging_in, stage.paging_out
-                    elif phase:
-                        stage.phase = phase
-                    ram_bytes += self._run_transfer(stage, ins)
-                    if ram_bytes > peak_ram_bytes:
-                        peak_ram_bytes = ram_bytes
+                    raise ScheduleError(f"stage {t}: unknown instruction {ins!r}")
+            # The stage closes: it must have computed node t last; then its transfers land.
             if last_compute != t:
                 found = "no compute" if last_compute < 0 else f"Compute({last_compute})"
                 raise ScheduleError(f"stage {t}: the last compute must be Compute({t}), found {found}")
-            if stage is None:
-                dma_s = 0.0
-            else:
-                ram_bytes += self._land(stage) - deferred_free_bytes
-                dma_s = stage.dma_s / channels
-            if overlap:  # max(compute, DMA / channels), written out
+            if paging_in is not None:
+                for i in paging_in:
+                    resident[i] = True
+                    if not overlap:
+                        # The paper's accounting: a page-in occupies RAM from the next stage's start.
+                        ram_bytes += sizes[i]
+            if paging_out is not None:
+                for i in paging_out:
+                    on_storage[i] = True
+                # The outputs freed while being paged out give their RAM back now.
+                ram_bytes -= deferred_free_bytes
+            if overlap:
+                dma_s = stage_dma_s / channels  # max(compute, DMA / channels), written out
                 runtime_s += dma_s if dma_s > stage_compute_s else stage_compute_s
             else:
                 runtime_s += stage_compute_s
         self._ram_bytes, self._peak_ram_bytes, self._runtime_s = ram_bytes, peak_ram_bytes, runtime_s
         self._compute_j, self._recompute_j, self._recomputations = compute_j, recompute_j, recomputations
-
-    def _run_transfer(self, stage: _StageState, ins) -> int:
-        """Check and run an instruction other than a compute or a free: a page-out or a page-in;
-        the bytes it allocates at once."""
-        entry = self._dispatch.get(type(ins))
-        if entry is None:
-            raise ScheduleError(f"stage {stage.t}: unknown instruction {ins!r}")
-        phase, handler = entry
-        self._check_node(stage.t, ins)
-        if phase < stage.phase:
-            _fail(
-                stage.t, ins,
-                f"out of order: {_PHASE_NAMES[phase]} must come before {_PHASE_NAMES[stage.phase]} "
-                "(the order is page-outs, page-ins, then computes and frees)",
-            )
-        stage.phase = phase
-        return handler(stage, ins)
+        self._page_in_j, self._page_out_j, self._page_ins, self._page_outs = page_in_j, page_out_j, page_ins, page_outs
 
     def _check_node(self, t: int, ins: Instruction) -> None:
         """Refuse a node id that is not an int in range (a bool passes, as isinstance says)."""
@@ -264,45 +269,11 @@ class _Replay:
             page_outs=self._page_outs,
         )
 
-    def _page_out(self, stage: _StageState, ins: PageOut) -> int:
-        i = ins.node
-        if not self._resident[i]:
-            _fail(stage.t, ins, f"node {i} is not in RAM at the start of the stage")
-        if i in stage.paging_out:
-            _fail(stage.t, ins, f"node {i} is already being paged out in this stage")
-        stage.paging_out.add(i)
-        stage.dma_s += self._costs.page_out_s[i]
-        self._page_out_j += self._costs.page_out_j[i]
-        self._page_outs += 1
-        return 0
 
-    def _page_in(self, stage: _StageState, ins: PageIn) -> int:
-        i = ins.node
-        if self._resident[i]:
-            _fail(stage.t, ins, f"node {i} is already in RAM")
-        if not self._on_storage[i]:
-            _fail(stage.t, ins, f"node {i} is not on storage (it was not paged out in an earlier stage)")
-        if i in stage.paging_in:
-            _fail(stage.t, ins, f"node {i} is already being paged in in this stage")
-        stage.paging_in[i] = None
-        stage.dma_s += self._costs.page_in_s[i]
-        self._page_in_j += self._costs.page_in_j[i]
-        self._page_ins += 1
-        # Under overlap the transfer writes into RAM during this stage, so its buffer is held from the start.
-        return self._bytes[i] if self._overlap else 0
-
-    def _land(self, stage: _StageState) -> int:
-        """At the end of a stage that pages, its page-ins are resident and its page-outs on storage;
-        the RAM the landed page-ins add (the caller gives back the outputs freed while paging out)."""
-        change_bytes = 0
-        for i in stage.paging_in:
-            self._resident[i] = True
-            if not self._overlap:
-                # The paper's accounting: a page-in occupies RAM from the next stage's start.
-                change_bytes += self._bytes[i]
-        for i in stage.paging_out:
-            self._on_storage[i] = True
-        return change_bytes
+def _out_of_order(t: int, ins: Instruction, phase: int, later_phase: int) -> NoReturn:
+    """Raise the ScheduleError of a transfer of `phase` after an instruction of a `later_phase`."""
+    _fail(t, ins, f"out of order: {_PHASE_NAMES[phase]} must come before {_PHASE_NAMES[later_phase]} "
+                  "(the order is page-outs, page-ins, then computes and frees)")
 
 
 def _refuse_compute(t: int, last_compute: int, ins: Compute, resident: list[bool]) -> NoReturn:

@@ -199,7 +199,7 @@ class Device:
                 else:
                     event_s, is_end = now + (tr.due_s - now) / speed, True
                 if event_s < next_s:
-                    next_s, which, ends = max(event_s, now), tr, is_end
+                    next_s, which, ends = now if now > event_s else event_s, tr, is_end
             if speed < 1.0:  # the work the slowdown leaves undone until next_s moves every end later
                 lag_s = (next_s - now) * (1.0 - speed)
                 for tr in channels:

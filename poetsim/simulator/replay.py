@@ -220,8 +220,10 @@ class _Replay:
             else:
                 device.release(sizes[k], k, t, device.now)
         end_s = device.drain() if lanes_end_s is None else lanes_end_s
-        for i in held:
-            device.release(sizes[i], i, t, max(end_s, device.now))
+        if held:
+            barrier_s = device.now if device.now > end_s else end_s
+            for i in held:
+                device.release(sizes[i], i, t, barrier_s)
         if self.costs.dma_channels > 1:
             self._count_packing(stage_compute_s, transfers)
         return end_s

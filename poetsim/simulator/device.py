@@ -129,6 +129,9 @@ class Device:
         self._channels: list[Transfer | None] = [None] * dma_channels
         self._queue: deque[Transfer] = deque()
         self.in_flight = 0
+        # No transfer on a channel is due before this: a lower bound (ends only move later), made
+        # exact by `advance_dma`, which callers skip while it is after `now`: most of the time.
+        self._due_bound_s = math.inf
         self.ram_capacity_bytes = ram_capacity_bytes
         self.waits_for_ram = waits_for_ram
         self.ram_bytes = 0
@@ -182,7 +185,8 @@ class Device:
         Events: the operator's end, a transfer's latency ending (its demand joins the bus), a
         transfer's end. Between two, every activity on the bus runs at speed B / demand (at most 1).
         """
-        self.advance_dma(self.now)
+        if self._due_bound_s <= self.now:
+            self.advance_dma(self.now)
         now, left_s, bandwidth, channels = self.now, work_s, self.bus_bytes_per_s, self._channels
         while True:
             demand = rate_bytes_per_s
@@ -218,7 +222,7 @@ class Device:
 
     def issue(self, transfer: Transfer) -> None:
         """Queue a transfer at `now`; it starts on a free channel at once if there is one."""
-        if self.in_flight:
+        if self._due_bound_s <= self.now:
             self.advance_dma(self.now)
         self.in_flight += 1
         transfer.buffer.transfers += 1
@@ -256,13 +260,19 @@ class Device:
 
     def advance_dma(self, until_s: float) -> None:
         """Finish every transfer due by `until_s` (the bus is at full speed meanwhile)."""
+        if self._due_bound_s > until_s:
+            return
         channels = self._channels
-        while self.in_flight:
-            first = None
+        while True:
+            first, bound_s = None, math.inf
             for tr in channels:
-                if tr is not None and tr.due_s <= until_s and (first is None or tr.due_s < first.due_s):
-                    first = tr
+                if tr is not None:
+                    if tr.due_s <= until_s and (first is None or tr.due_s < first.due_s):
+                        first = tr
+                    if tr.due_s < bound_s:
+                        bound_s = tr.due_s
             if first is None:
+                self._due_bound_s = bound_s
                 return
             self._finish(first)
 
@@ -280,7 +290,7 @@ class Device:
 
     def wait_for(self, transfer: Transfer, node: int, stage: int) -> None:
         """The walker waits until `transfer` has ended (an input still landing)."""
-        if transfer.phase != DONE:
+        if transfer.phase != DONE and self._due_bound_s <= self.now:
             self.advance_dma(self.now)
         while transfer.phase != DONE:
             self._finish_next()
@@ -347,6 +357,8 @@ class Device:
         tr.phase, tr.started_s = RUNNING, at_s
         tr.bus_start_s = at_s + tr.latency_s
         tr.due_s = tr.bus_start_s + tr.bus_s
+        if tr.due_s < self._due_bound_s:
+            self._due_bound_s = tr.due_s
         self.bus_moved_bytes += tr.buffer.size_bytes
 
     # --- RAM ----------------------------------------------------------------------------------
@@ -357,7 +369,7 @@ class Device:
         Releases due by now are handled first, so that the peak is exact. `traced`: record an
         alloc row (a compute's allocation is implied by its compute row, see `trace`).
         """
-        if self.pending_bytes:
+        if self.pending_bytes and self._due_bound_s <= self.now:
             self.advance_dma(self.now)
         if self.ram_bytes + size_bytes > self.ram_capacity_bytes:
             if not (self.waits_for_ram and self._wait_for_ram(size_bytes, node, stage)):

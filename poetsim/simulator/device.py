@@ -105,7 +105,7 @@ class Transfer:
     @staticmethod
     def rate(size_bytes: int, total_s: float, latency_s: float) -> float:
         """A transfer's demand on the bus: its bytes over its bandwidth part (0 if it has none)."""
-        bus_s = total_s - min(latency_s, total_s)
+        bus_s = total_s - (total_s if total_s < latency_s else latency_s)  # min(), written out
         return size_bytes / bus_s if bus_s > 0 else 0.0
 
 
@@ -303,6 +303,7 @@ class Device:
         """Run every transfer to its end; the time the last one ended (or the last end so far)."""
         while self.in_flight:
             self._finish_next()
+        self._due_bound_s = math.inf  # exact: no transfer is left
         return self.last_end_s
 
     def _finish(self, tr: Transfer) -> None:

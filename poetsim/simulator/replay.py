@@ -215,10 +215,13 @@ class _Replay:
                 if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
                     self._overdraft(ins, t, held=held)
                 stage_compute_s += compute_s[k]
-            elif _pages_out(transfers, k):
-                held.append(k)
             else:
-                device.release(sizes[k], k, t, device.now)
+                for paging in transfers:  # they are few: a scan beats a set
+                    if paging.node == k and type(paging) is PageOut:
+                        held.append(k)
+                        break
+                else:
+                    device.release(sizes[k], k, t, device.now)
         end_s = device.drain() if lanes_end_s is None else lanes_end_s
         if held:
             barrier_s = device.now if device.now > end_s else end_s
@@ -355,14 +358,6 @@ class _Replay:
                 input_wait_s=device.waits_s[WAIT_INPUT], ram_wait_s=device.waits_s[WAIT_RAM],
                 tail_s=makespan_s - self.walker_end_s)
         return make_result(self.mode.value, figures, stage_model, delta, device, self.costs.dma_channels, budgets)
-
-
-def _pages_out(transfers: tuple, node: int) -> bool:
-    """Whether a stage's leading `transfers` page `node` out (they are few: a scan beats a set)."""
-    for ins in transfers:
-        if ins.node == node and type(ins) is PageOut:
-            return True
-    return False
 
 
 def _list_schedule_s(transfers_s: list[float], channels: int) -> float:

@@ -54,7 +54,7 @@ class Buffer:
     released when its last transfer ends. Outputs no transfer touches need no Buffer (`PLAIN`).
     """
 
-    __slots__ = ("size_bytes", "node", "transfers", "landing", "freed_stage", "paged_out_stage")
+    __slots__ = ("size_bytes", "node", "transfers", "landing", "freed_stage")
 
     def __init__(self, size_bytes: int, node: int):
         self.size_bytes = size_bytes
@@ -62,7 +62,6 @@ class Buffer:
         self.transfers = 0
         self.landing: Transfer | None = None
         self.freed_stage = -1
-        self.paged_out_stage = -1
 
 
 #: Marks a resident output that no transfer has used: freeing it releases its bytes at once.
@@ -230,12 +229,11 @@ class Device:
             self._max_transfer_rate = transfer.rate_bytes_per_s
             self._contention_margin = self.bus_bytes_per_s - len(self._channels) * transfer.rate_bytes_per_s
         channels = self._channels
-        for c in range(len(channels)):
-            if channels[c] is None:
-                channels[c] = transfer
-                self._grant(transfer, self.now)
-                return
-        self._queue.append(transfer)
+        if None in channels:  # the first free channel
+            channels[channels.index(None)] = transfer
+            self._grant(transfer, self.now)
+        else:
+            self._queue.append(transfer)
 
     def transfers_at_once(self, transfers: list[tuple[int, int, float]], stage: int) -> float:
         """Run transfers issued together at `now` on an idle device and uncontended bus; when the last ends.

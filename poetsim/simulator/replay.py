@@ -289,7 +289,6 @@ class _Replay:
         buffer = self.buffers[i]
         if buffer is PLAIN or buffer is None:  # barrier mode keeps no buffers between stages
             buffer = self.buffers[i] = Buffer(self.sizes[i], i)
-        buffer.paged_out_stage = t
         total_s = self.costs.page_out_s[i]
         transfer = Transfer(PAGE_OUT, i, t, buffer, total_s, self.page_out_latency_s, self.device.now, buffer.landing)
         self.device.issue(transfer)

@@ -32,6 +32,7 @@ from poetsim.errors import InternalError
 from poetsim.simulator.trace import (
     ALLOC,
     FREE,
+    PAGE_OUT,
     WAIT_BARRIER,
     WAIT_BUS,
     WAIT_CHANNEL,
@@ -128,6 +129,9 @@ class Device:
         self._channels: list[Transfer | None] = [None] * dma_channels
         self._queue: deque[Transfer] = deque()
         self.in_flight = 0
+        # Each node's latest page-out while it runs or queues: what a page-in of the node copies
+        # (`source`). Dropped when it ends, so ended transfers do not live on until the run ends.
+        self.storing: dict[int, Transfer] = {}
         # No transfer on a channel is due before this: a lower bound (ends only move later), made
         # exact by `advance_dma`, which callers skip while it is after `now`: most of the time.
         self._due_bound_s = math.inf
@@ -225,6 +229,8 @@ class Device:
             self.advance_dma(self.now)
         self.in_flight += 1
         transfer.buffer.transfers += 1
+        if transfer.event == PAGE_OUT:
+            self.storing[transfer.node] = transfer
         if transfer.rate_bytes_per_s > self._max_transfer_rate:
             self._max_transfer_rate = transfer.rate_bytes_per_s
             self._contention_margin = self.bus_bytes_per_s - len(self._channels) * transfer.rate_bytes_per_s
@@ -329,6 +335,8 @@ class Device:
                 self._begin(waiter, at_s)
             tr.waiters = None
         tr.source = None
+        if tr.event == PAGE_OUT and self.storing.get(tr.node) is tr:
+            del self.storing[tr.node]
         c = self._channels.index(tr)
         following = self._queue.popleft() if self._queue else None
         self._channels[c] = following

@@ -39,7 +39,7 @@ from poetsim.errors import InternalError, SimulationError, UserInputError
 from poetsim.graph import TrainingGraph
 from poetsim.profiles import Platform
 from poetsim.schedule import Budgets, Compute, Figures, Free, Instruction, PageIn, PageOut, Schedule, Timing
-from poetsim.simulator.device import DONE, PLAIN, Buffer, Device, Transfer
+from poetsim.simulator.device import PLAIN, Buffer, Device, Transfer
 from poetsim.simulator.result import MakespanDelta, SimulationResult, make_result
 from poetsim.simulator.trace import COMPUTE, PAGE_IN, PAGE_OUT, RECOMPUTE, WAIT_BARRIER, WAIT_INPUT, WAIT_RAM, Trace
 
@@ -107,8 +107,6 @@ class _Replay:
         self.device = Device(self.trace, costs.dma_channels, bus_bytes_per_s, capacity_bytes,
                              waits_for_ram=mode is Mode.FREE_RUNNING)
         self.buffers: list = [None] * len(graph)
-        # Each node's latest page-out, a page-in's source (None once a page-in found it ended).
-        self.stored: dict[int, Transfer | None] = {}
         self.walker_end_s = 0.0
         self.dma_packing_s = 0.0      # barrier: stages' extra length from whole transfers on channels
         self.dma_excess_s = 0.0       # free-running: sum over stages of max(0, DMA / channels - compute)
@@ -222,7 +220,12 @@ class _Replay:
                         break
                 else:
                     device.release(sizes[k], k, t, device.now)
-        end_s = device.drain() if lanes_end_s is None else lanes_end_s
+        if lanes_end_s is None:
+            end_s = device.drain()
+            for ins in transfers:  # nothing uses their buffers after the barrier: let them go now
+                self.buffers[ins.node] = None
+        else:
+            end_s = lanes_end_s
         if held:
             barrier_s = device.now if device.now > end_s else end_s
             for i in held:
@@ -287,12 +290,11 @@ class _Replay:
         """Start copying an output to storage (after it has landed, if it is still being paged in)."""
         i = ins.node
         buffer = self.buffers[i]
-        if buffer is PLAIN or buffer is None:  # barrier mode keeps no buffers between stages
+        if buffer is PLAIN or buffer is None:  # barrier mode keeps none between stages (`_paging_stage`)
             buffer = self.buffers[i] = Buffer(self.sizes[i], i)
         total_s = self.costs.page_out_s[i]
         transfer = Transfer(PAGE_OUT, i, t, buffer, total_s, self.page_out_latency_s, self.device.now, buffer.landing)
         self.device.issue(transfer)
-        self.stored[i] = transfer
         return total_s
 
     def _page_in(self, ins: PageIn, t: int) -> float:
@@ -302,11 +304,9 @@ class _Replay:
         if not device.allocate(size, i, t, traced=True):
             self._overdraft(ins, t)
         buffer = self.buffers[i] = Buffer(size, i)
-        source = self.stored.get(i)
-        if source is not None and source.phase == DONE:
-            source = self.stored[i] = None
         total_s = self.costs.page_in_s[i]
-        buffer.landing = Transfer(PAGE_IN, i, t, buffer, total_s, self.page_in_latency_s, device.now, source)
+        buffer.landing = Transfer(PAGE_IN, i, t, buffer, total_s, self.page_in_latency_s, device.now,
+                                  device.storing.get(i))
         device.issue(buffer.landing)
         return total_s
 

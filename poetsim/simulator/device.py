@@ -156,14 +156,14 @@ class Device:
         releases when the device `waits_for_ram`. The operator moves `moved_bytes` over the bus.
         """
         ram_bytes = self.ram_bytes + size_bytes
-        if self.pending_bytes or ram_bytes > self.ram_capacity_bytes:
+        if ram_bytes > self.ram_capacity_bytes or (self.pending_bytes and self._due_bound_s <= self.now):
             if not self.allocate(size_bytes, node, stage, traced=False):
                 return False
-        else:  # the common case of `allocate`, written out: it runs once per operator
+        else:  # the common case of `allocate` (it fits, no release is due), written out: it runs once per operator
             self.ram_bytes = ram_bytes
             if ram_bytes > self.peak_ram_bytes:
                 self.peak_ram_bytes = ram_bytes
-                self.pending_at_peak_bytes = 0
+                self.pending_at_peak_bytes = self.pending_bytes
         start = end = self.now
         if work_s > 0:
             end = start + work_s

@@ -10,11 +10,12 @@ profile, and a greedy paging schedule of ResNet-18 on the Jetson TX2, whose bus-
 contend with its transfers. Every case runs in both replay modes.
 
 Figures. Time is CPU time (`time.process_time`) of `simulate()`, which includes its validation
-by the checker; the best of `REPEATS` runs is reported (the machine may be shared), with the
-median beside it. `instructions` excludes `Free` (it moves no data and takes no time);
-`events` are rows of the trace. Memory is the peak traced by `tracemalloc` during one more run,
-per instruction. `checker_ratio` is the simulation's time over the checker's alone, `loop_ratio`
-over a bare Python loop over the instructions. Targets: at least `TARGET_PER_S` instructions per
+by the checker; the best of several runs is reported (the machine may be shared), with the
+median beside it: `REPEATS` runs, or as many as take `MIN_CASE_CPU_S` for a short case.
+`instructions` excludes `Free` (it moves no data and takes no time); `events` are rows of the
+trace. Memory is the peak traced by `tracemalloc` during one more run, per instruction.
+`checker_ratio` is the simulation's time over the checker's alone, `loop_ratio` over a bare
+Python loop over the instructions. Targets: at least `TARGET_PER_S` instructions per
 second and at most `TARGET_BYTES` bytes per instruction on every case.
 
     python -m benchmarks.simulator [out.csv] [--quick]
@@ -27,6 +28,7 @@ modes and sets the simulated makespan and peak beside the checked prediction:
     python -m benchmarks.simulator --shipped [out.csv]   # default results/bench/simulator_shipped.csv
 """
 
+import math
 import statistics
 import sys
 import time
@@ -61,8 +63,12 @@ QUICK_CHAIN_FORWARD_NODES = (150, 1500)
 NARROW_BUS_BYTES_PER_S = 110e6
 ZOO_MODELS = ("resnet18", "resnet50", "bert_base")
 PLATFORM = "rpi4"
-#: Runs per case; the best CPU time is reported, the median beside it.
+#: Runs per case; the best CPU time is reported, the median beside it. A short case runs until
+#: its runs have taken `MIN_CASE_CPU_S` (at most `MAX_REPEATS` runs): a run of a few hundred
+#: microseconds is shorter than a time slice, so five of them may all be slowed by a neighbour.
 REPEATS = 5
+MIN_CASE_CPU_S = 0.5
+MAX_REPEATS = 500
 TARGET_PER_S = 300_000
 TARGET_BYTES = 200
 
@@ -179,13 +185,14 @@ def measure(case: Case, mode: Mode) -> dict:
     """Time, count and weigh one case in one mode (module doc)."""
     counts = case.schedule.counts()
     instructions = sum(counts.values()) - counts["free"]
-    repeats = REPEATS if instructions < 100_000 else 3
-
     budgets = case.budgets
 
     def replay():
         return simulate(case.schedule, case.graph, case.costs, case.platform, mode=mode, budgets=budgets)
 
+    first_s, _, _ = _best_cpu_s(replay, 1)  # to size the repeats
+    repeats = REPEATS if instructions < 100_000 else 3
+    repeats = max(repeats, min(MAX_REPEATS, math.ceil(MIN_CASE_CPU_S / max(first_s, 1e-9))))
     cpu_s, median_s, result = _best_cpu_s(replay, repeats)
     checker_s, _, predicted = _best_cpu_s(
         lambda: check_schedule(case.schedule, case.graph, case.costs, Timing.OVERLAP), repeats)

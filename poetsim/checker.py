@@ -9,9 +9,8 @@ instructions + inputs read), with flat lists indexed by node id for the machine 
 """
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any, NoReturn
+from dataclasses import fields
+from typing import NoReturn
 
 from poetsim.costs import CostTable
 from poetsim.errors import InternalError, ScheduleError
@@ -19,7 +18,6 @@ from poetsim.graph import TrainingGraph
 from poetsim.schedule import Budgets, Compute, Figures, Free, Instruction, PageIn, PageOut, Schedule, Timing
 
 # The order within a stage: page-outs, then page-ins, then computes with their frees.
-_PHASE: dict[type[Instruction], int] = {PageOut: 0, PageIn: 1, Compute: 2, Free: 2}
 _PHASE_NAMES = ("page-outs", "page-ins", "computes and frees")
 
 # compare_figures: below this absolute difference two figures are equal whatever their ratio,
@@ -43,8 +41,7 @@ def check_schedule(
     """
     _check_shape(schedule, graph, costs)
     replay = _Replay(graph, costs, Timing(timing))
-    for t, stage in enumerate(schedule.stages):
-        replay.run_stage(t, stage)
+    replay.run(schedule.stages)
     figures = replay.figures()
     if budgets is not None:
         _check_budgets(figures, budgets)
@@ -97,21 +94,6 @@ def _show(ins: Instruction) -> str:
     return f"{type(ins).__name__}({ins.node})"
 
 
-@dataclass(slots=True)
-class _StageState:
-    """What one stage has done so far: its phase, its transfers, its deferred frees, its times."""
-
-    t: int
-    phase: int = 0
-    last_compute: int = -1
-    # Created by the stage's first page-out / page-in: most stages have neither.
-    paging_out: set[int] | None = None
-    paging_in: dict[int, None] | None = None  # an ordered set: made resident in order
-    deferred_free_bytes: int = 0
-    compute_s: float = 0.0
-    dma_s: float = 0.0
-
-
 class _Replay:
     """The machine while a schedule is replayed: where each output is, RAM in use, totals so far.
 
@@ -125,7 +107,6 @@ class _Replay:
         self._deps = graph.deps
         self._bytes = graph.output_bytes
         self._costs = costs
-        self._compute_s, self._node_compute_j = costs.compute_s, costs.compute_j  # read once per compute
         self._overlap = timing is Timing.OVERLAP
         self._resident = [False] * self._num_nodes
         self._on_storage = [False] * self._num_nodes
@@ -139,58 +120,139 @@ class _Replay:
         self._recomputations = 0
         self._page_ins = 0
         self._page_outs = 0
-        # Each handler takes the instruction kind it is listed under, hence `Any` for the instruction.
-        handlers: dict[type[Instruction], Callable[[_StageState, Any], None]] = {
-            PageOut: self._page_out, PageIn: self._page_in, Compute: self._compute, Free: self._free,
-        }
-        self._dispatch = {kind: (_PHASE[kind], handler) for kind, handler in handlers.items()}
 
-    def run_stage(self, t: int, instructions) -> None:
-        """Replay stage t: check what every instruction must satisfy (kind, node id, order), run
-        each, then close the stage. The loop runs once per instruction of every checked schedule
-        (and of every simulation), so the common case is written out here: computes and frees,
-        the last phase, are never out of order and are run without a lookup of their handler."""
-        stage = _StageState(t)
-        # Stage-start RAM: what is resident; page-ins issued under overlap add to it as they come.
-        if self._ram_bytes > self._peak_ram_bytes:
-            self._peak_ram_bytes = self._ram_bytes
-        num_nodes, compute, free = self._num_nodes, self._compute, self._free
-        for ins in instructions:
-            kind = type(ins)
-            if kind is Compute or kind is Free:
-                node = ins.node
-                if type(node) is not int or not 0 <= node < num_nodes:
-                    self._check_node(stage, ins)
-                stage.phase = 2
+    def run(self, stages) -> None:
+        """Replay every stage: check what each instruction must satisfy (kind, node id, order), run
+        it, then close its stage.
+
+        This loop runs once per instruction of every checked schedule and of every simulation, so
+        it is written out in one piece, the machine state in local variables: a call per
+        instruction would cost more than the instruction. Within a stage, `phase` is the last
+        phase seen (0 page-outs, 1 page-ins, 2 computes and frees); `paging_out` and `paging_in`
+        (an ordered set: made resident in order) are made by the stage's first transfer of each
+        kind, since most stages have none.
+        """
+        num_nodes, deps, sizes, resident, on_storage = (
+            self._num_nodes, self._deps, self._bytes, self._resident, self._on_storage)
+        costs, overlap = self._costs, self._overlap
+        compute_s, node_compute_j, channels = costs.compute_s, costs.compute_j, costs.dma_channels
+        ram_bytes, peak_ram_bytes, runtime_s = self._ram_bytes, self._peak_ram_bytes, self._runtime_s
+        compute_j, recompute_j, recomputations = self._compute_j, self._recompute_j, self._recomputations
+        page_in_j, page_out_j, page_ins, page_outs = self._page_in_j, self._page_out_j, self._page_ins, self._page_outs
+        for t, instructions in enumerate(stages):
+            # Stage-start RAM: what is resident; page-ins issued under overlap add to it as they come.
+            if ram_bytes > peak_ram_bytes:
+                peak_ram_bytes = ram_bytes
+            paging_out: set[int] | None = None
+            paging_in: dict[int, None] | None = None
+            phase, last_compute, deferred_free_bytes, stage_compute_s, stage_dma_s = 0, -1, 0, 0.0, 0.0
+            for ins in instructions:
+                kind = type(ins)
                 if kind is Compute:
-                    compute(stage, ins)
+                    k = ins.node
+                    if type(k) is not int or not 0 <= k < num_nodes:
+                        self._check_node(t, ins)
+                    phase = 2
+                    if k > t or k <= last_compute or resident[k] or (paging_in and k in paging_in):
+                        _refuse_compute(t, last_compute, ins, resident)
+                    for d in deps[k]:
+                        if not resident[d]:
+                            _missing_input(t, ins, d, paging_in)
+                    resident[k] = True
+                    last_compute = k
+                    ram_bytes += sizes[k]
+                    if ram_bytes > peak_ram_bytes:
+                        peak_ram_bytes = ram_bytes
+                    stage_compute_s += compute_s[k]
+                    if k == t:
+                        compute_j += node_compute_j[k]
+                    else:
+                        recompute_j += node_compute_j[k]
+                        recomputations += 1
+                elif kind is Free:
+                    i = ins.node
+                    if type(i) is not int or not 0 <= i < num_nodes:
+                        self._check_node(t, ins)
+                    phase = 2
+                    if not resident[i]:
+                        _fail(t, ins, f"node {i} is not in RAM")
+                    resident[i] = False
+                    if paging_out and overlap and i in paging_out:
+                        # Its page-out may run until the end of the stage, so the buffer is held until then.
+                        deferred_free_bytes += sizes[i]
+                    else:
+                        ram_bytes -= sizes[i]
+                elif kind is PageOut:
+                    i = ins.node
+                    if type(i) is not int or not 0 <= i < num_nodes:
+                        self._check_node(t, ins)
+                    if phase > 0:
+                        _out_of_order(t, ins, 0, phase)
+                    if not resident[i]:
+                        _fail(t, ins, f"node {i} is not in RAM at the start of the stage")
+                    if paging_out is None:
+                        paging_out = set()
+                    elif i in paging_out:
+                        _fail(t, ins, f"node {i} is already being paged out in this stage")
+                    paging_out.add(i)
+                    stage_dma_s += costs.page_out_s[i]
+                    page_out_j += costs.page_out_j[i]
+                    page_outs += 1
+                elif kind is PageIn:
+                    i = ins.node
+                    if type(i) is not int or not 0 <= i < num_nodes:
+                        self._check_node(t, ins)
+                    if phase > 1:
+                        _out_of_order(t, ins, 1, phase)
+                    phase = 1
+                    if resident[i]:
+                        _fail(t, ins, f"node {i} is already in RAM")
+                    if not on_storage[i]:
+                        _fail(t, ins, f"node {i} is not on storage (it was not paged out in an earlier stage)")
+                    if paging_in is None:
+                        paging_in = {}
+                    elif i in paging_in:
+                        _fail(t, ins, f"node {i} is already being paged in in this stage")
+                    paging_in[i] = None
+                    if overlap:
+                        # The transfer writes into RAM during this stage, so its buffer is held from the start.
+                        ram_bytes += sizes[i]
+                        if ram_bytes > peak_ram_bytes:
+                            peak_ram_bytes = ram_bytes
+                    stage_dma_s += costs.page_in_s[i]
+                    page_in_j += costs.page_in_j[i]
+                    page_ins += 1
                 else:
-                    free(stage, ins)
+                    raise ScheduleError(f"stage {t}: unknown instruction {ins!r}")
+            # The stage closes: it must have computed node t last; then its transfers land.
+            if last_compute != t:
+                found = "no compute" if last_compute < 0 else f"Compute({last_compute})"
+                raise ScheduleError(f"stage {t}: the last compute must be Compute({t}), found {found}")
+            if paging_in is not None:
+                for i in paging_in:
+                    resident[i] = True
+                    if not overlap:
+                        # The paper's accounting: a page-in occupies RAM from the next stage's start.
+                        ram_bytes += sizes[i]
+            if paging_out is not None:
+                for i in paging_out:
+                    on_storage[i] = True
+                # The outputs freed while being paged out give their RAM back now.
+                ram_bytes -= deferred_free_bytes
+            if overlap:
+                dma_s = stage_dma_s / channels  # max(compute, DMA / channels), written out
+                runtime_s += dma_s if dma_s > stage_compute_s else stage_compute_s
             else:
-                self._run_transfer(stage, ins)
-        self._end_stage(stage)
+                runtime_s += stage_compute_s
+        self._ram_bytes, self._peak_ram_bytes, self._runtime_s = ram_bytes, peak_ram_bytes, runtime_s
+        self._compute_j, self._recompute_j, self._recomputations = compute_j, recompute_j, recomputations
+        self._page_in_j, self._page_out_j, self._page_ins, self._page_outs = page_in_j, page_out_j, page_ins, page_outs
 
-    def _run_transfer(self, stage: _StageState, ins) -> None:
-        """Check and run an instruction other than a compute or a free: a page-out or a page-in."""
-        entry = self._dispatch.get(type(ins))
-        if entry is None:
-            raise ScheduleError(f"stage {stage.t}: unknown instruction {ins!r}")
-        phase, handler = entry
-        self._check_node(stage, ins)
-        if phase < stage.phase:
-            _fail(
-                stage, ins,
-                f"out of order: {_PHASE_NAMES[phase]} must come before {_PHASE_NAMES[stage.phase]} "
-                "(the order is page-outs, page-ins, then computes and frees)",
-            )
-        stage.phase = phase
-        handler(stage, ins)
-
-    def _check_node(self, stage: _StageState, ins: Instruction) -> None:
+    def _check_node(self, t: int, ins: Instruction) -> None:
         """Refuse a node id that is not an int in range (a bool passes, as isinstance says)."""
         node = ins.node
         if not isinstance(node, int) or not 0 <= node < self._num_nodes:
-            _fail(stage, ins, f"node id {node!r} is out of range 0..{self._num_nodes - 1}")
+            _fail(t, ins, f"node id {node!r} is out of range 0..{self._num_nodes - 1}")
 
     def figures(self) -> Figures:
         """The totals of the replay so far as a Figures record."""
@@ -207,119 +269,31 @@ class _Replay:
             page_outs=self._page_outs,
         )
 
-    def _page_out(self, stage: _StageState, ins: PageOut) -> None:
-        i = ins.node
-        if not self._resident[i]:
-            _fail(stage, ins, f"node {i} is not in RAM at the start of the stage")
-        if stage.paging_out is None:
-            stage.paging_out = set()
-        elif i in stage.paging_out:
-            _fail(stage, ins, f"node {i} is already being paged out in this stage")
-        stage.paging_out.add(i)
-        stage.dma_s += self._costs.page_out_s[i]
-        self._page_out_j += self._costs.page_out_j[i]
-        self._page_outs += 1
 
-    def _page_in(self, stage: _StageState, ins: PageIn) -> None:
-        i = ins.node
-        if self._resident[i]:
-            _fail(stage, ins, f"node {i} is already in RAM")
-        if not self._on_storage[i]:
-            _fail(stage, ins, f"node {i} is not on storage (it was not paged out in an earlier stage)")
-        if stage.paging_in is None:
-            stage.paging_in = {}
-        elif i in stage.paging_in:
-            _fail(stage, ins, f"node {i} is already being paged in in this stage")
-        stage.paging_in[i] = None
-        if self._overlap:
-            # The transfer writes into RAM during this stage, so its buffer is held from the start.
-            self._allocate(self._bytes[i])
-        stage.dma_s += self._costs.page_in_s[i]
-        self._page_in_j += self._costs.page_in_j[i]
-        self._page_ins += 1
-
-    def _compute(self, stage: _StageState, ins: Compute) -> None:
-        k, t = ins.node, stage.t
-        paging_in = stage.paging_in
-        if k > t or k <= stage.last_compute or self._resident[k] or (paging_in and k in paging_in):
-            _refuse_compute(stage, ins, self._resident)
-        resident = self._resident
-        for d in self._deps[k]:
-            if not resident[d]:
-                why = ""
-                if paging_in and d in paging_in:
-                    why = " (it is being paged in during this stage and usable only from the next)"
-                _fail(stage, ins, f"input {d} is not in RAM{why}")
-        resident[k] = True
-        stage.last_compute = k
-        ram_bytes = self._ram_bytes = self._ram_bytes + self._bytes[k]
-        if ram_bytes > self._peak_ram_bytes:
-            self._peak_ram_bytes = ram_bytes
-        stage.compute_s += self._compute_s[k]
-        if k == t:
-            self._compute_j += self._node_compute_j[k]
-        else:
-            self._recompute_j += self._node_compute_j[k]
-            self._recomputations += 1
-
-    def _free(self, stage: _StageState, ins: Free) -> None:
-        i = ins.node
-        if not self._resident[i]:
-            _fail(stage, ins, f"node {i} is not in RAM")
-        self._resident[i] = False
-        if stage.paging_out and self._overlap and i in stage.paging_out:
-            # Its page-out may run until the end of the stage, so the buffer is held until then.
-            stage.deferred_free_bytes += self._bytes[i]
-        else:
-            self._ram_bytes -= self._bytes[i]
-
-    def _end_stage(self, stage: _StageState) -> None:
-        """Check the stage computed node t last, then land transfers and add the stage's time."""
-        t = stage.t
-        if stage.last_compute != t:
-            found = "no compute" if stage.last_compute < 0 else f"Compute({stage.last_compute})"
-            raise ScheduleError(f"stage {t}: the last compute must be Compute({t}), found {found}")
-        if stage.paging_in is not None or stage.paging_out is not None:
-            self._land(stage)
-        if self._overlap:
-            dma_s = stage.dma_s / self._costs.dma_channels  # max(compute, DMA / channels), written out
-            self._runtime_s += dma_s if dma_s > stage.compute_s else stage.compute_s
-        else:
-            self._runtime_s += stage.compute_s
-
-    def _land(self, stage: _StageState) -> None:
-        """At the end of a stage that pages: its page-ins are resident, its page-outs on storage,
-        and the outputs it freed while paging them out give their RAM back."""
-        for i in stage.paging_in or ():
-            self._resident[i] = True
-            if not self._overlap:
-                # The paper's accounting: a page-in occupies RAM from the next stage's start.
-                self._ram_bytes += self._bytes[i]
-        for i in stage.paging_out or ():
-            self._on_storage[i] = True
-        self._ram_bytes -= stage.deferred_free_bytes
-
-    def _allocate(self, size_bytes: int) -> None:
-        self._ram_bytes += size_bytes
-        self._note_peak()
-
-    def _note_peak(self) -> None:
-        if self._ram_bytes > self._peak_ram_bytes:
-            self._peak_ram_bytes = self._ram_bytes
+def _out_of_order(t: int, ins: Instruction, phase: int, later_phase: int) -> NoReturn:
+    """Raise the ScheduleError of a transfer of `phase` after an instruction of a `later_phase`."""
+    _fail(t, ins, f"out of order: {_PHASE_NAMES[phase]} must come before {_PHASE_NAMES[later_phase]} "
+                  "(the order is page-outs, page-ins, then computes and frees)")
 
 
-def _refuse_compute(stage: _StageState, ins: Compute, resident: list[bool]) -> NoReturn:
+def _refuse_compute(t: int, last_compute: int, ins: Compute, resident: list[bool]) -> NoReturn:
     """Raise the ScheduleError of a compute that may not run where it is, the first reason found."""
-    k, t = ins.node, stage.t
+    k = ins.node
     if k > t:
-        _fail(stage, ins, f"node {k} is first computed in stage {k}, so it cannot run in stage {t}")
-    if k <= stage.last_compute:
-        _fail(stage, ins, f"computes must be in ascending node order, but Compute({stage.last_compute}) came earlier")
+        _fail(t, ins, f"node {k} is first computed in stage {k}, so it cannot run in stage {t}")
+    if k <= last_compute:
+        _fail(t, ins, f"computes must be in ascending node order, but Compute({last_compute}) came earlier")
     if resident[k]:
-        _fail(stage, ins, f"node {k}'s output is already in RAM")
-    _fail(stage, ins, f"node {k} is being paged in during this stage")
+        _fail(t, ins, f"node {k}'s output is already in RAM")
+    _fail(t, ins, f"node {k} is being paged in during this stage")
 
 
-def _fail(stage: _StageState, ins: Instruction, problem: str) -> NoReturn:
+def _missing_input(t: int, ins: Compute, d: int, paging_in: dict[int, None] | None) -> NoReturn:
+    """Raise the ScheduleError of a compute whose input `d` is not in RAM, saying if it is still landing."""
+    why = " (it is being paged in during this stage and usable only from the next)" if paging_in and d in paging_in else ""
+    _fail(t, ins, f"input {d} is not in RAM{why}")
+
+
+def _fail(t: int, ins: Instruction, problem: str) -> NoReturn:
     """Raise the ScheduleError of one instruction: 'stage 7, Compute(12): input 9 is not in RAM'."""
-    raise ScheduleError(f"stage {stage.t}, {_show(ins)}: {problem}")
+    raise ScheduleError(f"stage {t}, {_show(ins)}: {problem}")

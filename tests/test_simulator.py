@@ -21,6 +21,8 @@ from poetsim.profiles import Platform, load_platform
 from poetsim.schedule import Budgets, Compute, Free, PageIn, PageOut, Schedule, Timing
 from poetsim.simulator import TRACE_COLUMNS, WAIT_CAUSES, Mode, simulate, write_trace
 from poetsim.simulator.comparison import compare
+from poetsim.simulator.device import DONE, Buffer, Device, Transfer
+from poetsim.simulator.trace import PAGE_OUT, Trace
 from poetsim.zoo import build_model
 
 from optimiser_cases import HYBRID, PAGING_ONLY, cases
@@ -251,6 +253,18 @@ def test_a_stall_past_the_deadline_is_reported_with_its_causes(six, six_costs):
     assert result.over_deadline and not result.over_budget
     assert result.deadline_note.startswith("makespan 12 s is 0.5 s over the deadline; against the stage model's 11 s:")
     assert "ram wait +1.5 s" in result.deadline_note and "input wait +1.5 s" in result.deadline_note
+
+
+def test_the_device_keeps_a_page_out_for_page_ins_only_while_it_runs():
+    """A page-out is the source a page-in of its node copies while it runs; once it has ended the
+    device lets it go, so a long replay does not keep every transfer it ran."""
+    device = Device(Trace((10,)), dma_channels=1, bus_bytes_per_s=math.inf, ram_capacity_bytes=100, waits_for_ram=True)
+    page_out = Transfer(PAGE_OUT, 0, 0, Buffer(10, 0), 2.0, 0.0, 0.0, None)
+    device.issue(page_out)
+    device.advance_dma(1.0)
+    assert device.storing == {0: page_out}
+    device.advance_dma(2.0)
+    assert page_out.phase == DONE and device.storing == {}
 
 
 # --- the memory bus ------------------------------------------------------------------------------

@@ -29,7 +29,19 @@ import math
 from collections import deque
 
 from poetsim.errors import InternalError
-from poetsim.simulator.trace import ALLOC, FREE, WAIT_BARRIER, WAIT_BUS, WAIT_CHANNEL, WAIT_INPUT, WAIT_RAM, WAIT_SOURCE, Trace
+from poetsim.simulator.trace import (
+    ALLOC,
+    FREE,
+    PAGE_OUT,
+    WAIT_BARRIER,
+    WAIT_BUS,
+    WAIT_CHANNEL,
+    WAIT_INPUT,
+    WAIT_RAM,
+    WAIT_SOURCE,
+    Trace,
+    pack_row,
+)
 
 # The phases of a transfer: waiting for a channel, holding one while its source is still
 # running, running (its latency, then moving its bytes from `bus_start_s` on), done.
@@ -43,7 +55,7 @@ class Buffer:
     released when its last transfer ends. Outputs no transfer touches need no Buffer (`PLAIN`).
     """
 
-    __slots__ = ("size_bytes", "node", "transfers", "landing", "freed_stage", "paged_out_stage")
+    __slots__ = ("size_bytes", "node", "transfers", "landing", "freed_stage")
 
     def __init__(self, size_bytes: int, node: int):
         self.size_bytes = size_bytes
@@ -51,7 +63,6 @@ class Buffer:
         self.transfers = 0
         self.landing: Transfer | None = None
         self.freed_stage = -1
-        self.paged_out_stage = -1
 
 
 #: Marks a resident output that no transfer has used: freeing it releases its bytes at once.
@@ -84,7 +95,7 @@ class Transfer:
         # (a measured time shorter than the latency is all latency).
         self.latency_s = latency_s if latency_s < total_s else total_s
         self.bus_s = total_s - self.latency_s
-        self.rate_bytes_per_s = Transfer.rate(buffer.size_bytes, total_s, latency_s)
+        self.rate_bytes_per_s = buffer.size_bytes / self.bus_s if self.bus_s > 0 else 0.0  # `rate`, written out
         self.issued_s = issued_s
         self.phase = QUEUED
         self.due_s = math.inf  # its end once DONE
@@ -94,7 +105,7 @@ class Transfer:
     @staticmethod
     def rate(size_bytes: int, total_s: float, latency_s: float) -> float:
         """A transfer's demand on the bus: its bytes over its bandwidth part (0 if it has none)."""
-        bus_s = total_s - min(latency_s, total_s)
+        bus_s = total_s - (total_s if total_s < latency_s else latency_s)  # min(), written out
         return size_bytes / bus_s if bus_s > 0 else 0.0
 
 
@@ -108,7 +119,7 @@ class Device:
     def __init__(self, trace: Trace, dma_channels: int, bus_bytes_per_s: float, ram_capacity_bytes: float,
                  waits_for_ram: bool):
         self.trace = trace
-        self._record = trace.add  # bound once: it runs for every event
+        self._rows = trace.rows  # events are appended here as they happen (`trace.pack_row`)
         self.now = 0.0
         self.bus_bytes_per_s = bus_bytes_per_s
         # An operator whose bus demand is within this margin cannot slow anything, whatever
@@ -118,6 +129,12 @@ class Device:
         self._channels: list[Transfer | None] = [None] * dma_channels
         self._queue: deque[Transfer] = deque()
         self.in_flight = 0
+        # Each node's latest page-out while it runs or queues: what a page-in of the node copies
+        # (`source`). Dropped when it ends, so ended transfers do not live on until the run ends.
+        self.storing: dict[int, Transfer] = {}
+        # No transfer on a channel is due before this: a lower bound (ends only move later), made
+        # exact by `advance_dma`, which callers skip while it is after `now`: most of the time.
+        self._due_bound_s = math.inf
         self.ram_capacity_bytes = ram_capacity_bytes
         self.waits_for_ram = waits_for_ram
         self.ram_bytes = 0
@@ -138,28 +155,31 @@ class Device:
         False (nothing done) if its output does not fit in RAM, even after waiting for pending
         releases when the device `waits_for_ram`. The operator moves `moved_bytes` over the bus.
         """
-        if self.pending_bytes or self.ram_bytes + size_bytes > self.ram_capacity_bytes:
+        ram_bytes = self.ram_bytes + size_bytes
+        if ram_bytes > self.ram_capacity_bytes or (self.pending_bytes and self._due_bound_s <= self.now):
             if not self.allocate(size_bytes, node, stage, traced=False):
                 return False
-        else:  # the common case of `allocate`, written out: it runs once per operator
-            self.ram_bytes += size_bytes
-            if self.ram_bytes > self.peak_ram_bytes:
-                self.peak_ram_bytes = self.ram_bytes
-                self.pending_at_peak_bytes = 0
+        else:  # the common case of `allocate` (it fits, no release is due), written out: it runs once per operator
+            self.ram_bytes = ram_bytes
+            if ram_bytes > self.peak_ram_bytes:
+                self.peak_ram_bytes = ram_bytes
+                self.pending_at_peak_bytes = self.pending_bytes
         start = end = self.now
         if work_s > 0:
             end = start + work_s
             if self.in_flight:
                 rate = moved_bytes / work_s
                 if rate > self._contention_margin:
-                    end = self._contended(work_s, min(rate, self.bus_bytes_per_s))
-                    if end > start + work_s:
+                    bus_bytes_per_s = self.bus_bytes_per_s
+                    end = self._contended(work_s, bus_bytes_per_s if bus_bytes_per_s < rate else rate)
+                    if end > start + work_s:  # a bus wait (`record_wait`, written out: a narrow bus makes many)
                         self.compute_stretch_s += end - (start + work_s)
-                        self.record_wait(start + work_s, end, WAIT_BUS, node, stage)
+                        self.waits_s[WAIT_BUS] += end - (start + work_s)
+                        self._rows += pack_row(start + work_s, end, WAIT_BUS, node, stage)
         self.now = end
         self.compute_busy_s += end - start
         self.bus_moved_bytes += moved_bytes
-        self._record(start, end, event, node, stage)
+        self._rows += pack_row(start, end, event, node, stage)
         return True
 
     def _contended(self, work_s: float, rate_bytes_per_s: float) -> float:
@@ -168,7 +188,8 @@ class Device:
         Events: the operator's end, a transfer's latency ending (its demand joins the bus), a
         transfer's end. Between two, every activity on the bus runs at speed B / demand (at most 1).
         """
-        self.advance_dma(self.now)
+        if self._due_bound_s <= self.now:
+            self.advance_dma(self.now)
         now, left_s, bandwidth, channels = self.now, work_s, self.bus_bytes_per_s, self._channels
         while True:
             demand = rate_bytes_per_s
@@ -185,7 +206,7 @@ class Device:
                 else:
                     event_s, is_end = now + (tr.due_s - now) / speed, True
                 if event_s < next_s:
-                    next_s, which, ends = max(event_s, now), tr, is_end
+                    next_s, which, ends = now if now > event_s else event_s, tr, is_end
             if speed < 1.0:  # the work the slowdown leaves undone until next_s moves every end later
                 lag_s = (next_s - now) * (1.0 - speed)
                 for tr in channels:
@@ -204,20 +225,21 @@ class Device:
 
     def issue(self, transfer: Transfer) -> None:
         """Queue a transfer at `now`; it starts on a free channel at once if there is one."""
-        if self.in_flight:
+        if self._due_bound_s <= self.now:
             self.advance_dma(self.now)
         self.in_flight += 1
         transfer.buffer.transfers += 1
+        if transfer.event == PAGE_OUT:
+            self.storing[transfer.node] = transfer
         if transfer.rate_bytes_per_s > self._max_transfer_rate:
             self._max_transfer_rate = transfer.rate_bytes_per_s
             self._contention_margin = self.bus_bytes_per_s - len(self._channels) * transfer.rate_bytes_per_s
         channels = self._channels
-        for c in range(len(channels)):
-            if channels[c] is None:
-                channels[c] = transfer
-                self._grant(transfer, self.now)
-                return
-        self._queue.append(transfer)
+        if None in channels:  # the first free channel
+            channels[channels.index(None)] = transfer
+            self._grant(transfer, self.now)
+        else:
+            self._queue.append(transfer)
 
     def transfers_at_once(self, transfers: list[tuple[int, int, float]], stage: int) -> float:
         """Run transfers issued together at `now` on an idle device and uncontended bus; when the last ends.
@@ -233,7 +255,7 @@ class Device:
             free_at[c] = end_s = begin_s + seconds
             if begin_s > start_s:
                 self.record_wait(start_s, begin_s, WAIT_CHANNEL, node, stage)
-            self._record(begin_s, end_s, event, node, stage)
+            self._rows += pack_row(begin_s, end_s, event, node, stage)
             self.dma_busy_s += seconds
             self.bus_moved_bytes += self.trace.output_bytes[node]
         end_s = max(free_at)
@@ -242,13 +264,19 @@ class Device:
 
     def advance_dma(self, until_s: float) -> None:
         """Finish every transfer due by `until_s` (the bus is at full speed meanwhile)."""
+        if self._due_bound_s > until_s:
+            return
         channels = self._channels
-        while self.in_flight:
-            first = None
+        while True:
+            first, bound_s = None, math.inf
             for tr in channels:
-                if tr is not None and tr.due_s <= until_s and (first is None or tr.due_s < first.due_s):
-                    first = tr
+                if tr is not None:
+                    if tr.due_s <= until_s and (first is None or tr.due_s < first.due_s):
+                        first = tr
+                    if tr.due_s < bound_s:
+                        bound_s = tr.due_s
             if first is None:
+                self._due_bound_s = bound_s
                 return
             self._finish(first)
 
@@ -266,7 +294,7 @@ class Device:
 
     def wait_for(self, transfer: Transfer, node: int, stage: int) -> None:
         """The walker waits until `transfer` has ended (an input still landing)."""
-        if transfer.phase != DONE:
+        if transfer.phase != DONE and self._due_bound_s <= self.now:
             self.advance_dma(self.now)
         while transfer.phase != DONE:
             self._finish_next()
@@ -279,6 +307,7 @@ class Device:
         """Run every transfer to its end; the time the last one ended (or the last end so far)."""
         while self.in_flight:
             self._finish_next()
+        self._due_bound_s = math.inf  # exact: no transfer is left
         return self.last_end_s
 
     def _finish(self, tr: Transfer) -> None:
@@ -290,10 +319,11 @@ class Device:
             self.last_end_s = at_s
         self.dma_busy_s += at_s - tr.started_s
         buffer = tr.buffer
-        self._record(tr.started_s, at_s, tr.event, tr.node, tr.stage)
+        self._rows += pack_row(tr.started_s, at_s, tr.event, tr.node, tr.stage)
         nominal_end_s = tr.bus_start_s + tr.bus_s
-        if at_s > nominal_end_s:
-            self.record_wait(nominal_end_s, at_s, WAIT_BUS, tr.node, tr.stage)
+        if at_s > nominal_end_s:  # a bus wait (`record_wait`, written out: a narrow bus makes many)
+            self.waits_s[WAIT_BUS] += at_s - nominal_end_s
+            self._rows += pack_row(nominal_end_s, at_s, WAIT_BUS, tr.node, tr.stage)
         buffer.transfers -= 1
         if buffer.landing is tr:
             buffer.landing = None
@@ -305,6 +335,8 @@ class Device:
                 self._begin(waiter, at_s)
             tr.waiters = None
         tr.source = None
+        if tr.event == PAGE_OUT and self.storing.get(tr.node) is tr:
+            del self.storing[tr.node]
         c = self._channels.index(tr)
         following = self._queue.popleft() if self._queue else None
         self._channels[c] = following
@@ -332,6 +364,8 @@ class Device:
         tr.phase, tr.started_s = RUNNING, at_s
         tr.bus_start_s = at_s + tr.latency_s
         tr.due_s = tr.bus_start_s + tr.bus_s
+        if tr.due_s < self._due_bound_s:
+            self._due_bound_s = tr.due_s
         self.bus_moved_bytes += tr.buffer.size_bytes
 
     # --- RAM ----------------------------------------------------------------------------------
@@ -342,7 +376,7 @@ class Device:
         Releases due by now are handled first, so that the peak is exact. `traced`: record an
         alloc row (a compute's allocation is implied by its compute row, see `trace`).
         """
-        if self.pending_bytes:
+        if self.pending_bytes and self._due_bound_s <= self.now:
             self.advance_dma(self.now)
         if self.ram_bytes + size_bytes > self.ram_capacity_bytes:
             if not (self.waits_for_ram and self._wait_for_ram(size_bytes, node, stage)):
@@ -352,7 +386,7 @@ class Device:
             self.peak_ram_bytes = self.ram_bytes
             self.pending_at_peak_bytes = self.pending_bytes
         if traced:
-            self._record(self.now, self.now, ALLOC, node, stage)
+            self._rows += pack_row(self.now, self.now, ALLOC, node, stage)
         return True
 
     def _wait_for_ram(self, size_bytes: int, node: int, stage: int) -> bool:
@@ -361,7 +395,9 @@ class Device:
             return False
         since_s = self.now
         while self.ram_bytes + size_bytes > self.ram_capacity_bytes:
-            self.now = max(self.now, self._finish_next())
+            end_s = self._finish_next()
+            if end_s > self.now:
+                self.now = end_s
         self.record_wait(since_s, self.now, WAIT_RAM, node, stage)
         self.walker_waits += 1
         return True
@@ -369,7 +405,7 @@ class Device:
     def release(self, size_bytes: int, node: int, stage: int, at_s: float) -> None:
         """Give back `size_bytes` at `at_s`."""
         self.ram_bytes -= size_bytes
-        self._record(at_s, at_s, FREE, node, stage)
+        self._rows += pack_row(at_s, at_s, FREE, node, stage)
 
     def hold(self, buffer: Buffer, stage: int) -> None:
         """Free `buffer` at `stage`, its bytes held until the transfers using it end."""
@@ -381,4 +417,4 @@ class Device:
     def record_wait(self, since_s: float, until_s: float, event: int, node: int, stage: int) -> None:
         """Count a wait from `since_s` to `until_s` under its cause (`event`) and trace it."""
         self.waits_s[event] += until_s - since_s
-        self._record(since_s, until_s, event, node, stage)
+        self._rows += pack_row(since_s, until_s, event, node, stage)

@@ -39,7 +39,7 @@ from poetsim.errors import InternalError, SimulationError, UserInputError
 from poetsim.graph import TrainingGraph
 from poetsim.profiles import Platform
 from poetsim.schedule import Budgets, Compute, Figures, Free, Instruction, PageIn, PageOut, Schedule, Timing
-from poetsim.simulator.device import DONE, PLAIN, Buffer, Device, Transfer
+from poetsim.simulator.device import PLAIN, Buffer, Device, Transfer
 from poetsim.simulator.result import MakespanDelta, SimulationResult, make_result
 from poetsim.simulator.trace import COMPUTE, PAGE_IN, PAGE_OUT, RECOMPUTE, WAIT_BARRIER, WAIT_INPUT, WAIT_RAM, Trace
 
@@ -107,9 +107,6 @@ class _Replay:
         self.device = Device(self.trace, costs.dma_channels, bus_bytes_per_s, capacity_bytes,
                              waits_for_ram=mode is Mode.FREE_RUNNING)
         self.buffers: list = [None] * len(graph)
-        # Each node's latest page-out, a page-in's source (None once a page-in found it ended).
-        self.stored: dict[int, Transfer | None] = {}
-        self.page_ins_of_stage = (-1, 0)  # (stage, bytes) of the latest stage's page-ins, for error messages
         self.walker_end_s = 0.0
         self.dma_packing_s = 0.0      # barrier: stages' extra length from whole transfers on channels
         self.dma_excess_s = 0.0       # free-running: sum over stages of max(0, DMA / channels - compute)
@@ -216,13 +213,23 @@ class _Replay:
                 if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
                     self._overdraft(ins, t, held=held)
                 stage_compute_s += compute_s[k]
-            elif _pages_out(transfers, k):
-                held.append(k)
             else:
-                device.release(sizes[k], k, t, device.now)
-        end_s = device.drain() if lanes_end_s is None else lanes_end_s
-        for i in held:
-            device.release(sizes[i], i, t, max(end_s, device.now))
+                for paging in transfers:  # they are few: a scan beats a set
+                    if paging.node == k and type(paging) is PageOut:
+                        held.append(k)
+                        break
+                else:
+                    device.release(sizes[k], k, t, device.now)
+        if lanes_end_s is None:
+            end_s = device.drain()
+            for ins in transfers:  # nothing uses their buffers after the barrier: let them go now
+                self.buffers[ins.node] = None
+        else:
+            end_s = lanes_end_s
+        if held:
+            barrier_s = device.now if device.now > end_s else end_s
+            for i in held:
+                device.release(sizes[i], i, t, barrier_s)
         if self.costs.dma_channels > 1:
             self._count_packing(stage_compute_s, transfers)
         return end_s
@@ -259,7 +266,6 @@ class _Replay:
             if type(ins) is PageIn:
                 if not device.allocate(self.sizes[i], i, t, traced=True):
                     self._overdraft(ins, t)
-                self._count_page_in(t, i)
                 timed.append((PAGE_IN, i, self.costs.page_in_s[i]))
             else:
                 timed.append((PAGE_OUT, i, self.costs.page_out_s[i]))
@@ -284,13 +290,11 @@ class _Replay:
         """Start copying an output to storage (after it has landed, if it is still being paged in)."""
         i = ins.node
         buffer = self.buffers[i]
-        if buffer is PLAIN or buffer is None:  # barrier mode keeps no buffers between stages
+        if buffer is PLAIN or buffer is None:  # barrier mode keeps none between stages (`_paging_stage`)
             buffer = self.buffers[i] = Buffer(self.sizes[i], i)
-        buffer.paged_out_stage = t
         total_s = self.costs.page_out_s[i]
         transfer = Transfer(PAGE_OUT, i, t, buffer, total_s, self.page_out_latency_s, self.device.now, buffer.landing)
         self.device.issue(transfer)
-        self.stored[i] = transfer
         return total_s
 
     def _page_in(self, ins: PageIn, t: int) -> float:
@@ -299,27 +303,20 @@ class _Replay:
         size = self.sizes[i]
         if not device.allocate(size, i, t, traced=True):
             self._overdraft(ins, t)
-        self._count_page_in(t, i)
         buffer = self.buffers[i] = Buffer(size, i)
-        source = self.stored.get(i)
-        if source is not None and source.phase == DONE:
-            source = self.stored[i] = None
         total_s = self.costs.page_in_s[i]
-        buffer.landing = Transfer(PAGE_IN, i, t, buffer, total_s, self.page_in_latency_s, device.now, source)
+        buffer.landing = Transfer(PAGE_IN, i, t, buffer, total_s, self.page_in_latency_s, device.now,
+                                  device.storing.get(i))
         device.issue(buffer.landing)
         return total_s
-
-    def _count_page_in(self, t: int, node: int) -> None:
-        stage, size_bytes = self.page_ins_of_stage
-        self.page_ins_of_stage = (t, (size_bytes if stage == t else 0) + self.sizes[node])
 
     def _overdraft(self, ins: Instruction, t: int, held: list[int] | tuple = ()) -> NoReturn:
         """Raise the SimulationError of an allocation that cannot fit, saying what holds the RAM."""
         device, size_bytes = self.device, self.sizes[ins.node]
         free_bytes = device.ram_capacity_bytes - device.ram_bytes
         reasons = []
-        stage, page_in_bytes = self.page_ins_of_stage
-        if stage == t and page_in_bytes:
+        page_in_bytes = self._page_in_bytes_before(ins, t)
+        if page_in_bytes:
             reasons.append(f"{page_in_bytes:,} bytes are this stage's page-ins, which hold their buffers from their issue")
         if held:
             held_bytes = sum(self.sizes[i] for i in held)
@@ -328,6 +325,18 @@ class _Replay:
         raise SimulationError(
             f"stage {t}, {type(ins).__name__}({ins.node}) at {device.now:.6g} s: RAM overdraft: needs "
             f"{size_bytes:,} bytes but only {free_bytes:,.0f} of {device.ram_capacity_bytes:,.0f} bytes are free{why}")
+
+    def _page_in_bytes_before(self, ins: Instruction, t: int) -> int:
+        """The bytes of stage t's page-ins issued before `ins`, a compute or a page-in: they hold their
+        buffers from their issue. Worked out only for an error message, from the stage's transfers (the
+        checker has made sure they lead the stage and page each node in at most once)."""
+        page_in_bytes = 0
+        for issued in self.schedule.stages[t]:
+            if issued is ins or type(issued) not in (PageOut, PageIn):
+                break
+            if type(issued) is PageIn:
+                page_in_bytes += self.sizes[issued.node]
+        return page_in_bytes
 
     # --- the result ---------------------------------------------------------------------------
 
@@ -348,14 +357,6 @@ class _Replay:
                 input_wait_s=device.waits_s[WAIT_INPUT], ram_wait_s=device.waits_s[WAIT_RAM],
                 tail_s=makespan_s - self.walker_end_s)
         return make_result(self.mode.value, figures, stage_model, delta, device, self.costs.dma_channels, budgets)
-
-
-def _pages_out(transfers: tuple, node: int) -> bool:
-    """Whether a stage's leading `transfers` page `node` out (they are few: a scan beats a set)."""
-    for ins in transfers:
-        if ins.node == node and type(ins) is PageOut:
-            return True
-    return False
 
 
 def _list_schedule_s(transfers_s: list[float], channels: int) -> float:

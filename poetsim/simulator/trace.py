@@ -64,38 +64,39 @@ _ROW = struct.Struct("<ddBII")
 _DTYPE = [("time_s", "<f8"), ("end_s", "<f8"), ("event", "u1"), ("node", "<u4"), ("stage", "<u4")]
 
 
-class Trace:
-    """Events appended during a run (`add`), turned into a DataFrame on demand (`to_frame`).
+#: Packs one row: `pack_row(time_s, end_s, event, node, stage)`, `event` a code of `EVENTS`.
+pack_row = _ROW.pack
 
-    `output_bytes` are the graph's output sizes, from which each row's byte count is derived.
+
+class Trace:
+    """Events appended during a run, turned into a DataFrame on demand (`to_frame`).
+
+    `rows` holds the packed rows: a recorder appends `pack_row(...)` to it, written out where it
+    records rather than behind a method, since it runs for every event of a run. `output_bytes`
+    are the graph's output sizes, from which each row's byte count is derived.
     """
 
-    __slots__ = ("_rows", "_pack", "output_bytes")
+    __slots__ = ("rows", "output_bytes")
 
     def __init__(self, output_bytes: tuple[int, ...]):
-        self._rows = bytearray()
-        self._pack = _ROW.pack
+        self.rows = bytearray()
         self.output_bytes = output_bytes
-
-    def add(self, time_s: float, end_s: float, event: int, node: int, stage: int) -> None:
-        """Record one event (`event` is a code of `EVENTS`) of `node`, caused by an instruction of `stage`."""
-        self._rows += self._pack(time_s, end_s, event, node, stage)
 
     def __len__(self) -> int:
         """Rows of the table, the derived allocations included."""
-        return len(self._rows) // _ROW.size + self._computes()
+        return len(self.rows) // _ROW.size + self._computes()
 
     @property
     def nbytes(self) -> int:
         """Memory the recorded rows take."""
-        return len(self._rows)
+        return len(self.rows)
 
     def _computes(self) -> int:
         events = self._recorded()["event"]
         return int(np.count_nonzero((events == COMPUTE) | (events == RECOMPUTE)))
 
     def _recorded(self):
-        return np.frombuffer(bytes(self._rows), dtype=np.dtype(_DTYPE))
+        return np.frombuffer(bytes(self.rows), dtype=np.dtype(_DTYPE))
 
     def _columns(self) -> dict:
         """Every row as columns, derived allocations and byte counts included, by start time; ties in

@@ -21,6 +21,9 @@ from poetsim.graph import Node, TrainingGraph
 INDEX_BYTES = 4
 """Bytes of one token id or class label (int32)."""
 
+POOL_INDEX_BYTES = 8
+"""Bytes of one max-pooling index: PyTorch's `max_pool2d_with_indices` returns int64 indices."""
+
 # Forward FLOPs per output element of the cheap ops; a transcendental (exp, tanh) counts as one.
 _FLOPS_PER_ELEMENT = {
     "relu": 1,  # compare and select (ReLU6's clip is a second compare, ignored)
@@ -251,13 +254,21 @@ class Network:
 
     def maxpool(self, x: Tensor, kernel: int, *, stride: int | None = None, padding: int = 0,
                 name: str | None = None) -> Tensor:
-        """Max pooling; the backward reads its input x and finds the maxima again (no index mask)."""
-        return self._pool("maxpool", x, kernel, stride or kernel, padding, name, saved=(x.layer,))
+        """Max pooling; its output holds the pooled values and the argmax indices, which the
+        backward reads together with its input x.
+
+        That is PyTorch's rule: `max_pool2d_with_indices` returns int64 indices beside the
+        values and its backward, `max_pool2d_with_indices_backward(grad, self, ..., indices)`,
+        takes both the input and the indices (tools/autograd/derivatives.yaml). The indices
+        (8 bytes per pooled element, twice the float32 values) stay in RAM until the backward.
+        """
+        return self._pool("maxpool", x, kernel, stride or kernel, padding, name, saved=(x.layer, self._next),
+                          index_bytes=POOL_INDEX_BYTES)
 
     def avgpool(self, x: Tensor, kernel: int, *, stride: int | None = None, padding: int = 0,
                 name: str | None = None) -> Tensor:
         """Average pooling; the backward spreads the gradient evenly and reads no forward tensor."""
-        return self._pool("avgpool", x, kernel, stride or kernel, padding, name, saved=())
+        return self._pool("avgpool", x, kernel, stride or kernel, padding, name, saved=(), index_bytes=0)
 
     def adaptive_avgpool(self, x: Tensor, size: int, *, name: str | None = None) -> Tensor:
         """Average pooling to a size x size map whatever the input (torchvision's VGG head)."""
@@ -270,10 +281,13 @@ class Network:
         n, c = self._image(x, name)[:2]
         return self._record("avgpool", (x,), (n, c), x.elements, name=name)
 
-    def _pool(self, op, x, kernel, stride, padding, name, saved) -> Tensor:
+    def _pool(self, op, x, kernel, stride, padding, name, saved, index_bytes: int) -> Tensor:
+        """A pooling window; the output holds the pooled values and `index_bytes` per value besides."""
         n, c, h, w = self._image(x, name)
         oh, ow = (_window_out(size, kernel, stride, padding, name or op) for size in (h, w))
-        return self._record(op, (x,), (n, c, oh, ow), n * c * oh * ow * kernel * kernel, name=name, saved=saved)
+        pooled = n * c * oh * ow
+        return self._record(op, (x,), (n, c, oh, ow), pooled * kernel * kernel, name=name, saved=saved,
+                            output_bytes=pooled * (self.dtype_bytes + index_bytes))
 
     def embedding(self, ids: Tensor, vocab: int, dim: int, *, max_positions: int = 0,
                   token_types: int = 0, name: str | None = None) -> Tensor:

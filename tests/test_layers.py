@@ -119,12 +119,15 @@ def test_strided_conv_and_pooling_shapes_propagate():
     graph = net.build(net.linear(net.flatten(avg), 5, name="fc"))
     n = _by_name(graph)
     assert conv.shape == (2, 16, 5, 5) and n["conv"].output_bytes == 2 * 16 * 5 * 5 * 4
-    assert pool.shape == (2, 16, 3, 3) and n["pool"].output_bytes == 2 * 16 * 3 * 3 * 4
+    # Max pooling's output holds the float32 values and PyTorch's int64 argmax indices.
+    assert pool.shape == (2, 16, 3, 3) and n["pool"].output_bytes == 2 * 16 * 3 * 3 * (4 + 8)
+    assert n["avg"].output_bytes == 2 * 16 * 1 * 1 * 4  # average pooling keeps no indices
     assert avg.shape == (2, 16, 1, 1)
     assert n["fc"].param_bytes == (16 * 5 + 5) * 4  # the flatten is a view: no node of its own
     assert "flatten" not in {node.op for node in graph.nodes}
     assert n["pool.grad"].output_bytes == n["conv"].output_bytes
-    assert _deps(graph, "pool.grad") == {"conv", "avg.grad"}  # max pooling re-reads its input
+    # As PyTorch's max_pool2d_with_indices_backward: the input and the indices.
+    assert _deps(graph, "pool.grad") == {"conv", "pool", "avg.grad"}
     assert n["conv"].flops == 2 * 2 * 16 * 5 * 5 * 3 * 7 * 7
 
 

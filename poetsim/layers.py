@@ -26,7 +26,8 @@ POOL_INDEX_BYTES = 8
 
 # Forward FLOPs per output element of the cheap ops; a transcendental (exp, tanh) counts as one.
 _FLOPS_PER_ELEMENT = {
-    "relu": 1,  # compare and select (ReLU6's clip is a second compare, ignored)
+    "relu": 1,  # compare and select
+    "relu6": 1,  # clip to [0, 6] (the second compare is ignored)
     "tanh": 1,
     "gelu": 8,  # tanh approximation: cube, 3 multiplies, 2 adds, tanh, final multiply
     "add": 1,
@@ -229,8 +230,20 @@ class Network:
                             weight_grad_flops=_NORM_WEIGHT_GRAD_FLOPS * x.elements)
 
     def relu(self, x: Tensor, *, name: str | None = None) -> Tensor:
-        """ReLU (or ReLU6, the same rule); the backward reads its own output as the mask."""
+        """ReLU; the backward reads its own output as the mask (PyTorch: `threshold_backward(grad,
+        result, 0)`, so an in-place ReLU keeps no other copy)."""
         return self._record("relu", (x,), x.shape, x.elements, name=name, saved=(self._next,))
+
+    def relu6(self, x: Tensor, *, name: str | None = None) -> Tensor:
+        """ReLU6, min(max(x, 0), 6); the backward reads its input x, not its output.
+
+        That is PyTorch's rule (`hardtanh_backward(grad, self, 0, 6)`, tools/autograd/
+        derivatives.yaml), measured with `torch.autograd.graph.saved_tensors_hooks`: out of
+        place, autograd saves x; in place (torchvision's `ReLU6(inplace=True)`), it saves a copy
+        of x before overwriting it. Either way x stays beside the output until the backward:
+        one more activation per conv-BN-ReLU6 than ReLU's rule would keep.
+        """
+        return self._record("relu6", (x,), x.shape, x.elements, name=name, saved=(x.layer,))
 
     def tanh(self, x: Tensor, *, name: str | None = None) -> Tensor:
         """tanh; the backward reads its output (1 - y^2)."""

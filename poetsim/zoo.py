@@ -127,14 +127,19 @@ def _vgg16(net: Network, batch: int, side: int) -> Tensor:
 
 
 def _mobilenet_v2(net: Network, batch: int, side: int) -> Tensor:
-    """torchvision's MobileNetV2 at width 1.0: inverted residuals with ReLU6, linear bottlenecks."""
+    """torchvision's MobileNetV2 at width 1.0: inverted residuals with ReLU6, linear bottlenecks.
+
+    ReLU6 keeps its input for the backward (`Network.relu6`, PyTorch's rule), so each
+    conv-BN-ReLU6 holds three activations until the backward: the convolution's output (for
+    BatchNorm), BatchNorm's output (for ReLU6) and ReLU6's output (for the next convolution).
+    """
     def conv_bn(x, channels, kernel, stride, name, relu=True, depthwise=False):
         if depthwise:
             x = net.depthwise_conv(x, kernel, stride=stride, padding=kernel // 2, name=f"{name}.conv")
         else:
             x = net.conv(x, channels, kernel, stride=stride, padding=kernel // 2, name=f"{name}.conv")
         x = net.batchnorm(x, name=f"{name}.bn")
-        return net.relu(x, name=f"{name}.relu6") if relu else x
+        return net.relu6(x, name=f"{name}.relu6") if relu else x
 
     x = conv_bn(net.input((batch, 3, side, side), labels=batch), 32, 3, 2, "stem")
     index = 0

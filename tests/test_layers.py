@@ -162,6 +162,20 @@ def test_attention_matmuls_read_both_operands_and_softmax_its_output():
     assert n["input"].output_bytes == 2 * 5 * 4 + 2 * 4  # int32 ids and labels
 
 
+def test_relu6_backward_reads_its_input_and_relu_its_output():
+    """PyTorch's rules: hardtanh_backward(grad, self), threshold_backward(grad, result)."""
+    net = Network("relu6")
+    x = net.batchnorm(net.conv(net.input((1, 3, 4, 4), labels=1), 4, 1, name="conv"), name="bn")
+    y = net.relu(net.relu6(x, name="relu6"), name="relu")
+    graph = net.build(net.linear(net.global_avgpool(y, name="pool"), 2, name="fc"))
+    n = _by_name(graph)
+    assert n["relu6"].op == "relu6" and n["relu6"].flops == 4 * 4 * 4
+    assert _deps(graph, "relu6.grad") == {"bn", "relu.grad"}
+    assert _deps(graph, "relu.grad") == {"relu", "pool.grad"}
+    # So BatchNorm's output stays until the backward: conv (for bn), bn (for relu6), relu (its mask).
+    assert graph.last_use[n["bn"].id] == n["relu6.grad"].id
+
+
 def test_layers_without_weights_before_them_get_no_backward_node():
     """A pooling on the raw data has neither parameters nor a gradient to pass."""
     net = Network("pool-first")

@@ -42,14 +42,14 @@ from poetsim.pytorch.flops import op_flops, op_name
 _KINDS = {
     "convolution": "conv", "addmm": "linear", "bmm": "matmul", "baddbmm": "matmul",
     "_native_batch_norm_legit_functional": "batchnorm", "native_batch_norm": "batchnorm",
-    "native_layer_norm": "layernorm", "relu": "relu", "hardtanh": "relu", "threshold": "relu",
+    "native_layer_norm": "layernorm", "relu": "relu", "threshold": "relu",
     "gelu": "gelu", "tanh": "tanh", "sigmoid": "sigmoid", "add": "add", "_softmax": "softmax",
     "_log_softmax": "loss", "nll_loss_forward": "loss", "max_pool2d_with_indices": "maxpool",
     "mean": "avgpool", "avg_pool2d": "avgpool", "_adaptive_avg_pool2d": "avgpool",
     "_scaled_dot_product_flash_attention_for_cpu": "attention", "embedding": "embedding",
 }
 #: Op kinds of leaf module calls whose dominant aten op would misname them.
-_MODULE_KINDS = {"MultiheadAttention": "attention"}
+_MODULE_KINDS = {"MultiheadAttention": "attention", "ReLU6": "relu6"}
 #: Outputs (getitem indices) of normalisation ops that are statistics, held with the parameters.
 _STATISTICS = {"_native_batch_norm_legit_functional": {1, 2, 3, 4}, "native_batch_norm": {1, 2},
                "native_layer_norm": {1, 2}}
@@ -429,6 +429,8 @@ class _Grouping:
         if name == "mm":
             weights = any(self.role[a] == "static" for a in dominant.all_input_nodes)
             return "linear" if weights else "matmul"
+        if name == "hardtanh" and tuple(dominant.args[1:3]) == (0.0, 6.0):
+            return "relu6"  # F.relu6 is hardtanh(x, 0, 6); its backward reads its input, unlike ReLU's
         return _KINDS.get(name, name.strip("_"))
 
     def _first_param_readers(self, order: list[tuple], members: dict) -> dict[fx.Node, tuple]:

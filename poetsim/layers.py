@@ -203,13 +203,43 @@ class Network:
         return self._record("matmul", (probs, v), (n, length, v.shape[2]), 2 * macs, name=name,
                             saved=(probs.layer, v.layer), input_grad_flops=4 * macs)
 
-    def attention(self, x: Tensor, heads: int, *, name: str) -> Tensor:
-        """Multi-head self-attention as primitives: q, k, v, scores, softmax, context, out."""
+    def fused_attention(self, q: Tensor, k: Tensor, v: Tensor, heads: int, *, name: str | None = None) -> Tensor:
+        """softmax(Q K^T / sqrt(d)) V per head as one kernel: (N, L, D) x 3 -> (N, L, D).
+
+        This is how PyTorch runs `scaled_dot_product_attention`, which `nn.MultiheadAttention`
+        calls whenever no attention weights are asked for (`nn.TransformerEncoderLayer` asks
+        for none): on the CPU `_scaled_dot_product_flash_attention_for_cpu`, the flash-attention
+        algorithm (Dao et al., NeurIPS 2022). The L x L scores and probabilities are never kept:
+        the output holds the context and the log-sum-exp of each row of scores (N x heads x L
+        numbers), and the backward reads q, k, v and that output and computes the scores again.
+        FLOPs are those of `torch.utils.flop_counter`: two products forward (Q K^T, P V), five
+        backward (Q K^T again, then the gradients of P, V, Q and K); the softmax's per-element
+        work is not counted, as there.
+        """
+        n, length, dim = self._sequence(q, name)
+        if k.shape != q.shape or v.shape != q.shape:
+            raise ShapeError(f"{name or 'attention'}: queries {q.shape}, keys {k.shape} and values {v.shape} differ")
+        if dim % heads:
+            raise ShapeError(f"{name or 'attention'}: width {dim} is not divisible by {heads} heads")
+        product_flops = 2 * n * length * length * dim  # one L x L x D product over all heads
+        log_sum_exp = n * heads * length * self.dtype_bytes
+        return self._record("attention", (q, k, v), q.shape, 2 * product_flops, name=name,
+                            saved=(q.layer, k.layer, v.layer, self._next), input_grad_flops=5 * product_flops,
+                            output_bytes=q.elements * self.dtype_bytes + log_sum_exp)
+
+    def attention(self, x: Tensor, heads: int, *, name: str, fused: bool = False) -> Tensor:
+        """Multi-head self-attention: q, k, v, then scores, softmax and context as three nodes
+        (the probabilities are kept, as an implementation that materialises them does), or
+        with `fused` one `fused_attention` node (PyTorch's), then out."""
         dim = x.shape[-1]
         q, k, v = (self.linear(x, dim, name=f"{name}.{p}") for p in "qkv")
-        scores = self.attention_scores(q, k, heads, name=f"{name}.scores")
-        probs = self.softmax(scores, name=f"{name}.softmax")
-        return self.linear(self.attention_context(probs, v, name=f"{name}.context"), dim, name=f"{name}.out")
+        if fused:
+            context = self.fused_attention(q, k, v, heads, name=f"{name}.sdpa")
+        else:
+            scores = self.attention_scores(q, k, heads, name=f"{name}.scores")
+            probs = self.softmax(scores, name=f"{name}.softmax")
+            context = self.attention_context(probs, v, name=f"{name}.context")
+        return self.linear(context, dim, name=f"{name}.out")
 
     def batchnorm(self, x: Tensor, *, name: str | None = None) -> Tensor:
         """Batch normalisation over (N, H, W) per channel; the backward reads its input x.

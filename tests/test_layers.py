@@ -176,6 +176,30 @@ def test_relu6_backward_reads_its_input_and_relu_its_output():
     assert graph.last_use[n["bn"].id] == n["relu6.grad"].id
 
 
+def test_fused_attention_keeps_no_probabilities_and_reads_its_inputs_and_output():
+    """PyTorch's scaled_dot_product_attention (flash attention on the CPU): the output holds the
+    context and one log-sum-exp per head and query; the backward reads q, k, v and the output."""
+    net = Network("sdpa")
+    ids = net.input((2, 5), labels=2, tokens=True)
+    x = net.embedding(ids, 11, 8, max_positions=16, name="emb")
+    y = net.attention(x, 2, name="attn", fused=True)
+    graph = net.build(net.linear(net.select_token(y), 3, name="head"))
+    n = _by_name(graph)
+    assert "attn.softmax" not in n and "attn.scores" not in n
+    assert n["attn.sdpa"].op == "attention"
+    assert n["attn.sdpa"].output_bytes == 2 * 5 * 8 * 4 + 2 * 2 * 5 * 4  # context + log-sum-exp
+    assert _deps(graph, "attn.sdpa.grad") == {"attn.q", "attn.k", "attn.v", "attn.sdpa", "attn.out.grad"}
+    assert n["attn.sdpa.grad"].output_bytes == 3 * (2 * 5 * 8 * 4)  # gradients of q, k and v
+    products = 2 * 2 * 5 * 5 * 8  # one 5 x 5 x 8 product per batch row, all heads
+    assert n["attn.sdpa"].flops == 2 * products  # Q K^T and P V
+    assert n["attn.sdpa.grad"].flops == 5 * products  # Q K^T again, then four gradient products
+    # The materialised variant computes the same products forward.
+    plain = Network("plain")
+    x = plain.embedding(plain.input((2, 5), labels=2, tokens=True), 11, 8, max_positions=16, name="emb")
+    m = _by_name(plain.build(plain.linear(plain.select_token(plain.attention(x, 2, name="attn")), 3, name="head")))
+    assert m["attn.scores"].flops + m["attn.context"].flops == n["attn.sdpa"].flops
+
+
 def test_layers_without_weights_before_them_get_no_backward_node():
     """A pooling on the raw data has neither parameters nor a gradient to pass."""
     net = Network("pool-first")

@@ -100,8 +100,9 @@ def eager_saved_bytes(factory: str, shapes, dtype: str, high: int) -> int:
     """Bytes of the distinct storages plain PyTorch saves for backward in one forward pass.
 
     Measured with `torch.autograd.graph.saved_tensors_hooks` on the same model and batch,
-    parameters excluded: what `saved_bytes` should equal, give or take the normalisation
-    statistics poetsim keeps with the parameters.
+    parameters excluded: what `saved_bytes` equals once the normalisation statistics (which
+    poetsim keeps with the parameters) and the loss's own log-probabilities (the loss node is
+    not counted in `saved_bytes`) are added.
     """
     import torch
 

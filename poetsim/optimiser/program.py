@@ -1,4 +1,5 @@
-"""A small mixed 0-1 program built row by row and solved by HiGHS: the covers' common engine.
+"""A small mixed 0-1 program built row by row and solved by HiGHS: the covers' common engine;
+and the process every HiGHS run of the optimiser runs in (`run_highs`).
 
 The eviction covers (`cover`, `timed_cover`) are small next to the stage MILP, so they are built
 with keyed columns and solved to a tight gap; what they need back is the proven bound, the
@@ -7,9 +8,10 @@ status, and the values of the best solution by key.
 HiGHS runs in a process of its own, which is killed if it has not answered by the deadline.
 HiGHS checks its clock only here and there, and its presolve not everywhere: on a cascade cover
 of MobileNetV2 (24,687 columns, 145,790 nonzeros) one row of `strengthenInequalities` ran for
-minutes past a 9 s limit, and no HiGHS option leaves that rule out. While it works the process
-sends back each better solution and dual bound (HiGHS's MIP callbacks), so a killed solve still
-yields what it had proven and found. The process is started once and kept for the next solve.
+minutes past a 9 s limit, and no HiGHS option leaves that rule out; the stage MILP of
+ResNet-18 CIFAR on the Jetson ran 49 s under a 14 s limit. While it works the process sends
+back each better solution and its dual bound (HiGHS's MIP callbacks), so a killed run still
+yields what it had proven and found. The process is started once and kept for the next run.
 """
 
 import atexit
@@ -101,49 +103,99 @@ class Program:
             return Solved(False, False, 0.0, None)
         limit_s = None if time_limit_s is None else max(time_limit_s, 0.01)
         given = [(self.columns[key], value) for key, value in (start or {}).items() if key in self.columns]
-        job = {"cost": self.cost, "upper": self.upper, "integer": self.integer, "starts": self.starts,
-               "index": self.index, "value": self.value, "row_lower": self.row_lower, "row_upper": self.row_upper,
-               "limit_s": limit_s, "enough": enough, "start": given, "rel_gap": rel_gap}
-        answer = _run(job, limit_s)
-        if answer.infeasible:
+        options = {"mip_rel_gap": rel_gap, "mip_abs_gap": 0.0, "threads": 1, "random_seed": 0,
+                   "mip_detect_symmetry": DETECT_SYMMETRY, "mip_feasibility_tolerance": FEASIBILITY_TOLERANCE,
+                   "primal_feasibility_tolerance": FEASIBILITY_TOLERANCE}
+        if limit_s is not None:
+            options["time_limit"] = float(limit_s)
+        job = HighsJob(model=model_arrays(self.cost, [0.0] * len(self.cost), self.upper, self.row_lower,
+                                          self.row_upper, self.starts, self.index, self.value, self.integer),
+                       options=options, stop_s=limit_s, enough=enough,
+                       partial_start=([c for c, _ in given], [v for _, v in given]) if given else None)
+        answer = run_highs(job, limit_s)
+        if answer.status in ("kInfeasible", "kUnboundedOrInfeasible"):
             return Solved(True, True, math.inf, None)
+        if not any(self.integer):  # a linear program: its optimum is its bound
+            bound = answer.objective if answer.status == "kOptimal" and answer.objective is not None else 0.0
+        else:
+            bound = answer.dual_bound if answer.dual_bound is not None else 0.0
         values = None if answer.values is None else {key: answer.values[col] for key, col in self.columns.items()}
-        bound, exact = answer.bound, answer.optimal
+        exact = answer.status == "kOptimal"
         if enough is not None and answer.objective is not None and answer.objective <= enough * (1 + REL_GAP) + 1e-12:
             bound, exact = max(bound, min(enough, answer.objective)), True
         return Solved(False, exact, max(bound, 0.0), values)
 
 
+def model_arrays(cost, lower, upper, row_lower, row_upper, starts, index, value, integer) -> dict:
+    """A model's columns and CSR rows as the arrays a `HighsJob` carries (quick to pickle)."""
+    import numpy as np
+
+    return {"cost": np.asarray(cost, dtype=np.float64), "lower": np.asarray(lower, dtype=np.float64),
+            "upper": np.asarray(upper, dtype=np.float64), "row_lower": np.asarray(row_lower, dtype=np.float64),
+            "row_upper": np.asarray(row_upper, dtype=np.float64), "starts": np.asarray(starts, dtype=np.int32),
+            "index": np.asarray(index, dtype=np.int32), "value": np.asarray(value, dtype=np.float64),
+            "integer": np.asarray(integer, dtype=bool)}
+
+
 @dataclass(frozen=True)
-class _Answer:
-    """What one HiGHS run gave: infeasible, proven optimal, or the best bound and solution so far."""
+class HighsJob:
+    """One HiGHS run for the HiGHS process: the model, options, start, and when to stop it.
 
-    infeasible: bool
-    optimal: bool
-    bound: float                  # the dual bound (for a linear program: its optimum, if proven)
-    objective: float | None       # the best solution's cost
-    values: list[float] | None    # the best solution, by column
+    `stop_s` (from the run's start) and `enough` (a solution that costs no more is enough) are
+    applied by a callback; `extra_rows` are (lower, upper, columns, coefficients) added after the
+    model; `full_start` is a value per column, `partial_start` (columns, values) some of them.
+    """
+
+    model: dict
+    options: dict
+    stop_s: float | None = None
+    enough: float | None = None
+    extra_rows: tuple = ()
+    full_start: list | None = None
+    partial_start: tuple | None = None
 
 
-def _run(job: dict, limit_s: float | None) -> _Answer:
-    """Solve `job` in a HiGHS process; kill it if it has not answered KILL_GRACE_S past the limit."""
+@dataclass(frozen=True)
+class HighsAnswer:
+    """What a HiGHS run gave: its status's name (`HighsModelStatus`: kOptimal, kTimeLimit, ...; or
+    "killed" when it did not answer by its deadline), the best solution and the dual bound."""
+
+    status: str
+    objective: float | None        # the best solution's cost; None without one
+    dual_bound: float | None       # HiGHS's dual bound when finite
+    values: list[float] | None     # the best solution, by column
+    run_s: float                   # HiGHS's run time (the wait, when killed)
+    rejected: str = ""             # what HiGHS refused (an option, the model), if it did
+
+
+def run_highs(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer:
+    """Run `job` in a HiGHS process; kill it if it has not answered KILL_GRACE_S past `limit_s`.
+
+    `watch(incumbent, bound)`, if given, hears each progress report of HiGHS's MIP callback
+    (either may be None) and returns True to stop the run; the answer still comes back.
+    """
     solver = _take()
-    ends_at = None if limit_s is None else perf_counter() + limit_s + KILL_GRACE_S
-    bound, objective, values = 0.0, None, None
-    answered = False
+    began = perf_counter()
+    kill_at = None if limit_s is None else began + limit_s + KILL_GRACE_S
+    dual, objective, values = None, None, None
+    answered = stopping = False
     try:
-        solver.conn.send(job)
+        solver.conn.send((vars(job), watch is not None))  # fields: the process has no `poetsim` import of this module
         while True:
-            wait_s = None if ends_at is None else max(ends_at - perf_counter(), 0.0)
+            wait_s = None if kill_at is None else max(kill_at - perf_counter(), 0.0)
             if not solver.conn.poll(wait_s):
                 break   # late: killed below, with what it sent so far
             message = solver.conn.recv()
             if message[0] == "done":
                 answered = True
-                return _Answer(*message[1])
+                return HighsAnswer(*message[1])
             if message[0] == "solution":
                 objective, values = message[1], message[2]
-            bound = max(bound, message[-1])
+            if message[-1] is not None:
+                dual = message[-1] if dual is None else max(dual, message[-1])
+            if message[0] == "progress" and watch is not None and not stopping and watch(message[1], message[2]):
+                solver.conn.send("stop")
+                stopping = True
     except (EOFError, OSError) as exc:
         from poetsim.errors import InternalError
 
@@ -153,7 +205,7 @@ def _run(job: dict, limit_s: float | None) -> _Answer:
             _give_back(solver)
         else:
             solver.end()
-    return _Answer(False, False, bound, objective, values)
+    return HighsAnswer("killed", objective, dual, values, perf_counter() - began)
 
 
 class _Solver:
@@ -219,79 +271,85 @@ def _end_idle() -> None:
         _IDLE.clear()
 
 
-def _solve(job: dict, send) -> _Answer:
-    """Run HiGHS on `job` in this process, sending ("bound", dual bound) and ("solution", cost,
-    values, dual bound) while it works; the HiGHS process's side of `_run`."""
+def _solve(job: HighsJob, watched: bool, conn) -> tuple:
+    """Run HiGHS on `job` in this process (the HiGHS process's side of `run_highs`); the answer
+    as the fields of a HighsAnswer. While it works it sends ("solution", cost, values, dual
+    bound) for each better solution and ("progress", incumbent, dual bound) from the MIP
+    callback: each time if `watched` (the parent may then send "stop"), else when the bound rose."""
     import highspy
     import numpy as np
 
-    n, rows = len(job["cost"]), len(job["row_lower"])
+    m = job.model
+    n, rows = len(m["cost"]), len(m["row_lower"])
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = n, rows
-    lp.col_cost_ = np.asarray(job["cost"], dtype=np.float64)
-    lp.col_lower_ = np.zeros(n)
-    lp.col_upper_ = np.asarray(job["upper"], dtype=np.float64)
-    lp.row_lower_ = np.asarray(job["row_lower"], dtype=np.float64)
-    lp.row_upper_ = np.asarray(job["row_upper"], dtype=np.float64)
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = m["cost"], m["lower"], m["upper"]
+    lp.row_lower_, lp.row_upper_ = m["row_lower"], m["row_upper"]
     lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
     lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, rows
-    lp.a_matrix_.start_ = np.asarray(job["starts"], dtype=np.int32)
-    lp.a_matrix_.index_ = np.asarray(job["index"], dtype=np.int32)
-    lp.a_matrix_.value_ = np.asarray(job["value"], dtype=np.float64)
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = m["starts"], m["index"], m["value"]
     kinds = highspy.HighsVarType
-    lp.integrality_ = [kinds.kInteger if b else kinds.kContinuous for b in job["integer"]]
-    h.passModel(lp)
-    limit_s, enough, given = job["limit_s"], job["enough"], job["start"]
-    ends_at = None if limit_s is None else perf_counter() + limit_s
-    if given:
-        h.setSolution(len(given), np.asarray([c for c, _ in given], dtype=np.int32),
-                      np.asarray([v for _, v in given], dtype=np.float64))
+    lp.integrality_ = [kinds.kInteger if b else kinds.kContinuous for b in m["integer"]]
+
+    def refused(status) -> bool:
+        return status == highspy.HighsStatus.kError
+
+    if refused(h.passModel(lp)):
+        return ("kModelError", None, None, None, 0.0, "the model")
+    for lower, upper, columns, coefficients in job.extra_rows:
+        if refused(h.addRow(lower, upper, len(columns), np.asarray(columns, dtype=np.int32),
+                            np.asarray(coefficients, dtype=np.float64))):
+            return ("kModelError", None, None, None, 0.0, "a row")
+    for name, option in job.options.items():
+        if refused(h.setOptionValue(name, option)):
+            return ("kModelError", None, None, None, 0.0, f"option {name}")
+    if job.partial_start is not None:
+        columns, given = job.partial_start
+        h.setSolution(len(columns), np.asarray(columns, dtype=np.int32), np.asarray(given, dtype=np.float64))
+    if job.full_start is not None:
+        solution = highspy.HighsSolution()
+        solution.col_value = list(job.full_start)
+        solution.value_valid = True
+        if refused(h.setSolution(solution)):
+            return ("kModelError", None, None, None, 0.0, "setSolution")
+    ends_at = None if job.stop_s is None else perf_counter() + job.stop_s
+    enough = job.enough
     sent = [-math.inf, 0.0]  # the last dual bound sent, and when
 
-    def finite(x: float) -> float:
-        return x if math.isfinite(x) and abs(x) < highspy.kHighsInf else -math.inf
+    def finite(x: float) -> float | None:
+        return x if math.isfinite(x) and abs(x) < highspy.kHighsInf else None
 
     def interrupt(event) -> None:
-        # HiGHS checks its own time limit only now and then; the covers share the call's clock.
+        # HiGHS checks its own time limit only now and then.
         out = event.data_out
+        primal, dual = finite(out.mip_primal_bound), finite(out.mip_dual_bound)
         if ends_at is not None and perf_counter() > ends_at:
             event.interrupt()
-        elif enough is not None and out.mip_primal_bound <= enough * (1 + REL_GAP) + 1e-12:
+        elif enough is not None and primal is not None and primal <= enough * (1 + REL_GAP) + 1e-12:
             event.interrupt()
-        dual = finite(out.mip_dual_bound)
-        if dual > sent[0] and perf_counter() - sent[1] >= BOUND_EVERY_S:
+        if watched:
+            conn.send(("progress", primal, dual))
+            if conn.poll() and conn.recv() == "stop":
+                event.interrupt()
+        elif dual is not None and dual > sent[0] and perf_counter() - sent[1] >= BOUND_EVERY_S:
             sent[:] = dual, perf_counter()
-            send(("bound", dual))
+            conn.send(("bound", dual))
 
     def improved(event) -> None:
         out = event.data_out
-        send(("solution", out.objective_function_value, list(out.mip_solution), finite(out.mip_dual_bound)))
+        conn.send(("solution", out.objective_function_value, list(out.mip_solution), finite(out.mip_dual_bound)))
 
     h.cbMipInterrupt.subscribe(interrupt)
     h.cbMipImprovingSolution.subscribe(improved)
-    options = {"mip_rel_gap": job["rel_gap"], "mip_abs_gap": 0.0, "threads": 1, "random_seed": 0,
-               "mip_detect_symmetry": DETECT_SYMMETRY,
-               "mip_feasibility_tolerance": FEASIBILITY_TOLERANCE,
-               "primal_feasibility_tolerance": FEASIBILITY_TOLERANCE}
-    if limit_s is not None:
-        options["time_limit"] = float(limit_s)
-    for name, option in options.items():
-        h.setOptionValue(name, option)
+    # HiGHS's thread pool is global and sized once per process; a new size needs a reset.
+    highspy.Highs.resetGlobalScheduler(True)
     h.run()
-    status = h.getModelStatus()
     info = h.getInfo()
-    M = highspy.HighsModelStatus
-    if status in (M.kInfeasible, M.kUnboundedOrInfeasible):
-        return _Answer(True, True, math.inf, None, None)
-    if not any(job["integer"]):  # a linear program: its optimum is its bound
-        bound = info.objective_function_value if status == M.kOptimal else 0.0
-    else:
-        bound = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else 0.0
-    solved = info.primal_solution_status == 2
-    return _Answer(False, status == M.kOptimal, bound, info.objective_function_value if solved else None,
-                   list(h.getSolution().col_value) if solved else None)
+    solved = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    return (h.getModelStatus().name, info.objective_function_value if solved else None,
+            finite(info.mip_dual_bound), list(h.getSolution().col_value) if solved else None, h.getRunTime(), "")
 
 
 def _serve(fd: int, parent_pid: int) -> None:
@@ -302,11 +360,13 @@ def _serve(fd: int, parent_pid: int) -> None:
     conn = Connection(fd)
     while True:
         try:
-            job = conn.recv()
+            message = conn.recv()
         except (EOFError, OSError):
             return
-        answer = _solve(job, conn.send)  # sent as a tuple: this file is __main__ here, not a module
-        conn.send(("done", (answer.infeasible, answer.optimal, answer.bound, answer.objective, answer.values)))
+        if message == "stop":
+            continue   # it came after its run had ended
+        fields, watched = message
+        conn.send(("done", _solve(HighsJob(**fields), watched, conn)))
 
 
 if __name__ == "__main__":   # the HiGHS process (`_Solver`): root of poetsim, pipe, parent's pid

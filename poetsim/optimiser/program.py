@@ -113,6 +113,10 @@ class Program:
                        options=options, stop_s=limit_s, enough=enough,
                        partial_start=([c for c, _ in given], [v for _, v in given]) if given else None)
         answer = run_highs(job, limit_s)
+        if answer.rejected:
+            from poetsim.errors import InternalError
+
+            raise InternalError(f"HiGHS rejected {answer.rejected} of a cover")
         if answer.status in ("kInfeasible", "kUnboundedOrInfeasible"):
             return Solved(True, True, math.inf, None)
         if not any(self.integer):  # a linear program: its optimum is its bound

@@ -109,10 +109,10 @@ def default_threads() -> int:
     """Torch threads for a step and for the profile that prices it: the cores less one.
 
     The I/O thread stands for the platform's DMA channel, which the `overlap` stage model runs
-    beside the computes. With as many compute threads as cores it shares a core with one of
-    them, and its system calls slow the computes it overlaps (ResNet-18 CIFAR, paging-only at
-    50 %: +55 % compute time with two threads on two cores; docs/pytorch.md). At least one, and
-    never more than torch's own setting.
+    beside the computes. With as many compute threads as cores it has no core of its own, and
+    torch's thread pool waits on whichever thread lost its core: on two cores with other jobs
+    running, the computes that transfers overlapped took 2.7x their keep-all time with two
+    threads (docs/pytorch.md). At least one, and never more than torch's own setting.
     """
     try:
         cores = len(os.sched_getaffinity(0))

@@ -100,8 +100,9 @@ def eager_saved_bytes(factory: str, shapes, dtype: str, high: int) -> int:
     """Bytes of the distinct storages plain PyTorch saves for backward in one forward pass.
 
     Measured with `torch.autograd.graph.saved_tensors_hooks` on the same model and batch,
-    parameters excluded: what `saved_bytes` should equal, give or take the normalisation
-    statistics poetsim keeps with the parameters.
+    parameters excluded: what `saved_bytes` equals once the normalisation statistics (which
+    poetsim keeps with the parameters) and the loss's own log-probabilities (the loss node is
+    not counted in `saved_bytes`) are added.
     """
     import torch
 
@@ -125,9 +126,8 @@ def eager_saved_bytes(factory: str, shapes, dtype: str, high: int) -> int:
 def run_validation(out_csv: Path = VALIDATE_OUT, threads: int | None = None, time_limit_s: float = 20.0,
                    repeats: int = 3) -> pd.DataFrame:
     """The closed loop on ResNet-18 CIFAR, batch 8 (see the module docstring); one row per point."""
-    import torch
-
     from poetsim.pytorch.capture import capture
+    from poetsim.pytorch.executor import default_threads
     from poetsim.pytorch.host import profile_host, write_profile
 
     source = ModelSource(f"{FACTORIES}:resnet18_cifar", ((8, 3, 32, 32),), ("float32",))
@@ -135,7 +135,7 @@ def run_validation(out_csv: Path = VALIDATE_OUT, threads: int | None = None, tim
     captured = capture(module, inputs, name="resnet18_cifar", meta=source.meta())
     folder = out_csv.with_suffix("")
     swap_dir = Path("build/swap")
-    threads = threads or torch.get_num_threads()
+    threads = threads or default_threads()
     start = time.perf_counter()
     profile = profile_host(swap_dir, captures=[captured], threads=threads)
     profile_s = time.perf_counter() - start

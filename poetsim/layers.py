@@ -21,9 +21,13 @@ from poetsim.graph import Node, TrainingGraph
 INDEX_BYTES = 4
 """Bytes of one token id or class label (int32)."""
 
+POOL_INDEX_BYTES = 8
+"""Bytes of one max-pooling index: PyTorch's `max_pool2d_with_indices` returns int64 indices."""
+
 # Forward FLOPs per output element of the cheap ops; a transcendental (exp, tanh) counts as one.
 _FLOPS_PER_ELEMENT = {
-    "relu": 1,  # compare and select (ReLU6's clip is a second compare, ignored)
+    "relu": 1,  # compare and select
+    "relu6": 1,  # clip to [0, 6] (the second compare is ignored)
     "tanh": 1,
     "gelu": 8,  # tanh approximation: cube, 3 multiplies, 2 adds, tanh, final multiply
     "add": 1,
@@ -199,13 +203,43 @@ class Network:
         return self._record("matmul", (probs, v), (n, length, v.shape[2]), 2 * macs, name=name,
                             saved=(probs.layer, v.layer), input_grad_flops=4 * macs)
 
-    def attention(self, x: Tensor, heads: int, *, name: str) -> Tensor:
-        """Multi-head self-attention as primitives: q, k, v, scores, softmax, context, out."""
+    def fused_attention(self, q: Tensor, k: Tensor, v: Tensor, heads: int, *, name: str | None = None) -> Tensor:
+        """softmax(Q K^T / sqrt(d)) V per head as one kernel: (N, L, D) x 3 -> (N, L, D).
+
+        This is how PyTorch runs `scaled_dot_product_attention`, which `nn.MultiheadAttention`
+        calls whenever no attention weights are asked for (`nn.TransformerEncoderLayer` asks
+        for none): on the CPU `_scaled_dot_product_flash_attention_for_cpu`, the flash-attention
+        algorithm (Dao et al., NeurIPS 2022). The L x L scores and probabilities are never kept:
+        the output holds the context and the log-sum-exp of each row of scores (N x heads x L
+        numbers), and the backward reads q, k, v and that output and computes the scores again.
+        FLOPs are those of `torch.utils.flop_counter`: two products forward (Q K^T, P V), five
+        backward (Q K^T again, then the gradients of P, V, Q and K); the softmax's per-element
+        work is not counted, as there.
+        """
+        n, length, dim = self._sequence(q, name)
+        if k.shape != q.shape or v.shape != q.shape:
+            raise ShapeError(f"{name or 'attention'}: queries {q.shape}, keys {k.shape} and values {v.shape} differ")
+        if dim % heads:
+            raise ShapeError(f"{name or 'attention'}: width {dim} is not divisible by {heads} heads")
+        product_flops = 2 * n * length * length * dim  # one L x L x D product over all heads
+        log_sum_exp = n * heads * length * self.dtype_bytes
+        return self._record("attention", (q, k, v), q.shape, 2 * product_flops, name=name,
+                            saved=(q.layer, k.layer, v.layer, self._next), input_grad_flops=5 * product_flops,
+                            output_bytes=q.elements * self.dtype_bytes + log_sum_exp)
+
+    def attention(self, x: Tensor, heads: int, *, name: str, fused: bool = False) -> Tensor:
+        """Multi-head self-attention: q, k, v, then scores, softmax and context as three nodes
+        (the probabilities are kept, as an implementation that materialises them does), or
+        with `fused` one `fused_attention` node (PyTorch's), then out."""
         dim = x.shape[-1]
         q, k, v = (self.linear(x, dim, name=f"{name}.{p}") for p in "qkv")
-        scores = self.attention_scores(q, k, heads, name=f"{name}.scores")
-        probs = self.softmax(scores, name=f"{name}.softmax")
-        return self.linear(self.attention_context(probs, v, name=f"{name}.context"), dim, name=f"{name}.out")
+        if fused:
+            context = self.fused_attention(q, k, v, heads, name=f"{name}.sdpa")
+        else:
+            scores = self.attention_scores(q, k, heads, name=f"{name}.scores")
+            probs = self.softmax(scores, name=f"{name}.softmax")
+            context = self.attention_context(probs, v, name=f"{name}.context")
+        return self.linear(context, dim, name=f"{name}.out")
 
     def batchnorm(self, x: Tensor, *, name: str | None = None) -> Tensor:
         """Batch normalisation over (N, H, W) per channel; the backward reads its input x.
@@ -226,8 +260,20 @@ class Network:
                             weight_grad_flops=_NORM_WEIGHT_GRAD_FLOPS * x.elements)
 
     def relu(self, x: Tensor, *, name: str | None = None) -> Tensor:
-        """ReLU (or ReLU6, the same rule); the backward reads its own output as the mask."""
+        """ReLU; the backward reads its own output as the mask (PyTorch: `threshold_backward(grad,
+        result, 0)`, so an in-place ReLU keeps no other copy)."""
         return self._record("relu", (x,), x.shape, x.elements, name=name, saved=(self._next,))
+
+    def relu6(self, x: Tensor, *, name: str | None = None) -> Tensor:
+        """ReLU6, min(max(x, 0), 6); the backward reads its input x, not its output.
+
+        That is PyTorch's rule (`hardtanh_backward(grad, self, 0, 6)`, tools/autograd/
+        derivatives.yaml), measured with `torch.autograd.graph.saved_tensors_hooks`: out of
+        place, autograd saves x; in place (torchvision's `ReLU6(inplace=True)`), it saves a copy
+        of x before overwriting it. Either way x stays beside the output until the backward:
+        one more activation per conv-BN-ReLU6 than ReLU's rule would keep.
+        """
+        return self._record("relu6", (x,), x.shape, x.elements, name=name, saved=(x.layer,))
 
     def tanh(self, x: Tensor, *, name: str | None = None) -> Tensor:
         """tanh; the backward reads its output (1 - y^2)."""
@@ -251,13 +297,21 @@ class Network:
 
     def maxpool(self, x: Tensor, kernel: int, *, stride: int | None = None, padding: int = 0,
                 name: str | None = None) -> Tensor:
-        """Max pooling; the backward reads its input x and finds the maxima again (no index mask)."""
-        return self._pool("maxpool", x, kernel, stride or kernel, padding, name, saved=(x.layer,))
+        """Max pooling; its output holds the pooled values and the argmax indices, which the
+        backward reads together with its input x.
+
+        That is PyTorch's rule: `max_pool2d_with_indices` returns int64 indices beside the
+        values and its backward, `max_pool2d_with_indices_backward(grad, self, ..., indices)`,
+        takes both the input and the indices (tools/autograd/derivatives.yaml). The indices
+        (8 bytes per pooled element, twice the float32 values) stay in RAM until the backward.
+        """
+        return self._pool("maxpool", x, kernel, stride or kernel, padding, name, saved=(x.layer, self._next),
+                          index_bytes=POOL_INDEX_BYTES)
 
     def avgpool(self, x: Tensor, kernel: int, *, stride: int | None = None, padding: int = 0,
                 name: str | None = None) -> Tensor:
         """Average pooling; the backward spreads the gradient evenly and reads no forward tensor."""
-        return self._pool("avgpool", x, kernel, stride or kernel, padding, name, saved=())
+        return self._pool("avgpool", x, kernel, stride or kernel, padding, name, saved=(), index_bytes=0)
 
     def adaptive_avgpool(self, x: Tensor, size: int, *, name: str | None = None) -> Tensor:
         """Average pooling to a size x size map whatever the input (torchvision's VGG head)."""
@@ -270,10 +324,13 @@ class Network:
         n, c = self._image(x, name)[:2]
         return self._record("avgpool", (x,), (n, c), x.elements, name=name)
 
-    def _pool(self, op, x, kernel, stride, padding, name, saved) -> Tensor:
+    def _pool(self, op, x, kernel, stride, padding, name, saved, index_bytes: int) -> Tensor:
+        """A pooling window; the output holds the pooled values and `index_bytes` per value besides."""
         n, c, h, w = self._image(x, name)
         oh, ow = (_window_out(size, kernel, stride, padding, name or op) for size in (h, w))
-        return self._record(op, (x,), (n, c, oh, ow), n * c * oh * ow * kernel * kernel, name=name, saved=saved)
+        pooled = n * c * oh * ow
+        return self._record(op, (x,), (n, c, oh, ow), pooled * kernel * kernel, name=name, saved=saved,
+                            output_bytes=pooled * (self.dtype_bytes + index_bytes))
 
     def embedding(self, ids: Tensor, vocab: int, dim: int, *, max_positions: int = 0,
                   token_types: int = 0, name: str | None = None) -> Tensor:

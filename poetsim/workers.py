@@ -223,7 +223,7 @@ def _serve(conn, function: Callable[[Any], Any], parent_pid: int) -> None:
     """A worker's life: ignore SIGINT, die with the parent, run jobs until the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    _die_with_parent(parent_pid)
+    die_with_parent(parent_pid)
     while True:
         try:
             job = conn.recv()
@@ -241,7 +241,7 @@ def _serve(conn, function: Callable[[Any], Any], parent_pid: int) -> None:
             conn.send(("raised", InternalError(f"a worker's answer could not be sent back: {type(exc).__name__}: {exc}")))
 
 
-def _die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int) -> None:
     """End this process when `parent_pid` ends: PR_SET_PDEATHSIG on Linux, and a watchdog everywhere."""
     if sys.platform.startswith("linux"):
         try:

@@ -7,6 +7,14 @@ convolutions, dense layers and (for transformers) the attention matmuls only, so
 sums the MACs of exactly those nodes (`PublishedFigures.counted_ops`); parameters are the
 learnable ones (BatchNorm running statistics are buffers, not counted anywhere). Dropout is
 left out of every model: it changes no shape, and its mask is small next to the activations.
+
+What a backward node keeps is PyTorch's (tools/autograd/derivatives.yaml, and what
+`torch.autograd.graph.saved_tensors_hooks` shows an eager step saving; docs/graphs.md): max
+pooling keeps its int64 indices, ReLU6 its input, and the `transformer`, which is
+`nn.TransformerEncoder`, runs attention as one fused kernel that keeps no L x L probabilities.
+BERT and GPT-2 keep them, as their reference implementations (and Hugging Face's `eager`
+attention) do. `python -m benchmarks pytorch` sets each zoo model beside the same network
+imported from PyTorch.
 """
 
 from collections.abc import Callable
@@ -17,7 +25,7 @@ from poetsim.graph import TrainingGraph
 from poetsim.layers import Network, ShapeError, Tensor
 
 _CONV_OPS = frozenset({"conv", "depthwise_conv", "linear"})
-_TRANSFORMER_OPS = frozenset({"linear", "matmul"})
+_TRANSFORMER_OPS = frozenset({"linear", "matmul", "attention"})
 
 
 @dataclass(frozen=True)
@@ -127,14 +135,19 @@ def _vgg16(net: Network, batch: int, side: int) -> Tensor:
 
 
 def _mobilenet_v2(net: Network, batch: int, side: int) -> Tensor:
-    """torchvision's MobileNetV2 at width 1.0: inverted residuals with ReLU6, linear bottlenecks."""
+    """torchvision's MobileNetV2 at width 1.0: inverted residuals with ReLU6, linear bottlenecks.
+
+    ReLU6 keeps its input for the backward (`Network.relu6`, PyTorch's rule), so each
+    conv-BN-ReLU6 holds three activations until the backward: the convolution's output (for
+    BatchNorm), BatchNorm's output (for ReLU6) and ReLU6's output (for the next convolution).
+    """
     def conv_bn(x, channels, kernel, stride, name, relu=True, depthwise=False):
         if depthwise:
             x = net.depthwise_conv(x, kernel, stride=stride, padding=kernel // 2, name=f"{name}.conv")
         else:
             x = net.conv(x, channels, kernel, stride=stride, padding=kernel // 2, name=f"{name}.conv")
         x = net.batchnorm(x, name=f"{name}.bn")
-        return net.relu(x, name=f"{name}.relu6") if relu else x
+        return net.relu6(x, name=f"{name}.relu6") if relu else x
 
     x = conv_bn(net.input((batch, 3, side, side), labels=batch), 32, 3, 2, "stem")
     index = 0
@@ -151,9 +164,10 @@ def _mobilenet_v2(net: Network, batch: int, side: int) -> Tensor:
     return net.linear(net.global_avgpool(x, name="avgpool"), 1000, name="classifier")
 
 
-def _encoder_layer(net: Network, x: Tensor, heads: int, ffn: int, name: str) -> Tensor:
+def _encoder_layer(net: Network, x: Tensor, heads: int, ffn: int, name: str, fused: bool) -> Tensor:
     """Post-norm block (BERT, the original Transformer): sublayer, add, then LayerNorm."""
-    x = net.layernorm(net.add(x, net.attention(x, heads, name=f"{name}.attn"), name=f"{name}.add1"), name=f"{name}.ln1")
+    attention = net.attention(x, heads, name=f"{name}.attn", fused=fused)
+    x = net.layernorm(net.add(x, attention, name=f"{name}.add1"), name=f"{name}.ln1")
     h = net.linear(net.gelu(net.linear(x, ffn, name=f"{name}.fc1"), name=f"{name}.gelu"), x.shape[-1], name=f"{name}.fc2")
     return net.layernorm(net.add(x, h, name=f"{name}.add2"), name=f"{name}.ln2")
 
@@ -166,13 +180,17 @@ def _decoder_layer(net: Network, x: Tensor, heads: int, ffn: int, name: str) -> 
 
 
 def _encoder_classifier(net: Network, batch: int, seq: int, *, vocab: int, positions: int, types: int,
-                        dim: int, heads: int, ffn: int, layers: int, pooler: bool, classes: int = 2) -> Tensor:
-    """BERT-style sequence classifier: embeddings, LayerNorm, post-norm layers, head on token 0."""
+                        dim: int, heads: int, ffn: int, layers: int, pooler: bool, fused: bool,
+                        classes: int = 2) -> Tensor:
+    """BERT-style sequence classifier: embeddings, LayerNorm, post-norm layers, head on token 0.
+
+    `fused` runs attention as one kernel that keeps no L x L probabilities (`Network.attention`).
+    """
     ids = net.input((batch, seq), labels=batch, tokens=True)
     x = net.embedding(ids, vocab, dim, max_positions=positions, token_types=types, name="embeddings")
     x = net.layernorm(x, name="embeddings.ln")
     for i in range(layers):
-        x = _encoder_layer(net, x, heads, ffn, f"layer{i}")
+        x = _encoder_layer(net, x, heads, ffn, f"layer{i}", fused)
     x = net.select_token(x, 0)
     if pooler:
         x = net.tanh(net.linear(x, dim, name="pooler"), name="pooler.tanh")
@@ -243,7 +261,8 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
                          "110 M; the 2-class head adds 1,538); MACs: Narayanan et al. SC'21 formula at s=128"),
     ),
     ModelSpec(
-        "transformer", "small Transformer encoder (4 x 256), seq 128", 1, None, 128,
+        "transformer", "small Transformer encoder (4 x 256, fused attention), seq 128",
+        1, None, 128,
         # By hand: embeddings (8192 + 512) * 256 = 2,228,224, LN 512; per layer q,k,v,out
         # 4 * (256*256 + 256) = 263,168, FFN 256*1024+1024 + 1024*256+256 = 525,568, two LN 1,024
         # -> 789,760, x4 = 3,159,040; classifier 514. Total 5,388,290. MACs: per layer
@@ -270,9 +289,11 @@ _BUILDERS: dict[str, Callable[[Network, int, int], Tensor]] = {
     "resnet50": lambda net, b, s: _resnet(net, b, s, (3, 4, 6, 3), True, False, 1000),
     "mobilenet_v2": _mobilenet_v2,
     "bert_base": lambda net, b, s: _encoder_classifier(
-        net, b, s, vocab=30522, positions=512, types=2, dim=768, heads=12, ffn=3072, layers=12, pooler=True),
+        net, b, s, vocab=30522, positions=512, types=2, dim=768, heads=12, ffn=3072, layers=12, pooler=True,
+        fused=False),
     "transformer": lambda net, b, s: _encoder_classifier(
-        net, b, s, vocab=8192, positions=512, types=0, dim=256, heads=4, ffn=1024, layers=4, pooler=False),
+        net, b, s, vocab=8192, positions=512, types=0, dim=256, heads=4, ffn=1024, layers=4, pooler=False,
+        fused=True),
     "gpt2_small": _gpt2,
 }
 

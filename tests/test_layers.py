@@ -119,12 +119,15 @@ def test_strided_conv_and_pooling_shapes_propagate():
     graph = net.build(net.linear(net.flatten(avg), 5, name="fc"))
     n = _by_name(graph)
     assert conv.shape == (2, 16, 5, 5) and n["conv"].output_bytes == 2 * 16 * 5 * 5 * 4
-    assert pool.shape == (2, 16, 3, 3) and n["pool"].output_bytes == 2 * 16 * 3 * 3 * 4
+    # Max pooling's output holds the float32 values and PyTorch's int64 argmax indices.
+    assert pool.shape == (2, 16, 3, 3) and n["pool"].output_bytes == 2 * 16 * 3 * 3 * (4 + 8)
+    assert n["avg"].output_bytes == 2 * 16 * 1 * 1 * 4  # average pooling keeps no indices
     assert avg.shape == (2, 16, 1, 1)
     assert n["fc"].param_bytes == (16 * 5 + 5) * 4  # the flatten is a view: no node of its own
     assert "flatten" not in {node.op for node in graph.nodes}
     assert n["pool.grad"].output_bytes == n["conv"].output_bytes
-    assert _deps(graph, "pool.grad") == {"conv", "avg.grad"}  # max pooling re-reads its input
+    # As PyTorch's max_pool2d_with_indices_backward: the input and the indices.
+    assert _deps(graph, "pool.grad") == {"conv", "pool", "avg.grad"}
     assert n["conv"].flops == 2 * 2 * 16 * 5 * 5 * 3 * 7 * 7
 
 
@@ -157,6 +160,44 @@ def test_attention_matmuls_read_both_operands_and_softmax_its_output():
     assert n["emb.grad"].output_bytes == 0
     assert n["emb"].param_bytes == (11 + 16) * 8 * 4
     assert n["input"].output_bytes == 2 * 5 * 4 + 2 * 4  # int32 ids and labels
+
+
+def test_relu6_backward_reads_its_input_and_relu_its_output():
+    """PyTorch's rules: hardtanh_backward(grad, self), threshold_backward(grad, result)."""
+    net = Network("relu6")
+    x = net.batchnorm(net.conv(net.input((1, 3, 4, 4), labels=1), 4, 1, name="conv"), name="bn")
+    y = net.relu(net.relu6(x, name="relu6"), name="relu")
+    graph = net.build(net.linear(net.global_avgpool(y, name="pool"), 2, name="fc"))
+    n = _by_name(graph)
+    assert n["relu6"].op == "relu6" and n["relu6"].flops == 4 * 4 * 4
+    assert _deps(graph, "relu6.grad") == {"bn", "relu.grad"}
+    assert _deps(graph, "relu.grad") == {"relu", "pool.grad"}
+    # So BatchNorm's output stays until the backward: conv (for bn), bn (for relu6), relu (its mask).
+    assert graph.last_use[n["bn"].id] == n["relu6.grad"].id
+
+
+def test_fused_attention_keeps_no_probabilities_and_reads_its_inputs_and_output():
+    """PyTorch's scaled_dot_product_attention (flash attention on the CPU): the output holds the
+    context and one log-sum-exp per head and query; the backward reads q, k, v and the output."""
+    net = Network("sdpa")
+    ids = net.input((2, 5), labels=2, tokens=True)
+    x = net.embedding(ids, 11, 8, max_positions=16, name="emb")
+    y = net.attention(x, 2, name="attn", fused=True)
+    graph = net.build(net.linear(net.select_token(y), 3, name="head"))
+    n = _by_name(graph)
+    assert "attn.softmax" not in n and "attn.scores" not in n
+    assert n["attn.sdpa"].op == "attention"
+    assert n["attn.sdpa"].output_bytes == 2 * 5 * 8 * 4 + 2 * 2 * 5 * 4  # context + log-sum-exp
+    assert _deps(graph, "attn.sdpa.grad") == {"attn.q", "attn.k", "attn.v", "attn.sdpa", "attn.out.grad"}
+    assert n["attn.sdpa.grad"].output_bytes == 3 * (2 * 5 * 8 * 4)  # gradients of q, k and v
+    products = 2 * 2 * 5 * 5 * 8  # one 5 x 5 x 8 product per batch row, all heads
+    assert n["attn.sdpa"].flops == 2 * products  # Q K^T and P V
+    assert n["attn.sdpa.grad"].flops == 5 * products  # Q K^T again, then four gradient products
+    # The materialised variant computes the same products forward.
+    plain = Network("plain")
+    x = plain.embedding(plain.input((2, 5), labels=2, tokens=True), 11, 8, max_positions=16, name="emb")
+    m = _by_name(plain.build(plain.linear(plain.select_token(plain.attention(x, 2, name="attn")), 3, name="head")))
+    assert m["attn.scores"].flops + m["attn.context"].flops == n["attn.sdpa"].flops
 
 
 def test_layers_without_weights_before_them_get_no_backward_node():

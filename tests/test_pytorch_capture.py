@@ -94,6 +94,56 @@ def test_flops_count_convolutions_as_the_zoo_does(tiny):
     assert nodes["3.conv1"].flops == block and nodes["3.conv1.grad"].flops == 2 * block
 
 
+@pytest.fixture(scope="module")
+def zoo_pairs():
+    """torchvision's ResNet-18 and MobileNetV2 and the zoo's transformer imported, each beside
+    its zoo graph, at sizes small enough to capture in a second or two."""
+    torch.manual_seed(0)
+    cases = {
+        "resnet18": (models.resnet18(), torch.randn(2, 3, 32, 32), {"batch_size": 2, "input_size": 32}),
+        "mobilenet_v2": (models.mobilenet_v2(), torch.randn(1, 3, 64, 64), {"input_size": 64}),
+        "transformer": (models.transformer(), torch.randint(0, 8192, (1, 16)), {"seq_len": 16}),
+    }
+    return {name: (from_torch(module, x, name=name), zoo.build_model(name, **options))
+            for name, (module, x, options) in cases.items()}
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "transformer"])
+def test_imported_keep_all_peak_and_flops_match_the_zoo(zoo_pairs, name):
+    """Both sides keep what PyTorch's autograd saves (max pooling's indices, ReLU6's input, fused
+    attention's log-sum-exp): the keep-all peaks agree to 0.01 % today (the rest is int64 labels
+    and token ids against the zoo's int32); FLOPs within the 2 % target."""
+    imported, reference = zoo_pairs[name]
+    assert imported.keep_all_peak_bytes == pytest.approx(reference.keep_all_peak_bytes, rel=0.001)
+    flops = imported.forward_flops + imported.backward_flops
+    assert flops == pytest.approx(reference.forward_flops + reference.backward_flops, rel=0.02)
+
+
+def test_relu6_keeps_a_copy_of_its_input_as_inplace_relu6_does_in_pytorch(zoo_pairs):
+    """torchvision's ReLU6(inplace=True): autograd saves its input before overwriting it, so the
+    ReLU6 node holds two tensors: that copy (its backward reads it) and its output."""
+    graph = zoo_pairs["mobilenet_v2"][0]
+    nodes = by_name(graph)
+    relu6, bn = nodes["features.0.2"], nodes["features.0.1"]
+    assert relu6.op == "relu6" and nodes["features.0.2.grad"].op == "relu6_grad"
+    assert relu6.output_bytes == 2 * bn.output_bytes
+    assert graph.nodes[relu6.id].id in nodes["features.0.2.grad"].deps
+
+
+def test_attention_output_projection_is_a_node_whose_output_the_backward_does_not_keep(zoo_pairs):
+    """nn.MultiheadAttention's backward reads q, k, v and the attention kernel's output, not the
+    output projection's result: that is a node of its own, freed once the next layer read it."""
+    graph = zoo_pairs["transformer"][0]
+    nodes = by_name(graph)
+    attention, projection = nodes["encoder.layers.0.self_attn"], nodes["encoder.layers.0.self_attn.out_proj"]
+    assert attention.op == "attention" and projection.op == "linear"
+    assert projection.deps == (attention.id,) and projection.flops == 2 * 16 * 256 * 256
+    assert all(not graph.nodes[c].backward for c in graph.consumers[projection.id])
+    assert "encoder.layers.0.self_attn.out_proj.grad" not in nodes  # its backward ops stay in the layer's
+    # The attention node keeps q, k and v (one storage), the kernel's output and its log-sum-exp.
+    assert attention.output_bytes == (3 * 16 * 256 + 16 * 256 + 4 * 16) * 4
+
+
 def test_depthwise_convolution_backward_is_twice_the_forward():
     """torch's counter multiplies a depthwise weight gradient by the groups; poetsim does not."""
     torch.manual_seed(0)

@@ -1,5 +1,7 @@
 """Executing schedules for real: gradients bitwise equal, peaks as predicted, real page files, errors."""
 
+import os
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -11,7 +13,7 @@ from poetsim.optimiser import checkpoint_sqrt, keep_all, optimise  # noqa: E402
 from poetsim.profiles import load_platform  # noqa: E402
 from poetsim.pytorch import models, swap  # noqa: E402
 from poetsim.pytorch.capture import capture  # noqa: E402
-from poetsim.pytorch.executor import execute  # noqa: E402
+from poetsim.pytorch.executor import default_threads, execute  # noqa: E402
 from poetsim.schedule import Budgets, Free, Moves, PageIn, PageOut, Schedule, Timing  # noqa: E402
 
 
@@ -37,6 +39,16 @@ def test_baselines_give_bitwise_gradients_and_the_predicted_peak(tiny, costs, tm
     assert result.peak_activation_bytes == predicted.peak_ram_bytes
     assert result.mismatched_nodes == ()
     assert sum(r.kind == "recompute" for r in result.records) == predicted.recomputations
+
+
+def test_by_default_a_step_leaves_one_core_to_the_io_thread(tiny, costs, tmp_path):
+    """The I/O thread is the DMA channel the overlap model runs beside the computes: it gets a
+    core of its own (where there are two), and the step runs on the rest; torch's setting is back after."""
+    cores = len(os.sched_getaffinity(0))
+    before = torch.get_num_threads()
+    result = execute(tiny, keep_all(tiny.graph, costs, Timing.OVERLAP)[0], tmp_path, check_gradients=False)
+    assert result.threads == default_threads() == max(1, min(before, cores - 1))
+    assert torch.get_num_threads() == before
 
 
 @pytest.mark.parametrize("timing", list(Timing))

@@ -1,12 +1,28 @@
-"""A small mixed 0-1 program built row by row and solved by HiGHS: the covers' common engine.
+"""A small mixed 0-1 program built row by row and solved by HiGHS: the covers' common engine;
+and the process every HiGHS run of the optimiser runs in (`run_highs`).
 
 The eviction covers (`cover`, `timed_cover`) are small next to the stage MILP, so they are built
 with keyed columns and solved to a tight gap; what they need back is the proven bound, the
 status, and the values of the best solution by key.
+
+HiGHS runs in a process of its own, which is killed if it has not answered by the deadline.
+HiGHS checks its clock only here and there, and its presolve not everywhere: on a cascade cover
+of MobileNetV2 (24,687 columns, 145,790 nonzeros) one row of `strengthenInequalities` ran for
+minutes past a 9 s limit, and no HiGHS option leaves that rule out; the stage MILP of
+ResNet-18 CIFAR on the Jetson ran 49 s under a 14 s limit. While it works the process sends
+back each better solution and its dual bound (HiGHS's MIP callbacks), so a killed run still
+yields what it had proven and found. The process is started once and kept for the next run.
 """
 
+import atexit
 import math
+import os
+import subprocess
+import sys
+import threading
 from dataclasses import dataclass
+from multiprocessing.connection import Connection, Pipe
+from pathlib import Path
 from time import perf_counter
 
 #: The covers are solved to this relative gap, with no absolute gap: the bound they report is the
@@ -15,13 +31,19 @@ REL_GAP = 1e-9
 #: Feasibility tolerances far below HiGHS's defaults: a covering row scaled to 1 then misses its
 #: excess by a fraction of a byte at most, and the LP bound of an integral root is the solution's.
 FEASIBILITY_TOLERANCE = 1e-9
-#: HiGHS's presolve checks no clock: on the timed cover of ResNet-50 (875,000 nonzeros) it ran
-#: 26 s under a 10 s limit. A program with more nonzeros than this many per second of its time
-#: limit is not solved at all (it would overrun the call's deadline), and yields no bound.
+#: HiGHS's presolve of a large program can take longer than its time limit: on the timed cover of
+#: ResNet-50 (875,000 nonzeros) it ran 26 s under a 10 s limit. A program with more nonzeros
+#: than this many per second of its time limit is not solved at all (it would be killed before
+#: it proved anything), and yields no bound.
 PRESOLVE_NONZEROS_PER_S = 30_000
 #: HiGHS's symmetry detection is off: on the cascade covers of MobileNetV2 and ResNet-50 it made
 #: presolve 2-3x slower, for no gain (docs/optimiser.md).
 DETECT_SYMMETRY = False
+#: How long past its deadline a solve may take to send its answer before its process is killed.
+#: HiGHS stops within milliseconds of the interrupt its callback raises at the deadline.
+KILL_GRACE_S = 0.05
+#: The dual bound is sent back at most this often while HiGHS works (each better solution at once).
+BOUND_EVERY_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -43,6 +65,7 @@ class Program:
         self.upper: list[float] = []
         self.integer: list[bool] = []
         self.starts, self.index, self.value, self.row_lower, self.row_upper = [0], [], [], [], []
+        prestart()  # the solver's process starts while the rows are built
 
     def column(self, key: tuple, cost: float = 0.0, upper: float = 1.0, integer: bool = True) -> int:
         """The column of `key`; made with `cost`, bounds [0, upper] and integrality on first use."""
@@ -76,67 +99,280 @@ class Program:
         `start` gives values of some columns by key (a partial MIP start HiGHS completes).
         `rel_gap` may be looser where only a good solution is wanted, not a bound.
         """
-        import highspy
-        import numpy as np
-
-        from poetsim.optimiser.solvers import new_highs
-
         if time_limit_s is not None and len(self.index) > PRESOLVE_NONZEROS_PER_S * time_limit_s:
             return Solved(False, False, 0.0, None)
-        n, rows = len(self.cost), len(self.row_lower)
-        h = new_highs()
-        lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = n, rows
-        lp.col_cost_ = np.asarray(self.cost, dtype=np.float64)
-        lp.col_lower_ = np.zeros(n)
-        lp.col_upper_ = np.asarray(self.upper, dtype=np.float64)
-        lp.row_lower_ = np.asarray(self.row_lower, dtype=np.float64)
-        lp.row_upper_ = np.asarray(self.row_upper, dtype=np.float64)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, rows
-        lp.a_matrix_.start_ = np.asarray(self.starts, dtype=np.int32)
-        lp.a_matrix_.index_ = np.asarray(self.index, dtype=np.int32)
-        lp.a_matrix_.value_ = np.asarray(self.value, dtype=np.float64)
-        kinds = highspy.HighsVarType
-        lp.integrality_ = [kinds.kInteger if b else kinds.kContinuous for b in self.integer]
-        h.passModel(lp)
-        ends_at = None if time_limit_s is None else perf_counter() + max(time_limit_s, 0.01)
+        limit_s = None if time_limit_s is None else max(time_limit_s, 0.01)
         given = [(self.columns[key], value) for key, value in (start or {}).items() if key in self.columns]
-        if given:
-            h.setSolution(len(given), np.asarray([c for c, _ in given], dtype=np.int32),
-                          np.asarray([v for _, v in given], dtype=np.float64))
-        def interrupt(event) -> None:
-            # HiGHS checks its own time limit only now and then; the covers share the call's clock.
-            if ends_at is not None and perf_counter() > ends_at:
-                event.interrupt()
-            elif enough is not None and event.data_out.mip_primal_bound <= enough * (1 + REL_GAP) + 1e-12:
-                event.interrupt()
-
-        h.cbMipInterrupt.subscribe(interrupt)
         options = {"mip_rel_gap": rel_gap, "mip_abs_gap": 0.0, "threads": 1, "random_seed": 0,
-                   "mip_detect_symmetry": DETECT_SYMMETRY,
-                   "mip_feasibility_tolerance": FEASIBILITY_TOLERANCE,
+                   "mip_detect_symmetry": DETECT_SYMMETRY, "mip_feasibility_tolerance": FEASIBILITY_TOLERANCE,
                    "primal_feasibility_tolerance": FEASIBILITY_TOLERANCE}
-        if time_limit_s is not None:
-            options["time_limit"] = max(float(time_limit_s), 0.01)
-        for name, option in options.items():
-            h.setOptionValue(name, option)
-        highspy.Highs.resetGlobalScheduler(True)
-        h.run()
-        status = h.getModelStatus()
-        info = h.getInfo()
-        M = highspy.HighsModelStatus
-        if status in (M.kInfeasible, M.kUnboundedOrInfeasible):
+        if limit_s is not None:
+            options["time_limit"] = float(limit_s)
+        job = HighsJob(model=model_arrays(self.cost, [0.0] * len(self.cost), self.upper, self.row_lower,
+                                          self.row_upper, self.starts, self.index, self.value, self.integer),
+                       options=options, stop_s=limit_s, enough=enough,
+                       partial_start=([c for c, _ in given], [v for _, v in given]) if given else None)
+        answer = run_highs(job, limit_s)
+        if answer.rejected:
+            from poetsim.errors import InternalError
+
+            raise InternalError(f"HiGHS rejected {answer.rejected} of a cover")
+        if answer.status in ("kInfeasible", "kUnboundedOrInfeasible"):
             return Solved(True, True, math.inf, None)
         if not any(self.integer):  # a linear program: its optimum is its bound
-            bound = info.objective_function_value if status == M.kOptimal else 0.0
+            bound = answer.objective if answer.status == "kOptimal" and answer.objective is not None else 0.0
         else:
-            bound = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else 0.0
-        values = None
-        if info.primal_solution_status == 2:
-            col_value = h.getSolution().col_value
-            values = {key: col_value[col] for key, col in self.columns.items()}
-        exact = status == M.kOptimal
-        if enough is not None and values is not None and info.objective_function_value <= enough * (1 + REL_GAP) + 1e-12:
-            bound, exact = max(bound, min(enough, info.objective_function_value)), True
+            bound = answer.dual_bound if answer.dual_bound is not None else 0.0
+        values = None if answer.values is None else {key: answer.values[col] for key, col in self.columns.items()}
+        exact = answer.status == "kOptimal"
+        if enough is not None and answer.objective is not None and answer.objective <= enough * (1 + REL_GAP) + 1e-12:
+            bound, exact = max(bound, min(enough, answer.objective)), True
         return Solved(False, exact, max(bound, 0.0), values)
+
+
+def model_arrays(cost, lower, upper, row_lower, row_upper, starts, index, value, integer) -> dict:
+    """A model's columns and CSR rows as the arrays a `HighsJob` carries (quick to pickle)."""
+    import numpy as np
+
+    return {"cost": np.asarray(cost, dtype=np.float64), "lower": np.asarray(lower, dtype=np.float64),
+            "upper": np.asarray(upper, dtype=np.float64), "row_lower": np.asarray(row_lower, dtype=np.float64),
+            "row_upper": np.asarray(row_upper, dtype=np.float64), "starts": np.asarray(starts, dtype=np.int32),
+            "index": np.asarray(index, dtype=np.int32), "value": np.asarray(value, dtype=np.float64),
+            "integer": np.asarray(integer, dtype=bool)}
+
+
+@dataclass(frozen=True)
+class HighsJob:
+    """One HiGHS run for the HiGHS process: the model, options, start, and when to stop it.
+
+    `stop_s` (from the run's start) and `enough` (a solution that costs no more is enough) are
+    applied by a callback; `extra_rows` are (lower, upper, columns, coefficients) added after the
+    model; `full_start` is a value per column, `partial_start` (columns, values) some of them.
+    """
+
+    model: dict
+    options: dict
+    stop_s: float | None = None
+    enough: float | None = None
+    extra_rows: tuple = ()
+    full_start: list | None = None
+    partial_start: tuple | None = None
+
+
+@dataclass(frozen=True)
+class HighsAnswer:
+    """What a HiGHS run gave: its status's name (`HighsModelStatus`: kOptimal, kTimeLimit, ...; or
+    "killed" when it did not answer by its deadline), the best solution and the dual bound."""
+
+    status: str
+    objective: float | None        # the best solution's cost; None without one
+    dual_bound: float | None       # HiGHS's dual bound when finite
+    values: list[float] | None     # the best solution, by column
+    run_s: float                   # HiGHS's run time (the wait, when killed)
+    rejected: str = ""             # what HiGHS refused (an option, the model), if it did
+
+
+def run_highs(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer:
+    """Run `job` in a HiGHS process; kill it if it has not answered KILL_GRACE_S past `limit_s`.
+
+    `watch(incumbent, bound)`, if given, hears each progress report of HiGHS's MIP callback
+    (either may be None) and returns True to stop the run; the answer still comes back.
+    """
+    solver = _take()
+    began = perf_counter()
+    kill_at = None if limit_s is None else began + limit_s + KILL_GRACE_S
+    dual, objective, values = None, None, None
+    answered = stopping = False
+    try:
+        solver.conn.send((vars(job), watch is not None))  # fields: the process has no `poetsim` import of this module
+        while True:
+            wait_s = None if kill_at is None else max(kill_at - perf_counter(), 0.0)
+            if not solver.conn.poll(wait_s):
+                break   # late: killed below, with what it sent so far
+            message = solver.conn.recv()
+            if message[0] == "done":
+                answered = True
+                return HighsAnswer(*message[1])
+            if message[0] == "solution":
+                objective, values = message[1], message[2]
+            if message[-1] is not None:
+                dual = message[-1] if dual is None else max(dual, message[-1])
+            if message[0] == "progress" and watch is not None and not stopping and watch(message[1], message[2]):
+                solver.conn.send("stop")
+                stopping = True
+    except (EOFError, OSError) as exc:
+        from poetsim.errors import InternalError
+
+        raise InternalError(f"the HiGHS process ended without an answer (exit code {solver.process.poll()})") from exc
+    finally:
+        if answered:
+            _give_back(solver)
+        else:
+            solver.end()
+    return HighsAnswer("killed", objective, dual, values, perf_counter() - began)
+
+
+class _Solver:
+    """A HiGHS process (this file run as a script) and the parent's end of its pipe.
+
+    It is in a session of its own, so a Ctrl-C at the terminal reaches only its parent, which
+    decides; it dies with its parent (`poetsim.workers.die_with_parent`).
+    """
+
+    def __init__(self):
+        self.conn, child = Pipe()
+        root = str(Path(__file__).resolve().parents[2])  # where the `poetsim` package is
+        self.process = subprocess.Popen(
+            [sys.executable, "-P", __file__, root, str(child.fileno()), str(os.getpid())],
+            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            start_new_session=True)
+        child.close()
+        self.owner = os.getpid()
+
+    def usable(self) -> bool:
+        return self.owner == os.getpid() and self.process.poll() is None
+
+    def end(self) -> None:
+        """Kill the process (it may be inside HiGHS, where nothing else stops it) and reap it."""
+        if self.owner != os.getpid():
+            return
+        self.conn.close()
+        self.process.kill()
+        self.process.wait()
+
+
+_IDLE: list[_Solver] = []
+_LOCK = threading.Lock()
+
+
+def _take() -> _Solver:
+    with _LOCK:
+        while _IDLE:
+            solver = _IDLE.pop()
+            if solver.usable():
+                return solver
+            solver.end()
+    return _Solver()
+
+
+def _give_back(solver: _Solver) -> None:
+    with _LOCK:
+        _IDLE.append(solver)
+
+
+def prestart() -> None:
+    """Start a HiGHS process now, unless one is idle: it starts in the background (0.2 s)."""
+    with _LOCK:
+        if not any(solver.usable() for solver in _IDLE):
+            _IDLE.append(_Solver())
+
+
+@atexit.register
+def _end_idle() -> None:
+    with _LOCK:
+        for solver in _IDLE:
+            solver.end()
+        _IDLE.clear()
+
+
+def _solve(job: HighsJob, watched: bool, conn) -> tuple:
+    """Run HiGHS on `job` in this process (the HiGHS process's side of `run_highs`); the answer
+    as the fields of a HighsAnswer. While it works it sends ("solution", cost, values, dual
+    bound) for each better solution and ("progress", incumbent, dual bound) from the MIP
+    callback: each time if `watched` (the parent may then send "stop"), else when the bound rose."""
+    import highspy
+    import numpy as np
+
+    m = job.model
+    n, rows = len(m["cost"]), len(m["row_lower"])
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n, rows
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = m["cost"], m["lower"], m["upper"]
+    lp.row_lower_, lp.row_upper_ = m["row_lower"], m["row_upper"]
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, rows
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = m["starts"], m["index"], m["value"]
+    kinds = highspy.HighsVarType
+    lp.integrality_ = [kinds.kInteger if b else kinds.kContinuous for b in m["integer"]]
+
+    def refused(status) -> bool:
+        return status == highspy.HighsStatus.kError
+
+    if refused(h.passModel(lp)):
+        return ("kModelError", None, None, None, 0.0, "the model")
+    for lower, upper, columns, coefficients in job.extra_rows:
+        if refused(h.addRow(lower, upper, len(columns), np.asarray(columns, dtype=np.int32),
+                            np.asarray(coefficients, dtype=np.float64))):
+            return ("kModelError", None, None, None, 0.0, "a row")
+    for name, option in job.options.items():
+        if refused(h.setOptionValue(name, option)):
+            return ("kModelError", None, None, None, 0.0, f"option {name}")
+    if job.partial_start is not None:
+        columns, given = job.partial_start
+        h.setSolution(len(columns), np.asarray(columns, dtype=np.int32), np.asarray(given, dtype=np.float64))
+    if job.full_start is not None:
+        solution = highspy.HighsSolution()
+        solution.col_value = list(job.full_start)
+        solution.value_valid = True
+        if refused(h.setSolution(solution)):
+            return ("kModelError", None, None, None, 0.0, "setSolution")
+    ends_at = None if job.stop_s is None else perf_counter() + job.stop_s
+    enough = job.enough
+    sent = [-math.inf, 0.0]  # the last dual bound sent, and when
+
+    def finite(x: float) -> float | None:
+        return x if math.isfinite(x) and abs(x) < highspy.kHighsInf else None
+
+    def interrupt(event) -> None:
+        # HiGHS checks its own time limit only now and then.
+        out = event.data_out
+        primal, dual = finite(out.mip_primal_bound), finite(out.mip_dual_bound)
+        if ends_at is not None and perf_counter() > ends_at:
+            event.interrupt()
+        elif enough is not None and primal is not None and primal <= enough * (1 + REL_GAP) + 1e-12:
+            event.interrupt()
+        if watched:
+            conn.send(("progress", primal, dual))
+            if conn.poll() and conn.recv() == "stop":
+                event.interrupt()
+        elif dual is not None and dual > sent[0] and perf_counter() - sent[1] >= BOUND_EVERY_S:
+            sent[:] = dual, perf_counter()
+            conn.send(("bound", dual))
+
+    def improved(event) -> None:
+        out = event.data_out
+        conn.send(("solution", out.objective_function_value, list(out.mip_solution), finite(out.mip_dual_bound)))
+
+    h.cbMipInterrupt.subscribe(interrupt)
+    h.cbMipImprovingSolution.subscribe(improved)
+    # HiGHS's thread pool is global and sized once per process; a new size needs a reset.
+    highspy.Highs.resetGlobalScheduler(True)
+    h.run()
+    info = h.getInfo()
+    solved = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    return (h.getModelStatus().name, info.objective_function_value if solved else None,
+            finite(info.mip_dual_bound), list(h.getSolution().col_value) if solved else None, h.getRunTime(), "")
+
+
+def _serve(fd: int, parent_pid: int) -> None:
+    """The HiGHS process: solve each job that comes down the pipe until it closes."""
+    from poetsim.workers import die_with_parent
+
+    die_with_parent(parent_pid)
+    conn = Connection(fd)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message == "stop":
+            continue   # it came after its run had ended
+        fields, watched = message
+        conn.send(("done", _solve(HighsJob(**fields), watched, conn)))
+
+
+if __name__ == "__main__":   # the HiGHS process (`_Solver`): root of poetsim, pipe, parent's pid
+    sys.path.insert(0, sys.argv[1])
+    _serve(int(sys.argv[2]), int(sys.argv[3]))

@@ -157,40 +157,17 @@ def _objective_matches(form: Formulation, result: SolverResult) -> bool:
 
 def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] | None,
                watch: Watch | None = None, presolve: bool = True) -> SolverResult:
-    """One HiGHS run; its status is None after a solve error (see _solve_highs)."""
-    import highspy
-    import numpy as np
+    """One HiGHS run, in the HiGHS process (`program.run_highs`: killed if it has not answered
+    shortly after the time limit); its status is None after a solve error (see _solve_highs)."""
+    from poetsim.optimiser.program import HighsJob, model_arrays, run_highs
 
     began = perf_counter()
-    h = new_highs()
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = form.num_columns, form.num_rows
-    lp.col_cost_ = np.asarray(form.col_cost, dtype=np.float64)
-    lp.col_lower_ = np.asarray(form.col_lower, dtype=np.float64)
-    lp.col_upper_ = np.asarray(form.col_upper, dtype=np.float64)
-    lp.row_lower_ = np.asarray(form.row_lower, dtype=np.float64)
-    lp.row_upper_ = np.asarray(form.row_upper, dtype=np.float64)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = form.num_columns, form.num_rows
-    lp.a_matrix_.start_ = np.asarray(form.row_start, dtype=np.int32)
-    lp.a_matrix_.index_ = np.asarray(form.row_index, dtype=np.int32)
-    lp.a_matrix_.value_ = np.asarray(form.row_value, dtype=np.float64)
-    lp.integrality_ = [highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous for b in form.col_binary]
-    _ok(h.passModel(lp), "passModel")
+    model = model_arrays(form.col_cost, form.col_lower, form.col_upper, form.row_lower, form.row_upper,
+                         form.row_start, form.row_index, form.row_value, form.col_binary)
+    rows: tuple[tuple[float, float, list[int], list[float]], ...] = ()
     if settings.objective_floor is not None and settings.objective_floor > 0:
         costed = [(col, c) for col, c in enumerate(form.col_cost) if c]
-        _ok(h.addRow(settings.objective_floor, highspy.kHighsInf, len(costed),
-                     np.asarray([col for col, _ in costed], dtype=np.int32),
-                     np.asarray([c for _, c in costed], dtype=np.float64)), "the objective floor row")
-    if watch is not None:
-        def interrupt(event) -> None:
-            out = event.data_out
-            primal = out.mip_primal_bound if abs(out.mip_primal_bound) < highspy.kHighsInf else None
-            dual = out.mip_dual_bound if abs(out.mip_dual_bound) < highspy.kHighsInf else None
-            if watch(primal, dual):
-                event.interrupt()
-
-        h.cbMipInterrupt.subscribe(interrupt)
+        rows = ((settings.objective_floor, float("inf"), [col for col, _ in costed], [c for _, c in costed]),)
     options: dict[str, float | int | str] = {
         "mip_rel_gap": settings.mip_rel_gap, "mip_abs_gap": settings.mip_abs_gap,
         "threads": settings.threads, "random_seed": 0,
@@ -200,48 +177,33 @@ def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] |
     limit_s = settings.limit_now_s()
     if limit_s is not None:
         options["time_limit"] = float(limit_s)
-    for name, value in options.items():
-        _ok(h.setOptionValue(name, value), f"option {name}")
-    if start is not None:
-        solution = highspy.HighsSolution()
-        solution.col_value = list(start)
-        solution.value_valid = True
-        _ok(h.setSolution(solution), "setSolution")
+    job = HighsJob(model=model, options=options, extra_rows=rows, full_start=None if start is None else list(start))
     handoff_s = perf_counter() - began
-    # HiGHS's thread pool is global and sized once per process; a new size needs a reset.
-    highspy.Highs.resetGlobalScheduler(True)
-    h.run()
-    solve_s = h.getRunTime()
-    status = h.getModelStatus()
-    info = h.getInfo()
-    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
-    M = highspy.HighsModelStatus
-    if status == M.kOptimal:
+    answer = run_highs(job, limit_s, watch)
+    if answer.rejected:
+        raise InternalError(f"HiGHS rejected {answer.rejected} of the POET model")
+    status = answer.status
+    has_solution = answer.values is not None
+    if status == "kOptimal":
         name = Status.OPTIMAL
-    elif status in (M.kInfeasible, M.kUnboundedOrInfeasible):
+    elif status in ("kInfeasible", "kUnboundedOrInfeasible"):
         # The objective is bounded below (non-negative costs, bounded columns), so
         # "unbounded or infeasible" can only be infeasible.
         name = Status.INFEASIBLE
-    elif status in (M.kTimeLimit, M.kIterationLimit, M.kInterrupt, M.kSolutionLimit, M.kMemoryLimit, M.kUnknown):
+    elif status in ("kTimeLimit", "kIterationLimit", "kInterrupt", "kSolutionLimit", "kMemoryLimit", "kUnknown",
+                    "killed"):
         name = Status.FEASIBLE if has_solution else Status.NO_SOLUTION
-    elif status == M.kSolveError:
-        return SolverResult(None, None, None, None, handoff_s, solve_s)
+    elif status == "kSolveError":
+        return SolverResult(None, None, None, None, handoff_s, answer.run_s)
     else:
-        raise InternalError(f"HiGHS ended with status '{h.modelStatusToString(status)}' on the POET model")
-    values = list(h.getSolution().col_value) if has_solution and name is not Status.INFEASIBLE else None
+        raise InternalError(f"HiGHS ended with status '{status}' on the POET model")
+    values = answer.values if has_solution and name is not Status.INFEASIBLE else None
     return SolverResult(
         status=name, values=values,
-        objective=info.objective_function_value if values is not None else None,
-        bound=info.mip_dual_bound if name.has_schedule else None,
-        handoff_s=handoff_s, solve_s=solve_s,
+        objective=answer.objective if values is not None else None,
+        bound=answer.dual_bound if name.has_schedule else None,
+        handoff_s=handoff_s, solve_s=answer.run_s,
     )
-
-
-def _ok(status, what: str) -> None:
-    import highspy
-
-    if status == highspy.HighsStatus.kError:
-        raise InternalError(f"HiGHS rejected {what} of the POET model")
 
 
 def _solve_shell(form: Formulation, solver: str, settings: SolverSettings, start: list[float] | None) -> SolverResult:

@@ -57,7 +57,8 @@ DtypeOpt = typer.Option(None, "--input-dtype", help="float32 (default), int64, .
 HighOpt = typer.Option(2, "--input-high", min=1, help="Integer inputs are drawn from [0, this) (token ids: the vocabulary).")
 SeedOpt = typer.Option(0, "--seed", help="Seed of the random weights and batch.")
 SwapOpt = typer.Option(DEFAULT_SWAP_DIR, "--swap-dir", help="Folder of the page files.")
-ThreadsOpt = typer.Option(None, "--threads", min=1, help="torch threads (default: torch's); profile and execute alike.")
+ThreadsOpt = typer.Option(None, "--threads", min=1, help="torch threads (default: the cores less one, left to "
+                          "the I/O thread); profile and execute alike.")
 DurableOpt = typer.Option(True, "--durable/--page-cache", help="fsync page-outs and drop them from the page cache "
                                                                 "(default), or leave them in the kernel's cache.")
 

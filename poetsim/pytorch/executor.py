@@ -24,6 +24,7 @@ cannot run stops with one ScheduleError naming the stage, the instruction and th
 
 import copy
 import functools
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -104,13 +105,30 @@ class Execution:
         return data
 
 
+def default_threads() -> int:
+    """Torch threads for a step and for the profile that prices it: the cores less one.
+
+    The I/O thread stands for the platform's DMA channel, which the `overlap` stage model runs
+    beside the computes. With as many compute threads as cores it has no core of its own, and
+    torch's thread pool waits on whichever thread lost its core: on two cores with other jobs
+    running, the computes that transfers overlapped took 2.7x their keep-all time with two
+    threads (docs/pytorch.md). At least one, and never more than torch's own setting.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity call on this system
+        cores = os.cpu_count() or 1
+    return max(1, min(torch.get_num_threads(), cores - 1))
+
+
 def execute(capture: Capture, schedule: Schedule, swap_dir: Path, *, timing: Timing | None = None,
             durable: bool = True, budget_bytes: int | None = None, check_gradients: bool = True,
             threads: int | None = None) -> Execution:
     """Run one training step of `capture` following `schedule`; measure it; check its gradients.
 
     `timing` defaults to the schedule's. With `budget_bytes`, holding more activation bytes
-    stops the run (ScheduleError naming the instruction). With `check_gradients`, a plain
+    stops the run (ScheduleError naming the instruction). `threads` defaults to
+    `default_threads()`. With `check_gradients`, a plain
     keep-all `loss.backward()` of the same module on the same batch follows, with deterministic
     algorithms on in both, and every parameter gradient and buffer is compared bit for bit.
     """
@@ -131,7 +149,8 @@ def execute(capture: Capture, schedule: Schedule, swap_dir: Path, *, timing: Tim
         raise UserInputError(f"{swap_dir}: cannot create the swap folder: {error.strerror or error}") from None
     previous_threads = torch.get_num_threads()
     previous_determinism = torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(threads or previous_threads)
+    threads = threads or default_threads()
+    torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
     try:
         # The plain step runs first: it gives the reference gradients and warms every kernel up,
@@ -150,7 +169,7 @@ def execute(capture: Capture, schedule: Schedule, swap_dir: Path, *, timing: Tim
         torch.use_deterministic_algorithms(previous_determinism)
         torch.set_num_threads(previous_threads)
     return Execution(
-        graph_name=graph.name, timing=timing, durable=durable, threads=threads or previous_threads,
+        graph_name=graph.name, timing=timing, durable=durable, threads=threads,
         loss=float(machine.loss), gradients_equal=equal, differing_gradients=differing, buffers_equal=buffers_equal,
         peak_activation_bytes=machine.peak_bytes, peak_rss_bytes=peak_rss, start_rss_bytes=start_rss,
         total_s=machine.total_s, stage_s=tuple(machine.stage_s), bytes_written=machine.bytes_written,

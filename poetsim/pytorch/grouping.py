@@ -18,6 +18,14 @@ block, an `F.relu` in a model's own code) is a node of its own, named `<path>.<o
   the layer's output, plus whatever its backward needs besides (BatchNorm's batch mean and
   inverse deviation, max pooling's indices, the loss's log-probabilities). Its `deps` are the
   nodes whose tensors it reads. This is exactly what the executor holds, frees and pages.
+- A node's tensors live until its last reader, so a layer whose backward reads some of its
+  tensors would keep its output that long too, although only the next layer reads it. The ops
+  at the end of a layer that its backward needs nothing of (`nn.MultiheadAttention`'s output
+  projection, after the attention kernel whose output and inputs the backward reads) therefore
+  form a node of their own, named by the submodule whose parameters they read
+  (`self_attn.out_proj`), provided they read only tensors the backward keeps anyway. Their
+  output is freed once the next layer has read it, as in eager PyTorch; their backward ops stay
+  in the layer's backward node.
 - The per-channel (per-row) statistics of a normalisation layer (BatchNorm's batch mean and
   inverse deviation and its new running statistics, LayerNorm's mean and inverse deviation)
   are kept with the parameters, outside the activation budget, as poetsim's zoo keeps them:
@@ -42,14 +50,14 @@ from poetsim.pytorch.flops import op_flops, op_name
 _KINDS = {
     "convolution": "conv", "addmm": "linear", "bmm": "matmul", "baddbmm": "matmul",
     "_native_batch_norm_legit_functional": "batchnorm", "native_batch_norm": "batchnorm",
-    "native_layer_norm": "layernorm", "relu": "relu", "hardtanh": "relu", "threshold": "relu",
+    "native_layer_norm": "layernorm", "relu": "relu", "threshold": "relu",
     "gelu": "gelu", "tanh": "tanh", "sigmoid": "sigmoid", "add": "add", "_softmax": "softmax",
     "_log_softmax": "loss", "nll_loss_forward": "loss", "max_pool2d_with_indices": "maxpool",
     "mean": "avgpool", "avg_pool2d": "avgpool", "_adaptive_avg_pool2d": "avgpool",
     "_scaled_dot_product_flash_attention_for_cpu": "attention", "embedding": "embedding",
 }
 #: Op kinds of leaf module calls whose dominant aten op would misname them.
-_MODULE_KINDS = {"MultiheadAttention": "attention"}
+_MODULE_KINDS = {"MultiheadAttention": "attention", "ReLU6": "relu6"}
 #: Outputs (getitem indices) of normalisation ops that are statistics, held with the parameters.
 _STATISTICS = {"_native_batch_norm_legit_functional": {1, 2, 3, 4}, "native_batch_norm": {1, 2},
                "native_layer_norm": {1, 2}}
@@ -109,6 +117,7 @@ class _Grouping:
         self.role: dict[fx.Node, str] = {}  # static, data, view, statistic, compute
         self.owner: dict[fx.Node, fx.Node] = {}  # view -> the value it views
         self.group: dict[fx.Node, tuple] = {}
+        self.tails: dict[tuple, str] = {}  # key of a layer's tail node -> its name after the layer's
         self.params: list[tuple[fx.Node, str]] = []
         self.buffers: list[tuple[fx.Node, str]] = []
         self.tangents: list[fx.Node] = []
@@ -117,6 +126,8 @@ class _Grouping:
             if n.op == "placeholder":
                 self._placeholder(n, data)
         self.data = [n for _, n in sorted(data, key=lambda pair: pair[0])]
+        self.param_target = dict(self.params)
+        self._params_memo: dict[fx.Node, frozenset[fx.Node]] = {}
 
     def _placeholder(self, n: fx.Node, data: list) -> None:
         # torch's AOT input descriptors, told apart by class name: their module is private.
@@ -144,6 +155,7 @@ class _Grouping:
         for n in calls:
             self._classify(n)
         self._assign_forward_and_backward(calls)
+        self._split_tails(calls)
         self._assign_views(calls)
         order, members = self._order()
         return self._assemble(order, members)
@@ -295,6 +307,59 @@ class _Grouping:
             raise UserInputError(f"{self.name}: {self._where(n)}: op aten.{op_name(n.target)} belongs to no layer")
         return self.group[max(producers, key=self.position.__getitem__)]
 
+    def _split_tails(self, calls: list[fx.Node]) -> None:
+        """Move the ops at the end of each leaf layer that its backward needs nothing of into a
+        node of their own (module docstring), when they read only tensors the backward reads."""
+        backward_reads: set[tuple] = set()  # storage keys of forward tensors that backward ops read
+        for n in calls:
+            if self.role[n] == "compute" and self.group[n][0] == "bwd":
+                backward_reads.update(self.storage_key(i) for i in n.all_input_nodes if not self.outside(i))
+        needed_roots = {key[0] for key in backward_reads}
+        layers: dict[tuple, list[fx.Node]] = {}  # leaf layers' forward ops; the loss stays one node
+        for n in calls:
+            key = self.group.get(n)
+            if self.role[n] == "compute" and key is not None and key[0] == "fwd" and len(key) == 2 \
+                    and key[1] != "loss" and not self._is_backward(n):
+                layers.setdefault(key, []).append(n)
+        for key, ops in layers.items():
+            in_layer = set(ops)
+            needed = [n for n in ops if n in needed_roots]
+            seen = set(needed)
+            while needed:  # the ops the backward's tensors are computed from
+                for i in needed.pop().all_input_nodes:
+                    if (r := self.root(i)) in in_layer and r not in seen:
+                        seen.add(r)
+                        needed.append(r)
+            tail = [n for n in ops if n not in seen]
+            if not seen or not tail:
+                continue
+            reads_kept = all(self.storage_key(i) in backward_reads for n in tail for i in n.all_input_nodes
+                             if not self.outside(i) and self.root(i) in seen)
+            if reads_kept:
+                tail_key = ("fwd", key[1], tail[0].name)
+                self.tails[tail_key] = self._tail_name(tail, key[1])
+                for n in tail:
+                    self.group[n] = tail_key
+
+    def _tail_name(self, tail: list[fx.Node], label: str) -> str:
+        """The submodule (relative to `label`) whose parameters `tail` reads, else its first op's name."""
+        targets = {self.param_target[p] for n in tail for i in n.all_input_nodes for p in self.params_of(i)}
+        paths = {t.removeprefix("model.").removeprefix(f"{label}.").rpartition(".")[0] for t in targets}
+        if len(paths) == 1 and (path := paths.pop()):
+            return path
+        return op_name(tail[0].target)
+
+    def params_of(self, n: fx.Node) -> frozenset[fx.Node]:
+        """The parameters whose value `n` is, or is computed from by static ops only (a transpose)."""
+        if n not in self._params_memo:
+            if n in self.param_target:
+                self._params_memo[n] = frozenset((n,))
+            elif self.role.get(n) == "static":
+                self._params_memo[n] = frozenset().union(*(self.params_of(i) for i in n.all_input_nodes))
+            else:
+                self._params_memo[n] = frozenset()
+        return self._params_memo[n]
+
     def _assign_views(self, calls: list[fx.Node]) -> None:
         for n in calls:
             if self.role[n] in ("view", "statistic"):
@@ -390,6 +455,8 @@ class _Grouping:
                 continue
             elif len(key) == 2:
                 base = key[1]
+            elif key in self.tails:
+                base = f"{key[1]}.{self.tails[key]}"
             else:
                 op = op_name(members[key][0].target)
                 base = f"{key[1]}.{op}" if key[1] else op
@@ -429,30 +496,19 @@ class _Grouping:
         if name == "mm":
             weights = any(self.role[a] == "static" for a in dominant.all_input_nodes)
             return "linear" if weights else "matmul"
+        if name == "hardtanh" and tuple(dominant.args[1:3]) == (0.0, 6.0):
+            return "relu6"  # F.relu6 is hardtanh(x, 0, 6); its backward reads its input, unlike ReLU's
         return _KINDS.get(name, name.strip("_"))
 
     def _first_param_readers(self, order: list[tuple], members: dict) -> dict[fx.Node, tuple]:
         """For each parameter, the first forward group whose ops read it (through static ops)."""
-        params = {p for p, _ in self.params}
-        memo: dict[fx.Node, frozenset] = {}
-
-        def params_of(n: fx.Node) -> frozenset:
-            if n not in memo:
-                if n in params:
-                    memo[n] = frozenset((n,))
-                elif self.role.get(n) == "static":
-                    memo[n] = frozenset().union(*(params_of(i) for i in n.all_input_nodes))
-                else:
-                    memo[n] = frozenset()
-            return memo[n]
-
         readers: dict[fx.Node, tuple] = {}
         for key in order:
             if key[0] != "fwd":
                 continue
             for n in members[key]:
                 for i in n.all_input_nodes:
-                    for p in params_of(i):
+                    for p in self.params_of(i):
                         readers.setdefault(p, key)
         return readers
 

@@ -35,7 +35,7 @@ from poetsim.optimiser import keep_all
 from poetsim.profiles import Platform, load_platform
 from poetsim.pytorch import models, swap
 from poetsim.pytorch.capture import capture
-from poetsim.pytorch.executor import execute
+from poetsim.pytorch.executor import default_threads, execute
 from poetsim.schedule import Timing
 from poetsim.units import format_bytes
 
@@ -88,7 +88,7 @@ def profile_host(swap_dir: Path, *, workloads: list[Workload] | None = None, cap
     """
     swap_dir = Path(swap_dir)
     swap_dir.mkdir(parents=True, exist_ok=True)
-    threads = threads or torch.get_num_threads()
+    threads = threads or default_threads()
     cpu, today = cpu_name(), datetime.date.today().isoformat()
     measured = f"measured on {cpu} on {today}"
     rapl = _Rapl(rapl_root)

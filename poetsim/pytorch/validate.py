@@ -119,12 +119,11 @@ def validate_run(capture, platform: Platform, *, rams=DEFAULT_RAMS, strategies=N
     Each schedule runs `repeats` times; the first run's gradients are checked and its peak
     reported, the measured time is the median of the runs (the machine may be shared).
     """
-    import torch
 
-    from poetsim.pytorch.executor import execute
+    from poetsim.pytorch.executor import default_threads, execute
 
     graph = capture.graph
-    threads = threads or torch.get_num_threads()
+    threads = threads or default_threads()
     names = tuple(strategies or registry.names())
     for name in names:
         registry.get(name)

@@ -1,0 +1,92 @@
+"""The covers' 0-1 programs: solved by HiGHS in a process of its own, which a deadline can kill."""
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from poetsim.optimiser import program
+from poetsim.optimiser.program import Program
+
+#: A hang detector, not a speed claim.
+HANG_S = 30
+
+
+def knapsack_cover() -> Program:
+    """Cover 10 with items of sizes 3, 4, 5, 6 and costs 3, 5, 4, 7."""
+    p = Program()
+    items = [p.column(name, cost) for name, cost in (("a", 3.0), ("b", 5.0), ("c", 4.0), ("d", 7.0))]
+    p.row(zip(items, (3.0, 4.0, 5.0, 6.0)), 10.0, math.inf)
+    return p
+
+
+def test_a_small_cover_is_solved_to_its_optimum_by_the_highs_process():
+    """a + b + c (3 + 4 + 5) costs 12, b + d 12, c + d (5 + 6) 11: c and d are optimal."""
+    solved = knapsack_cover().solve(time_limit_s=10)
+    assert not solved.infeasible and solved.exact
+    assert solved.bound == pytest.approx(11.0)
+    assert {key for key, value in solved.values.items() if value > 0.5} == {"c", "d"}
+
+
+def test_an_uncoverable_row_is_proven_infeasible():
+    p = Program()
+    p.row([(p.column("a", 1.0), 3.0)], 10.0, math.inf)
+    solved = p.solve(time_limit_s=10)
+    assert solved.infeasible and solved.values is None
+
+
+def test_enough_stops_at_a_solution_that_costs_no_more_and_calls_it_optimal():
+    """With a known bound of 11 from elsewhere, the first solution of cost 11 is proven optimal."""
+    solved = knapsack_cover().solve(time_limit_s=10, enough=11.0)
+    assert solved.exact and solved.bound == pytest.approx(11.0)
+
+
+def test_a_process_that_does_not_answer_by_the_deadline_is_killed_and_the_next_solve_gets_a_new_one():
+    """A HiGHS process stopped by SIGSTOP stands for one stuck in presolve, which checks no clock
+    in places: the solve returns no bound at its deadline, and that process is gone."""
+    program.prestart()
+    stuck = next(solver for solver in program._IDLE if solver.usable())
+    os.kill(stuck.process.pid, signal.SIGSTOP)
+    try:
+        program._IDLE[:] = [stuck]
+        solved = knapsack_cover().solve(time_limit_s=0.5)
+    finally:
+        if stuck.process.poll() is None:
+            os.kill(stuck.process.pid, signal.SIGKILL)
+    assert not solved.infeasible and not solved.exact and solved.bound == 0.0 and solved.values is None
+    assert stuck.process.poll() == -signal.SIGKILL
+    assert stuck not in program._IDLE
+    assert knapsack_cover().solve(time_limit_s=10).exact
+
+
+def test_the_highs_process_is_in_a_session_of_its_own_so_ctrl_c_reaches_only_its_parent():
+    program.prestart()
+    solver = next(solver for solver in program._IDLE if solver.usable())
+    assert os.getsid(solver.process.pid) != os.getsid(0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_the_highs_process_dies_with_its_parent_however_the_parent_ends():
+    """SIGKILL leaves the parent no chance to clean up; the kernel ends the HiGHS process."""
+    code = ("import sys, time; from poetsim.optimiser import program; program.prestart(); "
+            "print(program._IDLE[0].process.pid, flush=True); time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + HANG_S
+    while _alive(child):
+        assert time.monotonic() < deadline, "the HiGHS process outlived its parent"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -70,8 +70,9 @@ def schedule_donor(row: ResultRow, rows: list[ResultRow]) -> ResultRow | None:
     What a schedule uses (recomputations, transfers) is read from its figures, not its strategy:
     a hybrid schedule that never pages is a recompute-only schedule.
     """
-    if row.status not in _OPEN or not _solved(row) or row.ram_budget_bytes is None or row.deadline_s is None:
+    if not is_open(row):
         return None
+    assert row.ram_budget_bytes is not None and row.deadline_s is not None
     moves = strategies.get(row.strategy).moves
     budgets = Budgets(row.ram_budget_bytes, row.deadline_s)
     best = None
@@ -90,6 +91,13 @@ def schedule_donor(row: ResultRow, rows: list[ResultRow]) -> ResultRow | None:
         if best is None or (total_j, other.point_key) < (best.predicted_total_j, best.point_key):
             best = other
     return best
+
+
+def is_open(row: ResultRow) -> bool:
+    """Whether a row is a solved strategy's that its solve left unproven, with its budgets known:
+    what another point's schedule or proof can improve."""
+    return (row.status in _OPEN and _solved(row) and row.ram_budget_bytes is not None
+            and row.deadline_s is not None)
 
 
 def judged(row: ResultRow, bound_j: float, source: str) -> ResultRow:

@@ -38,6 +38,7 @@ from pathlib import Path
 import yaml
 
 from poetsim import strategies
+from poetsim.checker import check_schedule
 from poetsim.dask_pool import NO_WORKER_WAIT_S, DaskPool
 from poetsim.errors import (
     Interrupted,
@@ -46,13 +47,13 @@ from poetsim.errors import (
     UnavailableError,
     UserInputError,
 )
-from poetsim.implied import apply_implied, judged, schedule_donor
+from poetsim.implied import apply_implied, is_open, judged, schedule_donor
 from poetsim.implied import name as implied_name
 from poetsim.interrupts import StopRequest
 from poetsim.pipeline import adopt_schedule, problem_for_point, result_row, run_strategy, write_run
 from poetsim.runs import FolderLock, ResultRow, RunsFile
 from poetsim.scenario import Point, Scenario
-from poetsim.schedule import Schedule
+from poetsim.schedule import Moves, Schedule
 from poetsim.schedule_io import load_json
 from poetsim.status import Status
 from poetsim.strategies import Kind
@@ -253,19 +254,20 @@ def carry_across_grid(scenario: Scenario, directory: Path) -> int:
     """Apply what the points of a sweep tell about each other (`poetsim.implied`); how many rows changed.
 
     First schedules: a point takes the cheapest checked schedule of another point that fits its
-    budgets and moves, if cheaper than its own; it is checked again against this point's budgets,
-    simulated, and written to the point's folder. Then proofs: infeasibility and lower bounds of
-    relaxations. Run once every point has its row, so that the result does not depend on which
-    point ran first; runs.csv is rewritten atomically (the unchanged rows byte for byte) and
-    each changed point's result.json with it.
+    budgets and moves, if cheaper than its own (`_Donors`: of the same graph, on any platform);
+    it is checked again against this point's budgets, simulated, and written to its folder.
+    Then proofs: infeasibility and lower bounds of relaxations. Run once every point has its
+    row, so that the result does not depend on which point ran first; runs.csv is rewritten
+    atomically (the unchanged rows byte for byte) and each changed point's result.json with it.
     """
     runs = RunsFile(directory / "runs.csv")
     rows = [ResultRow.from_dict(record, str(runs.path)) for record in runs.records()]
     points = {point.key: point for point in scenario.points()}
+    donors = _Donors(scenario, directory, points, rows)
     adopted = list(rows)
     for position, row in enumerate(rows):
-        donor = schedule_donor(row, rows)
-        if donor is None or row.point_key not in points or donor.point_key not in points:
+        donor = donors.best_for(row)
+        if donor is None:
             continue
         try:
             adopted[position] = _adopt(scenario, directory, points[row.point_key], row, points[donor.point_key],
@@ -284,11 +286,77 @@ def carry_across_grid(scenario: Scenario, directory: Path) -> int:
     return len(changed)
 
 
+class _Donors:
+    """The checked schedules of a sweep, offered to its points that a solve left unproven.
+
+    A schedule of the same graph, timing and platform is judged by its row's figures
+    (`implied.schedule_donor`). One made on another platform is an instruction list like any
+    other: its peak RAM is the same there (bytes do not depend on the platform), and its time
+    and energy are the checker's under this point's costs. So rpi4 and rpi4-nocache, whose
+    recompute-only schedules cost the same, never report different ones.
+    """
+
+    def __init__(self, scenario: Scenario, directory: Path, points: dict[str, Point], rows: list[ResultRow]):
+        self.scenario, self.directory, self.points, self.rows = scenario, directory, points, rows
+        self._schedules: dict[str, Schedule | None] = {}
+
+    def best_for(self, row: ResultRow) -> ResultRow | None:
+        """The row whose schedule costs least at `row`'s point, fits and beats `row`'s own; or None."""
+        if row.point_key not in self.points or not is_open(row):
+            return None
+        same = schedule_donor(row, self.rows)
+        best = None if same is None or same.point_key not in self.points else (same.predicted_total_j, same.point_key, same)
+        others = [other for other in self.rows if self._elsewhere(other, row)]
+        if not others:
+            return None if best is None else best[2]
+        try:
+            problem = problem_for_point(self.scenario, self.points[row.point_key])
+        except PoetsimError:
+            return None if best is None else best[2]
+        own_j = row.predicted_total_j
+        for other in others:
+            schedule = self._schedule(other)
+            if schedule is None:
+                continue
+            try:
+                figures = check_schedule(schedule, problem.graph, problem.costs, problem.timing, problem.budgets)
+            except PoetsimError:
+                continue   # invalid here, or over this point's budgets
+            if own_j is not None and figures.total_j >= own_j * (1 - 1e-12):
+                continue
+            if best is None or (figures.total_j, other.point_key) < best[:2]:
+                best = (figures.total_j, other.point_key, other)
+        return None if best is None else best[2]
+
+    def _elsewhere(self, other: ResultRow, row: ResultRow) -> bool:
+        """Whether `other` has a schedule of `row`'s graph, made on another platform, that may fit."""
+        if other.platform == row.platform or not other.status.has_schedule or other.point_key not in self.points:
+            return False
+        same_graph = all(getattr(other, name) == getattr(row, name)
+                         for name in ("model", "timing", "reserved_bytes", "keep_all_peak_bytes"))
+        if not same_graph or other.predicted_peak_ram_bytes is None or row.ram_budget_bytes is None:
+            return False
+        used = Moves(recompute=bool(other.predicted_recomputations),
+                     page=bool(other.predicted_page_ins or other.predicted_page_outs))
+        return other.predicted_peak_ram_bytes <= row.ram_budget_bytes and \
+            strategies.get(row.strategy).moves.allows(used)
+
+    def _schedule(self, row: ResultRow) -> Schedule | None:
+        if row.point_key not in self._schedules:
+            path = self.directory / POINTS_DIR / point_slug(self.points[row.point_key]) / "schedule.json"
+            try:
+                self._schedules[row.point_key] = load_json(path)
+            except PoetsimError:
+                self._schedules[row.point_key] = None
+        return self._schedules[row.point_key]
+
+
 def _adopt(scenario: Scenario, directory: Path, point: Point, row: ResultRow, donor_point: Point,
            donor: ResultRow) -> ResultRow | None:
     """`row` with `donor`'s schedule, checked here, simulated and saved; None if it does not check."""
     schedule = load_json(directory / POINTS_DIR / point_slug(donor_point) / "schedule.json")
-    found_by = f"the schedule of {implied_name(donor)}"
+    where = "" if donor.platform == row.platform else f" on {donor.platform}"
+    found_by = f"the schedule of {implied_name(donor)}{where}"
     run = adopt_schedule(problem_for_point(scenario, point), row.strategy, schedule,
                          f"{found_by}, which fits here and costs less than this point's own solve found")
     if run is None:

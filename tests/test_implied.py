@@ -9,6 +9,7 @@ from poetsim.checker import check_schedule
 from poetsim.implied import apply_implied, relaxes, schedule_donor
 from poetsim.pipeline import problem_for_point
 from poetsim.runs import ResultRow, RunsFile
+from poetsim.scenario import load_scenario
 from poetsim.schedule_io import load_json
 from poetsim.status import Status
 from poetsim.sweep import POINTS_DIR, carry_across_grid, point_slug, run_sweep
@@ -140,3 +141,34 @@ def test_carry_across_grid_restores_what_a_time_limit_left_unproven(tmp_path):
     assert again["nrf52840", "70%", 1.0, "recompute-only"].status is Status.INFEASIBLE
     assert again["nrf52840", "70%", 1.5, "recompute-only"].status is Status.OPTIMAL
     assert carry_across_grid(scenario, tmp_path / "out") == 0
+
+
+def test_a_schedule_made_on_another_platform_is_checked_under_this_ones_costs(tmp_path):
+    """Recompute-only on rpi4 and rpi4-nocache (which differ only in page-out costs): with
+    rpi4-nocache's solve cut short, its point takes rpi4's schedule, checked and costed there."""
+    path = tmp_path / "two.yaml"
+    path.write_text("name: two\nmodel: mlp\nbatch_size: 2\nplatform: [rpi4, rpi4-nocache]\n"
+                    "budgets:\n  ram: 70%\n  runtime: 1.5x\nstrategies: [recompute-only]\ntime_limit_s: 30\n")
+    scenario = load_scenario(path)
+    directory = tmp_path / "out"
+    runs = RunsFile(run_sweep(scenario, directory, jobs=1))
+    records = runs.records()
+    keys = [(r["platform"], r["strategy"]) for r in records]
+    solved = ResultRow.from_dict(records[keys.index(("rpi4-nocache", "recompute-only"))])
+    assert solved.status is Status.OPTIMAL
+    points = {point.key: point for point in scenario.points()}
+    folder = directory / POINTS_DIR / point_slug(points[solved.point_key])
+    for file in folder.iterdir():
+        file.unlink()
+    runs.rewrite({keys.index(("rpi4-nocache", "recompute-only")): replace(
+        solved, status=Status.NO_SOLUTION, message="timed out", **{f"predicted_{name}": None for name in (
+            "total_j", "peak_ram_bytes", "runtime_s", "recomputations", "page_ins", "page_outs")})})
+
+    assert carry_across_grid(scenario, directory) == 1
+    taken = ResultRow.from_dict(runs.records()[keys.index(("rpi4-nocache", "recompute-only"))])
+    assert taken.status is Status.OPTIMAL and "on rpi4 fits here" in taken.message
+    assert taken.predicted_total_j == pytest.approx(solved.predicted_total_j, rel=1e-9)
+    problem = problem_for_point(scenario, points[solved.point_key])
+    checked = check_schedule(load_json(folder / "schedule.json"), problem.graph, problem.costs, problem.timing,
+                             problem.budgets)
+    assert checked.total_j == pytest.approx(solved.predicted_total_j, rel=1e-9)

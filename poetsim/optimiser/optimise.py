@@ -26,7 +26,7 @@ from poetsim.optimiser.cover_plan import cover_plan
 from poetsim.optimiser.formulation import formulate
 from poetsim.optimiser.outcome import SolveOutcome
 from poetsim.optimiser.rules import plan_from_decisions
-from poetsim.optimiser.search import COVER_SHARE, COVER_SHARE_SHORT, COVER_SHORT_CAP_S, Search
+from poetsim.optimiser.search import COVER_SHARE, Search
 from poetsim.optimiser.solvers import check_available
 from poetsim.schedule import Budgets, Moves, Schedule, Timing
 from poetsim.status import Status
@@ -60,10 +60,7 @@ def optimise(
     if not warm_start:
         return run.bare()
     report("bound")
-    cover_s = clock.share_s(COVER_SHARE)
-    if cover_s is not None:
-        cover_s = max(cover_s, clock.share_s(COVER_SHARE_SHORT, COVER_SHORT_CAP_S) or 0.0)
-    run.cover = cover_bound(graph, costs, budgets, moves, timing, time_limit_s=cover_s)
+    run.cover = cover_bound(graph, costs, budgets, moves, timing, time_limit_s=clock.share_s(COVER_SHARE))
     if run.cover.infeasible:
         return _empty(moves, timing, solver, Status.INFEASIBLE, run.cover.message, clock)
     run.bound_j = run.cover.bound_j

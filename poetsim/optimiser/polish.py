@@ -37,7 +37,7 @@ def polish(plan: Plan, graph: TrainingGraph, costs: CostTable, budgets: Budgets,
         found = None
         for candidate in bridges(plan, graph):
             if ends_at is not None and perf_counter() >= ends_at:
-                return plan
+                return plan if found is None else found   # the best this round had reached
             fig = figures(candidate, graph, costs, timing)
             if budgets.fits(fig) and fig.total_j < best_j:
                 found, best_j = candidate, fig.total_j

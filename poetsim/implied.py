@@ -55,11 +55,25 @@ def relaxes(loose: ResultRow, tight: ResultRow) -> bool:
             and strategies.get(loose.strategy).moves.allows(strategies.get(tight.strategy).moves))
 
 
-def same_problem(a: ResultRow, b: ResultRow) -> bool:
-    """Whether two rows share graph, platform and timing (their keep-all figures must agree too,
-    a check that the graph and the costs are the same)."""
-    same = ("model", "platform", "timing", "reserved_bytes", "keep_all_peak_bytes", "keep_all_energy_j")
+def same_graph(a: ResultRow, b: ResultRow) -> bool:
+    """Whether two rows schedule the same graph under the same timing (the keep-all peak must
+    agree too, a check that the graph is the same): a schedule of one is an instruction list
+    for the other, on any platform."""
+    same = ("model", "timing", "reserved_bytes", "keep_all_peak_bytes")
     return all(getattr(a, name) == getattr(b, name) for name in same)
+
+
+def same_problem(a: ResultRow, b: ResultRow) -> bool:
+    """Whether two rows share graph, platform and timing (their keep-all energies must agree
+    too, a check that the costs are the same)."""
+    return same_graph(a, b) and a.platform == b.platform and a.keep_all_energy_j == b.keep_all_energy_j
+
+
+def moves_used(row: ResultRow) -> Moves:
+    """What a row's schedule does, read from its figures: a hybrid schedule that never pages
+    uses the moves of recompute-only."""
+    return Moves(recompute=bool(row.predicted_recomputations),
+                 page=bool(row.predicted_page_ins or row.predicted_page_outs))
 
 
 def schedule_donor(row: ResultRow, rows: list[ResultRow]) -> ResultRow | None:
@@ -82,9 +96,7 @@ def schedule_donor(row: ResultRow, rows: list[ResultRow]) -> ResultRow | None:
         total_j, peak, runtime_s = other.predicted_total_j, other.predicted_peak_ram_bytes, other.predicted_runtime_s
         if total_j is None or peak is None or runtime_s is None:
             continue
-        used = Moves(recompute=bool(other.predicted_recomputations),
-                     page=bool(other.predicted_page_ins or other.predicted_page_outs))
-        if not moves.allows(used) or peak > budgets.ram_bytes or not budgets.meets_deadline(runtime_s):
+        if not moves.allows(moves_used(other)) or peak > budgets.ram_bytes or not budgets.meets_deadline(runtime_s):
             continue
         if row.predicted_total_j is not None and total_j >= row.predicted_total_j * (1 - 1e-12):
             continue

@@ -47,13 +47,13 @@ from poetsim.errors import (
     UnavailableError,
     UserInputError,
 )
-from poetsim.implied import apply_implied, is_open, judged, schedule_donor
+from poetsim.implied import apply_implied, is_open, judged, moves_used, same_graph, schedule_donor
 from poetsim.implied import name as implied_name
 from poetsim.interrupts import StopRequest
 from poetsim.pipeline import adopt_schedule, problem_for_point, result_row, run_strategy, write_run
 from poetsim.runs import FolderLock, ResultRow, RunsFile
 from poetsim.scenario import Point, Scenario
-from poetsim.schedule import Moves, Schedule
+from poetsim.schedule import Schedule
 from poetsim.schedule_io import load_json
 from poetsim.status import Status
 from poetsim.strategies import Kind
@@ -332,14 +332,10 @@ class _Donors:
         """Whether `other` has a schedule of `row`'s graph, made on another platform, that may fit."""
         if other.platform == row.platform or not other.status.has_schedule or other.point_key not in self.points:
             return False
-        same_graph = all(getattr(other, name) == getattr(row, name)
-                         for name in ("model", "timing", "reserved_bytes", "keep_all_peak_bytes"))
-        if not same_graph or other.predicted_peak_ram_bytes is None or row.ram_budget_bytes is None:
+        if not same_graph(other, row) or other.predicted_peak_ram_bytes is None or row.ram_budget_bytes is None:
             return False
-        used = Moves(recompute=bool(other.predicted_recomputations),
-                     page=bool(other.predicted_page_ins or other.predicted_page_outs))
         return other.predicted_peak_ram_bytes <= row.ram_budget_bytes and \
-            strategies.get(row.strategy).moves.allows(used)
+            strategies.get(row.strategy).moves.allows(moves_used(other))
 
     def _schedule(self, row: ResultRow) -> Schedule | None:
         if row.point_key not in self._schedules:

@@ -270,8 +270,9 @@ def carry_across_grid(scenario: Scenario, directory: Path) -> int:
         if donor is None:
             continue
         try:
-            adopted[position] = _adopt(scenario, directory, points[row.point_key], row, points[donor.point_key],
-                                       donor) or row
+            schedule = donors.schedule(donor)
+            if schedule is not None:
+                adopted[position] = _adopt(scenario, directory, points[row.point_key], row, schedule, donor) or row
         except PoetsimError:
             continue   # the donor's files cannot be read or checked here: the point keeps its own
     carried = apply_implied(adopted)
@@ -315,7 +316,7 @@ class _Donors:
             return None if best is None else best[2]
         own_j = row.predicted_total_j
         for other in others:
-            schedule = self._schedule(other)
+            schedule = self.schedule(other)
             if schedule is None:
                 continue
             try:
@@ -337,7 +338,8 @@ class _Donors:
         return other.predicted_peak_ram_bytes <= row.ram_budget_bytes and \
             strategies.get(row.strategy).moves.allows(moves_used(other))
 
-    def _schedule(self, row: ResultRow) -> Schedule | None:
+    def schedule(self, row: ResultRow) -> Schedule | None:
+        """`row`'s saved schedule (read once), or None if it cannot be read."""
         if row.point_key not in self._schedules:
             path = self.directory / POINTS_DIR / point_slug(self.points[row.point_key]) / "schedule.json"
             try:
@@ -347,10 +349,9 @@ class _Donors:
         return self._schedules[row.point_key]
 
 
-def _adopt(scenario: Scenario, directory: Path, point: Point, row: ResultRow, donor_point: Point,
+def _adopt(scenario: Scenario, directory: Path, point: Point, row: ResultRow, schedule: Schedule,
            donor: ResultRow) -> ResultRow | None:
     """`row` with `donor`'s schedule, checked here, simulated and saved; None if it does not check."""
-    schedule = load_json(directory / POINTS_DIR / point_slug(donor_point) / "schedule.json")
     where = "" if donor.platform == row.platform else f" on {donor.platform}"
     found_by = f"the schedule of {implied_name(donor)}{where}"
     run = adopt_schedule(problem_for_point(scenario, point), row.strategy, schedule,

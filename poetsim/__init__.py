@@ -20,7 +20,14 @@ _PUBLIC = {
 
 def __getattr__(name: str):
     if name in _PUBLIC:
-        return getattr(importlib.import_module(_PUBLIC[name]), name)
+        module = importlib.import_module(_PUBLIC[name])
+        # Importing poetsim.api imports the submodule poetsim.sweep, and Python then sets the
+        # package's attribute `sweep` to that module: bind every public name of the module here,
+        # so that `poetsim.sweep` stays the function whatever was imported first.
+        for public, source in _PUBLIC.items():
+            if source == _PUBLIC[name]:
+                globals()[public] = getattr(module, public)
+        return globals()[name]
     raise AttributeError(f"module 'poetsim' has no attribute '{name}'")
 
 

@@ -42,6 +42,19 @@ def test_without_energy_counters_the_profile_says_energy_is_modelled(profile):
     assert any("Energy is modelled" in note for note in profile.notes)
 
 
+def test_profile_states_the_overlap_interference_it_does_not_model(profile):
+    """The profile measures how computes and transfers slow each other and says the model ignores it."""
+    notes = [note for note in profile.notes if note.startswith("Measured, not modelled")]
+    assert len(notes) == 1 and "computes took" in notes[0] and "counts neither" in notes[0]
+
+
+def test_interference_is_measured_with_transfers_running_beside_computes(mlp, tmp_path):
+    measured = host.measure_interference(mlp, tmp_path, threads=1, repeats=2, durable=False)
+    # Slowdowns are ratios of real times less one: above -1, and finite.
+    assert -1 < measured.compute_slowdown < 100 and -1 < measured.transfer_slowdown < 100
+    assert not list(tmp_path.glob("interference*")), "the measurement's file is removed"
+
+
 def test_written_profile_loads_and_times_nodes_by_their_kind(profile, mlp, tmp_path):
     """The YAML is a profile like the shipped ones; a node's compute time is its FLOPs over its kind's rate."""
     path = tmp_path / "host.yaml"

@@ -14,12 +14,12 @@ from poetsim.pytorch.validate import validate_run, write_validation  # noqa: E40
 
 @pytest.fixture(scope="module")
 def validation(tmp_path_factory):
-    """The tiny CNN at 100 % and 60 % of keep-all, three strategies, on the rpi4 profile."""
+    """The tiny CNN at 100 % and 60 % of keep-all, three strategies, on the rpi4 profile, two timed rounds."""
     torch.manual_seed(0)
     tiny = capture(models.tiny_cnn(), (torch.randn(2, 3, 8, 8),), name="tiny")
     return validate_run(tiny, load_platform("rpi4"), rams=("100%", "60%"),
                         strategies=("keep-all", "checkpoint-sqrt", "hybrid"), time_limit_s=5,
-                        swap_dir=tmp_path_factory.mktemp("swap"), threads=1, repeats=1)
+                        swap_dir=tmp_path_factory.mktemp("swap"), threads=1, repeats=2)
 
 
 def test_every_executed_point_holds_the_predicted_peak_and_moves_the_predicted_bytes(validation):
@@ -28,6 +28,16 @@ def test_every_executed_point_holds_the_predicted_peak_and_moves_the_predicted_b
     for row in executed:
         assert row.gradients_equal and row.peak_equal and row.within_budget, row
         assert (row.measured_bytes_written, row.measured_bytes_read) == (row.predicted_bytes_written, row.predicted_bytes_read)
+
+
+def test_measured_time_is_the_fastest_timed_run_with_median_and_spread_beside_it(validation):
+    for row in (r for r in validation.rows if r.measured_runtime_s is not None):
+        assert row.timed_runs == 2
+        assert 0 < row.measured_runtime_s <= row.measured_median_s
+        # two runs: their median is their mean, and the spread is how far the slower one is above the faster
+        slower = 2 * row.measured_median_s - row.measured_runtime_s
+        assert row.measured_spread_pct == pytest.approx(100 * (slower / row.measured_runtime_s - 1))
+        assert row.runtime_difference_pct == pytest.approx(100 * (row.measured_runtime_s / row.predicted_runtime_s - 1))
 
 
 def test_points_without_a_schedule_are_rows_with_their_status(validation):

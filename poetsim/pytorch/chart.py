@@ -2,7 +2,8 @@
 
 Three panels: the step time across RAM budgets (as a share of the keep-all peak; predicted:
 hollow points on a dashed line, measured: filled points), measured against predicted step time
-(the diagonal and a +-15 % band), and the activation peak across budgets (predicted and
+(the diagonal and a +-15 % band; a point is a schedule's fastest timed run, its bar reaches the
+median run), and the activation peak across budgets (predicted and
 measured, with the budget as a grey tick). Strategies keep the registry's colours.
 Written as HTML with the JavaScript inline (opens offline) and PNG, like every poetsim chart.
 """
@@ -27,7 +28,10 @@ def validation_frame(validation) -> pd.DataFrame:
             ("step time (s)", row.predicted_runtime_s, row.measured_runtime_s),
             ("activation peak (MB)", row.predicted_peak_bytes / 1e6, row.measured_peak_bytes / 1e6),
         ):
-            for source, value in (("predicted", predicted), ("measured", measured)):
+            sources = [("predicted", predicted), ("measured", measured)]
+            if figure.startswith("step") and row.measured_median_s is not None:
+                sources.append(("median", row.measured_median_s))
+            for source, value in sources:
                 records.append({"strategy": row.strategy, "budget_pct": budget, "figure": figure, "source": source,
                                 "value": value, "budget_mb": row.ram_budget_bytes / 1e6})
     return pd.DataFrame(records)
@@ -47,7 +51,8 @@ def validation_chart(validation) -> alt.VConcatChart:
                 f"{'durable' if validation.durable else 'page-cached'} swap files")
     footer = footer_text(scenario, [_timing_name(validation.timing)])
     title = f"{validation.graph_name}: predicted (hollow) and measured (filled) across RAM budgets"
-    subtitle = ("Middle: measured against predicted step time; the band is +-15 %. Grey ticks: the RAM budget. "
+    subtitle = ("Measured: the fastest timed run. Middle: measured against predicted step time, the band is +-15 %, "
+                "a bar reaches the median run. Grey ticks: the RAM budget. "
                 "Every gradient was compared bit for bit with a plain loss.backward().")
     return framed(alt.hconcat(*panels), title, footer, subtitle)
 
@@ -76,12 +81,15 @@ def _scatter(frame: pd.DataFrame, colour) -> alt.LayerChart | alt.FacetChart:
     band = line.assign(low=line["predicted"] * 0.85, high=line["predicted"] * 1.15)
     axis_x = alt.X("predicted:Q", title="predicted step time (s)", scale=alt.Scale(domain=[0, top]))
     axis_y = alt.Y("measured:Q", title="measured step time (s)", scale=alt.Scale(domain=[0, top]))
+    bars = alt.Chart(wide).mark_rule(opacity=0.5).encode(x=axis_x, y=axis_y, y2="median:Q", color=colour) \
+        if "median" in wide else None
     shaded = alt.Chart(band).mark_area(color="#dddddd", opacity=0.6, clip=True).encode(x=axis_x, y="low:Q", y2="high:Q")
     diagonal = alt.Chart(line.assign(measured=line["predicted"])).mark_line(color="#777777", clip=True).encode(x=axis_x, y=axis_y)
     points = alt.Chart(wide).mark_point(filled=True, size=45).encode(
         x=axis_x, y=axis_y, color=colour, shape=alt.Shape("budget_pct:O", title="RAM budget %"),
         tooltip=["strategy", "budget_pct", alt.Tooltip("predicted:Q", format=".4g"), alt.Tooltip("measured:Q", format=".4g")])
-    return alt.layer(shaded, diagonal, points).properties(width=260, height=220, title="measured vs predicted")
+    layers = [shaded, diagonal, points] if bars is None else [shaded, diagonal, bars, points]
+    return alt.layer(*layers).properties(width=260, height=220, title="measured vs predicted")
 
 
 def _timing_name(timing) -> str:

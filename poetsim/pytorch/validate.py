@@ -12,6 +12,7 @@ import json
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -24,6 +25,9 @@ from poetsim.problem import make_problem
 from poetsim.profiles import Platform
 from poetsim.schedule import Compute, PageIn, PageOut, Schedule, Timing
 from poetsim.units import RamSpec, parse_ram
+
+if TYPE_CHECKING:  # the executor imports torch; this module is imported without it
+    from poetsim.pytorch.executor import Execution
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,9 @@ class ValidationRow:
     predicted_runtime_s: float | None = None
     measured_runtime_s: float | None = None
     runtime_difference_pct: float | None = None
+    measured_median_s: float | None = None
+    measured_spread_pct: float | None = None
+    timed_runs: int | None = None
     predicted_compute_s: float | None = None
     measured_compute_s: float | None = None
     predicted_peak_bytes: int | None = None
@@ -110,14 +117,31 @@ class Validation:
 DEFAULT_RAMS = ("100%", "70%", "50%", "35%")
 
 
+@dataclass
+class _Point:
+    """A budget and strategy with a checked schedule: its prediction and its runs so far."""
+
+    head: dict
+    status: str
+    schedule: Schedule
+    prediction: Prediction
+    budget: int
+    checked: "Execution"  # the first run: gradients compared, peak and bytes measured
+    timed: list["Execution"] = field(default_factory=list)  # the timed rounds' runs
+
+
 def validate_run(capture, platform: Platform, *, rams=DEFAULT_RAMS, strategies=None, runtime_x: float = 2.0,
                  timing: Timing = Timing.OVERLAP, time_limit_s: float = 20.0, swap_dir: Path = Path("build/swap"),
                  threads: int | None = None, durable: bool = True, solver_threads: int | None = 1,
-                 repeats: int = 3, on_row=None) -> Validation:
+                 repeats: int = 5, on_progress=None) -> Validation:
     """Solve, execute and compare every strategy at every RAM budget (see the module docstring).
 
-    Each schedule runs `repeats` times; the first run's gradients are checked and its peak
-    reported, the measured time is the median of the runs (the machine may be shared).
+    Every point is solved and its schedule run once with its gradients checked (that run also
+    warms the point's allocations up); then `repeats` rounds run every schedule once more, in
+    turn, so that a slow minute of a shared machine falls on all points alike. A point's
+    measured time is its fastest timed run, as the host profile's figures are the fastest of
+    theirs (poetsim.pytorch.host); the median and the spread are reported beside it. Its peak
+    is the largest of all its runs. `on_progress` gets a line of text per step.
     """
 
     from poetsim.pytorch.executor import default_threads, execute
@@ -127,7 +151,8 @@ def validate_run(capture, platform: Platform, *, rams=DEFAULT_RAMS, strategies=N
     names = tuple(strategies or registry.names())
     for name in names:
         registry.get(name)
-    rows = []
+    say = on_progress or (lambda text: None)
+    slots: list[ValidationRow | _Point] = []
     for ram in rams:
         spec = ram if isinstance(ram, RamSpec) else parse_ram(str(ram))
         problem = make_problem(graph, platform, spec, runtime_x, timing)
@@ -136,40 +161,50 @@ def validate_run(capture, platform: Platform, *, rams=DEFAULT_RAMS, strategies=N
             run = run_strategy(problem, name, time_limit_s=time_limit_s, simulate=False, threads=solver_threads)
             head = dict(strategy=name, ram=str(spec), ram_budget_bytes=budget, ram_percent=spec.percent)
             if not run.ok:
-                row = ValidationRow(**head, status=str(run.status.value), message=run.message)
-            else:
-                schedule = run.schedule
-                assert schedule is not None  # a run that is ok has a checked schedule
-                prediction = predict(graph, schedule, problem.costs, timing)
-                results = [execute(capture, schedule, swap_dir, timing=timing, durable=durable,
-                                   budget_bytes=budget, threads=threads, check_gradients=attempt == 0)
-                           for attempt in range(max(repeats, 1))]
-                row = _row(head, str(run.status.value), prediction, results, budget)
-            rows.append(row)
-            if on_row is not None:
-                on_row(row)
-    return Validation(graph.name, platform.name, timing, runtime_x, threads, durable, graph.keep_all_peak_bytes, tuple(rows))
+                slots.append(ValidationRow(**head, status=str(run.status.value), message=run.message))
+                say(f"{name:>16} {spec}: {run.status.value} {run.message[:90]}")
+                continue
+            schedule = run.schedule
+            assert schedule is not None  # a run that is ok has a checked schedule
+            checked = execute(capture, schedule, swap_dir, timing=timing, durable=durable, budget_bytes=budget,
+                              threads=threads)
+            prediction = predict(graph, schedule, problem.costs, timing)
+            slots.append(_Point(head, str(run.status.value), schedule, prediction, budget, checked))
+            say(f"{name:>16} {spec}: {run.status.value}, ran once: peak "
+                f"{'as predicted' if checked.peak_activation_bytes == prediction.peak_ram_bytes else 'DIFFERENT'}, "
+                f"gradients {'bitwise equal' if checked.gradients_equal else 'DIFFERENT'}")
+    points = [slot for slot in slots if isinstance(slot, _Point)]
+    for round_number in range(1, max(repeats, 1) + 1):
+        for point in points:
+            point.timed.append(execute(capture, point.schedule, swap_dir, timing=timing, durable=durable,
+                                       budget_bytes=point.budget, threads=threads, check_gradients=False))
+        say(f"timed round {round_number} of {max(repeats, 1)}: every schedule ran once")
+    rows = tuple(slot if isinstance(slot, ValidationRow) else _row(slot) for slot in slots)
+    return Validation(graph.name, platform.name, timing, runtime_x, threads, durable, graph.keep_all_peak_bytes, rows)
 
 
-def _row(head: dict, status: str, prediction: Prediction, results: list, budget: int) -> ValidationRow:
-    result = results[0]
-    summary = result.summary()
-    total_s = statistics.median(r.total_s for r in results)
-    compute_s = statistics.median(r.compute_s for r in results)
-    peak = max(r.peak_activation_bytes for r in results)
+def _row(point: _Point) -> ValidationRow:
+    prediction, checked = point.prediction, point.checked
+    runs = [checked, *point.timed]
+    fastest = min(point.timed, key=lambda r: r.total_s)
+    times = [r.total_s for r in point.timed]
+    summary = checked.summary()
+    peak = max(r.peak_activation_bytes for r in runs)
     return ValidationRow(
-        **head, status=status,
-        predicted_runtime_s=prediction.runtime_s, measured_runtime_s=total_s,
-        runtime_difference_pct=100.0 * (total_s / prediction.runtime_s - 1.0) if prediction.runtime_s else None,
-        predicted_compute_s=prediction.compute_s, measured_compute_s=compute_s,
+        **point.head, status=point.status,
+        predicted_runtime_s=prediction.runtime_s, measured_runtime_s=fastest.total_s,
+        runtime_difference_pct=100.0 * (fastest.total_s / prediction.runtime_s - 1.0) if prediction.runtime_s else None,
+        measured_median_s=statistics.median(times), measured_spread_pct=100.0 * (max(times) / min(times) - 1.0),
+        timed_runs=len(times),
+        predicted_compute_s=prediction.compute_s, measured_compute_s=fastest.compute_s,
         predicted_peak_bytes=prediction.peak_ram_bytes, measured_peak_bytes=peak,
-        peak_equal=all(r.peak_activation_bytes == prediction.peak_ram_bytes for r in results),
-        within_budget=peak <= budget, peak_rss_bytes=max((r.peak_rss_bytes or 0) for r in results) or None,
-        predicted_bytes_written=prediction.bytes_written, measured_bytes_written=result.bytes_written,
-        predicted_bytes_read=prediction.bytes_read, measured_bytes_read=result.bytes_read,
-        gradients_equal=result.gradients_equal, buffers_equal=result.buffers_equal,
+        peak_equal=all(r.peak_activation_bytes == prediction.peak_ram_bytes for r in runs),
+        within_budget=peak <= point.budget, peak_rss_bytes=max((r.peak_rss_bytes or 0) for r in runs) or None,
+        predicted_bytes_written=prediction.bytes_written, measured_bytes_written=checked.bytes_written,
+        predicted_bytes_read=prediction.bytes_read, measured_bytes_read=checked.bytes_read,
+        gradients_equal=checked.gradients_equal, buffers_equal=checked.buffers_equal,
         recomputations=summary["recomputations"], page_outs=summary["page_outs"], page_ins=summary["page_ins"],
-        reference_s=result.reference_s,
+        reference_s=checked.reference_s,
     )
 
 

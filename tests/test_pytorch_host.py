@@ -45,7 +45,12 @@ def test_without_energy_counters_the_profile_says_energy_is_modelled(profile):
 def test_profile_states_the_overlap_interference_it_does_not_model(profile):
     """The profile measures how computes and transfers slow each other and says the model ignores it."""
     notes = [note for note in profile.notes if note.startswith("Measured, not modelled")]
-    assert len(notes) == 1 and "computes took" in notes[0] and "counts neither" in notes[0]
+    assert len(notes) == 1 and "computes ran" in notes[0] and "do not slow each other" in notes[0]
+
+
+def test_interference_note_says_slower_or_faster():
+    note = host.Interference(compute_slowdown=0.49, transfer_slowdown=-0.04).note()
+    assert "computes ran 49 % slower" in note and "transfer 4 % faster" in note
 
 
 def test_interference_is_measured_with_transfers_running_beside_computes(mlp, tmp_path):

@@ -265,10 +265,15 @@ class Interference:
 
     def note(self) -> str:
         return (f"Measured, not modelled: while the I/O thread paged {format_bytes(INTERFERENCE_BYTES)} files without "
-                f"pause, keep-all computes took {100 * self.compute_slowdown:+.0f} % and each transfer "
-                f"{100 * self.transfer_slowdown:+.0f} % of their time alone. The overlap stage model "
-                "(max of compute and transfers) counts neither, so a schedule that pages runs slower than "
-                "predicted by up to that much of its overlapped time (docs/pytorch.md).")
+                f"pause, keep-all computes ran {_change(self.compute_slowdown)} and each transfer "
+                f"{_change(self.transfer_slowdown)} than alone. The overlap stage model (max of compute and transfers) "
+                "assumes they do not slow each other: where these are well above zero, a schedule that pages runs "
+                "slower than predicted, by up to that share of its overlapped time (docs/pytorch.md).")
+
+
+def _change(fraction: float) -> str:
+    """A slowdown as words: '12 % slower', '3 % faster'."""
+    return f"{abs(100 * fraction):.0f} % {'slower' if fraction >= 0 else 'faster'}"
 
 
 #: Size of the files the interference measurement pages (a ResNet-18 CIFAR activation at batch 8).

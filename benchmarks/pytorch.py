@@ -10,9 +10,9 @@ Closed loop (results/bench/pytorch_validate.csv and its chart in results/bench/p
 ResNet-18 for CIFAR at batch 8, every strategy at 100, 70, 50 and 35 % of the keep-all peak,
 executed for real on this host with a profile measured just before (each schedule once with its
 gradients checked, then once per timed round, all schedules in turn; the fastest run counts, as
-in the profile). Targets: gradients bitwise equal to loss.backward() in every run, the
-activation peak equal to the prediction and within the budget, the step time within 15 % of
-the prediction.
+in the profile, whose compute rates are re-measured on keep-all runs taken in the same rounds).
+Targets: gradients bitwise equal to loss.backward() in every run, the activation peak equal to
+the prediction and within the budget, the step time within 15 % of the prediction.
 
     python -m benchmarks pytorch             # both parts
     python -m benchmarks.pytorch import      # one part: import or validate
@@ -143,10 +143,10 @@ def run_validation(out_csv: Path = VALIDATE_OUT, threads: int | None = None, tim
     start = time.perf_counter()
     profile = profile_host(swap_dir, captures=[captured], threads=threads)
     profile_s = time.perf_counter() - start
-    folder.mkdir(parents=True, exist_ok=True)
-    write_profile(profile, folder / "host.yaml")
     validation = validate_run(captured, profile, time_limit_s=time_limit_s, swap_dir=swap_dir, threads=threads,
-                              repeats=repeats)
+                              repeats=repeats, recalibrate=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_profile(validation.profile or profile, folder / "host.yaml")
     write_validation(validation, folder)
     frame = pd.DataFrame([row.__dict__ for row in validation.rows])
     frame["profile_s"] = round(profile_s, 1)

@@ -88,3 +88,15 @@ def test_rapl_reads_package_counters_only(tmp_path):
     (tmp_path / "intel-rapl:0:0" / "energy_uj").write_text("5000000\n")
     rapl = host._Rapl(tmp_path)
     assert rapl.readable and rapl.energy_j() == pytest.approx(2.0)
+
+
+def test_recalibrated_profile_takes_the_rates_of_one_run_and_keeps_the_rest(profile, mlp, tmp_path):
+    from poetsim.pytorch.executor import execute
+
+    run = execute(mlp, host.keep_all_schedule(mlp.graph), tmp_path, check_gradients=False, threads=1)
+    updated = host.recalibrated(profile, mlp.graph, run, "a test run")
+    rates, overall = host.rates_of([(mlp.graph, run)])
+    assert dict(updated.compute.op_flops_per_s) == rates and updated.compute.flops_per_s == pytest.approx(overall)
+    assert updated.storage == profile.storage and updated.static_power_w == profile.static_power_w
+    assert updated.sources["compute.flops_per_s"].endswith("in a test run")
+    assert sum(note.startswith(host.COMPUTE_NOTE) for note in updated.notes) == 1

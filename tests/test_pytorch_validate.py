@@ -53,3 +53,23 @@ def test_results_are_written_as_json_csv_and_an_offline_chart(validation, tmp_pa
     assert len(data["rows"]) == 6 and data["timing"] == "overlap"
     html = (tmp_path / "validation.html").read_text()
     assert "vega" in html and "<script src=\"http" not in html
+
+
+def test_recalibrated_predictions_use_rates_measured_in_the_timed_rounds(tmp_path):
+    """With `recalibrate`, the profile's compute rates come from keep-all runs of the rounds, and
+    every prediction is costed on that profile (keep-all: one plain pass at the new rates)."""
+    from poetsim.costs import node_costs
+
+    torch.manual_seed(0)
+    tiny = capture(models.tiny_cnn(), (torch.randn(2, 3, 8, 8),), name="tiny")
+    rpi4 = load_platform("rpi4")
+    result = validate_run(tiny, rpi4, rams=("100%",), strategies=("keep-all", "checkpoint-sqrt"), time_limit_s=5,
+                          swap_dir=tmp_path, threads=1, repeats=2, recalibrate=True)
+    profile = result.profile
+    assert profile is not None and profile.compute.op_flops_per_s != rpi4.compute.op_flops_per_s
+    assert profile.storage == rpi4.storage
+    assert "validate-run" in profile.sources["compute.flops_per_s"]
+    keep_all = next(row for row in result.rows if row.strategy == "keep-all")
+    assert keep_all.predicted_runtime_s == pytest.approx(node_costs(tiny.graph, profile).plain_runtime_s)
+    assert keep_all.predicted_runtime_s != pytest.approx(node_costs(tiny.graph, rpi4).plain_runtime_s)
+    assert "profile" not in result.to_dict()

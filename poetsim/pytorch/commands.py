@@ -211,7 +211,9 @@ def validate_run(
     gradients compared, then once in each of --repeats rounds (the fastest run counts, as in
     the profile: other jobs only add time); its predicted and measured step time, activation
     peak and storage traffic are set side by side in a table, result.json, validation.csv and
-    validation.html/png.
+    validation.html/png. A profile calibrated on the model (the default) has its compute rates
+    re-measured on keep-all runs taken in the same rounds, so that the machine's drift falls
+    on prediction and measurement alike; host.yaml is the profile the predictions used.
     """
     from poetsim.pytorch.host import profile_host, write_profile
 
@@ -226,14 +228,16 @@ def validate_run(
         console.print("measuring the host ...")
         profile_used = profile_host(swap_dir, captures=[captured] if calibrate == "model" else None,
                                     durable=durable, threads=threads)
-        write_profile(profile_used, out / "host.yaml")
     table = Table("strategy", "RAM", "status", "time pred s", "time meas s", "diff", "spread", "peak pred", "peak meas",
                   "written", "read", "grads", title=f"{captured.graph.name}: prediction vs measurement")
 
     validation = run_validation(captured, profile_used, rams=tuple(ram or DEFAULT_RAMS), strategies=strategy,
                                 runtime_x=_runtime(runtime, parse_runtime), timing=Timing(_timing(timing)),
                                 time_limit_s=time_limit, swap_dir=swap_dir, threads=threads, durable=durable,
-                                repeats=repeats, on_progress=lambda text: console.print(text, markup=False))
+                                repeats=repeats, recalibrate=platform is None and calibrate == "model",
+                                on_progress=lambda text: console.print(text, markup=False))
+    if platform is None:
+        write_profile(validation.profile or profile_used, out / "host.yaml")
     for row in validation.rows:
         table.add_row(row.strategy, row.ram, row.status, *(
             ("", "", "", "", "", "", "", "", "") if row.measured_runtime_s is None else (

@@ -51,6 +51,8 @@ from poetsim.units import format_bytes
 #: Sizes of the storage test files: latency dominates the small ones, bandwidth the large ones.
 STORAGE_SIZES = (4096, 65536, 1 << 20, 8 << 20, 32 << 20)
 RAPL_ROOT = Path("/sys/class/powercap")
+#: How the profile's note on its compute rates begins (recalibration replaces that note).
+COMPUTE_NOTE = "Compute rates are"
 #: Modelled powers when no energy counter is readable (poetsim assumptions, stated in the profile).
 MODELLED_CORE_POWER_W = 5.0
 MODELLED_IDLE_POWER_W = 1.0
@@ -128,7 +130,7 @@ def profile_host(swap_dir: Path, *, workloads: list[Workload] | None = None, cap
         "notes": [
             f"Measured by poetsim profile with torch {torch.__version__} on {threads} thread(s): run `poetsim execute` "
             "with the same thread count for its timings to apply.",
-            "Compute rates are FLOPs (as poetsim's importer counts them) over the executor's time per node in the "
+            f"{COMPUTE_NOTE} FLOPs (as poetsim's importer counts them) over the executor's time per node in the "
             f"fastest of {repeats} keep-all runs, per operator kind, of: {', '.join(c.graph.name for c in captures)}.",
             interference.note(),
             "Energy is measured from RAPL counters (busy minus idle power)." if energy else
@@ -189,12 +191,10 @@ def compute_rates(captures, swap_dir: Path, *, threads: int, repeats: int, rapl=
     is the one other jobs disturbed least (module docstring).
     Returns (rates by kind, overall rate, package power while computing or None).
     """
-    flops: dict[str, float] = {}
-    seconds: dict[str, float] = {}
     energy_j, busy_s = 0.0, 0.0
+    runs = []
     for captured in captures:
-        graph = captured.graph
-        schedule = keep_all_schedule(graph)
+        schedule = keep_all_schedule(captured.graph)
         execute(captured, schedule, swap_dir, check_gradients=False, threads=threads)  # warm-up
         run = functools.partial(execute, captured, schedule, swap_dir, check_gradients=False, threads=threads)
         fastest = None
@@ -209,7 +209,21 @@ def compute_rates(captures, swap_dir: Path, *, threads: int, repeats: int, rapl=
             if fastest is None or result.total_s < fastest.total_s:
                 fastest = result
         assert fastest is not None  # repeats >= 1
-        times = {r.node: r.duration_s for r in fastest.records if r.kind == "compute"}
+        runs.append((captured.graph, fastest))
+    rates, overall = rates_of(runs)
+    return rates, overall, (energy_j / busy_s if busy_s > 0 else None)
+
+
+def rates_of(runs) -> tuple[dict[str, float], float]:
+    """FLOP/s per op kind and overall of keep-all runs: (graph, Execution) pairs.
+
+    Each kind's rate is its nodes' FLOPs over their measured compute time (the input node, a
+    read of the batch, and nodes without FLOPs apart).
+    """
+    flops: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+    for graph, execution in runs:
+        times = {r.node: r.duration_s for r in execution.records if r.kind == "compute"}
         for node in graph.nodes:
             if node.op == "input" or node.flops <= 0 or node.id not in times:
                 continue
@@ -218,8 +232,27 @@ def compute_rates(captures, swap_dir: Path, *, threads: int, repeats: int, rapl=
     rates = {op: flops[op] / seconds[op] for op in sorted(flops) if seconds[op] > 0}
     if not rates:
         raise UserInputError("the calibration models have no node with FLOPs to time")
-    overall = sum(flops.values()) / sum(seconds.values())
-    return rates, overall, (energy_j / busy_s if busy_s > 0 else None)
+    return rates, sum(flops.values()) / sum(seconds.values())
+
+
+def recalibrated(profile: Platform, graph, execution, how: str) -> Platform:
+    """`profile` with the compute rates of one keep-all run of `graph` (an Execution), sources saying `how`.
+
+    Kinds the run does not time keep their rates; storage, memory bus and powers are unchanged.
+    """
+    rates, overall = rates_of([(graph, execution)])
+    measured = f"measured on {cpu_name()} on {datetime.date.today().isoformat()}"
+    sources = dict(profile.sources)
+    sources["compute.flops_per_s"] = f"{measured}: all nodes' FLOPs over their compute time in {how}"
+    sources.update({f"compute.op_flops_per_s.{op}": f"{measured}: {op} nodes' FLOPs over their time in {how}"
+                    for op in rates})
+    compute = profile.compute.model_copy(update={
+        "flops_per_s": overall, "op_flops_per_s": {**profile.compute.op_flops_per_s, **rates}})
+    notes = [note for note in profile.notes if not note.startswith(COMPUTE_NOTE)]
+    notes.insert(0, f"{COMPUTE_NOTE} FLOPs (as poetsim's importer counts them) over the executor's time per node in "
+                    f"{how}, per operator kind, of {graph.name}.")
+    return Platform.model_validate({**profile.model_dump(), "compute": compute.model_dump(), "sources": sources,
+                                    "notes": tuple(notes)})
 
 
 def keep_all_schedule(graph):

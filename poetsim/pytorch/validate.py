@@ -10,7 +10,7 @@ written to `result.json`, `validation.csv` and a chart.
 
 import json
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +18,7 @@ import pandas as pd
 
 from poetsim import strategies as registry
 from poetsim.checker import check_schedule
-from poetsim.costs import INPUT_OP, CostTable
+from poetsim.costs import INPUT_OP, CostTable, node_costs
 from poetsim.graph import TrainingGraph
 from poetsim.pipeline import run_strategy
 from poetsim.problem import make_problem
@@ -107,9 +107,11 @@ class Validation:
     durable: bool
     keep_all_peak_bytes: int
     rows: tuple[ValidationRow, ...] = field(default=())
+    profile: Platform | None = field(default=None, repr=False, compare=False)  # the one the predictions used
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        data = asdict(replace(self, profile=None))
+        del data["profile"]
         data["timing"] = Timing(self.timing).value
         return data
 
@@ -133,7 +135,7 @@ class _Point:
 def validate_run(capture, platform: Platform, *, rams=DEFAULT_RAMS, strategies=None, runtime_x: float = 2.0,
                  timing: Timing = Timing.OVERLAP, time_limit_s: float = 20.0, swap_dir: Path = Path("build/swap"),
                  threads: int | None = None, durable: bool = True, solver_threads: int | None = 1,
-                 repeats: int = 5, on_progress=None) -> Validation:
+                 repeats: int = 5, recalibrate: bool = False, on_progress=None) -> Validation:
     """Solve, execute and compare every strategy at every RAM budget (see the module docstring).
 
     Every point is solved and its schedule run once with its gradients checked (that run also
@@ -142,9 +144,16 @@ def validate_run(capture, platform: Platform, *, rams=DEFAULT_RAMS, strategies=N
     measured time is its fastest timed run, as the host profile's figures are the fastest of
     theirs (poetsim.pytorch.host); the median and the spread are reported beside it. Its peak
     is the largest of all its runs. `on_progress` gets a line of text per step.
+
+    With `recalibrate`, each round also runs the model's keep-all schedule, and the predictions
+    use the profile's compute rates re-measured on the fastest of those runs
+    (poetsim.pytorch.host.recalibrated): a profile measured minutes before the runs misses how
+    the speed of a shared machine drifts meanwhile (docs/pytorch.md). The schedules stay those
+    solved with the given profile; `Validation.profile` is the one the predictions used.
     """
 
     from poetsim.pytorch.executor import default_threads, execute
+    from poetsim.pytorch.host import keep_all_schedule, recalibrated
 
     graph = capture.graph
     threads = threads or default_threads()
@@ -174,13 +183,27 @@ def validate_run(capture, platform: Platform, *, rams=DEFAULT_RAMS, strategies=N
                 f"{'as predicted' if checked.peak_activation_bytes == prediction.peak_ram_bytes else 'DIFFERENT'}, "
                 f"gradients {'bitwise equal' if checked.gradients_equal else 'DIFFERENT'}")
     points = [slot for slot in slots if isinstance(slot, _Point)]
-    for round_number in range(1, max(repeats, 1) + 1):
+    rounds = max(repeats, 1)
+    keep_all = keep_all_schedule(graph) if recalibrate else None
+    calibration = []
+    for round_number in range(1, rounds + 1):
+        if keep_all is not None:
+            calibration.append(execute(capture, keep_all, swap_dir, timing=timing, durable=durable, threads=threads,
+                                       check_gradients=False))
         for point in points:
             point.timed.append(execute(capture, point.schedule, swap_dir, timing=timing, durable=durable,
                                        budget_bytes=point.budget, threads=threads, check_gradients=False))
-        say(f"timed round {round_number} of {max(repeats, 1)}: every schedule ran once")
+        say(f"timed round {round_number} of {rounds}: every schedule ran once")
+    if calibration:
+        fastest = min(calibration, key=lambda r: r.total_s)
+        platform = recalibrated(platform, graph, fastest, f"the fastest of {rounds} keep-all runs, one in each round "
+                                                          "of poetsim validate-run's timed runs")
+        costs = node_costs(graph, platform)
+        for point in points:
+            point.prediction = predict(graph, point.schedule, costs, timing)
     rows = tuple(slot if isinstance(slot, ValidationRow) else _row(slot) for slot in slots)
-    return Validation(graph.name, platform.name, timing, runtime_x, threads, durable, graph.keep_all_peak_bytes, rows)
+    return Validation(graph.name, platform.name, timing, runtime_x, threads, durable, graph.keep_all_peak_bytes, rows,
+                      profile=platform)
 
 
 def _row(point: _Point) -> ValidationRow:

@@ -188,7 +188,21 @@ def small_disk(tmp_path):
 
 
 def remount(mount: Path, options: str) -> None:
-    subprocess.run(["mount", "-o", f"remount,{options}", str(mount)], check=True, capture_output=True)
+    """Remount `mount` with `options`, waiting while a file on it is open for writing.
+
+    The kernel refuses a read-only remount ("mount point is busy") while any file on it is
+    open for writing, and a sweep's worker may be writing the next point's files while the
+    parent reports a row (seen once in four runs): the remount waits for that file to close.
+    """
+    deadline = time.monotonic() + HANG_S
+    while True:
+        done = subprocess.run(["mount", "-o", f"remount,{options}", str(mount)], capture_output=True, text=True,
+                              check=False)
+        if done.returncode == 0:
+            return
+        assert "busy" in done.stderr and time.monotonic() < deadline, \
+            f"mount -o remount,{options} failed: {done.stderr.strip()}"
+        time.sleep(0.005)
 
 
 def fill(mount: Path) -> None:

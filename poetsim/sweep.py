@@ -51,6 +51,7 @@ from poetsim.implied import apply_implied, is_open, judged, moves_used, same_gra
 from poetsim.implied import name as implied_name
 from poetsim.interrupts import StopRequest
 from poetsim.pipeline import adopt_schedule, problem_for_point, result_row, run_strategy, write_run
+from poetsim.problem import Problem
 from poetsim.runs import FolderLock, ResultRow, RunsFile
 from poetsim.scenario import Point, Scenario
 from poetsim.schedule import Schedule
@@ -272,7 +273,8 @@ def carry_across_grid(scenario: Scenario, directory: Path) -> int:
         try:
             schedule = donors.schedule(donor)
             if schedule is not None:
-                adopted[position] = _adopt(scenario, directory, points[row.point_key], row, schedule, donor) or row
+                adopted[position] = _adopt(scenario, donors.problem(row.point_key), directory,
+                                           points[row.point_key], row, schedule, donor) or row
         except PoetsimError:
             continue   # the donor's files cannot be read or checked here: the point keeps its own
     carried = apply_implied(adopted)
@@ -300,6 +302,7 @@ class _Donors:
     def __init__(self, scenario: Scenario, directory: Path, points: dict[str, Point], rows: list[ResultRow]):
         self.scenario, self.directory, self.points, self.rows = scenario, directory, points, rows
         self._schedules: dict[str, Schedule | None] = {}
+        self._problems: dict[str, Problem] = {}
 
     def best_for(self, row: ResultRow) -> ResultRow | None:
         """The row whose schedule costs least at `row`'s point, fits and beats `row`'s own; or None."""
@@ -311,7 +314,7 @@ class _Donors:
         if not others:
             return None if best is None else best[2]
         try:
-            problem = problem_for_point(self.scenario, self.points[row.point_key])
+            problem = self.problem(row.point_key)
         except PoetsimError:
             return None if best is None else best[2]
         own_j = row.predicted_total_j
@@ -338,6 +341,12 @@ class _Donors:
         return other.predicted_peak_ram_bytes <= row.ram_budget_bytes and \
             strategies.get(row.strategy).moves.allows(moves_used(other))
 
+    def problem(self, point_key: str) -> Problem:
+        """The problem of a point (built once: the donors are judged on it, then one is adopted)."""
+        if point_key not in self._problems:
+            self._problems[point_key] = problem_for_point(self.scenario, self.points[point_key])
+        return self._problems[point_key]
+
     def schedule(self, row: ResultRow) -> Schedule | None:
         """`row`'s saved schedule (read once), or None if it cannot be read."""
         if row.point_key not in self._schedules:
@@ -349,12 +358,13 @@ class _Donors:
         return self._schedules[row.point_key]
 
 
-def _adopt(scenario: Scenario, directory: Path, point: Point, row: ResultRow, schedule: Schedule,
+def _adopt(scenario: Scenario, problem: Problem, directory: Path, point: Point, row: ResultRow, schedule: Schedule,
            donor: ResultRow) -> ResultRow | None:
-    """`row` with `donor`'s schedule, checked here, simulated and saved; None if it does not check."""
+    """`row` (a point of `problem`) with `donor`'s schedule, checked here, simulated and saved; None
+    if it does not check."""
     where = "" if donor.platform == row.platform else f" on {donor.platform}"
     found_by = f"the schedule of {implied_name(donor)}{where}"
-    run = adopt_schedule(problem_for_point(scenario, point), row.strategy, schedule,
+    run = adopt_schedule(problem, row.strategy, schedule,
                          f"{found_by}, which fits here and costs less than this point's own solve found")
     if run is None:
         return None

@@ -127,6 +127,40 @@ def test_a_recomputation_that_needs_a_dead_input_pays_for_restoring_it():
     assert milp.status == "optimal" and milp.objective_j == pytest.approx(cover.bound_j, rel=1e-9)
 
 
+def recomputed_then_paged_case():
+    """An output that the optimum recomputes for one absence and pages for the next. 150 B.
+
+        x (1 B) -> d (10 B) -> i = f(d) (100 B); b (100 B) -> b2 (1 B) -> c = f(i, b2) (1 B)
+        -> h -> e (145 B) -> f -> f2 (1 B each) -> g = f(i, f2)
+    Right after b and b2 (stages 3, 4) i must be absent, and only recomputation can make it
+    absent at stage 3 (its first stage after its own): holding d (10 B) there, i is recomputed
+    in stage 5 for c. Right after e and f (stages 7, 8) i must be absent again, and d, past its
+    last reader, cannot be held there (145 + 1 + 10 > 150): recomputing i again would need d
+    recomputed (10 J), but paging i out in stage 6 and in during stage 9 costs 2 x 0.5 J. The
+    optimum is 1 + 1 = 2 J above keep-all. A cover that let an output be either recomputed or
+    paged, never both, charged d's recomputation: 11 J, above the optimum.
+    """
+    names = ["x", "d", "i", "b", "b2", "c", "h", "e", "f", "f2", "g"]
+    sizes = [1, 10, 100, 100, 1, 1, 1, 145, 1, 1, 1]
+    deps = [(), (0,), (1,), (0,), (3,), (2, 4), (5,), (6,), (7,), (8,), (2, 9)]
+    graph = TrainingGraph.create("recomputed_then_paged", [
+        Node(k, name, "input" if k == 0 else "op", False, deps[k], sizes[k]) for k, name in enumerate(names)])
+    n = len(names)
+    compute_j = [0.0, 10.0] + [1.0] * (n - 2)
+    page_j = [10.0] * n
+    page_j[2] = 0.5
+    return graph, cost_table(graph, [0.01] * n, compute_j, [0.001] * n, page_j), Budgets(150, 100.0)
+
+
+@pytest.mark.parametrize("timing", list(Timing))
+def test_an_output_may_be_recomputed_for_one_absence_and_paged_for_another(timing):
+    graph, costs, budgets = recomputed_then_paged_case()
+    cover = cover_bound(graph, costs, budgets, HYBRID, timing)
+    assert overhead(cover) == pytest.approx(2.0, rel=1e-9)
+    milp = optimise(graph, costs, budgets, HYBRID, timing, warm_start=False, mip_rel_gap=1e-9)
+    assert milp.status == "optimal" and milp.objective_j == pytest.approx(cover.bound_j, rel=1e-9)
+
+
 @pytest.mark.parametrize("timing", list(Timing))
 def test_the_plan_of_the_covers_choice_meets_the_bound_and_passes_the_checker(timing):
     graph, costs, budgets = dead_input_case()

@@ -21,7 +21,8 @@ compute is resident when it runs):
    i, which needs a copy on storage and hence one page-out before it: at least p_out_i + p_in_i.
    However often i is absent, at least one of these happens once. So a schedule defines
    x^R_i = 1 if it ever recomputes i, else x^P_i = 1 if it ever pages i in; its energy above
-   keep-all is at least sum e_i x^R_i + (p_out_i + p_in_i) x^P_i, and x^R_i + x^P_i <= 1.
+   keep-all is at least sum e_i x^R_i + (p_out_i + p_in_i) x^P_i, and x^R_i + x^P_i <= 1
+   (with cascades, item 5 maps some outputs otherwise).
 3. *When paging can make i absent.* If i is never recomputed, it is resident from its own stage
    on until a first page-out, issued in a stage s >= i+1 whose start finds it resident (an
    output freed before any copy exists could never come back). Within stage s it is held at
@@ -51,18 +52,27 @@ compute is resident when it runs):
    (t, j], by recomputation (whose own dead inputs recurse) or by paging. Per stage this is
    a_{t,i} (i absent at t, to be recomputed) <= h_{t,d} + r_{t,d} + x^P_d for each such d, with
    a_{t,i} <= x^R_i, r_{t,d} <= x^R_d, and the covering row counting m_i a_{t,i} - m_d h_{t,d}.
-   Every schedule satisfies these with the same x, so the bound stays valid; on ResNet-style
-   graphs (a ReLU whose input, a BatchNorm output, nothing else reads) it is what makes the
-   bound right.
+   On ResNet-style graphs (a ReLU whose input, a BatchNorm output, nothing else reads) it is
+   what makes the bound right. Here a schedule that both recomputes and pages i no longer maps
+   to x^R_i alone: an absence of i that a page-in ends owes nothing to i's dead inputs, so
+   counting it as a_{t,i} could demand a restore of d the schedule never makes (a 10-node case
+   in tests/test_cover.py: optimum 2 J, a cover that forbade both moves 11 J). So for every
+   output that a row, or a cascade's need, may restore by paging while its recomputation there
+   needs a dead input (`_either`), x^R_i + x^P_i <= 1 is dropped: x^R_i says "ever
+   recomputed", x^P_i "ever paged in", and in each row where paging can make i absent its
+   absence is a_{t,i} (ended by a recomputation, with the rows above) or ap_{t,i} <= x^P_i
+   (ended by a page-in, owing nothing), a_{t,i} + ap_{t,i} <= 1. Every schedule then satisfies
+   the rows with its own x, so the bound stays valid.
 
 So every schedule within the budgets gives a 0-1 vector x that satisfies, for each stage with
 `excess_t > 0`, `sum_{i in L_t} m_i (x^R_i + [paging window] x^P_i) >= excess_t`, the knapsack
-row and `x^R_i + x^P_i <= 1`, at a cost no greater than its own overhead (a schedule that both
-recomputes and pages i maps to x^R_i = 1 alone, which covers every stage x^P_i covers, at a
-lower cost). The least cost over such x is a lower bound on every schedule's overhead; if no x
-exists (an excess that even every optional output gone cannot cover, or a knapsack row that
-every cover breaks), no schedule fits: a proof of infeasibility. Moves restrict x: no x^P
-without paging, no x^R without recomputation.
+row and `x^R_i + x^P_i <= 1`, at a cost no greater than its own overhead (without cascades, a
+schedule that both recomputes and pages i maps to x^R_i = 1 alone, which covers every stage
+x^P_i covers, at a lower cost; with them, item 5 says where both may be 1). The least cost
+over such x is a lower bound on every schedule's overhead; if no x exists (an excess that even
+every optional output gone cannot cover, or a knapsack row that every cover breaks), no
+schedule fits: a proof of infeasibility. Moves restrict x: no x^P without paging, no x^R
+without recomputation.
 
 What the bound ignores (and why it can sit below the optimum): the RAM a recomputation holds
 while it runs (its inputs and output together); the RAM a restored output holds at other
@@ -246,6 +256,7 @@ class _CoverModel:
 
     def __init__(self, graph, costs, timing, moves, rows, budgets, cascades):
         self.graph, self.costs, self.moves, self.cascades = graph, costs, moves, cascades
+        self.either = _either(graph, rows) if cascades and moves.recompute and moves.page else set()
         self.recompute_j, self.page_j = restore_costs_j(costs, timing)
         self.energy_scale = (sum(costs.compute_j) / len(graph)) or 1.0
         self.time_scale = (sum(costs.compute_s) / len(graph)) or 1.0
@@ -274,17 +285,26 @@ class _CoverModel:
         """The covering row of one stage, and its cascade rows."""
         t, m, graph, program = row.stage, self.graph.output_bytes, self.graph, self.program
         counted = counted_at(graph, t)
+        pageable = set(row.by_paging)
         terms = []
         for i in row.by_recompute:
             dead = [d for d in graph.nodes[i].deps if d not in counted]
-            if not self.cascades or not dead:
+            either = i in self.either and i in pageable
+            if not self.cascades or not (dead or either):
                 terms.append((self.x("R", i), m[i]))
                 continue
-            absent = program.column(("a", t, i))
+            absent = program.column(("a", t, i))  # absent at t, restored by recomputation
             terms.append((absent, m[i]))
             program.row([(absent, 1.0), (self.x("R", i), -1.0)], -math.inf, 0.0)
-            self._needs(t, absent, dead, counted)
-        terms += [(self.x("P", i), m[i]) for i in row.by_paging]
+            if dead:
+                self._needs(t, absent, dead, counted)
+            if either:  # or absent at t and restored by a page-in: it needs nothing of d
+                paged = program.column(("ap", t, i))
+                terms.append((paged, m[i]))
+                program.row([(paged, 1.0), (self.x("P", i), -1.0)], -math.inf, 0.0)
+                program.row([(absent, 1.0), (paged, 1.0)], -math.inf, 1.0)
+                pageable.discard(i)
+        terms += [(self.x("P", i), m[i]) for i in row.by_paging if i in pageable]
         terms += [(program.columns["h", t, d], -m[d]) for d in self.held.get(t, ())]
         program.row([(col, coef / row.excess_bytes) for col, coef in terms], 1.0, math.inf)
 
@@ -311,7 +331,7 @@ class _CoverModel:
         `overlap`, `dma_s` given) the transfer time within the deadline times the DMA channels."""
         columns = self.program.columns
         for key, col in list(columns.items()):
-            if key[0] == "R" and ("P", key[1]) in columns:
+            if key[0] == "R" and ("P", key[1]) in columns and key[1] not in self.either:
                 self.program.row([(col, 1.0), (columns["P", key[1]], 1.0)], -math.inf, 1.0)
         timed = [(col, self.costs.compute_s[key[1]] / self.time_scale) for key, col in columns.items()
                  if key[0] == "R" and self.costs.compute_s[key[1]] > 0]
@@ -331,6 +351,36 @@ class _CoverModel:
         chosen = [key for key, value in (solved.values or {}).items() if key[0] in "RP" and value > 0.5]
         return (solved.bound * self.energy_scale, [i for kind, i in chosen if kind == "R"],
                 [i for kind, i in chosen if kind == "P"], solved.exact)
+
+
+def _either(graph: TrainingGraph, rows: tuple[CoverRow, ...]) -> set[int]:
+    """The outputs for which the cascade cover drops x^R_i + x^P_i <= 1 (module docstring, item 5).
+
+    Those that a stage's row, or a cascade's need there, may restore by paging while their
+    recomputation there would need a dead input: a schedule may page such an output there and
+    recompute it elsewhere, and the page-in owes nothing to the dead inputs.
+    """
+    found: set[int] = set()
+    for row in rows:
+        t = row.stage
+        counted = counted_at(graph, t)
+
+        def dead(i: int, counted: set[int] = counted) -> list[int]:
+            return [d for d in graph.nodes[i].deps if d not in counted]
+
+        found.update(i for i in row.by_paging if dead(i))
+        seen: set[int] = set()
+        stack = [d for i in row.by_recompute for d in dead(i)]
+        while stack:  # the dead inputs the rows of `_needs` reach, and whether paging may restore them
+            d = stack.pop()
+            if d in seen:
+                continue
+            seen.add(d)
+            deeper = dead(d)
+            if deeper and t >= d + 2:
+                found.add(d)
+            stack.extend(deeper)
+    return found
 
 
 def counted_at(graph: TrainingGraph, t: int) -> set[int]:

@@ -228,7 +228,9 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
         left_s(NO_CASCADE_SHARE if cascades else 1.0))
     if found is None:
         return infeasible
-    model = _CoverModel(graph, costs, timing, moves, rows, budgets, cascades=cascades)
+    # With `avoid` the answer is no proof anyway: the quicker cover with one move per output
+    # (x^R_i + x^P_i <= 1 for every output, item 5) serves the search for a choice.
+    model = _CoverModel(graph, costs, timing, moves, rows, budgets, cascades=cascades, one_move=bool(avoid))
     if cascades and model.uses_cascades and (time_limit_s is None or left_s() > 0):
         deeper = model.solve(left_s())
         if deeper is None:
@@ -254,9 +256,10 @@ class _CoverModel:
     h_{t,d} (d held at t for it) and r_{t,d} (d absent at t and recomputed after).
     """
 
-    def __init__(self, graph, costs, timing, moves, rows, budgets, cascades):
+    def __init__(self, graph, costs, timing, moves, rows, budgets, cascades, one_move=False):
         self.graph, self.costs, self.moves, self.cascades = graph, costs, moves, cascades
-        self.either = _either(graph, rows) if cascades and moves.recompute and moves.page else set()
+        both = cascades and moves.recompute and moves.page and not one_move
+        self.either = _either(graph, rows) if both else set()
         self.recompute_j, self.page_j = restore_costs_j(costs, timing)
         self.energy_scale = (sum(costs.compute_j) / len(graph)) or 1.0
         self.time_scale = (sum(costs.compute_s) / len(graph)) or 1.0

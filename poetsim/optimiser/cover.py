@@ -252,8 +252,11 @@ class _CoverModel:
     """The cover as a 0-1 program (`program.Program`), stage by stage.
 
     Columns: x^R_i and x^P_i per output; with cascades, per stage t also a_{t,i} (i absent at t
-    and restored by recomputation, when that recomputation needs an input d past its last reader),
-    h_{t,d} (d held at t for it) and r_{t,d} (d absent at t and recomputed after).
+    and restored by recomputation, when that recomputation needs an input d past its last reader,
+    or when i is in `either`), ap_{t,i} (an output of `either` absent at t and paged back in),
+    h_{t,d} (d held at t for it) and r_{t,d} (d absent at t and recomputed after). With
+    `one_move`, x^R_i + x^P_i <= 1 holds for every output as before item 5's fix: quicker to
+    solve, and no bound.
     """
 
     def __init__(self, graph, costs, timing, moves, rows, budgets, cascades, one_move=False):

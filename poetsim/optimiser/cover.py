@@ -55,7 +55,7 @@ compute is resident when it runs):
    On ResNet-style graphs (a ReLU whose input, a BatchNorm output, nothing else reads) it is
    what makes the bound right. Here a schedule that both recomputes and pages i no longer maps
    to x^R_i alone: an absence of i that a page-in ends owes nothing to i's dead inputs, so
-   counting it as a_{t,i} could demand a restore of d the schedule never makes (a 10-node case
+   counting it as a_{t,i} could demand a restore of d the schedule never makes (an 11-node case
    in tests/test_cover.py: optimum 2 J, a cover that forbade both moves 11 J). So for every
    output that a row, or a cascade's need, may restore by paging while its recomputation there
    needs a dead input (`_either`), x^R_i + x^P_i <= 1 is dropped: x^R_i says "ever

@@ -261,8 +261,10 @@ class _CoverModel:
 
     def __init__(self, graph, costs, timing, moves, rows, budgets, cascades, one_move=False):
         self.graph, self.costs, self.moves, self.cascades = graph, costs, moves, cascades
+        # What each stage's row counts, which the cascade rows and `_either` read (built once).
+        self.counted = {row.stage: counted_at(graph, row.stage) for row in rows} if cascades else {}
         both = cascades and moves.recompute and moves.page and not one_move
-        self.either = _either(graph, rows) if both else set()
+        self.either = _either(graph, rows, self.counted) if both else set()
         self.recompute_j, self.page_j = restore_costs_j(costs, timing)
         self.energy_scale = (sum(costs.compute_j) / len(graph)) or 1.0
         self.time_scale = (sum(costs.compute_s) / len(graph)) or 1.0
@@ -290,13 +292,13 @@ class _CoverModel:
     def add_stage(self, row: CoverRow) -> None:
         """The covering row of one stage, and its cascade rows."""
         t, m, graph, program = row.stage, self.graph.output_bytes, self.graph, self.program
-        counted = counted_at(graph, t)
+        counted = self.counted.get(t, set())
         pageable = set(row.by_paging)
         terms = []
         for i in row.by_recompute:
-            dead = [d for d in graph.nodes[i].deps if d not in counted]
+            dead = [d for d in graph.nodes[i].deps if d not in counted] if self.cascades else []
             either = i in self.either and i in pageable
-            if not self.cascades or not (dead or either):
+            if not (dead or either):
                 terms.append((self.x("R", i), m[i]))
                 continue
             absent = program.column(("a", t, i))  # absent at t, restored by recomputation
@@ -359,19 +361,19 @@ class _CoverModel:
                 [i for kind, i in chosen if kind == "P"], solved.exact)
 
 
-def _either(graph: TrainingGraph, rows: tuple[CoverRow, ...]) -> set[int]:
+def _either(graph: TrainingGraph, rows: tuple[CoverRow, ...], counted_by_stage: dict[int, set[int]]) -> set[int]:
     """The outputs for which the cascade cover drops x^R_i + x^P_i <= 1 (module docstring, item 5).
 
     Those that a stage's row, or a cascade's need there, may restore by paging while their
     recomputation there would need a dead input: a schedule may page such an output there and
-    recompute it elsewhere, and the page-in owes nothing to the dead inputs.
+    recompute it elsewhere, and the page-in owes nothing to the dead inputs. `counted_by_stage`
+    is `counted_at` of each row's stage.
     """
     found: set[int] = set()
     for row in rows:
         t = row.stage
-        counted = counted_at(graph, t)
 
-        def dead(i: int, counted: set[int] = counted) -> list[int]:
+        def dead(i: int, counted: set[int] = counted_by_stage[t]) -> list[int]:
             return [d for d in graph.nodes[i].deps if d not in counted]
 
         found.update(i for i in row.by_paging if dead(i))

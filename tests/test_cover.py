@@ -161,6 +161,22 @@ def test_an_output_may_be_recomputed_for_one_absence_and_paged_for_another(timin
     assert milp.status == "optimal" and milp.objective_j == pytest.approx(cover.bound_j, rel=1e-9)
 
 
+def test_the_cover_without_cascades_of_resnet50_is_solved_to_its_optimum():
+    """HiGHS 1.16 hung on this 242-column cover with a MIP feasibility tolerance of 1e-9 (no answer
+    in 100 s; killed at its limit, the cover had no bound at all); with 1e-8 it takes about a second.
+    The optimum, 0.303 J above keep-all, was found by HiGHS with its default tolerances too."""
+    from poetsim.optimiser.cover import _CoverModel, cover_rows
+    from poetsim.problem import build_problem
+    from poetsim.scenario import parse_ram
+
+    p = build_problem("resnet50", "rpi4", parse_ram("50%"), 1.2, OV)
+    rows = cover_rows(p.graph, p.budgets, HYBRID, OV)
+    solved = _CoverModel(p.graph, p.costs, OV, HYBRID, rows, p.budgets, cascades=False).solve(30.0)
+    assert solved is not None
+    bound_j, _, _, exact = solved
+    assert exact and bound_j == pytest.approx(0.3031865, rel=1e-4)
+
+
 @pytest.mark.parametrize("timing", list(Timing))
 def test_the_plan_of_the_covers_choice_meets_the_bound_and_passes_the_checker(timing):
     graph, costs, budgets = dead_input_case()

@@ -91,7 +91,7 @@ from time import perf_counter
 
 from poetsim.costs import CostTable
 from poetsim.graph import TrainingGraph
-from poetsim.optimiser.program import Program
+from poetsim.optimiser.program import FEASIBILITY_TOLERANCE, LOOSER_FEASIBILITY_TOLERANCE, Program
 from poetsim.schedule import Budgets, Moves, Timing
 
 
@@ -353,7 +353,8 @@ class _CoverModel:
 
     def solve(self, time_limit_s: float | None):
         """(overhead bound in J, recomputed, paged, exact), or None when the cover is infeasible."""
-        solved = self.program.solve(time_limit_s)
+        tolerance = FEASIBILITY_TOLERANCE if self.cascades else LOOSER_FEASIBILITY_TOLERANCE
+        solved = self.program.solve(time_limit_s, tolerance=tolerance)
         if solved.infeasible:
             return None
         chosen = [key for key, value in (solved.values or {}).items() if key[0] in "RP" and value > 0.5]

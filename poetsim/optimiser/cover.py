@@ -370,22 +370,19 @@ def _either(graph: TrainingGraph, rows: tuple[CoverRow, ...], counted_by_stage: 
     recompute it elsewhere, and the page-in owes nothing to the dead inputs. `counted_by_stage`
     is `counted_at` of each row's stage.
     """
+    deps = [graph.nodes[i].deps for i in range(len(graph))]
     found: set[int] = set()
     for row in rows:
-        t = row.stage
-
-        def dead(i: int, counted: set[int] = counted_by_stage[t]) -> list[int]:
-            return [d for d in graph.nodes[i].deps if d not in counted]
-
-        found.update(i for i in row.by_paging if dead(i))
+        t, counted = row.stage, counted_by_stage[row.stage]
+        found.update(i for i in row.by_paging if any(d not in counted for d in deps[i]))
         seen: set[int] = set()
-        stack = [d for i in row.by_recompute for d in dead(i)]
+        stack = [d for i in row.by_recompute for d in deps[i] if d not in counted]
         while stack:  # the dead inputs the rows of `_needs` reach, and whether paging may restore them
             d = stack.pop()
             if d in seen:
                 continue
             seen.add(d)
-            deeper = dead(d)
+            deeper = [e for e in deps[d] if e not in counted]
             if deeper and t >= d + 2:
                 found.add(d)
             stack.extend(deeper)

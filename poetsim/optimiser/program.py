@@ -34,8 +34,8 @@ FEASIBILITY_TOLERANCE = 1e-9
 #: ... except where HiGHS 1.16 hangs on it: the cover without cascades of ResNet-50 (Pi and TX2,
 #: 50 %, 1.2x; 242 columns, 402 rows) gave no answer in 100 s under a 20 s limit with a MIP
 #: feasibility tolerance of 1e-9 (the primal one at 1e-9 alone was harmless), and was solved in
-#: 1.0 s with 1e-8 (0.2 s with the defaults). The cascade covers keep 1e-9: 1e-8 made ResNet-50's on the Pi
-#: slower (no proof in 40 s, against 23-27 s).
+#: 1.0 s with 1e-8 (0.2 s with the defaults). The cascade covers keep 1e-9: 1e-8 made
+#: ResNet-50's on the Pi slower (no proof in 40 s, against 23-27 s).
 LOOSER_FEASIBILITY_TOLERANCE = 1e-8
 #: HiGHS's presolve of a large program can take longer than its time limit: on the timed cover of
 #: ResNet-50 (875,000 nonzeros) it ran 26 s under a 10 s limit. A program with more nonzeros

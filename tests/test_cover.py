@@ -7,10 +7,12 @@ from hypothesis import strategies as st
 from poetsim.checker import check_schedule
 from poetsim.graph import Node, TrainingGraph
 from poetsim.optimiser import optimise
-from poetsim.optimiser.cover import cover_bound
+from poetsim.optimiser.cover import _CoverModel, cover_bound, cover_rows
 from poetsim.optimiser.cover_plan import cover_plan, events_plan
 from poetsim.optimiser.plan import figures, to_schedule
 from poetsim.optimiser.timed_cover import timed_cover_bound
+from poetsim.problem import build_problem
+from poetsim.scenario import parse_ram
 from poetsim.schedule import Budgets, Timing
 
 from optimiser_cases import HYBRID, MOVES, PAGING_ONLY, RECOMPUTE_ONLY, cases, cost_table, relu_or_conv
@@ -165,10 +167,6 @@ def test_the_cover_without_cascades_of_resnet50_is_solved_to_its_optimum():
     """HiGHS 1.16 hung on this 242-column cover with a MIP feasibility tolerance of 1e-9 (no answer
     in 100 s; killed at its limit, the cover had no bound at all); with 1e-8 it takes about a second.
     The optimum, 0.303 J above keep-all, was found by HiGHS with its default tolerances too."""
-    from poetsim.optimiser.cover import _CoverModel, cover_rows
-    from poetsim.problem import build_problem
-    from poetsim.scenario import parse_ram
-
     p = build_problem("resnet50", "rpi4", parse_ram("50%"), 1.2, OV)
     rows = cover_rows(p.graph, p.budgets, HYBRID, OV)
     solved = _CoverModel(p.graph, p.costs, OV, HYBRID, rows, p.budgets, cascades=False).solve(30.0)

@@ -370,7 +370,7 @@ def _either(graph: TrainingGraph, rows: tuple[CoverRow, ...], counted_by_stage: 
     recompute it elsewhere, and the page-in owes nothing to the dead inputs. `counted_by_stage`
     is `counted_at` of each row's stage.
     """
-    deps = [graph.nodes[i].deps for i in range(len(graph))]
+    deps = [node.deps for node in graph.nodes]
     found: set[int] = set()
     for row in rows:
         t, counted = row.stage, counted_by_stage[row.stage]

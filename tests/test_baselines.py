@@ -1,5 +1,7 @@
 """The rule-based schedules: keep-all, checkpoint-sqrt and the greedy MIP start."""
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -112,8 +114,6 @@ def test_the_greedy_that_drops_recomputed_cascades_fits_where_keeping_them_canno
 
 
 def test_a_greedy_plan_reached_only_past_the_deadline_is_found_when_it_ends_within_it():
-    from dataclasses import replace
-
     graph, costs, budgets, timing = resnet18_study_point("35%", "1.2x")
     # Under the deadline every greedy stops short of the RAM budget: each step it needs breaks the
     # deadline on its own, although the plan it ends with does not.
@@ -121,7 +121,8 @@ def test_a_greedy_plan_reached_only_past_the_deadline_is_found_when_it_ends_with
     lifted = greedy_plan(graph, costs, replace(budgets, runtime_s=float("inf")), RECOMPUTING, timing,
                          keep_recomputed=False)
     assert lifted is not None
-    plan = start_plan(graph, costs, budgets, RECOMPUTING, timing)
+    assert start_plan(graph, costs, budgets, RECOMPUTING, timing) is None  # a search with a schedule
+    plan = start_plan(graph, costs, budgets, RECOMPUTING, timing, first_fit=True)  # one without
     assert plan is not None
     checked = check_schedule(to_schedule(plan, graph, costs, timing), graph, costs, timing, budgets)
     assert checked.peak_ram_bytes <= budgets.ram_bytes and budgets.meets_deadline(checked.runtime_s)

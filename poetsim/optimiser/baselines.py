@@ -107,7 +107,9 @@ def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: 
     reached the budget by then yields nothing, one that has is returned unpolished. With
     `first_fit` the first plan that fits is returned, trying the quickest rules first (the
     paging greedy was the fastest on the zoo: 2 s on bert_base against 4 s for the hybrid one);
-    then only the greedies that drop recomputed cascades heed `ends_at`.
+    then only the greedies that drop recomputed cascades heed `ends_at`, and if no plan fits, the
+    greedies run again with the deadline lifted (each heeding `ends_at`): a plan they make counts
+    only if it fits the real budgets.
     """
     makers: list[Callable[[], Plan | None]] = [lambda: plan_from_decisions(graph, {})]
     if moves.recompute:
@@ -125,13 +127,14 @@ def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: 
     makers += [partial(greedy_plan, graph, costs, budgets, single, timing, ends_at, keep_recomputed=False)
                for single in greedies if single.recompute]
     best = _cheapest_fit(makers, graph, costs, budgets, timing, first_fit)
-    if best is None and math.isfinite(budgets.runtime_s):
+    if best is None and first_fit and math.isfinite(budgets.runtime_s):
         # Each greedy refuses a change that breaks the deadline on its own, yet the RAM budget is
         # often reached only through such changes, which the undoing and keeping steps then bring
-        # back within the deadline. So when nothing fits, the greedies run again with the
-        # deadline lifted, and what they make must still fit the real budgets (ResNet-18 (CIFAR),
-        # rpi4, 35 % RAM, recompute-only, 1.2x: no plan within the deadline; with it lifted, one
-        # 113.8 J above keep-all that runs 15.5 s of the 16.0 s allowed, in 0.8 s).
+        # back within the deadline. So when a first schedule is wanted and nothing fits, the
+        # greedies run again with the deadline lifted; what they make must still fit the real
+        # budgets. On ResNet-18 (CIFAR), rpi4, 35 % RAM, recompute-only, 1.2x no plan fits within
+        # the deadline; with it lifted, one 113.8 J above keep-all that runs 15.5 s of the 16.0 s
+        # allowed, in 0.8 s. A search that has a schedule already spends its time elsewhere.
         lifted = replace(budgets, runtime_s=math.inf)
         best = _cheapest_fit([partial(greedy_plan, graph, costs, lifted, single, timing, ends_at, keep_recomputed=keep)
                               for single in greedies for keep in (True, False) if keep or single.recompute],

@@ -93,20 +93,24 @@ def run_strategy(
     return _simulated(run, mode) if simulate and run.ok else run
 
 
-def adopt_schedule(problem: Problem, strategy: str, schedule: Schedule, message: str,
-                   mode: str = "barrier") -> Run | None:
+def adopt_schedule(problem: Problem, strategy: str, schedule: Schedule | None, message: str,
+                   mode: str = "barrier", status: Status = Status.FEASIBLE) -> Run | None:
     """A run of `strategy` whose schedule was found elsewhere (another point of a sweep), checked
     against this problem's budgets and simulated; None if the checker refuses it here.
 
-    The status is `feasible`: what proves it optimal is the caller's to judge.
+    The status is `status`, `feasible` unless the caller knows better: what proves a schedule
+    optimal is the caller's to judge. Without a schedule (a point that shares the solve of
+    another whose answer was `infeasible` or `no-solution`) the run has only that status.
     """
     keep_all_schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
     keep_all_figures = _check(problem, keep_all_schedule, budgets=None)
+    if schedule is None:
+        return Run(problem, strategy, status, message, keep_all=keep_all_figures)
     try:
         checked = _check(problem, schedule, problem.budgets)
     except PoetsimError:
         return None
-    run = Run(problem, strategy, Status.FEASIBLE, message, schedule, checked, checked, keep_all_figures)
+    run = Run(problem, strategy, status, message, schedule, checked, checked, keep_all_figures)
     return _simulated(run, mode)
 
 

@@ -5,13 +5,13 @@ timing model) once they have been turned into numbers: the graph, the per-node c
 the budgets in bytes and seconds.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from poetsim.costs import CostTable, node_costs
 from poetsim.graph import TrainingGraph
 from poetsim.graphio import load_graph
 from poetsim.profiles import Platform, load_platform
-from poetsim.schedule import Budgets, Timing
+from poetsim.schedule import Budgets, Moves, Timing
 from poetsim.units import RamSpec
 
 #: What each training-state reservation keeps in RAM besides activations, in multiples of the
@@ -36,6 +36,21 @@ class Problem:
     def ram_capacity_bytes(self) -> int:
         """What the simulator may allocate: the platform's RAM less the reserved training state."""
         return self.platform.ram_bytes - self.reserved_bytes
+
+    def solver_inputs(self, moves: Moves) -> tuple:
+        """Everything a solve with `moves` reads, and nothing else: two problems with equal
+        solver inputs have the same schedules, energies and proofs for those moves.
+
+        Without paging no schedule moves a byte to storage, so the storage costs (transfer time
+        and energy, DMA channels) are left out: rpi4 and rpi4-nocache, which differ only there,
+        are one problem for recompute-only. The platform's other figures (its RAM, its memory
+        bus) are the simulator's, not the solver's, and are left out too.
+        """
+        costs = self.costs
+        if not moves.page:
+            zero = (0.0,) * len(costs)
+            costs = replace(costs, page_in_s=zero, page_in_j=zero, page_out_s=zero, page_out_j=zero, dma_channels=1)
+        return (self.graph, costs, self.budgets, self.timing)
 
 
 def reserved_bytes(graph: TrainingGraph, reserve_training_state: str) -> int:

@@ -20,9 +20,12 @@ Points of one grid cell are ordered: a solved strategy runs after the strategies
 cell whose schedules it may use (baselines it allows, and solved strategies with fewer moves),
 and takes their schedules from `points/` as starts. So hybrid is never reported worse than
 paging-only or recompute-only at the same point: their schedules are hybrid schedules too.
-Once every point has its row, what points tell about each other is carried across the grid
-(`carry_across_grid`, `poetsim.implied`): a cheaper schedule of another point that fits, a
-relaxation proven infeasible, a higher lower bound.
+Two points that ask the solver the same question (`twin_points`: recompute-only on rpi4 and on
+rpi4-nocache, which differ only in storage) are solved once: the later takes the earlier's
+answer, checked and simulated on its own platform. Once every point has its row, what points
+tell about each other is carried across the grid (`carry_across_grid`, `poetsim.implied`): a
+cheaper schedule of another point that fits, a relaxation proven infeasible, a higher lower
+bound.
 """
 
 import hashlib
@@ -50,7 +53,7 @@ from poetsim.errors import (
 from poetsim.implied import apply_implied, is_open, judged, moves_used, same_graph, schedule_donor
 from poetsim.implied import name as implied_name
 from poetsim.interrupts import StopRequest
-from poetsim.pipeline import adopt_schedule, problem_for_point, result_row, run_strategy, write_run
+from poetsim.pipeline import Run, adopt_schedule, problem_for_point, result_row, run_strategy, write_run
 from poetsim.problem import Problem
 from poetsim.runs import FolderLock, ResultRow, RunsFile
 from poetsim.scenario import Point, Scenario
@@ -75,6 +78,8 @@ class PointJob:
 
     `start_dirs` are the point folders of the strategies at the same grid cell whose schedules
     this point's solve may start from (read when the job runs: they finished before it).
+    `twin_dir` is the folder of an earlier point whose problem is this one's (`twin_points`),
+    and `twin` its row, set when the job starts: the point then takes that solve's answer.
     """
 
     scenario: Scenario
@@ -83,6 +88,9 @@ class PointJob:
     time_limit_s: float
     threads: int
     start_dirs: tuple[Path, ...] = ()
+    twin_key: str | None = None
+    twin_dir: Path | None = None
+    twin: ResultRow | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +154,47 @@ def prerequisites(point: Point, cell: list[Point]) -> list[Point]:
 
 def _count(moves) -> int:
     return int(moves.recompute) + int(moves.page)
+
+
+def twin_points(scenario: Scenario) -> dict[str, str]:
+    """For each solved point whose solve would repeat an earlier point's, that point's key.
+
+    Two points are twins when they have the same strategy, the same solver inputs
+    (`Problem.solver_inputs`: for recompute-only, rpi4 and rpi4-nocache are one problem) and,
+    point by point, twin prerequisites (so the same starts). A solve is then the same
+    question asked twice: the later point waits for the earlier and takes its answer (its
+    schedule checked and simulated on its own platform, its bound and status). A point whose
+    problem cannot be built here has no twin; it fails on its own.
+    """
+    points = scenario.points()
+    cells: dict[tuple, list[Point]] = {}
+    for point in points:
+        cells.setdefault(point.cell, []).append(point)
+    signatures: dict[str, object] = {}
+
+    def signature(point: Point) -> object:
+        if point.key not in signatures:
+            inputs: object = point.key   # equal to no other point's, if the problem cannot be built
+            try:
+                inputs = problem_for_point(scenario, point).solver_inputs(strategies.get(point.strategy).moves)
+            except PoetsimError:
+                pass
+            starts = tuple(signature(other) for other in prerequisites(point, cells[point.cell]))
+            signatures[point.key] = (point.strategy, inputs, starts)
+        return signatures[point.key]
+
+    leaders: list[tuple[object, str]] = []
+    twins = {}
+    for point in points:
+        if strategies.get(point.strategy).kind is Kind.BASELINE:
+            continue
+        mine = signature(point)
+        leader = next((key for theirs, key in leaders if theirs == mine), None)
+        if leader is None:
+            leaders.append((mine, point.key))
+        else:
+            twins[point.key] = leader
+    return twins
 
 
 def plan_sweep(scenario: Scenario, directory: Path, resume: bool = False) -> SweepPlan:
@@ -408,12 +457,18 @@ def _jobs(plan: SweepPlan, limit_s: float, threads: int) -> tuple[list[PointJob]
     cells: dict[tuple, list[Point]] = {}
     for point in plan.scenario.points():
         cells.setdefault(point.cell, []).append(point)
+    points = {point.key: point for point in plan.scenario.points()}
+    twins = twin_points(plan.scenario) if plan.todo else {}   # builds every point's problem: about 1 s
     jobs, waits = [], {}
     for point in plan.todo:
         before = prerequisites(point, cells[point.cell])
         start_dirs = tuple(plan.directory / POINTS_DIR / point_slug(p) for p in before)
-        jobs.append(PointJob(plan.scenario, point, plan.directory, limit_s, threads, start_dirs))
+        twin = twins.get(point.key)
+        twin_dir = None if twin is None else plan.directory / POINTS_DIR / point_slug(points[twin])
+        jobs.append(PointJob(plan.scenario, point, plan.directory, limit_s, threads, start_dirs, twin, twin_dir))
         waits[point.key] = {p.key for p in before if p.key not in plan.done_keys}
+        if twin is not None and twin not in plan.done_keys:
+            waits[point.key].add(twin)
     return jobs, waits
 
 
@@ -426,6 +481,7 @@ def _drive(plan: SweepPlan, pool, limit_s: float, threads: int, stop: StopReques
     jobs, waits = _jobs(plan, limit_s, threads)
     blocked = {job.point.key: set(waits[job.point.key]) for job in jobs}
     by_key = {job.point.key: job for job in jobs}
+    rows = _done_rows(plan, {job.twin_key for job in jobs if job.twin_key is not None})
     running = 0
     error: BaseException | None = None
 
@@ -433,7 +489,10 @@ def _drive(plan: SweepPlan, pool, limit_s: float, threads: int, stop: StopReques
         nonlocal running
         for key in [k for k, needs in blocked.items() if not needs]:
             del blocked[key]
-            pool.submit(key, by_key[key])
+            job = by_key[key]
+            if job.twin_key is not None:
+                job = replace(job, twin=rows.get(job.twin_key))
+            pool.submit(key, job)
             running += 1
 
     start_ready()
@@ -450,6 +509,7 @@ def _drive(plan: SweepPlan, pool, limit_s: float, threads: int, stop: StopReques
                 outcome = ResultRow(**point_fields(plan.scenario, job.point), status=Status.FAILED,
                                     message=f"{outcome.message}; rerun with --resume to try again")
             yield outcome
+            rows[key] = outcome
             for needs in blocked.values():
                 needs.discard(key)
         if halting:
@@ -458,6 +518,15 @@ def _drive(plan: SweepPlan, pool, limit_s: float, threads: int, stop: StopReques
             start_ready()
     if error is not None:
         raise error
+
+
+def _done_rows(plan: SweepPlan, keys: set[str]) -> dict[str, ResultRow]:
+    """The rows of `keys` that a resumed runs.csv already holds."""
+    wanted = keys & plan.done_keys
+    if not wanted:
+        return {}
+    return {record["point_key"]: ResultRow.from_dict(record, str(plan.runs.path))
+            for record in plan.runs.records() if record.get("point_key") in wanted}
 
 
 def run_point(job: PointJob) -> ResultRow:
@@ -472,9 +541,13 @@ def run_point(job: PointJob) -> ResultRow:
     fields = point_fields(job.scenario, point)
     try:
         problem = problem_for_point(job.scenario, point)
-        run = run_strategy(problem, point.strategy, job.scenario.solver, job.time_limit_s, simulate=True,
-                           threads=job.threads, starts=_starts(job.start_dirs))
-        row = result_row(run, **fields)
+        shared = _twin_run(job, problem, fields)
+        if shared is not None:
+            run, row = shared
+        else:
+            run = run_strategy(problem, point.strategy, job.scenario.solver, job.time_limit_s, simulate=True,
+                               threads=job.threads, starts=_starts(job.start_dirs))
+            row = result_row(run, **fields)
     except OSError as exc:
         raise StorageError.from_os_error(exc, "use") from None
     except PoetsimError as exc:
@@ -489,6 +562,35 @@ def run_point(job: PointJob) -> ResultRow:
         except OSError as exc:
             raise StorageError.from_os_error(exc, "write") from None
     return replace(row, wall_s=time.perf_counter() - start)
+
+
+def _twin_run(job: PointJob, problem: Problem, fields: dict) -> tuple[Run, ResultRow] | None:
+    """The run and row of a point that takes its twin's answer (`twin_points`); None when it
+    must solve on its own: no twin, the twin failed, or its schedule cannot be read or does not
+    cost the same here (which would mean the two problems differ after all)."""
+    twin = job.twin
+    if twin is None or job.twin_dir is None or twin.status is Status.FAILED:
+        return None
+    schedule = None
+    if twin.status.has_schedule:
+        try:
+            schedule = load_json(job.twin_dir / "schedule.json")
+        except PoetsimError:
+            return None
+    message = f"{twin.message} (the answer of {twin.point_key}, one solve for both: for {job.point.strategy} " \
+              "the two points are the same problem)"
+    run = adopt_schedule(problem, job.point.strategy, schedule, message, status=twin.status)
+    if run is None:
+        return None
+    row = replace(result_row(run, **fields), solver=twin.solver, build_s=0.0, solve_s=0.0, bound_j=twin.bound_j,
+                  gap_total=twin.gap_total, gap_overhead=twin.gap_overhead)
+    if schedule is not None and not _same_energy(row.predicted_total_j, twin.predicted_total_j):
+        return None
+    return run, row
+
+
+def _same_energy(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and abs(a - b) <= 1e-9 * max(abs(a), abs(b))
 
 
 def _starts(start_dirs: tuple[Path, ...]) -> tuple[Schedule, ...]:

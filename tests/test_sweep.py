@@ -10,7 +10,7 @@ import pytest
 
 from poetsim.runs import COLUMNS, RunsFile
 from poetsim.scenario import load_scenario
-from poetsim.sweep import run_sweep
+from poetsim.sweep import POINTS_DIR, point_slug, run_sweep, twin_points
 
 ROOT = Path(__file__).resolve().parent.parent
 MCU = ROOT / "scenarios" / "mcu.yaml"
@@ -29,6 +29,26 @@ def small_scenario(tmp_path, **changes):
 
 def read_rows(directory: Path) -> pd.DataFrame:
     return pd.read_csv(directory / "runs.csv")
+
+
+#: The MLP on the Pi with its page cache on and off: 18 points, about three seconds.
+TWINS = """name: twins
+model: mlp
+batch_size: 2
+platform: [rpi4, rpi4-nocache]
+budgets:
+  ram: [100%, 70%, 60%]
+  runtime: [1.5x]
+strategies: [hybrid, recompute-only, paging-only]
+time_limit_s: 10
+"""
+LEADER, FOLLOWER = "mlp|rpi4|70%|1.5x|recompute-only", "mlp|rpi4-nocache|70%|1.5x|recompute-only"
+
+
+def twins_scenario(tmp_path):
+    path = tmp_path / "twins.yaml"
+    path.write_text(TWINS)
+    return load_scenario(path)
 
 
 def test_every_point_is_a_row_with_its_status(tmp_path):
@@ -142,3 +162,44 @@ def test_cli_sweep_compare_report_and_check(tmp_path):
     worse = poetsim("check", out, "--baseline", baseline)
     assert worse.returncode == 1
     assert "regressed" in worse.stderr and "worse" in worse.stdout
+
+
+def test_recompute_only_on_the_pi_with_and_without_page_cache_is_one_problem():
+    twins = twin_points(load_scenario(ROOT / "scenarios" / "resnet18.yaml"))
+    assert len(twins) == 12   # 6 RAM budgets x 2 deadlines
+    for follower, leader in twins.items():
+        model, platform, ram, runtime, strategy = follower.split("|")
+        assert (platform, strategy) == ("rpi4-nocache", "recompute-only")
+        assert leader == "|".join((model, "rpi4", ram, runtime, strategy))
+
+
+def test_a_twin_takes_the_earlier_points_answer_checked_and_simulated_on_its_own_platform(tmp_path):
+    scenario = twins_scenario(tmp_path)
+    out = tmp_path / "out"
+    frame = read_rows(run_sweep(scenario, out, jobs=2).parent).set_index("point_key")
+    leader, follower = frame.loc[LEADER], frame.loc[FOLLOWER]
+    assert leader["status"] == follower["status"] == "optimal"
+    assert follower["predicted_total_j"] == pytest.approx(leader["predicted_total_j"], rel=1e-12)
+    assert follower["bound_j"] == leader["bound_j"] and follower["solve_s"] == 0
+    assert LEADER in follower["message"] and "one solve for both" in follower["message"]
+    assert follower["platform"] == "rpi4-nocache" and follower["simulated_total_j"] > 0
+    points = {point.key: point for point in scenario.points()}
+    assert (out / POINTS_DIR / point_slug(points[FOLLOWER]) / "schedule.json").exists()
+    # A proof of infeasibility is shared too; strategies that page see the storage and solve alone.
+    assert frame.loc["mlp|rpi4-nocache|60%|1.5x|recompute-only", "status"] == "infeasible"
+    alone = frame[frame.index.str.contains("rpi4-nocache") & ~frame.index.str.endswith("recompute-only")]
+    assert len(alone) == 6 and not alone["message"].str.contains("one solve for both").any()
+
+
+def test_a_resumed_sweep_takes_a_twins_answer_from_runs_csv(tmp_path):
+    scenario = twins_scenario(tmp_path)
+    out = tmp_path / "out"
+    first = read_rows(run_sweep(scenario, out, jobs=1).parent).set_index("point_key")
+    runs = out / "runs.csv"
+    runs.write_text("".join(line for line in runs.read_text().splitlines(keepends=True)
+                            if not line.startswith(f"twins,{FOLLOWER},")))
+    assert FOLLOWER not in set(read_rows(out)["point_key"])
+    run_sweep(scenario, out, jobs=1, resume=True)
+    again = read_rows(out).set_index("point_key").loc[FOLLOWER]
+    assert again["predicted_total_j"] == first.loc[FOLLOWER, "predicted_total_j"]
+    assert LEADER in again["message"] and again["solve_s"] == 0

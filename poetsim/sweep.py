@@ -78,8 +78,9 @@ class PointJob:
 
     `start_dirs` are the point folders of the strategies at the same grid cell whose schedules
     this point's solve may start from (read when the job runs: they finished before it).
-    `twin_dir` is the folder of an earlier point whose problem is this one's (`twin_points`),
-    and `twin` its row, set when the job starts: the point then takes that solve's answer.
+    `twin_key` and `twin_dir` name an earlier point whose problem is this one's (`twin_points`)
+    and its folder; `twin` is that point's row, set when the job starts: the point then takes
+    that solve's answer.
     """
 
     scenario: Scenario
@@ -455,9 +456,10 @@ def _pool(executor: str, workers: int, scheduler: str | None, no_worker_wait_s: 
 def _jobs(plan: SweepPlan, limit_s: float, threads: int) -> tuple[list[PointJob], dict[str, set[str]]]:
     """One job per point left, and for each the keys of the points it must wait for."""
     cells: dict[tuple, list[Point]] = {}
+    points = {}
     for point in plan.scenario.points():
         cells.setdefault(point.cell, []).append(point)
-    points = {point.key: point for point in plan.scenario.points()}
+        points[point.key] = point
     twins = twin_points(plan.scenario) if plan.todo else {}   # builds every point's problem: about 1 s
     jobs, waits = [], {}
     for point in plan.todo:

@@ -1,7 +1,8 @@
 """`make bench`: run the benchmarks and write their CSVs under results/bench/.
 
     python -m benchmarks                 # all, from the repository's root:
-                                         # solver, simulator, sweep, pytorch, faults, certify, scaling
+                                         # solver, simulator, sweep, sweep-loaded, pytorch, faults,
+                                         # certify, scaling
     python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.
@@ -29,6 +30,7 @@ def main(argv: list[str]) -> int:
         "solver": lambda: solver.run(OUT / "solver.csv"),
         "simulator": lambda: simulator.run(OUT / "simulator.csv"),
         "sweep": lambda: sweep.run(OUT / "sweep.csv"),
+        "sweep-loaded": lambda: sweep.run_loaded(OUT / "sweep_loaded.csv"),
         "pytorch": pytorch_bench,
         "faults": lambda: faults.run(OUT / "faults.csv"),
         "certify": lambda: certify.run(OUT / "certify.csv"),

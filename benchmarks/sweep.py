@@ -5,10 +5,17 @@ with a schedule within 1 % of its overhead (`max_gap_overhead`), at least 90 % o
 optimal (`optimal_share`); a resume of the finished sweep in under 5 s. The machine's load
 average when the sweep starts and ends is recorded beside them: time-limited steps get less
 done on a loaded machine. Run with `python -m benchmarks sweep`; writes results/bench/sweep.csv.
+
+`python -m benchmarks sweep-loaded` sweeps the same study while one busy process per core
+competes for the machine (a load about twice the sweep's own), and compares every row with the
+shipped `results/resnet18/runs.csv`: what a proof buys is an answer that load cannot move,
+which this counts (results/bench/sweep_loaded.csv).
 """
 
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -52,6 +59,66 @@ def run(out_csv: Path = DEFAULT_OUT, scenario_path: Path = SCENARIO, jobs: int |
         "optimal_share": round(float((scheduled["status"] == "optimal").mean()), 3) if len(scheduled) else None,
         "max_gap_overhead": round(float(scheduled["gap_overhead"].max()), 4) if len(scheduled) else None,
         "load_start": round(load_start, 2), "load_end": round(load_end, 2),
+        "machine": machine(),
+    }
+    result = pd.DataFrame([row])
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    result.to_csv(out_csv, index=False)
+    return result
+
+
+SHIPPED = Path("results/resnet18/runs.csv")
+
+
+def run_loaded(out_csv: Path = Path("results/bench/sweep_loaded.csv"), scenario_path: Path = SCENARIO,
+               shipped: Path = SHIPPED, hogs: int | None = None) -> pd.DataFrame:
+    """Sweep the study with `hogs` busy processes beside it (default one per core); one CSV row
+    comparing each solved point with the shipped run: statuses and energies kept or moved."""
+    scenario = load_scenario(scenario_path)
+    directory = out_csv.parent / f"sweep-loaded-{scenario.name}"
+    shutil.rmtree(directory, ignore_errors=True)
+    if hogs is None:
+        hogs = os.cpu_count() or 1
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
+    try:
+        time.sleep(2.0)   # let the load average feel them
+        load_start = os.getloadavg()[0]
+        start = time.perf_counter()
+        path = run_sweep(scenario, directory)
+        sweep_s = time.perf_counter() - start
+        load_end = os.getloadavg()[0]
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
+    solved = strategies.names(Kind.SOLVED)
+    new = load_results(path).set_index("point_key")
+    old = load_results(shipped).set_index("point_key")
+    old = old[old["strategy"].isin(solved)]
+    proven = {"optimal", "infeasible"}
+    kept = moved = proofs_lost = proofs_gained = unproven_moved = 0
+    largest = 0.0
+    for key, was in old.iterrows():
+        now = new.loc[key]
+        energy_was, energy_now = was["predicted_total_j"], now["predicted_total_j"]
+        same_energy = (pd.isna(energy_was) and pd.isna(energy_now)) or (
+            not pd.isna(energy_was) and not pd.isna(energy_now) and abs(energy_now - energy_was) <= 1e-9 * abs(energy_was))
+        if was["status"] == now["status"] and same_energy:
+            kept += 1
+            continue
+        moved += 1
+        proofs_lost += was["status"] in proven and now["status"] not in proven
+        proofs_gained += was["status"] not in proven and now["status"] in proven
+        unproven_moved += was["status"] not in proven and now["status"] not in proven
+        if not pd.isna(energy_was) and not pd.isna(energy_now):
+            largest = max(largest, abs(energy_now - energy_was) / energy_was)
+    row = {
+        "scenario": scenario.name, "points": len(old), "hogs": hogs, "sweep_s": round(sweep_s, 2),
+        "load_start": round(load_start, 2), "load_end": round(load_end, 2),
+        "rows_kept": kept, "rows_moved": moved, "proofs_lost": proofs_lost, "proofs_gained": proofs_gained,
+        "unproven_moved": unproven_moved, "largest_energy_change": round(largest, 6),
+        "proven_shipped": int(old["status"].isin(proven).sum()),
+        "proven_now": int(new.loc[old.index, "status"].isin(proven).sum()),
         "machine": machine(),
     }
     result = pd.DataFrame([row])

@@ -129,8 +129,8 @@ class Scenario(_Frozen):
     @field_validator("solver")
     @classmethod
     def _known_solver(cls, value: str) -> str:
-        if value not in ("highs", "glpk", "cbc"):
-            raise ValueError(f"unknown solver '{value}' (use highs, glpk or cbc)")
+        if value not in ("highs", "scip", "glpk", "cbc"):
+            raise ValueError(f"unknown solver '{value}' (use highs, scip, glpk or cbc)")
         return value
 
     @field_validator("reserve_training_state")

@@ -1,5 +1,6 @@
 """The optimiser on hand-checked cases, its golden LP file, and its answers to bad input."""
 
+import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -17,7 +18,9 @@ from optimiser_cases import HYBRID, PAGING_ONLY, RECOMPUTE_ONLY, cost_table, rel
 GOLDEN = Path(__file__).parent / "golden"
 needs_glpk = pytest.mark.skipif(shutil.which("glpsol") is None, reason="glpsol (glpk-utils) not installed")
 needs_cbc = pytest.mark.skipif(shutil.which("cbc") is None, reason="cbc (coinor-cbc) not installed")
-SOLVERS = ["highs", pytest.param("glpk", marks=needs_glpk), pytest.param("cbc", marks=needs_cbc)]
+needs_scip = pytest.mark.skipif(importlib.util.find_spec("pyscipopt") is None, reason="pyscipopt not installed")
+SOLVERS = ["highs", pytest.param("scip", marks=needs_scip), pytest.param("glpk", marks=needs_glpk),
+           pytest.param("cbc", marks=needs_cbc)]
 
 
 def solve_checked(graph, costs, budgets, strategy=HYBRID, timing=Timing.COMPUTE_ONLY, solver="highs"):
@@ -247,3 +250,26 @@ def test_progress_is_reported_at_most_about_once_a_second_with_the_best_figures(
             assert bound <= incumbent * (1 + 1e-12)
     last_incumbent = [incumbent for _, incumbent, _, _ in seen if incumbent is not None]
     assert not last_incumbent or last_incumbent[-1] >= outcome.objective_j * (1 - 1e-12)
+
+
+@needs_scip
+@pytest.mark.parametrize("node_j, moves, runtime_s, expected", [
+    (0.01, HYBRID, 10.0, 0.01), (1.0, HYBRID, 10.0, 0.10), (1.0, RECOMPUTE_ONLY, 5.0, None)])
+def test_scip_solves_the_bare_milp_as_highs_does(node_j, moves, runtime_s, expected):
+    """The stage MILP alone (no cover, no plans, no start), so the solver itself decides: the two
+    hand cases above (the ReLU recomputed for 0.01 J, the convolution paged for 0.10 J), and
+    recompute-only with a deadline of one plain pass (5 s), which leaves no time for the
+    recomputation that 201 bytes need: infeasible, and only the solver says so here."""
+    graph, costs = relu_or_conv(node_j=node_j, page_j=0.05)
+    budgets = Budgets(201, runtime_s)
+    for solver in ("highs", "scip"):
+        outcome = optimise(graph, costs, budgets, moves, Timing.COMPUTE_ONLY, solver=solver, warm_start=False)
+        if expected is None:
+            assert outcome.status == "infeasible", (solver, outcome.message)
+            assert "no schedule that only recomputes" in outcome.message
+            continue
+        assert outcome.status == "optimal", (solver, outcome.message)
+        assert outcome.found_by == solver
+        checked = check_schedule(outcome.schedule, graph, costs, Timing.COMPUTE_ONLY, budgets)
+        assert checked.total_j == pytest.approx(costs.plain_compute_j + expected, rel=1e-9)
+        assert outcome.bound_j == pytest.approx(checked.total_j, rel=1e-9)

@@ -5,6 +5,7 @@ equal the optimiser's own; more freedom never costs energy; nothing beats keep-a
 keep-all fits, it is the optimum. HiGHS, GLPK and CBC agree on the optimum.
 """
 
+import importlib.util
 import math
 import shutil
 
@@ -80,6 +81,24 @@ def test_highs_and_the_shell_solvers_agree_on_the_optimum(solver, executable, ca
     if highs.status == "optimal":
         a = checked_total(highs, graph, costs, timing, budgets)
         b = checked_total(other, graph, costs, timing, budgets)
+        assert a == pytest.approx(b, rel=1e-6)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyscipopt") is None, reason="pyscipopt not installed")
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases(max_forward=3), ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 1.6),
+       timing=st.sampled_from(list(Timing)), strategy=st.sampled_from(list(MOVES)))
+def test_highs_and_scip_agree_on_the_bare_milp(case, ram_share, runtime_x, timing, strategy):
+    """The stage MILP alone (no cover or plans, which would decide most cases before a solver
+    runs): the same status, and the same optimum where there is one."""
+    graph, costs = case
+    budgets = budgets_for(graph, costs, ram_share, runtime_x)
+    highs = optimise(graph, costs, budgets, strategy, timing, solver="highs", mip_rel_gap=GAP, warm_start=False)
+    scip = optimise(graph, costs, budgets, strategy, timing, solver="scip", mip_rel_gap=GAP, warm_start=False)
+    assert highs.status == scip.status
+    if highs.status == "optimal":
+        a = checked_total(highs, graph, costs, timing, budgets)
+        b = checked_total(scip, graph, costs, timing, budgets)
         assert a == pytest.approx(b, rel=1e-6)
 
 

@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
         "solver": lambda: solver.run(OUT / "solver.csv"),
         "simulator": lambda: simulator.run(OUT / "simulator.csv"),
         "sweep": lambda: sweep.run(OUT / "sweep.csv"),
-        "sweep-loaded": lambda: sweep.run_loaded(OUT / "sweep_loaded.csv"),
+        "sweep-loaded": lambda: sweep.run_loaded(OUT / "sweep-loaded.csv"),
         "pytorch": pytorch_bench,
         "faults": lambda: faults.run(OUT / "faults.csv"),
         "certify": lambda: certify.run(OUT / "certify.csv"),

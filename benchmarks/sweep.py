@@ -9,7 +9,7 @@ done on a loaded machine. Run with `python -m benchmarks sweep`; writes results/
 `python -m benchmarks sweep-loaded` sweeps the same study while one busy process per core
 competes for the machine (a load about twice the sweep's own), and compares every row with the
 shipped `results/resnet18/runs.csv`: what a proof buys is an answer that load cannot move,
-which this counts (results/bench/sweep_loaded.csv).
+which this counts (results/bench/sweep-loaded.csv).
 """
 
 import os
@@ -70,7 +70,7 @@ def run(out_csv: Path = DEFAULT_OUT, scenario_path: Path = SCENARIO, jobs: int |
 SHIPPED = Path("results/resnet18/runs.csv")
 
 
-def run_loaded(out_csv: Path = Path("results/bench/sweep_loaded.csv"), scenario_path: Path = SCENARIO,
+def run_loaded(out_csv: Path = Path("results/bench/sweep-loaded.csv"), scenario_path: Path = SCENARIO,
                shipped: Path = SHIPPED, hogs: int | None = None) -> pd.DataFrame:
     """Sweep the study with `hogs` busy processes beside it (default one per core); one CSV row
     comparing each solved point with the shipped run: statuses and energies kept or moved."""

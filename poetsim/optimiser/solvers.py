@@ -229,6 +229,7 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
     from pyscipopt import SCIP_PARAMEMPHASIS, Model, quicksum
 
     began = perf_counter()
+    limit_s = settings.limit_now_s()   # for the build and the solve together
     model = Model()
     model.hideOutput()
     model.setParam("randomization/randomseedshift", 0)
@@ -252,7 +253,6 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
         model.addSol(solution, free=True)
     else:
         model.setEmphasis(SCIP_PARAMEMPHASIS.FEASIBILITY)
-    limit_s = settings.limit_now_s()
     if limit_s is not None:
         model.setParam("limits/time", max(limit_s - (perf_counter() - began), 0.01))
     handoff_s = perf_counter() - began

@@ -25,6 +25,7 @@ from benchmarks.common import machine
 from poetsim import strategies
 from poetsim.results import load_results
 from poetsim.scenario import load_scenario
+from poetsim.status import Status
 from poetsim.strategies import Kind
 from poetsim.sweep import run_sweep, save_scenario_copy
 
@@ -95,7 +96,9 @@ def run_loaded(out_csv: Path = Path("results/bench/sweep-loaded.csv"), scenario_
     new = load_results(path).set_index("point_key")
     old = load_results(shipped).set_index("point_key")
     old = old[old["strategy"].isin(solved)]
-    proven = {"optimal", "infeasible"}
+    def proven(status) -> bool:
+        return Status.parse(str(status)).is_proven
+
     kept = moved = proofs_lost = proofs_gained = unproven_moved = 0
     largest = 0.0
     for key, was in old.iterrows():
@@ -107,9 +110,9 @@ def run_loaded(out_csv: Path = Path("results/bench/sweep-loaded.csv"), scenario_
             kept += 1
             continue
         moved += 1
-        proofs_lost += was["status"] in proven and now["status"] not in proven
-        proofs_gained += was["status"] not in proven and now["status"] in proven
-        unproven_moved += was["status"] not in proven and now["status"] not in proven
+        proofs_lost += proven(was["status"]) and not proven(now["status"])
+        proofs_gained += not proven(was["status"]) and proven(now["status"])
+        unproven_moved += not proven(was["status"]) and not proven(now["status"])
         if not pd.isna(energy_was) and not pd.isna(energy_now):
             largest = max(largest, abs(energy_now - energy_was) / energy_was)
     row = {
@@ -117,8 +120,8 @@ def run_loaded(out_csv: Path = Path("results/bench/sweep-loaded.csv"), scenario_
         "load_start": round(load_start, 2), "load_end": round(load_end, 2),
         "rows_kept": kept, "rows_moved": moved, "proofs_lost": proofs_lost, "proofs_gained": proofs_gained,
         "unproven_moved": unproven_moved, "largest_energy_change": round(largest, 6),
-        "proven_shipped": int(old["status"].isin(proven).sum()),
-        "proven_now": int(new.loc[old.index, "status"].isin(proven).sum()),
+        "proven_shipped": int(old["status"].map(proven).sum()),
+        "proven_now": int(new.loc[old.index, "status"].map(proven).sum()),
         "machine": machine(),
     }
     result = pd.DataFrame([row])

@@ -33,6 +33,7 @@ from pydantic import (
 from poetsim.errors import UserInputError
 from poetsim.graphio import load_graph
 from poetsim.inputfile import MAX_GRAPH_BYTES, MAX_SCENARIO_BYTES, load_yaml, read_bytes
+from poetsim.optimiser.solvers import SOLVERS
 from poetsim.problem import RESERVE_MULTIPLE, reserved_bytes
 from poetsim.profiles import format_validation_error, load_platform
 from poetsim.schedule import Timing
@@ -129,8 +130,8 @@ class Scenario(_Frozen):
     @field_validator("solver")
     @classmethod
     def _known_solver(cls, value: str) -> str:
-        if value not in ("highs", "scip", "glpk", "cbc"):
-            raise ValueError(f"unknown solver '{value}' (use highs, scip, glpk or cbc)")
+        if value not in SOLVERS:
+            raise ValueError(f"unknown solver '{value}' (use {', '.join(SOLVERS)})")
         return value
 
     @field_validator("reserve_training_state")

@@ -22,9 +22,11 @@ from poetsim.errors import InternalError, SolverUnavailableError, UserInputError
 from poetsim.optimiser.rows import Formulation
 from poetsim.status import Status
 
-#: Solver name -> (executable it needs or None for a Python package, Debian package to install).
-SOLVERS = {"highs": (None, "pip install highspy"), "scip": (None, "pip install pyscipopt"),
-           "glpk": ("glpsol", "glpk-utils"), "cbc": ("cbc", "coinor-cbc")}
+#: Solver name -> (the program it runs or the Python module it imports, how to install it).
+SOLVERS = {"highs": ("highspy", "pip install highspy"), "scip": ("pyscipopt", "pip install pyscipopt"),
+           "glpk": ("glpsol", "apt install glpk-utils"), "cbc": ("cbc", "apt install coinor-cbc")}
+#: The solvers that are Python modules (the others are programs on PATH).
+PYTHON_SOLVERS = ("highs", "scip")
 
 
 @dataclass(frozen=True)
@@ -71,12 +73,13 @@ def check_available(solver: str) -> None:
     """UserInputError for an unknown name, SolverUnavailableError naming the package if missing."""
     if solver not in SOLVERS:
         raise UserInputError(f"unknown solver '{solver}' (known: {', '.join(SOLVERS)})")
-    executable, package = SOLVERS[solver]
-    if executable is not None and shutil.which(executable) is None:
+    needs, install = SOLVERS[solver]
+    if solver in PYTHON_SOLVERS:
+        if importlib.util.find_spec(needs) is None:
+            raise SolverUnavailableError(f"solver '{solver}' needs the {needs} package, which is not installed ({install})")
+    elif shutil.which(needs) is None:
         raise SolverUnavailableError(
-            f"solver '{solver}' needs the '{executable}' program, which is not on PATH (Debian/Ubuntu: apt install {package})")
-    if solver == "scip" and importlib.util.find_spec("pyscipopt") is None:
-        raise SolverUnavailableError(f"solver 'scip' needs the pyscipopt package, which is not installed ({package})")
+            f"solver '{solver}' needs the '{needs}' program, which is not on PATH (Debian/Ubuntu: {install})")
 
 
 def solve(form: Formulation, solver: str, settings: SolverSettings, start: list[float] | None,
@@ -237,8 +240,7 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
                for lo, up, cost, binary in zip(form.col_lower, form.col_upper, form.col_cost, form.col_binary)]
     starts, index, value = form.row_start, form.row_index, form.row_value
     for r, (lower, upper) in enumerate(zip(form.row_lower, form.row_upper)):
-        span = range(starts[r], starts[r + 1] if r + 1 < len(starts) else len(index))
-        expr = quicksum(value[k] * columns[index[k]] for k in span)
+        expr = quicksum(value[k] * columns[index[k]] for k in range(starts[r], starts[r + 1]))
         model.addCons(expr >= lower if upper == float("inf") else
                       expr <= upper if lower == -float("inf") else
                       expr == upper if lower == upper else _ranged(expr, lower, upper))

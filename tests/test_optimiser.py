@@ -273,3 +273,49 @@ def test_scip_solves_the_bare_milp_as_highs_does(node_j, moves, runtime_s, expec
         checked = check_schedule(outcome.schedule, graph, costs, Timing.COMPUTE_ONLY, budgets)
         assert checked.total_j == pytest.approx(costs.plain_compute_j + expected, rel=1e-9)
         assert outcome.bound_j == pytest.approx(checked.total_j, rel=1e-9)
+
+
+SCIP_UNTIL_INTERRUPTED = """
+import sys
+from poetsim.optimiser.formulation import formulate
+from poetsim.optimiser.solvers import SolverSettings, solve
+from poetsim.problem import build_problem
+from poetsim.schedule import Moves, Timing
+from poetsim.units import parse_ram
+
+problem = build_problem("resnet18_cifar", "rpi4", parse_ram("50%"), 1.2, Timing.OVERLAP, batch_size=8)
+form = formulate(problem.graph, problem.costs, problem.budgets, Moves(recompute=True, page=False), problem.timing)
+print("solving", file=sys.stderr, flush=True)
+try:
+    solve(form, "scip", SolverSettings(1e-4, 0.0, 300.0, 1), None)
+except KeyboardInterrupt:
+    print("interrupted", file=sys.stderr)
+    sys.exit(130)
+print("finished", file=sys.stderr)
+"""
+
+
+@needs_scip
+def test_ctrl_c_during_a_scip_solve_ends_it_at_once_and_prints_nothing_to_stdout():
+    """SCIP catches SIGINT itself, stops, and prints a line of its own with printf: the solve
+    raises KeyboardInterrupt (as a HiGHS solve ends on Ctrl-C) and stdout stays empty.
+
+    The stage MILP of ResNet-18 (CIFAR) at 50 % RAM, recompute-only, is nowhere near solved
+    within minutes (docs/optimiser.md, section 9), so 4 s after its build began SCIP is at work.
+    """
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", SCIP_UNTIL_INTERRUPTED], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr.readline().strip() == "solving"
+    time.sleep(4.0)
+    began = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip() == "interrupted"
+    assert out == ""
+    assert time.perf_counter() - began < 30   # stopped by the signal, not by the 300 s limit

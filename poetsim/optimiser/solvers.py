@@ -12,8 +12,10 @@ import importlib.util
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from time import perf_counter
@@ -104,25 +106,37 @@ RETRY_MIN_S = 5.0
 
 def new_highs():
     """A silent highspy.Highs. Its first construction in a process prints a banner to fd 1,
-    before any option can turn output off; the library never prints, so fd 1 is pointed at
-    /dev/null for that one construction."""
+    before any option can turn output off; the library never prints, so that one construction
+    runs with fd 1 on /dev/null."""
     global _BANNER_SHOWN
     import highspy
 
     if _BANNER_SHOWN:
         h = highspy.Highs()
     else:
-        saved = os.dup(1)
-        try:
-            with open(os.devnull, "w") as devnull:
-                os.dup2(devnull.fileno(), 1)
-                h = highspy.Highs()
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
+        with _stdout_silenced():
+            h = highspy.Highs()
         _BANNER_SHOWN = True
     h.setOptionValue("output_flag", False)
     return h
+
+
+@contextmanager
+def _stdout_silenced():
+    """Point fd 1 at /dev/null for a call into a solver library that prints there by itself.
+
+    Only library code runs meanwhile: poetsim prints to stdout only after a solve, and its
+    progress goes to stderr.
+    """
+    sys.stdout.flush()   # what Python holds for fd 1 goes out before it is pointed away
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _solve_highs(form: Formulation, settings: SolverSettings, start: list[float] | None,
@@ -259,7 +273,8 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
         model.setParam("limits/time", max(limit_s - (perf_counter() - began), 0.01))
     handoff_s = perf_counter() - began
     ran = perf_counter()
-    model.optimize()
+    with _stdout_silenced():   # SCIP's own SIGINT handler prints "pressed CTRL-C ..." with printf
+        model.optimize()
     solve_s = perf_counter() - ran
     scip_status = model.getStatus()
     if scip_status == "userinterrupt":

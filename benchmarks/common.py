@@ -5,6 +5,7 @@ import os
 import platform
 from collections.abc import Iterable
 from dataclasses import asdict, fields
+from importlib.metadata import version
 from pathlib import Path
 
 import pandas as pd
@@ -13,11 +14,8 @@ import pandas as pd
 def machine(with_highs: bool = False) -> str:
     """The `machine` column: architecture, cores, Python (and HiGHS for the solver benchmarks)."""
     text = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    if with_highs:
-        from poetsim.optimiser.solvers import new_highs
-
-        h = new_highs()
-        text += f", HiGHS {h.versionMajor()}.{h.versionMinor()}.{h.versionPatch()}"
+    if with_highs:   # highspy's version is the HiGHS release it wraps
+        text += f", HiGHS {version('highspy')}"
     return text
 
 

@@ -98,32 +98,14 @@ def solve(form: Formulation, solver: str, settings: SolverSettings, start: list[
     return _solve_shell(form, solver, settings, start)
 
 
-_BANNER_SHOWN = False
-
 #: A retry without the start (see _solve_highs) is not tried with less time than this left.
 RETRY_MIN_S = 5.0
 
 
-def new_highs():
-    """A silent highspy.Highs. Its first construction in a process prints a banner to fd 1,
-    before any option can turn output off; the library never prints, so that one construction
-    runs with fd 1 on /dev/null."""
-    global _BANNER_SHOWN
-    import highspy
-
-    if _BANNER_SHOWN:
-        h = highspy.Highs()
-    else:
-        with _stdout_silenced():
-            h = highspy.Highs()
-        _BANNER_SHOWN = True
-    h.setOptionValue("output_flag", False)
-    return h
-
-
 @contextmanager
 def _stdout_silenced():
-    """Point fd 1 at /dev/null for a call into a solver library that prints there by itself.
+    """Point fd 1 at /dev/null for a call into a solver library that prints there by itself
+    (SCIP's SIGINT handler writes with printf, whatever its message settings).
 
     Only library code runs meanwhile: poetsim prints to stdout only after a solve, and its
     progress goes to stderr.

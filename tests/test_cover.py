@@ -220,3 +220,35 @@ def test_no_cover_bound_exceeds_the_milps_proven_optimum(case, ram_share, runtim
             assert status == "infeasible", f"the {cover.kind} proved infeasible a case the MILP solves"
         elif status == "optimal":
             assert cover.bound_j <= optimum + tolerance, f"the {cover.kind}'s bound is above the optimum"
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases(min_forward=3), ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 1.6),
+       timing=st.sampled_from(list(Timing)), moves=st.sampled_from(MOVES))
+def test_a_cover_grown_row_by_row_has_the_optimum_of_the_whole(case, ram_share, runtime_x, timing, moves):
+    """On random graphs: the cover solved from its one row of largest excess, taking each row its
+    solution breaks, ends with the optimum (or the infeasibility) of the cover with every row."""
+    graph, costs = case
+    low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
+    budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
+    grown = cover_bound(graph, costs, budgets, moves, timing, first_rows=1)
+    whole = cover_bound(graph, costs, budgets, moves, timing, first_rows=None)
+    assert grown.infeasible == whole.infeasible
+    if not whole.infeasible:
+        assert grown.exact and whole.exact
+        assert grown.bound_j == pytest.approx(whole.bound_j, rel=1e-9, abs=1e-12)
+
+
+def test_the_cascade_cover_of_poets_main_case_needs_few_of_its_rows():
+    """POET's ResNet-18 (CIFAR) case, hybrid, overlap: 111 stage rows; from the 5 of largest
+    excess the cover ends at the optimum of all 111 (0.180285 J above keep-all, section 8 of
+    docs/optimiser.md), and its choice pages the same number of outputs."""
+    p = build_problem("resnet18_cifar", "rpi4", parse_ram("50%"), 1.2, OV, batch_size=8)
+    rows = cover_rows(p.graph, p.budgets, HYBRID, OV)
+    assert len(rows) == 111
+    grown = cover_bound(p.graph, p.costs, p.budgets, HYBRID, OV)
+    whole = cover_bound(p.graph, p.costs, p.budgets, HYBRID, OV, first_rows=None)
+    assert grown.exact and whole.exact
+    assert overhead(grown) == pytest.approx(0.180285, abs=1e-6)
+    assert grown.bound_j == pytest.approx(whole.bound_j, rel=1e-9)
+    assert len(grown.paged) == len(whole.paged) and not grown.recomputed

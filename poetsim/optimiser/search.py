@@ -25,14 +25,14 @@ from poetsim.status import Status
 
 #: Shares of the time left that the plain cover, the placement of its choice and the timed cover
 #: may take (each stops sooner when it is solved; docs/optimiser.md has their measured times).
-#: The cover is the ground of most proofs and takes 0.4-1.3 s on ResNet-18 (CIFAR) at 1.2x-1.5x,
-#: 8 s at 2x (a looser knapsack row); with a share of 0.2 of a 12 s limit, a 2-core machine
-#: loaded twice over cut its cascade solve, and the ResNet-18 study lost 10 of its 50 proofs.
-#: On ResNet-50 (rpi4, hybrid, 50 %, 1.2x, 60 s) the cascade cover needs 23-30 s, as much as a
-#: share of 0.5 gave it: on a slower day it was cut, and the schedule fell from 0.82 J above
-#: keep-all (its choice placed in 13 s) to 4.88 J. HiGHS runs in a process killed at the
-#: deadline, so a larger share cannot overrun the call. Time the cover does not use passes to
-#: the next steps.
+#: The cover is the ground of most proofs. Solved whole it took 0.4-1.3 s on ResNet-18 (CIFAR)
+#: at 1.2x-1.5x and 23-38 s on ResNet-50 (rpi4, hybrid, 50 %, 1.2x), where a share of 0.5 of a
+#: 60 s call cut it on a slower day (the schedule fell from 0.82 J above keep-all to 4.88 J);
+#: with a share of 0.2 of a 12 s limit a 2-core machine loaded twice over cut it, and the
+#: ResNet-18 study lost 10 of its 50 proofs. On the rows it needs (`cover._solve_cover`) it
+#: takes 0.2-0.9 s and 0.4 s there, so the share is seldom used. HiGHS runs in a process killed
+#: at the deadline, so a large share cannot overrun the call. Time the cover does not use passes
+#: to the next steps.
 COVER_SHARE = 0.6
 PLACEMENT_SHARE = 0.7
 #: At most this many choices of the same cost are placed (see Search.place).

@@ -2,7 +2,7 @@
 
     python -m benchmarks                 # all, from the repository's root:
                                          # solver, simulator, sweep, sweep-loaded, pytorch, faults,
-                                         # certify, scaling
+                                         # certify, scaling, covers
     python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.
@@ -35,6 +35,7 @@ def main(argv: list[str]) -> int:
         "faults": lambda: faults.run(OUT / "faults.csv"),
         "certify": lambda: certify.run(OUT / "certify.csv"),
         "scaling": lambda: certify.scaling(OUT / "scaling.csv"),
+        "covers": lambda: certify.cover_ab(OUT / "covers.csv"),
     }
     chosen = argv or list(benches)
     unknown = [name for name in chosen if name not in benches]

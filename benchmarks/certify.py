@@ -132,3 +132,69 @@ def scaling(out_csv: Path, time_limit_s: float = LIMIT_S) -> pd.DataFrame:
     """The units A/B over SCALING_CASES, both units per case, side by side."""
     rows = (scaling_one(*case, units, time_limit_s) for case in SCALING_CASES for units in ("balanced", "plain"))
     return write_rows(out_csv, ScalingRow, rows)
+
+
+@dataclass(frozen=True)
+class CoverRowsRow:
+    """The eviction cover of one case solved whole and on the rows it needs: time and bound."""
+
+    model: str
+    batch_size: int | None
+    platform: str
+    ram: str
+    strategy: str
+    timing: str
+    stage_rows: int
+    whole_s: float
+    grown_s: float
+    whole_overhead_j: float | None   # None: infeasible
+    grown_overhead_j: float | None
+    both_exact: bool
+    same_bound: bool
+    machine: str
+
+
+#: (model, batch size, platform, RAM, moves, timing) of the covers' A/B (docs/optimiser.md, section
+#: 3.1): POET's graph at several budgets, strategies and both timings, and the zoo's large graphs.
+PAGING_ONLY, RECOMPUTE_ONLY = Moves(recompute=False, page=True), Moves(recompute=True, page=False)
+COVER_CASES = (
+    ("resnet18_cifar", 8, "rpi4", "50%", HYBRID, Timing.COMPUTE_ONLY),
+    ("resnet18_cifar", 8, "rpi4", "50%", HYBRID, Timing.OVERLAP),
+    ("resnet18_cifar", 8, "rpi4", "50%", RECOMPUTE_ONLY, Timing.OVERLAP),
+    ("resnet18_cifar", 8, "rpi4", "35%", RECOMPUTE_ONLY, Timing.OVERLAP),
+    ("resnet18_cifar", 8, "rpi4", "25%", RECOMPUTE_ONLY, Timing.OVERLAP),
+    ("resnet18_cifar", 8, "rpi4", "35%", PAGING_ONLY, Timing.OVERLAP),
+    ("resnet18_cifar", 8, "rpi4", "25%", HYBRID, Timing.OVERLAP),
+    ("resnet18_cifar", 8, "jetson-tx2", "25%", HYBRID, Timing.OVERLAP),
+    ("resnet18_cifar", 8, "jetson-tx2", "70%", PAGING_ONLY, Timing.OVERLAP),
+    ("transformer", None, "rpi4", "25%", RECOMPUTE_ONLY, Timing.OVERLAP),
+) + tuple((model, None, plat, "50%", HYBRID, Timing.OVERLAP)
+          for model in ("resnet18", "resnet50", "mobilenet_v2", "bert_base", "gpt2_small", "transformer")
+          for plat in PLATFORMS)
+
+
+def cover_rows_one(model: str, batch_size: int | None, plat: str, ram: str, moves: Moves, timing: Timing,
+                   time_limit_s: float = 120.0) -> CoverRowsRow:
+    """`cover_bound` with every stage row from the start, then from the 5 of largest excess."""
+    from poetsim.optimiser.cover import cover_bound, cover_rows
+
+    problem = build_problem(model, plat, parse_ram(ram), 1.2, timing, batch_size=batch_size)
+    args = (problem.graph, problem.costs, problem.budgets, moves, timing)
+    timed = []
+    for first_rows in (None, 5):
+        began = perf_counter()
+        cover = cover_bound(*args, time_limit_s=time_limit_s, first_rows=first_rows)
+        timed.append((perf_counter() - began, cover))
+    (whole_s, whole), (grown_s, grown) = timed
+    same = whole.infeasible == grown.infeasible and (
+        whole.bound_j is None or abs(whole.bound_j - grown.bound_j) <= 1e-9 * abs(whole.bound_j))
+    strategy = {HYBRID: "hybrid", PAGING_ONLY: "paging-only", RECOMPUTE_ONLY: "recompute-only"}[moves]
+    return CoverRowsRow(model, batch_size, plat, ram, strategy, timing.value,
+                        len(cover_rows(problem.graph, problem.budgets, moves, timing)), whole_s, grown_s,
+                        whole.overhead_j, grown.overhead_j, whole.exact and grown.exact, same,
+                        machine(with_highs=True))
+
+
+def cover_ab(out_csv: Path) -> pd.DataFrame:
+    """The covers' A/B over COVER_CASES: whole against grown, one row per case."""
+    return write_rows(out_csv, CoverRowsRow, (cover_rows_one(*case) for case in COVER_CASES))

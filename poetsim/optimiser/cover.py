@@ -172,8 +172,8 @@ def cover_rows(graph: TrainingGraph, budgets: Budgets, moves: Moves, timing: Tim
 NO_CASCADE_SHARE = 0.3
 #: A cover is first solved with this many of its stage rows, those of largest excess; the rows its
 #: solution breaks are added and it is solved again (`_solve_cover`). On ResNet-50 (Pi, hybrid,
-#: 50 %, 1.2x) the 5 rows of largest excess already give the cascade cover's optimum: 0.2 s,
-#: against 34 s for all 282 rows at once.
+#: 50 %, 1.2x) the 5 rows of largest excess already give the cascade cover's optimum: 0.4 s in
+#: all, against 32 s for all 282 rows at once (`python -m benchmarks covers`).
 FIRST_ROWS = 5
 
 

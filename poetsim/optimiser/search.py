@@ -30,7 +30,7 @@ from poetsim.status import Status
 #: 60 s call cut it on a slower day (the schedule fell from 0.82 J above keep-all to 4.88 J);
 #: with a share of 0.2 of a 12 s limit a 2-core machine loaded twice over cut it, and the
 #: ResNet-18 study lost 10 of its 50 proofs. On the rows it needs (`cover._solve_cover`) it
-#: takes 0.2-0.9 s and 0.4 s there, so the share is seldom used. HiGHS runs in a process killed
+#: takes 0.01-1.2 s and 0.4 s there, so the share is seldom used. HiGHS runs in a process killed
 #: at the deadline, so a large share cannot overrun the call. Time the cover does not use passes
 #: to the next steps.
 COVER_SHARE = 0.6

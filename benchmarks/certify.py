@@ -154,32 +154,32 @@ class CoverRowsRow:
     machine: str
 
 
-#: (model, batch size, platform, RAM, moves, timing) of the covers' A/B (docs/optimiser.md, section
-#: 3.1): POET's graph at several budgets, strategies and both timings, and the zoo's large graphs.
-PAGING_ONLY, RECOMPUTE_ONLY = Moves(recompute=False, page=True), Moves(recompute=True, page=False)
+#: (model, batch size, platform, RAM, strategy, timing) of the covers' A/B (docs/optimiser.md,
+#: section 3.1): POET's graph at several budgets, strategies and both timings, and the zoo's large graphs.
 COVER_CASES = (
-    ("resnet18_cifar", 8, "rpi4", "50%", HYBRID, Timing.COMPUTE_ONLY),
-    ("resnet18_cifar", 8, "rpi4", "50%", HYBRID, Timing.OVERLAP),
-    ("resnet18_cifar", 8, "rpi4", "50%", RECOMPUTE_ONLY, Timing.OVERLAP),
-    ("resnet18_cifar", 8, "rpi4", "35%", RECOMPUTE_ONLY, Timing.OVERLAP),
-    ("resnet18_cifar", 8, "rpi4", "25%", RECOMPUTE_ONLY, Timing.OVERLAP),
-    ("resnet18_cifar", 8, "rpi4", "35%", PAGING_ONLY, Timing.OVERLAP),
-    ("resnet18_cifar", 8, "rpi4", "25%", HYBRID, Timing.OVERLAP),
-    ("resnet18_cifar", 8, "jetson-tx2", "25%", HYBRID, Timing.OVERLAP),
-    ("resnet18_cifar", 8, "jetson-tx2", "70%", PAGING_ONLY, Timing.OVERLAP),
-    ("transformer", None, "rpi4", "25%", RECOMPUTE_ONLY, Timing.OVERLAP),
-) + tuple((model, None, plat, "50%", HYBRID, Timing.OVERLAP)
+    ("resnet18_cifar", 8, "rpi4", "50%", "hybrid", Timing.COMPUTE_ONLY),
+    ("resnet18_cifar", 8, "rpi4", "50%", "hybrid", Timing.OVERLAP),
+    ("resnet18_cifar", 8, "rpi4", "50%", "recompute-only", Timing.OVERLAP),
+    ("resnet18_cifar", 8, "rpi4", "35%", "recompute-only", Timing.OVERLAP),
+    ("resnet18_cifar", 8, "rpi4", "25%", "recompute-only", Timing.OVERLAP),
+    ("resnet18_cifar", 8, "rpi4", "35%", "paging-only", Timing.OVERLAP),
+    ("resnet18_cifar", 8, "rpi4", "25%", "hybrid", Timing.OVERLAP),
+    ("resnet18_cifar", 8, "jetson-tx2", "25%", "hybrid", Timing.OVERLAP),
+    ("resnet18_cifar", 8, "jetson-tx2", "70%", "paging-only", Timing.OVERLAP),
+    ("transformer", None, "rpi4", "25%", "recompute-only", Timing.OVERLAP),
+) + tuple((model, None, plat, "50%", "hybrid", Timing.OVERLAP)
           for model in ("resnet18", "resnet50", "mobilenet_v2", "bert_base", "gpt2_small", "transformer")
           for plat in PLATFORMS)
 
 
-def cover_rows_one(model: str, batch_size: int | None, plat: str, ram: str, moves: Moves, timing: Timing,
+def cover_rows_one(model: str, batch_size: int | None, plat: str, ram: str, strategy: str, timing: Timing,
                    time_limit_s: float = 120.0) -> CoverRowsRow:
     """`cover_bound` with every stage row from the start, then from the 5 of largest excess."""
-    from poetsim.optimiser.cover import cover_bound, cover_rows
+    from poetsim import strategies
+    from poetsim.optimiser.cover import cover_bound
 
     problem = build_problem(model, plat, parse_ram(ram), 1.2, timing, batch_size=batch_size)
-    args = (problem.graph, problem.costs, problem.budgets, moves, timing)
+    args = (problem.graph, problem.costs, problem.budgets, strategies.get(strategy).moves, timing)
     timed = []
     for first_rows in (None, 5):
         began = perf_counter()
@@ -188,9 +188,7 @@ def cover_rows_one(model: str, batch_size: int | None, plat: str, ram: str, move
     (whole_s, whole), (grown_s, grown) = timed
     same = whole.infeasible == grown.infeasible and (
         whole.bound_j is None or abs(whole.bound_j - grown.bound_j) <= 1e-9 * abs(whole.bound_j))
-    strategy = {HYBRID: "hybrid", PAGING_ONLY: "paging-only", RECOMPUTE_ONLY: "recompute-only"}[moves]
-    return CoverRowsRow(model, batch_size, plat, ram, strategy, timing.value,
-                        len(cover_rows(problem.graph, problem.budgets, moves, timing)), whole_s, grown_s,
+    return CoverRowsRow(model, batch_size, plat, ram, strategy, timing.value, len(whole.rows), whole_s, grown_s,
                         whole.overhead_j, grown.overhead_j, whole.exact and grown.exact, same,
                         machine(with_highs=True))
 

@@ -90,3 +90,50 @@ def _alive(pid: int) -> bool:
             return stat.read().split(") ")[1][0] != "Z"
     except FileNotFoundError:
         return False
+
+
+class _Pipe:
+    """The HiGHS process's end of the pipe, keeping what it sends."""
+
+    def __init__(self):
+        self.sent = []
+
+    def send(self, message):
+        self.sent.append(message)
+
+
+def _sixty_item_cover() -> tuple[Program, float]:
+    """A covering knapsack of 60 items (sizes and costs 5-50, seed 1), and its optimum."""
+    import random
+
+    rng = random.Random(1)
+    sizes = [rng.randint(5, 50) for _ in range(60)]
+    costs = [rng.randint(5, 50) for _ in range(60)]
+    p = Program()
+    columns = [p.column(n, float(c)) for n, c in enumerate(costs)]
+    p.row(zip(columns, map(float, sizes)), sum(sizes) // 2, math.inf)
+    optimum = p.solve(time_limit_s=HANG_S)
+    assert optimum.exact
+    return p, optimum.bound
+
+
+@pytest.mark.parametrize("start", ["partial", "whole, one value fractional"])
+def test_no_dual_bound_the_highs_process_sends_exceeds_the_optimum_when_given_a_start(start):
+    """HiGHS 1.16 completes a partial start (and repairs a whole one it finds infeasible) with a
+    sub-MIP in the same instance, whose callbacks report the sub-MIP's dual bound: 595.5 and 1781
+    on this cover, whose optimum is 512. Such a report, kept when a run is killed, would be a
+    bound above the optimum. Every bound the process sends, and the one it ends with, is at most
+    the optimum."""
+    p, optimum = _sixty_item_cover()
+    n = len(p.cost)
+    job = program.HighsJob(
+        model=program.model_arrays(p.cost, [0.0] * n, p.upper, p.row_lower, p.row_upper, p.starts, p.index,
+                                   p.value, p.integer),
+        options={"threads": 1, "random_seed": 0, "mip_rel_gap": 0.0, "time_limit": float(HANG_S)},
+        partial_start=(list(range(10)), [1.0] * 10) if start == "partial" else None,
+        full_start=None if start == "partial" else [1.0] * (n - 1) + [0.5])
+    pipe = _Pipe()
+    status, objective, dual, *_ = program._solve(job, False, pipe)
+    assert status == "kOptimal" and objective == pytest.approx(optimum)
+    sent = [message[-1] for message in pipe.sent if message[-1] is not None]
+    assert max(sent + [dual]) <= optimum + 1e-6

@@ -392,10 +392,11 @@ def _completed_start(job: HighsJob, ends_at: float | None) -> list[float] | None
 
     m = job.model
     lower, upper = list(m["lower"]), list(m["upper"])
+    fixed: list[tuple[int, float]]
     if job.partial_start is not None:
-        fixed = zip(*job.partial_start)
+        fixed = list(zip(*job.partial_start))
     elif job.full_start is not None:
-        fixed = ((c, round(v)) for c, (v, integer) in enumerate(zip(job.full_start, m["integer"])) if integer)
+        fixed = [(c, float(round(v))) for c, (v, integer) in enumerate(zip(job.full_start, m["integer"])) if integer]
     else:
         return None
     for column, value in fixed:

@@ -11,6 +11,7 @@ as it may be and paged in just before its reader. The plan is judged by the mode
 accounting (`plan.figures`); it is returned only if it fits the budgets.
 """
 
+import math
 from dataclasses import replace
 
 from poetsim.costs import CostTable
@@ -32,7 +33,8 @@ def cover_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing:
     decisions = {(i, a, b): (Mode.RECOMPUTE if i in cover.recomputed else Mode.PAGE) for (i, a, b) in windows}
     tried = []
     if timing is Timing.OVERLAP:
-        tried.append(_hidden_transfers(graph, costs, windows, decisions))
+        hidden = _hidden_transfers(graph, costs, windows, decisions)
+        tried += [_balanced_transfers(graph, costs, cover, decisions, hidden), hidden]
     tried.append({})  # as early out and as late in as the stretch allows
     return _cheapest_fit(graph, costs, budgets, timing, decisions, tried)
 
@@ -139,6 +141,110 @@ def _hidden_transfers(graph, costs: CostTable, windows, decisions) -> dict:
         free_s[stage] -= time_s
         chosen.setdefault(key, [key[1], key[2] - 1])[0 if kind == "out" else 1] = stage
     return {key: tuple(stages) for key, stages in chosen.items()}
+
+
+def _balanced_transfers(graph: TrainingGraph, costs: CostTable, cover: CoverBound, decisions, stages: dict) -> dict:
+    """Page stages with less DMA beyond compute: `stages` improved one transfer at a time.
+
+    Each stage's DMA time beyond its compute (x channels) is its overflow, which stalls the
+    stage. While some stage overflows, the transfer in an overflowing stage whose move to
+    another stage of its range cuts the total overflow most is moved, provided every stage row
+    of the cover stays covered in the cover's own accounting: an output is absent right after
+    `Compute(t)` if t lies inside a stretch it is recomputed over, or after its page-out (and
+    after the stretch's first use) and before its page-in. A page-out may move as far as the
+    stage before the page-in, a page-in as far as the stage before the reader. Moving a
+    page-out later or a page-in earlier shortens the absence, so the rows it leaves must keep
+    enough room without it; that is what the windows of `_hidden_transfers` cannot do. The
+    schedule is judged afterwards by the model's own accounting, as every plan.
+    """
+    m = graph.output_bytes
+    capacity = [c * costs.dma_channels for c in costs.compute_s]
+    slack = {row.stage: -row.excess_bytes for row in cover.rows}
+    paged = {}
+    for key, mode in decisions.items():
+        i, a, b = key
+        if mode is Mode.PAGE and key in stages:
+            paged[key] = list(stages[key])
+        elif mode is Mode.RECOMPUTE:
+            for t in range(a + 1, b):
+                if t in slack:
+                    slack[t] += m[i]
+    for (i, a, _), (out, into) in paged.items():
+        for t in range(max(out, a) + 1, into):
+            if t in slack:
+                slack[t] += m[i]
+    load = [0.0] * len(capacity)
+    for (i, _, _), (out, into) in paged.items():
+        load[out] += costs.page_out_s[i]
+        load[into] += costs.page_in_s[i]
+
+    def over(s: int, extra: float) -> float:
+        return max(load[s] + extra - capacity[s], 0.0)
+
+    def best_move(key, end: int):
+        """The best stage for the page-out (end 0) or page-in (end 1) of `key`: (cut, stage)."""
+        i, a, b = key
+        out, into = paged[key]
+        time_s = (costs.page_out_s if end == 0 else costs.page_in_s)[i]
+        here = out if end == 0 else into
+        saved = over(here, 0.0) - over(here, -time_s)
+        best = (0.0, here)
+        # Walk away from the present stage both ways. Lengthening the absence never hurts;
+        # shortening it gives up one row per step (row s: a page-out in s holds i at s, a
+        # page-in in s holds it from the start of s), which must have room without i.
+        if end == 0:
+            ranges = ((range(here - 1, a + (a == i) - 1, -1), False), (range(here + 1, into), True))
+        else:
+            ranges = ((range(here + 1, b), False), (range(here - 1, max(out, a), -1), True))
+        for candidates, shortens in ranges:
+            room = math.inf
+            for s in candidates:
+                if shortens and s in slack:
+                    room = min(room, slack[s])
+                    if room < m[i]:
+                        break
+                cut = saved - (over(s, time_s) - over(s, 0.0))
+                if cut > best[0] + 1e-12:
+                    best = (cut, s)
+        return best
+
+    for _ in range(4 * len(paged) + 1):
+        moves = []
+        for key, (out, into) in paged.items():
+            for end, stage in ((0, out), (1, into)):
+                if load[stage] > capacity[stage] * (1 + 1e-9):
+                    cut, to = best_move(key, end)
+                    if to != stage:
+                        moves.append((cut, key, end, to))
+        if not moves:
+            break
+        cut, key, end, to = max(moves)
+        i, a, b = key
+        out, into = paged[key]
+        if end == 0:
+            load[out] -= costs.page_out_s[i]
+            load[to] += costs.page_out_s[i]
+            first, last, sign = (max(out, a) + 1, max(to, a) + 1, -1) if to > out else (max(to, a) + 1, max(out, a) + 1, 1)
+        else:
+            load[into] -= costs.page_in_s[i]
+            load[to] += costs.page_in_s[i]
+            first, last, sign = (to, into, -1) if to < into else (into, to, 1)
+        for t in range(first, last):
+            if t in slack:
+                slack[t] += sign * m[i]
+        paged[key][end] = to
+    return {key: tuple(value) for key, value in paged.items()}
+
+
+def plan_stalled(plan: Plan, costs: CostTable) -> frozenset[int]:
+    """The outputs paged in stages of `plan` whose transfers outlast the stage's computing."""
+    found: set[int] = set()
+    for t, computed in enumerate(plan.computed):
+        moved = plan.paged_out[t] | plan.paged_in[t]
+        dma_s = sum(costs.page_out_s[i] for i in plan.paged_out[t]) + sum(costs.page_in_s[i] for i in plan.paged_in[t])
+        if moved and dma_s / costs.dma_channels > sum(costs.compute_s[k] for k in computed) * (1 + 1e-9):
+            found |= moved
+    return frozenset(found)
 
 
 def restricted(form: Formulation, graph: TrainingGraph, cover: CoverBound) -> Formulation:

@@ -66,7 +66,8 @@ def optimise(
     run.bound_j = run.cover.bound_j
     best = run.best
     best.offer(plan_from_decisions(graph, {}), "keep-all")
-    best.offer(cover_plan(graph, costs, budgets, timing, run.cover), "the cover's choice")
+    run.first_plan = cover_plan(graph, costs, budgets, timing, run.cover)
+    best.offer(run.first_plan, "the cover's choice")
     for schedule in starts:
         best.offer(plans.from_schedule(schedule, graph), "a start")
     report("plans", best.total_j, run.bound_j)

@@ -162,37 +162,24 @@ class Search:
                 return
 
     def _quick_search(self, choice: CoverBound, moves: Moves, ends_at: float | None) -> None:
-        """`cover_plan` of `choice`; while its transfers stall, avoid the outputs they move and
-        take the cover's next choice (the exact rounds of `_place_search`, with `cover_plan`
-        placing each choice)."""
-        avoid: frozenset[int] = frozenset()
-        for _ in range(PLACEMENT_ROUNDS):
-            if not (choice.recomputed or choice.paged) or (ends_at is not None and perf_counter() >= ends_at):
-                return
-            self.report("placement", self.best.total_j, self.bound_j)
+        """The rounds of `_search_choices`, each choice placed by `cover_plan` (balanced transfers)."""
+
+        def place(choice: CoverBound, round_: int) -> frozenset[int] | None:
             plan = self.first_plan if choice is self.cover else cover_plan(
                 self.graph, self.costs, self.budgets, self.timing, choice)
             if choice is not self.cover:
                 self.best.offer(plan, "the placement search")
-            if plan is None or self.proven():
-                return
+            if plan is None:
+                return None
             # Under compute-only, transfers take no time: nothing stalls, and no other choice is sought.
-            more = plan_stalled(plan, self.costs) - avoid if self.timing is Timing.OVERLAP else frozenset()
-            if not more:
-                return
-            avoid |= more
-            choice = cover_bound(self.graph, self.costs, self.budgets, moves, self.timing,
-                                 None if ends_at is None else ends_at - perf_counter(), avoid=avoid)
-            if choice.infeasible:
-                return
+            return plan_stalled(plan, self.costs) if self.timing is Timing.OVERLAP else frozenset()
+
+        self._search_choices(choice, moves, ends_at, place)
 
     def _place_search(self, choice: CoverBound, moves: Moves, ends_at: float | None) -> None:
-        """Place `choice`, then while its placement stalls, avoid the stalling outputs and place anew."""
-        avoid: frozenset[int] = frozenset()
-        for round_ in range(PLACEMENT_ROUNDS):
-            if not (choice.recomputed or choice.paged):
-                return
-            self.report("placement", self.best.total_j, self.bound_j)
+        """The rounds of `_search_choices`, each choice placed by the timed cover confined to it."""
+
+        def place(choice: CoverBound, round_: int) -> frozenset[int] | None:
             # The first placement may take all that is left (it is the likeliest to succeed: 12 s
             # on gpt2_small), later ones half: a good placement is wanted, not its proof.
             left = None if ends_at is None else ends_at - perf_counter()
@@ -201,19 +188,33 @@ class Search:
             plan = events_plan(self.graph, self.costs, self.budgets, self.timing, placed)
             self.best.offer(plan, "the cover's placement")
             if not placed.exact and plan is None:
-                return  # cut short by the clock: its stalls say nothing about the choice
-            more = stalled(self.graph, self.costs, placed) - avoid
-            if self.proven() or not more or (ends_at is not None and perf_counter() >= ends_at):
+                return None  # cut short by the clock: its stalls say nothing about the choice
+            return stalled(self.graph, self.costs, placed)
+
+        self._search_choices(choice, moves, ends_at, place)
+
+    def _search_choices(self, choice: CoverBound, moves: Moves, ends_at: float | None, place) -> None:
+        """Place `choice` (`place(choice, round)` offers the plan and returns the outputs whose
+        transfers stall, or None to stop); while new outputs stall, avoid them and place the
+        cover's next choice, until the incumbent is proven or the time or the choices run out."""
+        avoid: frozenset[int] = frozenset()
+        for round_ in range(PLACEMENT_ROUNDS):
+            if not (choice.recomputed or choice.paged) or (ends_at is not None and perf_counter() >= ends_at):
                 return
-            avoid |= more
+            self.report("placement", self.best.total_j, self.bound_j)
+            stalling = place(choice, round_)
+            if stalling is None or self.proven() or not stalling - avoid or (
+                    ends_at is not None and perf_counter() >= ends_at):
+                return
+            avoid |= stalling
             # Searching among single-move choices when the first was one: that cover has no
             # cascades and is solved in a fraction of a second where the hybrid one takes seconds.
+            # A choice that costs a little more than the bound can still place without a stall:
+            # no proof then, but a good schedule (ResNet-50 on the Pi: 0.26 % of the overhead).
             choice = cover_bound(self.graph, self.costs, self.budgets, moves, self.timing,
                                  None if ends_at is None else ends_at - perf_counter(), avoid=avoid)
             if choice.infeasible:
                 return
-            # A choice that costs a little more than the bound can still place without a stall:
-            # no proof then, but a good schedule (ResNet-50: 0.27 % of the overhead above it).
 
     def timed(self) -> None:
         """The timed cover: a higher bound where transfers cannot hide, and the plan of its events.

@@ -40,8 +40,10 @@ def cost_table(graph: TrainingGraph, compute_s, compute_j, page_s, page_j, stati
 
 
 @st.composite
-def cases(draw, min_forward: int = 2, max_forward: int = 4):
-    """(graph, costs): a random training graph of 5-9 nodes with random costs."""
+def cases(draw, min_forward: int = 2, max_forward: int = 4, slow_paging: bool = False):
+    """(graph, costs): a random training graph of 5-9 nodes with random costs (with
+    `slow_paging`, transfers of 0.5-3 s against 0.01-0.5 s of compute and static power always on:
+    page-outs that stall)."""
     F = draw(st.integers(min_forward, max_forward))
     sizes = draw(st.lists(st.integers(1, 100), min_size=F, max_size=F))
     flops = draw(st.lists(st.floats(1.0, 100.0), min_size=F, max_size=F))
@@ -50,11 +52,11 @@ def cases(draw, min_forward: int = 2, max_forward: int = 4):
     graph = training_graph(sizes, flops, skips)
     T = len(graph)
     unit = st.floats(0.01, 2.0)
-    compute_s = draw(st.lists(unit, min_size=T, max_size=T))
+    compute_s = draw(st.lists(st.floats(0.01, 0.5) if slow_paging else unit, min_size=T, max_size=T))
     compute_j = draw(st.lists(unit, min_size=T, max_size=T))
-    page_s = draw(st.lists(unit, min_size=T, max_size=T))
+    page_s = draw(st.lists(st.floats(0.5, 3.0) if slow_paging else unit, min_size=T, max_size=T))
     page_j = draw(st.lists(unit, min_size=T, max_size=T))
-    static = draw(st.sampled_from([0.0, 0.3]))
+    static = draw(st.sampled_from([0.3, 1.0] if slow_paging else [0.0, 0.3]))
     channels = draw(st.sampled_from([1, 2]))
     return graph, cost_table(graph, compute_s, compute_j, page_s, page_j, static, channels)
 

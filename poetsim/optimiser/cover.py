@@ -64,6 +64,22 @@ compute is resident when it runs):
    (ended by a page-in, owing nothing), a_{t,i} + ap_{t,i} <= 1. Every schedule then satisfies
    the rows with its own x, so the bound stays valid.
 
+6. *Page-out stalls* (`stalls=True`, `overlap` only). A page-out of i runs in a stage s of
+   [i+1, e-1], e the first stage row at which i is absent by paging (item 3), and stage s lasts
+   at least tout_i / channels: at least g_i(e) = max(0, tout_i / channels - max c_s over
+   [i+1, e-1]) beyond its plain compute. g_i falls as e grows, in steps (its levels); a column
+   z_{i,k} per level k, with x^P_i = sum_k z_{i,k}, says which level holds i's first absence
+   by paging, and then i counts by paging only in rows at or after that level's first stage.
+   Several page-outs in one stage stall at least the sum of their own stalls (for c_s >= 0,
+   max(0, a + b - c) >= max(0, a - c) + max(0, b - c)), so the stall time is at least
+   sum_k g z. A stage's time beyond its plain compute is max(its recomputations, its DMA time /
+   channels - c_s), and a sum of maxima is at least the maximum of the sums, so a column Y at
+   least both the recomputation time (sum c_i x^R_i) and the stall time, within the slack,
+   priced at static power, replaces the static part of x^R's price. Page-ins' stalls are not
+   counted. On ResNet-18 (ImageNet, batch 1, Pi, 70 % RAM, 1.2x, paging-only) the plain
+   cover's choice pages `conv1`'s and `relu`'s outputs, whose page-outs stall wherever they
+   run; with stalls the bound rises from 0.0633446 to 0.0633588 J above keep-all, the optimum.
+
 So every schedule within the budgets gives a 0-1 vector x that satisfies, for each stage with
 `excess_t > 0`, `sum_{i in L_t} m_i (x^R_i + [paging window] x^P_i) >= excess_t`, the knapsack
 row and `x^R_i + x^P_i <= 1`, at a cost no greater than its own overhead (without cascades, a
@@ -76,7 +92,8 @@ without recomputation.
 
 What the bound ignores (and why it can sit below the optimum): the RAM a recomputation holds
 while it runs (its inputs and output together); the RAM a restored output holds at other
-stages; paging time that outlasts compute (the timed cover, `timed_cover`, counts that).
+stages; paging time that outlasts compute (the timed cover, `timed_cover`, counts that; item 6
+counts each page-out's own stall, not transfers crowding a stage).
 
 The checker (`poetsim.checker`) accepts one schedule shape the stage semantics above do not
 make: under `compute-only` it lets `PageOut(i)` be followed at once by `Free(i)` before any
@@ -187,7 +204,8 @@ def restore_costs_j(costs: CostTable, timing: Timing) -> tuple[tuple[float, ...]
 
 def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
                 time_limit_s: float | None = None, cascades: bool = True,
-                avoid: frozenset[int] = frozenset(), first_rows: int | None = FIRST_ROWS) -> CoverBound:
+                avoid: frozenset[int] = frozenset(), first_rows: int | None = FIRST_ROWS,
+                stalls: bool = False) -> CoverBound:
     """Solve the eviction cover of one problem (see the module docstring for why it is a bound).
 
     With `cascades`, a recomputation that needs an input past that input's last reader pays
@@ -196,6 +214,7 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     round outputs whose transfers stall), after which neither the bound nor an infeasibility
     is a proof. Each program starts from its `first_rows` stage rows of largest excess and takes
     the others as its solution breaks them (`_solve_cover`; None: every row from the start).
+    With `stalls` (under `overlap`), each page-out's own stall is priced (module docstring, item 6).
     """
     timing = Timing(timing)
     began = perf_counter()
@@ -230,15 +249,17 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
         f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
         f"{budgets.runtime_s:.6g} s: the deadline leaves {deadline_slack_s(budgets, costs):.6g} s beyond one "
         "plain pass, less than the recomputation or the transfers that staying within the RAM budget need"))
+    stalls = stalls and overlap and moves.page
     found = _solve_cover(graph, costs, timing, moves, rows, budgets, cascades=False,
-                         time_limit_s=left_s(NO_CASCADE_SHARE if cascades else 1.0), first_rows=first_rows)
+                         time_limit_s=left_s(NO_CASCADE_SHARE if cascades else 1.0), first_rows=first_rows,
+                         stalls=stalls)
     if found is None:
         return infeasible
     # With `avoid` the answer is no proof anyway: the quicker cover with one move per output
     # (x^R_i + x^P_i <= 1 for every output, item 5) serves the search for a choice.
     if cascades and _has_cascades(graph, rows) and (time_limit_s is None or left_s() > 0):
         deeper = _solve_cover(graph, costs, timing, moves, rows, budgets, cascades=True, time_limit_s=left_s(),
-                              one_move=bool(avoid), first_rows=first_rows)
+                              one_move=bool(avoid), first_rows=first_rows, stalls=stalls)
         if deeper is None:
             return infeasible
         bound = max(found[0], deeper[0])
@@ -256,7 +277,7 @@ def deadline_slack_s(budgets: Budgets, costs: CostTable) -> float:
 
 def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: Moves, rows: tuple[CoverRow, ...],
                  budgets: Budgets, cascades: bool, time_limit_s: float | None, one_move: bool = False,
-                 first_rows: int | None = FIRST_ROWS):
+                 first_rows: int | None = FIRST_ROWS, stalls: bool = False):
     """The cover's optimum (as `_CoverModel.solve` gives it), found with the stage rows it needs.
 
     Each stage row has columns of its own (a_{t,i}, ap_{t,i}, h_{t,d}, r_{t,d}: keyed by t, in
@@ -270,7 +291,9 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
     (those it pages, those it recomputes that need no dead input); else by the program of that
     stage alone with x fixed. The stages that do not admit x join the program, which is solved
     again; `first_rows` None solves with every row at once. With `one_move`, x^R_i + x^P_i <= 1
-    holds for every output (the quicker cover the placement search uses; no bound).
+    holds for every output (the quicker cover the placement search uses; no bound). With
+    `stalls`, a paged output counts in a row only from the first stage of its chosen stall level
+    (item 6), in the check as in the program.
 
     On a time limit the last program's dual bound stands (a relaxation's: still a bound) and
     the answer is not exact while some stage may break the solution.
@@ -283,16 +306,18 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
     def left_s():
         return None if time_limit_s is None else max(time_limit_s - (perf_counter() - began), 0.0)
 
+    levels = stall_levels(graph, costs, rows) if stalls else {}
+
     def model(stages) -> _CoverModel:
         return _CoverModel(graph, costs, timing, moves, tuple(by_stage[t] for t in sorted(stages)), budgets,
-                           cascades, either, counted)
+                           cascades, either, counted, levels)
 
-    def breaks(stages, recomputed, paged) -> list[int]:
+    def breaks(stages, recomputed, paged, paged_from) -> list[int]:
         m, deps = graph.output_bytes, [node.deps for node in graph.nodes]
         unsure = []
         for t in sorted(stages):
             row, seen = by_stage[t], counted.get(t, ())
-            free = {i for i in row.by_paging if i in paged}
+            free = {i for i in row.by_paging if i in paged and paged_from.get(i, 0) <= t}
             free.update(i for i in row.by_recompute
                         if i in recomputed and (not cascades or all(d in seen for d in deps[i])))
             if sum(m[i] for i in free) < row.excess_bytes:
@@ -302,7 +327,7 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
         broken = []
         for t in unsure:
             alone = model((t,))
-            alone.fix(recomputed, paged)
+            alone.fix(recomputed, paged, paged_from)
             solved = alone.program.solve(left_s())
             if solved.infeasible or solved.values is None:   # (no answer within the time: counted as broken)
                 broken.append(t)
@@ -312,13 +337,14 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
     ranked = sorted(by_stage, key=lambda t: (-by_stage[t].excess_bytes, t))
     active = set(ranked if first_rows is None else ranked[:first_rows])
     while True:
-        found = model(active).solve(left_s())
-        if found is None:
+        solved = model(active).solve(left_s())
+        if solved is None:
             return None
+        found, paged_from = solved[:4], solved[4]
         bound_j, recomputed, paged, exact = found
         if not exact:
             return found
-        broken = breaks(set(by_stage) - active, frozenset(recomputed), frozenset(paged))
+        broken = breaks(set(by_stage) - active, frozenset(recomputed), frozenset(paged), paged_from)
         if not broken:
             return found
         if time_limit_s is not None and left_s() <= 0:
@@ -344,16 +370,21 @@ class _CoverModel:
     h_{t,d} (d held at t for it) and r_{t,d} (d absent at t and recomputed after). `either` is
     `_either` of all the cover's rows, whichever of them this program holds (empty for the
     one-move cover, where x^R_i + x^P_i <= 1 holds for every output as before item 5's fix:
-    quicker to solve, and no bound).
+    quicker to solve, and no bound). With `levels` (`stall_levels`, item 6), also z_{i,k} per
+    stall level of i and Y, the time beyond one plain pass.
     """
 
-    def __init__(self, graph, costs, timing, moves, rows, budgets, cascades, either=frozenset(), counted=None):
+    def __init__(self, graph, costs, timing, moves, rows, budgets, cascades, either=frozenset(), counted=None,
+                 levels=None):
         self.graph, self.costs, self.moves, self.cascades = graph, costs, moves, cascades
+        self.levels: dict[int, tuple[tuple[int, float], ...]] = levels or {}
         # What each stage's row counts, which the cascade rows read (built once per cover).
         self.counted = (counted if counted is not None else
                         {row.stage: counted_at(graph, row.stage) for row in rows}) if cascades else {}
         self.either = either
         self.recompute_j, self.page_j = restore_costs_j(costs, timing)
+        if self.levels:  # static energy is priced on Y instead
+            self.recompute_j = tuple(costs.compute_j)
         self.energy_scale = (sum(costs.compute_j) / len(graph)) or 1.0
         self.time_scale = (sum(costs.compute_s) / len(graph)) or 1.0
         self.program = Program()
@@ -363,17 +394,37 @@ class _CoverModel:
         dma_s = costs.dma_channels * budgets.runtime_s if Timing(timing) is Timing.OVERLAP else None
         self.add_restore_rows(deadline_slack_s(budgets, costs), dma_s)
 
-    def fix(self, recomputed: frozenset[int], paged: frozenset[int]) -> None:
-        """Fix every x^R_i and x^P_i to a choice; the columns of the stages stay free."""
-        for key, col in self.program.columns.items():
+    def fix(self, recomputed: frozenset[int], paged: frozenset[int], paged_from: dict[int, int]) -> None:
+        """Fix every x^R_i, x^P_i and z_{i,k} to a choice (`paged_from`: the first stage of each
+        paged output's stall level); the columns of the stages stay free."""
+        for key, col in list(self.program.columns.items()):
             if key[0] in "RP":
                 value = float(key[1] in (recomputed if key[0] == "R" else paged))
-                self.program.row([(col, 1.0)], value, value)
+            elif key[0] == "z":
+                value = float(key[1] in paged and paged_from.get(key[1]) == key[2])
+            else:
+                continue
+            self.program.row([(col, 1.0)], value, value)
+
+    def by_paging(self, i: int, t: int) -> list[int]:
+        """The columns whose sum says i is paged with its first absence by paging at or before t:
+        x^P_i, or with stall levels the z_{i,k} of the levels that begin by t."""
+        x = self.x("P", i)  # (makes the z columns)
+        if i not in self.levels:
+            return [x]
+        return [self.program.columns["z", i, first] for first, _ in self.levels[i] if first <= t]
 
     def x(self, kind: str, i: int) -> int:
-        """x^R_i ("R") or x^P_i ("P"), priced at one restore."""
+        """x^R_i ("R") or x^P_i ("P"), priced at one restore; x^P_i with stall levels is the sum
+        of its z_{i,k}."""
         price = self.recompute_j if kind == "R" else self.page_j
-        return self.program.column((kind, i), price[i] / self.energy_scale)
+        made = (kind, i) not in self.program.columns
+        col = self.program.column((kind, i), price[i] / self.energy_scale)
+        if made and kind == "P" and i in self.levels:
+            program = self.program
+            program.row([(col, 1.0)] + [(program.column(("z", i, first)), -1.0) for first, _ in self.levels[i]],
+                        0.0, 0.0)
+        return col
 
     def held_column(self, t: int, d: int) -> int:
         if ("h", t, d) not in self.program.columns:
@@ -400,10 +451,10 @@ class _CoverModel:
             if either:  # or absent at t and restored by a page-in: it needs nothing of d
                 paged = program.column(("ap", t, i))
                 terms.append((paged, m[i]))
-                program.row([(paged, 1.0), (self.x("P", i), -1.0)], -math.inf, 0.0)
+                program.row([(paged, 1.0)] + [(z, -1.0) for z in self.by_paging(i, t)], -math.inf, 0.0)
                 program.row([(absent, 1.0), (paged, 1.0)], -math.inf, 1.0)
                 pageable.discard(i)
-        terms += [(self.x("P", i), m[i]) for i in row.by_paging if i in pageable]
+        terms += [(col, m[i]) for i in row.by_paging if i in pageable for col in self.by_paging(i, t)]
         terms += [(program.columns["h", t, d], -m[d]) for d in self.held.get(t, ())]
         program.row([(col, coef / row.excess_bytes) for col, coef in terms], 1.0, math.inf)
 
@@ -422,7 +473,7 @@ class _CoverModel:
                     if deeper:
                         self._needs(t, again, deeper, counted)
             if self.moves.page and t >= d + 2:
-                terms.append((self.x("P", d), -1.0))
+                terms += [(col, -1.0) for col in self.by_paging(d, t)]
             program.row(terms, -math.inf, 0.0)
 
     def add_restore_rows(self, slack_s: float, dma_s: float | None) -> None:
@@ -441,16 +492,56 @@ class _CoverModel:
                  for key, col in columns.items() if key[0] == "P"]
         if dma_s is not None and moved:
             self.program.row(moved, -math.inf, dma_s / self.time_scale)
+        stall_s = {(i, first): stall for i, levels in self.levels.items() for first, stall in levels}
+        stalled = [(col, stall_s[key[1:]] / self.time_scale) for key, col in columns.items()
+                   if key[0] == "z" and stall_s[key[1:]] > 0]
+        if self.levels:  # Y: the time beyond a plain pass, at least the recomputations and the stalls
+            beyond = self.program.column(("Y",), costs.static_power_w * self.time_scale / self.energy_scale,
+                                         upper=math.inf, integer=False)
+            for part in (timed, stalled):
+                if part:
+                    self.program.row([(beyond, 1.0)] + [(col, -c) for col, c in part], 0.0, math.inf)
+            self.program.row([(beyond, 1.0)], -math.inf, slack_s / self.time_scale)
 
     def solve(self, time_limit_s: float | None):
-        """(overhead bound in J, recomputed, paged, exact), or None when the cover is infeasible."""
+        """(overhead bound in J, recomputed, paged, exact, the first stage of each paged output's
+        stall level), or None when the cover is infeasible."""
         tolerance = FEASIBILITY_TOLERANCE if self.cascades else LOOSER_FEASIBILITY_TOLERANCE
         solved = self.program.solve(time_limit_s, tolerance=tolerance)
         if solved.infeasible:
             return None
-        chosen = [key for key, value in (solved.values or {}).items() if key[0] in "RP" and value > 0.5]
+        values = solved.values or {}
+        chosen = [key for key, value in values.items() if key[0] in "RP" and value > 0.5]
+        paged_from = {key[1]: key[2] for key, value in values.items() if key[0] == "z" and value > 0.5}
         return (solved.bound * self.energy_scale, [i for kind, i in chosen if kind == "R"],
-                [i for kind, i in chosen if kind == "P"], solved.exact)
+                [i for kind, i in chosen if kind == "P"], solved.exact, paged_from)
+
+
+def stall_levels(graph: TrainingGraph, costs: CostTable, rows: tuple[CoverRow, ...]) -> dict[int, tuple[tuple[int, float], ...]]:
+    """Per output some row may page and whose page-out can stall: its stall levels (item 6).
+
+    Each level is (its first stage e, g_i(e) in seconds), where g_i(e) = max(0, tout_i / channels
+    - the largest plain compute time of stages i+1..e-1), the least stall of a page-out that
+    makes i absent from stage e on; e runs over the first stage that may page i (i+2) and the
+    stages where g_i falls, down to the level of 0 s. Outputs whose page-out never stalls get none.
+    """
+    pageable = sorted({i for row in rows for i in row.by_paging})
+    compute_s, T = costs.compute_s, len(graph)
+    found: dict[int, tuple[tuple[int, float], ...]] = {}
+    for i in pageable:
+        need_s = costs.page_out_s[i] / costs.dma_channels
+        longest = 0.0
+        levels: list[tuple[int, float]] = []
+        for e in range(i + 2, T):
+            longest = max(longest, compute_s[e - 1])
+            stall = max(0.0, need_s - longest)
+            if not levels or stall < levels[-1][1]:
+                levels.append((e, stall))
+            if stall == 0.0:
+                break
+        if levels and levels[0][1] > 0.0:
+            found[i] = tuple(levels)
+    return found
 
 
 def _either(graph: TrainingGraph, rows: tuple[CoverRow, ...], counted_by_stage: dict[int, set[int]]) -> set[int]:

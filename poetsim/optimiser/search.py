@@ -188,9 +188,11 @@ class Search:
             return
         if found.bound_j is not None:
             self._raise_bound(found.bound_j)
-        if not self.proven() and (found.recomputed or found.paged):
-            moves = _single_move(found) or self.moves
-            self._quick_search(found, moves, ends_at)
+        plain = self.the_cover()
+        if self.proven() or (found.recomputed, found.paged) == (plain.recomputed, plain.paged):
+            return  # (the quick rounds have placed that choice already)
+        if found.recomputed or found.paged:
+            self._quick_search(found, _single_move(found) or self.moves, ends_at)
 
     def _quick_search(self, choice: CoverBound, moves: Moves, ends_at: float | None) -> None:
         """The rounds of `_search_choices`, each choice placed by `cover_plan` (balanced transfers)."""

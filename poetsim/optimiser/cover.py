@@ -205,7 +205,7 @@ def restore_costs_j(costs: CostTable, timing: Timing) -> tuple[tuple[float, ...]
 def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
                 time_limit_s: float | None = None, cascades: bool = True,
                 avoid: frozenset[int] = frozenset(), first_rows: int | None = FIRST_ROWS,
-                stalls: bool = False) -> CoverBound:
+                stalls: bool = False, no_cascade_share: float = NO_CASCADE_SHARE) -> CoverBound:
     """Solve the eviction cover of one problem (see the module docstring for why it is a bound).
 
     With `cascades`, a recomputation that needs an input past that input's last reader pays
@@ -215,6 +215,7 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     is a proof. Each program starts from its `first_rows` stage rows of largest excess and takes
     the others as its solution breaks them (`_solve_cover`; None: every row from the start).
     With `stalls` (under `overlap`), each page-out's own stall is priced (module docstring, item 6).
+    The cover without cascades is solved first, in `no_cascade_share` of the time.
     """
     timing = Timing(timing)
     began = perf_counter()
@@ -251,7 +252,7 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
         "plain pass, less than the recomputation or the transfers that staying within the RAM budget need"))
     stalls = stalls and overlap and moves.page
     found = _solve_cover(graph, costs, timing, moves, rows, budgets, cascades=False,
-                         time_limit_s=left_s(NO_CASCADE_SHARE if cascades else 1.0), first_rows=first_rows,
+                         time_limit_s=left_s(no_cascade_share if cascades else 1.0), first_rows=first_rows,
                          stalls=stalls)
     if found is None:
         return infeasible

@@ -44,8 +44,12 @@ PLACEMENT_ROUNDS = 10
 MIXED_PLACEMENT_SHARE = 0.6
 TIMED_SHARE = 0.6
 #: Share of the placement's time left after the quick rounds for the stall-priced cover (usually
-#: a fraction of a second; seconds on MobileNetV2's cascade cover, whose dual bound then stands).
-STALL_COVER_SHARE = 0.5
+#: a fraction of a second), and of that the share of its cover without cascades. On MobileNetV2
+#: (Pi, 50 %) that one is solved in 2.3 s to 0.480 J above keep-all; the cascade one gives
+#: 0.483 J after 7-10 s (a dual bound). With 0.5 and 0.3 (about 2 s) a 30 s call sometimes
+#: ended with no bound from it; the exact placement rounds after it found nothing there.
+STALL_COVER_SHARE = 0.7
+STALL_NO_CASCADE_SHARE = 0.6
 #: ... and with no schedule yet: then the timed cover is what can prove that none exists (TX2
 #: paging-only at 70 % RAM, 1.5x: 2.7 s of CPU, 6.4 s on a machine loaded twice over, where
 #: 0.6 of the time left cut it and the point ended `no-solution` instead of `infeasible`).
@@ -181,7 +185,8 @@ class Search:
             return
         self.report("stall bound", self.best.total_j, self.bound_j)
         share = None if ends_at is None else max(ends_at - perf_counter(), 0.0) * STALL_COVER_SHARE
-        found = cover_bound(self.graph, self.costs, self.budgets, self.moves, self.timing, share, stalls=True)
+        found = cover_bound(self.graph, self.costs, self.budgets, self.moves, self.timing, share, stalls=True,
+                            no_cascade_share=STALL_NO_CASCADE_SHARE)
         if found.infeasible:
             if self.best.best is None:
                 self.infeasible = found.message

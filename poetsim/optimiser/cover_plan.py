@@ -24,8 +24,13 @@ from poetsim.optimiser.rules import Mode, plan_from_decisions, uses
 from poetsim.schedule import Budgets, Timing
 
 
-def cover_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, cover: CoverBound) -> Plan | None:
-    """The plan that restores what `cover` chose, or None if it misses the budgets (or the cover has no choice)."""
+def cover_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, cover: CoverBound,
+               ends_at: float | None = None) -> Plan | None:
+    """The plan that restores what `cover` chose, or None if it misses the budgets (or the cover has no choice).
+
+    The per-output keeps (`keeps.repair_keeps`) stop at `ends_at` (a `perf_counter` time), the
+    call's deadline: on ResNet-50 (TX2) they take 15-17 s of a 60 s call.
+    """
     if cover.infeasible or not (cover.recomputed or cover.paged):
         return None
     timing = Timing(timing)
@@ -36,10 +41,10 @@ def cover_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing:
         hidden = _hidden_transfers(graph, costs, windows, decisions)
         tried += [_balanced_transfers(graph, costs, cover, decisions, hidden), hidden]
     tried.append({})  # as early out and as late in as the stretch allows
-    return _cheapest_fit(graph, costs, budgets, timing, decisions, tried)
+    return _cheapest_fit(graph, costs, budgets, timing, decisions, tried, ends_at)
 
 
-def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options) -> Plan | None:
+def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options, ends_at=None) -> Plan | None:
     """The cheapest plan that fits among the decisions replayed with each set of page stages, with
     recomputed outputs kept, dropped again, or kept where RAM allows (`keeps.repair_keeps`); None if
     none fits."""
@@ -55,7 +60,7 @@ def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options) 
         if recomputes:
             tried.append(replay(False))
             if not budgets.fits(kept[1]):
-                tried.append(repair_keeps(replay, budgets, kept))
+                tried.append(repair_keeps(replay, budgets, kept, ends_at))
         for plan, fig in filter(None, tried):
             if budgets.fits(fig) and (best is None or fig.total_j < best[0]):
                 best = (fig.total_j, plan)

@@ -66,7 +66,7 @@ def optimise(
     run.bound_j = run.cover.bound_j
     best = run.best
     best.offer(plan_from_decisions(graph, {}), "keep-all")
-    run.first_plan = cover_plan(graph, costs, budgets, timing, run.cover)
+    run.first_plan = cover_plan(graph, costs, budgets, timing, run.cover, clock.ends_at)
     best.offer(run.first_plan, "the cover's choice")
     for schedule in starts:
         best.offer(plans.from_schedule(schedule, graph), "a start")

@@ -43,6 +43,10 @@ PLACEMENT_ROUNDS = 10
 #: 2 of 8 runs and the point left at a 0.12 % gap; with 0.6 it was placed and proven in each of 2.
 MIXED_PLACEMENT_SHARE = 0.6
 TIMED_SHARE = 0.6
+#: ... and with no schedule yet: then the timed cover is what can prove that none exists (TX2
+#: paging-only at 70 % RAM, 1.5x: 2.7 s of CPU, 6.4 s on a machine loaded twice over, where
+#: 0.6 of the time left cut it and the point ended `no-solution` instead of `infeasible`).
+TIMED_SHARE_NO_SCHEDULE = 0.9
 #: Share of the placement's time left after the quick rounds for the stall-priced cover (usually
 #: a fraction of a second), and of that the share of its cover without cascades. On MobileNetV2
 #: (Pi, 50 %) that one is solved in 2.3 s to 0.480 J above keep-all; the cascade one gives
@@ -50,10 +54,6 @@ TIMED_SHARE = 0.6
 #: ended with no bound from it; the exact placement rounds after it found nothing there.
 STALL_COVER_SHARE = 0.7
 STALL_NO_CASCADE_SHARE = 0.6
-#: ... and with no schedule yet: then the timed cover is what can prove that none exists (TX2
-#: paging-only at 70 % RAM, 1.5x: 2.7 s of CPU, 6.4 s on a machine loaded twice over, where
-#: 0.6 of the time left cut it and the point ended `no-solution` instead of `infeasible`).
-TIMED_SHARE_NO_SCHEDULE = 0.9
 #: Share of the time left for the greedy plans (they stop where they are when it runs out).
 GREEDY_SHARE = 0.25
 #: Share of the time left for polishing the incumbent (0.1 s on ResNet-18; it stops when it runs out).
@@ -129,7 +129,8 @@ class Search:
         choice would not place, the paging-only one placed within 5.6 % of the hybrid bound.
 
         Each search first runs quick rounds, placed by `cover_plan` (its transfers balanced over
-        the stages, `cover_plan._balanced_transfers`: milliseconds to a second), then exact ones,
+        the stages, `cover_plan._balanced_transfers`: milliseconds to a second); if they leave a
+        gap, the stall-priced cover raises the bound (`_stall_cover`); then come exact rounds,
         placed by the timed cover confined to the choice (`timed_cover.placement`: seconds to
         tens of seconds on 300-node graphs), with what is left of the time. On ResNet-50 (Pi,
         50 %, 1.2x) three quick rounds reach a schedule 0.26 % of the overhead above the bound in

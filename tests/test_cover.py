@@ -102,27 +102,30 @@ def test_under_overlap_a_recomputation_also_costs_static_power_for_its_time():
     assert overhead(cover) == pytest.approx(0.01 + 0.5 * 1.0, rel=1e-9)
 
 
-def stalling_page_out_case():
+def stalling_transfer_case(stalls: str = "page-out"):
     """s (1 B) -> a (100 B) -> b (100 B) -> c (100 B) -> d (1 B); gr reads a and d. Budget 250 B.
 
     Only stage 3 (c) is over: c + b + a = 300 B, so a must be absent there. Under `overlap`
-    paging makes a absent at 3 only by a page-out in stage 2 (b, 1 s) and a page-in in stage 4
-    (d, 4 s). The transfer takes 3 s each way, so stage 2 lasts 3 s: 2 s beyond its compute, at
-    0.5 W of static power 1 J, on top of 0.2 J each way. Recomputing a costs 5 J. Optimum 1.4 J
-    above keep-all; the cover that does not price the stall says 0.4 J.
+    paging makes a absent at 3 only by a page-out in stage 2 (b) and a page-in in stage 4 (d).
+    The transfer takes 3 s each way. With `stalls` "page-out", b takes 1 s and d 4 s, so stage 2
+    lasts 3 s: 2 s beyond its compute, at 0.5 W of static power 1 J, on top of 0.2 J each way;
+    with "page-in", b takes 4 s and d 1 s, and stage 4 stalls the same. Recomputing a costs 5 J.
+    Optimum 1.4 J above keep-all; the cover that does not price the stall says 0.4 J.
     """
     nodes = [Node(0, "s", "op", False, (), 1), Node(1, "a", "op", False, (0,), 100),
              Node(2, "b", "op", False, (1,), 100), Node(3, "c", "op", False, (2,), 100),
              Node(4, "d", "op", False, (3,), 1), Node(5, "gr", "grad", True, (1, 4), 1)]
-    graph = TrainingGraph.create("stalling_page_out", nodes)
-    costs = cost_table(graph, [1.0, 1.0, 1.0, 1.0, 4.0, 1.0], [1.0, 5.0, 1.0, 1.0, 1.0, 1.0],
+    graph = TrainingGraph.create(f"stalling_{stalls}", nodes)
+    b_s, d_s = (1.0, 4.0) if stalls == "page-out" else (4.0, 1.0)
+    costs = cost_table(graph, [1.0, 1.0, b_s, 1.0, d_s, 1.0], [1.0, 5.0, 1.0, 1.0, 1.0, 1.0],
                        [3.0] * 6, [0.2] * 6, static_power_w=0.5)
     return graph, costs, Budgets(250, 100.0)
 
 
+@pytest.mark.parametrize("stalls", ["page-out", "page-in"])
 @pytest.mark.parametrize("moves", [PAGING_ONLY, HYBRID], ids=lambda m: m.label)
-def test_a_page_out_that_cannot_hide_in_any_stage_is_priced_at_its_stall(moves):
-    graph, costs, budgets = stalling_page_out_case()
+def test_a_transfer_that_cannot_hide_in_any_stage_is_priced_at_its_stall(moves, stalls):
+    graph, costs, budgets = stalling_transfer_case(stalls)
     plain = cover_bound(graph, costs, budgets, moves, OV)
     priced = cover_bound(graph, costs, budgets, moves, OV, stalls=True)
     assert overhead(plain) == pytest.approx(0.4, rel=1e-9)
@@ -134,8 +137,9 @@ def test_a_page_out_that_cannot_hide_in_any_stage_is_priced_at_its_stall(moves):
     assert outcome.status == "optimal" and outcome.objective_j == pytest.approx(optimum, rel=1e-9)
 
 
-def test_under_compute_only_no_stall_is_priced():
-    graph, costs, budgets = stalling_page_out_case()
+@pytest.mark.parametrize("stalls", ["page-out", "page-in"])
+def test_under_compute_only_no_stall_is_priced(stalls):
+    graph, costs, budgets = stalling_transfer_case(stalls)
     plain = cover_bound(graph, costs, budgets, PAGING_ONLY, CO)
     priced = cover_bound(graph, costs, budgets, PAGING_ONLY, CO, stalls=True)
     assert overhead(priced) == pytest.approx(overhead(plain), rel=1e-12) == pytest.approx(0.4, rel=1e-9)
@@ -210,7 +214,7 @@ def test_the_cover_without_cascades_of_resnet50_is_solved_to_its_optimum():
     rows = cover_rows(p.graph, p.budgets, HYBRID, OV)
     solved = _CoverModel(p.graph, p.costs, OV, HYBRID, rows, p.budgets, cascades=False).solve(30.0)
     assert solved is not None
-    bound_j, _, _, exact, _ = solved
+    bound_j, _, _, exact, _, _ = solved
     assert exact and bound_j == pytest.approx(0.3031865, rel=1e-4)
 
 
@@ -266,7 +270,7 @@ def test_no_cover_bound_exceeds_the_milps_proven_optimum(case, ram_share, runtim
        runtime_x=st.floats(1.0, 3.0), moves=st.sampled_from([HYBRID, PAGING_ONLY]))
 def test_no_stall_priced_cover_bound_exceeds_the_milps_proven_optimum(case, ram_share, runtime_x, moves):
     """On random graphs whose transfers outlast their compute, under `overlap`, with paging: the
-    cover with each page-out's stall priced is never above the MILP's optimum, nor below the
+    cover with each page-out's and page-in's own stall priced is never above the MILP's optimum, nor below the
     plain cover, and proves infeasible only what the MILP cannot solve either. (About one case in
     twelve has a bound above the plain cover's; with the stalls tripled, about one in twenty is
     above the optimum.)"""

@@ -64,7 +64,7 @@ compute is resident when it runs):
    (ended by a page-in, owing nothing), a_{t,i} + ap_{t,i} <= 1. Every schedule then satisfies
    the rows with its own x, so the bound stays valid.
 
-6. *Page-out stalls* (`stalls=True`, `overlap` only). A page-out of i runs in a stage s of
+6. *Stalls* (`stalls=True`, `overlap` only). *Page-outs.* A page-out of i runs in a stage s of
    [i+1, e-1], e the first stage row at which i is absent by paging (item 3), and stage s lasts
    at least tout_i / channels: at least g_i(e) = max(0, tout_i / channels - max c_s over
    [i+1, e-1]) beyond its plain compute. g_i falls as e grows, in steps (its levels); a column
@@ -75,10 +75,21 @@ compute is resident when it runs):
    sum_k g z. A stage's time beyond its plain compute is max(its recomputations, its DMA time /
    channels - c_s), and a sum of maxima is at least the maximum of the sums, so a column Y at
    least both the recomputation time (sum c_i x^R_i) and the stall time, within the slack,
-   priced at static power, replaces the static part of x^R's price. Page-ins' stalls are not
-   counted. On ResNet-18 (ImageNet, batch 1, Pi, 70 % RAM, 1.2x, paging-only) the plain
-   cover's choice pages `conv1`'s and `relu`'s outputs, whose page-outs stall wherever they
-   run; with stalls the bound rises from 0.0633446 to 0.0633588 J above keep-all, the optimum.
+   priced at static power, replaces the static part of x^R's price. On ResNet-18 (ImageNet,
+   batch 1, Pi, 70 % RAM, 1.2x, paging-only) the plain cover's choice pages `conv1`'s and
+   `relu`'s outputs, whose page-outs stall wherever they run; with stalls the bound rises from
+   0.0633446 to 0.0633588 J above keep-all, the optimum.
+   *Page-ins* (`page_in_stalls`). Let T be the last stage row at which i, live there (in
+   `L_T`), is absent by paging. The page-in that ends that absence is a transfer of its own,
+   distinct from the page-out, and runs in a stage of [T+1, j-1], j i's next reader after T
+   (item 3), so it stalls at least h_i(T) = max(0, tin_i / channels - max c_s over [T+1, j-1]).
+   Its levels are the runs of consecutive rows of equal h_i (`page_in_levels`), each priced at
+   its h_i. A column w_{i,k,l} per pair of a page-out level k (first stage e_k) and a page-in
+   level l (last row L_l) with e_k <= L_l, at most one per level (sum_l w_{i,k,l} <= z_{i,k},
+   or <= x^P_i when i has no page-out levels), says i counts by paging in row t only when
+   e_k <= t <= L_l. A schedule whose absences of i by paging are all at rows where i is dead
+   (a cascade's inputs) picks no pair and counts i in no live row, which is what it does.
+   Its stall joins the same sum: Y >= sum g z + sum h w.
 
 So every schedule within the budgets gives a 0-1 vector x that satisfies, for each stage with
 `excess_t > 0`, `sum_{i in L_t} m_i (x^R_i + [paging window] x^P_i) >= excess_t`, the knapsack
@@ -93,7 +104,7 @@ without recomputation.
 What the bound ignores (and why it can sit below the optimum): the RAM a recomputation holds
 while it runs (its inputs and output together); the RAM a restored output holds at other
 stages; paging time that outlasts compute (the timed cover, `timed_cover`, counts that; item 6
-counts each page-out's own stall, not transfers crowding a stage).
+counts each page-out's and one page-in's own stall per output, not transfers crowding a stage).
 
 The checker (`poetsim.checker`) accepts one schedule shape the stage semantics above do not
 make: under `compute-only` it lets `PageOut(i)` be followed at once by `Free(i)` before any
@@ -205,7 +216,8 @@ def restore_costs_j(costs: CostTable, timing: Timing) -> tuple[tuple[float, ...]
 def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
                 time_limit_s: float | None = None, cascades: bool = True,
                 avoid: frozenset[int] = frozenset(), first_rows: int | None = FIRST_ROWS,
-                stalls: bool = False, no_cascade_share: float = NO_CASCADE_SHARE) -> CoverBound:
+                stalls: bool = False, no_cascade_share: float = NO_CASCADE_SHARE,
+                page_in_stalls: bool = True) -> CoverBound:
     """Solve the eviction cover of one problem (see the module docstring for why it is a bound).
 
     With `cascades`, a recomputation that needs an input past that input's last reader pays
@@ -214,7 +226,8 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     round outputs whose transfers stall), after which neither the bound nor an infeasibility
     is a proof. Each program starts from its `first_rows` stage rows of largest excess and takes
     the others as its solution breaks them (`_solve_cover`; None: every row from the start).
-    With `stalls` (under `overlap`), each page-out's own stall is priced (module docstring, item 6).
+    With `stalls` (under `overlap`), each page-out's and page-in's own stall is priced (module
+    docstring, item 6; the page-ins' only with `page_in_stalls`).
     The cover without cascades is solved first, in `no_cascade_share` of the time.
     """
     timing = Timing(timing)
@@ -253,14 +266,15 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     stalls = stalls and overlap and moves.page
     found = _solve_cover(graph, costs, timing, moves, rows, budgets, cascades=False,
                          time_limit_s=left_s(no_cascade_share if cascades else 1.0), first_rows=first_rows,
-                         stalls=stalls)
+                         stalls=stalls, page_in_stalls=page_in_stalls)
     if found is None:
         return infeasible
     # With `avoid` the answer is no proof anyway: the quicker cover with one move per output
     # (x^R_i + x^P_i <= 1 for every output, item 5) serves the search for a choice.
     if cascades and _has_cascades(graph, rows) and (time_limit_s is None or left_s() > 0):
         deeper = _solve_cover(graph, costs, timing, moves, rows, budgets, cascades=True, time_limit_s=left_s(),
-                              one_move=bool(avoid), first_rows=first_rows, stalls=stalls)
+                              one_move=bool(avoid), first_rows=first_rows, stalls=stalls,
+                              page_in_stalls=page_in_stalls)
         if deeper is None:
             return infeasible
         bound = max(found[0], deeper[0])
@@ -278,7 +292,7 @@ def deadline_slack_s(budgets: Budgets, costs: CostTable) -> float:
 
 def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: Moves, rows: tuple[CoverRow, ...],
                  budgets: Budgets, cascades: bool, time_limit_s: float | None, one_move: bool = False,
-                 first_rows: int | None = FIRST_ROWS, stalls: bool = False):
+                 first_rows: int | None = FIRST_ROWS, stalls: bool = False, page_in_stalls: bool = True):
     """The cover's optimum (as `_CoverModel.solve` gives it), found with the stage rows it needs.
 
     Each stage row has columns of its own (a_{t,i}, ap_{t,i}, h_{t,d}, r_{t,d}: keyed by t, in
@@ -308,17 +322,19 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
         return None if time_limit_s is None else max(time_limit_s - (perf_counter() - began), 0.0)
 
     levels = stall_levels(graph, costs, rows) if stalls else {}
+    in_levels = page_in_levels(graph, costs, rows) if stalls and page_in_stalls else {}
 
     def model(stages) -> _CoverModel:
         return _CoverModel(graph, costs, timing, moves, tuple(by_stage[t] for t in sorted(stages)), budgets,
-                           cascades, either, counted, levels)
+                           cascades, either, counted, levels, in_levels)
 
-    def breaks(stages, recomputed, paged, paged_from) -> list[int]:
+    def breaks(stages, recomputed, paged, paged_from, paged_until) -> list[int]:
         m, deps = graph.output_bytes, [node.deps for node in graph.nodes]
         unsure = []
         for t in sorted(stages):
             row, seen = by_stage[t], counted.get(t, ())
-            free = {i for i in row.by_paging if i in paged and paged_from.get(i, 0) <= t}
+            free = {i for i in row.by_paging if i in paged and paged_from.get(i, 0) <= t
+                    and (i not in in_levels or paged_until.get(i, -1) >= t)}
             free.update(i for i in row.by_recompute
                         if i in recomputed and (not cascades or all(d in seen for d in deps[i])))
             if sum(m[i] for i in free) < row.excess_bytes:
@@ -328,7 +344,7 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
         broken = []
         for t in unsure:
             alone = model((t,))
-            alone.fix(recomputed, paged, paged_from)
+            alone.fix(recomputed, paged, paged_from, paged_until)
             solved = alone.program.solve(left_s())
             if solved.infeasible or solved.values is None:   # (no answer within the time: counted as broken)
                 broken.append(t)
@@ -341,11 +357,11 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
         solved = model(active).solve(left_s())
         if solved is None:
             return None
-        found, paged_from = solved[:4], solved[4]
+        found, (paged_from, paged_until) = solved[:4], solved[4:]
         bound_j, recomputed, paged, exact = found
         if not exact:
             return found
-        broken = breaks(set(by_stage) - active, frozenset(recomputed), frozenset(paged), paged_from)
+        broken = breaks(set(by_stage) - active, frozenset(recomputed), frozenset(paged), paged_from, paged_until)
         if not broken:
             return found
         if time_limit_s is not None and left_s() <= 0:
@@ -372,19 +388,21 @@ class _CoverModel:
     `_either` of all the cover's rows, whichever of them this program holds (empty for the
     one-move cover, where x^R_i + x^P_i <= 1 holds for every output as before item 5's fix:
     quicker to solve, and no bound). With `levels` (`stall_levels`, item 6), also z_{i,k} per
-    stall level of i and Y, the time beyond one plain pass.
+    page-out stall level of i, with `in_levels` (`page_in_levels`) w_{i,l} per page-in stall
+    level, q_{t,i} where i has both, and Y, the time beyond one plain pass.
     """
 
     def __init__(self, graph, costs, timing, moves, rows, budgets, cascades, either=frozenset(), counted=None,
-                 levels=None):
+                 levels=None, in_levels=None):
         self.graph, self.costs, self.moves, self.cascades = graph, costs, moves, cascades
         self.levels: dict[int, tuple[tuple[int, float], ...]] = levels or {}
+        self.in_levels: dict[int, tuple[tuple[int, float], ...]] = in_levels or {}
         # What each stage's row counts, which the cascade rows read (built once per cover).
         self.counted = (counted if counted is not None else
                         {row.stage: counted_at(graph, row.stage) for row in rows}) if cascades else {}
         self.either = either
         self.recompute_j, self.page_j = restore_costs_j(costs, timing)
-        if self.levels:  # static energy is priced on Y instead
+        if self.levels or self.in_levels:  # static energy is priced on Y instead
             self.recompute_j = tuple(costs.compute_j)
         self.energy_scale = (sum(costs.compute_j) / len(graph)) or 1.0
         self.time_scale = (sum(costs.compute_s) / len(graph)) or 1.0
@@ -395,36 +413,64 @@ class _CoverModel:
         dma_s = costs.dma_channels * budgets.runtime_s if Timing(timing) is Timing.OVERLAP else None
         self.add_restore_rows(deadline_slack_s(budgets, costs), dma_s)
 
-    def fix(self, recomputed: frozenset[int], paged: frozenset[int], paged_from: dict[int, int]) -> None:
-        """Fix every x^R_i, x^P_i and z_{i,k} to a choice (`paged_from`: the first stage of each
-        paged output's stall level); the columns of the stages stay free."""
+    def fix(self, recomputed: frozenset[int], paged: frozenset[int], paged_from: dict[int, int],
+            paged_until: dict[int, int]) -> None:
+        """Fix every x^R_i, x^P_i, z_{i,k} and w_{i,l} to a choice (`paged_from`: the first stage
+        of each paged output's page-out level, `paged_until` the last stage of its page-in level);
+        the columns of the stages stay free."""
         for key, col in list(self.program.columns.items()):
             if key[0] in "RP":
                 value = float(key[1] in (recomputed if key[0] == "R" else paged))
             elif key[0] == "z":
                 value = float(key[1] in paged and paged_from.get(key[1]) == key[2])
+            elif key[0] == "w":
+                value = float(key[1] in paged and paged_until.get(key[1]) == key[3]
+                              and key[2] in (-1, paged_from.get(key[1])))
             else:
                 continue
             self.program.row([(col, 1.0)], value, value)
 
     def by_paging(self, i: int, t: int) -> list[int]:
+        """The columns whose sum says i, a live output at row t, may be absent there by paging:
+        x^P_i; with page-out stall levels the z_{i,k} of the levels that begin by t; with page-in
+        stall levels the w_{i,k,l} of the pairs whose page-out level begins by t and whose
+        page-in level ends at t or later."""
+        out = self.paged_out_by(i, t)
+        if i not in self.in_levels:
+            return out
+        return [col for (first, last), col in self.pairs(i) if first <= t <= last]
+
+    def pairs(self, i: int) -> list[tuple[tuple[int, int], int]]:
+        """((first, last), w_{i,k,l}) per page-out level k of i (first: its first stage; -1 when i
+        has none) and page-in level l (last: its last row) with first <= last."""
+        self.x("P", i)
+        columns = self.program.columns
+        return [((key[2], key[3]), col) for key, col in columns.items() if key[:2] == ("w", i)]
+
+    def paged_out_by(self, i: int, t: int) -> list[int]:
         """The columns whose sum says i is paged with its first absence by paging at or before t:
-        x^P_i, or with stall levels the z_{i,k} of the levels that begin by t."""
-        x = self.x("P", i)  # (makes the z columns)
+        x^P_i, or with page-out stall levels the z_{i,k} of the levels that begin by t."""
+        x = self.x("P", i)  # (makes the z and w columns)
         if i not in self.levels:
             return [x]
         return [self.program.columns["z", i, first] for first, _ in self.levels[i] if first <= t]
 
     def x(self, kind: str, i: int) -> int:
-        """x^R_i ("R") or x^P_i ("P"), priced at one restore; x^P_i with stall levels is the sum
-        of its z_{i,k}."""
+        """x^R_i ("R") or x^P_i ("P"), priced at one restore; x^P_i with page-out stall levels is
+        the sum of its z_{i,k}, and with page-in stall levels at least the sum of its w_{i,l}."""
         price = self.recompute_j if kind == "R" else self.page_j
         made = (kind, i) not in self.program.columns
         col = self.program.column((kind, i), price[i] / self.energy_scale)
+        program = self.program
         if made and kind == "P" and i in self.levels:
-            program = self.program
             program.row([(col, 1.0)] + [(program.column(("z", i, first)), -1.0) for first, _ in self.levels[i]],
                         0.0, 0.0)
+        if made and kind == "P" and i in self.in_levels:  # at most one pair, within i's page-out level
+            outs = [(first, program.columns["z", i, first]) for first, _ in self.levels[i]] if i in self.levels \
+                else [(-1, col)]
+            for first, level in outs:
+                pairs = [program.column(("w", i, first, last)) for last, _ in self.in_levels[i] if last >= first]
+                program.row([(level, 1.0)] + [(w, -1.0) for w in pairs], 0.0, math.inf)
         return col
 
     def held_column(self, t: int, d: int) -> int:
@@ -473,8 +519,8 @@ class _CoverModel:
                     deeper = [e for e in self.graph.nodes[d].deps if e not in counted]
                     if deeper:
                         self._needs(t, again, deeper, counted)
-            if self.moves.page and t >= d + 2:
-                terms += [(col, -1.0) for col in self.by_paging(d, t)]
+            if self.moves.page and t >= d + 2:  # (d is dead at t: no page-in level of its applies)
+                terms += [(col, -1.0) for col in self.paged_out_by(d, t)]
             program.row(terms, -math.inf, 0.0)
 
     def add_restore_rows(self, slack_s: float, dma_s: float | None) -> None:
@@ -493,10 +539,12 @@ class _CoverModel:
                  for key, col in columns.items() if key[0] == "P"]
         if dma_s is not None and moved:
             self.program.row(moved, -math.inf, dma_s / self.time_scale)
-        stall_s = {(i, first): stall for i, levels in self.levels.items() for first, stall in levels}
-        stalled = [(col, stall_s[key[1:]] / self.time_scale) for key, col in columns.items()
-                   if key[0] == "z" and stall_s[key[1:]] > 0]
-        if self.levels:  # Y: the time beyond a plain pass, at least the recomputations and the stalls
+        stall_s = {(kind, i, stage): stall for kind, by_output in (("z", self.levels), ("w", self.in_levels))
+                   for i, levels in by_output.items() for stage, stall in levels}
+        level = {"z": lambda key: key, "w": lambda key: (*key[:2], key[3])}  # w's price: its page-in level's
+        stalled = [(col, stall_s[level[key[0]](key)] / self.time_scale) for key, col in columns.items()
+                   if key[0] in level and stall_s[level[key[0]](key)] > 0]
+        if self.levels or self.in_levels:  # Y: the time beyond a plain pass, at least the recomputations and the stalls
             beyond = self.program.column(("Y",), costs.static_power_w * self.time_scale / self.energy_scale,
                                          upper=math.inf, integer=False)
             for part in (timed, stalled):
@@ -506,7 +554,7 @@ class _CoverModel:
 
     def solve(self, time_limit_s: float | None):
         """(overhead bound in J, recomputed, paged, exact, the first stage of each paged output's
-        stall level), or None when the cover is infeasible."""
+        page-out level, the last stage of its page-in level), or None when the cover is infeasible."""
         tolerance = FEASIBILITY_TOLERANCE if self.cascades else LOOSER_FEASIBILITY_TOLERANCE
         solved = self.program.solve(time_limit_s, tolerance=tolerance)
         if solved.infeasible:
@@ -514,8 +562,9 @@ class _CoverModel:
         values = solved.values or {}
         chosen = [key for key, value in values.items() if key[0] in "RP" and value > 0.5]
         paged_from = {key[1]: key[2] for key, value in values.items() if key[0] == "z" and value > 0.5}
+        paged_until = {key[1]: key[3] for key, value in values.items() if key[0] == "w" and value > 0.5}
         return (solved.bound * self.energy_scale, [i for kind, i in chosen if kind == "R"],
-                [i for kind, i in chosen if kind == "P"], solved.exact, paged_from)
+                [i for kind, i in chosen if kind == "P"], solved.exact, paged_from, paged_until)
 
 
 def stall_levels(graph: TrainingGraph, costs: CostTable, rows: tuple[CoverRow, ...]) -> dict[int, tuple[tuple[int, float], ...]]:
@@ -541,6 +590,37 @@ def stall_levels(graph: TrainingGraph, costs: CostTable, rows: tuple[CoverRow, .
             if stall == 0.0:
                 break
         if levels and levels[0][1] > 0.0:
+            found[i] = tuple(levels)
+    return found
+
+
+def page_in_levels(graph: TrainingGraph, costs: CostTable,
+                   rows: tuple[CoverRow, ...]) -> dict[int, tuple[tuple[int, float], ...]]:
+    """Per output some row may page and whose page-in can stall: its page-in stall levels (item 6).
+
+    If T is the last row at which i is absent by paging (among the rows that may page it), the
+    page-in that ends that absence runs in a stage of [T+1, j-1], j i's next reader after T, so
+    it stalls at least h_i(T) = max(0, tin_i / channels - the largest plain compute time there).
+    Each level is (its last row L, the least h_i(T) over the rows T it holds): the runs of
+    consecutive rows with one h_i, in stage order. Outputs whose page-in never stalls get none.
+    """
+    readers, compute_s = graph.consumers, costs.compute_s
+    by_output: dict[int, list[int]] = {}
+    for row in rows:
+        for i in row.by_paging:
+            by_output.setdefault(i, []).append(row.stage)
+    found: dict[int, tuple[tuple[int, float], ...]] = {}
+    for i, stages in sorted(by_output.items()):
+        need_s = costs.page_in_s[i] / costs.dma_channels
+        levels: list[tuple[int, float]] = []
+        for t in sorted(stages):
+            j = readers[i][bisect.bisect_right(readers[i], t)]
+            stall = max(0.0, need_s - max(compute_s[t + 1:j]))
+            if levels and levels[-1][1] == stall:
+                levels[-1] = (t, stall)
+            else:
+                levels.append((t, stall))
+        if any(stall > 0.0 for _, stall in levels):
             found[i] = tuple(levels)
     return found
 

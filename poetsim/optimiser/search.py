@@ -328,13 +328,15 @@ class Search:
 
     def page_in_bound(self) -> None:
         """The cover with page-ins' own stalls priced as well as page-outs' (`cover`, item 6), under
-        `overlap` with paging: a bound only, with what the steps before left of the time.
+        `overlap` with paging: a bound only, right after the placement search.
 
-        It comes after the schedules are made because its choice did not place better: on the
-        ResNet-18 study's hybrid points at 25 % (batch 8, Pi, 1.2x, 12 s) it lifts the bound from
-        1.03 to 1.32 J above keep-all (rpi4) and from 1.13 to 1.41 J (rpi4-nocache) in 1.1-1.4 s,
-        where the stall-priced step placing its choice instead left schedules of 2.016 and
-        2.162 J against 2.006 and 2.126 J.
+        Its choice is not placed: on the ResNet-18 study's hybrid points at 25 % (batch 8, Pi,
+        1.2x, 12 s) it lifts the bound from 1.03 to 1.32 J above keep-all (rpi4) and from 1.13
+        to 1.41 J (rpi4-nocache) in 1.1-1.4 s, but placed in the placement search in place of
+        the page-out-priced choice it left schedules of 2.016 and 2.162 J against 2.006 and
+        2.126 J. After polish, the last step before the MILP, a sweep of the study on 2 cores
+        sometimes left it too little time; before the timed cover (which gets 0.3 s of such a
+        point) it ran in each of two sweeps.
         """
         if self.timing is not Timing.OVERLAP or not self.moves.page:
             return

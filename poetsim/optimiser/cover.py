@@ -341,8 +341,17 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
                 unsure.append(t)
         if not cascades:
             return unsure   # the cover without cascades has no stage columns: nothing else can admit x
+        if len(unsure) > 1:   # with x fixed the stages share no free column: all at once first
+            together = model(unsure)
+            together.fix(recomputed, paged, paged_from, paged_until)
+            solved = together.program.solve(left_s())
+            if not solved.infeasible and solved.values is not None:
+                return []
         broken = []
-        for t in unsure:
+        for n, t in enumerate(unsure):
+            if time_limit_s is not None and left_s() <= 0:   # out of time: the rest counted as broken
+                broken += unsure[n:]
+                break
             alone = model((t,))
             alone.fix(recomputed, paged, paged_from, paged_until)
             solved = alone.program.solve(left_s())
@@ -397,6 +406,9 @@ class _CoverModel:
         self.graph, self.costs, self.moves, self.cascades = graph, costs, moves, cascades
         self.levels: dict[int, tuple[tuple[int, float], ...]] = levels or {}
         self.in_levels: dict[int, tuple[tuple[int, float], ...]] = in_levels or {}
+        # Per output with page-in levels: (first, last, w_{i,k,l}) per pair of a page-out level k
+        # (first: its first stage, -1 when i has none) and a page-in level l (last: its last row).
+        self.pairs: dict[int, list[tuple[int, int, int]]] = {}
         # What each stage's row counts, which the cascade rows read (built once per cover).
         self.counted = (counted if counted is not None else
                         {row.stage: counted_at(graph, row.stage) for row in rows}) if cascades else {}
@@ -438,14 +450,7 @@ class _CoverModel:
         out = self.paged_out_by(i, t)
         if i not in self.in_levels:
             return out
-        return [col for (first, last), col in self.pairs(i) if first <= t <= last]
-
-    def pairs(self, i: int) -> list[tuple[tuple[int, int], int]]:
-        """((first, last), w_{i,k,l}) per page-out level k of i (first: its first stage; -1 when i
-        has none) and page-in level l (last: its last row) with first <= last."""
-        self.x("P", i)
-        columns = self.program.columns
-        return [((key[2], key[3]), col) for key, col in columns.items() if key[:2] == ("w", i)]
+        return [col for first, last, col in self.pairs[i] if first <= t <= last]
 
     def paged_out_by(self, i: int, t: int) -> list[int]:
         """The columns whose sum says i is paged with its first absence by paging at or before t:
@@ -468,9 +473,12 @@ class _CoverModel:
         if made and kind == "P" and i in self.in_levels:  # at most one pair, within i's page-out level
             outs = [(first, program.columns["z", i, first]) for first, _ in self.levels[i]] if i in self.levels \
                 else [(-1, col)]
+            self.pairs[i] = []
             for first, level in outs:
-                pairs = [program.column(("w", i, first, last)) for last, _ in self.in_levels[i] if last >= first]
-                program.row([(level, 1.0)] + [(w, -1.0) for w in pairs], 0.0, math.inf)
+                pairs = [(first, last, program.column(("w", i, first, last)))
+                         for last, _ in self.in_levels[i] if last >= first]
+                program.row([(level, 1.0)] + [(w, -1.0) for _, _, w in pairs], 0.0, math.inf)
+                self.pairs[i] += pairs
         return col
 
     def held_column(self, t: int, d: int) -> int:

@@ -4,7 +4,9 @@ Targets (issue 10): the 108-point study in under 3 minutes on the 2-core machine
 with a schedule within 1 % of its overhead (`max_gap_overhead`), at least 90 % of them proven
 optimal (`optimal_share`); a resume of the finished sweep in under 5 s. The machine's load
 average when the sweep starts and ends is recorded beside them: time-limited steps get less
-done on a loaded machine. Run with `python -m benchmarks sweep`; writes results/bench/sweep.csv.
+done on a loaded machine. Every solved row is compared with the shipped
+`results/resnet18/runs.csv` (`compare_with_shipped`: rows kept, moved, proofs lost and gained,
+gaps moved). Run with `python -m benchmarks sweep`; writes results/bench/sweep.csv.
 
 `python -m benchmarks sweep-loaded` sweeps the same study while one busy process per core
 competes for the machine (a load about twice the sweep's own), and compares every row with the
@@ -60,6 +62,7 @@ def run(out_csv: Path = DEFAULT_OUT, scenario_path: Path = SCENARIO, jobs: int |
         "optimal_share": round(float((scheduled["status"] == "optimal").mean()), 3) if len(scheduled) else None,
         "max_gap_overhead": round(float(scheduled["gap_overhead"].max()), 4) if len(scheduled) else None,
         "load_start": round(load_start, 2), "load_end": round(load_end, 2),
+        **compare_with_shipped(path, SHIPPED),
         "machine": machine(),
     }
     result = pd.DataFrame([row])
@@ -69,6 +72,43 @@ def run(out_csv: Path = DEFAULT_OUT, scenario_path: Path = SCENARIO, jobs: int |
 
 
 SHIPPED = Path("results/resnet18/runs.csv")
+
+
+def compare_with_shipped(path: Path, shipped: Path = SHIPPED) -> dict:
+    """How the solved rows of a sweep's runs.csv at `path` stand against the shipped ones: rows
+    whose status and energy are kept or moved, proofs lost and gained, unproven rows that moved,
+    the largest energy change (a share of the shipped energy), and rows kept whose
+    `gap_overhead` moved (a time-limited bound)."""
+    solved = strategies.names(Kind.SOLVED)
+    new = load_results(path).set_index("point_key")
+    old = load_results(shipped).set_index("point_key")
+    old = old[old["strategy"].isin(solved)]
+
+    def proven(status) -> bool:
+        return Status.parse(str(status)).is_proven
+
+    kept = moved = proofs_lost = proofs_gained = unproven_moved = gaps_moved = 0
+    largest = 0.0
+    for key, was in old.iterrows():
+        now = new.loc[key]
+        energy_was, energy_now = was["predicted_total_j"], now["predicted_total_j"]
+        same_energy = (pd.isna(energy_was) and pd.isna(energy_now)) or (
+            not pd.isna(energy_was) and not pd.isna(energy_now) and abs(energy_now - energy_was) <= 1e-9 * abs(energy_was))
+        if was["status"] == now["status"] and same_energy:
+            kept += 1
+            gap_was, gap_now = was["gap_overhead"], now["gap_overhead"]
+            gaps_moved += not ((pd.isna(gap_was) and pd.isna(gap_now)) or abs(gap_now - gap_was) <= 1e-9)
+            continue
+        moved += 1
+        proofs_lost += proven(was["status"]) and not proven(now["status"])
+        proofs_gained += not proven(was["status"]) and proven(now["status"])
+        unproven_moved += not proven(was["status"]) and not proven(now["status"])
+        if not pd.isna(energy_was) and not pd.isna(energy_now):
+            largest = max(largest, abs(energy_now - energy_was) / energy_was)
+    return {"rows_kept": kept, "rows_moved": moved, "proofs_lost": proofs_lost, "proofs_gained": proofs_gained,
+            "unproven_moved": unproven_moved, "largest_energy_change": round(largest, 6), "gaps_moved": gaps_moved,
+            "proven_shipped": int(old["status"].map(proven).sum()),
+            "proven_now": int(new.loc[old.index, "status"].map(proven).sum())}
 
 
 def run_loaded(out_csv: Path = Path("results/bench/sweep-loaded.csv"), scenario_path: Path = SCENARIO,
@@ -92,36 +132,11 @@ def run_loaded(out_csv: Path = Path("results/bench/sweep-loaded.csv"), scenario_
         for process in busy:
             process.kill()
             process.wait()
-    solved = strategies.names(Kind.SOLVED)
-    new = load_results(path).set_index("point_key")
-    old = load_results(shipped).set_index("point_key")
-    old = old[old["strategy"].isin(solved)]
-    def proven(status) -> bool:
-        return Status.parse(str(status)).is_proven
-
-    kept = moved = proofs_lost = proofs_gained = unproven_moved = 0
-    largest = 0.0
-    for key, was in old.iterrows():
-        now = new.loc[key]
-        energy_was, energy_now = was["predicted_total_j"], now["predicted_total_j"]
-        same_energy = (pd.isna(energy_was) and pd.isna(energy_now)) or (
-            not pd.isna(energy_was) and not pd.isna(energy_now) and abs(energy_now - energy_was) <= 1e-9 * abs(energy_was))
-        if was["status"] == now["status"] and same_energy:
-            kept += 1
-            continue
-        moved += 1
-        proofs_lost += proven(was["status"]) and not proven(now["status"])
-        proofs_gained += not proven(was["status"]) and proven(now["status"])
-        unproven_moved += not proven(was["status"]) and not proven(now["status"])
-        if not pd.isna(energy_was) and not pd.isna(energy_now):
-            largest = max(largest, abs(energy_now - energy_was) / energy_was)
     row = {
-        "scenario": scenario.name, "points": len(old), "hogs": hogs, "sweep_s": round(sweep_s, 2),
+        "scenario": scenario.name, "points": int(load_results(shipped)["strategy"].isin(strategies.names(Kind.SOLVED)).sum()),
+        "hogs": hogs, "sweep_s": round(sweep_s, 2),
         "load_start": round(load_start, 2), "load_end": round(load_end, 2),
-        "rows_kept": kept, "rows_moved": moved, "proofs_lost": proofs_lost, "proofs_gained": proofs_gained,
-        "unproven_moved": unproven_moved, "largest_energy_change": round(largest, 6),
-        "proven_shipped": int(old["status"].map(proven).sum()),
-        "proven_now": int(new.loc[old.index, "status"].map(proven).sum()),
+        **compare_with_shipped(path, shipped),
         "machine": machine(),
     }
     result = pd.DataFrame([row])

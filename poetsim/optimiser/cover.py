@@ -397,8 +397,8 @@ class _CoverModel:
     `_either` of all the cover's rows, whichever of them this program holds (empty for the
     one-move cover, where x^R_i + x^P_i <= 1 holds for every output as before item 5's fix:
     quicker to solve, and no bound). With `levels` (`stall_levels`, item 6), also z_{i,k} per
-    page-out stall level of i, with `in_levels` (`page_in_levels`) w_{i,l} per page-in stall
-    level, q_{t,i} where i has both, and Y, the time beyond one plain pass.
+    page-out stall level of i, with `in_levels` (`page_in_levels`) w_{i,k,l} per pair of a
+    page-out and a page-in stall level of i (item 6), and Y, the time beyond one plain pass.
     """
 
     def __init__(self, graph, costs, timing, moves, rows, budgets, cascades, either=frozenset(), counted=None,
@@ -547,11 +547,12 @@ class _CoverModel:
                  for key, col in columns.items() if key[0] == "P"]
         if dma_s is not None and moved:
             self.program.row(moved, -math.inf, dma_s / self.time_scale)
-        stall_s = {(kind, i, stage): stall for kind, by_output in (("z", self.levels), ("w", self.in_levels))
-                   for i, levels in by_output.items() for stage, stall in levels}
-        level = {"z": lambda key: key, "w": lambda key: (*key[:2], key[3])}  # w's price: its page-in level's
-        stalled = [(col, stall_s[level[key[0]](key)] / self.time_scale) for key, col in columns.items()
-                   if key[0] in level and stall_s[level[key[0]](key)] > 0]
+        stall_s: dict[tuple, float] = {("z", i, first): stall for i, levels in self.levels.items()
+                                       for first, stall in levels}
+        page_in_s = {(i, last): stall for i, levels in self.in_levels.items() for last, stall in levels}
+        stall_s.update({("w", i, first, last): page_in_s[i, last]   # a pair's price: its page-in level's
+                        for i, pairs in self.pairs.items() for first, last, _ in pairs})
+        stalled = [(col, stall_s[key] / self.time_scale) for key, col in columns.items() if stall_s.get(key, 0.0) > 0]
         if self.levels or self.in_levels:  # Y: the time beyond a plain pass, at least the recomputations and the stalls
             beyond = self.program.column(("Y",), costs.static_power_w * self.time_scale / self.energy_scale,
                                          upper=math.inf, integer=False)

@@ -185,18 +185,10 @@ class Search:
         choice that places without a stall, 0.0633588 J above keep-all, and the stall-priced
         cover proves it optimal in 0.1 s (the plain bound: 0.0633446 J).
         """
-        if self.timing is not Timing.OVERLAP or not self.moves.page:
-            return
-        self.report("stall bound", self.best.total_j, self.bound_j)
         share = None if ends_at is None else max(ends_at - perf_counter(), 0.0) * STALL_COVER_SHARE
-        found = cover_bound(self.graph, self.costs, self.budgets, self.moves, self.timing, share, stalls=True,
-                            no_cascade_share=STALL_NO_CASCADE_SHARE, page_in_stalls=False)
-        if found.infeasible:
-            if self.best.best is None:
-                self.infeasible = found.message
+        found = self._stall_priced(share, page_in_stalls=False)
+        if found is None:
             return
-        if found.bound_j is not None:
-            self._raise_bound(found.bound_j)
         # A choice that pages nothing has no stall to avoid (it costs what the plain cover prices
         # it at); placing one took 17 s on ResNet-50 (TX2) and gave nothing.
         plain = self.the_cover()
@@ -338,17 +330,23 @@ class Search:
         sometimes left it too little time; before the timed cover (which gets 0.3 s of such a
         point) it ran in each of two sweeps.
         """
+        self._stall_priced(self.clock.share_s(PAGE_IN_BOUND_SHARE), page_in_stalls=True)
+
+    def _stall_priced(self, time_limit_s: float | None, page_in_stalls: bool) -> CoverBound | None:
+        """The stall-priced cover under `overlap` with paging (else None), its bound taken; None
+        too when it proves that no schedule fits (the search's answer then, if it has none)."""
         if self.timing is not Timing.OVERLAP or not self.moves.page:
-            return
+            return None
         self.report("stall bound", self.best.total_j, self.bound_j)
-        found = cover_bound(self.graph, self.costs, self.budgets, self.moves, self.timing,
-                            self.clock.share_s(PAGE_IN_BOUND_SHARE), stalls=True,
-                            no_cascade_share=STALL_NO_CASCADE_SHARE)
+        found = cover_bound(self.graph, self.costs, self.budgets, self.moves, self.timing, time_limit_s,
+                            stalls=True, no_cascade_share=STALL_NO_CASCADE_SHARE, page_in_stalls=page_in_stalls)
         if found.infeasible:
             if self.best.best is None:
                 self.infeasible = found.message
-        elif found.bound_j is not None:
+            return None
+        if found.bound_j is not None:
             self._raise_bound(found.bound_j)
+        return found
 
     def build(self) -> None:
         self.report("build", self.best.total_j, self.bound_j)

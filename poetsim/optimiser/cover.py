@@ -90,6 +90,28 @@ compute is resident when it runs):
    e_k <= t <= L_l. A schedule whose absences of i by paging are all at rows where i is dead
    (a cascade's inputs) picks no pair and counts i in no live row, which is what it does.
    Its stall joins the same sum: Y >= sum g z + sum h w.
+   *Cascades' page-ins* (`cascade_page_ins`, with page-in stalls). A dead input d that a
+   recomputation after row t needs (item 5), neither held at t nor recomputed, is paged back in.
+   That recomputation comes by J, the next reader after t of the output the cascade restores,
+   and a page-in is usable from the stage after it is issued and holds RAM from the start of
+   it (d is not held at t), so it is issued in [t+1, J-1]: a column q_{t,d} <= the page-out
+   columns of d, none when that window is empty, and a stall of at least
+   max(0, tin_d / channels - max c_s over [t+1, J-1]). One page-in may serve several rows, so
+   a column s_d is at least each such stall times q_{t,d}, and joins the sum once.
+   *Live inputs.* A recomputation that a column a_{t,i} or r_{t,e} stands for runs in a stage
+   u <= J and reads each input d then; d is resident at the start of stage u, hence counted at
+   row u-1 >= t. If row t counts a live input d absent by paging (a column p_{t,d} <= d's
+   paging columns there, taking their place in the row; or ap_{t,d}), the page-in that ends
+   that absence is issued in [t+1, u-1], and also before d's own next reader: within
+   [t+1, min(J, next reader) - 1]. When that is empty both cannot be 1; else a column sl_d is
+   at least its stall times (needy + p_{t,d} - 1). The page-in a pair prices (above) may be
+   the same transfer, so for such outputs the pair's price goes to sl_d too (the largest
+   counts). The windows of s_d lie after d's last reader and those of sl_d and the pairs
+   before it, so s_d and sl_d are different page-ins and both join the sum. On the ResNet-18
+   study's hybrid point at 25 % (batch 8, Pi, 1.2x) the cover chose to rebuild a ReLU output
+   from a BatchNorm output paged back in just before the ReLU's reader, or from a convolution
+   output whose own page-in it hid behind a later stage; priced, the bound rises from 1.321 to
+   1.661 J above keep-all.
 
 So every schedule within the budgets gives a 0-1 vector x that satisfies, for each stage with
 `excess_t > 0`, `sum_{i in L_t} m_i (x^R_i + [paging window] x^P_i) >= excess_t`, the knapsack
@@ -217,7 +239,7 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
                 time_limit_s: float | None = None, cascades: bool = True,
                 avoid: frozenset[int] = frozenset(), first_rows: int | None = FIRST_ROWS,
                 stalls: bool = False, no_cascade_share: float = NO_CASCADE_SHARE,
-                page_in_stalls: bool = True) -> CoverBound:
+                page_in_stalls: bool = True, cascade_page_ins: bool = True) -> CoverBound:
     """Solve the eviction cover of one problem (see the module docstring for why it is a bound).
 
     With `cascades`, a recomputation that needs an input past that input's last reader pays
@@ -274,7 +296,7 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     if cascades and _has_cascades(graph, rows) and (time_limit_s is None or left_s() > 0):
         deeper = _solve_cover(graph, costs, timing, moves, rows, budgets, cascades=True, time_limit_s=left_s(),
                               one_move=bool(avoid), first_rows=first_rows, stalls=stalls,
-                              page_in_stalls=page_in_stalls)
+                              page_in_stalls=page_in_stalls, cascade_page_ins=cascade_page_ins)
         if deeper is None:
             return infeasible
         bound = max(found[0], deeper[0])
@@ -292,7 +314,8 @@ def deadline_slack_s(budgets: Budgets, costs: CostTable) -> float:
 
 def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: Moves, rows: tuple[CoverRow, ...],
                  budgets: Budgets, cascades: bool, time_limit_s: float | None, one_move: bool = False,
-                 first_rows: int | None = FIRST_ROWS, stalls: bool = False, page_in_stalls: bool = True):
+                 first_rows: int | None = FIRST_ROWS, stalls: bool = False, page_in_stalls: bool = True,
+                 cascade_page_ins: bool = True):
     """The cover's optimum (as `_CoverModel.solve` gives it), found with the stage rows it needs.
 
     Each stage row has columns of its own (a_{t,i}, ap_{t,i}, h_{t,d}, r_{t,d}: keyed by t, in
@@ -326,9 +349,10 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
 
     def model(stages) -> _CoverModel:
         return _CoverModel(graph, costs, timing, moves, tuple(by_stage[t] for t in sorted(stages)), budgets,
-                           cascades, either, counted, levels, in_levels)
+                           cascades, either, counted, levels, in_levels,
+                           cascade_page_ins=stalls and page_in_stalls and cascade_page_ins)
 
-    def breaks(stages, recomputed, paged, paged_from, paged_until) -> list[int]:
+    def breaks(stages, recomputed, paged, paged_from, paged_until, fed) -> list[int]:
         m, deps = graph.output_bytes, [node.deps for node in graph.nodes]
         unsure = []
         for t in sorted(stages):
@@ -343,7 +367,7 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
             return unsure   # the cover without cascades has no stage columns: nothing else can admit x
         if len(unsure) > 1:   # with x fixed the stages share no free column: all at once first
             together = model(unsure)
-            together.fix(recomputed, paged, paged_from, paged_until)
+            together.fix(recomputed, paged, paged_from, paged_until, fed)
             solved = together.program.solve(left_s())
             if not solved.infeasible and solved.values is not None:
                 return []
@@ -353,7 +377,7 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
                 broken += unsure[n:]
                 break
             alone = model((t,))
-            alone.fix(recomputed, paged, paged_from, paged_until)
+            alone.fix(recomputed, paged, paged_from, paged_until, fed)
             solved = alone.program.solve(left_s())
             if solved.infeasible or solved.values is None:   # (no answer within the time: counted as broken)
                 broken.append(t)
@@ -366,11 +390,11 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
         solved = model(active).solve(left_s())
         if solved is None:
             return None
-        found, (paged_from, paged_until) = solved[:4], solved[4:]
+        found, (paged_from, paged_until, fed) = solved[:4], solved[4:]
         bound_j, recomputed, paged, exact = found
         if not exact:
             return found
-        broken = breaks(set(by_stage) - active, frozenset(recomputed), frozenset(paged), paged_from, paged_until)
+        broken = breaks(set(by_stage) - active, frozenset(recomputed), frozenset(paged), paged_from, paged_until, fed)
         if not broken:
             return found
         if time_limit_s is not None and left_s() <= 0:
@@ -399,11 +423,18 @@ class _CoverModel:
     quicker to solve, and no bound). With `levels` (`stall_levels`, item 6), also z_{i,k} per
     page-out stall level of i, with `in_levels` (`page_in_levels`) w_{i,k,l} per pair of a
     page-out and a page-in stall level of i (item 6), and Y, the time beyond one plain pass.
+    With `cascade_page_ins` (item 6), q_{t,d} (a dead input paged back in for row t's cascade)
+    and s_d, p_{t,d} (a live input of a recomputation counted absent by paging at t) and sl_d:
+    the stalls of those page-ins.
     """
 
     def __init__(self, graph, costs, timing, moves, rows, budgets, cascades, either=frozenset(), counted=None,
-                 levels=None, in_levels=None):
+                 levels=None, in_levels=None, cascade_page_ins=False):
         self.graph, self.costs, self.moves, self.cascades = graph, costs, moves, cascades
+        # Under `overlap` with stalls priced: a dead input paged back in for a cascade (q_{t,d})
+        # runs in [t+1, J-1] and stalls there (s_d); `reach[t][d]` is that J.
+        self.cascade_page_ins = cascade_page_ins and cascades
+        self.reach: dict[int, dict[int, int]] = {}
         self.levels: dict[int, tuple[tuple[int, float], ...]] = levels or {}
         self.in_levels: dict[int, tuple[tuple[int, float], ...]] = in_levels or {}
         # Per output with page-in levels: (first, last, w_{i,k,l}) per pair of a page-out level k
@@ -414,23 +445,32 @@ class _CoverModel:
                         {row.stage: counted_at(graph, row.stage) for row in rows}) if cascades else {}
         self.either = either
         self.recompute_j, self.page_j = restore_costs_j(costs, timing)
-        if self.levels or self.in_levels:  # static energy is priced on Y instead
+        self.stall_priced = bool(self.levels or self.in_levels or self.cascade_page_ins)
+        if self.stall_priced:  # static energy is priced on Y instead
             self.recompute_j = tuple(costs.compute_j)
         self.energy_scale = (sum(costs.compute_j) / len(graph)) or 1.0
         self.time_scale = (sum(costs.compute_s) / len(graph)) or 1.0
         self.program = Program()
         self.held: dict[int, list[int]] = {}  # stage -> outputs with an h column there
+        # With cascade page-ins: per row, the live inputs of its recomputations that a column
+        # p_{t,d} counts absent by paging, and (needy column's key, d, t, the page-in's deadline).
+        self.apart: dict[int, set[int]] = {}
+        self.feeds: list[tuple[tuple, int, int, int]] = []
         for row in rows:
             self.add_stage(row)
+        self.add_feed_rows()
         dma_s = costs.dma_channels * budgets.runtime_s if Timing(timing) is Timing.OVERLAP else None
         self.add_restore_rows(deadline_slack_s(budgets, costs), dma_s)
 
     def fix(self, recomputed: frozenset[int], paged: frozenset[int], paged_from: dict[int, int],
-            paged_until: dict[int, int]) -> None:
+            paged_until: dict[int, int], fed: dict[int, float]) -> None:
         """Fix every x^R_i, x^P_i, z_{i,k} and w_{i,l} to a choice (`paged_from`: the first stage
-        of each paged output's page-out level, `paged_until` the last stage of its page-in level);
-        the columns of the stages stay free."""
+        of each paged output's page-out level, `paged_until` the last stage of its page-in level),
+        and hold each s_d within the choice's (`fed`, scaled); the columns of the stages stay free."""
         for key, col in list(self.program.columns.items()):
+            if key[0] in ("s", "sl"):
+                self.program.row([(col, 1.0)], 0.0, fed.get(key, 0.0) + 1e-9)
+                continue
             if key[0] in "RP":
                 value = float(key[1] in (recomputed if key[0] == "R" else paged))
             elif key[0] == "z":
@@ -490,6 +530,10 @@ class _CoverModel:
         """The covering row of one stage, and its cascade rows."""
         t, m, graph, program = row.stage, self.graph.output_bytes, self.graph, self.program
         counted = self.counted.get(t, set())
+        if self.cascade_page_ins:
+            self.reach[t] = cascade_deadlines(graph, t, row.by_recompute, counted)
+        if self.cascade_page_ins:
+            self._feeds(row, counted)
         pageable = set(row.by_paging)
         terms = []
         for i in row.by_recompute:
@@ -509,9 +553,52 @@ class _CoverModel:
                 program.row([(paged, 1.0)] + [(z, -1.0) for z in self.by_paging(i, t)], -math.inf, 0.0)
                 program.row([(absent, 1.0), (paged, 1.0)], -math.inf, 1.0)
                 pageable.discard(i)
-        terms += [(col, m[i]) for i in row.by_paging if i in pageable for col in self.by_paging(i, t)]
+        for i in row.by_paging:
+            if i not in pageable:
+                continue
+            if i in self.apart.get(t, ()):
+                apart = program.column(("p", t, i))   # i absent at t by paging
+                program.row([(apart, 1.0)] + [(z, -1.0) for z in self.by_paging(i, t)], -math.inf, 0.0)
+                terms.append((apart, m[i]))
+            else:
+                terms += [(col, m[i]) for col in self.by_paging(i, t)]
         terms += [(program.columns["h", t, d], -m[d]) for d in self.held.get(t, ())]
         program.row([(col, coef / row.excess_bytes) for col, coef in terms], 1.0, math.inf)
+
+    def _feeds(self, row: CoverRow, counted: set[int]) -> None:
+        """The live inputs d, pageable at row t, of the recomputations the row's columns a_{t,i}
+        and r_{t,e} stand for, each with the deadline of the page-in that would bring d back
+        (item 6, *live inputs*): the recomputation's own (i's next reader, or `reach` for e),
+        and no later than d's next reader."""
+        graph, t, pageable = self.graph, row.stage, set(row.by_paging)
+        readers, deps = graph.consumers, [node.deps for node in graph.nodes]
+        needy = [(("a", t, i), i, readers[i][bisect.bisect_right(readers[i], t)]) for i in row.by_recompute
+                 if any(d not in counted for d in deps[i]) or (i in self.either and i in pageable)]
+        needy += [(("r", t, e), e, due) for e, due in self.reach[t].items()]
+        for key, i, due in needy:
+            for d in deps[i]:
+                if d in pageable:
+                    self.apart.setdefault(t, set()).add(d)
+                    own = readers[d][bisect.bisect_right(readers[d], t)]
+                    self.feeds.append((key, d, t, min(due, own)))
+
+    def add_feed_rows(self) -> None:
+        """sl_d >= the stall of a page-in of d within [t+1, J-1] x (needy + p_{t,d} - 1): a
+        recomputation after row t reads d, which row t counts absent by paging (item 6)."""
+        program, costs = self.program, self.costs
+        for key, d, t, due in self.feeds:
+            needy = program.columns.get(key)
+            absent = program.columns.get(("p", t, d), program.columns.get(("ap", t, d)))
+            if needy is None or absent is None:
+                continue
+            if due - 1 < t + 1:   # no stage to page d back in: not both
+                program.row([(needy, 1.0), (absent, 1.0)], -math.inf, 1.0)
+                continue
+            stall_s = page_in_stall_s(costs, d, t + 1, due - 1)
+            if stall_s > 0.0:
+                scaled = stall_s / self.time_scale
+                live = program.column(("sl", d), upper=math.inf, integer=False)
+                program.row([(live, 1.0), (needy, -scaled), (absent, -scaled)], -scaled, math.inf)
 
     def _needs(self, t: int, needy: int, dead: list[int], counted: set[int]) -> None:
         """A recomputation after stage t needs each dead input d: held at t, or restored after t."""
@@ -528,8 +615,30 @@ class _CoverModel:
                     if deeper:
                         self._needs(t, again, deeper, counted)
             if self.moves.page and t >= d + 2:  # (d is dead at t: no page-in level of its applies)
-                terms += [(col, -1.0) for col in self.paged_out_by(d, t)]
+                if not self.cascade_page_ins:
+                    terms += [(col, -1.0) for col in self.paged_out_by(d, t)]
+                else:
+                    back = self.paged_back(t, d)
+                    if back is not None:
+                        terms.append((back, -1.0))
             program.row(terms, -math.inf, 0.0)
+
+    def paged_back(self, t: int, d: int) -> int | None:
+        """q_{t,d}: dead input d, absent at t, paged back in for a recomputation due by J (item 6,
+        *cascades' page-ins*); None when no page-in fits in [t+1, J-1]."""
+        program, key = self.program, ("q", t, d)
+        if key in program.columns:
+            return program.columns[key]
+        due = self.reach[t][d]
+        if due - 1 < t + 1:
+            return None
+        back = program.column(key)
+        program.row([(back, 1.0)] + [(col, -1.0) for col in self.paged_out_by(d, t)], -math.inf, 0.0)
+        stall_s = page_in_stall_s(self.costs, d, t + 1, due - 1)
+        if stall_s > 0.0:
+            stalled = program.column(("s", d), upper=math.inf, integer=False)
+            program.row([(stalled, 1.0), (back, -stall_s / self.time_scale)], 0.0, math.inf)
+        return back
 
     def add_restore_rows(self, slack_s: float, dma_s: float | None) -> None:
         """x^R_i + x^P_i <= 1, the recomputation time within the deadline's slack, and (under
@@ -552,8 +661,17 @@ class _CoverModel:
         page_in_s = {(i, last): stall for i, levels in self.in_levels.items() for last, stall in levels}
         stall_s.update({("w", i, first, last): page_in_s[i, last]   # a pair's price: its page-in level's
                         for i, pairs in self.pairs.items() for first, last, _ in pairs})
-        stalled = [(col, stall_s[key] / self.time_scale) for key, col in columns.items() if stall_s.get(key, 0.0) > 0]
-        if self.levels or self.in_levels:  # Y: the time beyond a plain pass, at least the recomputations and the stalls
+        stalled = []
+        for key, col in list(columns.items()):
+            price = stall_s.get(key, 0.0)
+            if price <= 0:
+                continue
+            if key[0] == "w" and ("sl", key[1]) in columns:   # (maybe the same page-in: the largest counts)
+                self.program.row([(columns["sl", key[1]], 1.0), (col, -price / self.time_scale)], 0.0, math.inf)
+            else:
+                stalled.append((col, price / self.time_scale))
+        stalled += [(col, 1.0) for key, col in columns.items() if key[0] in ("s", "sl")]
+        if self.stall_priced:  # Y: the time beyond a plain pass, at least the recomputations and the stalls
             beyond = self.program.column(("Y",), costs.static_power_w * self.time_scale / self.energy_scale,
                                          upper=math.inf, integer=False)
             for part in (timed, stalled):
@@ -572,8 +690,9 @@ class _CoverModel:
         chosen = [key for key, value in values.items() if key[0] in "RP" and value > 0.5]
         paged_from = {key[1]: key[2] for key, value in values.items() if key[0] == "z" and value > 0.5}
         paged_until = {key[1]: key[3] for key, value in values.items() if key[0] == "w" and value > 0.5}
+        fed = {key: value for key, value in values.items() if key[0] in ("s", "sl")}
         return (solved.bound * self.energy_scale, [i for kind, i in chosen if kind == "R"],
-                [i for kind, i in chosen if kind == "P"], solved.exact, paged_from, paged_until)
+                [i for kind, i in chosen if kind == "P"], solved.exact, paged_from, paged_until, fed)
 
 
 def stall_levels(graph: TrainingGraph, costs: CostTable, rows: tuple[CoverRow, ...]) -> dict[int, tuple[tuple[int, float], ...]]:
@@ -664,3 +783,28 @@ def _either(graph: TrainingGraph, rows: tuple[CoverRow, ...], counted_by_stage: 
 def counted_at(graph: TrainingGraph, t: int) -> set[int]:
     """The outputs whose bytes the covering row of stage t counts: t, its inputs, and `L_t`."""
     return set(graph.nodes[t].deps) | {t} | {i for i in range(t) if graph.last_use[i] > t}
+
+
+def cascade_deadlines(graph: TrainingGraph, t: int, restorable, counted: set[int]) -> dict[int, int]:
+    """Per dead input d that a cascade of row t may need: the latest stage J by which it is
+    needed, the largest next reader after t of the outputs of `restorable` whose cascade reaches d
+    (a recomputation of i absent at t comes by i's next reader; its inputs before it)."""
+    readers, deps = graph.consumers, [node.deps for node in graph.nodes]
+    reach: dict[int, int] = {}
+    for i in restorable:
+        due = readers[i][bisect.bisect_right(readers[i], t)]
+        stack, seen = [d for d in deps[i] if d not in counted], set()
+        while stack:
+            d = stack.pop()
+            if d in seen:
+                continue
+            seen.add(d)
+            reach[d] = max(reach.get(d, 0), due)
+            stack.extend(e for e in deps[d] if e not in counted)
+    return reach
+
+
+def page_in_stall_s(costs: CostTable, i: int, first: int, last: int) -> float:
+    """The least stall of a page-in of i issued in a stage of [first, last] (nonempty): its time
+    over the channels less the longest plain compute there."""
+    return max(0.0, costs.page_in_s[i] / costs.dma_channels - max(costs.compute_s[first:last + 1]))

@@ -55,7 +55,9 @@ TIMED_SHARE_NO_SCHEDULE = 0.9
 STALL_COVER_SHARE = 0.7
 STALL_NO_CASCADE_SHARE = 0.6
 #: Share of the time left for the cover that prices page-ins' stalls too (`Search.page_in_bound`).
-PAGE_IN_BOUND_SHARE = 0.6
+#: With cascades' page-ins priced it takes 2.9-3.5 s on the ResNet-18 study's hybrid points at
+#: 25 %, where 0.6 of the time left (about 2.3 s) ended it before its cascade cover was solved.
+PAGE_IN_BOUND_SHARE = 0.9
 #: Share of the time left for the greedy plans (they stop where they are when it runs out).
 GREEDY_SHARE = 0.25
 #: Share of the time left for polishing the incumbent (0.1 s on ResNet-18; it stops when it runs out).
@@ -323,8 +325,9 @@ class Search:
         `overlap` with paging: a bound only, right after the placement search.
 
         Its choice is not placed: on the ResNet-18 study's hybrid points at 25 % (batch 8, Pi,
-        1.2x, 12 s) it lifts the bound from 1.03 to 1.32 J above keep-all (rpi4) and from 1.13
-        to 1.41 J (rpi4-nocache) in 1.1-1.4 s, but placed in the placement search in place of
+        1.2x, 12 s) it lifted the bound from 1.03 to 1.32 J above keep-all (rpi4) and from 1.13
+        to 1.41 J (rpi4-nocache) in 1.1-1.4 s, and with cascades' page-ins priced (2026-11-27)
+        to 1.66 and 1.74 J in about 3 s; but placed in the placement search in place of
         the page-out-priced choice it left schedules of 2.016 and 2.162 J against 2.006 and
         2.126 J. After polish, the last step before the MILP, a sweep of the study on 2 cores
         sometimes left it too little time; before the timed cover (which gets 0.3 s of such a

@@ -11,9 +11,17 @@ from poetsim import strategies
 from poetsim.costs import CostTable
 from poetsim.graph import Node, TrainingGraph
 
+#: What the gradient of a forward node reads besides the gradients of its readers.
+INPUTS, OWN, BOTH = "inputs", "own", "both"
 
-def training_graph(sizes: list[int], flops: list[float], skips: frozenset = frozenset(), name: str = "case") -> TrainingGraph:
-    """Forward nodes 0..F-1 (k reads k-1 and the skips (a, k)), the loss, then gradients."""
+
+def training_graph(sizes: list[int], flops: list[float], skips: frozenset = frozenset(), name: str = "case",
+                   grad_reads: list[str] | None = None) -> TrainingGraph:
+    """Forward nodes 0..F-1 (k reads k-1 and the skips (a, k)), the loss, then gradients.
+
+    With `grad_reads`, the gradient of k reads its forward inputs (INPUTS, as a BatchNorm's does),
+    its own output (OWN, as a ReLU's does) or BOTH; by default BOTH.
+    """
     F = len(sizes)
     forward_deps = {k: sorted({k - 1} | {a for a, b in skips if b == k}) if k else [] for k in range(F)}
     nodes = [Node(k, f"f{k}", "op", False, tuple(forward_deps[k]), sizes[k], flops=flops[k]) for k in range(F)]
@@ -24,7 +32,9 @@ def training_graph(sizes: list[int], flops: list[float], skips: frozenset = froz
         readers = [j for j in range(F) if k in forward_deps[j]]
         upstream = [grad_of[j] for j in readers] + ([loss] if k == F - 1 else [])
         node_id = len(nodes)
-        deps = tuple(sorted(set(upstream) | set(forward_deps[k]) | {k}))
+        reads = BOTH if grad_reads is None else grad_reads[k]
+        own = (set(forward_deps[k]) if reads != OWN else set()) | ({k} if reads != INPUTS else set())
+        deps = tuple(sorted(set(upstream) | own))
         nodes.append(Node(node_id, f"g{k}", "grad", True, deps, sizes[k], flops=2 * flops[k]))
         grad_of[k] = node_id
     return TrainingGraph.create(name, nodes)
@@ -87,3 +97,26 @@ def relu_or_conv(node_j: float, page_j: float) -> tuple[TrainingGraph, CostTable
 #: The three restrictions of the MILP, as the registry declares them.
 HYBRID, RECOMPUTE_ONLY, PAGING_ONLY = (strategies.get(name).moves for name in ("hybrid", "recompute-only", "paging-only"))
 MOVES = (HYBRID, RECOMPUTE_ONLY, PAGING_ONLY)
+
+
+@st.composite
+def cascading_cases(draw, min_forward: int = 4, max_forward: int = 7):
+    """(graph, costs): a random training graph whose gradients read their inputs, their own
+    output or both, so that some outputs die early and recomputing their readers needs them back
+    (cascades), with long and short stages (0.01-1 s), transfers of 0.05-1.5 s and static power
+    always on: page-ins that stall when they must come just before a recomputation."""
+    F = draw(st.integers(min_forward, max_forward))
+    sizes = draw(st.lists(st.integers(1, 100), min_size=F, max_size=F))
+    flops = draw(st.lists(st.floats(1.0, 100.0), min_size=F, max_size=F))
+    reads = draw(st.lists(st.sampled_from([INPUTS, OWN, BOTH]), min_size=F, max_size=F))
+    pairs = [(a, b) for b in range(F) for a in range(b - 1)]
+    skips = frozenset(draw(st.lists(st.sampled_from(pairs), unique=True, max_size=2)))
+    graph = training_graph(sizes, flops, skips, grad_reads=reads)
+    T = len(graph)
+    compute_s = draw(st.lists(st.sampled_from([0.01, 0.02, 0.05, 0.5, 1.0]), min_size=T, max_size=T))
+    compute_j = draw(st.lists(st.floats(0.01, 2.0), min_size=T, max_size=T))
+    page_s = draw(st.lists(st.floats(0.05, 1.5), min_size=T, max_size=T))
+    page_j = draw(st.lists(st.floats(0.01, 1.0), min_size=T, max_size=T))
+    static = draw(st.sampled_from([0.3, 1.0, 3.0]))
+    channels = draw(st.sampled_from([1, 2]))
+    return graph, cost_table(graph, compute_s, compute_j, page_s, page_j, static, channels)

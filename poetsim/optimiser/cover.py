@@ -218,6 +218,8 @@ def cover_rows(graph: TrainingGraph, budgets: Budgets, moves: Moves, timing: Tim
     return tuple(rows)
 
 
+#: A stage whose covering row's least slack (a share of its excess) passes this breaks a choice.
+ELASTIC_TOLERANCE = 1e-7
 #: Share of the cover's time for its first solve, without cascades.
 NO_CASCADE_SHARE = 0.3
 #: A cover is first solved with this many of its stage rows, those of largest excess; the rows its
@@ -347,10 +349,10 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
     levels = stall_levels(graph, costs, rows) if stalls else {}
     in_levels = page_in_levels(graph, costs, rows) if stalls and page_in_stalls else {}
 
-    def model(stages) -> _CoverModel:
+    def model(stages, elastic: bool = False) -> _CoverModel:
         return _CoverModel(graph, costs, timing, moves, tuple(by_stage[t] for t in sorted(stages)), budgets,
                            cascades, either, counted, levels, in_levels,
-                           cascade_page_ins=stalls and page_in_stalls and cascade_page_ins)
+                           cascade_page_ins=stalls and page_in_stalls and cascade_page_ins, elastic=elastic)
 
     def breaks(stages, recomputed, paged, paged_from, paged_until, fed) -> list[int]:
         m, deps = graph.output_bytes, [node.deps for node in graph.nodes]
@@ -365,23 +367,16 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
                 unsure.append(t)
         if not cascades:
             return unsure   # the cover without cascades has no stage columns: nothing else can admit x
-        if len(unsure) > 1:   # with x fixed the stages share no free column: all at once first
-            together = model(unsure)
-            together.fix(recomputed, paged, paged_from, paged_until, fed)
-            solved = together.program.solve(left_s())
-            if not solved.infeasible and solved.values is not None:
-                return []
-        broken = []
-        for n, t in enumerate(unsure):
-            if time_limit_s is not None and left_s() <= 0:   # out of time: the rest counted as broken
-                broken += unsure[n:]
-                break
-            alone = model((t,))
-            alone.fix(recomputed, paged, paged_from, paged_until, fed)
-            solved = alone.program.solve(left_s())
-            if solved.infeasible or solved.values is None:   # (no answer within the time: counted as broken)
-                broken.append(t)
-        return broken
+        if not unsure:
+            return []
+        # With x fixed the stages share no free column: one program with a slack on each
+        # covering row, least total slack; a stage whose slack stays above 0 breaks x.
+        together = model(unsure, elastic=True)
+        together.fix(recomputed, paged, paged_from, paged_until, fed)
+        solved = together.program.solve(left_s())
+        if solved.infeasible or solved.values is None or not solved.exact:   # (out of time: all counted broken)
+            return unsure
+        return [t for t in unsure if solved.values.get(("e", t), 0.0) > ELASTIC_TOLERANCE]
 
     by_stage = {row.stage: row for row in rows}
     ranked = sorted(by_stage, key=lambda t: (-by_stage[t].excess_bytes, t))
@@ -429,11 +424,12 @@ class _CoverModel:
     """
 
     def __init__(self, graph, costs, timing, moves, rows, budgets, cascades, either=frozenset(), counted=None,
-                 levels=None, in_levels=None, cascade_page_ins=False):
+                 levels=None, in_levels=None, cascade_page_ins=False, elastic=False):
         self.graph, self.costs, self.moves, self.cascades = graph, costs, moves, cascades
         # Under `overlap` with stalls priced: a dead input paged back in for a cascade (q_{t,d})
         # runs in [t+1, J-1] and stalls there (s_d); `reach[t][d]` is that J.
         self.cascade_page_ins = cascade_page_ins and cascades
+        self.elastic = elastic
         self.reach: dict[int, dict[int, int]] = {}
         self.levels: dict[int, tuple[tuple[int, float], ...]] = levels or {}
         self.in_levels: dict[int, tuple[tuple[int, float], ...]] = in_levels or {}
@@ -461,15 +457,23 @@ class _CoverModel:
         self.add_feed_rows()
         dma_s = costs.dma_channels * budgets.runtime_s if Timing(timing) is Timing.OVERLAP else None
         self.add_restore_rows(deadline_slack_s(budgets, costs), dma_s)
+        if elastic:   # a slack e_t on each covering row, and it alone costs: the least shortfall
+            self.program.cost = [1.0 if key[0] == "e" else 0.0 for key in self.program.columns]
 
     def fix(self, recomputed: frozenset[int], paged: frozenset[int], paged_from: dict[int, int],
             paged_until: dict[int, int], fed: dict[int, float]) -> None:
         """Fix every x^R_i, x^P_i, z_{i,k} and w_{i,l} to a choice (`paged_from`: the first stage
         of each paged output's page-out level, `paged_until` the last stage of its page-in level),
-        and hold each s_d within the choice's (`fed`, scaled); the columns of the stages stay free."""
+        and hold each s_d and sl_d within what the choice paid for those page-ins (`fed`, scaled,
+        or the price of i's page-in pair where the choice had no sl_i: this program moves it to
+        sl_i); the columns of the stages stay free."""
+        in_price = {(i, last): stall for i, levels in self.in_levels.items() for last, stall in levels}
         for key, col in list(self.program.columns.items()):
             if key[0] in ("s", "sl"):
-                self.program.row([(col, 1.0)], 0.0, fed.get(key, 0.0) + 1e-9)
+                paid = fed.get(key, 0.0)
+                if key[0] == "sl" and key not in fed and key[1] in paged_until:
+                    paid = in_price[key[1], paged_until[key[1]]] / self.time_scale
+                self.program.row([(col, 1.0)], 0.0, paid + 1e-9)
                 continue
             if key[0] in "RP":
                 value = float(key[1] in (recomputed if key[0] == "R" else paged))
@@ -563,6 +567,8 @@ class _CoverModel:
             else:
                 terms += [(col, m[i]) for col in self.by_paging(i, t)]
         terms += [(program.columns["h", t, d], -m[d]) for d in self.held.get(t, ())]
+        if self.elastic:
+            terms.append((program.column(("e", t), upper=math.inf, integer=False), row.excess_bytes))
         program.row([(col, coef / row.excess_bytes) for col, coef in terms], 1.0, math.inf)
 
     def _feeds(self, row: CoverRow, counted: set[int]) -> None:

@@ -58,6 +58,11 @@ STALL_NO_CASCADE_SHARE = 0.6
 #: With cascades' page-ins priced it takes 2.9-3.5 s on the ResNet-18 study's hybrid points at
 #: 25 %, where 0.6 of the time left (about 2.3 s) ended it before its cascade cover was solved.
 PAGE_IN_BOUND_SHARE = 0.9
+#: ... and the share of that for its cover without cascades (which is no better than the one
+#: `_stall_cover` solved already, and the bound is this step's only product). With the
+#: page-out stall cover's 0.6, on a 2-core machine slowed by other guests (the study's hybrid
+#: point at 25 %, rpi4, 1.9 s for the step) the cascade cover was left 0.5 s and no bound.
+PAGE_IN_NO_CASCADE_SHARE = 0.2
 #: Share of the time left for the greedy plans (they stop where they are when it runs out).
 GREEDY_SHARE = 0.25
 #: Share of the time left for polishing the incumbent (0.1 s on ResNet-18; it stops when it runs out).
@@ -341,8 +346,9 @@ class Search:
         if self.timing is not Timing.OVERLAP or not self.moves.page:
             return None
         self.report("stall bound", self.best.total_j, self.bound_j)
+        share = STALL_NO_CASCADE_SHARE if not page_in_stalls else PAGE_IN_NO_CASCADE_SHARE
         found = cover_bound(self.graph, self.costs, self.budgets, self.moves, self.timing, time_limit_s,
-                            stalls=True, no_cascade_share=STALL_NO_CASCADE_SHARE, page_in_stalls=page_in_stalls)
+                            stalls=True, no_cascade_share=share, page_in_stalls=page_in_stalls)
         if found.infeasible:
             if self.best.best is None:
                 self.infeasible = found.message

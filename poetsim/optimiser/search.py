@@ -54,14 +54,11 @@ TIMED_SHARE_NO_SCHEDULE = 0.9
 #: ended with no bound from it; the exact placement rounds after it found nothing there.
 STALL_COVER_SHARE = 0.7
 STALL_NO_CASCADE_SHARE = 0.6
-#: Share of the time left for the cover that prices page-ins' stalls too (`Search.page_in_bound`).
-#: With cascades' page-ins priced it takes 2.9-3.5 s on the ResNet-18 study's hybrid points at
-#: 25 %, where 0.6 of the time left (about 2.3 s) ended it before its cascade cover was solved.
-PAGE_IN_BOUND_SHARE = 0.9
-#: ... and the share of that for its cover without cascades (which is no better than the one
-#: `_stall_cover` solved already, and the bound is this step's only product). With the
-#: page-out stall cover's 0.6, on a 2-core machine slowed by other guests (the study's hybrid
-#: point at 25 %, rpi4, 1.9 s for the step) the cascade cover was left 0.5 s and no bound.
+#: Share of the time left for the cover that prices page-ins' stalls too (`Search.page_in_bound`),
+#: the first step after the plans: 1.2-1.6 s on the ResNet-18 study's hybrid points at 25 %.
+PAGE_IN_BOUND_SHARE = 0.3
+#: ... and the share of that for its cover without cascades (the bound is this step's only
+#: product, and it comes from the cascade cover).
 PAGE_IN_NO_CASCADE_SHARE = 0.2
 #: Share of the time left for the greedy plans (they stop where they are when it runs out).
 GREEDY_SHARE = 0.25
@@ -326,17 +323,22 @@ class Search:
                         f"{candidate.source}, polished")
 
     def page_in_bound(self) -> None:
-        """The cover with page-ins' own stalls priced as well as page-outs' (`cover`, item 6), under
-        `overlap` with paging: a bound only, right after the placement search.
+        """The cover with page-ins' own stalls priced as well as page-outs', and the page-ins that
+        recomputations need (`cover`, item 6), under `overlap` with paging: a bound only, before
+        the placement search.
 
         Its choice is not placed: on the ResNet-18 study's hybrid points at 25 % (batch 8, Pi,
         1.2x, 12 s) it lifted the bound from 1.03 to 1.32 J above keep-all (rpi4) and from 1.13
-        to 1.41 J (rpi4-nocache) in 1.1-1.4 s, and with cascades' page-ins priced (2026-11-27)
-        to 1.66 and 1.74 J in about 3 s; but placed in the placement search in place of
+        to 1.41 J (rpi4-nocache) in 1.1-1.4 s, and with the recomputations' page-ins priced
+        (2026-11-27) to 1.66 and 1.74 J; but placed in the placement search in place of
         the page-out-priced choice it left schedules of 2.016 and 2.162 J against 2.006 and
         2.126 J. After polish, the last step before the MILP, a sweep of the study on 2 cores
         sometimes left it too little time; before the timed cover (which gets 0.3 s of such a
-        point) it ran in each of two sweeps.
+        point) it ran in each of two sweeps. With the recomputations' page-ins (1.2-1.6 s there;
+        2026-11-27, on a machine slowed by other guests) it was left 1.3-1.9 s after the
+        placement search, and three of the four points kept only the page-out stall bound in
+        one sweep and one in another; run before the placement search, all four had it in a
+        sweep whose schedules were all as shipped.
         """
         self._stall_priced(self.clock.share_s(PAGE_IN_BOUND_SHARE), page_in_stalls=True)
 

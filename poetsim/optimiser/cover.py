@@ -369,14 +369,32 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
             return unsure   # the cover without cascades has no stage columns: nothing else can admit x
         if not unsure:
             return []
-        # With x fixed the stages share no free column: one program with a slack on each
-        # covering row, least total slack; a stage whose slack stays above 0 breaks x.
-        together = model(unsure, elastic=True)
-        together.fix(recomputed, paged, paged_from, paged_until, fed)
-        solved = together.program.solve(left_s())
-        if solved.infeasible or solved.values is None or not solved.exact:   # (out of time: all counted broken)
-            return unsure
-        return [t for t in unsure if solved.values.get(("e", t), 0.0) > ELASTIC_TOLERANCE]
+        if cascade_page_ins and stalls and page_in_stalls:
+            # With x fixed the stages share no free column: one program with a slack on each
+            # covering row, least total slack; a stage whose slack stays above 0 breaks x.
+            together = model(unsure, elastic=True)
+            together.fix(recomputed, paged, paged_from, paged_until, fed)
+            solved = together.program.solve(left_s())
+            if solved.infeasible or solved.values is None or not solved.exact:   # (out of time: all broken)
+                return unsure
+            return [t for t in unsure if solved.values.get(("e", t), 0.0) > ELASTIC_TOLERANCE]
+        if len(unsure) > 1:   # with x fixed the stages share no free column: all at once first
+            together = model(unsure)
+            together.fix(recomputed, paged, paged_from, paged_until, fed)
+            solved = together.program.solve(left_s())
+            if not solved.infeasible and solved.values is not None:
+                return []
+        broken = []
+        for n, t in enumerate(unsure):
+            if time_limit_s is not None and left_s() <= 0:   # out of time: the rest counted as broken
+                broken += unsure[n:]
+                break
+            alone = model((t,))
+            alone.fix(recomputed, paged, paged_from, paged_until, fed)
+            solved = alone.program.solve(left_s())
+            if solved.infeasible or solved.values is None:   # (no answer within the time: counted as broken)
+                broken.append(t)
+        return broken
 
     by_stage = {row.stage: row for row in rows}
     ranked = sorted(by_stage, key=lambda t: (-by_stage[t].excess_bytes, t))

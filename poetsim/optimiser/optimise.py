@@ -73,7 +73,7 @@ def optimise(
     report("plans", best.total_j, run.bound_j)
     if best.best is None:
         run.first_schedule()
-    for step in (run.page_in_bound, run.place, run.timed, run.greedy, run.polish, run.build, run.restricted_solve,
+    for step in (run.place, run.page_in_bound, run.timed, run.greedy, run.polish, run.build, run.restricted_solve,
                  run.full_solve):
         if run.proven() or run.infeasible or clock.expired():
             break

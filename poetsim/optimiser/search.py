@@ -54,11 +54,11 @@ TIMED_SHARE_NO_SCHEDULE = 0.9
 #: ended with no bound from it; the exact placement rounds after it found nothing there.
 STALL_COVER_SHARE = 0.7
 STALL_NO_CASCADE_SHARE = 0.6
-#: Share of the time left for the cover that prices page-ins' stalls too (`Search.page_in_bound`),
-#: the first step after the plans: 1.2-1.6 s on the ResNet-18 study's hybrid points at 25 %.
-PAGE_IN_BOUND_SHARE = 0.3
-#: ... and the share of that for its cover without cascades (the bound is this step's only
-#: product, and it comes from the cascade cover).
+#: Share of the time left for the covers that price page-ins' stalls too (`Search.page_in_bound`).
+PAGE_IN_BOUND_SHARE = 0.9
+#: ... and, for the second of them (the recomputations' page-ins priced too), the share of its
+#: time for its cover without cascades: the bound is the step's only product, and it comes from
+#: the cascade cover.
 PAGE_IN_NO_CASCADE_SHARE = 0.2
 #: Share of the time left for the greedy plans (they stop where they are when it runs out).
 GREEDY_SHARE = 0.25
@@ -340,17 +340,25 @@ class Search:
         one sweep and one in another; run before the placement search, all four had it in a
         sweep whose schedules were all as shipped.
         """
-        self._stall_priced(self.clock.share_s(PAGE_IN_BOUND_SHARE), page_in_stalls=True)
+        share = self.clock.share_s(PAGE_IN_BOUND_SHARE)
+        ends_at = None if share is None else perf_counter() + share
+        for cascade_page_ins in (False, True):
+            left = None if ends_at is None else ends_at - perf_counter()
+            if (left is not None and left <= 0) or self.proven() or self.infeasible:
+                return
+            self._stall_priced(left, page_in_stalls=True, cascade_page_ins=cascade_page_ins)
 
-    def _stall_priced(self, time_limit_s: float | None, page_in_stalls: bool) -> CoverBound | None:
+    def _stall_priced(self, time_limit_s: float | None, page_in_stalls: bool,
+                      cascade_page_ins: bool = False) -> CoverBound | None:
         """The stall-priced cover under `overlap` with paging (else None), its bound taken; None
         too when it proves that no schedule fits (the search's answer then, if it has none)."""
         if self.timing is not Timing.OVERLAP or not self.moves.page:
             return None
         self.report("stall bound", self.best.total_j, self.bound_j)
-        share = STALL_NO_CASCADE_SHARE if not page_in_stalls else PAGE_IN_NO_CASCADE_SHARE
+        share = PAGE_IN_NO_CASCADE_SHARE if cascade_page_ins else STALL_NO_CASCADE_SHARE
         found = cover_bound(self.graph, self.costs, self.budgets, self.moves, self.timing, time_limit_s,
-                            stalls=True, no_cascade_share=share, page_in_stalls=page_in_stalls)
+                            stalls=True, no_cascade_share=share, page_in_stalls=page_in_stalls,
+                            cascade_page_ins=cascade_page_ins)
         if found.infeasible:
             if self.best.best is None:
                 self.infeasible = found.message

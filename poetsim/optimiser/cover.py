@@ -320,17 +320,21 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
                  cascade_page_ins: bool = True):
     """The cover's optimum (as `_CoverModel.solve` gives it), found with the stage rows it needs.
 
-    Each stage row has columns of its own (a_{t,i}, ap_{t,i}, h_{t,d}, r_{t,d}: keyed by t, in
-    no other stage's rows); the rows of every stage share only x^R and x^P, the knapsack and
-    transfer rows, and x^R_i + x^P_i <= 1. So the program with some stage rows left out is a
+    Each stage row has columns of its own (a_{t,i}, ap_{t,i}, h_{t,d}, r_{t,d}, q_{t,d},
+    p_{t,d}: keyed by t, in no other stage's rows); the rows of every stage share only x^R and
+    x^P (with stalls, z, w, the stall columns s_d and sl_d and Y), the knapsack and transfer
+    rows, and x^R_i + x^P_i <= 1; a check holds s_d and sl_d within what x paid for them, so
+    that Y and the cost stay as they were. So the program with some stage rows left out is a
     relaxation of the whole, whose optimum is at most the whole's and whose infeasibility is
     the whole's. If the relaxation's solution x admits, for each left-out stage, values of that
     stage's columns that meet its rows, x with them is a solution of the whole at the same
     cost (those columns cost nothing): then it is the whole's optimum. Whether a left-out
     stage admits x is read directly when the outputs x restores without a need cover its excess
-    (those it pages, those it recomputes that need no dead input); else by the program of that
-    stage alone with x fixed. The stages that do not admit x join the program, which is solved
-    again; `first_rows` None solves with every row at once. With `one_move`, x^R_i + x^P_i <= 1
+    (those it pages, those it recomputes that need no dead input); else by the program of the
+    unsure stages together with x fixed and, when that fails, of each alone (with
+    `cascade_page_ins`, one program of them all with a slack on each covering row: a stage whose
+    least slack is positive breaks x). The stages that do not admit x join the program, which
+    is solved again; `first_rows` None solves with every row at once. With `one_move`, x^R_i + x^P_i <= 1
     holds for every output (the quicker cover the placement search uses; no bound). With
     `stalls`, a paged output counts in a row only from the first stage of its chosen stall level
     (item 6), in the check as in the program.

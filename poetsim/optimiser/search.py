@@ -323,22 +323,18 @@ class Search:
                         f"{candidate.source}, polished")
 
     def page_in_bound(self) -> None:
-        """The cover with page-ins' own stalls priced as well as page-outs', and the page-ins that
-        recomputations need (`cover`, item 6), under `overlap` with paging: a bound only, before
-        the placement search.
+        """The covers with page-ins' own stalls priced as well as page-outs', first as before and
+        then also with the page-ins that recomputations need (`cover`, item 6), under `overlap`
+        with paging: bounds only, right after the placement search.
 
-        Its choice is not placed: on the ResNet-18 study's hybrid points at 25 % (batch 8, Pi,
-        1.2x, 12 s) it lifted the bound from 1.03 to 1.32 J above keep-all (rpi4) and from 1.13
-        to 1.41 J (rpi4-nocache) in 1.1-1.4 s, and with the recomputations' page-ins priced
-        (2026-11-27) to 1.66 and 1.74 J; but placed in the placement search in place of
-        the page-out-priced choice it left schedules of 2.016 and 2.162 J against 2.006 and
-        2.126 J. After polish, the last step before the MILP, a sweep of the study on 2 cores
-        sometimes left it too little time; before the timed cover (which gets 0.3 s of such a
-        point) it ran in each of two sweeps. With the recomputations' page-ins (1.2-1.6 s there;
-        2026-11-27, on a machine slowed by other guests) it was left 1.3-1.9 s after the
-        placement search, and three of the four points kept only the page-out stall bound in
-        one sweep and one in another; run before the placement search, all four had it in a
-        sweep whose schedules were all as shipped.
+        Their choices are not placed: on the ResNet-18 study's hybrid points at 25 % (batch 8, Pi,
+        1.2x, 12 s) the first lifts the bound from 1.03 to 1.32 J above keep-all (rpi4) and from
+        1.13 to 1.41 J (rpi4-nocache) in 1.1-1.4 s, the second to 1.66 and 1.74 J in 1.4-1.8 s;
+        but the first's choice placed in the placement search instead of the page-out-priced one
+        left schedules of 2.016 and 2.162 J against 2.006 and 2.126 J. After polish, a sweep of
+        the study on 2 cores sometimes left the first too little time. The second alone, or
+        first, or placed, each lost something on a slowed machine (docs/optimiser.md, section
+        3.1, "Where the step runs"); after the first, it adds its bound when there is time.
         """
         share = self.clock.share_s(PAGE_IN_BOUND_SHARE)
         ends_at = None if share is None else perf_counter() + share

@@ -482,6 +482,10 @@ class _CoverModel:
         if elastic:   # a slack e_t on each covering row, and it alone costs: the least shortfall
             self.program.cost = [1.0 if key[0] == "e" else 0.0 for key in self.program.columns]
 
+    def page_in_prices(self) -> dict[tuple[int, int], float]:
+        """The stall of each page-in level, by (output, its last row), in seconds."""
+        return {(i, last): stall for i, levels in self.in_levels.items() for last, stall in levels}
+
     def fix(self, recomputed: frozenset[int], paged: frozenset[int], paged_from: dict[int, int],
             paged_until: dict[int, int], fed: dict[int, float]) -> None:
         """Fix every x^R_i, x^P_i, z_{i,k} and w_{i,l} to a choice (`paged_from`: the first stage
@@ -489,7 +493,7 @@ class _CoverModel:
         and hold each s_d and sl_d within what the choice paid for those page-ins (`fed`, scaled,
         or the price of i's page-in pair where the choice had no sl_i: this program moves it to
         sl_i); the columns of the stages stay free."""
-        in_price = {(i, last): stall for i, levels in self.in_levels.items() for last, stall in levels}
+        in_price = self.page_in_prices()
         for key, col in list(self.program.columns.items()):
             if key[0] in ("s", "sl"):
                 paid = fed.get(key, 0.0)
@@ -686,7 +690,7 @@ class _CoverModel:
             self.program.row(moved, -math.inf, dma_s / self.time_scale)
         stall_s: dict[tuple, float] = {("z", i, first): stall for i, levels in self.levels.items()
                                        for first, stall in levels}
-        page_in_s = {(i, last): stall for i, levels in self.in_levels.items() for last, stall in levels}
+        page_in_s = self.page_in_prices()
         stall_s.update({("w", i, first, last): page_in_s[i, last]   # a pair's price: its page-in level's
                         for i, pairs in self.pairs.items() for first, last, _ in pairs})
         stalled = []
@@ -760,18 +764,17 @@ def page_in_levels(graph: TrainingGraph, costs: CostTable,
     Each level is (its last row L, the least h_i(T) over the rows T it holds): the runs of
     consecutive rows with one h_i, in stage order. Outputs whose page-in never stalls get none.
     """
-    readers, compute_s = graph.consumers, costs.compute_s
+    readers = graph.consumers
     by_output: dict[int, list[int]] = {}
     for row in rows:
         for i in row.by_paging:
             by_output.setdefault(i, []).append(row.stage)
     found: dict[int, tuple[tuple[int, float], ...]] = {}
     for i, stages in sorted(by_output.items()):
-        need_s = costs.page_in_s[i] / costs.dma_channels
         levels: list[tuple[int, float]] = []
         for t in sorted(stages):
             j = readers[i][bisect.bisect_right(readers[i], t)]
-            stall = max(0.0, need_s - max(compute_s[t + 1:j]))
+            stall = page_in_stall_s(costs, i, t + 1, j - 1)
             if levels and levels[-1][1] == stall:
                 levels[-1] = (t, stall)
             else:

@@ -362,6 +362,30 @@ def test_pricing_the_page_ins_that_recomputations_need_never_passes_the_milps_op
         assert priced.bound_j <= outcome.objective_j + tolerance, "the bound is above the optimum"
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.one_of(cases(min_forward=3, slow_paging=True), cascading_cases()), ram_share=st.floats(0.2, 1.0),
+       runtime_x=st.floats(1.0, 2.0))
+def test_a_cover_whose_optimum_pages_nothing_has_the_optimum_of_every_cover_that_prices_paging_more(
+        case, ram_share, runtime_x):
+    """What lets `Search` skip the stall-priced covers (`search._pages_nothing`): when a hybrid
+    cover's exact choice pages nothing, each cover that prices paging further (page-outs' stalls,
+    page-ins' stalls, the page-ins recomputations need) has the same optimum."""
+    graph, costs = case
+    low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
+    budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
+    chain = [cover_bound(graph, costs, budgets, HYBRID, OV),
+             cover_bound(graph, costs, budgets, HYBRID, OV, stalls=True, page_in_stalls=False),
+             cover_bound(graph, costs, budgets, HYBRID, OV, stalls=True, cascade_page_ins=False),
+             cover_bound(graph, costs, budgets, HYBRID, OV, stalls=True)]
+    tolerance = 1e-7 * costs.plain_compute_j + 1e-9
+    for n, cover in enumerate(chain):
+        if cover.infeasible or not cover.exact or cover.paged:
+            continue
+        for finer in chain[n + 1:]:
+            assert not finer.infeasible
+            assert finer.bound_j == pytest.approx(cover.bound_j, abs=tolerance)
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=st.one_of(cases(min_forward=3), cases(min_forward=3, slow_paging=True), cascading_cases()),
        ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 1.6),

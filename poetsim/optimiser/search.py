@@ -91,6 +91,7 @@ class Search:
         self.cover: CoverBound | None = None
         self.first_plan: plans.Plan | None = None  # cover_plan of the plain cover's choice
         self.timed_cover: CoverBound | None = None
+        self.stall_found: CoverBound | None = None  # the placement search's stall-priced cover
         self.infeasible = ""  # why no schedule fits, when a cover proved it
         self.greedy_done = False
         self.settings_ends_at: float | None = None
@@ -189,8 +190,11 @@ class Search:
         choice that places without a stall, 0.0633588 J above keep-all, and the stall-priced
         cover proves it optimal in 0.1 s (the plain bound: 0.0633446 J).
         """
+        if _pages_nothing(self.the_cover()):
+            return
         share = None if ends_at is None else max(ends_at - perf_counter(), 0.0) * STALL_COVER_SHARE
         found = self._stall_priced(share, page_in_stalls=False)
+        self.stall_found = found
         if found is None:
             return
         # A choice that pages nothing has no stall to avoid (it costs what the plain cover prices
@@ -338,11 +342,12 @@ class Search:
         """
         share = self.clock.share_s(PAGE_IN_BOUND_SHARE)
         ends_at = None if share is None else perf_counter() + share
+        before = self.stall_found or self.cover
         for cascade_page_ins in (False, True):
             left = None if ends_at is None else ends_at - perf_counter()
-            if (left is not None and left <= 0) or self.proven() or self.infeasible:
+            if (left is not None and left <= 0) or self.proven() or self.infeasible or _pages_nothing(before):
                 return
-            self._stall_priced(left, page_in_stalls=True, cascade_page_ins=cascade_page_ins)
+            before = self._stall_priced(left, page_in_stalls=True, cascade_page_ins=cascade_page_ins)
 
     def _stall_priced(self, time_limit_s: float | None, page_in_stalls: bool,
                       cascade_page_ins: bool = False) -> CoverBound | None:
@@ -494,6 +499,18 @@ class Search:
             self.moves, self.timing, self.solver, status, schedule, candidate.figures, objective_j, bound_j,
             gap_total, gap_overhead, message=message, found_by=candidate.source, wall_s=self.clock.elapsed_s(),
             **common)
+
+
+def _pages_nothing(cover: CoverBound | None) -> bool:
+    """Whether a cover was solved to its optimum by a choice that pages nothing.
+
+    Then each cover that only prices paging further (the page-outs' stalls, the page-ins',
+    the page-ins that recomputations need: `cover`, item 6) has that optimum too: every such
+    cover is at least the one it refines, and this choice is one of its solutions at the same
+    cost (with nothing paged, its stall and page-in columns are all zero). Solving it would
+    only spend time: 1.1 s of a 12 s point on ResNet-18 (CIFAR, TX2, hybrid, 50 %).
+    """
+    return cover is not None and cover.exact and not cover.infeasible and not cover.paged
 
 
 def _single_move(cover: CoverBound) -> Moves | None:

@@ -57,7 +57,11 @@ def placement(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: 
     """
     rows = tuple(replace(row, by_recompute=tuple(i for i in row.by_recompute if i in plain.recomputed),
                          by_paging=tuple(i for i in row.by_paging if i in plain.paged)) for row in plain.rows)
-    found = timed_cover_bound(graph, costs, budgets, plain.moves, timing, time_limit_s, plain.bound_j, rows,
+    # Only the moves the choice uses: a hybrid cover whose choice pages nothing would otherwise
+    # bring every output's paging events (ResNet-18 CIFAR, TX2, 50 %: 6.8 s against 0.3 s).
+    moves = Moves(recompute=plain.moves.recompute and bool(plain.recomputed),
+                  page=plain.moves.page and bool(plain.paged))
+    found = timed_cover_bound(graph, costs, budgets, moves, timing, time_limit_s, plain.bound_j, rows,
                               rel_gap=PLACEMENT_REL_GAP)
     return replace(found, rows=plain.rows, kind="placement")
 

@@ -90,11 +90,34 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages:
     def keeps(i: int) -> bool:
         return keep_recomputed if isinstance(keep_recomputed, bool) else i in keep_recomputed
 
+    # Each output's stretches by start, and a cursor into them: the replay asks only about stage
+    # t + 1 as t grows, so a cursor that moves forward finds the stretch holding it. Stretches of
+    # one output that overlap (not made by the rules here) are searched in their given order.
+    ordered = {i: sorted(found) for i, found in stretches.items()}
+    overlapping = {i for i, found in ordered.items() if any(x[1] > y[0] for x, y in zip(found, found[1:]))}
+    cursor = dict.fromkeys(ordered, 0)
+    stretched = frozenset(ordered)
+    last_read_at: list[set[int]] = [set() for _ in range(T)]
+    for i in range(T):
+        if 0 <= last_use[i] < T:
+            last_read_at[last_use[i]].add(i)
+    page_starts: list[list[int]] = [[] for _ in range(T)]
+    for i, found in ordered.items():
+        for a, _, mode in found:
+            if mode is Mode.PAGE and 0 <= a < T:
+                page_starts[a].append(i)
+
     def stretch(i: int, s: int):
-        for a, b, mode in stretches.get(i, ()):
-            if a < s <= b:
-                return a, b, mode
-        return None
+        found = ordered.get(i)
+        if found is None:
+            return None
+        if i in overlapping:
+            return next(((a, b, mode) for a, b, mode in stretches[i] if a < s <= b), None)
+        k = cursor[i]
+        while k < len(found) and found[k][1] < s:
+            k += 1
+        cursor[i] = k
+        return found[k] if k < len(found) and found[k][0] < s else None
 
     def wanted(i: int, s: int) -> bool:
         """Should i be resident at the start of stage s?"""
@@ -124,7 +147,9 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages:
                     stack.append(d)
         for k in need:
             last_computed[k] = t
-        for i in resident | need:
+        for i in page_starts[t]:
+            if i not in resident and i not in need:
+                continue
             found = stretch(i, t + 1)
             if found and found[0] == t and found[2] is Mode.PAGE:
                 earliest = page_stages.get((i, found[0], found[1]), (t, 0))[0]
@@ -135,7 +160,13 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages:
         computed.append(tuple(sorted(need)))
         paged_out.append(outs)
         paged_in.append(ins)
-        resident = frozenset(i for i in resident | need | ins if wanted(i, t + 1))
+        # What stays: outputs without stretches until their last reader, the rest as `wanted` says.
+        # Resident and paged-in outputs without stretches are read at t or later, so only those
+        # read last at t leave; recomputed ones (possibly past their last plain reader) are asked.
+        carried = (resident | ins) - need
+        resident = frozenset(((carried - stretched) - last_read_at[t])
+                             | {i for i in carried & stretched if wanted(i, t + 1)}
+                             | {i for i in need if (t < last_use[i] if i not in ordered else wanted(i, t + 1))})
         kept.append(resident)
         on_storage |= outs
     return Plan(tuple(computed), tuple(kept), tuple(paged_out), tuple(paged_in))

@@ -167,7 +167,8 @@ class CoverBound:
     when `infeasible`: then no schedule of these moves fits, and `message` says why).
     `recomputed` and `paged` are the outputs the cover's best 0-1 solution restores by each move;
     `exact` says that solution was proven optimal for the cover (else `bound_j` is the cover
-    solver's own dual bound, still valid, and the choice is its best found).
+    solver's own dual bound, still valid, and the choice is its best found; also when the time
+    ran out before the cascade rows, the cover without them being all that was solved).
     """
 
     moves: Moves
@@ -295,7 +296,10 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
         return infeasible
     # With `avoid` the answer is no proof anyway: the quicker cover with one move per output
     # (x^R_i + x^P_i <= 1 for every output, item 5) serves the search for a choice.
-    if cascades and _has_cascades(graph, rows) and (time_limit_s is None or left_s() > 0):
+    deep = cascades and _has_cascades(graph, rows)
+    if deep and time_limit_s is not None and left_s() <= 0:
+        found = (*found[:3], False)  # the optimum of the cover without cascades only
+    elif deep:
         deeper = _solve_cover(graph, costs, timing, moves, rows, budgets, cascades=True, time_limit_s=left_s(),
                               one_move=bool(avoid), first_rows=first_rows, stalls=stalls,
                               page_in_stalls=page_in_stalls, cascade_page_ins=cascade_page_ins)

@@ -384,8 +384,10 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
         together = model(unsure, elastic=True)
         together.fix(recomputed, paged, paged_from, paged_until, fed)
         solved = together.program.solve(left_s())
-        if not solved.infeasible and solved.values is not None and solved.exact:
-            return [t for t in unsure if solved.values.get(("e", t), 0.0) > ELASTIC_TOLERANCE]
+        if not solved.infeasible and solved.values is not None:
+            broken = [t for t in unsure if solved.values.get(("e", t), 0.0) > ELASTIC_TOLERANCE]
+            if solved.exact or not broken:   # a solution with no slack shows every stage admits x
+                return broken
         broken = []
         for n, t in enumerate(unsure):
             if time_limit_s is not None and left_s() <= 0:   # out of time: the rest counted as broken

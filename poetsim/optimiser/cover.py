@@ -113,6 +113,34 @@ compute is resident when it runs):
    output whose own page-in it hid behind a later stage; priced, the bound rises from 1.321 to
    1.661 J above keep-all.
 
+7. *Second restores* (`second_restore_bound`, recompute-only). Items 1-2 pay each output once
+   however many of its absences there are. An output o that is absent at row t, read at some
+   moment of stages (t, J], and absent again at a row t' >= J at which it is still to be read
+   (live, or a dead input that a later cascade rebuilds) is restored twice: once before that
+   read, once after row t'. Reads inside (t, J] follow from the cascades: an output i absent
+   at t is rebuilt by recomputation (the only move) before its next reader J, and so reads each
+   input d in (t, J]; if d is absent at t (a column a_{t,d}, a per-row column b_{t,d} <= x^R_d in
+   place of x^R_d in row t, or r_{t,d} for a dead input), it is rebuilt in (t, J] too and reads
+   its own inputs there. A column n_{t,o,J} >= a_{t,i} (o an input of i) and
+   n_{t,o,J} >= n_{t,d,J} + (d absent at t) - 1 (o an input of d) says o is read in (t, J]; a
+   column y_{o,J} at least each of o's absences at rows t' >= J; and x2_o >= n_{t,o,J} +
+   (o absent at t) + y_{o,J} - 2, priced at one more recomputation of o (its energy, and its
+   time in the knapsack row). In every schedule, setting each column to what it says (n: o is
+   read by some computation in stages t+1..J) meets these rows, and x2_o = 1 only where o is
+   recomputed at least twice, so the bound stays valid; leaving some of these rows out (reads
+   followed only from outputs whose next reader is near, `SECOND_RESTORE_WINDOW`, and only so
+   deep, `SECOND_RESTORE_DEPTH`) keeps it valid too. Hand-solved case (`second_restore_case` in
+   tests/test_cover.py, 9 nodes): f0 is rebuilt for a cascade and, RAM being short right
+   after, rebuilt again for its own reader; the cascade cover is 3 J, the optimum and this
+   cover 4 J. On the ResNet-18 study's point at 50 % (batch 8, Pi, 1.2x) the best schedule
+   rebuilds the stem (`conv1`, `bn1`, `relu`) for a cascade at stage 114 and again for its own
+   reader at 133; with these rows the bound rises from 1.629 to 1.837 J above keep-all (the
+   schedule: 2.470 J). What is still missing there is the RAM during that cascade: this cover
+   would rather hold `conv1` from stage 114 on and rebuild cheaper outputs twice, which no
+   schedule can, because `conv1` held breaks the budget while stage 114 recomputes.
+   With paging, an absence may end with a page-in, which reads nothing, and a schedule that both
+   recomputes and pages an output maps to x^R alone (item 5), so these rows are not used there.
+
 So every schedule within the budgets gives a 0-1 vector x that satisfies, for each stage with
 `excess_t > 0`, `sum_{i in L_t} m_i (x^R_i + [paging window] x^P_i) >= excess_t`, the knapsack
 row and `x^R_i + x^P_i <= 1`, at a cost no greater than its own overhead (without cascades, a
@@ -221,6 +249,13 @@ def cover_rows(graph: TrainingGraph, budgets: Budgets, moves: Moves, timing: Tim
 
 #: A stage whose covering row's least slack (a share of its excess) passes this breaks a choice.
 ELASTIC_TOLERANCE = 1e-7
+#: Item 7's reads are followed from an output absent at t only when its next reader is at most
+#: this many stages later, and to this many inputs deep. Fewer rows, the same bound where it
+#: rises: on the ResNet-18 study's recompute-only points (Pi, 1.2x) at 50 % and 35 %, windows of
+#: 16 stages and depth 8 give 1.837 and 36.39 J above keep-all in 1.8 and 5.1 s; unlimited, the
+#: same in 3.7 and 18 s; a window of 8, 1.650 and 36.14 J.
+SECOND_RESTORE_WINDOW = 16
+SECOND_RESTORE_DEPTH = 8
 #: Share of the cover's time for its first solve, without cascades.
 NO_CASCADE_SHARE = 0.3
 #: A cover is first solved with this many of its stage rows, those of largest excess; the rows its
@@ -310,6 +345,39 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
         found = (bound, *deeper[1:]) if deeper[1] or deeper[2] else (bound, *found[1:3], deeper[3])
     overhead_j, recomputed, paged, exact = found
     return result(keep_all_j + overhead_j, recomputed, paged, exact=exact)
+
+
+def second_restore_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing,
+                         time_limit_s: float | None = None) -> CoverBound:
+    """The recompute-only cascade cover with item 7's second restores, every stage row at once.
+
+    A bound only (its choice is not placed): the rows that tie absences across stages leave no
+    stage's columns to itself, so it is solved whole rather than row by row (`_solve_cover`).
+    On the ResNet-18 study's point at 50 % (batch 8, Pi, 1.2x) it lifts the bound from 1.629 to
+    1.837 J above keep-all in about 3 s; with nothing to tie (no cascade) it is the plain cover.
+    """
+    timing, began = Timing(timing), perf_counter()
+    moves = Moves(recompute=True, page=False)
+    overlap = timing is Timing.OVERLAP
+    keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s if overlap else 0.0)
+    rows = cover_rows(graph, budgets, moves, timing)
+
+    def result(bound, infeasible=False, exact=True, message=""):
+        return CoverBound(moves, timing, keep_all_j, bound, frozenset(), frozenset(), infeasible, exact, rows,
+                          perf_counter() - began, message, kind="second-restore cover")
+
+    if not rows or not _has_cascades(graph, rows):
+        return result(None, exact=False, message="no cascade: the plain cover's bound stands")
+    model = _CoverModel(graph, costs, timing, moves, rows, budgets, cascades=True, second_restores=True)
+    left_s = None if time_limit_s is None else max(time_limit_s - (perf_counter() - began), 0.0)
+    solved = model.solve(left_s)
+    if solved is None:
+        return result(None, infeasible=True, message=(
+            f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
+            f"{budgets.runtime_s:.6g} s: the recomputations that staying within the RAM budget needs, each "
+            "counted as often as a cascade rebuilds it, outlast the deadline's slack"))
+    overhead_j, _, _, exact = solved[:4]
+    return result(keep_all_j + overhead_j, exact=exact)
 
 
 def deadline_slack_s(budgets: Budgets, costs: CostTable) -> float:
@@ -446,8 +514,11 @@ class _CoverModel:
     """
 
     def __init__(self, graph, costs, timing, moves, rows, budgets, cascades, either=frozenset(), counted=None,
-                 levels=None, in_levels=None, cascade_page_ins=False, elastic=False):
+                 levels=None, in_levels=None, cascade_page_ins=False, elastic=False, second_restores=False):
         self.graph, self.costs, self.moves, self.cascades = graph, costs, moves, cascades
+        # Item 7 (recompute-only): per-row absences b_{t,i}, and the second restores they imply.
+        self.second_restores = second_restores and cascades and not moves.page
+        self.absent_at: dict[tuple[int, int], int] = {}  # (t, i) -> a_{t,i} or b_{t,i}
         # Under `overlap` with stalls priced: a dead input paged back in for a cascade (q_{t,d})
         # runs in [t+1, J-1] and stalls there (s_d); `reach[t][d]` is that J.
         self.cascade_page_ins = cascade_page_ins and cascades
@@ -477,6 +548,8 @@ class _CoverModel:
         for row in rows:
             self.add_stage(row)
         self.add_feed_rows()
+        if self.second_restores:
+            self.add_second_restores()
         dma_s = costs.dma_channels * budgets.runtime_s if Timing(timing) is Timing.OVERLAP else None
         self.add_restore_rows(deadline_slack_s(budgets, costs), dma_s)
         if elastic:   # a slack e_t on each covering row, and it alone costs: the least shortfall
@@ -551,6 +624,72 @@ class _CoverModel:
                 self.pairs[i] += pairs
         return col
 
+    def absence(self, t: int, i: int) -> int:
+        """The column that counts i, restored by recomputation with no dead input, absent at row t:
+        x^R_i, or with second restores (item 7) b_{t,i} <= x^R_i, i's absence at t alone."""
+        if not self.second_restores:
+            return self.x("R", i)
+        absent = self.program.column(("b", t, i))
+        self.program.row([(absent, 1.0), (self.x("R", i), -1.0)], -math.inf, 0.0)
+        self.absent_at[t, i] = absent
+        return absent
+
+    def add_second_restores(self) -> None:
+        """Item 7: n_{t,o,J} (o is read in stages t+1..J), y_{o,J} (o is absent at some row from J
+        on) and x2_o >= n_{t,o,J} + (o absent at t) + y_{o,J} - 2, one more recomputation of o.
+        Only the n columns from which some x2 row can be reached are made."""
+        program, graph = self.program, self.graph
+        readers, deps = graph.consumers, [node.deps for node in graph.nodes]
+        absent = dict(self.absent_at)  # (t, o) -> o not in RAM at row t and restored after it
+        absent.update({(key[1], key[2]): col for key, col in program.columns.items() if key[0] == "r"})
+        rows_of: dict[int, list[int]] = {}
+        for t, o in absent:
+            rows_of.setdefault(o, []).append(t)
+        useful: dict[tuple[int, int, int], bool] = {}
+
+        def worth(t: int, o: int, due: int) -> bool:
+            """Whether o, read in (t, due], leads to an x2 row: absent at t, and absent again from
+            `due` on or with an input that is."""
+            key = (t, o, due)
+            if key not in useful:
+                useful[key] = (t, o) in absent and (
+                    any(row >= due for row in rows_of.get(o, ())) or any(worth(t, d, due) for d in deps[o]))
+            return useful[key]
+
+        def reads(t: int, o: int, due: int, terms: list[int], depth: int = 1) -> None:
+            if depth > SECOND_RESTORE_DEPTH or not worth(t, o, due):
+                return
+            key = ("n", t, o, due)
+            fresh = key not in program.columns
+            col = program.column(key)
+            program.row([(col, 1.0)] + [(term, -1.0) for term in terms], 1.0 - len(terms), math.inf)
+            if fresh:   # o is absent at t and restored by recomputation in (t, due]: it reads its inputs
+                gone = absent[t, o]
+                twice(o, due, [col, gone])
+                for d in deps[o]:
+                    reads(t, d, due, [col, gone], depth + 1)
+
+        def twice(o: int, due: int, terms: list[int]) -> None:
+            """x2_o >= sum(terms) + y_{o,due} - len(terms): o is absent again at a row from `due` on."""
+            later = [absent[t, o] for t in rows_of.get(o, ()) if t >= due]
+            if not later:
+                return
+            key = ("y", o, due)
+            if key not in program.columns:
+                for col in later:
+                    program.row([(program.column(key), 1.0), (col, -1.0)], 0.0, math.inf)
+            again = program.column(("x2", o), self.recompute_j[o] / self.energy_scale)
+            program.row([(again, 1.0), (program.columns[key], -1.0)] + [(term, -1.0) for term in terms],
+                        -float(len(terms)), math.inf)
+
+        for (t, i), col in list(self.absent_at.items()):   # i is rebuilt by its next reader, reading its inputs
+            due = readers[i][bisect.bisect_right(readers[i], t)]
+            twice(i, due, [col])
+            if due - t > SECOND_RESTORE_WINDOW:
+                continue
+            for d in deps[i]:
+                reads(t, d, due, [col])
+
     def held_column(self, t: int, d: int) -> int:
         if ("h", t, d) not in self.program.columns:
             self.held.setdefault(t, []).append(d)
@@ -570,9 +709,10 @@ class _CoverModel:
             dead = [d for d in graph.nodes[i].deps if d not in counted] if self.cascades else []
             either = i in self.either and i in pageable
             if not (dead or either):
-                terms.append((self.x("R", i), m[i]))
+                terms.append((self.absence(t, i), m[i]))
                 continue
             absent = program.column(("a", t, i))  # absent at t, restored by recomputation
+            self.absent_at[t, i] = absent
             terms.append((absent, m[i]))
             program.row([(absent, 1.0), (self.x("R", i), -1.0)], -math.inf, 0.0)
             if dead:
@@ -680,7 +820,7 @@ class _CoverModel:
             if key[0] == "R" and ("P", key[1]) in columns and key[1] not in self.either:
                 self.program.row([(col, 1.0), (columns["P", key[1]], 1.0)], -math.inf, 1.0)
         timed = [(col, self.costs.compute_s[key[1]] / self.time_scale) for key, col in columns.items()
-                 if key[0] == "R" and self.costs.compute_s[key[1]] > 0]
+                 if key[0] in ("R", "x2") and self.costs.compute_s[key[1]] > 0]
         if timed:
             self.program.row(timed, -math.inf, slack_s / self.time_scale)
         costs = self.costs

@@ -7,8 +7,9 @@ One call runs, on one clock (`clock.Clock`), from the cheapest proof to the dear
    schedules of other strategies handed in as `starts`; the cheapest that fits is the
    incumbent, and if it meets the bound within the gap it is optimal, with no MILP built;
 3. the steps of `search.Search`: the placement search, the timed cover, the greedy, polishing
-   the incumbent (`polish`), the MILP restricted to a cover's choice, and the full MILP from the incumbent, stopped as soon as the
-   incumbent is within the gap of the best bound, or when the clock runs out.
+   the incumbent (`polish`), the recompute-only cover with second restores, the MILP restricted
+   to a cover's choice, and the full MILP from the incumbent, stopped as soon as the incumbent
+   is within the gap of the best bound, or when the clock runs out.
 
 Whatever stops it, the cheapest schedule found so far is returned with the best proven bound.
 """
@@ -73,8 +74,8 @@ def optimise(
     report("plans", best.total_j, run.bound_j)
     if best.best is None:
         run.first_schedule()
-    for step in (run.place, run.page_in_bound, run.timed, run.greedy, run.polish, run.build, run.restricted_solve,
-                 run.full_solve):
+    for step in (run.place, run.page_in_bound, run.timed, run.greedy, run.polish, run.second_restores, run.build,
+                 run.restricted_solve, run.full_solve):
         if run.proven() or run.infeasible or clock.expired():
             break
         if step in (run.build, run.restricted_solve, run.full_solve) and not run.time_for_milp():

@@ -354,7 +354,7 @@ def second_restore_bound(graph: TrainingGraph, costs: CostTable, budgets: Budget
     A bound only (its choice is not placed): the rows that tie absences across stages leave no
     stage's columns to itself, so it is solved whole rather than row by row (`_solve_cover`).
     On the ResNet-18 study's point at 50 % (batch 8, Pi, 1.2x) it lifts the bound from 1.629 to
-    1.837 J above keep-all in about 3 s; with nothing to tie (no cascade) it is the plain cover.
+    1.837 J above keep-all in about 2 s; with nothing to tie (no cascade) it is the plain cover.
     """
     timing, began = Timing(timing), perf_counter()
     moves = Moves(recompute=True, page=False)
@@ -645,19 +645,20 @@ class _CoverModel:
         rows_of: dict[int, list[int]] = {}
         for t, o in absent:
             rows_of.setdefault(o, []).append(t)
-        useful: dict[tuple[int, int, int], bool] = {}
+        useful: dict[tuple[int, int, int, int], bool] = {}
 
-        def worth(t: int, o: int, due: int) -> bool:
-            """Whether o, read in (t, due], leads to an x2 row: absent at t, and absent again from
-            `due` on or with an input that is."""
-            key = (t, o, due)
+        def worth(t: int, o: int, due: int, depth: int) -> bool:
+            """Whether o, read in (t, due] at `depth`, leads to an x2 row: absent at t, and absent
+            again from `due` on or with an input, within the depth, that is."""
+            key = (t, o, due, depth)
             if key not in useful:
-                useful[key] = (t, o) in absent and (
-                    any(row >= due for row in rows_of.get(o, ())) or any(worth(t, d, due) for d in deps[o]))
+                useful[key] = depth <= SECOND_RESTORE_DEPTH and (t, o) in absent and (
+                    any(row >= due for row in rows_of.get(o, ())) or
+                    any(worth(t, d, due, depth + 1) for d in deps[o]))
             return useful[key]
 
         def reads(t: int, o: int, due: int, terms: list[int], depth: int = 1) -> None:
-            if depth > SECOND_RESTORE_DEPTH or not worth(t, o, due):
+            if not worth(t, o, due, depth):
                 return
             key = ("n", t, o, due)
             fresh = key not in program.columns

@@ -237,12 +237,17 @@ def second_restore_case():
 @pytest.mark.parametrize("timing", list(Timing))
 def test_an_output_rebuilt_for_a_cascade_and_absent_again_is_recomputed_twice(timing):
     """`second_restore_case`: the cascade cover is 1 J below the MILP's optimum; with second
-    restores (item 7) it is the optimum, and `optimise` proves its schedule optimal with it."""
+    restores (item 7) it is the optimum, and `optimise` proves its schedule optimal with it; with
+    no room for their rows (`nonzero_cap`), the cascade cover's 1 J below again."""
     graph, costs, budgets = second_restore_case()
     status, optimum = milp_optimum(graph, costs, budgets, RECOMPUTE_ONLY, timing)
     assert status == "optimal" and optimum - costs.plain_compute_j == pytest.approx(4.0)
     assert overhead(cover_bound(graph, costs, budgets, RECOMPUTE_ONLY, timing)) == pytest.approx(3.0)
     assert second_restore_bound(graph, costs, budgets, timing).bound_j == pytest.approx(optimum, rel=1e-9)
+    # Capped at no nonzeros (what a time limit too short for them gives), no second restore is added.
+    rows = cover_rows(graph, budgets, RECOMPUTE_ONLY, timing)
+    capped = _CoverModel(graph, costs, timing, RECOMPUTE_ONLY, rows, budgets, True, second_restores=True, nonzero_cap=0)
+    assert capped.solve(None)[0] == pytest.approx(3.0)
     outcome = optimise(graph, costs, budgets, RECOMPUTE_ONLY, timing)
     assert outcome.status == "optimal" and outcome.objective_j == pytest.approx(optimum, rel=1e-9)
 

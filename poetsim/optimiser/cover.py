@@ -128,8 +128,9 @@ compute is resident when it runs):
    time in the knapsack row). In every schedule, setting each column to what it says (n: o is
    read by some computation in stages t+1..J) meets these rows, and x2_o = 1 only where o is
    recomputed at least twice, so the bound stays valid; leaving some of these rows out (reads
-   followed only from outputs whose next reader is near, `SECOND_RESTORE_WINDOW`, and only so
-   deep, `SECOND_RESTORE_DEPTH`) keeps it valid too. Hand-solved case (`second_restore_case` in
+   followed only from outputs whose next reader is near, `SECOND_RESTORE_WINDOW`, only so
+   deep, `SECOND_RESTORE_DEPTH`, and within a time limit only as many as its solve can take,
+   nearest readers first) keeps it valid too. Hand-solved case (`second_restore_case` in
    tests/test_cover.py, 9 nodes): f0 is rebuilt for a cascade and, RAM being short right
    after, rebuilt again for its own reader; the cascade cover is 3 J, the optimum and this
    cover 4 J. On the ResNet-18 study's point at 50 % (batch 8, Pi, 1.2x) the best schedule
@@ -169,7 +170,7 @@ from time import perf_counter
 
 from poetsim.costs import CostTable
 from poetsim.graph import TrainingGraph
-from poetsim.optimiser.program import FEASIBILITY_TOLERANCE, LOOSER_FEASIBILITY_TOLERANCE, Program
+from poetsim.optimiser.program import FEASIBILITY_TOLERANCE, LOOSER_FEASIBILITY_TOLERANCE, PRESOLVE_NONZEROS_PER_S, Program
 from poetsim.schedule import Budgets, Moves, Timing
 
 
@@ -256,6 +257,10 @@ ELASTIC_TOLERANCE = 1e-7
 #: same in 3.7 and 18 s; a window of 8, 1.650 and 36.14 J.
 SECOND_RESTORE_WINDOW = 16
 SECOND_RESTORE_DEPTH = 8
+#: Within a time limit, item 7's rows are added (nearest readers first) until the program has this
+#: share of the nonzeros `program.PRESOLVE_NONZEROS_PER_S` allows in that time: the rest of the time
+#: goes to building it.
+SECOND_RESTORE_NONZERO_SHARE = 0.8
 #: Share of the cover's time for its first solve, without cascades.
 NO_CASCADE_SHARE = 0.3
 #: A cover is first solved with this many of its stage rows, those of largest excess; the rows its
@@ -368,7 +373,11 @@ def second_restore_bound(graph: TrainingGraph, costs: CostTable, budgets: Budget
 
     if not rows or not _has_cascades(graph, rows):
         return result(None, exact=False, message="no cascade: the plain cover's bound stands")
-    model = _CoverModel(graph, costs, timing, moves, rows, budgets, cascades=True, second_restores=True)
+    # As many of item 7's rows as the solve can take in the time (`Program.solve` declines a program
+    # whose presolve would outlast it), leaving a share of the time to the build.
+    cap = None if time_limit_s is None else int(SECOND_RESTORE_NONZERO_SHARE * PRESOLVE_NONZEROS_PER_S * time_limit_s)
+    model = _CoverModel(graph, costs, timing, moves, rows, budgets, cascades=True, second_restores=True,
+                        nonzero_cap=cap)
     left_s = None if time_limit_s is None else max(time_limit_s - (perf_counter() - began), 0.0)
     solved = model.solve(left_s)
     if solved is None:
@@ -514,11 +523,13 @@ class _CoverModel:
     """
 
     def __init__(self, graph, costs, timing, moves, rows, budgets, cascades, either=frozenset(), counted=None,
-                 levels=None, in_levels=None, cascade_page_ins=False, elastic=False, second_restores=False):
+                 levels=None, in_levels=None, cascade_page_ins=False, elastic=False, second_restores=False,
+                 nonzero_cap=None):
         self.graph, self.costs, self.moves, self.cascades = graph, costs, moves, cascades
         # Item 7 (recompute-only): per-row absences b_{t,i}, and the second restores they imply.
         self.second_restores = second_restores and cascades and not moves.page
         self.absent_at: dict[tuple[int, int], int] = {}  # (t, i) -> a_{t,i} or b_{t,i}
+        self.nonzero_cap = nonzero_cap  # item 7's rows stop once the program has this many nonzeros
         # Under `overlap` with stalls priced: a dead input paged back in for a cascade (q_{t,d})
         # runs in [t+1, J-1] and stalls there (s_d); `reach[t][d]` is that J.
         self.cascade_page_ins = cascade_page_ins and cascades
@@ -683,11 +694,14 @@ class _CoverModel:
             program.row([(again, 1.0), (program.columns[key], -1.0)] + [(term, -1.0) for term in terms],
                         -float(len(terms)), math.inf)
 
-        for (t, i), col in list(self.absent_at.items()):   # i is rebuilt by its next reader, reading its inputs
-            due = readers[i][bisect.bisect_right(readers[i], t)]
+        roots = sorted((readers[i][bisect.bisect_right(readers[i], t)] - t, t, i) for t, i in self.absent_at)
+        for window, t, i in roots:   # nearest readers first: i is rebuilt by its next reader, reading its inputs
+            if self.nonzero_cap is not None and len(program.index) > self.nonzero_cap:
+                break
+            col, due = self.absent_at[t, i], t + window
             twice(i, due, [col])
-            if due - t > SECOND_RESTORE_WINDOW:
-                continue
+            if window > SECOND_RESTORE_WINDOW:
+                break
             for d in deps[i]:
                 reads(t, d, due, [col])
 

@@ -261,6 +261,11 @@ SECOND_RESTORE_DEPTH = 8
 #: share of the nonzeros `program.PRESOLVE_NONZEROS_PER_S` allows in that time: the rest of the time
 #: goes to building it.
 SECOND_RESTORE_NONZERO_SHARE = 0.8
+#: ... and only if the stage rows alone take at most this share of those nonzeros. The whole
+#: cascade cover of recompute-only has 31,306-36,696 nonzeros on ResNet-18 (both datasets, 35-50 %)
+#: and 142,515-240,284 on the zoo's 300-node graphs at 35 %, where, solved whole, it gave nothing
+#: in 20 s (bert_base: no bound; ResNet-50: a bound below the cover's) or repeated it.
+SECOND_RESTORE_BASE_SHARE = 0.25
 #: Share of the cover's time for its first solve, without cascades.
 NO_CASCADE_SHARE = 0.3
 #: A cover is first solved with this many of its stage rows, those of largest excess; the rows its
@@ -378,6 +383,8 @@ def second_restore_bound(graph: TrainingGraph, costs: CostTable, budgets: Budget
     cap = None if time_limit_s is None else int(SECOND_RESTORE_NONZERO_SHARE * PRESOLVE_NONZEROS_PER_S * time_limit_s)
     model = _CoverModel(graph, costs, timing, moves, rows, budgets, cascades=True, second_restores=True,
                         nonzero_cap=cap)
+    if not model.roomy:
+        return result(None, exact=False, message="the cover's stage rows leave no room for second restores in the time")
     left_s = None if time_limit_s is None else max(time_limit_s - (perf_counter() - began), 0.0)
     solved = model.solve(left_s)
     if solved is None:
@@ -559,7 +566,10 @@ class _CoverModel:
         for row in rows:
             self.add_stage(row)
         self.add_feed_rows()
-        if self.second_restores:
+        # Item 7's rows, unless the stage rows alone leave them too little room (then this program,
+        # solved whole, would only repeat the cover's bound, slowly).
+        self.roomy = nonzero_cap is None or len(self.program.index) <= SECOND_RESTORE_BASE_SHARE * nonzero_cap
+        if self.second_restores and self.roomy:
             self.add_second_restores()
         dma_s = costs.dma_channels * budgets.runtime_s if Timing(timing) is Timing.OVERLAP else None
         self.add_restore_rows(deadline_slack_s(budgets, costs), dma_s)

@@ -62,8 +62,8 @@ PAGE_IN_BOUND_SHARE = 0.9
 PAGE_IN_NO_CASCADE_SHARE = 0.2
 #: Share of the time left for the recompute-only cover with second restores (`Search.second_restores`).
 #: On the ResNet-18 study's points at 50 % (12 s) its 143,446 nonzeros need 4.8 s by
-#: `program.PRESOLVE_NONZEROS_PER_S` (solved in 1.8-1.9 s); with half the 9.6 s left the rows that
-#: fit missed the stem's (no gain), and the full MILP after it had found nothing there in its 9 s.
+#: `program.PRESOLVE_NONZEROS_PER_S` (solved in 1.8-1.9 s); with half the 9.6 s left the program
+#: was declined, and the full MILP after it had found nothing there in its 9 s.
 SECOND_RESTORE_SHARE = 0.7
 #: Share of the time left for the greedy plans (they stop where they are when it runs out).
 GREEDY_SHARE = 0.25

@@ -11,7 +11,7 @@ from time import perf_counter
 
 from poetsim.optimiser import plan as plans
 from poetsim.optimiser.baselines import start_plan
-from poetsim.optimiser.cover import CoverBound, cover_bound, second_restore_bound
+from poetsim.optimiser.cover import CoverBound, cover_bound, paging_floor_j, second_restore_bound
 from poetsim.optimiser.cover_plan import admits, cover_plan, events_plan, plan_stalled, restricted
 from poetsim.optimiser.formulation import formulate
 from poetsim.optimiser.incumbent import Incumbent
@@ -338,18 +338,38 @@ class Search:
         On the ResNet-18 study's points at 50 % (batch 8, 1.2x) it lifts the bound from 1.629 to
         1.837 J above keep-all on the Pi, and from 0.000623 to 0.000741 J on the TX2, where the
         best schedules found cost 2.470 and 0.000810 J; the MILP after it had found nothing there.
+        With both moves, where the cheapest page-out and page-in cost more than the bound
+        (`paging_floor_j`), the recompute-only bound, this one included, serves below that floor.
         """
-        if self.moves.page or not self.moves.recompute:
+        if not self.moves.recompute:
+            return
+        floor_j = paging_floor_j(self.costs, self.timing) if self.moves.page else math.inf
+        if self.moves.page and (self.bound_j is None or floor_j <= self.bound_j):
             return
         self.report("second restores", self.best.total_j, self.bound_j)
-        found = second_restore_bound(self.graph, self.costs, self.budgets, self.timing,
-                                     self.clock.share_s(SECOND_RESTORE_SHARE))
-        if found.infeasible:
-            if self.best.best is None:
+        share = self.clock.share_s(SECOND_RESTORE_SHARE)
+        ends_at = None if share is None else perf_counter() + share
+        only = Moves(recompute=True, page=False)
+        if self.moves.page:   # the recompute-only cover first (rows as needed: a fraction of a second)
+            plain = cover_bound(self.graph, self.costs, self.budgets, only, self.timing, share)
+            if plain.infeasible:
+                self._raise_bound(floor_j)
+                return
+            recompute_j = plain.bound_j if plain.bound_j is not None else plain.keep_all_j
+        left = None if ends_at is None else ends_at - perf_counter()
+        found = second_restore_bound(self.graph, self.costs, self.budgets, self.timing, left) \
+            if left is None or left > 0 else None
+        if found is not None and found.infeasible:
+            if self.moves.page:
+                self._raise_bound(floor_j)
+            elif self.best.best is None:
                 self.infeasible = found.message
             return
-        if found.bound_j is not None:
-            self._raise_bound(found.bound_j)
+        if found is not None and found.bound_j is not None:
+            recompute_j = found.bound_j if not self.moves.page else max(recompute_j, found.bound_j)
+        elif not self.moves.page:
+            return
+        self._raise_bound(min(recompute_j, floor_j))
 
     def page_in_bound(self) -> None:
         """The covers with page-ins' own stalls priced as well as page-outs', first as before and

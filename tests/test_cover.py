@@ -269,17 +269,9 @@ def test_no_second_restore_bound_exceeds_the_milps_optimum(case, ram_share, runt
     if plain.infeasible:
         return
     twice = second_restore_bound(graph, costs, budgets, timing)
-    tolerance = 1e-7 * costs.plain_compute_j + 1e-9
     if twice.bound_j is None and not twice.infeasible:   # no cascade: nothing to count twice
         return
-    if not twice.infeasible and twice.bound_j <= plain.bound_j + tolerance:
-        assert twice.bound_j >= plain.bound_j - tolerance
-        return
-    outcome = optimise(graph, costs, budgets, RECOMPUTE_ONLY, timing, warm_start=False, mip_rel_gap=1e-9)
-    if twice.infeasible:
-        assert outcome.status in ("infeasible", "no-solution"), "second restores proved infeasible a solvable case"
-    elif outcome.status == "optimal":
-        assert twice.bound_j <= outcome.objective_j + tolerance, "the bound is above the optimum"
+    assert_a_raised_bound_holds(plain, twice, graph, costs, budgets, RECOMPUTE_ONLY, timing, "second restores")
 
 
 @pytest.mark.parametrize("timing", list(Timing))
@@ -357,6 +349,20 @@ def milp_optimum(graph, costs, budgets, moves, timing):
     outcome = optimise(graph, costs, budgets, moves, timing, warm_start=False, mip_rel_gap=1e-9)
     assert outcome.status in ("optimal", "infeasible"), outcome.message
     return outcome.status, outcome.objective_j
+
+
+def assert_a_raised_bound_holds(lower, raised, graph, costs, budgets, moves, timing, what: str) -> None:
+    """`raised`, a cover with rows `lower` lacks, is never below it; where it is higher, or proves
+    infeasibility, the bare MILP agrees: at most its optimum, or no schedule."""
+    tolerance = 1e-7 * costs.plain_compute_j + 1e-9
+    if not raised.infeasible and raised.bound_j <= lower.bound_j + tolerance:
+        assert raised.bound_j >= lower.bound_j - tolerance
+        return
+    outcome = optimise(graph, costs, budgets, moves, timing, warm_start=False, mip_rel_gap=1e-9)
+    if raised.infeasible:
+        assert outcome.status in ("infeasible", "no-solution"), f"{what} proved infeasible a case the MILP solves"
+    elif outcome.status == "optimal":
+        assert raised.bound_j <= outcome.objective_j + tolerance, f"{what}: the bound is above the optimum"
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -452,15 +458,7 @@ def test_pricing_the_page_ins_that_recomputations_need_never_passes_the_milps_op
     if without.infeasible:
         assert priced.infeasible
         return
-    tolerance = 1e-7 * costs.plain_compute_j + 1e-9
-    if not priced.infeasible and priced.bound_j <= without.bound_j + tolerance:
-        assert priced.bound_j >= without.bound_j - tolerance
-        return
-    outcome = optimise(graph, costs, budgets, moves, OV, warm_start=False, mip_rel_gap=1e-9)
-    if priced.infeasible:
-        assert outcome.status in ("infeasible", "no-solution"), "priced page-ins proved infeasible a case the MILP solves"
-    elif outcome.status == "optimal":
-        assert priced.bound_j <= outcome.objective_j + tolerance, "the bound is above the optimum"
+    assert_a_raised_bound_holds(without, priced, graph, costs, budgets, moves, OV, "priced page-ins")
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

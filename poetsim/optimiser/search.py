@@ -344,32 +344,41 @@ class Search:
         if not self.moves.recompute:
             return
         floor_j = paging_floor_j(self.costs, self.timing) if self.moves.page else math.inf
-        if self.moves.page and (self.bound_j is None or floor_j <= self.bound_j):
+        if self.bound_j is None or floor_j <= self.bound_j:   # (with paging: nothing to gain below the floor)
             return
         self.report("second restores", self.best.total_j, self.bound_j)
         share = self.clock.share_s(SECOND_RESTORE_SHARE)
-        ends_at = None if share is None else perf_counter() + share
-        only = Moves(recompute=True, page=False)
-        if self.moves.page:   # the recompute-only cover first (rows as needed: a fraction of a second)
-            plain = cover_bound(self.graph, self.costs, self.budgets, only, self.timing, share)
+        bound_j, why = self._recompute_only_bound(None if share is None else perf_counter() + share)
+        if bound_j == math.inf and not self.moves.page:   # no recompute-only schedule fits
+            if self.best.best is None:
+                self.infeasible = why
+            return
+        if bound_j is not None:
+            self._raise_bound(min(bound_j, floor_j))
+
+    def _recompute_only_bound(self, ends_at: float | None) -> tuple[float | None, str]:
+        """The recompute-only bound with second restores, within `ends_at`: its total energy (None
+        if the time gave none; inf if no recompute-only schedule fits, with why). With both moves
+        the recompute-only cover on the rows it needs comes first (a fraction of a second)."""
+        def left_s() -> float | None:
+            return None if ends_at is None else ends_at - perf_counter()
+
+        bound_j = None
+        if self.moves.page:
+            plain = cover_bound(self.graph, self.costs, self.budgets, Moves(recompute=True, page=False), self.timing,
+                                left_s())
             if plain.infeasible:
-                self._raise_bound(floor_j)
-                return
-            recompute_j = plain.bound_j if plain.bound_j is not None else plain.keep_all_j
-        left = None if ends_at is None else ends_at - perf_counter()
-        found = second_restore_bound(self.graph, self.costs, self.budgets, self.timing, left) \
-            if left is None or left > 0 else None
-        if found is not None and found.infeasible:
-            if self.moves.page:
-                self._raise_bound(floor_j)
-            elif self.best.best is None:
-                self.infeasible = found.message
-            return
-        if found is not None and found.bound_j is not None:
-            recompute_j = found.bound_j if not self.moves.page else max(recompute_j, found.bound_j)
-        elif not self.moves.page:
-            return
-        self._raise_bound(min(recompute_j, floor_j))
+                return math.inf, plain.message
+            bound_j = plain.bound_j
+        left = left_s()
+        if left is not None and left <= 0:
+            return bound_j, ""
+        found = second_restore_bound(self.graph, self.costs, self.budgets, self.timing, left)
+        if found.infeasible:
+            return math.inf, found.message
+        if found.bound_j is None:
+            return bound_j, ""
+        return (found.bound_j if bound_j is None else max(bound_j, found.bound_j)), ""
 
     def page_in_bound(self) -> None:
         """The covers with page-ins' own stalls priced as well as page-outs', first as before and

@@ -74,8 +74,8 @@ def optimise(
     report("plans", best.total_j, run.bound_j)
     if best.best is None:
         run.first_schedule()
-    for step in (run.place, run.page_in_bound, run.timed, run.greedy, run.polish, run.second_restores, run.build,
-                 run.restricted_solve, run.full_solve):
+    for step in (run.place, run.paging_floor, run.page_in_bound, run.timed, run.greedy, run.polish, run.second_restores,
+                 run.build, run.restricted_solve, run.full_solve):
         if run.proven() or run.infeasible or clock.expired():
             break
         if step in (run.build, run.restricted_solve, run.full_solve) and not run.time_for_milp():

@@ -99,6 +99,7 @@ class Search:
         self.stall_found: CoverBound | None = None  # the placement search's stall-priced cover
         self.infeasible = ""  # why no schedule fits, when a cover proved it
         self.greedy_done = False
+        self.restores_done = False   # the second-restore step has run
         self.settings_ends_at: float | None = None
         self.bound_j: float | None = None
         self.form: Formulation | None = None
@@ -341,11 +342,12 @@ class Search:
         With both moves, where the cheapest page-out and page-in cost more than the bound
         (`paging_floor_j`), the recompute-only bound, this one included, serves below that floor.
         """
-        if not self.moves.recompute:
+        if not self.moves.recompute or self.restores_done:
             return
         floor_j = paging_floor_j(self.costs, self.timing) if self.moves.page else math.inf
         if self.bound_j is None or floor_j <= self.bound_j:   # (with paging: nothing to gain below the floor)
             return
+        self.restores_done = True
         self.report("second restores", self.best.total_j, self.bound_j)
         share = self.clock.share_s(SECOND_RESTORE_SHARE)
         bound_j, why = self._recompute_only_bound(None if share is None else perf_counter() + share)
@@ -355,6 +357,14 @@ class Search:
             return
         if bound_j is not None:
             self._raise_bound(min(bound_j, floor_j))
+
+    def paging_floor(self) -> None:
+        """With both moves, the second-restore step right after the placement search, before the
+        timed cover: where paging costs more than the bound, better schedules recompute only, and
+        the timed cover (paging's) has found nothing there (the study's TX2 hybrid point at 50 %:
+        6.4 s, after which the step had 3 s, too few for its rows)."""
+        if self.moves.page:
+            self.second_restores()
 
     def _recompute_only_bound(self, ends_at: float | None) -> tuple[float | None, str]:
         """The recompute-only bound with second restores, within `ends_at`: its total energy (None

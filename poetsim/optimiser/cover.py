@@ -303,7 +303,7 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     timing = Timing(timing)
     began = perf_counter()
     overlap = timing is Timing.OVERLAP
-    keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s if overlap else 0.0)
+    keep_all_j = keep_all_energy_j(costs, timing)
     rows = cover_rows(graph, budgets, moves, timing)
     if avoid:
         rows = tuple(CoverRow(row.stage, row.excess_bytes, tuple(i for i in row.by_recompute if i not in avoid),
@@ -368,8 +368,7 @@ def second_restore_bound(graph: TrainingGraph, costs: CostTable, budgets: Budget
     """
     timing, began = Timing(timing), perf_counter()
     moves = Moves(recompute=True, page=False)
-    overlap = timing is Timing.OVERLAP
-    keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s if overlap else 0.0)
+    keep_all_j = keep_all_energy_j(costs, timing)
     rows = cover_rows(graph, budgets, moves, timing)
 
     def result(bound, infeasible=False, exact=True, message=""):
@@ -408,9 +407,15 @@ def paging_floor_j(costs: CostTable, timing: Timing) -> float:
     page-out and page-in of even 32 bytes, that is above the best schedules of ResNet-18 (CIFAR)
     at 50 %, which then need only recompute-only's bound.
     """
+    cheapest_j = min((out + into for out, into in zip(costs.page_out_j, costs.page_in_j)), default=0.0)
+    return keep_all_energy_j(costs, timing) + cheapest_j
+
+
+def keep_all_energy_j(costs: CostTable, timing: Timing) -> float:
+    """One plain pass's energy: every node computed once, and under `overlap` static power for
+    the plain runtime."""
     static_w = costs.static_power_w if Timing(timing) is Timing.OVERLAP else 0.0
-    keep_all_j = costs.plain_compute_j + static_w * costs.plain_runtime_s
-    return keep_all_j + min((out + into for out, into in zip(costs.page_out_j, costs.page_in_j)), default=0.0)
+    return costs.plain_compute_j + static_w * costs.plain_runtime_s
 
 
 def deadline_slack_s(budgets: Budgets, costs: CostTable) -> float:
@@ -710,11 +715,11 @@ class _CoverModel:
 
         def twice(o: int, due: int, terms: list[int]) -> None:
             """x2_o >= sum(terms) + y_{o,due} - len(terms): o is absent again at a row from `due` on."""
-            later = [absent[t, o] for t in rows_of.get(o, ()) if t >= due]
-            if not later:
-                return
             key = ("y", o, due)
             if key not in program.columns:
+                later = [absent[t, o] for t in rows_of.get(o, ()) if t >= due]
+                if not later:
+                    return
                 for col in later:
                     program.row([(program.column(key), 1.0), (col, -1.0)], 0.0, math.inf)
             again = program.column(("x2", o), self.recompute_j[o] / self.energy_scale)

@@ -11,7 +11,7 @@ from time import perf_counter
 
 from poetsim.optimiser import plan as plans
 from poetsim.optimiser.baselines import start_plan
-from poetsim.optimiser.cover import CoverBound, cover_bound, paging_floor_j, second_restore_bound
+from poetsim.optimiser.cover import CoverBound, cover_bound, keep_all_energy_j, paging_floor_j, second_restore_bound
 from poetsim.optimiser.cover_plan import admits, cover_plan, events_plan, plan_stalled, restricted
 from poetsim.optimiser.formulation import formulate
 from poetsim.optimiser.incumbent import Incumbent
@@ -89,8 +89,7 @@ class Search:
         self.graph, self.costs, self.budgets, self.moves, self.timing = graph, costs, budgets, moves, timing
         self.solver, self.mip_rel_gap, self.clock, self.report = solver, mip_rel_gap, clock, report
         self.threads = threads or os.cpu_count() or 1
-        self.keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s
-                                                   if timing is Timing.OVERLAP else 0.0)
+        self.keep_all_j = keep_all_energy_j(costs, timing)
         self.abs_gap_j = abs_gap_j(costs, moves, timing)
         self.best = Incumbent(graph, costs, budgets, moves, timing)
         self.cover: CoverBound | None = None
@@ -99,7 +98,6 @@ class Search:
         self.stall_found: CoverBound | None = None  # the placement search's stall-priced cover
         self.infeasible = ""  # why no schedule fits, when a cover proved it
         self.greedy_done = False
-        self.restores_done = False   # the second-restore step has run
         self.settings_ends_at: float | None = None
         self.bound_j: float | None = None
         self.form: Formulation | None = None
@@ -342,12 +340,24 @@ class Search:
         With both moves, where the cheapest page-out and page-in cost more than the bound
         (`paging_floor_j`), the recompute-only bound, this one included, serves below that floor.
         """
-        if not self.moves.recompute or self.restores_done:
+        if not self.moves.page:   # (with both moves: `paging_floor`, after the placement search)
+            self._restores_bound()
+
+    def paging_floor(self) -> None:
+        """With both moves, the second-restore step right after the placement search, before the
+        timed cover: where paging costs more than the bound, better schedules recompute only, and
+        the timed cover (paging's) has found nothing there (the study's TX2 hybrid point at 50 %:
+        6.4 s, after which the step had 3 s, too few for its rows)."""
+        if self.moves.page:
+            self._restores_bound()
+
+    def _restores_bound(self) -> None:
+        """The bound of `second_restores`, below the paging floor with both moves."""
+        if not self.moves.recompute:
             return
         floor_j = paging_floor_j(self.costs, self.timing) if self.moves.page else math.inf
         if self.bound_j is None or floor_j <= self.bound_j:   # (with paging: nothing to gain below the floor)
             return
-        self.restores_done = True
         self.report("second restores", self.best.total_j, self.bound_j)
         share = self.clock.share_s(SECOND_RESTORE_SHARE)
         bound_j, why = self._recompute_only_bound(None if share is None else perf_counter() + share)
@@ -357,14 +367,6 @@ class Search:
             return
         if bound_j is not None:
             self._raise_bound(min(bound_j, floor_j))
-
-    def paging_floor(self) -> None:
-        """With both moves, the second-restore step right after the placement search, before the
-        timed cover: where paging costs more than the bound, better schedules recompute only, and
-        the timed cover (paging's) has found nothing there (the study's TX2 hybrid point at 50 %:
-        6.4 s, after which the step had 3 s, too few for its rows)."""
-        if self.moves.page:
-            self.second_restores()
 
     def _recompute_only_bound(self, ends_at: float | None) -> tuple[float | None, str]:
         """The recompute-only bound with second restores, within `ends_at`: its total energy (None

@@ -99,7 +99,7 @@ def _result(plan: Plan, graph, costs, timing, name: str) -> tuple[Schedule, Figu
 
 
 def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
-               ends_at: float | None = None, first_fit: bool = False) -> Plan | None:
+               ends_at: float | None = None, first_fit: bool = False, finished: set[int] | None = None) -> Plan | None:
     """The cheapest plan that fits among keep-all, checkpoint-sqrt and the greedy (for hybrid, also
     the paging-only and recompute-only greedy); None if none does.
 
@@ -109,7 +109,9 @@ def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: 
     paging greedy was the fastest on the zoo: 2 s on bert_base against 4 s for the hybrid one);
     then only the greedies that drop recomputed cascades heed `ends_at`, and if no plan fits, the
     greedies run again with the deadline lifted (each heeding `ends_at`): a plan they make counts
-    only if it fits the real budgets.
+    only if it fits the real budgets. `finished`, kept by the caller across calls, holds the
+    rules that ran to their end before `ends_at`; they are not run again (a second call after a
+    first was cut short goes on with the rest).
     """
     makers: list[Callable[[], Plan | None]] = [lambda: plan_from_decisions(graph, {})]
     if moves.recompute:
@@ -126,7 +128,7 @@ def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: 
     # peak; the one that drops them again does (ResNet-18 at 35 % RAM, recompute-only, 1.5x).
     makers += [partial(greedy_plan, graph, costs, budgets, single, timing, ends_at, keep_recomputed=False)
                for single in greedies if single.recompute]
-    best = _cheapest_fit(makers, graph, costs, budgets, timing, first_fit)
+    best = _cheapest_fit(makers, graph, costs, budgets, timing, first_fit, finished, ends_at)
     if best is None and first_fit and math.isfinite(budgets.runtime_s):
         # Each greedy refuses a change that breaks the deadline on its own, yet the RAM budget is
         # often reached only through such changes, which the undoing and keeping steps then bring
@@ -143,11 +145,17 @@ def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: 
 
 
 def _cheapest_fit(makers: list[Callable[[], Plan | None]], graph: TrainingGraph, costs: CostTable, budgets: Budgets,
-                  timing: Timing, first_fit: bool) -> Plan | None:
-    """The cheapest plan of `makers` within `budgets` (with `first_fit`, the first), or None."""
+                  timing: Timing, first_fit: bool, finished: set[int] | None = None,
+                  ends_at: float | None = None) -> Plan | None:
+    """The cheapest plan of `makers` within `budgets` (with `first_fit`, the first), or None;
+    makers whose index is in `finished` are skipped, and those that end before `ends_at` join it."""
     best = None
-    for make in makers:
+    for n, make in enumerate(makers):
+        if finished is not None and n in finished:
+            continue
         plan = make()
+        if finished is not None and not _late(ends_at):
+            finished.add(n)
         if plan is None:
             continue
         fig = figures(plan, graph, costs, timing)

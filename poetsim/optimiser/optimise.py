@@ -9,7 +9,8 @@ One call runs, on one clock (`clock.Clock`), from the cheapest proof to the dear
 3. the steps of `search.Search`: the placement search, the timed cover, the greedy, polishing
    the incumbent (`polish`), the recompute-only cover with second restores, the MILP restricted
    to a cover's choice, and the full MILP from the incumbent, stopped as soon as the incumbent
-   is within the gap of the best bound, or when the clock runs out.
+   is within the gap of the best bound, or when the clock runs out. Where the MILP is too large
+   for the time left, the greedy runs again instead if its own step ran out of time.
 
 Whatever stops it, the cheapest schedule found so far is returned with the best proven bound.
 """
@@ -79,6 +80,7 @@ def optimise(
         if run.proven() or run.infeasible or clock.expired():
             break
         if step in (run.build, run.restricted_solve, run.full_solve) and not run.time_for_milp():
+            run.without_milp()
             break
         step()
     return run.outcome()

@@ -9,11 +9,12 @@ import math
 import os
 from time import perf_counter
 
+from poetsim.graph import TrainingGraph
 from poetsim.optimiser import plan as plans
 from poetsim.optimiser.baselines import start_plan
 from poetsim.optimiser.cover import CoverBound, cover_bound, keep_all_energy_j, paging_floor_j, second_restore_bound
 from poetsim.optimiser.cover_plan import admits, cover_plan, events_plan, plan_stalled, restricted
-from poetsim.optimiser.formulation import formulate
+from poetsim.optimiser.formulation import formulate, last_useful_stage
 from poetsim.optimiser.incumbent import Incumbent
 from poetsim.optimiser.outcome import SolveOutcome, abs_gap_j, infeasible_message, pct, within_gap
 from poetsim.optimiser.polish import polish
@@ -78,6 +79,16 @@ MIN_MILP_S = 2.0
 #: its presolve and root (bert_base, 2.4 M nonzeros: a 3.8 s limit took 8.8 s; MobileNetV2 and
 #: ResNet-50 ran 63 s and 205 s past 10-20 s limits), and on such graphs it found nothing anyway.
 MILP_NONZEROS_PER_S = 50_000
+#: Before the model is built, its nonzeros are taken as this many per S_ram column (one per output
+#: and stage from its computation to its last useful stage), by (recompute, page): measured on five
+#: zoo graphs (105-351 nodes), 19.0 with paging alone, 19.8-22.8 with recomputation alone and
+#: 37.0-40.1 with both. So a build the time left could not solve is skipped (ResNet-50: 2.3 M
+#: nonzeros, 3 s of build that no solve followed).
+NONZEROS_PER_COLUMN = {(False, True): 18, (True, False): 19, (True, True): 36}
+#: Share of the time left for the greedy plans once more, where the MILP cannot run and their
+#: first run was cut short (ResNet-50, TX2, hybrid, 50 %, 60 s: the greedies that drop recomputed
+#: cascades, run last, give 0.00216 J above keep-all uncut; cut, the call ended at 0.00301 J).
+GREEDY_AGAIN_SHARE = 0.8
 #: Whether the full solve gets the cover's bound as a row, objective >= floor (docs/optimiser.md).
 OBJECTIVE_FLOOR_ROW = False
 
@@ -98,6 +109,8 @@ class Search:
         self.stall_found: CoverBound | None = None  # the placement search's stall-priced cover
         self.infeasible = ""  # why no schedule fits, when a cover proved it
         self.greedy_done = False
+        self.greedy_cut = False  # the greedy step ran out of its time
+        self.greedy_finished: set[int] = set()  # the rules of `start_plan` that ran to their end
         self.settings_ends_at: float | None = None
         self.bound_j: float | None = None
         self.form: Formulation | None = None
@@ -116,11 +129,12 @@ class Search:
     def time_for_milp(self) -> bool:
         """Whether enough time is left for a MILP step: HiGHS overruns limits below a second or so
         (0.3 s took 0.6 s, 0.7 s took 1.6 s on ResNet-18), and a shorter run finds nothing; nor
-        does one whose presolve alone would outlast the time left (MILP_NONZEROS_PER_S)."""
+        does one whose presolve alone would outlast the time left (MILP_NONZEROS_PER_S; before the
+        build, by `milp_nonzeros_estimate`, so a build no solve could follow is skipped too)."""
         left = self.clock.left_s()
         if left is None:
             return True
-        nonzeros = len(self.form.row_index) if self.form is not None else 0
+        nonzeros = len(self.form.row_index) if self.form is not None else milp_nonzeros_estimate(self.graph, self.moves)
         return left >= MIN_MILP_S and nonzeros <= MILP_NONZEROS_PER_S * left
 
     def proven(self) -> bool:
@@ -315,9 +329,24 @@ class Search:
             return
         self.greedy_done = True
         self.report("greedy", self.best.total_j, self.bound_j)
-        share = self.clock.share_s(GREEDY_SHARE)
+        self._greedy(GREEDY_SHARE)
+
+    def without_milp(self) -> None:
+        """Where no MILP step fits the time left: the greedy plans that their step did not finish,
+        with most of it, if that step was cut short; then polishing the incumbent again (`polish`)."""
+        if not self.greedy_cut or self.clock.left_s() is None:
+            return
+        self.report("greedy", self.best.total_j, self.bound_j)
+        self._greedy(GREEDY_AGAIN_SHARE)
+        self.polish()
+
+    def _greedy(self, fraction: float) -> None:
+        """`baselines.start_plan` within `fraction` of the time left; notes whether it ran out."""
+        share = self.clock.share_s(fraction)
         ends_at = None if share is None else perf_counter() + share
-        self.best.offer(start_plan(self.graph, self.costs, self.budgets, self.moves, self.timing, ends_at), "the greedy")
+        self.best.offer(start_plan(self.graph, self.costs, self.budgets, self.moves, self.timing, ends_at,
+                                   finished=self.greedy_finished), "the greedy")
+        self.greedy_cut = ends_at is not None and perf_counter() >= ends_at
 
     def polish(self) -> None:
         """The incumbent polished (`polish`): outputs kept across a gap where a recomputation was."""
@@ -565,6 +594,14 @@ class Search:
             self.moves, self.timing, self.solver, status, schedule, candidate.figures, objective_j, bound_j,
             gap_total, gap_overhead, message=message, found_by=candidate.source, wall_s=self.clock.elapsed_s(),
             **common)
+
+
+def milp_nonzeros_estimate(graph: TrainingGraph, moves: Moves) -> int:
+    """The stage MILP's nonzeros as `Search.time_for_milp` takes them before it is built: a little
+    below what five zoo graphs measured (NONZEROS_PER_COLUMN) per S_ram column."""
+    last = last_useful_stage(graph)
+    columns = sum(max(last[i] - i, 0) for i in range(len(graph)))
+    return NONZEROS_PER_COLUMN[moves.recompute, moves.page] * columns
 
 
 def _pages_nothing(cover: CoverBound | None) -> bool:

@@ -108,7 +108,6 @@ class Search:
         self.timed_cover: CoverBound | None = None
         self.stall_found: CoverBound | None = None  # the placement search's stall-priced cover
         self.infeasible = ""  # why no schedule fits, when a cover proved it
-        self.greedy_done = False
         self.greedy_cut = False  # the greedy step ran out of its time
         self.greedy_finished: set[int] = set()  # the rules of `start_plan` that ran to their end
         self.settings_ends_at: float | None = None
@@ -324,10 +323,7 @@ class Search:
                                    self.clock.ends_at, first_fit=True), "the greedy")
 
     def greedy(self) -> None:
-        """The rule-made plans of `baselines.start_plan` (keep-all, greedy, checkpoint-sqrt), once."""
-        if self.greedy_done:
-            return
-        self.greedy_done = True
+        """The rule-made plans of `baselines.start_plan` (keep-all, greedy, checkpoint-sqrt)."""
         self.report("greedy", self.best.total_j, self.bound_j)
         self._greedy(GREEDY_SHARE)
 

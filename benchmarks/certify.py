@@ -75,7 +75,7 @@ def bench_one(case: str, model: str, batch_size: int | None, plat: str, timing: 
                        threads=threads)
     wall_s = perf_counter() - began
     costs = problem.costs
-    keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s if timing is Timing.OVERLAP else 0)
+    keep_all_j = costs.keep_all_energy_j(timing)
     return CertifyRow(
         case=case, model=model, batch_size=batch_size, platform=plat, ram="50%", runtime_x=1.2, timing=timing.value,
         moves=HYBRID.label, time_limit_s=time_limit_s, status=outcome.status.value, wall_s=wall_s,

@@ -77,7 +77,7 @@ def bench_one(model: str, time_limit_s: float | None = None) -> BenchRow:
         time_limit_s = LARGE_LIMIT_S if len(graph) >= LARGE_NODES else SMALL_LIMIT_S
     costs = node_costs(graph, load_platform(PLATFORM))
     budgets = Budgets(int(RAM_SHARE * graph.keep_all_peak_bytes), RUNTIME_X * costs.plain_runtime_s)
-    keep_all_j = costs.plain_compute_j + costs.static_power_w * costs.plain_runtime_s
+    keep_all_j = costs.keep_all_energy_j(Timing.OVERLAP)
     began = perf_counter()
     outcome = optimise(graph, costs, budgets, Moves(recompute=True, page=True), Timing.OVERLAP, time_limit_s=time_limit_s)
     wall_s = perf_counter() - began

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from poetsim.graph import TrainingGraph
 from poetsim.profiles import Platform
+from poetsim.schedule import Timing
 
 #: The `Node.op` of the data batch (see poetsim.layers), whose "compute" is a read from storage.
 INPUT_OP = "input"
@@ -62,6 +63,12 @@ class CostTable:
     def plain_compute_j(self) -> float:
         """Compute energy of every node once: the energy floor of any schedule."""
         return sum(self.compute_j)
+
+    def keep_all_energy_j(self, timing: Timing) -> float:
+        """One plain pass's energy, the keep-all schedule's: every node computed once, and under
+        `overlap` static power for the plain runtime."""
+        static_w = self.static_power_w if Timing(timing) is Timing.OVERLAP else 0.0
+        return self.plain_compute_j + static_w * self.plain_runtime_s
 
 
 def moved_bytes(graph: TrainingGraph) -> tuple[int, ...]:

@@ -303,7 +303,7 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     timing = Timing(timing)
     began = perf_counter()
     overlap = timing is Timing.OVERLAP
-    keep_all_j = keep_all_energy_j(costs, timing)
+    keep_all_j = costs.keep_all_energy_j(timing)
     rows = cover_rows(graph, budgets, moves, timing)
     if avoid:
         rows = tuple(CoverRow(row.stage, row.excess_bytes, tuple(i for i in row.by_recompute if i not in avoid),
@@ -368,7 +368,7 @@ def second_restore_bound(graph: TrainingGraph, costs: CostTable, budgets: Budget
     """
     timing, began = Timing(timing), perf_counter()
     moves = Moves(recompute=True, page=False)
-    keep_all_j = keep_all_energy_j(costs, timing)
+    keep_all_j = costs.keep_all_energy_j(timing)
     rows = cover_rows(graph, budgets, moves, timing)
 
     def result(bound, infeasible=False, exact=True, message=""):
@@ -408,14 +408,7 @@ def paging_floor_j(costs: CostTable, timing: Timing) -> float:
     at 50 %, which then need only recompute-only's bound.
     """
     cheapest_j = min((out + into for out, into in zip(costs.page_out_j, costs.page_in_j)), default=0.0)
-    return keep_all_energy_j(costs, timing) + cheapest_j
-
-
-def keep_all_energy_j(costs: CostTable, timing: Timing) -> float:
-    """One plain pass's energy: every node computed once, and under `overlap` static power for
-    the plain runtime."""
-    static_w = costs.static_power_w if Timing(timing) is Timing.OVERLAP else 0.0
-    return costs.plain_compute_j + static_w * costs.plain_runtime_s
+    return costs.keep_all_energy_j(timing) + cheapest_j
 
 
 def deadline_slack_s(budgets: Budgets, costs: CostTable) -> float:

@@ -101,7 +101,7 @@ def formulate(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: M
                  page_in_is_kept, page_out_from_ram, page_out_once, free_after_compute, free_after_last_reader,
                  paging_out_is_held, ram_in_use, stage_time_compute, stage_time_dma, deadline):
         b.rule(rule, v)
-    keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s if overlap else 0.0)
+    keep_all_j = costs.keep_all_energy_j(timing)
     return b.build(graph_name=graph.name, moves=moves, timing=timing, num_nodes=T, keep_all_j=keep_all_j,
                    energy_scale_j=energy_scale, time_scale_s=v.time_scale, mem_scale_bytes=v.mem_scale)
 

@@ -9,9 +9,9 @@ One call runs, on one clock (`clock.Clock`), from the cheapest proof to the dear
 3. the steps of `search.Search`: the placement search, the timed cover and the greedy (the
    greedy first for recompute-only), polishing the incumbent (`polish`), the recompute-only
    cover with second restores, the MILP restricted to a cover's choice, and the full MILP from
-   the incumbent, stopped as soon as the incumbent
-   is within the gap of the best bound, or when the clock runs out. Where the MILP is too large
-   for the time left, the greedy runs again instead if its own step ran out of time.
+   the incumbent, stopped as soon as the incumbent is within the gap of the best bound, or when
+   the clock runs out. Where the MILP is too large for the time left, the greedy runs again
+   instead if its own step ran out of time.
 
 Whatever stops it, the cheapest schedule found so far is returned with the best proven bound.
 """

@@ -12,7 +12,7 @@ from time import perf_counter
 from poetsim.graph import TrainingGraph
 from poetsim.optimiser import plan as plans
 from poetsim.optimiser.baselines import start_plan
-from poetsim.optimiser.cover import CoverBound, cover_bound, keep_all_energy_j, paging_floor_j, second_restore_bound
+from poetsim.optimiser.cover import CoverBound, cover_bound, paging_floor_j, second_restore_bound
 from poetsim.optimiser.cover_plan import admits, cover_plan, events_plan, plan_stalled, restricted
 from poetsim.optimiser.formulation import formulate, last_useful_stage
 from poetsim.optimiser.incumbent import Incumbent
@@ -100,7 +100,7 @@ class Search:
         self.graph, self.costs, self.budgets, self.moves, self.timing = graph, costs, budgets, moves, timing
         self.solver, self.mip_rel_gap, self.clock, self.report = solver, mip_rel_gap, clock, report
         self.threads = threads or os.cpu_count() or 1
-        self.keep_all_j = keep_all_energy_j(costs, timing)
+        self.keep_all_j = costs.keep_all_energy_j(timing)
         self.abs_gap_j = abs_gap_j(costs, moves, timing)
         self.best = Incumbent(graph, costs, budgets, moves, timing)
         self.cover: CoverBound | None = None

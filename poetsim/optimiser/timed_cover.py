@@ -91,7 +91,7 @@ def timed_cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, 
     timing = Timing(timing)
     began = perf_counter()
     overlap = timing is Timing.OVERLAP
-    keep_all_j = costs.plain_compute_j + (costs.static_power_w * costs.plain_runtime_s if overlap else 0.0)
+    keep_all_j = costs.keep_all_energy_j(timing)
     rows = cover_rows(graph, budgets, moves, timing) if rows is None else rows
     model = _TimedModel(graph, costs, moves, overlap, staged)
     for row in rows:

@@ -456,7 +456,11 @@ def test_pricing_the_page_ins_that_recomputations_need_never_passes_the_milps_op
     without = cover_bound(graph, costs, budgets, moves, OV, stalls=True, cascade_page_ins=False)
     priced = cover_bound(graph, costs, budgets, moves, OV, stalls=True)
     if without.infeasible:
-        assert priced.infeasible
+        # Not always kept by the priced cover: a fresh clone's run found a 15-node case (hybrid,
+        # 37.5 % of the RAM range, 1.27x) that it solves at 21.97 J. The search solves both
+        # covers and keeps either's proof (`Search.page_in_bound`), so the proof must be the MILP's.
+        if not priced.infeasible:
+            assert milp_optimum(graph, costs, budgets, moves, OV)[0] == "infeasible"
         return
     assert_a_raised_bound_holds(without, priced, graph, costs, budgets, moves, OV, "priced page-ins")
 

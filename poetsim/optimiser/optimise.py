@@ -76,14 +76,19 @@ def optimise(
     report("plans", best.total_j, run.bound_j)
     if best.best is None:
         run.first_schedule()
-    # Recompute-only runs the greedy before the timed cover. On `paper_fig3`'s ResNet-50 points
-    # (Pi, 30 s, two calls at once as in a sweep) the timed cover took 8-11 s and raised no bound,
-    # leaving the greedy 1-4 s: 649.96-651.47 J at 50 % RAM, 678.90-698.23 J at 35 %; with the
-    # greedy first, 648.96 J (2.15 % of the overhead unproven instead of 19-35 %) and 678.90 J.
-    # With paging the timed cover places the transfers, and goes first.
-    middle = (run.timed, run.greedy) if moves.page else (run.greedy, run.timed)
-    for step in (run.place, run.paging_floor, run.page_in_bound, *middle, run.polish, run.second_restores,
-                 run.build, run.restricted_solve, run.full_solve):
+    # The steps between the placement search and the MILP, by the moves.
+    # - With paging the second restores come first (they serve only below the paging floor,
+    #   `Search.second_restores`), and the timed cover, which places the transfers, before the greedy.
+    # - Recompute-only runs the greedy before the timed cover. On `paper_fig3`'s ResNet-50 points
+    #   (Pi, 30 s, two calls at once as in a sweep) the timed cover took 8-11 s and raised no bound,
+    #   leaving the greedy 1-4 s: 649.96-651.47 J at 50 % RAM, 678.90-698.23 J at 35 %; with the
+    #   greedy first, 648.96 J (2.15 % of the overhead unproven instead of 19-35 %) and 678.90 J.
+    #   Its second restores come after polish.
+    if moves.page:
+        middle = (run.second_restores, run.page_in_bound, run.timed, run.greedy, run.polish)
+    else:
+        middle = (run.page_in_bound, run.greedy, run.timed, run.polish, run.second_restores)
+    for step in (run.place, *middle, run.build, run.restricted_solve, run.full_solve):
         if run.proven() or run.infeasible or clock.expired():
             break
         if step in (run.build, run.restricted_solve, run.full_solve) and not run.time_for_milp():

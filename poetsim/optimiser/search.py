@@ -356,32 +356,23 @@ class Search:
                         f"{candidate.source}, polished")
 
     def second_restores(self) -> None:
-        """Recompute-only: the cover that counts an output rebuilt for a cascade and absent again
-        as two recomputations (`cover`, item 7), for the bound only, after polish.
+        """The recompute-only cover that counts an output rebuilt for a cascade and absent again as
+        two recomputations (`cover`, item 7), for the bound only. `optimise` places it by the moves:
+        recompute-only after polish; with both moves right after the placement search, where it
+        serves below the paging floor (`paging_floor_j`) and only where that floor is above the
+        bound (with paging there is nothing to gain below it).
 
         On the ResNet-18 study's points at 50 % (batch 8, 1.2x) it lifts the bound from 1.629 to
         1.837 J above keep-all on the Pi, and from 0.000623 to 0.000741 J on the TX2, where the
         best schedules found cost 2.470 and 0.000810 J; the MILP after it had found nothing there.
-        With both moves, where the cheapest page-out and page-in cost more than the bound
-        (`paging_floor_j`), the recompute-only bound, this one included, serves below that floor.
+        With both moves it comes before the timed cover, which on the study's TX2 hybrid point at
+        50 % (12 s) took 6.4 s and found nothing, after which this step had 3 s, too few for its
+        rows.
         """
-        if not self.moves.page:   # (with both moves: `paging_floor`, after the placement search)
-            self._restores_bound()
-
-    def paging_floor(self) -> None:
-        """With both moves, the second-restore step right after the placement search, before the
-        timed cover: where paging costs more than the bound, better schedules recompute only, and
-        the timed cover (paging's) has found nothing there (the study's TX2 hybrid point at 50 %:
-        6.4 s, after which the step had 3 s, too few for its rows)."""
-        if self.moves.page:
-            self._restores_bound()
-
-    def _restores_bound(self) -> None:
-        """The bound of `second_restores`, below the paging floor with both moves."""
         if not self.moves.recompute:
             return
         floor_j = paging_floor_j(self.costs, self.timing) if self.moves.page else math.inf
-        if self.bound_j is None or floor_j <= self.bound_j:   # (with paging: nothing to gain below the floor)
+        if self.bound_j is None or floor_j <= self.bound_j:
             return
         self.report("second restores", self.best.total_j, self.bound_j)
         share = self.clock.share_s(SECOND_RESTORE_SHARE)

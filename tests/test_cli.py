@@ -78,7 +78,6 @@ def test_solve_json_reports_a_checked_schedule(tmp_path):
     assert json.loads((tmp_path / "schedule.json").read_text())["format"] == "poetsim-schedule"
 
 
-
 def test_solve_says_what_its_time_before_the_milp_was_spent_on():
     """The table's solver line: the time before any MILP run holds the covers and plans, not only
     the model's build (a point proven by the covers builds no model at all)."""
@@ -87,6 +86,7 @@ def test_solve_says_what_its_time_before_the_milp_was_spent_on():
     line = next(line for line in result.stdout.splitlines() if "solver" in line)
     assert "s before any MILP run (covers, plans, the model's build)" in line
     assert "s in MILP runs" in line
+
 
 def test_solve_writes_the_milp_as_an_lp_file_on_request(tmp_path):
     lp = tmp_path / "model.lp"

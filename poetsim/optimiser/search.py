@@ -358,9 +358,9 @@ class Search:
     def second_restores(self) -> None:
         """The recompute-only cover that counts an output rebuilt for a cascade and absent again as
         two recomputations (`cover`, item 7), for the bound only. `optimise` places it by the moves:
-        recompute-only after polish; with both moves right after the placement search, where it
-        serves below the paging floor (`paging_floor_j`) and only where that floor is above the
-        bound (with paging there is nothing to gain below it).
+        recompute-only after polish; with both moves right after the placement search, and only
+        while the bound is below the paging floor (`paging_floor_j`): every schedule that pages
+        costs at least that floor, so the recompute-only bound holds up to it, and no further.
 
         On the ResNet-18 study's points at 50 % (batch 8, 1.2x) it lifts the bound from 1.629 to
         1.837 J above keep-all on the Pi, and from 0.000623 to 0.000741 J on the TX2, where the

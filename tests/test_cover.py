@@ -288,6 +288,7 @@ def test_where_paging_costs_more_than_the_bound_hybrid_takes_the_recompute_only_
     outcome = optimise(graph, costs, budgets, HYBRID, timing)
     assert outcome.status == "optimal" and outcome.objective_j - costs.plain_compute_j == pytest.approx(4.0)
     assert "no solver run" in outcome.message
+    assert outcome.message.endswith("meets the lower bound from the recompute-only cover with second restores")
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -66,7 +66,7 @@ def optimise(
     run.cover = cover_bound(graph, costs, budgets, moves, timing, time_limit_s=clock.share_s(COVER_SHARE))
     if run.cover.infeasible:
         return _empty(moves, timing, solver, Status.INFEASIBLE, run.cover.message, clock)
-    run.bound_j = run.cover.bound_j
+    run.raise_bound(run.cover.bound_j, "the eviction cover")
     best = run.best
     best.offer(plan_from_decisions(graph, {}), "keep-all")
     run.first_plan = cover_plan(graph, costs, budgets, timing, run.cover, clock.ends_at)

@@ -112,6 +112,7 @@ class Search:
         self.greedy_finished: set[int] = set()  # the rules of `start_plan` that ran to their end
         self.settings_ends_at: float | None = None
         self.bound_j: float | None = None
+        self.bound_by = ""  # what gave `bound_j`, named in the outcome's message
         self.form: Formulation | None = None
         self.build_s: float | None = None
         self.handoff_s = self.solve_s = 0.0
@@ -309,7 +310,7 @@ class Search:
                 self.infeasible = self.timed_cover.message
             return
         if self.timed_cover.bound_j is not None:
-            self._raise_bound(self.timed_cover.bound_j)
+            self.raise_bound(self.timed_cover.bound_j, "the timed cover")
         self.best.offer(events_plan(self.graph, self.costs, self.budgets, self.timing, self.timed_cover),
                         "the timed cover's events")
 
@@ -376,18 +377,19 @@ class Search:
             return
         self.report("second restores", self.best.total_j, self.bound_j)
         share = self.clock.share_s(SECOND_RESTORE_SHARE)
-        bound_j, why = self._recompute_only_bound(None if share is None else perf_counter() + share)
+        bound_j, why, by = self._recompute_only_bound(None if share is None else perf_counter() + share)
         if bound_j == math.inf and not self.moves.page:   # no recompute-only schedule fits
             if self.best.best is None:
                 self.infeasible = why
             return
         if bound_j is not None:
-            self._raise_bound(min(bound_j, floor_j))
+            self.raise_bound(min(bound_j, floor_j), "the paging floor" if floor_j <= bound_j else by)
 
-    def _recompute_only_bound(self, ends_at: float | None) -> tuple[float | None, str]:
+    def _recompute_only_bound(self, ends_at: float | None) -> tuple[float | None, str, str]:
         """The recompute-only bound with second restores, within `ends_at`: its total energy (None
-        if the time gave none; inf if no recompute-only schedule fits, with why). With both moves
-        the recompute-only cover on the rows it needs comes first (a fraction of a second)."""
+        if the time gave none; inf if no recompute-only schedule fits, with why) and the cover that
+        gave it. With both moves the recompute-only cover on the rows it needs comes first (a
+        fraction of a second)."""
         def left_s() -> float | None:
             return None if ends_at is None else ends_at - perf_counter()
 
@@ -396,17 +398,18 @@ class Search:
             plain = cover_bound(self.graph, self.costs, self.budgets, Moves(recompute=True, page=False), self.timing,
                                 left_s())
             if plain.infeasible:
-                return math.inf, plain.message
+                return math.inf, plain.message, ""
             bound_j = plain.bound_j
+        only = "the recompute-only cover"
         left = left_s()
         if left is not None and left <= 0:
-            return bound_j, ""
+            return bound_j, "", only
         found = second_restore_bound(self.graph, self.costs, self.budgets, self.timing, left)
         if found.infeasible:
-            return math.inf, found.message
-        if found.bound_j is None:
-            return bound_j, ""
-        return (found.bound_j if bound_j is None else max(bound_j, found.bound_j)), ""
+            return math.inf, found.message, ""
+        if found.bound_j is None or (bound_j is not None and bound_j >= found.bound_j):
+            return bound_j, "", only
+        return found.bound_j, "", f"{only} with second restores"
 
     def page_in_bound(self) -> None:
         """The covers with page-ins' own stalls priced as well as page-outs', first as before and
@@ -447,7 +450,9 @@ class Search:
                 self.infeasible = found.message
             return None
         if found.bound_j is not None:
-            self._raise_bound(found.bound_j)
+            self.raise_bound(found.bound_j, "the cover with the recomputations' page-ins priced" if cascade_page_ins
+                             else "the cover with page-in stalls priced" if page_in_stalls
+                             else "the cover with page-out stalls priced")
         return found
 
     def build(self) -> None:
@@ -518,12 +523,12 @@ class Search:
             self.best.offer(plans.from_columns(form, result.values), self.solver)
         if result.bound is not None and math.isfinite(result.bound) and result.status is not None \
                 and result.status.has_schedule:
-            self._raise_bound(form.keep_all_j + max(result.bound, 0.0) * form.energy_scale_j)
+            self.raise_bound(form.keep_all_j + max(result.bound, 0.0) * form.energy_scale_j, f"the {self.solver} MILP")
 
     def bare(self) -> "SolveOutcome":
         """The MILP alone, as POET states it: no cover, no plans, no start."""
         self.build()
-        self.bound_j = self.keep_all_j  # the overhead is never negative
+        self.raise_bound(self.keep_all_j, "keep-all")  # the overhead is never negative
         self.full_solve()
         return self.outcome()
 
@@ -536,9 +541,10 @@ class Search:
         self.solve_s += result.solve_s
         return result
 
-    def _raise_bound(self, bound_j: float) -> None:
-        if self.bound_j is None or bound_j > self.bound_j:
-            self.bound_j = bound_j
+    def raise_bound(self, bound_j: float | None, by: str) -> None:
+        """Take `bound_j` if it is higher than the best bound so far; `by` names what gave it."""
+        if bound_j is not None and (self.bound_j is None or bound_j > self.bound_j):
+            self.bound_j, self.bound_by = bound_j, by
 
     def outcome(self) -> "SolveOutcome":
         """The outcome from the incumbent, the best bound and the solver's own account."""
@@ -568,12 +574,16 @@ class Search:
         gap_overhead = proven_gap / overhead_j if overhead_j > 0 else 0.0
         optimal = self.solver_status is Status.OPTIMAL or self.proven()
         status = Status.OPTIMAL if optimal else Status.FEASIBLE
+        by = self.bound_by or "keep-all"
         if optimal and self.form is None:
-            message = f"proven optimal with no solver run: {candidate.source} meets the eviction cover's bound"
+            message = f"proven optimal with no solver run: {candidate.source} meets the lower bound from {by}"
+        elif self.solver_status is Status.OPTIMAL:
+            message = f"proven optimal by the {self.solver} MILP; the schedule is from {candidate.source}"
         elif optimal:
-            message = f"proven optimal; the schedule is from {candidate.source}"
+            message = f"proven optimal by the lower bound from {by}; the schedule is from {candidate.source}"
         else:
-            message = f"stopped with a gap of {pct(gap_overhead)} of the overhead; the schedule is from {candidate.source}"
+            message = (f"stopped with a gap of {pct(gap_overhead)} of the overhead (the lower bound from {by}); "
+                       f"the schedule is from {candidate.source}")
         schedule = plans.to_schedule(candidate.plan, self.graph, self.costs, self.timing, {
             "moves": self.moves.label, "solver": self.solver, "status": status.value, "found_by": candidate.source,
             "ram_budget_bytes": str(self.budgets.ram_bytes), "runtime_budget_s": repr(self.budgets.runtime_s)})

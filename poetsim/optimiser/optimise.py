@@ -84,10 +84,11 @@ def optimise(
     #   leaving the greedy 1-4 s: 649.96-651.47 J at 50 % RAM, 678.90-698.23 J at 35 %; with the
     #   greedy first, 648.96 J (2.15 % of the overhead unproven instead of 19-35 %) and 678.90 J.
     #   Its second restores come after polish.
+    # - Both end with the rebuilt greedy (`Search.rebuild`), which takes its time from the MILP's.
     if moves.page:
-        middle = (run.second_restores, run.page_in_bound, run.timed, run.greedy, run.polish)
+        middle = (run.second_restores, run.page_in_bound, run.timed, run.greedy, run.polish, run.rebuild)
     else:
-        middle = (run.page_in_bound, run.greedy, run.timed, run.polish, run.second_restores)
+        middle = (run.page_in_bound, run.greedy, run.timed, run.polish, run.second_restores, run.rebuild)
     for step in (run.place, *middle, run.build, run.restricted_solve, run.full_solve):
         if run.proven() or run.infeasible or clock.expired():
             break

@@ -60,7 +60,10 @@ class Accounting:
 def account(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing) -> Accounting:
     """Apply the model's rules (the U rows, the stage-time rows) to a plan."""
     overlap = Timing(timing) is Timing.OVERLAP
-    m = costs.output_bytes
+    # Sums by map(...) rather than generators: the same order and result, about twice as fast
+    # (the greedies replay thousands of plans).
+    m = costs.output_bytes.__getitem__
+    seconds, in_s, out_s = costs.compute_s.__getitem__, costs.page_in_s.__getitem__, costs.page_out_s.__getitem__
     frees, starts, afters, compute_s, dma_s = [], [], [], [], []
     # The bytes resident at each stage's start, kept up to date by what changes (set differences
     # run in C; summing every resident output anew took most of a Capuchin baseline's time).
@@ -68,7 +71,7 @@ def account(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing) 
     resident_bytes = 0
     for t, computed in enumerate(plan.computed):
         now = plan.resident(t)
-        resident_bytes += sum(m[i] for i in now - before) - sum(m[i] for i in before - now)
+        resident_bytes += sum(map(m, now - before)) - sum(map(m, before - now))
         before = now
         held = plan.paged_out[t] if overlap else frozenset()
         last_reader = {}
@@ -79,17 +82,17 @@ def account(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing) 
         for i, k in last_reader.items():
             if k < t and i not in plan.kept[t] and i not in held:
                 stage_frees.setdefault(k, []).append(i)
-        ram = resident_bytes + (sum(m[i] for i in plan.paged_in[t]) if overlap else 0)
+        ram = resident_bytes + (sum(map(m, plan.paged_in[t])) if overlap else 0)
         starts.append(ram)
         after = {}
         for k in computed:
-            ram += m[k]
+            ram += m(k)
             after[k] = ram
-            ram -= sum(m[i] for i in stage_frees.get(k, ()))
+            ram -= sum(map(m, stage_frees.get(k, ())))
         afters.append(after)
         frees.append({k: tuple(sorted(v)) for k, v in stage_frees.items()})
-        compute_s.append(sum(costs.compute_s[k] for k in computed))
-        dma_s.append(sum(costs.page_in_s[i] for i in plan.paged_in[t]) + sum(costs.page_out_s[i] for i in plan.paged_out[t]))
+        compute_s.append(sum(map(seconds, computed)))
+        dma_s.append(sum(map(in_s, plan.paged_in[t])) + sum(map(out_s, plan.paged_out[t])))
     return Accounting(plan, tuple(frees), tuple(starts), tuple(afters), tuple(compute_s), tuple(dma_s))
 
 

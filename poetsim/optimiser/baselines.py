@@ -193,7 +193,7 @@ def greedy_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
 
 
 def rebuilt_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing,
-                 ends_at: float | None = None) -> Plan | None:
+                 ends_at: float | None = None, keeps_until: float | None = None) -> Plan | None:
     """The recompute-only greedy that drops recomputed cascades, improved by taking its changes
     out one at a time and filling the RAM budget again without each; None if no plan fits.
 
@@ -205,7 +205,8 @@ def rebuilt_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timin
     bars alone is often brought back within it by later undoing, `start_plan`); only plans
     within it are kept, each with its recomputed outputs kept where that pays, as the greedy
     does (`keeps.keep_more`), and the rebuilt plan is returned only where it is the cheaper.
-    Deterministic; `ends_at` stops it where it is. ResNet-18 (CIFAR, batch 8, Pi, 35 % RAM,
+    Deterministic; `ends_at` stops the search where it is, and `keeps_until` (the call's
+    deadline, as for `cover_plan`) the keeps after it. ResNet-18 (CIFAR, batch 8, Pi, 35 % RAM,
     1.2x): the greedy's plan, 113.82 J above keep-all, becomes 72.999 J in about 3 s, where the
     study shipped 97.76 J (docs/optimiser.md, section 3.3).
     """
@@ -236,10 +237,10 @@ def rebuilt_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timin
                 improved = True
     if best is None:
         return None
-    plan = _with_keeps(graph, costs, budgets, timing, *best)
+    plan = _with_keeps(graph, costs, budgets, timing, best[0], best[1], ends_at=keeps_until)
     if start is None or start is best:
         return plan
-    first = _with_keeps(graph, costs, budgets, timing, *start)
+    first = _with_keeps(graph, costs, budgets, timing, start[0], start[1], ends_at=keeps_until)
     return min((plan, first), key=lambda p: figures(p, graph, costs, timing).total_j)
 
 
@@ -263,14 +264,15 @@ def _fill(graph, costs, budgets, timing, decisions, banned, allowed, replay, end
     return decisions, state
 
 
-def _with_keeps(graph, costs, budgets, timing, decisions, state) -> Plan:
+def _with_keeps(graph, costs, budgets, timing, decisions, state, ends_at: float | None = None) -> Plan:
     """The plan of `decisions` (replayed with recomputed outputs dropped: `state`) with each
-    recomputed output kept where that still fits and costs less (`keeps.keep_more`)."""
+    recomputed output kept where that still fits and costs less (`keeps.keep_more`, which stops
+    at `ends_at`)."""
     def with_keeps(keep):
         plan = plan_from_decisions(graph, decisions, keep_recomputed=keep)
         return plan, figures(plan, graph, costs, timing)
 
-    return keep_more(with_keeps, budgets, state[:2], frozenset())[0]
+    return keep_more(with_keeps, budgets, state[:2], frozenset(), ends_at=ends_at)[0]
 
 
 def _late(ends_at: float | None) -> bool:

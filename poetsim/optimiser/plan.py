@@ -106,7 +106,7 @@ def stage_times_s(acc: Accounting, costs: CostTable, timing: Timing) -> list[flo
 def figures(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing, acc: Accounting | None = None) -> Figures:
     """The model's figures of a plan: peak of U, runtime, energy by component, counts (from `acc`,
     the plan's accounting, when the caller has it)."""
-    acc = acc or account(plan, graph, costs, timing)
+    acc = acc if acc is not None else account(plan, graph, costs, timing)
     runtime_s = sum(stage_times_s(acc, costs, timing))
     recomputed = [k for t, computed in enumerate(plan.computed) for k in computed if k != t]
     return Figures(

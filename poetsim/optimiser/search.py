@@ -374,7 +374,7 @@ class Search:
         self.report("rebuild", self.best.total_j, self.bound_j)
         share = self.clock.share_s(REBUILD_SHARE)
         plan = rebuilt_plan(self.graph, self.costs, self.budgets, self.timing,
-                            None if share is None else perf_counter() + share)
+                            None if share is None else perf_counter() + share, self.clock.ends_at)
         if self.best.offer(plan, "the greedy, rebuilt"):
             self.polish()
 

@@ -189,7 +189,7 @@ def greedy_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     decisions, state = _polish(budgets, found[0], found[1], allowed, replay, ends_at)
     if keep_recomputed or _late(ends_at):
         return state[0]
-    return _with_keeps(graph, costs, budgets, timing, decisions, state)
+    return _with_keeps(graph, costs, budgets, timing, decisions, state)[0]
 
 
 def rebuilt_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing,
@@ -237,11 +237,11 @@ def rebuilt_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timin
                 improved = True
     if best is None:
         return None
-    plan = _with_keeps(graph, costs, budgets, timing, best[0], best[1], ends_at=keeps_until)
+    rebuilt = _with_keeps(graph, costs, budgets, timing, best[0], best[1], ends_at=keeps_until)
     if start is None or start is best:
-        return plan
+        return rebuilt[0]
     first = _with_keeps(graph, costs, budgets, timing, start[0], start[1], ends_at=keeps_until)
-    return min((plan, first), key=lambda p: figures(p, graph, costs, timing).total_j)
+    return min((rebuilt, first), key=lambda found: found[1].total_j)[0]
 
 
 def _allowed(moves: Moves) -> list[Mode]:
@@ -264,15 +264,16 @@ def _fill(graph, costs, budgets, timing, decisions, banned, allowed, replay, end
     return decisions, state
 
 
-def _with_keeps(graph, costs, budgets, timing, decisions, state, ends_at: float | None = None) -> Plan:
+def _with_keeps(graph, costs, budgets, timing, decisions, state,
+                ends_at: float | None = None) -> tuple[Plan, Figures]:
     """The plan of `decisions` (replayed with recomputed outputs dropped: `state`) with each
     recomputed output kept where that still fits and costs less (`keeps.keep_more`, which stops
-    at `ends_at`)."""
+    at `ends_at`), and its figures."""
     def with_keeps(keep):
         plan = plan_from_decisions(graph, decisions, keep_recomputed=keep)
         return plan, figures(plan, graph, costs, timing)
 
-    return keep_more(with_keeps, budgets, state[:2], frozenset(), ends_at=ends_at)[0]
+    return keep_more(with_keeps, budgets, state[:2], frozenset(), ends_at=ends_at)
 
 
 def _late(ends_at: float | None) -> bool:

@@ -17,7 +17,7 @@ setup: $(STAMP) debian
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,torch,scip]'
+	$(BIN)/pip install --quiet -e '.[test,torch,scip,gurobi]'
 	touch $(STAMP)
 
 # From Debian, installed only when missing (needs root): GLPK's glpsol (glpk-utils), and chromium

@@ -217,7 +217,8 @@ RamOpt = Annotated[str | None, typer.Option(
     help="RAM budget: % of keep-all (50%), bytes (1048576) or with a unit (256KiB, 1.5MB); a bare number below 1 is refused.")]
 RuntimeOpt = Annotated[str | None, typer.Option(help="Runtime budget: multiple of one plain pass (1.2x).")]
 TimingOpt = Annotated[str | None, typer.Option(help=TIMING_HELP)]
-SolverOpt = Annotated[str | None, typer.Option(help="highs (default), scip, glpk or cbc.")]
+SolverOpt = Annotated[str | None, typer.Option(
+    help="highs (default), scip, gurobi (models over 2,000 columns need a Gurobi license), glpk or cbc.")]
 TimeLimitOpt = Annotated[float | None, typer.Option("--time-limit", min=0.1, help="Solver time limit in seconds.")]
 PointTimeLimitOpt = Annotated[float | None, typer.Option("--time-limit", min=0.1, help="Solver time limit per point, seconds.")]
 BatchOpt = Annotated[int | None, typer.Option("--batch-size", "-b", min=1,

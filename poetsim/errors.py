@@ -26,7 +26,7 @@ class InfeasibleBudgetError(PoetsimError):
 
 
 class SolverUnavailableError(PoetsimError):
-    """The requested MILP solver is not installed; the message names the package."""
+    """The requested MILP solver is not installed, or not licensed for the model; the message says which."""
 
     exit_code = 4
 

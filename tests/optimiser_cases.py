@@ -5,6 +5,9 @@ connections), a loss, then one gradient node per forward node, in reverse, readi
 gradients of its forward readers, its forward inputs and its own output.
 """
 
+import importlib.util
+from functools import cache
+
 from hypothesis import strategies as st
 
 from poetsim import strategies
@@ -120,3 +123,31 @@ def cascading_cases(draw, min_forward: int = 4, max_forward: int = 7):
     static = draw(st.sampled_from([0.3, 1.0, 3.0]))
     channels = draw(st.sampled_from([1, 2]))
     return graph, cost_table(graph, compute_s, compute_j, page_s, page_j, static, channels)
+
+
+@cache
+def gurobi_license() -> str | None:
+    """"full" or "size-limited" when gurobipy is installed and finds a license (gurobipy from PyPI
+    brings a size-limited one), else None. The limit shows as the refusal of a 2,001-column LP."""
+    if importlib.util.find_spec("gurobipy") is None:
+        return None
+    import gurobipy as gp
+
+    env = gp.Env(empty=True)
+    env.setParam("OutputFlag", 0)
+    try:
+        env.start()
+    except gp.GurobiError:
+        return None
+    model = gp.Model(env=env)
+    model.addVars(2001)
+    try:
+        model.optimize()
+    except gp.GurobiError as exc:
+        if exc.errno == gp.GRB.Error.SIZE_LIMIT_EXCEEDED:
+            return "size-limited"
+        raise
+    finally:
+        model.dispose()
+        env.dispose()
+    return "full"

@@ -124,7 +124,7 @@ def test_solve_infeasible_exits_3_with_one_line():
     ("--strategy", "greedy", "--strategy: unknown strategy 'greedy'"),
     ("--ram", "lots", "--ram:"),
     ("--timing", "exact", "--timing: unknown timing model 'exact'"),
-    ("--solver", "gurobi", "gurobi"),
+    ("--solver", "cplex", "cplex"),
 ])
 def test_solve_bad_options_are_one_line(option, value, fragment):
     result = poetsim("solve", MCU, "--platform", "nrf52840", option, value)

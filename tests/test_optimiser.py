@@ -13,14 +13,15 @@ from poetsim.graph import Node, TrainingGraph
 from poetsim.optimiser import optimise, require_feasible, write_lp
 from poetsim.schedule import Budgets, Compute, PageIn, PageOut, Timing
 
-from optimiser_cases import HYBRID, PAGING_ONLY, RECOMPUTE_ONLY, cost_table, relu_or_conv, training_graph
+from optimiser_cases import HYBRID, PAGING_ONLY, RECOMPUTE_ONLY, cost_table, gurobi_license, relu_or_conv, training_graph
 
 GOLDEN = Path(__file__).parent / "golden"
 needs_glpk = pytest.mark.skipif(shutil.which("glpsol") is None, reason="glpsol (glpk-utils) not installed")
 needs_cbc = pytest.mark.skipif(shutil.which("cbc") is None, reason="cbc (coinor-cbc) not installed")
 needs_scip = pytest.mark.skipif(importlib.util.find_spec("pyscipopt") is None, reason="pyscipopt not installed")
-SOLVERS = ["highs", pytest.param("scip", marks=needs_scip), pytest.param("glpk", marks=needs_glpk),
-           pytest.param("cbc", marks=needs_cbc)]
+needs_gurobi = pytest.mark.skipif(gurobi_license() is None, reason="gurobipy not installed, or no Gurobi license")
+SOLVERS = ["highs", pytest.param("scip", marks=needs_scip), pytest.param("gurobi", marks=needs_gurobi),
+           pytest.param("glpk", marks=needs_glpk), pytest.param("cbc", marks=needs_cbc)]
 
 
 def solve_checked(graph, costs, budgets, strategy=HYBRID, timing=Timing.COMPUTE_ONLY, solver="highs"):
@@ -170,7 +171,7 @@ def test_require_feasible_passes_a_solved_outcome_through():
     assert require_feasible(outcome) is outcome
 
 
-@pytest.mark.parametrize("field, value", [("timing", "instant"), ("solver", "gurobi")])
+@pytest.mark.parametrize("field, value", [("timing", "instant"), ("solver", "cplex")])
 def test_unknown_choices_are_user_input_errors(field, value):
     graph, costs = relu_or_conv(node_j=0.01, page_j=0.05)
     args = {"moves": HYBRID, "timing": Timing.OVERLAP, "solver": "highs", field: value}
@@ -252,17 +253,17 @@ def test_progress_is_reported_at_most_about_once_a_second_with_the_best_figures(
     assert not last_incumbent or last_incumbent[-1] >= outcome.objective_j * (1 - 1e-12)
 
 
-@needs_scip
+@pytest.mark.parametrize("other", [pytest.param("scip", marks=needs_scip), pytest.param("gurobi", marks=needs_gurobi)])
 @pytest.mark.parametrize("node_j, moves, runtime_s, expected", [
     (0.01, HYBRID, 10.0, 0.01), (1.0, HYBRID, 10.0, 0.10), (1.0, RECOMPUTE_ONLY, 5.0, None)])
-def test_scip_solves_the_bare_milp_as_highs_does(node_j, moves, runtime_s, expected):
+def test_scip_and_gurobi_solve_the_bare_milp_as_highs_does(other, node_j, moves, runtime_s, expected):
     """The stage MILP alone (no cover, no plans, no start), so the solver itself decides: the two
     hand cases above (the ReLU recomputed for 0.01 J, the convolution paged for 0.10 J), and
     recompute-only with a deadline of one plain pass (5 s), which leaves no time for the
     recomputation that 201 bytes need: infeasible, and only the solver says so here."""
     graph, costs = relu_or_conv(node_j=node_j, page_j=0.05)
     budgets = Budgets(201, runtime_s)
-    for solver in ("highs", "scip"):
+    for solver in ("highs", other):
         outcome = optimise(graph, costs, budgets, moves, Timing.COMPUTE_ONLY, solver=solver, warm_start=False)
         if expected is None:
             assert outcome.status == "infeasible", (solver, outcome.message)
@@ -273,6 +274,51 @@ def test_scip_solves_the_bare_milp_as_highs_does(node_j, moves, runtime_s, expec
         checked = check_schedule(outcome.schedule, graph, costs, Timing.COMPUTE_ONLY, budgets)
         assert checked.total_j == pytest.approx(costs.plain_compute_j + expected, rel=1e-9)
         assert outcome.bound_j == pytest.approx(checked.total_j, rel=1e-9)
+
+
+@pytest.mark.skipif(gurobi_license() != "size-limited", reason="needs gurobipy's size-limited license")
+def test_a_size_limited_gurobi_license_is_a_one_line_solver_error_naming_the_milp_size():
+    """gurobipy from PyPI refuses models of over 2,000 columns or rows; the solve says so in one
+    line with the model's size (ResNet-18, CIFAR, at 50 % RAM: about 40,000 columns)."""
+    from poetsim.optimiser.formulation import formulate
+    from poetsim.optimiser.solvers import SolverSettings, solve
+    from poetsim.problem import build_problem
+    from poetsim.units import parse_ram
+
+    problem = build_problem("resnet18_cifar", "rpi4", parse_ram("50%"), 1.2, Timing.OVERLAP, batch_size=8)
+    form = formulate(problem.graph, problem.costs, problem.budgets, RECOMPUTE_ONLY, problem.timing)
+    with pytest.raises(SolverUnavailableError, match="size-limited") as raised:
+        solve(form, "gurobi", SolverSettings(1e-4, 0.0, 30.0, 1), None)
+    message = str(raised.value)
+    assert f"{len(form.col_cost):,} columns" in message and "\n" not in message
+
+
+@needs_gurobi
+def test_a_watch_that_says_stop_ends_a_gurobi_solve_at_its_first_report():
+    """The optimiser stops a solve once the incumbent is within the gap of the covers' bound,
+    through the watch; Gurobi calls it from its MIP callback. A nine-layer graph with two skips
+    at 75 % RAM, hybrid, is not solved before the first report (HiGHS takes 0.4 s), so a watch that
+    says stop at once leaves the solve unfinished: never `optimal`, and the watch not called again."""
+    import random
+
+    from poetsim.optimiser.formulation import formulate
+    from poetsim.optimiser.solvers import SolverSettings, solve
+
+    random.seed(3)
+    sizes, flops = [random.randint(50, 200) for _ in range(9)], [random.uniform(1, 10) for _ in range(9)]
+    graph = training_graph(sizes, flops, frozenset({(1, 4), (4, 7)}))
+    n = len(graph)
+    costs = cost_table(graph, [node.flops * 0.01 for node in graph.nodes], [node.flops * 0.1 for node in graph.nodes],
+                       [0.05] * n, [random.uniform(0.1, 2) for _ in range(n)])
+    form = formulate(graph, costs, Budgets(int(graph.keep_all_peak_bytes * 0.75), 10 * costs.plain_runtime_s),
+                     HYBRID, Timing.OVERLAP)
+    reports = []
+    result = solve(form, "gurobi", SolverSettings(1e-9, 0.0, 60.0, 1), None,
+                   lambda incumbent, bound: reports.append((incumbent, bound)) is None)
+    assert len(reports) == 1
+    assert result.status in ("feasible", "no-solution")
+    finished = solve(form, "gurobi", SolverSettings(1e-9, 0.0, 60.0, 1), None)
+    assert finished.status == "optimal"
 
 
 SCIP_UNTIL_INTERRUPTED = """

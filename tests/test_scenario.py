@@ -66,7 +66,7 @@ def test_graph_paths_are_relative_to_the_scenario(tmp_path, checkmate_graphs):
     (("ram: 50%", "ram: 12 parsecs"), "budgets.ram", "unknown unit"),
     (("runtime: 1.2x", "runtime: 0x"), "budgets.runtime", "above 0"),
     (("strategies: [hybrid, recompute-only, paging-only]", "strategies: [hybird]"), "strategies", "unknown strategy 'hybird'"),
-    (("platform: rpi4", "platform: rpi4\nsolver: gurobi"), "solver", "unknown solver 'gurobi'"),
+    (("platform: rpi4", "platform: rpi4\nsolver: cplex"), "solver", "unknown solver 'cplex'"),
     (("platform: rpi4", "platform: rpi4\ntiming: exact"), "timing", "overlap"),
     (("budgets:\n  ram: 50%\n  runtime: 1.2x\n", ""), "budgets", "Field required"),
 ])

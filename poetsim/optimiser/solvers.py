@@ -3,8 +3,8 @@
 HiGHS (the default) receives the rows as arrays through highspy: no Pyomo expression is built,
 which on large graphs costs several times the solve (ResNet-18, CIFAR: 0.2 s to pass the arrays,
 3.0 s to build the Pyomo model; docs/optimiser.md). SCIP receives the same arrays through
-PySCIPOpt, in this process. GLPK and CBC go through the Pyomo model (`pyomo_model`), whose LP
-file their binaries read. Status, objective, bound and solve time are the solver's; nothing is
+PySCIPOpt, and Gurobi through gurobipy, both in this process. GLPK and CBC go through the Pyomo
+model (`pyomo_model`), whose LP file their binaries read. Status, objective, bound and solve time are the solver's; nothing is
 assumed from the status alone.
 """
 
@@ -26,9 +26,10 @@ from poetsim.status import Status
 
 #: Solver name -> (the program it runs or the Python module it imports, how to install it).
 SOLVERS = {"highs": ("highspy", "pip install highspy"), "scip": ("pyscipopt", "pip install pyscipopt"),
+           "gurobi": ("gurobipy", "pip install gurobipy"),
            "glpk": ("glpsol", "apt install glpk-utils"), "cbc": ("cbc", "apt install coinor-cbc")}
 #: The solvers that are Python modules (the others are programs on PATH).
-PYTHON_SOLVERS = ("highs", "scip")
+PYTHON_SOLVERS = ("highs", "scip", "gurobi")
 
 
 @dataclass(frozen=True)
@@ -88,13 +89,16 @@ def solve(form: Formulation, solver: str, settings: SolverSettings, start: list[
           watch: Watch | None = None) -> SolverResult:
     """Solve `form` with `solver`, starting from `start` where the solver takes a start.
 
-    `watch` is called while HiGHS works (GLPK and CBC run as programs and are not watched).
+    `watch` is called while HiGHS or Gurobi works (SCIP is not watched; GLPK and CBC run as
+    programs and are not either).
     """
     check_available(solver)
     if solver == "highs":
         return _solve_highs(form, settings, start, watch)
     if solver == "scip":
         return _solve_scip(form, settings, start)
+    if solver == "gurobi":
+        return _solve_gurobi(form, settings, start, watch)
     return _solve_shell(form, solver, settings, start)
 
 
@@ -279,6 +283,108 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
     bound = float(dual) if status.has_schedule and abs(dual) < model.infinity() else None
     return SolverResult(status, values, model.getSolObjVal(model.getBestSol()) if values is not None else None,
                         bound, handoff_s, solve_s)
+
+
+#: Gurobi's statuses that end a solve early; with a solution it is `feasible`, else `no-solution`
+#: (INTERRUPTED only when the watch stopped it: Ctrl-C is passed on).
+_GUROBI_STOPPED = {"TIME_LIMIT", "NODE_LIMIT", "SOLUTION_LIMIT", "ITERATION_LIMIT", "WORK_LIMIT", "MEM_LIMIT",
+                   "USER_OBJ_LIMIT", "SUBOPTIMAL", "NUMERIC", "INTERRUPTED"}
+
+
+def _solve_gurobi(form: Formulation, settings: SolverSettings, start: list[float] | None,
+                  watch: Watch | None = None) -> SolverResult:
+    """Solve with Gurobi (gurobipy), in this process: one column per column, one linear row per
+    finite side of each row, the start (binaries rounded) as its MIP start, Gurobi's own time
+    limit, and `watch` called from its MIP callback, which stops the solve when it says so.
+
+    gurobipy from PyPI brings a size-limited license; a model above its limits is refused with
+    `SolverUnavailableError`, which names the model's size (docs/optimiser.md, section 5).
+    """
+    import gurobipy as gp
+    from gurobipy import GRB
+
+    began = perf_counter()
+    limit_s = settings.limit_now_s()   # for the build and the solve together
+    env = gp.Env(empty=True)
+    env.setParam("OutputFlag", 0)   # before start(): no license banner on stdout
+    try:
+        env.start()
+    except gp.GurobiError as exc:   # no license, or an expired one
+        raise SolverUnavailableError(f"solver 'gurobi': {_one_line(str(exc))}") from None
+    model = gp.Model(env=env)
+    try:
+        model.setParam("Seed", 0)
+        model.setParam("MIPGap", settings.mip_rel_gap)
+        model.setParam("MIPGapAbs", settings.mip_abs_gap)
+        model.setParam("Threads", settings.threads)
+        columns = model.addVars(range(len(form.col_cost)), lb=list(form.col_lower), ub=list(form.col_upper),
+                                obj=list(form.col_cost),
+                                vtype=[GRB.BINARY if binary else GRB.CONTINUOUS for binary in form.col_binary])
+        starts, index, value = form.row_start, form.row_index, form.row_value
+        for r, (lower, upper) in enumerate(zip(form.row_lower, form.row_upper)):
+            span = range(starts[r], starts[r + 1])
+            expr = gp.LinExpr([value[k] for k in span], [columns[index[k]] for k in span])
+            if lower == upper:
+                model.addLConstr(expr, GRB.EQUAL, upper)
+                continue
+            if lower != -float("inf"):
+                model.addLConstr(expr, GRB.GREATER_EQUAL, lower)
+            if upper != float("inf"):
+                model.addLConstr(expr, GRB.LESS_EQUAL, upper)
+        if settings.objective_floor is not None and settings.objective_floor > 0:
+            costed = [(col, c) for col, c in enumerate(form.col_cost) if c]
+            model.addLConstr(gp.LinExpr([c for _, c in costed], [columns[col] for col, _ in costed]),
+                             GRB.GREATER_EQUAL, settings.objective_floor)
+        if start is not None:
+            for col, (x, binary) in enumerate(zip(start, form.col_binary)):
+                columns[col].Start = round(x) if binary else x
+        if limit_s is not None:
+            model.setParam("TimeLimit", max(limit_s - (perf_counter() - began), 0.01))
+        handoff_s = perf_counter() - began
+        stopped: list[bool] = []
+
+        def on_event(m, where) -> None:
+            if where != GRB.Callback.MIP or watch is None or stopped:
+                return
+            best, bound = m.cbGet(GRB.Callback.MIP_OBJBST), m.cbGet(GRB.Callback.MIP_OBJBND)
+            if watch(best if best < GRB.INFINITY else None, bound if abs(bound) < GRB.INFINITY else None):
+                stopped.append(True)
+                m.terminate()
+
+        ran = perf_counter()
+        try:
+            model.optimize(on_event)
+        except gp.GurobiError as exc:
+            if exc.errno == GRB.Error.SIZE_LIMIT_EXCEEDED:
+                raise SolverUnavailableError(
+                    f"solver 'gurobi': its license is size-limited and refuses this MILP ({model.NumVars:,} columns, "
+                    f"{model.NumConstrs:,} rows); give Gurobi a full license or use --solver highs") from None
+            raise
+        solve_s = perf_counter() - ran
+        names = {getattr(GRB.Status, n): n for n in dir(GRB.Status) if n.isupper()}
+        name = names.get(model.Status, str(model.Status))
+        if name == "INTERRUPTED" and not stopped:
+            raise KeyboardInterrupt   # Gurobi catches SIGINT and returns; Ctrl-C ends the call, as with HiGHS
+        has_solution = model.SolCount > 0
+        if name == "OPTIMAL":
+            status = Status.OPTIMAL
+        elif name in ("INFEASIBLE", "INF_OR_UNBD"):   # bounded below: only infeasible
+            status = Status.INFEASIBLE
+        elif name in _GUROBI_STOPPED:
+            status = Status.FEASIBLE if has_solution else Status.NO_SOLUTION
+        else:
+            raise InternalError(f"Gurobi ended with status {name} on the POET model")
+        values = [columns[col].X for col in range(len(form.col_cost))] \
+            if has_solution and status is not Status.INFEASIBLE else None
+        bound = _finite(model.ObjBound) if status.has_schedule else None
+        return SolverResult(status, values, model.ObjVal if values is not None else None, bound, handoff_s, solve_s)
+    finally:
+        model.dispose()
+        env.dispose()
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _ranged(expr, lower: float, upper: float):

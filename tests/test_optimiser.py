@@ -293,25 +293,33 @@ def test_a_size_limited_gurobi_license_is_a_one_line_solver_error_naming_the_mil
     assert f"{len(form.col_cost):,} columns" in message and "\n" not in message
 
 
-@needs_gurobi
-def test_a_watch_that_says_stop_ends_a_gurobi_solve_at_its_first_report():
-    """The optimiser stops a solve once the incumbent is within the gap of the covers' bound,
-    through the watch; Gurobi calls it from its MIP callback. A nine-layer graph with two skips
-    at 75 % RAM, hybrid, is not solved before the first report (HiGHS takes 0.4 s), so a watch that
-    says stop at once leaves the solve unfinished: never `optimal`, and the watch not called again."""
+def skip_graph_case(seed: int, ram_share: float | None = None):
+    """A nine-layer graph with skips (1, 4) and (4, 7), random sizes and costs from `seed`, and its
+    budgets (RAM a random share of keep-all from 0.5 to 0.9, 1.3x): small enough for gurobipy's
+    size-limited license, large enough that some seeds need the MILP after the covers."""
     import random
 
-    from poetsim.optimiser.formulation import formulate
-    from poetsim.optimiser.solvers import SolverSettings, solve
-
-    random.seed(3)
-    sizes, flops = [random.randint(50, 200) for _ in range(9)], [random.uniform(1, 10) for _ in range(9)]
+    rng = random.Random(seed)
+    sizes, flops = [rng.randint(50, 200) for _ in range(9)], [rng.uniform(1, 10) for _ in range(9)]
     graph = training_graph(sizes, flops, frozenset({(1, 4), (4, 7)}))
     n = len(graph)
     costs = cost_table(graph, [node.flops * 0.01 for node in graph.nodes], [node.flops * 0.1 for node in graph.nodes],
-                       [0.05] * n, [random.uniform(0.1, 2) for _ in range(n)])
-    form = formulate(graph, costs, Budgets(int(graph.keep_all_peak_bytes * 0.75), 10 * costs.plain_runtime_s),
-                     HYBRID, Timing.OVERLAP)
+                       [0.05] * n, [rng.uniform(0.1, 2) for _ in range(n)])
+    share = rng.uniform(0.5, 0.9) if ram_share is None else ram_share
+    return graph, costs, Budgets(int(graph.keep_all_peak_bytes * share), 1.3 * costs.plain_runtime_s)
+
+
+@needs_gurobi
+def test_a_watch_that_says_stop_ends_a_gurobi_solve_at_its_first_report():
+    """The optimiser stops a solve once the incumbent is within the gap of the covers' bound,
+    through the watch; Gurobi calls it from its MIP callback. `skip_graph_case(3)` at 75 % RAM,
+    hybrid, is not solved before the first report, so a watch that says stop at once leaves the
+    solve unfinished: never `optimal`, and the watch not called again."""
+    from poetsim.optimiser.formulation import formulate
+    from poetsim.optimiser.solvers import SolverSettings, solve
+
+    graph, costs, budgets = skip_graph_case(3, ram_share=0.75)
+    form = formulate(graph, costs, budgets, HYBRID, Timing.OVERLAP)
     reports = []
     result = solve(form, "gurobi", SolverSettings(1e-9, 0.0, 60.0, 1), None,
                    lambda incumbent, bound: reports.append((incumbent, bound)) is None)
@@ -319,6 +327,42 @@ def test_a_watch_that_says_stop_ends_a_gurobi_solve_at_its_first_report():
     assert result.status in ("feasible", "no-solution")
     finished = solve(form, "gurobi", SolverSettings(1e-9, 0.0, 60.0, 1), None)
     assert finished.status == "optimal"
+
+
+@needs_gurobi
+@pytest.mark.parametrize("seed", [7, 9, 11, 22])
+def test_the_whole_search_with_gurobi_gives_the_answer_it_gives_with_highs(seed):
+    """Covers, plans, the restricted solve and the full MILP from the incumbent: on these seeds a
+    MILP finds the schedule (9: the restricted one), so Gurobi's handling of starts is what is
+    held to HiGHS's."""
+    graph, costs, budgets = skip_graph_case(seed)
+    highs = optimise(graph, costs, budgets, HYBRID, Timing.OVERLAP, solver="highs")
+    gurobi = optimise(graph, costs, budgets, HYBRID, Timing.OVERLAP, solver="gurobi")
+    assert highs.status == gurobi.status == "optimal"
+    assert gurobi.found_by in ("gurobi", "the restricted solve")
+    checked = check_schedule(gurobi.schedule, graph, costs, Timing.OVERLAP, budgets)
+    assert checked.total_j == pytest.approx(highs.objective_j, rel=1e-9)
+
+
+@pytest.mark.parametrize("solver", ["highs", pytest.param("scip", marks=needs_scip),
+                                    pytest.param("gurobi", marks=needs_gurobi)])
+def test_an_objective_floor_is_a_row_objective_at_least_the_floor(solver):
+    """`SolverSettings.objective_floor` adds the row objective >= floor (a bound from outside the
+    model): at the optimum it changes nothing; a floor above it makes the solver return a
+    schedule that costs at least the floor (extra recomputation), never the optimum below."""
+    from poetsim.optimiser.formulation import formulate
+    from poetsim.optimiser.solvers import SolverSettings, solve
+
+    graph, costs, budgets = skip_graph_case(7)
+    form = formulate(graph, costs, budgets, HYBRID, Timing.OVERLAP)
+    free = solve(form, solver, SolverSettings(1e-9, 0.0, 60.0, 1), None)
+    assert free.status == "optimal"
+    at = solve(form, solver, SolverSettings(1e-9, 0.0, 60.0, 1, objective_floor=free.objective), None)
+    assert at.objective == pytest.approx(free.objective, rel=1e-6)
+    floor = 1.2 * free.objective
+    above = solve(form, solver, SolverSettings(1e-2, 0.0, 60.0, 1, objective_floor=floor), None)
+    assert above.values is not None, above.status   # any schedule it returns must meet the row
+    assert form.objective(above.values) >= floor * (1 - 1e-6)
 
 
 SCIP_UNTIL_INTERRUPTED = """

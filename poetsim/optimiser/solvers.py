@@ -4,8 +4,8 @@ HiGHS (the default) receives the rows as arrays through highspy: no Pyomo expres
 which on large graphs costs several times the solve (ResNet-18, CIFAR: 0.2 s to pass the arrays,
 3.0 s to build the Pyomo model; docs/optimiser.md). SCIP receives the same arrays through
 PySCIPOpt, and Gurobi through gurobipy, both in this process. GLPK and CBC go through the Pyomo
-model (`pyomo_model`), whose LP file their binaries read. Status, objective, bound and solve time are the solver's; nothing is
-assumed from the status alone.
+model (`pyomo_model`), whose LP file their binaries read. Status, objective, bound and solve
+time are the solver's; nothing is assumed from the status alone.
 """
 
 import importlib.util
@@ -158,6 +158,12 @@ def _solve_highs(form: Formulation, settings: SolverSettings, start: list[float]
                         result.handoff_s + retry.handoff_s, result.solve_s + retry.solve_s)
 
 
+def _costed(form: Formulation) -> list[tuple[int, float]]:
+    """The objective's terms, (column, cost) for each column that costs something: the row of an
+    objective floor (`SolverSettings.objective_floor`)."""
+    return [(col, c) for col, c in enumerate(form.col_cost) if c]
+
+
 def _objective_matches(form: Formulation, result: SolverResult) -> bool:
     if result.objective is None or result.values is None:
         return False
@@ -176,7 +182,7 @@ def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] |
                          form.row_start, form.row_index, form.row_value, form.col_binary)
     rows: tuple[tuple[float, float, list[int], list[float]], ...] = ()
     if settings.objective_floor is not None and settings.objective_floor > 0:
-        costed = [(col, c) for col, c in enumerate(form.col_cost) if c]
+        costed = _costed(form)
         rows = ((settings.objective_floor, float("inf"), [col for col, _ in costed], [c for _, c in costed]),)
     options: dict[str, float | int | str] = {
         "mip_rel_gap": settings.mip_rel_gap, "mip_abs_gap": settings.mip_abs_gap,
@@ -245,7 +251,7 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
                       expr <= upper if lower == -float("inf") else
                       expr == upper if lower == upper else _ranged(expr, lower, upper))
     if settings.objective_floor is not None and settings.objective_floor > 0:
-        model.addCons(quicksum(c * columns[col] for col, c in enumerate(form.col_cost) if c) >= settings.objective_floor)
+        model.addCons(quicksum(c * columns[col] for col, c in _costed(form)) >= settings.objective_floor)
     model.setParam("limits/gap", settings.mip_rel_gap)
     model.setParam("limits/absgap", settings.mip_abs_gap)
     if start is not None:
@@ -332,7 +338,7 @@ def _solve_gurobi(form: Formulation, settings: SolverSettings, start: list[float
             if upper != float("inf"):
                 model.addLConstr(expr, GRB.LESS_EQUAL, upper)
         if settings.objective_floor is not None and settings.objective_floor > 0:
-            costed = [(col, c) for col, c in enumerate(form.col_cost) if c]
+            costed = _costed(form)
             model.addLConstr(gp.LinExpr([c for _, c in costed], [columns[col] for col, _ in costed]),
                              GRB.GREATER_EQUAL, settings.objective_floor)
         if start is not None:

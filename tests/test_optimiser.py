@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import random
 import shutil
 from pathlib import Path
 
@@ -297,8 +298,6 @@ def skip_graph_case(seed: int, ram_share: float | None = None):
     """A nine-layer graph with skips (1, 4) and (4, 7), random sizes and costs from `seed`, and its
     budgets (RAM a random share of keep-all from 0.5 to 0.9, 1.3x): small enough for gurobipy's
     size-limited license, large enough that some seeds need the MILP after the covers."""
-    import random
-
     rng = random.Random(seed)
     sizes, flops = [rng.randint(50, 200) for _ in range(9)], [rng.uniform(1, 10) for _ in range(9)]
     graph = training_graph(sizes, flops, frozenset({(1, 4), (4, 7)}))

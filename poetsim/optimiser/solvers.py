@@ -158,6 +158,24 @@ def _solve_highs(form: Formulation, settings: SolverSettings, start: list[float]
                         result.handoff_s + retry.handoff_s, result.solve_s + retry.solve_s)
 
 
+#: HiGHS's statuses that end a solve early ("killed": the HiGHS process did not answer in time).
+_HIGHS_STOPPED = {"kTimeLimit", "kIterationLimit", "kInterrupt", "kSolutionLimit", "kMemoryLimit", "kUnknown", "killed"}
+
+
+def _status(solver: str, name: str, has_solution: bool, optimal: str, infeasible: tuple[str, ...],
+            stopped: set[str]) -> Status:
+    """A solver's own end status as poetsim's: a stop before the end is `feasible` with a
+    solution, else `no-solution`. The objective is bounded below (non-negative costs, bounded
+    columns), so "infeasible or unbounded" can only be infeasible; any other status is a bug."""
+    if name == optimal:
+        return Status.OPTIMAL
+    if name in infeasible:
+        return Status.INFEASIBLE
+    if name in stopped:
+        return Status.FEASIBLE if has_solution else Status.NO_SOLUTION
+    raise InternalError(f"{solver} ended with status '{name}' on the POET model")
+
+
 def _costed(form: Formulation) -> list[tuple[int, float]]:
     """The objective's terms, (column, cost) for each column that costs something: the row of an
     objective floor (`SolverSettings.objective_floor`)."""
@@ -198,26 +216,16 @@ def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] |
     answer = run_highs(job, limit_s, watch)
     if answer.rejected:
         raise InternalError(f"HiGHS rejected {answer.rejected} of the POET model")
-    status = answer.status
-    has_solution = answer.values is not None
-    if status == "kOptimal":
-        name = Status.OPTIMAL
-    elif status in ("kInfeasible", "kUnboundedOrInfeasible"):
-        # The objective is bounded below (non-negative costs, bounded columns), so
-        # "unbounded or infeasible" can only be infeasible.
-        name = Status.INFEASIBLE
-    elif status in ("kTimeLimit", "kIterationLimit", "kInterrupt", "kSolutionLimit", "kMemoryLimit", "kUnknown",
-                    "killed"):
-        name = Status.FEASIBLE if has_solution else Status.NO_SOLUTION
-    elif status == "kSolveError":
+    if answer.status == "kSolveError":
         return SolverResult(None, None, None, None, handoff_s, answer.run_s)
-    else:
-        raise InternalError(f"HiGHS ended with status '{status}' on the POET model")
-    values = answer.values if has_solution and name is not Status.INFEASIBLE else None
+    has_solution = answer.values is not None
+    status = _status("HiGHS", answer.status, has_solution, "kOptimal", ("kInfeasible", "kUnboundedOrInfeasible"),
+                     _HIGHS_STOPPED)
+    values = answer.values if has_solution and status is not Status.INFEASIBLE else None
     return SolverResult(
-        status=name, values=values,
+        status=status, values=values,
         objective=answer.objective if values is not None else None,
-        bound=answer.dual_bound if name.has_schedule else None,
+        bound=answer.dual_bound if status.has_schedule else None,
         handoff_s=handoff_s, solve_s=answer.run_s,
     )
 
@@ -273,14 +281,7 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
         # SCIP stops at once on SIGINT and returns; Ctrl-C then ends the call as it does with HiGHS.
         raise KeyboardInterrupt
     has_solution = model.getNSols() > 0
-    if scip_status == "optimal":
-        status = Status.OPTIMAL
-    elif scip_status in ("infeasible", "inforunbd"):   # bounded below: only infeasible
-        status = Status.INFEASIBLE
-    elif scip_status in _SCIP_STOPPED:
-        status = Status.FEASIBLE if has_solution else Status.NO_SOLUTION
-    else:
-        raise InternalError(f"SCIP ended with status '{scip_status}' on the POET model")
+    status = _status("SCIP", scip_status, has_solution, "optimal", ("infeasible", "inforunbd"), _SCIP_STOPPED)
     values = None
     if has_solution and status is not Status.INFEASIBLE:
         best = model.getBestSol()
@@ -372,14 +373,7 @@ def _solve_gurobi(form: Formulation, settings: SolverSettings, start: list[float
         if name == "INTERRUPTED" and not stopped:
             raise KeyboardInterrupt   # Gurobi catches SIGINT and returns; Ctrl-C ends the call, as with HiGHS
         has_solution = model.SolCount > 0
-        if name == "OPTIMAL":
-            status = Status.OPTIMAL
-        elif name in ("INFEASIBLE", "INF_OR_UNBD"):   # bounded below: only infeasible
-            status = Status.INFEASIBLE
-        elif name in _GUROBI_STOPPED:
-            status = Status.FEASIBLE if has_solution else Status.NO_SOLUTION
-        else:
-            raise InternalError(f"Gurobi ended with status {name} on the POET model")
+        status = _status("Gurobi", name, has_solution, "OPTIMAL", ("INFEASIBLE", "INF_OR_UNBD"), _GUROBI_STOPPED)
         values = [columns[col].X for col in range(len(form.col_cost))] \
             if has_solution and status is not Status.INFEASIBLE else None
         bound = _finite(model.ObjBound) if status.has_schedule else None

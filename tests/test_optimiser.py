@@ -343,6 +343,48 @@ def test_the_whole_search_with_gurobi_gives_the_answer_it_gives_with_highs(seed)
     assert checked.total_j == pytest.approx(highs.objective_j, rel=1e-9)
 
 
+GUROBI_UNTIL_INTERRUPTED = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from poetsim.optimiser.formulation import formulate
+from poetsim.optimiser.solvers import SolverSettings, solve
+from poetsim.schedule import Timing
+from test_optimiser import HYBRID, skip_graph_case
+
+graph, costs, budgets = skip_graph_case(3, ram_share=0.75)
+form = formulate(graph, costs, budgets, HYBRID, Timing.OVERLAP)
+print("solving", file=sys.stderr, flush=True)
+try:
+    solve(form, "gurobi", SolverSettings(1e-9, 0.0, 300.0, 1), None, lambda *_: time.sleep(0.5))
+except KeyboardInterrupt:
+    print("interrupted", file=sys.stderr)
+    sys.exit(130)
+print("finished", file=sys.stderr)
+"""
+
+
+@needs_gurobi
+def test_ctrl_c_during_a_gurobi_solve_ends_it_and_prints_nothing_to_stdout():
+    """Gurobi catches SIGINT itself, stops the solve and prints a line of its own: the solve
+    raises KeyboardInterrupt (as a HiGHS solve ends on Ctrl-C) and stdout stays empty. No model
+    within gurobipy's size-limited license runs for seconds, so a watch that sleeps half a second
+    at each report keeps this one at work when the signal comes."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", GUROBI_UNTIL_INTERRUPTED, str(Path(__file__).parent)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr.readline().strip() == "solving"
+    time.sleep(3.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip() == "interrupted"
+    assert out == ""
+
+
 @pytest.mark.parametrize("solver", ["highs", pytest.param("scip", marks=needs_scip),
                                     pytest.param("gurobi", marks=needs_gurobi)])
 def test_an_objective_floor_is_a_row_objective_at_least_the_floor(solver):

@@ -360,7 +360,8 @@ def _solve_gurobi(form: Formulation, settings: SolverSettings, start: list[float
 
         ran = perf_counter()
         try:
-            model.optimize(on_event)
+            with _stdout_silenced():   # Gurobi's SIGINT handler prints "Interrupt request received"
+                model.optimize(on_event)
         except gp.GurobiError as exc:
             if exc.errno == GRB.Error.SIZE_LIMIT_EXCEEDED:
                 raise SolverUnavailableError(

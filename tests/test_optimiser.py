@@ -277,6 +277,25 @@ def test_scip_and_gurobi_solve_the_bare_milp_as_highs_does(other, node_j, moves,
         assert outcome.bound_j == pytest.approx(checked.total_j, rel=1e-9)
 
 
+def test_an_infeasibility_from_highs_presolve_is_checked_by_a_run_without_it():
+    """HiGHS 1.16's presolve calls this model infeasible (recompute-only, three layers, the RAM
+    budget at the keep-all peak of 30 bytes, 1.375x), although keep-all meets every row and SCIP,
+    Gurobi and HiGHS without presolve solve it (test_cover's property found it). The bare MILP
+    must give keep-all's 7 J, proven, as it does with both moves."""
+    sizes = (14, 2, 2, 4, 2, 2, 14)
+    deps = ((), (0,), (1,), (2,), (1, 2, 3), (0, 1, 4), (0, 5))
+    names = ("f0", "f1", "f2", "loss", "g2", "g1", "g0")
+    ops = ("op", "op", "op", "loss", "grad", "grad", "grad")
+    nodes = tuple(Node(k, names[k], ops[k], k >= 4, deps[k], sizes[k], flops=1.0 if k < 4 else 2.0) for k in range(7))
+    graph = TrainingGraph.create("case", list(nodes))
+    costs = cost_table(graph, (1.0, 1.0, 1.0, 0.5, 1.0, 2.0, 1.0), [1.0] * 7, [1.0] * 7, [1.0] * 7)
+    budgets = Budgets(graph.keep_all_peak_bytes, 1.375 * costs.plain_runtime_s)
+    for moves in (RECOMPUTE_ONLY, HYBRID):
+        outcome = optimise(graph, costs, budgets, moves, Timing.COMPUTE_ONLY, warm_start=False, mip_rel_gap=1e-9)
+        assert outcome.status == "optimal", outcome.message
+        assert outcome.objective_j == pytest.approx(costs.plain_compute_j, rel=1e-12)
+
+
 @pytest.mark.skipif(gurobi_license() != "size-limited", reason="needs gurobipy's size-limited license")
 def test_a_size_limited_gurobi_license_is_a_one_line_solver_error_naming_the_milp_size():
     """gurobipy from PyPI refuses models of over 2,000 columns or rows; the solve says so in one

@@ -482,8 +482,10 @@ class Search:
         self.form = formulate(self.graph, self.costs, self.budgets, self.moves, self.timing)
         self.build_s = self.clock.elapsed_s()
 
-    def settings(self, time_limit_s: float | None, floor: bool = False) -> SolverSettings:
-        """The stopping rules of a solver run that must end before the call's deadline, less a reserve."""
+    def settings(self, time_limit_s: float | None, floor: bool = False,
+                 confirm_infeasible: bool = True) -> SolverSettings:
+        """The stopping rules of a solver run that must end before the call's deadline, less a
+        reserve; `confirm_infeasible` False where an infeasibility would prove nothing."""
         form = self.the_form()
         ends_at = self.clock.ends_at
         floor_value = None
@@ -492,7 +494,7 @@ class Search:
         self.settings_ends_at = ends_at
         return SolverSettings(mip_rel_gap=self.mip_rel_gap, mip_abs_gap=self.abs_gap_j / form.energy_scale_j,
                               time_limit_s=time_limit_s, threads=self.threads, objective_floor=floor_value,
-                              ends_at=ends_at)
+                              ends_at=ends_at, confirm_infeasible=confirm_infeasible)
 
     def watch(self, phase: str, bound_holds: bool):
         """The solver's watch: report progress, stop once the incumbent is within the gap of the bound.
@@ -557,8 +559,8 @@ class Search:
     def _solve(self, form: Formulation, time_limit_s: float | None, phase: str, bound_holds: bool,
                floor: bool = False) -> SolverResult:
         self.report(phase, self.best.total_j, self.bound_j)
-        result = solve(form, self.solver, self.settings(time_limit_s, floor), self.start_columns(form),
-                       self.watch(phase, bound_holds))
+        result = solve(form, self.solver, self.settings(time_limit_s, floor, confirm_infeasible=bound_holds),
+                       self.start_columns(form), self.watch(phase, bound_holds))
         self.handoff_s += result.handoff_s
         self.solve_s += result.solve_s
         return result

@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from time import perf_counter
@@ -50,6 +50,10 @@ DETECT_SYMMETRY = False
 KILL_GRACE_S = 0.05
 #: The dual bound is sent back at most this often while HiGHS works (each better solution at once).
 BOUND_EVERY_S = 0.05
+
+
+#: HiGHS's statuses for "no solution exists" (the costs are bounded below, so both mean infeasible).
+INFEASIBLE = ("kInfeasible", "kUnboundedOrInfeasible")
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,12 @@ class Program:
         `start` gives values of some columns by key (a partial MIP start HiGHS completes).
         `rel_gap` may be looser where only a good solution is wanted, not a bound; `tolerance` is
         HiGHS's primal and MIP feasibility tolerance.
+
+        An infeasibility is believed only after a second run without presolve, in the time left
+        (HiGHS 1.16's presolve has called a feasible stage MILP infeasible: `solvers._solve_highs`);
+        if that run ends first, nothing is proven.
         """
+        began = perf_counter()
         if time_limit_s is not None and len(self.index) > PRESOLVE_NONZEROS_PER_S * time_limit_s:
             return Solved(False, False, 0.0, None)
         limit_s = None if time_limit_s is None else max(time_limit_s, 0.01)
@@ -124,8 +133,13 @@ class Program:
             from poetsim.errors import InternalError
 
             raise InternalError(f"HiGHS rejected {answer.rejected} of a cover")
-        if answer.status in ("kInfeasible", "kUnboundedOrInfeasible"):
-            return Solved(True, True, math.inf, None)
+        if answer.status in INFEASIBLE:
+            left_s = None if limit_s is None else max(limit_s - (perf_counter() - began), 0.01)
+            check = run_highs(replace(job, options={**options, "presolve": "off", **(
+                {} if left_s is None else {"time_limit": left_s})}, stop_s=left_s), left_s)
+            if check.status in INFEASIBLE:
+                return Solved(True, True, math.inf, None)
+            answer = check
         if not any(self.integer):  # a linear program: its optimum is its bound
             bound = answer.objective if answer.status == "kOptimal" and answer.objective is not None else 0.0
         else:

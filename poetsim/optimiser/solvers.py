@@ -211,7 +211,7 @@ def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] |
                watch: Watch | None = None, presolve: bool = True) -> SolverResult:
     """One HiGHS run, in the HiGHS process (`program.run_highs`: killed if it has not answered
     shortly after the time limit); its status is None after a solve error (see _solve_highs)."""
-    from poetsim.optimiser.program import HighsJob, model_arrays, run_highs
+    from poetsim.optimiser.program import INFEASIBLE, HighsJob, model_arrays, run_highs
 
     began = perf_counter()
     model = model_arrays(form.col_cost, form.col_lower, form.col_upper, form.row_lower, form.row_upper,
@@ -237,8 +237,7 @@ def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] |
     if answer.status == "kSolveError":
         return SolverResult(None, None, None, None, handoff_s, answer.run_s)
     has_solution = answer.values is not None
-    status = _status("HiGHS", answer.status, has_solution, "kOptimal", ("kInfeasible", "kUnboundedOrInfeasible"),
-                     _HIGHS_STOPPED)
+    status = _status("HiGHS", answer.status, has_solution, "kOptimal", INFEASIBLE, _HIGHS_STOPPED)
     values = answer.values if has_solution and status is not Status.INFEASIBLE else None
     return SolverResult(
         status=status, values=values,

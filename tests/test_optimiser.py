@@ -362,8 +362,15 @@ def test_the_whole_search_with_gurobi_gives_the_answer_it_gives_with_highs(seed)
     assert checked.total_j == pytest.approx(highs.objective_j, rel=1e-9)
 
 
-GUROBI_UNTIL_INTERRUPTED = """
-import sys, time
+def until_interrupted(setup: str, solve_call: str) -> str:
+    """A script that builds a model (`setup`, which sets `form`), says "solving" on stderr and
+    runs `solve_call`; on KeyboardInterrupt it says "interrupted" and exits 130."""
+    return (f"import sys, time\n{setup}\nprint('solving', file=sys.stderr, flush=True)\ntry:\n    {solve_call}\n"
+            "except KeyboardInterrupt:\n    print('interrupted', file=sys.stderr)\n    sys.exit(130)\n"
+            "print('finished', file=sys.stderr)\n")
+
+
+GUROBI_UNTIL_INTERRUPTED = until_interrupted("""
 sys.path.insert(0, sys.argv[1])
 from poetsim.optimiser.formulation import formulate
 from poetsim.optimiser.solvers import SolverSettings, solve
@@ -371,15 +378,8 @@ from poetsim.schedule import Timing
 from test_optimiser import HYBRID, skip_graph_case
 
 graph, costs, budgets = skip_graph_case(3, ram_share=0.75)
-form = formulate(graph, costs, budgets, HYBRID, Timing.OVERLAP)
-print("solving", file=sys.stderr, flush=True)
-try:
-    solve(form, "gurobi", SolverSettings(1e-9, 0.0, 300.0, 1), None, lambda *_: time.sleep(0.5))
-except KeyboardInterrupt:
-    print("interrupted", file=sys.stderr)
-    sys.exit(130)
-print("finished", file=sys.stderr)
-"""
+form = formulate(graph, costs, budgets, HYBRID, Timing.OVERLAP)""",
+    'solve(form, "gurobi", SolverSettings(1e-9, 0.0, 300.0, 1), None, lambda *_: time.sleep(0.5))')
 
 
 @needs_gurobi
@@ -388,20 +388,7 @@ def test_ctrl_c_during_a_gurobi_solve_ends_it_and_prints_nothing_to_stdout():
     raises KeyboardInterrupt (as a HiGHS solve ends on Ctrl-C) and stdout stays empty. No model
     within gurobipy's size-limited license runs for seconds, so a watch that sleeps half a second
     at each report keeps this one at work when the signal comes."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    proc = subprocess.Popen([sys.executable, "-c", GUROBI_UNTIL_INTERRUPTED, str(Path(__file__).parent)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr.readline().strip() == "solving"
-    time.sleep(3.0)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert err.strip() == "interrupted"
-    assert out == ""
+    assert_ctrl_c_ends_it_quietly(GUROBI_UNTIL_INTERRUPTED, 3.0, str(Path(__file__).parent))
 
 
 @pytest.mark.parametrize("solver", ["highs", pytest.param("scip", marks=needs_scip),
@@ -425,8 +412,7 @@ def test_an_objective_floor_is_a_row_objective_at_least_the_floor(solver):
     assert form.objective(above.values) >= floor * (1 - 1e-6)
 
 
-SCIP_UNTIL_INTERRUPTED = """
-import sys
+SCIP_UNTIL_INTERRUPTED = until_interrupted("""
 from poetsim.optimiser.formulation import formulate
 from poetsim.optimiser.solvers import SolverSettings, solve
 from poetsim.problem import build_problem
@@ -434,15 +420,8 @@ from poetsim.schedule import Moves, Timing
 from poetsim.units import parse_ram
 
 problem = build_problem("resnet18_cifar", "rpi4", parse_ram("50%"), 1.2, Timing.OVERLAP, batch_size=8)
-form = formulate(problem.graph, problem.costs, problem.budgets, Moves(recompute=True, page=False), problem.timing)
-print("solving", file=sys.stderr, flush=True)
-try:
-    solve(form, "scip", SolverSettings(1e-4, 0.0, 300.0, 1), None)
-except KeyboardInterrupt:
-    print("interrupted", file=sys.stderr)
-    sys.exit(130)
-print("finished", file=sys.stderr)
-"""
+form = formulate(problem.graph, problem.costs, problem.budgets, Moves(recompute=True, page=False), problem.timing)""",
+    'solve(form, "scip", SolverSettings(1e-4, 0.0, 300.0, 1), None)')
 
 
 @needs_scip
@@ -453,19 +432,26 @@ def test_ctrl_c_during_a_scip_solve_ends_it_at_once_and_prints_nothing_to_stdout
     The stage MILP of ResNet-18 (CIFAR) at 50 % RAM, recompute-only, is nowhere near solved
     within minutes (docs/optimiser.md, section 9), so 4 s after its build began SCIP is at work.
     """
+    assert_ctrl_c_ends_it_quietly(SCIP_UNTIL_INTERRUPTED, 4.0)
+
+
+def assert_ctrl_c_ends_it_quietly(script: str, after_s: float, *args: str) -> None:
+    """Run `script` (which says "solving" on stderr, then solves with a 300 s limit), send SIGINT
+    `after_s` later: it must say "interrupted", exit 130, print nothing to stdout, and end well
+    before its limit (stopped by the signal)."""
     import signal
     import subprocess
     import sys
     import time
 
-    proc = subprocess.Popen([sys.executable, "-c", SCIP_UNTIL_INTERRUPTED], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     assert proc.stderr.readline().strip() == "solving"
-    time.sleep(4.0)
+    time.sleep(after_s)
     began = time.perf_counter()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert err.strip() == "interrupted"
     assert out == ""
-    assert time.perf_counter() - began < 30   # stopped by the signal, not by the 300 s limit
+    assert time.perf_counter() - began < 30

@@ -277,23 +277,45 @@ def test_scip_and_gurobi_solve_the_bare_milp_as_highs_does(other, node_j, moves,
         assert outcome.bound_j == pytest.approx(checked.total_j, rel=1e-9)
 
 
+def three_layer_case(size: int, compute_s: tuple[float, ...]):
+    """Three layers, the loss and three gradients as `training_graph` makes them, each output
+    `size` bytes but the layers' middle two and gradients (1/7 of it, at least 1) and the loss
+    (4 bytes); every compute 1 J (2 J a gradient), every transfer 1 s and 1 J. Hypothesis drew
+    both cases below in this shape."""
+    small = max(size // 7, 1)
+    graph = training_graph([size, small, small], [1.0, 1.0, 1.0], grad_reads=None)
+    sizes = (size, small, small, 4, small, small, size)
+    nodes = [Node(n.id, n.name, n.op, n.backward, n.deps, sizes[n.id], flops=n.flops) for n in graph.nodes]
+    graph = TrainingGraph.create("case", nodes)
+    return graph, cost_table(graph, compute_s, [1.0] * 7, [1.0] * 7, [1.0] * 7)
+
+
 def test_an_infeasibility_from_highs_presolve_is_checked_by_a_run_without_it():
-    """HiGHS 1.16's presolve calls this model infeasible (recompute-only, three layers, the RAM
-    budget at the keep-all peak of 30 bytes, 1.375x), although keep-all meets every row and SCIP,
-    Gurobi and HiGHS without presolve solve it (test_cover's property found it). The bare MILP
-    must give keep-all's 7 J, proven, as it does with both moves."""
-    sizes = (14, 2, 2, 4, 2, 2, 14)
-    deps = ((), (0,), (1,), (2,), (1, 2, 3), (0, 1, 4), (0, 5))
-    names = ("f0", "f1", "f2", "loss", "g2", "g1", "g0")
-    ops = ("op", "op", "op", "loss", "grad", "grad", "grad")
-    nodes = tuple(Node(k, names[k], ops[k], k >= 4, deps[k], sizes[k], flops=1.0 if k < 4 else 2.0) for k in range(7))
-    graph = TrainingGraph.create("case", list(nodes))
-    costs = cost_table(graph, (1.0, 1.0, 1.0, 0.5, 1.0, 2.0, 1.0), [1.0] * 7, [1.0] * 7, [1.0] * 7)
+    """HiGHS 1.16's presolve calls this model infeasible (recompute-only, the RAM budget at the
+    keep-all peak of 30 bytes, 1.375x), although keep-all meets every row and SCIP, Gurobi and
+    HiGHS without presolve solve it (test_cover's property found it). The bare MILP must give
+    keep-all's 7 J, proven, as it does with both moves."""
+    graph, costs = three_layer_case(14, (1.0, 1.0, 1.0, 0.5, 1.0, 2.0, 1.0))
     budgets = Budgets(graph.keep_all_peak_bytes, 1.375 * costs.plain_runtime_s)
     for moves in (RECOMPUTE_ONLY, HYBRID):
         outcome = optimise(graph, costs, budgets, moves, Timing.COMPUTE_ONLY, warm_start=False, mip_rel_gap=1e-9)
         assert outcome.status == "optimal", outcome.message
         assert outcome.objective_j == pytest.approx(costs.plain_compute_j, rel=1e-12)
+
+
+@needs_gurobi
+def test_a_gurobi_solution_that_breaks_a_bound_is_solved_again_without_presolve():
+    """Gurobi 13.0.3's presolve returns an "optimal" keep-all solution for this model (hybrid,
+    RAM one byte below keep-all's 12, 1.125x) with a RAM column 0.2 above its upper bound; the
+    plan read from it breaks the budget. The bare MILP must give the optimum HiGHS proves (one
+    recomputation, 8 J), not a broken solution and not `no-solution`."""
+    graph, costs = three_layer_case(5, (0.5, 1.0, 1.0, 0.5, 1.0, 1.0, 1.0))
+    budgets = Budgets(graph.keep_all_peak_bytes - 1, 1.125 * costs.plain_runtime_s)
+    outcome = optimise(graph, costs, budgets, HYBRID, Timing.COMPUTE_ONLY, solver="gurobi", warm_start=False,
+                       mip_rel_gap=1e-9)
+    assert outcome.status == "optimal", outcome.message
+    checked = check_schedule(outcome.schedule, graph, costs, Timing.COMPUTE_ONLY, budgets)
+    assert checked.total_j == pytest.approx(costs.plain_compute_j + 1.0, rel=1e-12)
 
 
 @pytest.mark.skipif(gurobi_license() != "size-limited", reason="needs gurobipy's size-limited license")

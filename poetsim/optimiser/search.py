@@ -585,8 +585,15 @@ class Search:
             if self.solver_status is Status.INFEASIBLE:
                 message = infeasible_message(self.graph, self.costs, self.budgets, self.moves)
                 status = Status.INFEASIBLE
+            elif self.solver_status is not None and self.solver_status.has_schedule:
+                # Every solution is read through a plan and judged by the model's accounting: one
+                # that breaks the budgets there is not reported (a solver's fault, not a schedule).
+                message = (f"no schedule: the {self.solver} MILP's solution breaks the budgets under the model's "
+                           "accounting, and no other plan fits")
+                status = Status.NO_SOLUTION
             else:
-                message = f"no schedule was found within the time limit of {self.clock.limit_s:.1f} s"
+                within = "" if self.clock.limit_s is None else f" within the time limit of {self.clock.limit_s:.1f} s"
+                message = f"no schedule was found{within}"
                 status = Status.NO_SOLUTION
             return SolveOutcome(self.moves, self.timing, self.solver, status, None, None, None, self.bound_j, None,
                                 None, message=message, wall_s=self.clock.elapsed_s(), **common)

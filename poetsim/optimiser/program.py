@@ -110,11 +110,8 @@ class Program:
         `rel_gap` may be looser where only a good solution is wanted, not a bound; `tolerance` is
         HiGHS's primal and MIP feasibility tolerance.
 
-        An infeasibility is believed only after a second run without presolve, in the time left
-        (HiGHS 1.16's presolve has called a feasible stage MILP infeasible: `solvers._solve_highs`);
-        if that run ends first, nothing is proven.
+        An infeasibility is believed only from a run without presolve (`run_checked`).
         """
-        began = perf_counter()
         if time_limit_s is not None and len(self.index) > PRESOLVE_NONZEROS_PER_S * time_limit_s:
             return Solved(False, False, 0.0, None)
         limit_s = None if time_limit_s is None else max(time_limit_s, 0.01)
@@ -128,18 +125,13 @@ class Program:
                                           self.row_upper, self.starts, self.index, self.value, self.integer),
                        options=options, stop_s=limit_s, enough=enough,
                        partial_start=([c for c, _ in given], [v for _, v in given]) if given else None)
-        answer = run_highs(job, limit_s)
+        answer = run_checked(job, limit_s)
         if answer.rejected:
             from poetsim.errors import InternalError
 
             raise InternalError(f"HiGHS rejected {answer.rejected} of a cover")
         if answer.status in INFEASIBLE:
-            left_s = None if limit_s is None else max(limit_s - (perf_counter() - began), 0.01)
-            check = run_highs(replace(job, options={**options, "presolve": "off", **(
-                {} if left_s is None else {"time_limit": left_s})}, stop_s=left_s), left_s)
-            if check.status in INFEASIBLE:
-                return Solved(True, True, math.inf, None)
-            answer = check
+            return Solved(True, True, math.inf, None)
         if not any(self.integer):  # a linear program: its optimum is its bound
             bound = answer.objective if answer.status == "kOptimal" and answer.objective is not None else 0.0
         else:
@@ -231,6 +223,22 @@ def run_highs(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer:
         else:
             solver.end()
     return HighsAnswer("killed", objective, dual, values, perf_counter() - began)
+
+
+def run_checked(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer:
+    """`run_highs`, with an infeasibility believed only from a run without presolve: HiGHS 1.16's
+    presolve has called a feasible model infeasible (docs/optimiser.md, section 5, "Infeasible,
+    checked"). So an infeasible answer of a run with presolve is followed by one without, in the
+    time left, whose answer is returned (its run time the sum of both); if it ends first, it is
+    a stop, not a proof."""
+    began = perf_counter()
+    answer = run_highs(job, limit_s, watch)
+    if answer.status not in INFEASIBLE or answer.rejected or job.options.get("presolve") == "off":
+        return answer
+    left_s = None if limit_s is None else max(limit_s - (perf_counter() - began), 0.01)
+    options = {**job.options, "presolve": "off", **({} if left_s is None else {"time_limit": left_s})}
+    check = run_highs(replace(job, options=options, stop_s=left_s), left_s, watch)
+    return replace(check, run_s=answer.run_s + check.run_s)
 
 
 class _Solver:

@@ -141,20 +141,15 @@ def _solve_highs(form: Formulation, settings: SolverSettings, start: list[float]
     a row, and then end with "Solve error" (a 7-node case in test_cover's property found it):
     that model is solved again with presolve off. And it has called a feasible model infeasible
     (a 7-node recompute-only case whose keep-all schedule meets every row, found by another of
-    test_cover's properties; SCIP, Gurobi and HiGHS without presolve solve it): so an
-    infeasibility is believed only from a run without presolve, in what is left of the limit,
-    and where that run ends first nothing is proven (`no-solution`).
+    test_cover's properties; SCIP, Gurobi and HiGHS without presolve solve it): so, unless
+    `settings.confirm_infeasible` is off, an infeasibility is believed only from a run without
+    presolve (`program.run_checked`), and where that run ends first nothing is proven.
     """
     result = _run_highs(form, settings, start, watch)
     if result.status is None:
         result = _run_highs(form, settings, start, watch, presolve=False)
         if result.status is None:
             raise InternalError("HiGHS ended with a solve error on the POET model, with presolve on and off")
-    elif result.status is Status.INFEASIBLE and settings.confirm_infeasible:
-        check = _run_highs(form, replace(settings, time_limit_s=_left_s(settings, result)), start, watch,
-                           presolve=False)
-        result = SolverResult(check.status or Status.NO_SOLUTION, check.values, check.objective, check.bound,
-                              result.handoff_s + check.handoff_s, result.solve_s + check.solve_s)
     if start is None or result.values is None or _objective_matches(form, result):
         return result
     # The retry gets what is left of the limit, if anything; the first run's bound is not kept
@@ -211,7 +206,7 @@ def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] |
                watch: Watch | None = None, presolve: bool = True) -> SolverResult:
     """One HiGHS run, in the HiGHS process (`program.run_highs`: killed if it has not answered
     shortly after the time limit); its status is None after a solve error (see _solve_highs)."""
-    from poetsim.optimiser.program import INFEASIBLE, HighsJob, model_arrays, run_highs
+    from poetsim.optimiser.program import INFEASIBLE, HighsJob, model_arrays, run_checked, run_highs
 
     began = perf_counter()
     model = model_arrays(form.col_cost, form.col_lower, form.col_upper, form.row_lower, form.row_upper,
@@ -231,7 +226,7 @@ def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] |
         options["time_limit"] = float(limit_s)
     job = HighsJob(model=model, options=options, extra_rows=rows, full_start=None if start is None else list(start))
     handoff_s = perf_counter() - began
-    answer = run_highs(job, limit_s, watch)
+    answer = (run_checked if settings.confirm_infeasible else run_highs)(job, limit_s, watch)
     if answer.rejected:
         raise InternalError(f"HiGHS rejected {answer.rejected} of the POET model")
     if answer.status == "kSolveError":

@@ -17,14 +17,14 @@ from time import perf_counter
 import pandas as pd
 
 from benchmarks.common import machine, write_rows
+from poetsim.graphs.zoo import MODELS
 from poetsim.optimiser import optimise
-from poetsim.optimiser.formulation import formulate
+from poetsim.optimiser.milp.formulation import formulate
+from poetsim.optimiser.milp.solvers import SolverSettings, solve
 from poetsim.optimiser.outcome import abs_gap_j
-from poetsim.optimiser.solvers import SolverSettings, solve
-from poetsim.problem import build_problem
-from poetsim.schedule import Moves, Timing
+from poetsim.schedule.model import Moves, Timing
+from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
-from poetsim.zoo import MODELS
 
 HYBRID = Moves(recompute=True, page=True)
 LIMIT_S = 60.0
@@ -181,7 +181,7 @@ def cover_rows_one(model: str, batch_size: int | None, plat: str, ram: str, stra
     """`cover_bound` with every stage row from the start, then from the 5 of largest excess; and
     `second_restore_bound` for recompute-only."""
     from poetsim import strategies
-    from poetsim.optimiser.cover import cover_bound, second_restore_bound
+    from poetsim.optimiser.bounds.cover import cover_bound, second_restore_bound
 
     problem = build_problem(model, plat, parse_ram(ram), 1.2, timing, batch_size=batch_size)
     args = (problem.graph, problem.costs, problem.budgets, strategies.get(strategy).moves, timing)

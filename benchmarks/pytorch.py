@@ -28,8 +28,8 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.common import machine
-from poetsim import zoo
-from poetsim.graphio import read_graph_file
+from poetsim.graphs import zoo
+from poetsim.graphs.io import read_graph_file
 from poetsim.pytorch.source import ModelSource
 from poetsim.pytorch.validate import validate_run, write_validation
 
@@ -49,7 +49,7 @@ COUNTED_OPS = frozenset({"conv", "depthwise_conv", "linear", "matmul", "attentio
 _IMPORT_ONE = """
 import sys, time
 start = time.perf_counter()
-from poetsim.graphio import save_graph
+from poetsim.graphs.io import save_graph
 from poetsim.pytorch.capture import capture
 from poetsim.pytorch.source import ModelSource
 source = ModelSource({factory!r}, {shapes!r}, {dtypes!r}, 0, {high!r})

@@ -39,19 +39,19 @@ from pathlib import Path
 import pandas as pd
 
 from poetsim import optimiser
-from poetsim.checker import check_schedule
-from poetsim.costs import CostTable, node_costs
-from poetsim.graph import Node, TrainingGraph
-from poetsim.optimiser import plan as plans
-from poetsim.optimiser.baselines import PAGING, greedy_plan
+from poetsim.graphs.graph import Node, TrainingGraph
+from poetsim.graphs.zoo import build_model
+from poetsim.inputs.profiles import Platform, load_platform
+from poetsim.inputs.scenario import load_scenario
+from poetsim.optimiser.baselines.simple import PAGING, greedy_plan
+from poetsim.optimiser.plans import plan as plans
 from poetsim.pipeline import problem_for_point
-from poetsim.profiles import Platform, load_platform
-from poetsim.scenario import load_scenario
-from poetsim.schedule import Budgets, Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
-from poetsim.schedule_io import load_json
+from poetsim.schedule.checker import check_schedule
+from poetsim.schedule.costs import CostTable, node_costs
+from poetsim.schedule.formats import load_json
+from poetsim.schedule.model import Budgets, Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
 from poetsim.simulator import Mode, simulate
-from poetsim.sweep import point_slug
-from poetsim.zoo import build_model
+from poetsim.sweeps.runner import point_slug
 
 DEFAULT_OUT = Path("results/bench/simulator.csv")
 SHIPPED_OUT = Path("results/bench/simulator_shipped.csv")

@@ -14,12 +14,12 @@ from time import perf_counter
 import pandas as pd
 
 from benchmarks.common import machine, write_rows
-from poetsim.costs import node_costs
-from poetsim.graphio import load_graph
+from poetsim.graphs.io import load_graph
+from poetsim.graphs.zoo import MODELS
+from poetsim.inputs.profiles import load_platform
 from poetsim.optimiser import optimise
-from poetsim.profiles import load_platform
-from poetsim.schedule import Budgets, Moves, Timing
-from poetsim.zoo import MODELS
+from poetsim.schedule.costs import node_costs
+from poetsim.schedule.model import Budgets, Moves, Timing
 
 #: The Checkmate graphs shipped with the repository (scenarios/graphs/checkmate/README.md).
 CHECKMATE_GRAPHS = Path(__file__).resolve().parents[1] / "scenarios" / "graphs" / "checkmate"

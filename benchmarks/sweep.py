@@ -25,11 +25,11 @@ import pandas as pd
 
 from benchmarks.common import machine
 from poetsim import strategies
-from poetsim.results import load_results
-from poetsim.scenario import load_scenario
+from poetsim.analysis.results import load_results
+from poetsim.inputs.scenario import load_scenario
 from poetsim.status import Status
 from poetsim.strategies import Kind
-from poetsim.sweep import run_sweep, save_scenario_copy
+from poetsim.sweeps.runner import run_sweep, save_scenario_copy
 
 DEFAULT_OUT = Path("results/bench/sweep.csv")
 SCENARIO = Path("scenarios/resnet18.yaml")

@@ -21,9 +21,7 @@ _PUBLIC = {
 def __getattr__(name: str):
     if name in _PUBLIC:
         module = importlib.import_module(_PUBLIC[name])
-        # Importing poetsim.api imports the submodule poetsim.sweep, and Python then sets the
-        # package's attribute `sweep` to that module: bind every public name of the module here,
-        # so that `poetsim.sweep` stays the function whatever was imported first.
+        # Bind every public name of that module at once, so later lookups skip this hook.
         for public, source in _PUBLIC.items():
             if source == _PUBLIC[name]:
                 globals()[public] = getattr(module, public)

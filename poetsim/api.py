@@ -25,17 +25,17 @@ from pathlib import Path
 import pandas as pd
 
 from poetsim import strategies
-from poetsim.dask_pool import NO_WORKER_WAIT_S
+from poetsim.analysis.results import headline, headline_columns, load_results
 from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, UserInputError
+from poetsim.inputs.scenario import FILE_SUFFIXES, Scenario, load_scenario
 from poetsim.pipeline import Run, baseline_starts, load_run, run_strategy, write_run
-from poetsim.problem import Problem, build_problem
-from poetsim.results import headline, headline_columns, load_results
 from poetsim.runs import ResultRow
-from poetsim.scenario import FILE_SUFFIXES, Scenario, load_scenario
-from poetsim.schedule import Schedule, Timing
-from poetsim.schedule_io import load_schedule
+from poetsim.schedule.formats import load_schedule
+from poetsim.schedule.model import Schedule, Timing
+from poetsim.schedule.problem import Problem, build_problem
 from poetsim.status import Status
-from poetsim.sweep import check_output_dir, plan_sweep, run_sweep
+from poetsim.sweeps.dask_pool import NO_WORKER_WAIT_S
+from poetsim.sweeps.runner import check_output_dir, plan_sweep, run_sweep
 from poetsim.units import RamSpec, number_text, parse_ram, parse_runtime
 
 __all__ = ["Choice", "Comparison", "SweepResult", "choose", "compare", "default_out", "load_scenario", "simulate",
@@ -73,7 +73,7 @@ class SweepResult:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Strategies side by side (`poetsim.results.headline`), and the files written from it."""
+    """Strategies side by side (`poetsim.analysis.results.headline`), and the files written from it."""
 
     directory: Path
     table: pd.DataFrame

@@ -1,7 +1,7 @@
 """The one module that chains the stages: graph -> costs -> optimise -> check -> simulate -> row.
 
 Every schedule that leaves this module has passed the independent checker
-(`poetsim.checker`), whose figures must equal the optimiser's own within 1e-6 relative;
+(`poetsim.schedule.checker`), whose figures must equal the optimiser's own within 1e-6 relative;
 otherwise the run's status is "invalid" and no schedule is reported.
 """
 
@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from poetsim import optimiser, strategies
-from poetsim.checker import check_schedule, compare_figures
 from poetsim.errors import InternalError, PoetsimError
+from poetsim.inputs.scenario import Point, Scenario
 from poetsim.optimiser import SolveOutcome
-from poetsim.problem import Problem, build_problem
 from poetsim.runs import ResultRow
-from poetsim.scenario import Point, Scenario
-from poetsim.schedule import Budgets, Figures, Schedule
-from poetsim.schedule_io import encode_binary, load_json, save_json, with_node_names
+from poetsim.schedule.checker import check_schedule, compare_figures
+from poetsim.schedule.formats import encode_binary, load_json, save_json, with_node_names
+from poetsim.schedule.model import Budgets, Figures, Schedule
+from poetsim.schedule.problem import Problem, build_problem
 from poetsim.status import Status
 from poetsim.strategies import Kind
 

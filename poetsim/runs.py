@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from poetsim.errors import FolderBusyError, StorageError, UserInputError
-from poetsim.inputfile import MAX_RESULTS_BYTES, read_text
-from poetsim.schedule import Figures
+from poetsim.inputs.files import MAX_RESULTS_BYTES, read_text
+from poetsim.schedule.model import Figures
 from poetsim.status import Status
 
 #: The figures a schedule is described by, as the suffixes of the predicted_ and simulated_ columns.

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from enum import Enum
 
 from poetsim.errors import UserInputError
-from poetsim.optimiser import baselines
-from poetsim.optimiser.capuchin import capuchin_schedule
-from poetsim.optimiser.pofo import pofo_schedule
-from poetsim.problem import Problem
-from poetsim.schedule import Moves, Schedule
+from poetsim.optimiser.baselines import simple as baselines
+from poetsim.optimiser.baselines.capuchin import capuchin_schedule
+from poetsim.optimiser.baselines.pofo import pofo_schedule
+from poetsim.schedule.model import Moves, Schedule
+from poetsim.schedule.problem import Problem
 
 
 class Kind(str, Enum):

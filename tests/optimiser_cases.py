@@ -11,8 +11,8 @@ from functools import cache
 from hypothesis import strategies as st
 
 from poetsim import strategies
-from poetsim.costs import CostTable
-from poetsim.graph import Node, TrainingGraph
+from poetsim.graphs.graph import Node, TrainingGraph
+from poetsim.schedule.costs import CostTable
 
 #: What the gradient of a forward node reads besides the gradients of its readers.
 INPUTS, OWN, BOTH = "inputs", "own", "both"

@@ -6,17 +6,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from poetsim.checker import check_schedule, compare_figures
-from poetsim.costs import node_costs
+from poetsim.graphs.zoo import build_model
+from poetsim.inputs.profiles import load_platform
 from poetsim.optimiser import checkpoint_sqrt, keep_all
-from poetsim.optimiser import plan as plans
-from poetsim.optimiser.baselines import RECOMPUTING, forward_cut_points, greedy_plan, rebuilt_plan, start_plan
-from poetsim.optimiser.cover import cover_bound
-from poetsim.optimiser.cover_plan import _absence_windows, cover_plan
-from poetsim.optimiser.plan import figures, to_schedule
-from poetsim.profiles import load_platform
-from poetsim.schedule import Budgets, Timing
-from poetsim.zoo import build_model
+from poetsim.optimiser.baselines.simple import RECOMPUTING, forward_cut_points, greedy_plan, rebuilt_plan, start_plan
+from poetsim.optimiser.bounds.cover import cover_bound
+from poetsim.optimiser.plans import plan as plans
+from poetsim.optimiser.plans.cover_plan import _absence_windows, cover_plan
+from poetsim.optimiser.plans.plan import figures, to_schedule
+from poetsim.schedule.checker import check_schedule, compare_figures
+from poetsim.schedule.costs import node_costs
+from poetsim.schedule.model import Budgets, Timing
 
 from optimiser_cases import MOVES, PAGING_ONLY, RECOMPUTE_ONLY, cases, cost_table, training_graph
 
@@ -168,7 +168,7 @@ def test_the_rebuilt_greedy_recomputes_only_and_meets_both_budgets(case, ram_sha
 
 
 def test_the_covers_plan_keeps_recomputed_outputs_where_ram_allows():
-    from poetsim.optimiser.rules import Mode, plan_from_decisions
+    from poetsim.optimiser.plans.rules import Mode, plan_from_decisions
 
     graph, costs, budgets, timing = resnet18_study_point("50%", "1.2x")
     cover = cover_bound(graph, costs, budgets, RECOMPUTING, timing)

@@ -20,14 +20,14 @@ import pytest
 import yaml
 from playwright.sync_api import sync_playwright
 
-from poetsim import zoo
-from poetsim.graphio import save_graph
+from poetsim.analysis.results import load_results
+from poetsim.graphs import zoo
+from poetsim.graphs.io import save_graph
+from poetsim.inputs.scenario import load_scenario
 from poetsim.pipeline import load_run, problem_for_point
 from poetsim.report import build_report, save_run_charts
-from poetsim.results import load_results
-from poetsim.scenario import load_scenario
 from poetsim.status import Status
-from poetsim.sweep import point_slug, run_sweep
+from poetsim.sweeps.runner import point_slug, run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "build" / "screenshots"
@@ -52,7 +52,7 @@ def site(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("site")
     graph = zoo.build_model("mlp", batch_size=2)
     save_graph(replace(graph, name=HOSTILE_GRAPH), root / "mlp.json")
-    profile = yaml.safe_load((ROOT / "poetsim" / "platforms" / "nrf52840.yaml").read_text())
+    profile = yaml.safe_load((ROOT / "poetsim" / "inputs" / "platforms" / "nrf52840.yaml").read_text())
     profile["name"] = HOSTILE_PLATFORM
     (root / "board.yaml").write_text(yaml.safe_dump(profile))
     scenario_text = (ROOT / "scenarios" / "mcu.yaml").read_text().replace("model: mlp", f"model: {root / 'mlp.json'}").replace(

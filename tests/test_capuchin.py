@@ -4,12 +4,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from poetsim.checker import check_schedule, compare_figures
-from poetsim.optimiser.capuchin import capuchin_schedule
-from poetsim.optimiser.rules import Mode
+from poetsim.optimiser.baselines.capuchin import capuchin_schedule
+from poetsim.optimiser.plans.rules import Mode
 from poetsim.pipeline import baseline_starts, run_strategy
-from poetsim.problem import build_problem
-from poetsim.schedule import Timing
+from poetsim.schedule.checker import check_schedule, compare_figures
+from poetsim.schedule.model import Timing
+from poetsim.schedule.problem import build_problem
 from poetsim.status import Status
 from poetsim.units import parse_ram
 

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from poetsim.checker import check_schedule, compare_figures
-from poetsim.costs import CostTable
 from poetsim.errors import InternalError, PoetsimError, ScheduleError
-from poetsim.graph import Node, TrainingGraph
-from poetsim.schedule import Budgets, Compute, Figures, Free, PageIn, PageOut, Schedule, Timing
+from poetsim.graphs.graph import Node, TrainingGraph
+from poetsim.schedule.checker import check_schedule, compare_figures
+from poetsim.schedule.costs import CostTable
+from poetsim.schedule.model import Budgets, Compute, Figures, Free, PageIn, PageOut, Schedule, Timing
 
 C, F, PI, PO = Compute, Free, PageIn, PageOut
 BOTH = (Timing.COMPUTE_ONLY, Timing.OVERLAP)

@@ -2,10 +2,10 @@
 
 import pytest
 
-from poetsim.costs import moved_bytes, node_costs
-from poetsim.graph import MeasuredCosts, Node, TrainingGraph
-from poetsim.profiles import Platform, load_platform
-from poetsim.zoo import build_model
+from poetsim.graphs.graph import MeasuredCosts, Node, TrainingGraph
+from poetsim.graphs.zoo import build_model
+from poetsim.inputs.profiles import Platform, load_platform
+from poetsim.schedule.costs import moved_bytes, node_costs
 
 # The MKR1000 figures of the POET authors, written out by hand (arXiv 2207.07697).
 MKR_S_PER_2000_FLOP = 0.012

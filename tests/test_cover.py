@@ -4,16 +4,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from poetsim.checker import check_schedule
-from poetsim.graph import Node, TrainingGraph
+from poetsim.graphs.graph import Node, TrainingGraph
+from poetsim.inputs.scenario import parse_ram
 from poetsim.optimiser import optimise
-from poetsim.optimiser.cover import _CoverModel, cover_bound, cover_rows, paging_floor_j, second_restore_bound
-from poetsim.optimiser.cover_plan import cover_plan, events_plan
-from poetsim.optimiser.plan import figures, to_schedule
-from poetsim.optimiser.timed_cover import timed_cover_bound
-from poetsim.problem import build_problem
-from poetsim.scenario import parse_ram
-from poetsim.schedule import Budgets, Timing
+from poetsim.optimiser.bounds.cover import _CoverModel, cover_bound, cover_rows, paging_floor_j, second_restore_bound
+from poetsim.optimiser.bounds.timed_cover import timed_cover_bound
+from poetsim.optimiser.plans.cover_plan import cover_plan, events_plan
+from poetsim.optimiser.plans.plan import figures, to_schedule
+from poetsim.schedule.checker import check_schedule
+from poetsim.schedule.model import Budgets, Timing
+from poetsim.schedule.problem import build_problem
 
 from optimiser_cases import (
     BOTH,
@@ -529,9 +529,9 @@ def test_balancing_moves_transfers_out_of_stalling_stages_as_the_exact_placement
     windows' greedy alone stalls early stages, 1.470938 J above keep-all; balanced, its plan
     costs 0.224153 J, what the exact placement (the timed cover confined to the choice) proves
     is least for this choice. The plan passes the checker at that energy."""
-    from poetsim.optimiser import cover_plan as plans
-    from poetsim.optimiser.rules import Mode, plan_from_decisions
-    from poetsim.optimiser.timed_cover import placement
+    from poetsim.optimiser.bounds.timed_cover import placement
+    from poetsim.optimiser.plans import cover_plan as plans
+    from poetsim.optimiser.plans.rules import Mode, plan_from_decisions
 
     p = build_problem("resnet18_cifar", "rpi4", parse_ram("50%"), 1.2, OV, batch_size=8)
     graph, costs, budgets = p.graph, p.costs, p.budgets

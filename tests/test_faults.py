@@ -19,10 +19,10 @@ import psutil
 import pytest
 
 from poetsim.errors import FolderBusyError, StorageError
+from poetsim.inputs.scenario import load_scenario
 from poetsim.runs import FolderLock, ResultRow, RunsFile
-from poetsim.scenario import load_scenario
 from poetsim.status import Status
-from poetsim.sweep import run_sweep
+from poetsim.sweeps.runner import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 MCU = ROOT / "scenarios" / "mcu.yaml"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from poetsim.graph import MAX_NODE_FLOPS, MAX_NODES, Node, TrainingGraph
+from poetsim.graphs.graph import MAX_NODE_FLOPS, MAX_NODES, Node, TrainingGraph
 
 
 def _chain(sizes):

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from poetsim.errors import UserInputError
-from poetsim.graph import MeasuredCosts, Node, TrainingGraph
-from poetsim.graphio import graph_to_json, load_graph, read_graph_file, save_graph
+from poetsim.graphs.graph import MeasuredCosts, Node, TrainingGraph
+from poetsim.graphs.io import graph_to_json, load_graph, read_graph_file, save_graph
 
 CHECKMATE_NODES = {
     "vgg16_256_224x224x3_train.json": 45,

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from poetsim.cli import app
+from poetsim.analysis.results import FAILING, PASSING, check_against_baseline, load_results
+from poetsim.cli.app import app
 from poetsim.errors import UserInputError
-from poetsim.results import FAILING, PASSING, check_against_baseline, load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 MCU_BASELINE = ROOT / "results" / "baselines" / "mcu.csv"

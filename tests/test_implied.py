@@ -5,14 +5,14 @@ from dataclasses import replace
 import pytest
 from test_sweep import small_scenario
 
-from poetsim.checker import check_schedule
-from poetsim.implied import apply_implied, relaxes, schedule_donor
+from poetsim.inputs.scenario import load_scenario
 from poetsim.pipeline import problem_for_point
 from poetsim.runs import ResultRow, RunsFile
-from poetsim.scenario import load_scenario
-from poetsim.schedule_io import load_json
+from poetsim.schedule.checker import check_schedule
+from poetsim.schedule.formats import load_json
 from poetsim.status import Status
-from poetsim.sweep import POINTS_DIR, carry_across_grid, point_slug, run_sweep
+from poetsim.sweeps.implied import apply_implied, relaxes, schedule_donor
+from poetsim.sweeps.runner import POINTS_DIR, carry_across_grid, point_slug, run_sweep
 
 
 def row(strategy="hybrid", ram=1000, deadline=2.0, status=Status.FEASIBLE, bound=None, total=None, **changes):

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from poetsim.cli import app
+from poetsim.cli.app import app
 from poetsim.errors import UserInputError
-from poetsim.inputfile import MAX_SCENARIO_BYTES, parse_yaml, read_text
-from poetsim.scenario import load_scenario
-from poetsim.sweep import point_slug, run_sweep
+from poetsim.inputs.files import MAX_SCENARIO_BYTES, parse_yaml, read_text
+from poetsim.inputs.scenario import load_scenario
+from poetsim.sweeps.runner import point_slug, run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = ROOT / "tests" / "hostile"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from poetsim.layers import Network, ShapeError
+from poetsim.graphs.layers import Network, ShapeError
 
 
 def _by_name(graph):

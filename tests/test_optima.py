@@ -3,16 +3,16 @@ and equal to the shipped figure.
 
 The energies above keep-all are the ones the shipped study (results/resnet18/runs.csv) proves;
 they depend on the cost model, so re-pin them (with the values `optimise` proves) when
-poetsim/costs.py or a platform profile changes. Each solve takes about a second.
+poetsim/schedule/costs.py or a platform profile changes. Each solve takes about a second.
 """
 
 import pytest
 
-from poetsim.checker import check_schedule, compare_figures
+from poetsim.inputs.scenario import parse_ram
 from poetsim.optimiser import optimise
 from poetsim.pipeline import build_problem
-from poetsim.scenario import parse_ram
-from poetsim.schedule import Moves, Timing
+from poetsim.schedule.checker import check_schedule, compare_figures
+from poetsim.schedule.model import Moves, Timing
 
 PAGING = Moves(recompute=False, page=True)
 RECOMPUTE = Moves(recompute=True, page=False)

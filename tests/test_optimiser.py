@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from poetsim.checker import check_schedule, compare_figures
 from poetsim.errors import InfeasibleBudgetError, SolverUnavailableError, UserInputError
-from poetsim.graph import Node, TrainingGraph
+from poetsim.graphs.graph import Node, TrainingGraph
 from poetsim.optimiser import optimise, require_feasible, write_lp
-from poetsim.schedule import Budgets, Compute, PageIn, PageOut, Timing
+from poetsim.schedule.checker import check_schedule, compare_figures
+from poetsim.schedule.model import Budgets, Compute, PageIn, PageOut, Timing
 
 from optimiser_cases import HYBRID, PAGING_ONLY, RECOMPUTE_ONLY, cost_table, gurobi_license, relu_or_conv, training_graph
 
@@ -223,7 +223,7 @@ def test_a_start_with_moves_the_strategy_lacks_is_not_used():
 def test_when_the_time_limit_runs_out_the_best_schedule_so_far_comes_with_its_gap():
     """transformer (121 nodes) at 35 % RAM under overlap with 2 s: no proof in that time, but a
     schedule within the budgets, and a proven gap."""
-    from poetsim.problem import build_problem
+    from poetsim.schedule.problem import build_problem
     from poetsim.units import parse_ram
 
     p = build_problem("transformer", "rpi4", parse_ram("35%"), 1.2, Timing.OVERLAP)
@@ -236,7 +236,7 @@ def test_when_the_time_limit_runs_out_the_best_schedule_so_far_comes_with_its_ga
 
 
 def test_progress_is_reported_at_most_about_once_a_second_with_the_best_figures():
-    from poetsim.problem import build_problem
+    from poetsim.schedule.problem import build_problem
     from poetsim.units import parse_ram
 
     p = build_problem("transformer", "rpi4", parse_ram("35%"), 1.2, Timing.OVERLAP)
@@ -322,9 +322,9 @@ def test_a_gurobi_solution_that_breaks_a_bound_is_solved_again_without_presolve(
 def test_a_size_limited_gurobi_license_is_a_one_line_solver_error_naming_the_milp_size():
     """gurobipy from PyPI refuses models of over 2,000 columns or rows; the solve says so in one
     line with the model's size (ResNet-18, CIFAR, at 50 % RAM: about 40,000 columns)."""
-    from poetsim.optimiser.formulation import formulate
-    from poetsim.optimiser.solvers import SolverSettings, solve
-    from poetsim.problem import build_problem
+    from poetsim.optimiser.milp.formulation import formulate
+    from poetsim.optimiser.milp.solvers import SolverSettings, solve
+    from poetsim.schedule.problem import build_problem
     from poetsim.units import parse_ram
 
     problem = build_problem("resnet18_cifar", "rpi4", parse_ram("50%"), 1.2, Timing.OVERLAP, batch_size=8)
@@ -355,8 +355,8 @@ def test_a_watch_that_says_stop_ends_a_gurobi_solve_at_its_first_report():
     through the watch; Gurobi calls it from its MIP callback. `skip_graph_case(3)` at 75 % RAM,
     hybrid, is not solved before the first report, so a watch that says stop at once leaves the
     solve unfinished: never `optimal`, and the watch not called again."""
-    from poetsim.optimiser.formulation import formulate
-    from poetsim.optimiser.solvers import SolverSettings, solve
+    from poetsim.optimiser.milp.formulation import formulate
+    from poetsim.optimiser.milp.solvers import SolverSettings, solve
 
     graph, costs, budgets = skip_graph_case(3, ram_share=0.75)
     form = formulate(graph, costs, budgets, HYBRID, Timing.OVERLAP)
@@ -394,9 +394,9 @@ def until_interrupted(setup: str, solve_call: str) -> str:
 
 GUROBI_UNTIL_INTERRUPTED = until_interrupted("""
 sys.path.insert(0, sys.argv[1])
-from poetsim.optimiser.formulation import formulate
-from poetsim.optimiser.solvers import SolverSettings, solve
-from poetsim.schedule import Timing
+from poetsim.optimiser.milp.formulation import formulate
+from poetsim.optimiser.milp.solvers import SolverSettings, solve
+from poetsim.schedule.model import Timing
 from test_optimiser import HYBRID, skip_graph_case
 
 graph, costs, budgets = skip_graph_case(3, ram_share=0.75)
@@ -419,8 +419,8 @@ def test_an_objective_floor_is_a_row_objective_at_least_the_floor(solver):
     """`SolverSettings.objective_floor` adds the row objective >= floor (a bound from outside the
     model): at the optimum it changes nothing; a floor above it makes the solver return a
     schedule that costs at least the floor (extra recomputation), never the optimum below."""
-    from poetsim.optimiser.formulation import formulate
-    from poetsim.optimiser.solvers import SolverSettings, solve
+    from poetsim.optimiser.milp.formulation import formulate
+    from poetsim.optimiser.milp.solvers import SolverSettings, solve
 
     graph, costs, budgets = skip_graph_case(7)
     form = formulate(graph, costs, budgets, HYBRID, Timing.OVERLAP)
@@ -435,10 +435,10 @@ def test_an_objective_floor_is_a_row_objective_at_least_the_floor(solver):
 
 
 SCIP_UNTIL_INTERRUPTED = until_interrupted("""
-from poetsim.optimiser.formulation import formulate
-from poetsim.optimiser.solvers import SolverSettings, solve
-from poetsim.problem import build_problem
-from poetsim.schedule import Moves, Timing
+from poetsim.optimiser.milp.formulation import formulate
+from poetsim.optimiser.milp.solvers import SolverSettings, solve
+from poetsim.schedule.problem import build_problem
+from poetsim.schedule.model import Moves, Timing
 from poetsim.units import parse_ram
 
 problem = build_problem("resnet18_cifar", "rpi4", parse_ram("50%"), 1.2, Timing.OVERLAP, batch_size=8)

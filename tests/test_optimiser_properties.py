@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from poetsim.checker import check_schedule, compare_figures
 from poetsim.optimiser import keep_all, optimise
-from poetsim.optimiser import plan as plans
-from poetsim.optimiser.formulation import formulate
-from poetsim.optimiser.rules import Mode, plan_from_decisions, uses
-from poetsim.schedule import Budgets, Timing
+from poetsim.optimiser.milp.formulation import formulate
+from poetsim.optimiser.plans import plan as plans
+from poetsim.optimiser.plans.rules import Mode, plan_from_decisions, uses
+from poetsim.schedule.checker import check_schedule, compare_figures
+from poetsim.schedule.model import Budgets, Timing
 
 from optimiser_cases import HYBRID, MOVES, cascading_cases, cases, gurobi_license
 

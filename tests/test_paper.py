@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 from conftest import ROOT
 
-from poetsim import paper
+from poetsim.analysis import paper
 from poetsim.errors import UserInputError
+from poetsim.inputs.scenario import load_scenario
 from poetsim.pipeline import result_row, run_strategy
-from poetsim.problem import build_problem
 from poetsim.runs import ResultRow, RunsFile
-from poetsim.scenario import load_scenario
+from poetsim.schedule.problem import build_problem
 from poetsim.status import Status
 from poetsim.units import parse_ram
 

@@ -6,21 +6,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from poetsim.checker import check_schedule
-from poetsim.costs import node_costs
 from poetsim.errors import UserInputError
-from poetsim.graphio import load_graph
-from poetsim.layers import Network
-from poetsim.optimiser.chain import chain_of_blocks
-from poetsim.optimiser.pofo import RecAll, RecCk, TopAll, TopCk, Turn, plan_figures, pofo_schedule
-from poetsim.optimiser.pofo_tables import Tables
+from poetsim.graphs.io import load_graph
+from poetsim.graphs.layers import Network
+from poetsim.graphs.zoo import build_model
+from poetsim.inputs.profiles import load_platform
+from poetsim.optimiser.baselines.chain import chain_of_blocks
+from poetsim.optimiser.baselines.pofo import RecAll, RecCk, TopAll, TopCk, Turn, plan_figures, pofo_schedule
+from poetsim.optimiser.baselines.pofo_tables import Tables
 from poetsim.pipeline import run_strategy
-from poetsim.problem import build_problem, make_problem
-from poetsim.profiles import load_platform
-from poetsim.schedule import Timing
+from poetsim.schedule.checker import check_schedule
+from poetsim.schedule.costs import node_costs
+from poetsim.schedule.model import Timing
+from poetsim.schedule.problem import build_problem, make_problem
 from poetsim.status import Status
 from poetsim.units import parse_ram
-from poetsim.zoo import build_model
 
 from optimiser_cases import cost_table, training_graph
 

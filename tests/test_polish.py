@@ -5,16 +5,16 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from poetsim.checker import check_schedule, compare_figures
-from poetsim.costs import node_costs
-from poetsim.graphio import load_graph
-from poetsim.optimiser import plan as plans
-from poetsim.optimiser.cover import cover_bound
-from poetsim.optimiser.cover_plan import cover_plan
-from poetsim.optimiser.polish import polish
-from poetsim.optimiser.rules import Mode, plan_from_decisions
-from poetsim.profiles import load_platform
-from poetsim.schedule import Budgets, Moves, Timing
+from poetsim.graphs.io import load_graph
+from poetsim.inputs.profiles import load_platform
+from poetsim.optimiser.bounds.cover import cover_bound
+from poetsim.optimiser.plans import plan as plans
+from poetsim.optimiser.plans.cover_plan import cover_plan
+from poetsim.optimiser.plans.polish import polish
+from poetsim.optimiser.plans.rules import Mode, plan_from_decisions
+from poetsim.schedule.checker import check_schedule, compare_figures
+from poetsim.schedule.costs import node_costs
+from poetsim.schedule.model import Budgets, Moves, Timing
 
 from optimiser_cases import cases, relu_or_conv
 

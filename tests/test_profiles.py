@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from poetsim.errors import UserInputError
-from poetsim.profiles import Platform, load_platform, shipped_platforms
+from poetsim.inputs.profiles import Platform, load_platform, shipped_platforms
 
 SHIPPED = ("jetson-tx2", "mkr1000", "nrf52840", "rpi4", "rpi4-nocache")
 

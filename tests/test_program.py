@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from poetsim.optimiser import program
-from poetsim.optimiser.program import Program
+from poetsim.optimiser.milp import program
+from poetsim.optimiser.milp.program import Program
 
 #: A hang detector, not a speed claim.
 HANG_S = 30
@@ -72,7 +72,7 @@ def test_the_highs_process_is_in_a_session_of_its_own_so_ctrl_c_reaches_only_its
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
 def test_the_highs_process_dies_with_its_parent_however_the_parent_ends():
     """SIGKILL leaves the parent no chance to clean up; the kernel ends the HiGHS process."""
-    code = ("import sys, time; from poetsim.optimiser import program; program.prestart(); "
+    code = ("import sys, time; from poetsim.optimiser.milp import program; program.prestart(); "
             "print(program._IDLE[0].process.pid, flush=True); time.sleep(60)")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("torch")
 
-from poetsim.cli import app as poetsim_app  # noqa: E402
+from poetsim.cli.app import app as poetsim_app  # noqa: E402
 from poetsim.pytorch.commands import register  # noqa: E402
 
 TINY = "poetsim.pytorch.models:tiny_cnn"

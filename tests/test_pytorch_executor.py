@@ -6,15 +6,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from poetsim.checker import check_schedule  # noqa: E402
-from poetsim.costs import node_costs  # noqa: E402
 from poetsim.errors import ScheduleError  # noqa: E402
+from poetsim.inputs.profiles import load_platform  # noqa: E402
 from poetsim.optimiser import checkpoint_sqrt, keep_all, optimise  # noqa: E402
-from poetsim.profiles import load_platform  # noqa: E402
 from poetsim.pytorch import models, swap  # noqa: E402
 from poetsim.pytorch.capture import capture  # noqa: E402
 from poetsim.pytorch.executor import default_threads, execute  # noqa: E402
-from poetsim.schedule import Budgets, Free, Moves, PageIn, PageOut, Schedule, Timing  # noqa: E402
+from poetsim.schedule.checker import check_schedule  # noqa: E402
+from poetsim.schedule.costs import node_costs  # noqa: E402
+from poetsim.schedule.model import Budgets, Free, Moves, PageIn, PageOut, Schedule, Timing  # noqa: E402
 
 
 @pytest.fixture(scope="module")

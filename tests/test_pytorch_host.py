@@ -4,10 +4,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from poetsim.costs import node_costs  # noqa: E402
-from poetsim.profiles import load_platform  # noqa: E402
+from poetsim.inputs.profiles import load_platform  # noqa: E402
 from poetsim.pytorch import host, models  # noqa: E402
 from poetsim.pytorch.capture import capture  # noqa: E402
+from poetsim.schedule.costs import node_costs  # noqa: E402
 
 SMALL_FILES = (4096, 65536, 262144)
 

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from poetsim.profiles import load_platform  # noqa: E402
+from poetsim.inputs.profiles import load_platform  # noqa: E402
 from poetsim.pytorch import models  # noqa: E402
 from poetsim.pytorch.capture import capture  # noqa: E402
 from poetsim.pytorch.validate import validate_run  # noqa: E402

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from poetsim.profiles import load_platform  # noqa: E402
+from poetsim.inputs.profiles import load_platform  # noqa: E402
 from poetsim.pytorch import models  # noqa: E402
 from poetsim.pytorch.capture import capture  # noqa: E402
 from poetsim.pytorch.validate import validate_run, write_validation  # noqa: E402
@@ -58,7 +58,7 @@ def test_results_are_written_as_json_csv_and_an_offline_chart(validation, tmp_pa
 def test_recalibrated_predictions_use_rates_measured_in_the_timed_rounds(tmp_path):
     """With `recalibrate`, the profile's compute rates come from keep-all runs of the rounds, and
     every prediction is costed on that profile (keep-all: one plain pass at the new rates)."""
-    from poetsim.costs import node_costs
+    from poetsim.schedule.costs import node_costs
 
     torch.manual_seed(0)
     tiny = capture(models.tiny_cnn(), (torch.randn(2, 3, 8, 8),), name="tiny")

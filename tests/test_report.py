@@ -11,12 +11,10 @@ import pandas as pd
 import pytest
 
 from poetsim import strategies
-from poetsim.checker import check_schedule
-from poetsim.costs import CostTable
 from poetsim.errors import ScheduleError, UserInputError
-from poetsim.graph import Node, TrainingGraph
+from poetsim.graphs.graph import Node, TrainingGraph
+from poetsim.inputs.profiles import load_platform
 from poetsim.pipeline import Problem, Run
-from poetsim.profiles import load_platform
 from poetsim.report import build_report, footer_text, save_chart, save_run_charts, schedule_chart, stage_states, timeline_chart
 from poetsim.report.overhead import overhead_chart
 from poetsim.report.page import script_json
@@ -25,7 +23,9 @@ from poetsim.report.report import prepare, winners
 from poetsim.report.sweep_charts import pareto_chart, prediction_differences, runtime_chart
 from poetsim.report.tables import headline_table
 from poetsim.report.timeline import NEUTRAL_COLOURS, bus_lane, lanes
-from poetsim.schedule import Budgets, Compute, Free, PageIn, PageOut, Schedule, Timing
+from poetsim.schedule.checker import check_schedule
+from poetsim.schedule.costs import CostTable
+from poetsim.schedule.model import Budgets, Compute, Free, PageIn, PageOut, Schedule, Timing
 from poetsim.simulator import simulate
 from poetsim.units import RamSpec
 

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
+from poetsim.analysis.results import compare_strategies, headline, headline_columns, load_results
 from poetsim.errors import UserInputError
-from poetsim.results import compare_strategies, headline, headline_columns, load_results
 
 
 def _frame(rows):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from poetsim.errors import UserInputError
-from poetsim.scenario import load_scenario
+from poetsim.inputs.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,8 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from poetsim.errors import ScheduleError, UserInputError
-from poetsim.schedule import Compute, Free, PageIn, PageOut, Schedule, Timing
-from poetsim.schedule_io import (
+from poetsim.schedule.formats import (
     decode_binary,
     encode_binary,
     load_json,
@@ -17,6 +16,7 @@ from poetsim.schedule_io import (
     schedule_from_json,
     schedule_to_json,
 )
+from poetsim.schedule.model import Compute, Free, PageIn, PageOut, Schedule, Timing
 
 C, F, PO = Compute, Free, PageOut
 KINDS = (Compute, PageOut, PageIn, Free)

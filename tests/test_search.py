@@ -2,13 +2,13 @@
 
 import pytest
 
-from poetsim.optimiser.baselines import start_plan
+from poetsim.optimiser.baselines.simple import start_plan
 from poetsim.optimiser.clock import Clock, Reporter
-from poetsim.optimiser.formulation import formulate
-from poetsim.optimiser.plan import figures
+from poetsim.optimiser.milp.formulation import formulate
+from poetsim.optimiser.plans.plan import figures
 from poetsim.optimiser.search import Search, milp_nonzeros_estimate
-from poetsim.problem import build_problem
-from poetsim.schedule import Moves, Timing
+from poetsim.schedule.model import Moves, Timing
+from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
 
 from optimiser_cases import MOVES

@@ -11,19 +11,19 @@ from hypothesis import strategies as st
 
 from benchmarks.simulator import chain_schedule, training_chain
 from poetsim import optimiser
-from poetsim.checker import check_schedule, compare_figures
-from poetsim.costs import CostTable, node_costs
 from poetsim.errors import ScheduleError, SimulationError, UserInputError
-from poetsim.graph import Node, TrainingGraph
-from poetsim.optimiser import plan as plans
-from poetsim.optimiser.baselines import greedy_plan
-from poetsim.profiles import Platform, load_platform
-from poetsim.schedule import Budgets, Compute, Free, PageIn, PageOut, Schedule, Timing
+from poetsim.graphs.graph import Node, TrainingGraph
+from poetsim.graphs.zoo import build_model
+from poetsim.inputs.profiles import Platform, load_platform
+from poetsim.optimiser.baselines.simple import greedy_plan
+from poetsim.optimiser.plans import plan as plans
+from poetsim.schedule.checker import check_schedule, compare_figures
+from poetsim.schedule.costs import CostTable, node_costs
+from poetsim.schedule.model import Budgets, Compute, Free, PageIn, PageOut, Schedule, Timing
 from poetsim.simulator import TRACE_COLUMNS, WAIT_CAUSES, Mode, simulate, write_trace
 from poetsim.simulator.comparison import compare
 from poetsim.simulator.device import DONE, Buffer, Device, Transfer
 from poetsim.simulator.trace import PAGE_OUT, Trace
-from poetsim.zoo import build_model
 
 from optimiser_cases import HYBRID, PAGING_ONLY, cases
 

@@ -6,10 +6,10 @@ answer against the independent checker and the simulator.
 
 import pytest
 
-from poetsim.checker import check_schedule, compare_figures
 from poetsim.optimiser import checkpoint_sqrt, keep_all, optimise
 from poetsim.pipeline import build_problem
-from poetsim.schedule import Timing
+from poetsim.schedule.checker import check_schedule, compare_figures
+from poetsim.schedule.model import Timing
 from poetsim.simulator import simulate
 from poetsim.units import parse_ram
 
@@ -67,7 +67,7 @@ def test_the_simulated_hybrid_schedule_fits_the_device_and_stays_near_the_predic
 
 #: POET's main case (resnet18_cifar, batch 8, rpi4, 50 % RAM, 1.2x): the proven optimal energy above
 #: keep-all, equal in both timing models (every transfer hides behind compute). It depends on the
-#: cost model: re-pin it (with the value `optimise` proves) when poetsim/costs.py changes.
+#: cost model: re-pin it (with the value `optimise` proves) when poetsim/schedule/costs.py changes.
 RESNET18_MAIN_OVERHEAD_J = 0.18028516108
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from poetsim.inputs.scenario import load_scenario
 from poetsim.runs import COLUMNS, RunsFile
-from poetsim.scenario import load_scenario
-from poetsim.sweep import POINTS_DIR, point_slug, run_sweep, twin_points
+from poetsim.sweeps.runner import POINTS_DIR, point_slug, run_sweep, twin_points
 
 ROOT = Path(__file__).resolve().parent.parent
 MCU = ROOT / "scenarios" / "mcu.yaml"

@@ -2,7 +2,7 @@
 
 import io
 
-from poetsim.terminal import Progress, duration, make_console, table
+from poetsim.cli.terminal import Progress, duration, make_console, table
 
 
 def test_without_a_terminal_progress_prints_a_line_each_period_and_a_last_one():

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 
 from poetsim.errors import StorageError
-from poetsim.workers import Died, ProcessPool, Raised
+from poetsim.sweeps.workers import Died, ProcessPool, Raised
 
 
 def square(x):

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from poetsim.errors import UserInputError
-from poetsim.zoo import MODELS, build_model, counted_macs, published_figures
+from poetsim.graphs.zoo import MODELS, build_model, counted_macs, published_figures
 
 ALL = sorted(MODELS)
 

@@ -3,9 +3,9 @@
 Only `pyomo_model` imports Pyomo; the rows of the MILP are stated once in `formulation`.
 """
 
-from poetsim.optimiser.baselines import checkpoint_sqrt, keep_all
+from poetsim.optimiser.baselines.simple import checkpoint_sqrt, keep_all
+from poetsim.optimiser.milp.solvers import SOLVERS
 from poetsim.optimiser.optimise import optimise, write_lp
 from poetsim.optimiser.outcome import SolveOutcome, require_feasible
-from poetsim.optimiser.solvers import SOLVERS
 
 __all__ = ["SOLVERS", "SolveOutcome", "checkpoint_sqrt", "keep_all", "optimise", "require_feasible", "write_lp"]

@@ -19,19 +19,19 @@ Whatever stops it, the cheapest schedule found so far is returned with the best 
 from collections.abc import Sequence
 from pathlib import Path
 
-from poetsim.costs import CostTable
 from poetsim.errors import UserInputError
-from poetsim.graph import TrainingGraph
-from poetsim.optimiser import plan as plans
+from poetsim.graphs.graph import TrainingGraph
+from poetsim.optimiser.bounds.cover import cover_bound
 from poetsim.optimiser.clock import Clock, Progress, Reporter
-from poetsim.optimiser.cover import cover_bound
-from poetsim.optimiser.cover_plan import cover_plan
-from poetsim.optimiser.formulation import formulate
+from poetsim.optimiser.milp.formulation import formulate
+from poetsim.optimiser.milp.solvers import check_available
 from poetsim.optimiser.outcome import SolveOutcome
-from poetsim.optimiser.rules import plan_from_decisions
+from poetsim.optimiser.plans import plan as plans
+from poetsim.optimiser.plans.cover_plan import cover_plan
+from poetsim.optimiser.plans.rules import plan_from_decisions
 from poetsim.optimiser.search import COVER_SHARE, Search
-from poetsim.optimiser.solvers import check_available
-from poetsim.schedule import Budgets, Moves, Schedule, Timing
+from poetsim.schedule.costs import CostTable
+from poetsim.schedule.model import Budgets, Moves, Schedule, Timing
 from poetsim.status import Status
 
 
@@ -101,7 +101,7 @@ def optimise(
 
 def write_lp(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing, path) -> None:
     """Write the model of one solve as a CPLEX LP file (golden tests, debugging, other solvers)."""
-    from poetsim.optimiser.pyomo_model import write_model_lp
+    from poetsim.optimiser.milp.pyomo_model import write_model_lp
 
     write_model_lp(formulate(graph, costs, budgets, moves, _parse(Timing, timing)), Path(path))
 

@@ -3,10 +3,10 @@ decision is, and what an infeasibility says."""
 
 from dataclasses import dataclass
 
-from poetsim.costs import CostTable
 from poetsim.errors import InfeasibleBudgetError, PoetsimError
-from poetsim.graph import TrainingGraph
-from poetsim.schedule import Budgets, Figures, Moves, Schedule, Timing
+from poetsim.graphs.graph import TrainingGraph
+from poetsim.schedule.costs import CostTable
+from poetsim.schedule.model import Budgets, Figures, Moves, Schedule, Timing
 from poetsim.status import Status
 
 

@@ -9,19 +9,19 @@ import math
 import os
 from time import perf_counter
 
-from poetsim.graph import TrainingGraph
-from poetsim.optimiser import plan as plans
-from poetsim.optimiser.baselines import rebuilt_plan, start_plan
-from poetsim.optimiser.cover import CoverBound, cover_bound, paging_floor_j, second_restore_bound
-from poetsim.optimiser.cover_plan import admits, cover_plan, events_plan, plan_stalled, restricted
-from poetsim.optimiser.formulation import formulate, last_useful_stage
-from poetsim.optimiser.incumbent import Incumbent
+from poetsim.graphs.graph import TrainingGraph
+from poetsim.optimiser.baselines.simple import rebuilt_plan, start_plan
+from poetsim.optimiser.bounds.cover import CoverBound, cover_bound, paging_floor_j, second_restore_bound
+from poetsim.optimiser.bounds.timed_cover import placement, stalled, timed_cover_bound
+from poetsim.optimiser.milp.formulation import formulate, last_useful_stage
+from poetsim.optimiser.milp.rows import Formulation
+from poetsim.optimiser.milp.solvers import SolverResult, SolverSettings, solve
 from poetsim.optimiser.outcome import SolveOutcome, abs_gap_j, infeasible_message, pct, within_gap
-from poetsim.optimiser.polish import polish
-from poetsim.optimiser.rows import Formulation
-from poetsim.optimiser.solvers import SolverResult, SolverSettings, solve
-from poetsim.optimiser.timed_cover import placement, stalled, timed_cover_bound
-from poetsim.schedule import Moves, Timing
+from poetsim.optimiser.plans import plan as plans
+from poetsim.optimiser.plans.cover_plan import admits, cover_plan, events_plan, plan_stalled, restricted
+from poetsim.optimiser.plans.incumbent import Incumbent
+from poetsim.optimiser.plans.polish import polish
+from poetsim.schedule.model import Moves, Timing
 from poetsim.status import Status
 
 #: Shares of the time left that the plain cover, the placement of its choice and the timed cover

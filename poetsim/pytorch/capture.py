@@ -24,7 +24,7 @@ import torch.fx.traceback as fx_traceback
 from torch import fx, nn
 
 from poetsim.errors import UserInputError
-from poetsim.graph import TrainingGraph
+from poetsim.graphs.graph import TrainingGraph
 from poetsim.pytorch import grouping
 
 #: The torch release whose AOTAutograd graphs this importer reads (it uses an API marked unstable).

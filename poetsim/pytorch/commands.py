@@ -1,8 +1,8 @@
 """The PyTorch commands of the CLI: import-torch, execute, profile and validate-run.
 
-`register(app)` adds them to a typer app (poetsim/cli.py calls it). Each command parses its
+`register(app)` adds them to a typer app (poetsim/cli/app.py calls it). Each command parses its
 options, calls the library and shows the result; torch is imported only when a command runs,
-so `poetsim --help` stays fast. Errors go through one boundary, as in poetsim/cli.py: a
+so `poetsim --help` stays fast. Errors go through one boundary, as in poetsim/cli/app.py: a
 PoetsimError becomes one line on stderr and its exit code.
 """
 
@@ -16,16 +16,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from poetsim.costs import node_costs
 from poetsim.errors import InternalError, PoetsimError, UserInputError
-from poetsim.graphio import save_graph
-from poetsim.profiles import load_platform
+from poetsim.graphs.io import save_graph
+from poetsim.inputs.profiles import load_platform
+from poetsim.inputs.scenario import load_scenario
 from poetsim.pytorch.source import ModelSource, capture_graph_file, parse_inputs
 from poetsim.pytorch.validate import DEFAULT_RAMS, predict, write_validation
 from poetsim.pytorch.validate import validate_run as run_validation
-from poetsim.scenario import load_scenario
-from poetsim.schedule import Timing
-from poetsim.schedule_io import load_schedule
+from poetsim.schedule.costs import node_costs
+from poetsim.schedule.formats import load_schedule
+from poetsim.schedule.model import Timing
 from poetsim.units import parse_ram, parse_runtime
 
 console = Console()

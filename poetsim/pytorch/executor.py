@@ -38,7 +38,7 @@ from torch import fx
 from poetsim.errors import InternalError, ScheduleError, UserInputError
 from poetsim.pytorch import swap
 from poetsim.pytorch.capture import Capture
-from poetsim.schedule import Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
+from poetsim.schedule.model import Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
 
 BATCH_FILE = "batch.bin"
 

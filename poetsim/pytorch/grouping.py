@@ -43,7 +43,7 @@ import torch
 from torch import fx
 
 from poetsim.errors import UserInputError
-from poetsim.graph import Node
+from poetsim.graphs.graph import Node
 from poetsim.pytorch.flops import op_flops, op_name
 
 #: Op kinds (`Node.op`) by the dominant aten op of a node; others keep the aten name.

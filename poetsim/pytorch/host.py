@@ -1,7 +1,7 @@
 """Measure this machine as a poetsim platform profile: compute per operator kind, storage, memory.
 
 `profile_host(swap_dir)` times what the executor really does and writes it in the profile
-schema (poetsim.profiles), every figure with a source "measured on <cpu> on <date>":
+schema (poetsim.inputs.profiles), every figure with a source "measured on <cpu> on <date>":
 
 - compute: per operator kind (`compute.op_flops_per_s`), the FLOPs of every node of that kind
   over the time the executor took to compute it in the fastest of a few keep-all runs of a
@@ -38,14 +38,14 @@ from pathlib import Path
 import torch
 import yaml
 
-from poetsim.costs import node_costs
 from poetsim.errors import UserInputError
+from poetsim.inputs.profiles import Platform, load_platform
 from poetsim.optimiser import keep_all
-from poetsim.profiles import Platform, load_platform
 from poetsim.pytorch import models, swap
 from poetsim.pytorch.capture import capture
 from poetsim.pytorch.executor import default_threads, execute
-from poetsim.schedule import Timing
+from poetsim.schedule.costs import node_costs
+from poetsim.schedule.model import Timing
 from poetsim.units import format_bytes
 
 #: Sizes of the storage test files: latency dominates the small ones, bandwidth the large ones.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from poetsim.errors import UserInputError
-from poetsim.graphio import read_graph_file
+from poetsim.graphs.io import read_graph_file
 
 _DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32")
 

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from poetsim import strategies as registry
-from poetsim.checker import check_schedule
-from poetsim.costs import INPUT_OP, CostTable, node_costs
-from poetsim.graph import TrainingGraph
+from poetsim.graphs.graph import TrainingGraph
+from poetsim.inputs.profiles import Platform
 from poetsim.pipeline import run_strategy
-from poetsim.problem import make_problem
-from poetsim.profiles import Platform
-from poetsim.schedule import Compute, PageIn, PageOut, Schedule, Timing
+from poetsim.schedule.checker import check_schedule
+from poetsim.schedule.costs import INPUT_OP, CostTable, node_costs
+from poetsim.schedule.model import Compute, PageIn, PageOut, Schedule, Timing
+from poetsim.schedule.problem import make_problem
 from poetsim.units import RamSpec, parse_ram
 
 if TYPE_CHECKING:  # the executor imports torch; this module is imported without it

@@ -3,7 +3,7 @@ that shows both.
 
 The grid is POET's Figure 2 (Patil et al., ICML 2022): for every stage (x) and node (y), what
 happens to that node's output. It is derived from the instruction list alone, by the semantics in
-the module docstring of `poetsim.schedule`, so it shows what a device would do, not what the
+the module docstring of `poetsim.schedule.model`, so it shows what a device would do, not what the
 optimiser's variables claim. Nodes are named on the axis, the loss and the line between the
 forward and the backward pass are marked, and transfers carry a marker as well as a colour, so
 page-ins and page-outs are told apart without colour. The timeline is `poetsim.report.timeline`.
@@ -20,11 +20,11 @@ import altair as alt
 import pandas as pd
 
 from poetsim.errors import ScheduleError, UserInputError
-from poetsim.graph import TrainingGraph
+from poetsim.graphs.graph import TrainingGraph
 from poetsim.report import page
 from poetsim.report.framing import footer_text, framed, save_images
 from poetsim.report.timeline import timeline_chart
-from poetsim.schedule import Compute, Free, PageIn, PageOut, Schedule
+from poetsim.schedule.model import Compute, Free, PageIn, PageOut, Schedule
 
 if TYPE_CHECKING:  # for annotations only: importing them would pull simpy and the solver stack into reporting
     from poetsim.pipeline import Run
@@ -51,7 +51,7 @@ def stage_states(schedule: Schedule, graph: TrainingGraph) -> pd.DataFrame:
     Columns: stage, node, state (one of `STATES`). "in RAM" means resident at the start of the
     stage and not computed or paged in it; "on storage" means a copy is on storage and none in
     RAM. A page-in makes its node resident from the next stage, a page-out puts it on storage
-    from the next stage (the semantics of `poetsim.schedule`). The schedule is assumed valid (the
+    from the next stage (the semantics of `poetsim.schedule.model`). The schedule is assumed valid (the
     checker's job); this only reads it.
     """
     if schedule.num_nodes != len(graph):

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from poetsim import paper
+from poetsim.analysis import paper
+from poetsim.analysis.results import has_schedule
 from poetsim.errors import UserInputError
 from poetsim.report import page, tables
 from poetsim.report.framing import footer_text, save_images
 from poetsim.report.sweep_charts import SweepChart, pareto_chart, platform_chart, prediction_chart, ram_chart, runtime_chart
-from poetsim.results import has_schedule
 
 _NUMERIC = ("ram_budget_bytes", "keep_all_peak_bytes", "keep_all_energy_j", "runtime_x", "overhead_pct", "gap_overhead",
             "bound_j", "predicted_total_j", "predicted_peak_ram_bytes", "predicted_runtime_s", "simulated_total_j",

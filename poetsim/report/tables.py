@@ -11,8 +11,8 @@ from typing import TypeAlias
 
 import pandas as pd
 
+from poetsim.analysis.results import WITH_SCHEDULE, headline
 from poetsim.report.timeline import Unit
-from poetsim.results import WITH_SCHEDULE, headline
 
 _esc = html.escape
 

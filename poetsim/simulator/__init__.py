@@ -12,7 +12,7 @@ package imports simpy.
 - `replay.simulate`: a SimPy process walks the instructions in one of two modes (`Mode`):
   `barrier` (default: a stage ends when its computes and transfers have ended, as the `overlap`
   timing model assumes) or `free-running` (no barrier: transfers run on into later stages).
-  The schedule is checked by `poetsim.checker` first; an invalid one is never run.
+  The schedule is checked by `poetsim.schedule.checker` first; an invalid one is never run.
 - `result.SimulationResult`: the figures, the checker's `overlap` figures beside them, the
   makespan difference by cause, waits by cause, and the trace (a DataFrame built on demand).
 - `comparison.compare`: the optimiser's prediction against the simulation, for comparison.json.

@@ -10,7 +10,7 @@ so the parts always add up to simulated minus predicted.
 
 from dataclasses import asdict, dataclass
 
-from poetsim.schedule import Budgets, Figures, Timing
+from poetsim.schedule.model import Budgets, Figures, Timing
 from poetsim.simulator.result import SimulationResult, explain_causes
 
 #: Below this share of the predicted makespan a difference is rounding, not a finding.

@@ -33,12 +33,12 @@ from typing import NoReturn
 
 import simpy
 
-from poetsim.checker import check_schedule
-from poetsim.costs import CostTable, moved_bytes
 from poetsim.errors import InternalError, SimulationError, UserInputError
-from poetsim.graph import TrainingGraph
-from poetsim.profiles import Platform
-from poetsim.schedule import Budgets, Compute, Figures, Free, Instruction, PageIn, PageOut, Schedule, Timing
+from poetsim.graphs.graph import TrainingGraph
+from poetsim.inputs.profiles import Platform
+from poetsim.schedule.checker import check_schedule
+from poetsim.schedule.costs import CostTable, moved_bytes
+from poetsim.schedule.model import Budgets, Compute, Figures, Free, Instruction, PageIn, PageOut, Schedule, Timing
 from poetsim.simulator.device import PLAIN, Buffer, Device, Transfer
 from poetsim.simulator.result import MakespanDelta, SimulationResult, make_result
 from poetsim.simulator.trace import COMPUTE, PAGE_IN, PAGE_OUT, RECOMPUTE, WAIT_BARRIER, WAIT_INPUT, WAIT_RAM, Trace
@@ -56,7 +56,7 @@ def simulate(schedule: Schedule, graph: TrainingGraph, costs: CostTable, platfor
              ram_capacity_bytes: int | None = None, bus_bytes_per_s: float | None = None) -> SimulationResult:
     """Replay `schedule` on a model of the device and measure what it really takes.
 
-    The schedule is first checked by `poetsim.checker` under the `overlap` model (ScheduleError
+    The schedule is first checked by `poetsim.schedule.checker` under the `overlap` model (ScheduleError
     naming the instruction if it is invalid: an invalid schedule is never run); those figures
     are the result's `stage_model`. The device is `platform` (its RAM, memory bus and transfer
     latencies) with per-node costs from `costs`. The RAM capacity is the budget's

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from poetsim.schedule import Budgets, Figures
+from poetsim.schedule.model import Budgets, Figures
 from poetsim.simulator.trace import EVENTS, WAIT_CAUSES, Trace
 
 if TYPE_CHECKING:

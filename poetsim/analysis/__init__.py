@@ -1,0 +1,1 @@
+"""Results as tables: the headline, the energy guard and the paper's claims."""

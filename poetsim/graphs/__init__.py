@@ -1,0 +1,1 @@
+"""Training graphs: the graph record, the layer builder, the model zoo and graph files."""

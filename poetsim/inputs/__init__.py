@@ -1,0 +1,1 @@
+"""User input at the edge: file limits, platform profiles and scenario files."""

@@ -1,0 +1,1 @@
+"""Rule-made schedules: keep-all, checkpoint-sqrt, Capuchin and POFO."""

@@ -1,0 +1,346 @@
+"""Schedules made without a solver: keep-all, checkpoint-sqrt, and the greedy MIP start.
+
+All three are decision sets of `rules` (keep, recompute or page an output between two uses),
+so each yields a plan that the model admits. The greedy start is what `optimise` hands the
+solver: a feasible answer at once, which the solver then improves.
+"""
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from time import perf_counter
+
+from poetsim.graphs.graph import TrainingGraph
+from poetsim.optimiser.plans.keeps import keep_more
+from poetsim.optimiser.plans.plan import Accounting, Plan, account, figures, to_schedule
+from poetsim.optimiser.plans.rules import Mode, plan_from_decisions, reads, uses
+from poetsim.schedule.costs import CostTable
+from poetsim.schedule.model import Budgets, Figures, Moves, Schedule, Timing
+
+#: The single-move restrictions, whose greedy plans also start a solve that may use both moves.
+PAGING = Moves(recompute=False, page=True)
+RECOMPUTING = Moves(recompute=True, page=False)
+
+#: Candidates the greedy replays per step and per mode (the rest are ranked by a cheap estimate).
+_REPLAYS_PER_MODE = 4
+
+
+def keep_all(graph: TrainingGraph, costs: CostTable, timing: Timing) -> tuple[Schedule, Figures]:
+    """Every node computed once and kept until its last reader: the reference of budgets."""
+    return _result(plan_from_decisions(graph, {}), graph, costs, timing, "keep-all")
+
+
+def checkpoint_sqrt(graph: TrainingGraph, costs: CostTable, timing: Timing) -> tuple[Schedule, Figures]:
+    """Chen et al. 2016 (arXiv 1604.06174): keep ~sqrt(n) segment boundaries of the forward pass.
+
+    About sqrt(n) boundaries are chosen among the forward pass's cut points (see
+    `checkpoint_decisions`) and kept; every other forward activation the backward pass reads is
+    dropped after its last forward reader and recomputed from the nearest kept boundary when
+    the backward pass first needs it, then kept until its last reader, so each segment is
+    recomputed once, as in the paper.
+    """
+    return _result(plan_from_decisions(graph, checkpoint_decisions(graph)), graph, costs, timing, "checkpoint-sqrt")
+
+
+def checkpoint_decisions(graph: TrainingGraph) -> dict:
+    """RECOMPUTE every forward node but the segment boundaries from its last forward use to its first backward one.
+
+    Boundaries are cut points of the forward pass (no forward edge jumps over them), as in Chen
+    et al.'s treatment of non-linear graphs: a boundary inside a residual block would let
+    recomputation run back along the skip connections to the input, and the rebuilt
+    activations would then stay resident. About sqrt(n) boundaries are picked, each the cut
+    point nearest an even split of the forward nodes. A stretch of no stage (the loss, read at
+    once by its gradient) is kept: dropping it saves nothing, and so are data inputs.
+    """
+    forward = [n.id for n in graph.nodes if not n.backward]
+    size = max(1, round(math.sqrt(len(forward))))
+    # A boundary must be read by the backward pass, or it is freed after the forward pass anyway.
+    cuts = [p for p in forward_cut_points(graph, forward)
+            if any(graph.nodes[r].backward for r in graph.consumers[forward[p]])]
+    boundaries = set()
+    for k in range(1, size + 1):
+        target = k * len(forward) / size - 1
+        if cuts:
+            boundaries.add(forward[min(cuts, key=lambda p: abs(p - target))])
+    decisions = {}
+    for i in forward:
+        if i in boundaries or graph.nodes[i].op == "input":
+            continue
+        u = uses(graph, i)
+        a = max(k for k in u if not graph.nodes[k].backward)
+        later = [k for k in u if k > a]
+        if later and later[0] - a >= 2:
+            decisions[i, a, later[0]] = Mode.RECOMPUTE
+    return decisions
+
+
+def forward_cut_points(graph: TrainingGraph, forward: list[int]) -> list[int]:
+    """Positions p in `forward` such that no forward edge runs from before p to after p.
+
+    Keeping the node at such a position is enough to recompute everything after it without
+    reaching further back. Edges out of data inputs (`op: input`, such as labels read by the
+    loss) are ignored: inputs are always kept.
+    """
+    position = {node: p for p, node in enumerate(forward)}
+    cuts, reach = [], -1
+    for p, node in enumerate(forward):
+        if reach <= p:
+            cuts.append(p)
+        for reader in graph.consumers[node]:
+            if reader in position and graph.nodes[node].op != "input":
+                reach = max(reach, position[reader])
+    return cuts
+
+
+def _result(plan: Plan, graph, costs, timing, name: str) -> tuple[Schedule, Figures]:
+    schedule = to_schedule(plan, graph, costs, timing, {"strategy": name})
+    return schedule, figures(plan, graph, costs, timing)
+
+
+def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
+               ends_at: float | None = None, first_fit: bool = False, finished: set[int] | None = None) -> Plan | None:
+    """The cheapest plan that fits among keep-all, checkpoint-sqrt and the greedy (for hybrid, also
+    the paging-only and recompute-only greedy); None if none does.
+
+    `ends_at` (a perf_counter() time) stops the greedies where they are: a greedy that has not
+    reached the budget by then yields nothing, one that has is returned unpolished. With
+    `first_fit` the first plan that fits is returned, trying the quickest rules first (the
+    paging greedy was the fastest on the zoo: 2 s on bert_base against 4 s for the hybrid one);
+    then only the greedies that drop recomputed cascades heed `ends_at`, and if no plan fits, the
+    greedies run again with the deadline lifted (each heeding `ends_at`): a plan they make counts
+    only if it fits the real budgets. `finished`, kept by the caller across calls, holds the
+    rules that ran to their end before `ends_at`; they are not run again (a second call after a
+    first was cut short goes on with the rest).
+    """
+    makers: list[Callable[[], Plan | None]] = [lambda: plan_from_decisions(graph, {})]
+    if moves.recompute:
+        makers.append(lambda: plan_from_decisions(graph, checkpoint_decisions(graph)))
+    greedies = [moves]
+    if moves.recompute and moves.page:
+        # Each single-mode greedy is a hybrid plan too, and often the better start: the hybrid
+        # greedy's per-byte ranking can favour a mode that later steps make expensive.
+        greedies = [PAGING, moves, RECOMPUTING] if first_fit else [moves, PAGING, RECOMPUTING]
+    # A first fit is wanted whatever the clock says from the greedies that usually find one.
+    makers += [partial(greedy_plan, graph, costs, budgets, single, timing, None if first_fit else ends_at)
+               for single in greedies]
+    # Under tight budgets the greedy that keeps recomputed cascades finds no step that lowers the
+    # peak; the one that drops them again does (ResNet-18 at 35 % RAM, recompute-only, 1.5x).
+    makers += [partial(greedy_plan, graph, costs, budgets, single, timing, ends_at, keep_recomputed=False)
+               for single in greedies if single.recompute]
+    best = _cheapest_fit(makers, graph, costs, budgets, timing, first_fit, finished, ends_at)
+    if best is None and first_fit and math.isfinite(budgets.runtime_s):
+        # Each greedy refuses a change that breaks the deadline on its own, yet the RAM budget is
+        # often reached only through such changes, which the undoing and keeping steps then bring
+        # back within the deadline. So when a first schedule is wanted and nothing fits, the
+        # greedies run again with the deadline lifted; what they make must still fit the real
+        # budgets. On ResNet-18 (CIFAR), rpi4, 35 % RAM, recompute-only, 1.2x no plan fits within
+        # the deadline; with it lifted, one 113.8 J above keep-all that runs 15.5 s of the 16.0 s
+        # allowed, in 0.8 s. A search that has a schedule already spends its time elsewhere.
+        lifted = replace(budgets, runtime_s=math.inf)
+        best = _cheapest_fit([partial(greedy_plan, graph, costs, lifted, single, timing, ends_at, keep_recomputed=keep)
+                              for single in greedies for keep in (True, False) if keep or single.recompute],
+                             graph, costs, budgets, timing, first_fit)
+    return best
+
+
+def _cheapest_fit(makers: list[Callable[[], Plan | None]], graph: TrainingGraph, costs: CostTable, budgets: Budgets,
+                  timing: Timing, first_fit: bool, finished: set[int] | None = None,
+                  ends_at: float | None = None) -> Plan | None:
+    """The cheapest plan of `makers` within `budgets` (with `first_fit`, the first), or None;
+    makers whose index is in `finished` are skipped, and those that end before `ends_at` join it."""
+    best = None
+    for n, make in enumerate(makers):
+        if finished is not None and n in finished:
+            continue
+        plan = make()
+        if finished is not None and not _late(ends_at):
+            finished.add(n)
+        if plan is None:
+            continue
+        fig = figures(plan, graph, costs, timing)
+        if budgets.fits(fig) and (best is None or fig.total_j < best[0]):
+            best = (fig.total_j, plan)
+            if first_fit:
+                break
+    return None if best is None else best[1]
+
+
+def greedy_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
+                ends_at: float | None = None, keep_recomputed: bool = True) -> Plan | None:
+    """Take the cheapest bytes off the RAM peak until the budget fits, then undo what is not needed.
+
+    Each step looks at the outputs resident at the start of the peak stage, in the interval
+    that spans it, and ranks recomputing or paging each by energy per byte; the best few of each
+    mode are replayed and the one that lowers the peak stage at the least energy per byte saved
+    (stalls and cascaded recomputation included) is taken. A change that breaks the deadline is
+    not tried again. Once the budget fits, each change is undone if the plan still fits without
+    it. Cheap and not optimal: a MIP start.
+
+    With `keep_recomputed` False, recomputed outputs are dropped again after their reader (less
+    RAM, more recomputation; `rules.plan_from_decisions`), and once the plan fits, each is kept
+    where that still fits and costs less (`keeps.keep_more`).
+    """
+    allowed = _allowed(moves)
+    replay = partial(_replay, graph, costs, timing, keep_recomputed=keep_recomputed)
+    found = _fill(graph, costs, budgets, timing, {}, set(), allowed, replay, ends_at)
+    if found is None:
+        return None
+    decisions, state = _polish(budgets, found[0], found[1], allowed, replay, ends_at)
+    if keep_recomputed or _late(ends_at):
+        return state[0]
+    return _with_keeps(graph, costs, budgets, timing, decisions, state)[0]
+
+
+def rebuilt_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing,
+                 ends_at: float | None = None, keeps_until: float | None = None) -> Plan | None:
+    """The recompute-only greedy that drops recomputed cascades, improved by taking its changes
+    out one at a time and filling the RAM budget again without each; None if no plan fits.
+
+    The greedy takes the change that saves the most peak bytes per joule at each step, and an
+    early change that a later one made costly stays. So each change in turn is removed and
+    barred, the greedy fills the budget from there and `_polish` undoes what is then not
+    needed; the result is kept when it fits the budgets at less energy, and the rounds go on
+    while one improves. The greedy and its fills ignore the deadline (a change the deadline
+    bars alone is often brought back within it by later undoing, `start_plan`); only plans
+    within it are kept, each with its recomputed outputs kept where that pays, as the greedy
+    does (`keeps.keep_more`), and the rebuilt plan is returned only where it is the cheaper.
+    Deterministic; `ends_at` stops the search where it is, and `keeps_until` (the call's
+    deadline, as for `cover_plan`) the keeps after it. ResNet-18 (CIFAR, batch 8, Pi, 35 % RAM,
+    1.2x): the greedy's plan, 113.82 J above keep-all, becomes 72.999 J in about 3 s, where the
+    study shipped 97.76 J (docs/optimiser.md, section 3.3).
+    """
+    allowed = [Mode.RECOMPUTE]
+    lifted = replace(budgets, runtime_s=math.inf)
+    replay = partial(_replay, graph, costs, timing, keep_recomputed=False)
+    found = _fill(graph, costs, lifted, timing, {}, set(), allowed, replay, ends_at)
+    if found is None:
+        return None
+    current = _polish(lifted, found[0], found[1], allowed, replay, ends_at)
+    start = best = current if budgets.fits(current[1][1]) else None
+    improved = True
+    while improved and not _late(ends_at):
+        improved = False
+        for key in sorted(current[0]):
+            if _late(ends_at):
+                break
+            if key not in current[0]:
+                continue
+            trial = {k: m for k, m in current[0].items() if k != key}
+            found = _fill(graph, costs, lifted, timing, trial, {(*key, mode) for mode in allowed}, allowed, replay,
+                          ends_at)
+            if found is None:
+                continue
+            decisions, state = _polish(lifted, found[0], found[1], allowed, replay, ends_at)
+            if budgets.fits(state[1]) and (best is None or state[1].total_j < best[1][1].total_j * (1 - 1e-12)):
+                current = best = decisions, state
+                improved = True
+    if best is None:
+        return None
+    rebuilt = _with_keeps(graph, costs, budgets, timing, best[0], best[1], ends_at=keeps_until)
+    if start is None or start is best:
+        return rebuilt[0]
+    first = _with_keeps(graph, costs, budgets, timing, start[0], start[1], ends_at=keeps_until)
+    return min((rebuilt, first), key=lambda found: found[1].total_j)[0]
+
+
+def _allowed(moves: Moves) -> list[Mode]:
+    return [mode for mode, ok in ((Mode.RECOMPUTE, moves.recompute), (Mode.PAGE, moves.page)) if ok]
+
+
+def _fill(graph, costs, budgets, timing, decisions, banned, allowed, replay, ends_at):
+    """The greedy's steps from `decisions` until the plan fits `budgets`: the decisions and
+    their replayed state, or None (out of steps or of time)."""
+    decisions = dict(decisions)
+    state = replay(decisions)
+    while not budgets.fits(state[1]):
+        if _late(ends_at):
+            return None
+        step = _best_step(graph, costs, budgets, timing, decisions, state, allowed, banned, replay)
+        if step is None:
+            return None
+        key, mode, state = step
+        decisions[key] = mode
+    return decisions, state
+
+
+def _with_keeps(graph, costs, budgets, timing, decisions, state,
+                ends_at: float | None = None) -> tuple[Plan, Figures]:
+    """The plan of `decisions` (replayed with recomputed outputs dropped: `state`) with each
+    recomputed output kept where that still fits and costs less (`keeps.keep_more`, which stops
+    at `ends_at`), and its figures."""
+    def with_keeps(keep):
+        plan = plan_from_decisions(graph, decisions, keep_recomputed=keep)
+        return plan, figures(plan, graph, costs, timing)
+
+    return keep_more(with_keeps, budgets, state[:2], frozenset(), ends_at=ends_at)
+
+
+def _late(ends_at: float | None) -> bool:
+    return ends_at is not None and perf_counter() > ends_at
+
+
+def _polish(budgets, decisions, state, allowed, replay, ends_at=None):
+    """Undo each change the budget no longer needs, then try the other mode for each change;
+    the decisions and their replayed state."""
+    for key in reversed(list(decisions)):
+        if _late(ends_at):
+            return decisions, state
+        trial = {k: m for k, m in decisions.items() if k != key}
+        trial_state = replay(trial)
+        if budgets.fits(trial_state[1]):
+            decisions, state = trial, trial_state
+    for key, mode in list(decisions.items()):
+        if _late(ends_at):
+            return decisions, state
+        for other in allowed:
+            if other is not mode:
+                trial_state = replay({**decisions, key: other})
+                if budgets.fits(trial_state[1]) and trial_state[1].total_j < state[1].total_j:
+                    decisions, state = {**decisions, key: other}, trial_state
+    return decisions, state
+
+
+def _replay(graph, costs, timing, decisions, keep_recomputed: bool = True) -> tuple[Plan, Figures, Accounting]:
+    plan = plan_from_decisions(graph, decisions, keep_recomputed=keep_recomputed)
+    acc = account(plan, graph, costs, timing)
+    return plan, figures(plan, graph, costs, timing, acc), acc
+
+
+def _stage_peak(acc: Accounting, t: int) -> int:
+    return max(acc.start_bytes[t], *acc.after_bytes[t].values())
+
+
+def _best_step(graph, costs, budgets, timing, decisions, state, allowed, banned, replay):
+    """The change that takes bytes off the peak stage at the least energy per byte, replayed."""
+    plan, fig, acc = state
+    peak_stage = max(range(len(graph)), key=lambda t: _stage_peak(acc, t))
+    read_at = reads(plan, graph)
+    ranked = {mode: [] for mode in allowed}
+    for i in plan.resident(peak_stage):
+        before = [s for s in read_at[i] if s < peak_stage]
+        after = [s for s in read_at[i] if s > peak_stage]
+        if not before or not after or graph.output_bytes[i] == 0:
+            continue
+        a, b = before[-1], after[0]
+        if any(j == i and a2 < b and a < b2 for (j, a2, b2) in decisions):
+            continue
+        for mode in allowed:
+            if (i, a, b, mode) in banned:
+                continue
+            cost_j = costs.compute_j[i] if mode is Mode.RECOMPUTE else costs.page_in_j[i] + costs.page_out_j[i]
+            ranked[mode].append((cost_j / graph.output_bytes[i], (i, a, b)))
+    best = None
+    for mode, options in ranked.items():
+        for _, key in sorted(options)[:_REPLAYS_PER_MODE]:
+            trial = replay({**decisions, key: mode})
+            if not budgets.meets_deadline(trial[1].runtime_s):
+                banned.add((*key, mode))  # more changes only add time: it will not fit later either
+                continue
+            saved = _stage_peak(acc, peak_stage) - _stage_peak(trial[2], peak_stage)
+            if saved <= 0:
+                continue
+            score = (trial[1].total_j - fig.total_j) / saved
+            if best is None or score < best[0]:
+                best = (score, key, mode, trial)
+    return None if best is None else best[1:]

@@ -1,0 +1,1 @@
+"""Lower bounds on the energy overhead: the eviction covers."""

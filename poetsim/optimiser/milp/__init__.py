@@ -1,0 +1,1 @@
+"""The stage MILP: its rows, its solvers and the HiGHS program it runs."""

@@ -1,0 +1,470 @@
+"""A small mixed 0-1 program built row by row and solved by HiGHS: the covers' common engine;
+and the process every HiGHS run of the optimiser runs in (`run_highs`).
+
+The eviction covers (`cover`, `timed_cover`) are small next to the stage MILP, so they are built
+with keyed columns and solved to a tight gap; what they need back is the proven bound, the
+status, and the values of the best solution by key.
+
+HiGHS runs in a process of its own, which is killed if it has not answered by the deadline.
+HiGHS checks its clock only here and there, and its presolve not everywhere: on a cascade cover
+of MobileNetV2 (24,687 columns, 145,790 nonzeros) one row of `strengthenInequalities` ran for
+minutes past a 9 s limit, and no HiGHS option leaves that rule out; the stage MILP of
+ResNet-18 CIFAR on the Jetson ran 49 s under a 14 s limit. While it works the process sends
+back each better solution and its dual bound (HiGHS's MIP callbacks), so a killed run still
+yields what it had proven and found. The process is started once and kept for the next run.
+"""
+
+import atexit
+import math
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection, Pipe
+from pathlib import Path
+from time import perf_counter
+
+#: The covers are solved to this relative gap, with no absolute gap: the bound they report is the
+#: solver's dual bound, and a tight gap keeps it next to the best solution.
+REL_GAP = 1e-9
+#: Feasibility tolerances far below HiGHS's defaults: a covering row scaled to 1 then misses its
+#: excess by a fraction of a byte at most, and the LP bound of an integral root is the solution's.
+FEASIBILITY_TOLERANCE = 1e-9
+#: ... except where HiGHS 1.16 hangs on it: the cover without cascades of ResNet-50 (Pi and TX2,
+#: 50 %, 1.2x; 242 columns, 402 rows) gave no answer in 100 s under a 20 s limit with a MIP
+#: feasibility tolerance of 1e-9 (the primal one at 1e-9 alone was harmless), and was solved in
+#: 1.0 s with 1e-8 (0.2 s with the defaults). The cascade covers keep 1e-9: 1e-8 made
+#: ResNet-50's on the Pi slower (no proof in 40 s, against 23-27 s).
+LOOSER_FEASIBILITY_TOLERANCE = 1e-8
+#: HiGHS's presolve of a large program can take longer than its time limit: on the timed cover of
+#: ResNet-50 (875,000 nonzeros) it ran 26 s under a 10 s limit. A program with more nonzeros
+#: than this many per second of its time limit is not solved at all (it would be killed before
+#: it proved anything), and yields no bound.
+PRESOLVE_NONZEROS_PER_S = 30_000
+#: HiGHS's symmetry detection is off: on the cascade covers of MobileNetV2 and ResNet-50 it made
+#: presolve 2-3x slower, for no gain (docs/optimiser.md).
+DETECT_SYMMETRY = False
+#: How long past its deadline a solve may take to send its answer before its process is killed.
+#: HiGHS stops within milliseconds of the interrupt its callback raises at the deadline.
+KILL_GRACE_S = 0.05
+#: The dual bound is sent back at most this often while HiGHS works (each better solution at once).
+BOUND_EVERY_S = 0.05
+
+
+#: HiGHS's statuses for "no solution exists" (the costs are bounded below, so both mean infeasible).
+INFEASIBLE = ("kInfeasible", "kUnboundedOrInfeasible")
+
+
+@dataclass(frozen=True)
+class Solved:
+    """What the solver proved: infeasible, or a dual bound (model units) and the best solution."""
+
+    infeasible: bool
+    exact: bool                       # the best solution is proven optimal within REL_GAP
+    bound: float                      # dual bound, >= 0 (the costs are non-negative)
+    values: dict[tuple, float] | None  # the best solution by key, None if none was found
+
+
+class Program:
+    """Columns by key (made on first use, with a cost), rows of (column, coefficient) terms."""
+
+    def __init__(self):
+        self.columns: dict[tuple, int] = {}
+        self.cost: list[float] = []
+        self.upper: list[float] = []
+        self.integer: list[bool] = []
+        self.starts, self.index, self.value, self.row_lower, self.row_upper = [0], [], [], [], []
+        prestart()  # the solver's process starts while the rows are built
+
+    def column(self, key: tuple, cost: float = 0.0, upper: float = 1.0, integer: bool = True) -> int:
+        """The column of `key`; made with `cost`, bounds [0, upper] and integrality on first use."""
+        col = self.columns.get(key)
+        if col is None:
+            col = self.columns[key] = len(self.cost)
+            self.cost.append(cost)
+            self.upper.append(upper)
+            self.integer.append(integer)
+        return col
+
+    def row(self, terms, lower: float, upper: float) -> None:
+        """lower <= sum(coef x col) <= upper; repeated columns are merged."""
+        merged: dict[int, float] = {}
+        for col, coef in terms:
+            merged[col] = merged.get(col, 0.0) + coef
+        for col, coef in sorted(merged.items()):
+            if coef != 0.0:
+                self.index.append(col)
+                self.value.append(coef)
+        self.starts.append(len(self.index))
+        self.row_lower.append(lower)
+        self.row_upper.append(upper)
+
+    def solve(self, time_limit_s: float | None, enough: float | None = None, start: dict | None = None,
+              rel_gap: float = REL_GAP, tolerance: float = FEASIBILITY_TOLERANCE) -> Solved:
+        """Minimise the cost with HiGHS (one thread, fixed seed) within `time_limit_s`.
+
+        With `enough`, a known lower bound of the cost from elsewhere, the solve stops as soon as
+        it has a solution that costs no more (within REL_GAP): that solution is then optimal.
+        `start` gives values of some columns by key (a partial MIP start HiGHS completes).
+        `rel_gap` may be looser where only a good solution is wanted, not a bound; `tolerance` is
+        HiGHS's primal and MIP feasibility tolerance.
+
+        An infeasibility is believed only from a run without presolve (`run_checked`).
+        """
+        if time_limit_s is not None and len(self.index) > PRESOLVE_NONZEROS_PER_S * time_limit_s:
+            return Solved(False, False, 0.0, None)
+        limit_s = None if time_limit_s is None else max(time_limit_s, 0.01)
+        given = [(self.columns[key], value) for key, value in (start or {}).items() if key in self.columns]
+        options = {"mip_rel_gap": rel_gap, "mip_abs_gap": 0.0, "threads": 1, "random_seed": 0,
+                   "mip_detect_symmetry": DETECT_SYMMETRY, "mip_feasibility_tolerance": tolerance,
+                   "primal_feasibility_tolerance": tolerance}
+        if limit_s is not None:
+            options["time_limit"] = float(limit_s)
+        job = HighsJob(model=model_arrays(self.cost, [0.0] * len(self.cost), self.upper, self.row_lower,
+                                          self.row_upper, self.starts, self.index, self.value, self.integer),
+                       options=options, stop_s=limit_s, enough=enough,
+                       partial_start=([c for c, _ in given], [v for _, v in given]) if given else None)
+        answer = run_checked(job, limit_s)
+        if answer.rejected:
+            from poetsim.errors import InternalError
+
+            raise InternalError(f"HiGHS rejected {answer.rejected} of a cover")
+        if answer.status in INFEASIBLE:
+            return Solved(True, True, math.inf, None)
+        if not any(self.integer):  # a linear program: its optimum is its bound
+            bound = answer.objective if answer.status == "kOptimal" and answer.objective is not None else 0.0
+        else:
+            bound = answer.dual_bound if answer.dual_bound is not None else 0.0
+        values = None if answer.values is None else {key: answer.values[col] for key, col in self.columns.items()}
+        exact = answer.status == "kOptimal"
+        if enough is not None and answer.objective is not None and answer.objective <= enough * (1 + REL_GAP) + 1e-12:
+            bound, exact = max(bound, min(enough, answer.objective)), True
+        return Solved(False, exact, max(bound, 0.0), values)
+
+
+def model_arrays(cost, lower, upper, row_lower, row_upper, starts, index, value, integer) -> dict:
+    """A model's columns and CSR rows as the arrays a `HighsJob` carries (quick to pickle)."""
+    import numpy as np
+
+    return {"cost": np.asarray(cost, dtype=np.float64), "lower": np.asarray(lower, dtype=np.float64),
+            "upper": np.asarray(upper, dtype=np.float64), "row_lower": np.asarray(row_lower, dtype=np.float64),
+            "row_upper": np.asarray(row_upper, dtype=np.float64), "starts": np.asarray(starts, dtype=np.int32),
+            "index": np.asarray(index, dtype=np.int32), "value": np.asarray(value, dtype=np.float64),
+            "integer": np.asarray(integer, dtype=bool)}
+
+
+@dataclass(frozen=True)
+class HighsJob:
+    """One HiGHS run for the HiGHS process: the model, options, start, and when to stop it.
+
+    `stop_s` (from the run's start) and `enough` (a solution that costs no more is enough) are
+    applied by a callback; `extra_rows` are (lower, upper, columns, coefficients) added after the
+    model; `full_start` is a value per column, `partial_start` (columns, values) some of them.
+    """
+
+    model: dict
+    options: dict
+    stop_s: float | None = None
+    enough: float | None = None
+    extra_rows: tuple = ()
+    full_start: list | None = None
+    partial_start: tuple | None = None
+
+
+@dataclass(frozen=True)
+class HighsAnswer:
+    """What a HiGHS run gave: its status's name (`HighsModelStatus`: kOptimal, kTimeLimit, ...; or
+    "killed" when it did not answer by its deadline), the best solution and the dual bound."""
+
+    status: str
+    objective: float | None        # the best solution's cost; None without one
+    dual_bound: float | None       # HiGHS's dual bound when finite
+    values: list[float] | None     # the best solution, by column
+    run_s: float                   # HiGHS's run time (the wait, when killed)
+    rejected: str = ""             # what HiGHS refused (an option, the model), if it did
+
+
+def run_highs(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer:
+    """Run `job` in a HiGHS process; kill it if it has not answered KILL_GRACE_S past `limit_s`.
+
+    `watch(incumbent, bound)`, if given, hears each progress report of HiGHS's MIP callback
+    (either may be None) and returns True to stop the run; the answer still comes back.
+    """
+    solver = _take()
+    began = perf_counter()
+    kill_at = None if limit_s is None else began + limit_s + KILL_GRACE_S
+    dual, objective, values = None, None, None
+    answered = stopping = False
+    try:
+        solver.conn.send((vars(job), watch is not None))  # fields: the process has no `poetsim` import of this module
+        while True:
+            wait_s = None if kill_at is None else max(kill_at - perf_counter(), 0.0)
+            if not solver.conn.poll(wait_s):
+                break   # late: killed below, with what it sent so far
+            message = solver.conn.recv()
+            if message[0] == "done":
+                answered = True
+                return HighsAnswer(*message[1])
+            if message[0] == "solution":
+                objective, values = message[1], message[2]
+            if message[-1] is not None:
+                dual = message[-1] if dual is None else max(dual, message[-1])
+            if message[0] == "progress" and watch is not None and not stopping and watch(message[1], message[2]):
+                solver.conn.send("stop")
+                stopping = True
+    except (EOFError, OSError) as exc:
+        from poetsim.errors import InternalError
+
+        raise InternalError(f"the HiGHS process ended without an answer (exit code {solver.process.poll()})") from exc
+    finally:
+        if answered:
+            _give_back(solver)
+        else:
+            solver.end()
+    return HighsAnswer("killed", objective, dual, values, perf_counter() - began)
+
+
+def run_checked(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer:
+    """`run_highs`, with an infeasibility believed only from a run without presolve: HiGHS 1.16's
+    presolve has called a feasible model infeasible (docs/optimiser.md, section 5, "Infeasible,
+    checked"). So an infeasible answer of a run with presolve is followed by one without, in the
+    time left, whose answer is returned (its run time the sum of both); if it ends first, it is
+    a stop, not a proof."""
+    began = perf_counter()
+    answer = run_highs(job, limit_s, watch)
+    if answer.status not in INFEASIBLE or answer.rejected or job.options.get("presolve") == "off":
+        return answer
+    left_s = None if limit_s is None else max(limit_s - (perf_counter() - began), 0.01)
+    options = {**job.options, "presolve": "off", **({} if left_s is None else {"time_limit": left_s})}
+    check = run_highs(replace(job, options=options, stop_s=left_s), left_s, watch)
+    return replace(check, run_s=answer.run_s + check.run_s)
+
+
+class _Solver:
+    """A HiGHS process (this file run as a script) and the parent's end of its pipe.
+
+    It is in a session of its own, so a Ctrl-C at the terminal reaches only its parent, which
+    decides; it dies with its parent (`poetsim.sweeps.workers.die_with_parent`).
+    """
+
+    def __init__(self):
+        self.conn, child = Pipe()
+        root = str(Path(__file__).resolve().parents[3])  # where the `poetsim` package is
+        self.process = subprocess.Popen(
+            [sys.executable, "-P", __file__, root, str(child.fileno()), str(os.getpid())],
+            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            start_new_session=True)
+        child.close()
+        self.owner = os.getpid()
+
+    def usable(self) -> bool:
+        return self.owner == os.getpid() and self.process.poll() is None
+
+    def end(self) -> None:
+        """Kill the process (it may be inside HiGHS, where nothing else stops it) and reap it."""
+        if self.owner != os.getpid():
+            return
+        self.conn.close()
+        self.process.kill()
+        self.process.wait()
+
+
+_IDLE: list[_Solver] = []
+_LOCK = threading.Lock()
+
+
+def _take() -> _Solver:
+    with _LOCK:
+        while _IDLE:
+            solver = _IDLE.pop()
+            if solver.usable():
+                return solver
+            solver.end()
+    return _Solver()
+
+
+def _give_back(solver: _Solver) -> None:
+    with _LOCK:
+        _IDLE.append(solver)
+
+
+def prestart() -> None:
+    """Start a HiGHS process now, unless one is idle: it starts in the background (0.2 s)."""
+    with _LOCK:
+        if not any(solver.usable() for solver in _IDLE):
+            _IDLE.append(_Solver())
+
+
+@atexit.register
+def _end_idle() -> None:
+    with _LOCK:
+        for solver in _IDLE:
+            solver.end()
+        _IDLE.clear()
+
+
+def _solve(job: HighsJob, watched: bool, conn) -> tuple:
+    """Run HiGHS on `job` in this process (the HiGHS process's side of `run_highs`); the answer
+    as the fields of a HighsAnswer. While it works it sends ("solution", cost, values, dual
+    bound) for each better solution and ("progress", incumbent, dual bound) from the MIP
+    callback: each time if `watched` (the parent may then send "stop"), else when the bound rose."""
+    import highspy
+    import numpy as np
+
+    began = perf_counter()
+    ends_at = None if job.stop_s is None else began + job.stop_s
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+
+    def refused(status) -> bool:
+        return status == highspy.HighsStatus.kError
+
+    if refused(h.passModel(_highs_lp(job.model))):
+        return ("kModelError", None, None, None, 0.0, "the model")
+    for lower, upper, columns, coefficients in job.extra_rows:
+        if refused(h.addRow(lower, upper, len(columns), np.asarray(columns, dtype=np.int32),
+                            np.asarray(coefficients, dtype=np.float64))):
+            return ("kModelError", None, None, None, 0.0, "a row")
+    for name, option in job.options.items():
+        if refused(h.setOptionValue(name, option)):
+            return ("kModelError", None, None, None, 0.0, f"option {name}")
+    limit_s = job.options.get("time_limit")
+    limit_ends_at = None if limit_s is None else began + float(limit_s)
+    start = _completed_start(job, limit_ends_at)
+    if start is not None:
+        solution = highspy.HighsSolution()
+        solution.col_value = start
+        solution.value_valid = True
+        if refused(h.setSolution(solution)):
+            return ("kModelError", None, None, None, 0.0, "setSolution")
+    if limit_ends_at is not None:  # completing the start took some of the run's time
+        h.setOptionValue("time_limit", max(limit_ends_at - perf_counter(), 0.01))
+    enough = job.enough
+    sent = [-math.inf, 0.0]  # the last dual bound sent, and when
+
+    def finite(x: float) -> float | None:
+        return x if math.isfinite(x) and abs(x) < highspy.kHighsInf else None
+
+    def interrupt(event) -> None:
+        # HiGHS checks its own time limit only now and then.
+        out = event.data_out
+        primal, dual = finite(out.mip_primal_bound), finite(out.mip_dual_bound)
+        if ends_at is not None and perf_counter() > ends_at:
+            event.interrupt()
+        elif enough is not None and primal is not None and primal <= enough * (1 + REL_GAP) + 1e-12:
+            event.interrupt()
+        if watched:
+            conn.send(("progress", primal, dual))
+            if conn.poll() and conn.recv() == "stop":
+                event.interrupt()
+        elif dual is not None and dual > sent[0] and perf_counter() - sent[1] >= BOUND_EVERY_S:
+            sent[:] = dual, perf_counter()
+            conn.send(("bound", dual))
+
+    def improved(event) -> None:
+        out = event.data_out
+        conn.send(("solution", out.objective_function_value, list(out.mip_solution), finite(out.mip_dual_bound)))
+
+    h.cbMipInterrupt.subscribe(interrupt)
+    h.cbMipImprovingSolution.subscribe(improved)
+    # HiGHS's thread pool is global and sized once per process; a new size needs a reset.
+    highspy.Highs.resetGlobalScheduler(True)
+    h.run()
+    info = h.getInfo()
+    solved = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    return (h.getModelStatus().name, info.objective_function_value if solved else None,
+            finite(info.mip_dual_bound), list(h.getSolution().col_value) if solved else None, h.getRunTime(), "")
+
+
+def _highs_lp(m: dict, lower=None, upper=None):
+    """The HighsLp of a job's model (`model_arrays`), with other column bounds if given."""
+    import highspy
+
+    n, rows = len(m["cost"]), len(m["row_lower"])
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n, rows
+    lp.col_cost_ = m["cost"]
+    lp.col_lower_ = m["lower"] if lower is None else lower
+    lp.col_upper_ = m["upper"] if upper is None else upper
+    lp.row_lower_, lp.row_upper_ = m["row_lower"], m["row_upper"]
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, rows
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = m["starts"], m["index"], m["value"]
+    kinds = highspy.HighsVarType
+    lp.integrality_ = [kinds.kInteger if b else kinds.kContinuous for b in m["integer"]]
+    return lp
+
+
+def _completed_start(job: HighsJob, ends_at: float | None) -> list[float] | None:
+    """The job's start as a whole solution that satisfies every row, or None if there is none.
+
+    HiGHS completes a partial start, and repairs a whole one it finds infeasible, by solving a
+    sub-MIP in the same instance, and its MIP callbacks report that sub-MIP's dual bound as if it
+    were the model's. HiGHS 1.16, on a 60-item covering knapsack whose optimum is 512, with a
+    partial start: a callback said 595.5; with a whole start holding one fractional value: 1781.
+    A run killed or stopped on such a report would give a bound above the optimum. So the start
+    is completed here, in an instance of its own with no callbacks: the given columns fixed
+    (a whole start: its integer columns, rounded), the rest solved for, within HiGHS's own node
+    limit for starts (`mip_max_start_nodes`) and the run's time. What comes back is feasible at
+    the model's tolerances, and HiGHS takes such a start as it is, with no sub-MIP.
+    """
+    import highspy
+    import numpy as np
+
+    m = job.model
+    lower, upper = list(m["lower"]), list(m["upper"])
+    fixed: list[tuple[int, float]]
+    if job.partial_start is not None:
+        fixed = list(zip(*job.partial_start))
+    elif job.full_start is not None:
+        fixed = [(c, float(round(v))) for c, (v, integer) in enumerate(zip(job.full_start, m["integer"])) if integer]
+    else:
+        return None
+    for column, value in fixed:
+        if not lower[column] - 1e-9 <= value <= upper[column] + 1e-9:
+            return None
+        lower[column] = upper[column] = value
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.passModel(_highs_lp(m, lower, upper))
+    for row_lower, row_upper, columns, coefficients in job.extra_rows:
+        h.addRow(row_lower, row_upper, len(columns), np.asarray(columns, dtype=np.int32),
+                 np.asarray(coefficients, dtype=np.float64))
+    for name in ("mip_feasibility_tolerance", "primal_feasibility_tolerance", "random_seed", "mip_rel_gap"):
+        if name in job.options:
+            h.setOptionValue(name, job.options[name])
+    h.setOptionValue("threads", 1)
+    h.setOptionValue("mip_max_nodes", h.getOptionValue("mip_max_start_nodes")[1])
+    if ends_at is not None:
+        left_s = ends_at - perf_counter()
+        if left_s <= 0:
+            return None
+        h.setOptionValue("time_limit", left_s)
+    highspy.Highs.resetGlobalScheduler(True)
+    h.run()
+    if h.getInfo().primal_solution_status != 2:  # kSolutionStatusFeasible
+        return None
+    return list(h.getSolution().col_value)
+
+
+def _serve(fd: int, parent_pid: int) -> None:
+    """The HiGHS process: solve each job that comes down the pipe until it closes."""
+    from poetsim.sweeps.workers import die_with_parent
+
+    die_with_parent(parent_pid)
+    conn = Connection(fd)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message == "stop":
+            continue   # it came after its run had ended
+        fields, watched = message
+        conn.send(("done", _solve(HighsJob(**fields), watched, conn)))
+
+
+if __name__ == "__main__":   # the HiGHS process (`_Solver`): root of poetsim, pipe, parent's pid
+    sys.path.insert(0, sys.argv[1])
+    _serve(int(sys.argv[2]), int(sys.argv[3]))

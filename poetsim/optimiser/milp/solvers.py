@@ -1,0 +1,522 @@
+"""Hand a formulation to a MILP solver and read back what the solver itself reports.
+
+HiGHS (the default) receives the rows as arrays through highspy: no Pyomo expression is built,
+which on large graphs costs several times the solve (ResNet-18, CIFAR: 0.2 s to pass the arrays,
+3.0 s to build the Pyomo model; docs/optimiser.md). SCIP receives the same arrays through
+PySCIPOpt, and Gurobi through gurobipy, both in this process. GLPK and CBC go through the Pyomo
+model (`pyomo_model`), whose LP file their binaries read. Status, objective, bound and solve
+time are the solver's; nothing is assumed from the status alone.
+"""
+
+import importlib.util
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from time import perf_counter
+
+from poetsim.errors import InternalError, SolverUnavailableError, UserInputError
+from poetsim.optimiser.milp.rows import Formulation
+from poetsim.status import Status
+
+#: Solver name -> (the program it runs or the Python module it imports, how to install it).
+SOLVERS = {"highs": ("highspy", "pip install highspy"), "scip": ("pyscipopt", "pip install pyscipopt"),
+           "gurobi": ("gurobipy", "pip install gurobipy"),
+           "glpk": ("glpsol", "apt install glpk-utils"), "cbc": ("cbc", "apt install coinor-cbc")}
+#: The solvers that are Python modules (the others are programs on PATH).
+PYTHON_SOLVERS = ("highs", "scip", "gurobi")
+
+
+@dataclass(frozen=True)
+class SolverResult:
+    """What a solver reported: status, the solution's columns, objective and bound (model units)."""
+
+    status: Status | None       # OPTIMAL, FEASIBLE, INFEASIBLE or NO_SOLUTION; None after a HiGHS solve error (internal)
+    values: list[float] | None
+    objective: float | None
+    bound: float | None
+    handoff_s: float
+    solve_s: float
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """Stopping rules of one solve: relative and absolute gap of the objective, time, threads.
+
+    `objective_floor` (model units), when given, is a proven lower bound on the objective from
+    outside the model (the eviction cover); HiGHS gets it as one row, objective >= floor.
+    `ends_at` caps the solver's own limit at the time left when it starts, after the hand-off.
+    """
+
+    mip_rel_gap: float
+    mip_abs_gap: float
+    time_limit_s: float | None
+    threads: int
+    objective_floor: float | None = None
+    ends_at: float | None = None  # a perf_counter() time the solve must end by, build and hand-off included
+    #: Whether an infeasibility HiGHS reports is checked by a run without presolve (`_solve_highs`):
+    #: off where the caller takes no proof from it (the MILP restricted to a cover's choice).
+    confirm_infeasible: bool = True
+
+    def limit_now_s(self) -> float | None:
+        """The time limit to give the solver at this moment: the smaller of both rules, >= 0.01 s."""
+        limits = [x for x in (self.time_limit_s, None if self.ends_at is None else self.ends_at - perf_counter())
+                  if x is not None]
+        return max(min(limits), 0.01) if limits else None
+
+
+#: What a solve reports while it runs: (incumbent, bound) in model units, either None when not
+#: known yet; it returns True to stop the solve at once (the caller knows a better bound).
+Watch = Callable[[float | None, float | None], bool]
+
+
+def check_available(solver: str) -> None:
+    """UserInputError for an unknown name, SolverUnavailableError naming the package if missing."""
+    if solver not in SOLVERS:
+        raise UserInputError(f"unknown solver '{solver}' (known: {', '.join(SOLVERS)})")
+    needs, install = SOLVERS[solver]
+    if solver in PYTHON_SOLVERS:
+        if importlib.util.find_spec(needs) is None:
+            raise SolverUnavailableError(f"solver '{solver}' needs the {needs} package, which is not installed ({install})")
+    elif shutil.which(needs) is None:
+        raise SolverUnavailableError(
+            f"solver '{solver}' needs the '{needs}' program, which is not on PATH (Debian/Ubuntu: {install})")
+
+
+def solve(form: Formulation, solver: str, settings: SolverSettings, start: list[float] | None,
+          watch: Watch | None = None) -> SolverResult:
+    """Solve `form` with `solver`, starting from `start` where the solver takes a start.
+
+    `watch` is called while HiGHS or Gurobi works (SCIP is not watched; GLPK and CBC run as
+    programs and are not either).
+    """
+    check_available(solver)
+    if solver == "highs":
+        return _solve_highs(form, settings, start, watch)
+    if solver == "scip":
+        return _solve_scip(form, settings, start)
+    if solver == "gurobi":
+        return _solve_gurobi(form, settings, start, watch)
+    return _solve_shell(form, solver, settings, start)
+
+
+#: A retry without the start (see _solve_highs) is not tried with less time than this left.
+RETRY_MIN_S = 5.0
+
+
+@contextmanager
+def _stdout_silenced():
+    """Point fd 1 at /dev/null for a call into a solver library that prints there by itself
+    (SCIP's SIGINT handler writes with printf, whatever its message settings).
+
+    Only library code runs meanwhile: poetsim prints to stdout only after a solve, and its
+    progress goes to stderr.
+    """
+    sys.stdout.flush()   # what Python holds for fd 1 goes out before it is pointed away
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _solve_highs(form: Formulation, settings: SolverSettings, start: list[float] | None,
+                 watch: Watch | None = None) -> SolverResult:
+    """Solve with HiGHS; if it misvalues its own answer after a MIP start, solve again without.
+
+    HiGHS 1.16 can carry a user solution into its presolved space with the wrong objective (a
+    start costing 0.9 valued 0.45, then called optimal at 0.45): its incumbent then prunes on a
+    false value. The objective it reports is checked against the cost of the columns it
+    returns; on a mismatch the start is dropped and the model solved afresh.
+
+    HiGHS 1.16's presolve can also reduce a small model to nothing with a solution that breaks
+    a row, and then end with "Solve error" (a 7-node case in test_cover's property found it):
+    that model is solved again with presolve off. And it has called a feasible model infeasible
+    (a 7-node recompute-only case whose keep-all schedule meets every row, found by another of
+    test_cover's properties; SCIP, Gurobi and HiGHS without presolve solve it): so, unless
+    `settings.confirm_infeasible` is off, an infeasibility is believed only from a run without
+    presolve (`program.run_checked`), and where that run ends first nothing is proven.
+    """
+    result = _run_highs(form, settings, start, watch)
+    if result.status is None:
+        result = _run_highs(form, settings, start, watch, presolve=False)
+        if result.status is None:
+            raise InternalError("HiGHS ended with a solve error on the POET model, with presolve on and off")
+    if start is None or result.values is None or _objective_matches(form, result):
+        return result
+    # The retry gets what is left of the limit, if anything; the first run's bound is not kept
+    # (it may have pruned on the false value).
+    left = _left_s(settings, result)
+    if left is not None and left < RETRY_MIN_S:
+        return SolverResult(Status.NO_SOLUTION, None, None, None, result.handoff_s, result.solve_s)
+    settings = replace(settings, time_limit_s=left)
+    retry = _run_highs(form, settings, None, watch)
+    return SolverResult(retry.status, retry.values, retry.objective, retry.bound,
+                        result.handoff_s + retry.handoff_s, result.solve_s + retry.solve_s)
+
+
+def _left_s(settings: SolverSettings, spent: SolverResult) -> float | None:
+    """What is left of the run's limit after `spent`, and of the call's time (None: no limit)."""
+    left = None if settings.time_limit_s is None else settings.time_limit_s - spent.solve_s
+    if settings.ends_at is not None:
+        left = min(left if left is not None else float("inf"), settings.ends_at - perf_counter())
+    return left
+
+
+#: HiGHS's statuses that end a solve early ("killed": the HiGHS process did not answer in time).
+_HIGHS_STOPPED = {"kTimeLimit", "kIterationLimit", "kInterrupt", "kSolutionLimit", "kMemoryLimit", "kUnknown", "killed"}
+
+
+def _status(solver: str, name: str, has_solution: bool, optimal: str, infeasible: tuple[str, ...],
+            stopped: set[str]) -> Status:
+    """A solver's own end status as poetsim's: a stop before the end is `feasible` with a
+    solution, else `no-solution`. The objective is bounded below (non-negative costs, bounded
+    columns), so "infeasible or unbounded" can only be infeasible; any other status is a bug."""
+    if name == optimal:
+        return Status.OPTIMAL
+    if name in infeasible:
+        return Status.INFEASIBLE
+    if name in stopped:
+        return Status.FEASIBLE if has_solution else Status.NO_SOLUTION
+    raise InternalError(f"{solver} ended with status '{name}' on the POET model")
+
+
+def _costed(form: Formulation) -> list[tuple[int, float]]:
+    """The objective's terms, (column, cost) for each column that costs something: the row of an
+    objective floor (`SolverSettings.objective_floor`)."""
+    return [(col, c) for col, c in enumerate(form.col_cost) if c]
+
+
+def _objective_matches(form: Formulation, result: SolverResult) -> bool:
+    if result.objective is None or result.values is None:
+        return False
+    cost = form.objective(result.values)
+    return abs(cost - result.objective) <= 1e-6 * max(1.0, abs(cost))
+
+
+def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] | None,
+               watch: Watch | None = None, presolve: bool = True) -> SolverResult:
+    """One HiGHS run, in the HiGHS process (`program.run_highs`: killed if it has not answered
+    shortly after the time limit); its status is None after a solve error (see _solve_highs)."""
+    from poetsim.optimiser.milp.program import INFEASIBLE, HighsJob, model_arrays, run_checked, run_highs
+
+    began = perf_counter()
+    model = model_arrays(form.col_cost, form.col_lower, form.col_upper, form.row_lower, form.row_upper,
+                         form.row_start, form.row_index, form.row_value, form.col_binary)
+    rows: tuple[tuple[float, float, list[int], list[float]], ...] = ()
+    if settings.objective_floor is not None and settings.objective_floor > 0:
+        costed = _costed(form)
+        rows = ((settings.objective_floor, float("inf"), [col for col, _ in costed], [c for _, c in costed]),)
+    options: dict[str, float | int | str] = {
+        "mip_rel_gap": settings.mip_rel_gap, "mip_abs_gap": settings.mip_abs_gap,
+        "threads": settings.threads, "random_seed": 0,
+    }
+    if not presolve:
+        options["presolve"] = "off"
+    limit_s = settings.limit_now_s()
+    if limit_s is not None:
+        options["time_limit"] = float(limit_s)
+    job = HighsJob(model=model, options=options, extra_rows=rows, full_start=None if start is None else list(start))
+    handoff_s = perf_counter() - began
+    answer = (run_checked if settings.confirm_infeasible else run_highs)(job, limit_s, watch)
+    if answer.rejected:
+        raise InternalError(f"HiGHS rejected {answer.rejected} of the POET model")
+    if answer.status == "kSolveError":
+        return SolverResult(None, None, None, None, handoff_s, answer.run_s)
+    has_solution = answer.values is not None
+    status = _status("HiGHS", answer.status, has_solution, "kOptimal", INFEASIBLE, _HIGHS_STOPPED)
+    values = answer.values if has_solution and status is not Status.INFEASIBLE else None
+    return SolverResult(
+        status=status, values=values,
+        objective=answer.objective if values is not None else None,
+        bound=answer.dual_bound if status.has_schedule else None,
+        handoff_s=handoff_s, solve_s=answer.run_s,
+    )
+
+
+#: SCIP's statuses that end a solve early; with a solution it is `feasible`, else `no-solution`.
+_SCIP_STOPPED = {"timelimit", "nodelimit", "totalnodelimit", "stallnodelimit", "gaplimit",
+                 "sollimit", "bestsollimit", "restartlimit", "memlimit", "primallimit", "duallimit", "unknown"}
+
+
+def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] | None) -> SolverResult:
+    """Solve with SCIP (PySCIPOpt), in this process: the rows as linear constraints, the start
+    (if any) offered as a solution, SCIP's own time limit.
+
+    Without a start SCIP is told to look for a schedule first (its feasibility emphasis): on
+    ResNet-18 (CIFAR) at 25 % RAM, recompute-only, where no heuristic finds a schedule, that is
+    the setting that proved the program infeasible (docs/optimiser.md, section 5).
+    """
+    from pyscipopt import SCIP_PARAMEMPHASIS, Model, quicksum
+
+    began = perf_counter()
+    limit_s = settings.limit_now_s()   # for the build and the solve together
+    model = Model()
+    model.hideOutput()
+    model.setParam("randomization/randomseedshift", 0)
+    columns = [model.addVar(lb=lo, ub=up, obj=cost, vtype="B" if binary else "C")
+               for lo, up, cost, binary in zip(form.col_lower, form.col_upper, form.col_cost, form.col_binary)]
+    starts, index, value = form.row_start, form.row_index, form.row_value
+    for r, (lower, upper) in enumerate(zip(form.row_lower, form.row_upper)):
+        expr = quicksum(value[k] * columns[index[k]] for k in range(starts[r], starts[r + 1]))
+        model.addCons(expr >= lower if upper == float("inf") else
+                      expr <= upper if lower == -float("inf") else
+                      expr == upper if lower == upper else _ranged(expr, lower, upper))
+    if settings.objective_floor is not None and settings.objective_floor > 0:
+        model.addCons(quicksum(c * columns[col] for col, c in _costed(form)) >= settings.objective_floor)
+    model.setParam("limits/gap", settings.mip_rel_gap)
+    model.setParam("limits/absgap", settings.mip_abs_gap)
+    if start is not None:
+        solution = model.createSol()
+        for var, x, binary in zip(columns, start, form.col_binary):
+            model.setSolVal(solution, var, round(x) if binary else x)
+        model.addSol(solution, free=True)
+    else:
+        model.setEmphasis(SCIP_PARAMEMPHASIS.FEASIBILITY)
+    if limit_s is not None:
+        model.setParam("limits/time", max(limit_s - (perf_counter() - began), 0.01))
+    handoff_s = perf_counter() - began
+    ran = perf_counter()
+    with _stdout_silenced():   # SCIP's own SIGINT handler prints "pressed CTRL-C ..." with printf
+        model.optimize()
+    solve_s = perf_counter() - ran
+    scip_status = model.getStatus()
+    if scip_status == "userinterrupt":
+        # SCIP stops at once on SIGINT and returns; Ctrl-C then ends the call as it does with HiGHS.
+        raise KeyboardInterrupt
+    has_solution = model.getNSols() > 0
+    status = _status("SCIP", scip_status, has_solution, "optimal", ("infeasible", "inforunbd"), _SCIP_STOPPED)
+    values = None
+    if has_solution and status is not Status.INFEASIBLE:
+        best = model.getBestSol()
+        values = [model.getSolVal(best, var) for var in columns]
+    dual = model.getDualbound()
+    bound = float(dual) if status.has_schedule and abs(dual) < model.infinity() else None
+    return SolverResult(status, values, model.getSolObjVal(model.getBestSol()) if values is not None else None,
+                        bound, handoff_s, solve_s)
+
+
+#: Gurobi's statuses that end a solve early; with a solution it is `feasible`, else `no-solution`
+#: (INTERRUPTED only when the watch stopped it: Ctrl-C is passed on).
+_GUROBI_STOPPED = {"TIME_LIMIT", "NODE_LIMIT", "SOLUTION_LIMIT", "ITERATION_LIMIT", "WORK_LIMIT", "MEM_LIMIT",
+                   "USER_OBJ_LIMIT", "SUBOPTIMAL", "NUMERIC", "INTERRUPTED"}
+
+
+def _solve_gurobi(form: Formulation, settings: SolverSettings, start: list[float] | None,
+                  watch: Watch | None = None) -> SolverResult:
+    """Solve with Gurobi (gurobipy), in this process: one column per column, one linear row per
+    finite side of each row, the start (binaries rounded) as its MIP start, Gurobi's own time
+    limit, and `watch` called from its MIP callback, which stops the solve when it says so.
+
+    gurobipy from PyPI brings a size-limited license; a model above its limits is refused with
+    `SolverUnavailableError`, which names the model's size (docs/optimiser.md, section 5).
+    """
+    import gurobipy as gp
+    from gurobipy import GRB
+
+    began = perf_counter()
+    limit_s = settings.limit_now_s()   # for the build and the solve together
+    env = gp.Env(empty=True)
+    env.setParam("OutputFlag", 0)   # before start(): no license banner on stdout
+    try:
+        env.start()
+    except gp.GurobiError as exc:   # no license, or an expired one
+        raise SolverUnavailableError(f"solver 'gurobi': {_one_line(str(exc))}") from None
+    model = gp.Model(env=env)
+    try:
+        model.setParam("Seed", 0)
+        model.setParam("MIPGap", settings.mip_rel_gap)
+        model.setParam("MIPGapAbs", settings.mip_abs_gap)
+        model.setParam("Threads", settings.threads)
+        columns = model.addVars(range(len(form.col_cost)), lb=list(form.col_lower), ub=list(form.col_upper),
+                                obj=list(form.col_cost),
+                                vtype=[GRB.BINARY if binary else GRB.CONTINUOUS for binary in form.col_binary])
+        starts, index, value = form.row_start, form.row_index, form.row_value
+        for r, (lower, upper) in enumerate(zip(form.row_lower, form.row_upper)):
+            span = range(starts[r], starts[r + 1])
+            expr = gp.LinExpr([value[k] for k in span], [columns[index[k]] for k in span])
+            if lower == upper:
+                model.addLConstr(expr, GRB.EQUAL, upper)
+                continue
+            if lower != -float("inf"):
+                model.addLConstr(expr, GRB.GREATER_EQUAL, lower)
+            if upper != float("inf"):
+                model.addLConstr(expr, GRB.LESS_EQUAL, upper)
+        if settings.objective_floor is not None and settings.objective_floor > 0:
+            costed = _costed(form)
+            model.addLConstr(gp.LinExpr([c for _, c in costed], [columns[col] for col, _ in costed]),
+                             GRB.GREATER_EQUAL, settings.objective_floor)
+        if start is not None:
+            for col, (x, binary) in enumerate(zip(start, form.col_binary)):
+                columns[col].Start = round(x) if binary else x
+        if limit_s is not None:
+            model.setParam("TimeLimit", max(limit_s - (perf_counter() - began), 0.01))
+        handoff_s = perf_counter() - began
+        stopped: list[bool] = []
+
+        def on_event(m, where) -> None:
+            if where != GRB.Callback.MIP or watch is None or stopped:
+                return
+            best, bound = m.cbGet(GRB.Callback.MIP_OBJBST), m.cbGet(GRB.Callback.MIP_OBJBND)
+            if watch(best if best < GRB.INFINITY else None, bound if abs(bound) < GRB.INFINITY else None):
+                stopped.append(True)
+                m.terminate()
+
+        def run() -> str:
+            """Optimise; Gurobi's end status by name."""
+            try:
+                with _stdout_silenced():   # Gurobi's SIGINT handler prints "Interrupt request received"
+                    model.optimize(on_event)
+            except gp.GurobiError as exc:
+                if exc.errno == GRB.Error.SIZE_LIMIT_EXCEEDED:
+                    raise SolverUnavailableError(
+                        f"solver 'gurobi': its license is size-limited and refuses this MILP ({model.NumVars:,} "
+                        f"columns, {model.NumConstrs:,} rows); give Gurobi a full license or use --solver highs"
+                    ) from None
+                raise
+            names = {getattr(GRB.Status, n): n for n in dir(GRB.Status) if n.isupper()}
+            name = names.get(model.Status, str(model.Status))
+            if name == "INTERRUPTED" and not stopped:
+                raise KeyboardInterrupt   # Gurobi catches SIGINT and returns; Ctrl-C ends the call, as with HiGHS
+            return name
+
+        def broken() -> bool:
+            """Whether the solution breaks a bound, a row or integrality by more than ten times
+            Gurobi's own tolerances."""
+            return model.SolCount > 0 and (
+                max(model.BoundVio, model.ConstrVio) > 10 * model.Params.FeasibilityTol
+                or model.IntVio > 10 * model.Params.IntFeasTol)
+
+        ran = perf_counter()
+        name = run()
+        if broken():
+            # Gurobi 13.0.3's presolve returned an "optimal" solution 0.2 above a column's upper
+            # bound (a 7-node case the agreement property drew); without presolve it solves it.
+            model.reset()
+            model.setParam("Presolve", 0)
+            if limit_s is not None:
+                model.setParam("TimeLimit", max(limit_s - (perf_counter() - began), 0.01))
+            stopped.clear()
+            name = run()
+            if broken():
+                return SolverResult(Status.NO_SOLUTION, None, None, None, handoff_s, perf_counter() - ran)
+        solve_s = perf_counter() - ran
+        has_solution = model.SolCount > 0
+        status = _status("Gurobi", name, has_solution, "OPTIMAL", ("INFEASIBLE", "INF_OR_UNBD"), _GUROBI_STOPPED)
+        values = [columns[col].X for col in range(len(form.col_cost))] \
+            if has_solution and status is not Status.INFEASIBLE else None
+        bound = _finite(model.ObjBound) if status.has_schedule else None
+        return SolverResult(status, values, model.ObjVal if values is not None else None, bound, handoff_s, solve_s)
+    finally:
+        model.dispose()
+        env.dispose()
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _ranged(expr, lower: float, upper: float):
+    """lower <= expr <= upper, as PySCIPOpt writes a ranged row."""
+    return (lower <= expr) <= upper
+
+
+def _solve_shell(form: Formulation, solver: str, settings: SolverSettings, start: list[float] | None) -> SolverResult:
+    """GLPK or CBC through Pyomo: build the model, let Pyomo write the LP and run the binary."""
+    import pyomo.environ as pyo
+    from pyomo.opt import SolutionStatus, TerminationCondition
+
+    from poetsim.optimiser.milp.pyomo_model import build_model
+
+    began = perf_counter()
+    model = build_model(form)
+    columns = [var for fam in form.variables for var in (getattr(model, fam.name)[key] for key in fam.keys)]
+    opt = pyo.SolverFactory(solver)
+    kwargs = {}
+    if solver == "glpk":
+        # glpsol has a relative gap only (--mipgap), and no threads; its --tmlim is in whole seconds.
+        opt.options["mipgap"] = settings.mip_rel_gap
+        limit_s = settings.limit_now_s()
+        if limit_s is not None:
+            opt.options["tmlim"] = max(1, int(limit_s))
+    else:
+        opt.options.update({"ratioGap": settings.mip_rel_gap, "allowableGap": settings.mip_abs_gap,
+                            "threads": settings.threads})
+        if settings.limit_now_s() is not None:
+            opt.options["sec"] = settings.limit_now_s()
+        if start is not None:
+            for var, value in zip(columns, start):
+                var.set_value(round(value) if var.is_binary() else value, skip_validation=True)
+            kwargs["warmstart"] = True
+    with tempfile.TemporaryDirectory(prefix="poetsim-") as tmp:
+        log = Path(tmp) / f"{solver}.log"
+        handoff_s = perf_counter() - began
+        ran = perf_counter()
+        results = opt.solve(model, load_solutions=False, logfile=str(log), **kwargs)
+        wall_s = perf_counter() - ran
+        log_text = log.read_text() if log.exists() else ""
+    term = results.solver.termination_condition
+    solutions = [s for s in results.solution if s.status in (SolutionStatus.optimal, SolutionStatus.feasible,
+                                                            SolutionStatus.stoppedByLimit, SolutionStatus.other)]
+    values = None
+    if solutions:
+        model.solutions.load_from(results)
+        values = [var.value if var.value is not None else 0.0 for var in columns]
+    objective = _reported_objective(solutions[0]) if solutions else None
+    if objective is None and values is not None:
+        objective = pyo.value(model.overhead)
+    bound = _glpk_bound(log_text, objective) if solver == "glpk" else _finite(results.problem.lower_bound)
+    if term in (TerminationCondition.infeasible, TerminationCondition.infeasibleOrUnbounded):
+        status = Status.INFEASIBLE
+    elif values is None:
+        status = Status.NO_SOLUTION
+    elif term == TerminationCondition.optimal or (solver == "glpk" and "GAP TOLERANCE REACHED" in log_text):
+        status = Status.OPTIMAL
+    else:
+        status = Status.FEASIBLE
+    return SolverResult(status, values, objective, bound, handoff_s, _solver_time_s(log_text, solver) or wall_s)
+
+
+def _reported_objective(solution) -> float | None:
+    """The objective value the solver wrote with its solution, if it wrote one."""
+    for entry in solution.objective.values():
+        value = entry.get("Value") if hasattr(entry, "get") else getattr(entry, "value", None)
+        if value is not None:
+            return float(value)
+    return None
+
+
+def _glpk_bound(log_text: str, objective: float | None) -> float | None:
+    """The last bound glpsol logged ('mip = obj >= bound'); the objective when the tree is empty."""
+    bound = None
+    for line in log_text.splitlines():
+        found = re.search(r"mip =\s*(\S+)\s*>=\s*(\S+)", line)
+        if found:
+            bound = objective if found.group(2) == "tree" else _number(found.group(2))
+    return bound
+
+
+def _solver_time_s(log_text: str, solver: str) -> float | None:
+    """The run time the solver logged, if it logged one."""
+    pattern = r"Time used:\s*([0-9.]+)\s*secs" if solver == "glpk" else r"(?:Total time|Time) \(CPU seconds\):\s*([0-9.]+)"
+    found = re.findall(pattern, log_text)
+    return float(found[-1]) if found else None
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _finite(value) -> float | None:
+    return float(value) if value is not None and abs(float(value)) != float("inf") else None

@@ -1,0 +1,1 @@
+"""Plans: decisions per output, replayed into schedules; the starts and improvements of the search."""

@@ -46,6 +46,7 @@ test: setup lint guard
 # Style and types: ruff (pyproject.toml's [tool.ruff]) and mypy over the package.
 lint: setup
 	$(BIN)/ruff check poetsim benchmarks tests
+	$(BIN)/ruff format --check poetsim benchmarks tests
 	$(BIN)/mypy
 
 # The energy regression guard: a small sweep checked against the committed baseline.

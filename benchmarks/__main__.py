@@ -18,6 +18,7 @@ OUT = Path("results/bench")
 
 def main(argv: list[str]) -> int:
     """Run the named benchmarks (default all) and print each CSV's path and table."""
+
     def pytorch_bench():
         from benchmarks import pytorch  # needs torch: imported only when asked for
 

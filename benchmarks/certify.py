@@ -66,22 +66,44 @@ def cases() -> list[tuple[str, str, int | None, str, Timing]]:
     return rows
 
 
-def bench_one(case: str, model: str, batch_size: int | None, plat: str, timing: Timing,
-              time_limit_s: float = LIMIT_S, threads: int | None = None) -> CertifyRow:
+def bench_one(
+    case: str,
+    model: str,
+    batch_size: int | None,
+    plat: str,
+    timing: Timing,
+    time_limit_s: float = LIMIT_S,
+    threads: int | None = None,
+) -> CertifyRow:
     """One hybrid solve at 50 % RAM and 1.2x, timed from the call to its return."""
     problem = build_problem(model, plat, parse_ram("50%"), 1.2, timing, batch_size=batch_size)
     began = perf_counter()
-    outcome = optimise(problem.graph, problem.costs, problem.budgets, HYBRID, timing, time_limit_s=time_limit_s,
-                       threads=threads)
+    outcome = optimise(problem.graph, problem.costs, problem.budgets, HYBRID, timing, time_limit_s=time_limit_s, threads=threads)
     wall_s = perf_counter() - began
     costs = problem.costs
     keep_all_j = costs.keep_all_energy_j(timing)
     return CertifyRow(
-        case=case, model=model, batch_size=batch_size, platform=plat, ram="50%", runtime_x=1.2, timing=timing.value,
-        moves=HYBRID.label, time_limit_s=time_limit_s, status=outcome.status.value, wall_s=wall_s,
-        limit_held=wall_s <= time_limit_s * (1 + LIMIT_SLACK), keep_all_j=keep_all_j, objective_j=outcome.objective_j,
-        bound_j=outcome.bound_j, cover_bound_j=outcome.cover_bound_j, gap_overhead=outcome.gap_overhead,
-        found_by=outcome.found_by, message=outcome.message, machine=machine(with_highs=True))
+        case=case,
+        model=model,
+        batch_size=batch_size,
+        platform=plat,
+        ram="50%",
+        runtime_x=1.2,
+        timing=timing.value,
+        moves=HYBRID.label,
+        time_limit_s=time_limit_s,
+        status=outcome.status.value,
+        wall_s=wall_s,
+        limit_held=wall_s <= time_limit_s * (1 + LIMIT_SLACK),
+        keep_all_j=keep_all_j,
+        objective_j=outcome.objective_j,
+        bound_j=outcome.bound_j,
+        cover_bound_j=outcome.cover_bound_j,
+        gap_overhead=outcome.gap_overhead,
+        found_by=outcome.found_by,
+        message=outcome.message,
+        machine=machine(with_highs=True),
+    )
 
 
 def run(out_csv: Path, selected: list[tuple] | None = None, time_limit_s: float = LIMIT_S) -> pd.DataFrame:
@@ -100,8 +122,8 @@ class ScalingRow:
     units: str
     status: str
     solve_s: float
-    objective: float | None   # overhead in joules
-    bound: float | None       # proven bound on the overhead in joules
+    objective: float | None  # overhead in joules
+    bound: float | None  # proven bound on the overhead in joules
     gap_overhead: float | None
     time_limit_s: float
     machine: str
@@ -109,23 +131,42 @@ class ScalingRow:
 
 #: (model, batch size, timing, RAM) of the A/B: graphs of 77 to 137 nodes the bare MILP can make
 #: progress on within a minute.
-SCALING_CASES = (("transformer", None, Timing.OVERLAP, "50%"), ("vgg16", None, Timing.COMPUTE_ONLY, "70%"),
-                 ("resnet18_cifar", 8, Timing.COMPUTE_ONLY, "50%"), ("resnet18_cifar", 8, Timing.OVERLAP, "50%"))
+SCALING_CASES = (
+    ("transformer", None, Timing.OVERLAP, "50%"),
+    ("vgg16", None, Timing.COMPUTE_ONLY, "70%"),
+    ("resnet18_cifar", 8, Timing.COMPUTE_ONLY, "50%"),
+    ("resnet18_cifar", 8, Timing.OVERLAP, "50%"),
+)
 
 
-def scaling_one(model: str, batch_size: int | None, timing: Timing, ram: str, units: str,
-                time_limit_s: float) -> ScalingRow:
+def scaling_one(model: str, batch_size: int | None, timing: Timing, ram: str, units: str, time_limit_s: float) -> ScalingRow:
     """The bare MILP (no start) of one case in `units`, on one thread, solved by HiGHS."""
     problem = build_problem(model, "rpi4", parse_ram(ram), 1.2, timing, batch_size=batch_size)
     form = formulate(problem.graph, problem.costs, problem.budgets, HYBRID, timing, units=units)
-    settings = SolverSettings(mip_rel_gap=1e-4, mip_abs_gap=abs_gap_j(problem.costs, HYBRID, timing) / form.energy_scale_j,
-                              time_limit_s=time_limit_s, threads=1)
+    settings = SolverSettings(
+        mip_rel_gap=1e-4,
+        mip_abs_gap=abs_gap_j(problem.costs, HYBRID, timing) / form.energy_scale_j,
+        time_limit_s=time_limit_s,
+        threads=1,
+    )
     result = solve(form, "highs", settings, None)
     objective = None if result.objective is None else result.objective * form.energy_scale_j
     bound = None if result.bound is None else max(result.bound, 0.0) * form.energy_scale_j
     gap = None if objective is None or bound is None or objective <= 0 else (objective - bound) / objective
-    return ScalingRow(model, batch_size, timing.value, ram, units, result.status.value, result.solve_s, objective,
-                      bound, gap, time_limit_s, machine(with_highs=True))
+    return ScalingRow(
+        model,
+        batch_size,
+        timing.value,
+        ram,
+        units,
+        result.status.value,
+        result.solve_s,
+        objective,
+        bound,
+        gap,
+        time_limit_s,
+        machine(with_highs=True),
+    )
 
 
 def scaling(out_csv: Path, time_limit_s: float = LIMIT_S) -> pd.DataFrame:
@@ -148,11 +189,11 @@ class CoverRowsRow:
     stage_rows: int
     whole_s: float
     grown_s: float
-    whole_overhead_j: float | None   # None: infeasible
+    whole_overhead_j: float | None  # None: infeasible
     grown_overhead_j: float | None
     both_exact: bool
     same_bound: bool
-    second_restore_s: float | None          # recompute-only cases only
+    second_restore_s: float | None  # recompute-only cases only
     second_restore_overhead_j: float | None
     machine: str
 
@@ -171,13 +212,16 @@ COVER_CASES = (
     ("resnet18_cifar", 8, "jetson-tx2", "25%", "hybrid", Timing.OVERLAP),
     ("resnet18_cifar", 8, "jetson-tx2", "70%", "paging-only", Timing.OVERLAP),
     ("transformer", None, "rpi4", "25%", "recompute-only", Timing.OVERLAP),
-) + tuple((model, None, plat, "50%", "hybrid", Timing.OVERLAP)
-          for model in ("resnet18", "resnet50", "mobilenet_v2", "bert_base", "gpt2_small", "transformer")
-          for plat in PLATFORMS)
+) + tuple(
+    (model, None, plat, "50%", "hybrid", Timing.OVERLAP)
+    for model in ("resnet18", "resnet50", "mobilenet_v2", "bert_base", "gpt2_small", "transformer")
+    for plat in PLATFORMS
+)
 
 
-def cover_rows_one(model: str, batch_size: int | None, plat: str, ram: str, strategy: str, timing: Timing,
-                   time_limit_s: float = 120.0) -> CoverRowsRow:
+def cover_rows_one(
+    model: str, batch_size: int | None, plat: str, ram: str, strategy: str, timing: Timing, time_limit_s: float = 120.0
+) -> CoverRowsRow:
     """`cover_bound` with every stage row from the start, then from the 5 of largest excess; and
     `second_restore_bound` for recompute-only."""
     from poetsim import strategies
@@ -192,15 +236,31 @@ def cover_rows_one(model: str, batch_size: int | None, plat: str, ram: str, stra
         timed.append((perf_counter() - began, cover))
     (whole_s, whole), (grown_s, grown) = timed
     same = whole.infeasible == grown.infeasible and (
-        whole.bound_j is None or abs(whole.bound_j - grown.bound_j) <= 1e-9 * abs(whole.bound_j))
+        whole.bound_j is None or abs(whole.bound_j - grown.bound_j) <= 1e-9 * abs(whole.bound_j)
+    )
     twice_s = twice_j = None
     if strategy == "recompute-only":
         began = perf_counter()
         twice = second_restore_bound(problem.graph, problem.costs, problem.budgets, timing, time_limit_s)
         twice_s, twice_j = perf_counter() - began, twice.overhead_j
-    return CoverRowsRow(model, batch_size, plat, ram, strategy, timing.value, len(whole.rows), whole_s, grown_s,
-                        whole.overhead_j, grown.overhead_j, whole.exact and grown.exact, same, twice_s, twice_j,
-                        machine(with_highs=True))
+    return CoverRowsRow(
+        model,
+        batch_size,
+        plat,
+        ram,
+        strategy,
+        timing.value,
+        len(whole.rows),
+        whole_s,
+        grown_s,
+        whole.overhead_j,
+        grown.overhead_j,
+        whole.exact and grown.exact,
+        same,
+        twice_s,
+        twice_j,
+        machine(with_highs=True),
+    )
 
 
 def cover_ab(out_csv: Path) -> pd.DataFrame:

@@ -14,7 +14,7 @@ import pandas as pd
 def machine(with_highs: bool = False) -> str:
     """The `machine` column: architecture, cores, Python (and HiGHS for the solver benchmarks)."""
     text = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    if with_highs:   # highspy's version is the HiGHS release it wraps
+    if with_highs:  # highspy's version is the HiGHS release it wraps
         text += f", HiGHS {version('highspy')}"
     return text
 

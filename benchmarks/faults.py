@@ -42,9 +42,13 @@ def stop_once(folder: Path, signame: str, to_group: bool, delay_s: float, execut
     """Sweep into a fresh folder, signal it `delay_s` after it holds the folder, time the exit."""
     out = folder / "out"
     shutil.rmtree(out, ignore_errors=True)
-    proc = subprocess.Popen([sys.executable, "-m", "poetsim", "sweep", str(folder / "s.yaml"), "-j", "2", "--out",
-                             str(out), "--executor", executor], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "poetsim", "sweep", str(folder / "s.yaml"), "-j", "2", "--out", str(out), "--executor", executor],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     while not (out / "scenario.yaml").exists() and proc.poll() is None:
         time.sleep(0.01)
     time.sleep(delay_s)
@@ -59,16 +63,24 @@ def stop_once(folder: Path, signame: str, to_group: bool, delay_s: float, execut
     while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in family):
         time.sleep(0.01)
     workers_s = time.perf_counter() - start
-    return {"executor": executor, "signal": signame + (" to group" if to_group else ""), "delay_s": round(delay_s, 2),
-            "exit_code": proc.returncode, "exit_s": round(exit_s, 3), "workers_gone_s": round(workers_s, 3),
-            "stderr_lines": len(err.strip().splitlines())}
+    return {
+        "executor": executor,
+        "signal": signame + (" to group" if to_group else ""),
+        "delay_s": round(delay_s, 2),
+        "exit_code": proc.returncode,
+        "exit_s": round(exit_s, 3),
+        "workers_gone_s": round(workers_s, 3),
+        "stderr_lines": len(err.strip().splitlines()),
+    }
 
 
 def run(out_csv: Path = DEFAULT_OUT, executors: tuple[str, ...] = ("process", "dask")) -> pd.DataFrame:
     """Every case `REPEATS` times per executor; one CSV row per run, and a summary printed."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-        raise SystemExit("benchmarks faults: SIGINT is ignored here (started by a shell's `&`?), and the sweeps "
-                         "would inherit that and run to their end; run it in the foreground")
+        raise SystemExit(
+            "benchmarks faults: SIGINT is ignored here (started by a shell's `&`?), and the sweeps "
+            "would inherit that and run to their end; run it in the foreground"
+        )
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
@@ -82,7 +94,14 @@ def run(out_csv: Path = DEFAULT_OUT, executors: tuple[str, ...] = ("process", "d
     frame["machine"] = machine()
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out_csv, index=False)
-    return frame.groupby(["executor", "signal"]).agg(
-        runs=("exit_s", "size"), exit_codes=("exit_code", lambda c: ",".join(map(str, sorted(set(c))))),
-        max_exit_s=("exit_s", "max"), max_workers_gone_s=("workers_gone_s", "max"),
-        max_stderr_lines=("stderr_lines", "max")).reset_index()
+    return (
+        frame.groupby(["executor", "signal"])
+        .agg(
+            runs=("exit_s", "size"),
+            exit_codes=("exit_code", lambda c: ",".join(map(str, sorted(set(c))))),
+            max_exit_s=("exit_s", "max"),
+            max_workers_gone_s=("workers_gone_s", "max"),
+            max_stderr_lines=("stderr_lines", "max"),
+        )
+        .reset_index()
+    )

@@ -66,27 +66,39 @@ def run(out_csv: Path = DEFAULT_OUT) -> pd.DataFrame:
     scratch.mkdir(parents=True, exist_ok=True)
     for name, factory, shapes, dtype, high, zoo_name, options in TARGETS:
         path = scratch / f"{name.replace(' ', '_').replace('(', '').replace(')', '')}.json"
-        code = _IMPORT_ONE.format(factory=f"{FACTORIES}:{factory}", shapes=shapes, dtypes=(dtype,) * len(shapes),
-                                  high=high, name=name, path=str(path))
+        code = _IMPORT_ONE.format(
+            factory=f"{FACTORIES}:{factory}", shapes=shapes, dtypes=(dtype,) * len(shapes), high=high, name=name, path=str(path)
+        )
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         wall_s = time.perf_counter() - start
         graph, reference = read_graph_file(path), zoo.build_model(zoo_name, **options)
         macs, zoo_macs = (sum(n.flops for n in g.nodes if not n.backward and n.op in COUNTED_OPS) / 2 for g in (graph, reference))
         flops, zoo_flops = (g.forward_flops + g.backward_flops for g in (graph, reference))
-        rows.append({
-            "model": name, "input": "x".join(map(str, shapes[0])), "import_wall_s": round(wall_s, 2),
-            "capture_s": round(float(done.stdout.strip().splitlines()[-1]), 2),
-            "nodes": len(graph), "zoo_nodes": len(reference),
-            "fwd_macs": macs, "zoo_fwd_macs": zoo_macs, "macs_diff_pct": _pct(macs, zoo_macs),
-            "flops": flops, "zoo_flops": zoo_flops, "flops_diff_pct": _pct(flops, zoo_flops),
-            "keep_all_peak_bytes": graph.keep_all_peak_bytes, "zoo_keep_all_peak_bytes": reference.keep_all_peak_bytes,
-            "peak_diff_pct": _pct(graph.keep_all_peak_bytes, reference.keep_all_peak_bytes),
-            "param_bytes": graph.param_bytes, "zoo_param_bytes": reference.param_bytes,
-            "saved_bytes": saved_after_loss(graph),
-            "eager_saved_bytes": eager_saved_bytes(f"{FACTORIES}:{factory}", shapes, dtype, high),
-            "machine": machine(),
-        })
+        rows.append(
+            {
+                "model": name,
+                "input": "x".join(map(str, shapes[0])),
+                "import_wall_s": round(wall_s, 2),
+                "capture_s": round(float(done.stdout.strip().splitlines()[-1]), 2),
+                "nodes": len(graph),
+                "zoo_nodes": len(reference),
+                "fwd_macs": macs,
+                "zoo_fwd_macs": zoo_macs,
+                "macs_diff_pct": _pct(macs, zoo_macs),
+                "flops": flops,
+                "zoo_flops": zoo_flops,
+                "flops_diff_pct": _pct(flops, zoo_flops),
+                "keep_all_peak_bytes": graph.keep_all_peak_bytes,
+                "zoo_keep_all_peak_bytes": reference.keep_all_peak_bytes,
+                "peak_diff_pct": _pct(graph.keep_all_peak_bytes, reference.keep_all_peak_bytes),
+                "param_bytes": graph.param_bytes,
+                "zoo_param_bytes": reference.param_bytes,
+                "saved_bytes": saved_after_loss(graph),
+                "eager_saved_bytes": eager_saved_bytes(f"{FACTORIES}:{factory}", shapes, dtype, high),
+                "machine": machine(),
+            }
+        )
     result = pd.DataFrame(rows)
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     result.to_csv(out_csv, index=False)
@@ -126,8 +138,9 @@ def eager_saved_bytes(factory: str, shapes, dtype: str, high: int) -> int:
     return sum(saved.values())
 
 
-def run_validation(out_csv: Path = VALIDATE_OUT, threads: int | None = None, time_limit_s: float = 20.0,
-                   repeats: int = 5) -> pd.DataFrame:
+def run_validation(
+    out_csv: Path = VALIDATE_OUT, threads: int | None = None, time_limit_s: float = 20.0, repeats: int = 5
+) -> pd.DataFrame:
     """The closed loop on ResNet-18 CIFAR, batch 8 (see the module docstring); one row per point."""
     from poetsim.pytorch.capture import capture
     from poetsim.pytorch.executor import default_threads
@@ -143,8 +156,9 @@ def run_validation(out_csv: Path = VALIDATE_OUT, threads: int | None = None, tim
     start = time.perf_counter()
     profile = profile_host(swap_dir, captures=[captured], threads=threads)
     profile_s = time.perf_counter() - start
-    validation = validate_run(captured, profile, time_limit_s=time_limit_s, swap_dir=swap_dir, threads=threads,
-                              repeats=repeats, recalibrate=True)
+    validation = validate_run(
+        captured, profile, time_limit_s=time_limit_s, swap_dir=swap_dir, threads=threads, repeats=repeats, recalibrate=True
+    )
     folder.mkdir(parents=True, exist_ok=True)
     write_profile(validation.profile or profile, folder / "host.yaml")
     write_validation(validation, folder)
@@ -161,14 +175,16 @@ def run_validation(out_csv: Path = VALIDATE_OUT, threads: int | None = None, tim
 def _summary(frame: pd.DataFrame) -> dict:
     executed = frame[frame["measured_runtime_s"].notna()]
     return {
-        "points": len(frame), "executed": len(executed),
+        "points": len(frame),
+        "executed": len(executed),
         "gradients_equal_everywhere": bool(executed["gradients_equal"].all()),
         "peak_equal_everywhere": bool(executed["peak_equal"].all()),
         "within_budget_everywhere": bool(executed["within_budget"].all()),
         "max_abs_runtime_difference_pct": float(executed["runtime_difference_pct"].abs().max()),
         "within_15_pct": int((executed["runtime_difference_pct"].abs() <= 15).sum()),
         "median_spread_pct": float(executed["measured_spread_pct"].median()),
-        "load_start": float(frame["load_start"].iloc[0]), "load_end": float(frame["load_end"].iloc[0]),
+        "load_start": float(frame["load_start"].iloc[0]),
+        "load_end": float(frame["load_end"].iloc[0]),
     }
 
 

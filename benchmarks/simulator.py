@@ -194,8 +194,7 @@ def measure(case: Case, mode: Mode) -> dict:
     repeats = REPEATS if instructions < 100_000 else 3
     repeats = max(repeats, min(MAX_REPEATS, math.ceil(MIN_CASE_CPU_S / max(first_s, 1e-9))))
     cpu_s, median_s, result = _best_cpu_s(replay, repeats)
-    checker_s, _, predicted = _best_cpu_s(
-        lambda: check_schedule(case.schedule, case.graph, case.costs, Timing.OVERLAP), repeats)
+    checker_s, _, predicted = _best_cpu_s(lambda: check_schedule(case.schedule, case.graph, case.costs, Timing.OVERLAP), repeats)
     loop_s, _, _ = _best_cpu_s(lambda: _loop(case.schedule), repeats)
     tracemalloc.start()
     replay()
@@ -203,17 +202,31 @@ def measure(case: Case, mode: Mode) -> dict:
     tracemalloc.stop()
     events = len(result.events)
     return {
-        "case": case.name, "mode": mode.value, "nodes": len(case.graph), "instructions": instructions,
-        "frees": counts["free"], "events": events, "cpu_s": cpu_s, "median_cpu_s": median_s,
-        "instructions_per_s": instructions / cpu_s, "events_per_s": events / cpu_s,
-        "checker_cpu_s": checker_s, "checker_ratio": cpu_s / checker_s, "loop_ratio": cpu_s / max(loop_s, 1e-9),
-        "memory_bytes": memory_bytes, "bytes_per_instruction": memory_bytes / instructions,
+        "case": case.name,
+        "mode": mode.value,
+        "nodes": len(case.graph),
+        "instructions": instructions,
+        "frees": counts["free"],
+        "events": events,
+        "cpu_s": cpu_s,
+        "median_cpu_s": median_s,
+        "instructions_per_s": instructions / cpu_s,
+        "events_per_s": events / cpu_s,
+        "checker_cpu_s": checker_s,
+        "checker_ratio": cpu_s / checker_s,
+        "loop_ratio": cpu_s / max(loop_s, 1e-9),
+        "memory_bytes": memory_bytes,
+        "bytes_per_instruction": memory_bytes / instructions,
         "meets_speed_target": instructions / cpu_s >= TARGET_PER_S,
         "meets_memory_target": memory_bytes / instructions <= TARGET_BYTES,
-        "makespan_s": result.makespan_s, "predicted_runtime_s": predicted.runtime_s,
+        "makespan_s": result.makespan_s,
+        "predicted_runtime_s": predicted.runtime_s,
         "makespan_vs_predicted_pct": 100 * (result.makespan_s / predicted.runtime_s - 1),
-        "bus_contention_s": result.delta.bus_contention_s, "stall_s": result.stall_s, "bus_busy": result.bus_busy,
-        "peak_ram_bytes": result.figures.peak_ram_bytes, "predicted_peak_ram_bytes": predicted.peak_ram_bytes,
+        "bus_contention_s": result.delta.bus_contention_s,
+        "stall_s": result.stall_s,
+        "bus_busy": result.bus_busy,
+        "peak_ram_bytes": result.figures.peak_ram_bytes,
+        "predicted_peak_ram_bytes": predicted.peak_ram_bytes,
         "ram_budget_bytes": budgets.ram_bytes,
     }
 
@@ -228,8 +241,9 @@ def run(out_csv: Path = DEFAULT_OUT, quick: bool = False) -> pd.DataFrame:
     return table
 
 
-def shipped_agreement(out_csv: Path = SHIPPED_OUT, scenarios_dir: Path = Path("scenarios"),
-                      results_dir: Path = Path("results")) -> pd.DataFrame:
+def shipped_agreement(
+    out_csv: Path = SHIPPED_OUT, scenarios_dir: Path = Path("scenarios"), results_dir: Path = Path("results")
+) -> pd.DataFrame:
     """Replay each shipped point's schedule in both modes beside its checked prediction.
 
     The costs are today's (`node_costs`), so a schedule made under older costs is re-costed; the
@@ -251,21 +265,38 @@ def shipped_agreement(out_csv: Path = SHIPPED_OUT, scenarios_dir: Path = Path("s
             schedule = load_json(path)
             predicted = check_schedule(schedule, problem.graph, problem.costs, problem.timing)
             for mode in Mode:
-                result = simulate(schedule, problem.graph, problem.costs, problem.platform, mode=mode,
-                                  budgets=problem.budgets, ram_capacity_bytes=problem.ram_capacity_bytes)
-                rows.append({
-                    "scenario": scenario.name, "model": problem.graph.name, "platform": problem.platform.name,
-                    "ram": str(point.ram), "runtime_x": point.runtime_x, "strategy": point.strategy,
-                    "timing": problem.timing.value, "mode": mode.value,
-                    "page_outs": predicted.page_outs, "recomputations": predicted.recomputations,
-                    "predicted_runtime_s": predicted.runtime_s, "simulated_runtime_s": result.makespan_s,
-                    "runtime_difference_pct": 100 * (result.makespan_s / predicted.runtime_s - 1),
-                    "predicted_peak_ram_bytes": predicted.peak_ram_bytes,
-                    "simulated_peak_ram_bytes": result.figures.peak_ram_bytes,
-                    "ram_budget_bytes": problem.budgets.ram_bytes,
-                    "stall_s": result.stall_s, "over_deadline": result.over_deadline,
-                    **{f"delta_{name}": value for name, value in vars(result.delta).items()},
-                })
+                result = simulate(
+                    schedule,
+                    problem.graph,
+                    problem.costs,
+                    problem.platform,
+                    mode=mode,
+                    budgets=problem.budgets,
+                    ram_capacity_bytes=problem.ram_capacity_bytes,
+                )
+                rows.append(
+                    {
+                        "scenario": scenario.name,
+                        "model": problem.graph.name,
+                        "platform": problem.platform.name,
+                        "ram": str(point.ram),
+                        "runtime_x": point.runtime_x,
+                        "strategy": point.strategy,
+                        "timing": problem.timing.value,
+                        "mode": mode.value,
+                        "page_outs": predicted.page_outs,
+                        "recomputations": predicted.recomputations,
+                        "predicted_runtime_s": predicted.runtime_s,
+                        "simulated_runtime_s": result.makespan_s,
+                        "runtime_difference_pct": 100 * (result.makespan_s / predicted.runtime_s - 1),
+                        "predicted_peak_ram_bytes": predicted.peak_ram_bytes,
+                        "simulated_peak_ram_bytes": result.figures.peak_ram_bytes,
+                        "ram_budget_bytes": problem.budgets.ram_bytes,
+                        "stall_s": result.stall_s,
+                        "over_deadline": result.over_deadline,
+                        **{f"delta_{name}": value for name, value in vars(result.delta).items()},
+                    }
+                )
     table = pd.DataFrame(rows)
     out_csv = Path(out_csv)
     out_csv.parent.mkdir(parents=True, exist_ok=True)
@@ -282,6 +313,17 @@ if __name__ == "__main__":
         print(summary.to_string())
         sys.exit(0)
     table = run(Path(arguments[0]) if arguments else DEFAULT_OUT, quick="--quick" in flags)
-    columns = ["case", "mode", "instructions", "events", "cpu_s", "instructions_per_s", "events_per_s",
-               "checker_ratio", "bytes_per_instruction", "makespan_vs_predicted_pct", "peak_ram_bytes"]
+    columns = [
+        "case",
+        "mode",
+        "instructions",
+        "events",
+        "cpu_s",
+        "instructions_per_s",
+        "events_per_s",
+        "checker_ratio",
+        "bytes_per_instruction",
+        "makespan_vs_predicted_pct",
+        "peak_ram_bytes",
+    ]
     print(table[columns].to_string(index=False))

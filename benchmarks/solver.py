@@ -83,13 +83,26 @@ def bench_one(model: str, time_limit_s: float | None = None) -> BenchRow:
     wall_s = perf_counter() - began
     overhead = None if outcome.objective_j is None else 100 * (outcome.objective_j / keep_all_j - 1)
     return BenchRow(
-        model=graph.name, nodes=len(graph), edges=len(graph.edges),
-        variables=outcome.num_variables, constraints=outcome.num_constraints,
-        build_s=outcome.build_s, handoff_s=outcome.handoff_s, solve_s=outcome.solve_s, wall_s=wall_s,
-        status=outcome.status, keep_all_j=keep_all_j, objective_j=outcome.objective_j, bound_j=outcome.bound_j,
-        cover_bound_j=outcome.cover_bound_j, found_by=outcome.found_by,
-        overhead_pct=overhead, gap_total=outcome.gap_total, gap_overhead=outcome.gap_overhead,
-        time_limit_s=time_limit_s, message=outcome.message,
+        model=graph.name,
+        nodes=len(graph),
+        edges=len(graph.edges),
+        variables=outcome.num_variables,
+        constraints=outcome.num_constraints,
+        build_s=outcome.build_s,
+        handoff_s=outcome.handoff_s,
+        solve_s=outcome.solve_s,
+        wall_s=wall_s,
+        status=outcome.status,
+        keep_all_j=keep_all_j,
+        objective_j=outcome.objective_j,
+        bound_j=outcome.bound_j,
+        cover_bound_j=outcome.cover_bound_j,
+        found_by=outcome.found_by,
+        overhead_pct=overhead,
+        gap_total=outcome.gap_total,
+        gap_overhead=outcome.gap_overhead,
+        time_limit_s=time_limit_s,
+        message=outcome.message,
         machine=machine(with_highs=True),
     )
 

@@ -54,14 +54,19 @@ def run(out_csv: Path = DEFAULT_OUT, scenario_path: Path = SCENARIO, jobs: int |
     solved = frame[frame["strategy"].isin(strategies.names(Kind.SOLVED))]
     scheduled = solved[solved["status"].isin(["optimal", "feasible"])]
     row = {
-        "scenario": scenario.name, "points": len(frame), "jobs": jobs or os.cpu_count(),
-        "sweep_s": round(sweep_s, 2), "resume_s": round(resume_s, 3),
-        "mean_point_s": round(float(frame["wall_s"].mean()), 3), "max_point_s": round(float(frame["wall_s"].max()), 3),
+        "scenario": scenario.name,
+        "points": len(frame),
+        "jobs": jobs or os.cpu_count(),
+        "sweep_s": round(sweep_s, 2),
+        "resume_s": round(resume_s, 3),
+        "mean_point_s": round(float(frame["wall_s"].mean()), 3),
+        "max_point_s": round(float(frame["wall_s"].max()), 3),
         **{f"status_{k}": v for k, v in sorted(counts.items())},
         "solved_with_schedule": len(scheduled),
         "optimal_share": round(float((scheduled["status"] == "optimal").mean()), 3) if len(scheduled) else None,
         "max_gap_overhead": round(float(scheduled["gap_overhead"].max()), 4) if len(scheduled) else None,
-        "load_start": round(load_start, 2), "load_end": round(load_end, 2),
+        "load_start": round(load_start, 2),
+        "load_end": round(load_end, 2),
         **compare_with_shipped(path, SHIPPED),
         "machine": machine(),
     }
@@ -93,7 +98,8 @@ def compare_with_shipped(path: Path, shipped: Path = SHIPPED) -> dict:
         now = new.loc[key]
         energy_was, energy_now = was["predicted_total_j"], now["predicted_total_j"]
         same_energy = (pd.isna(energy_was) and pd.isna(energy_now)) or (
-            not pd.isna(energy_was) and not pd.isna(energy_now) and abs(energy_now - energy_was) <= 1e-9 * abs(energy_was))
+            not pd.isna(energy_was) and not pd.isna(energy_now) and abs(energy_now - energy_was) <= 1e-9 * abs(energy_was)
+        )
         if was["status"] == now["status"] and same_energy:
             kept += 1
             gap_was, gap_now = was["gap_overhead"], now["gap_overhead"]
@@ -105,14 +111,25 @@ def compare_with_shipped(path: Path, shipped: Path = SHIPPED) -> dict:
         unproven_moved += not proven(was["status"]) and not proven(now["status"])
         if not pd.isna(energy_was) and not pd.isna(energy_now):
             largest = max(largest, abs(energy_now - energy_was) / energy_was)
-    return {"rows_kept": kept, "rows_moved": moved, "proofs_lost": proofs_lost, "proofs_gained": proofs_gained,
-            "unproven_moved": unproven_moved, "largest_energy_change": round(largest, 6), "gaps_moved": gaps_moved,
-            "proven_shipped": int(old["status"].map(proven).sum()),
-            "proven_now": int(new.loc[old.index, "status"].map(proven).sum())}
+    return {
+        "rows_kept": kept,
+        "rows_moved": moved,
+        "proofs_lost": proofs_lost,
+        "proofs_gained": proofs_gained,
+        "unproven_moved": unproven_moved,
+        "largest_energy_change": round(largest, 6),
+        "gaps_moved": gaps_moved,
+        "proven_shipped": int(old["status"].map(proven).sum()),
+        "proven_now": int(new.loc[old.index, "status"].map(proven).sum()),
+    }
 
 
-def run_loaded(out_csv: Path = Path("results/bench/sweep-loaded.csv"), scenario_path: Path = SCENARIO,
-               shipped: Path = SHIPPED, hogs: int | None = None) -> pd.DataFrame:
+def run_loaded(
+    out_csv: Path = Path("results/bench/sweep-loaded.csv"),
+    scenario_path: Path = SCENARIO,
+    shipped: Path = SHIPPED,
+    hogs: int | None = None,
+) -> pd.DataFrame:
     """Sweep the study with `hogs` busy processes beside it (default one per core); one CSV row
     comparing each solved point with the shipped run: statuses and energies kept or moved."""
     scenario = load_scenario(scenario_path)
@@ -122,7 +139,7 @@ def run_loaded(out_csv: Path = Path("results/bench/sweep-loaded.csv"), scenario_
         hogs = os.cpu_count() or 1
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
     try:
-        time.sleep(2.0)   # let the load average feel them
+        time.sleep(2.0)  # let the load average feel them
         load_start = os.getloadavg()[0]
         start = time.perf_counter()
         path = run_sweep(scenario, directory)
@@ -133,9 +150,12 @@ def run_loaded(out_csv: Path = Path("results/bench/sweep-loaded.csv"), scenario_
             process.kill()
             process.wait()
     row = {
-        "scenario": scenario.name, "points": int(load_results(shipped)["strategy"].isin(strategies.names(Kind.SOLVED)).sum()),
-        "hogs": hogs, "sweep_s": round(sweep_s, 2),
-        "load_start": round(load_start, 2), "load_end": round(load_end, 2),
+        "scenario": scenario.name,
+        "points": int(load_results(shipped)["strategy"].isin(strategies.names(Kind.SOLVED)).sum()),
+        "hogs": hogs,
+        "sweep_s": round(sweep_s, 2),
+        "load_start": round(load_start, 2),
+        "load_end": round(load_end, 2),
         **compare_with_shipped(path, shipped),
         "machine": machine(),
     }

@@ -12,11 +12,20 @@ __version__ = "0.2.0"
 
 #: Public name -> the module that defines it.
 _PUBLIC = {
-    "Choice": "poetsim.api", "Comparison": "poetsim.api", "SweepResult": "poetsim.api", "compare": "poetsim.api",
-    "load_scenario": "poetsim.api", "simulate": "poetsim.api", "solve": "poetsim.api", "sweep": "poetsim.api",
-    "Run": "poetsim.pipeline", "ResultRow": "poetsim.runs", "Status": "poetsim.status",
+    "Choice": "poetsim.api",
+    "Comparison": "poetsim.api",
+    "SweepResult": "poetsim.api",
+    "compare": "poetsim.api",
+    "load_scenario": "poetsim.api",
+    "simulate": "poetsim.api",
+    "solve": "poetsim.api",
+    "sweep": "poetsim.api",
+    "Run": "poetsim.pipeline",
+    "ResultRow": "poetsim.runs",
+    "Status": "poetsim.status",
     "from_torch": "poetsim.pytorch.capture",
 }
+
 
 def __getattr__(name: str):
     if name in _PUBLIC:

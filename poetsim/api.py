@@ -38,8 +38,18 @@ from poetsim.sweeps.dask_pool import NO_WORKER_WAIT_S
 from poetsim.sweeps.runner import check_output_dir, plan_sweep, run_sweep
 from poetsim.units import RamSpec, number_text, parse_ram, parse_runtime
 
-__all__ = ["Choice", "Comparison", "SweepResult", "choose", "compare", "default_out", "load_scenario", "simulate",
-           "solve", "sweep"]
+__all__ = [
+    "Choice",
+    "Comparison",
+    "SweepResult",
+    "choose",
+    "compare",
+    "default_out",
+    "load_scenario",
+    "simulate",
+    "solve",
+    "sweep",
+]
 
 #: Where sweeps and simulations write unless told otherwise: never over the shipped results/.
 BUILD_DIR = Path("build")
@@ -92,8 +102,9 @@ def with_batch_size(scenario: Scenario, batch_size: int | None) -> tuple[Scenari
     if batch_size < 1:
         raise UserInputError(f"--batch-size: must be at least 1, got {batch_size}")
     fixed = [m for m in scenario.model if m.endswith(FILE_SUFFIXES)]
-    notes = tuple(f"--batch-size {batch_size} does not apply to graph file {Path(m).name}, which fixes its own batch"
-                  for m in fixed)
+    notes = tuple(
+        f"--batch-size {batch_size} does not apply to graph file {Path(m).name}, which fixes its own batch" for m in fixed
+    )
     return scenario.model_copy(update={"batch_size": batch_size}), notes
 
 
@@ -103,9 +114,15 @@ def default_out(scenario: Scenario) -> Path:
 
 
 def choose(
-    scenario: Scenario | str | Path, *, model: str | None = None, platform: str | None = None,
-    ram: RamSpec | str | None = None, runtime: float | str | None = None, strategy: str | None = None,
-    timing: Timing | str | None = None, batch_size: int | None = None,
+    scenario: Scenario | str | Path,
+    *,
+    model: str | None = None,
+    platform: str | None = None,
+    ram: RamSpec | str | None = None,
+    runtime: float | str | None = None,
+    strategy: str | None = None,
+    timing: Timing | str | None = None,
+    batch_size: int | None = None,
 ) -> Choice:
     """The problem and strategy of one point: the options given, else the scenario's values.
 
@@ -119,8 +136,10 @@ def choose(
         if given is not None:
             return given
         if len(values) > 1:
-            noted.append(f"the scenario lists {len(values)} values for {label}; using the first, {show(values[0])} "
-                         f"(pass --{label} to choose)")
+            noted.append(
+                f"the scenario lists {len(values)} values for {label}; using the first, {show(values[0])} "
+                f"(pass --{label} to choose)"
+            )
         return values[0]
 
     chosen_ram = _parsed(parse_ram, ram, "--ram") if isinstance(ram, (str, int, float)) else ram
@@ -131,15 +150,21 @@ def choose(
         raise UserInputError(f"--strategy: unknown strategy '{name}' (use {', '.join(strategies.REGISTRY)})")
     chosen_model = pick(scenario.model, _file_or_name(model, "--model"), "model", _show_source)
     if batch_size is not None and chosen_model.endswith(FILE_SUFFIXES):
-        noted.append(f"--batch-size {batch_size} does not apply to graph file {Path(chosen_model).name}, "
-                     "which fixes its own batch")
+        noted.append(
+            f"--batch-size {batch_size} does not apply to graph file {Path(chosen_model).name}, which fixes its own batch"
+        )
     problem = build_problem(
         chosen_model,
         pick(scenario.platform, _file_or_name(platform, "--platform"), "platform", _show_source),
         pick(scenario.budgets.ram, chosen_ram, "ram"),
         pick(scenario.budgets.runtime, chosen_runtime, "runtime", lambda x: f"{number_text(x)}x"),
-        chosen_timing, scenario.batch_size, scenario.input_size, scenario.seq_len, scenario.flops_per_cost_unit,
-        scenario.reserve_training_state)
+        chosen_timing,
+        scenario.batch_size,
+        scenario.input_size,
+        scenario.seq_len,
+        scenario.flops_per_cost_unit,
+        scenario.reserve_training_state,
+    )
     return Choice(scenario, problem, name, tuple(noted))
 
 
@@ -172,11 +197,20 @@ def _show_source(spec: str) -> str:
 
 
 def solve(
-    scenario: Scenario | str | Path, *, model: str | None = None, platform: str | None = None,
-    ram: RamSpec | str | None = None, runtime: float | str | None = None, strategy: str | None = None,
-    timing: Timing | str | None = None, batch_size: int | None = None, solver: str | None = None,
-    time_limit_s: float | None = None, starts: Sequence[Schedule] = (),
-    on_progress: Callable | None = None, choice: Choice | None = None,
+    scenario: Scenario | str | Path,
+    *,
+    model: str | None = None,
+    platform: str | None = None,
+    ram: RamSpec | str | None = None,
+    runtime: float | str | None = None,
+    strategy: str | None = None,
+    timing: Timing | str | None = None,
+    batch_size: int | None = None,
+    solver: str | None = None,
+    time_limit_s: float | None = None,
+    starts: Sequence[Schedule] = (),
+    on_progress: Callable | None = None,
+    choice: Choice | None = None,
 ) -> Run:
     """Find the schedule of one point (the MILP for solved strategies, the rule for baselines), checked.
 
@@ -186,15 +220,33 @@ def solve(
     (`run.status`, `run.message`); `require_schedule` turns a run without a schedule into the
     matching error.
     """
-    choice = choice or choose(scenario, model=model, platform=platform, ram=ram, runtime=runtime, strategy=strategy,
-                              timing=timing, batch_size=batch_size)
+    choice = choice or choose(
+        scenario,
+        model=model,
+        platform=platform,
+        ram=ram,
+        runtime=runtime,
+        strategy=strategy,
+        timing=timing,
+        batch_size=batch_size,
+    )
     starts, limit_s = _with_baselines(choice, starts, time_limit_s)
-    return run_strategy(choice.problem, choice.strategy, solver or choice.scenario.solver, limit_s,
-                        simulate=False, starts=starts, on_progress=on_progress)
+    return run_strategy(
+        choice.problem,
+        choice.strategy,
+        solver or choice.scenario.solver,
+        limit_s,
+        simulate=False,
+        starts=starts,
+        on_progress=on_progress,
+    )
 
 
-def _with_baselines(choice: Choice, starts: Sequence[Schedule], time_limit_s: float | None,
-                    ) -> tuple[tuple[Schedule, ...], float | None]:
+def _with_baselines(
+    choice: Choice,
+    starts: Sequence[Schedule],
+    time_limit_s: float | None,
+) -> tuple[tuple[Schedule, ...], float | None]:
     """`starts` plus the allowed baselines' schedules, and the time limit less the time they took
     (2-3 s on 300-node graphs): the limit is the whole call's."""
     limit_s = time_limit_s if time_limit_s is not None else choice.scenario.time_limit_s
@@ -211,18 +263,30 @@ def load_starts(paths: Sequence[Path], problem: Problem) -> tuple[Schedule, ...]
     for path in paths:
         schedule = load_schedule(path)
         if schedule.num_nodes != len(problem.graph):
-            raise UserInputError(f"--start {path}: a schedule of {schedule.num_nodes} nodes, "
-                                 f"but the graph '{problem.graph.name}' has {len(problem.graph)}")
+            raise UserInputError(
+                f"--start {path}: a schedule of {schedule.num_nodes} nodes, "
+                f"but the graph '{problem.graph.name}' has {len(problem.graph)}"
+            )
         found.append(schedule)
     return tuple(found)
 
 
 def simulate(
-    scenario: Scenario | str | Path, *, model: str | None = None, platform: str | None = None,
-    ram: RamSpec | str | None = None, runtime: float | str | None = None, strategy: str | None = None,
-    timing: Timing | str | None = None, batch_size: int | None = None, solver: str | None = None,
-    time_limit_s: float | None = None, schedule: Path | None = None, on_progress: Callable | None = None,
-    choice: Choice | None = None, mode: str = "barrier",
+    scenario: Scenario | str | Path,
+    *,
+    model: str | None = None,
+    platform: str | None = None,
+    ram: RamSpec | str | None = None,
+    runtime: float | str | None = None,
+    strategy: str | None = None,
+    timing: Timing | str | None = None,
+    batch_size: int | None = None,
+    solver: str | None = None,
+    time_limit_s: float | None = None,
+    schedule: Path | None = None,
+    on_progress: Callable | None = None,
+    choice: Choice | None = None,
+    mode: str = "barrier",
 ) -> Run:
     """Solve (or load `schedule`, a saved schedule.json) and replay the schedule on the simulated device.
 
@@ -232,13 +296,29 @@ def simulate(
     device the `overlap` timing model describes) or `free-running` (transfers run on into later
     stages).
     """
-    choice = choice or choose(scenario, model=model, platform=platform, ram=ram, runtime=runtime, strategy=strategy,
-                              timing=timing, batch_size=batch_size)
+    choice = choice or choose(
+        scenario,
+        model=model,
+        platform=platform,
+        ram=ram,
+        runtime=runtime,
+        strategy=strategy,
+        timing=timing,
+        batch_size=batch_size,
+    )
     if schedule is not None:
         return load_run(choice.problem, Path(schedule), mode=mode)
     starts, limit_s = _with_baselines(choice, (), time_limit_s)
-    return run_strategy(choice.problem, choice.strategy, solver or choice.scenario.solver, limit_s,
-                        simulate=True, starts=starts, on_progress=on_progress, mode=mode)
+    return run_strategy(
+        choice.problem,
+        choice.strategy,
+        solver or choice.scenario.solver,
+        limit_s,
+        simulate=True,
+        starts=starts,
+        on_progress=on_progress,
+        mode=mode,
+    )
 
 
 def require_schedule(run: Run) -> Run:
@@ -246,8 +326,11 @@ def require_schedule(run: Run) -> Run:
     if run.ok:
         return run
     if run.status is Status.INFEASIBLE:
-        message = run.message if run.message.startswith("infeasible") else (
-            f"infeasible: no {run.strategy} schedule meets the budgets ({run.message})")
+        message = (
+            run.message
+            if run.message.startswith("infeasible")
+            else (f"infeasible: no {run.strategy} schedule meets the budgets ({run.message})")
+        )
         raise InfeasibleBudgetError(message)
     if run.status is Status.OVER_BUDGET:
         raise InfeasibleBudgetError(f"over-budget: the {run.strategy} schedule misses the budgets: {run.message}")
@@ -259,8 +342,10 @@ def require_schedule(run: Run) -> Run:
 def simulate_out(choice: Choice, run: Run, mode: str = "barrier") -> Path:
     """Where `simulate` writes by default: build/<scenario>/simulate/<point>/."""
     problem = choice.problem
-    slug = (f"{problem.graph.name}_{problem.platform.name}_ram{problem.ram.key}_rt{number_text(problem.runtime_x)}x_"
-            f"{run.strategy}_{problem.timing.value}_{mode}")
+    slug = (
+        f"{problem.graph.name}_{problem.platform.name}_ram{problem.ram.key}_rt{number_text(problem.runtime_x)}x_"
+        f"{run.strategy}_{problem.timing.value}_{mode}"
+    )
     return default_out(choice.scenario) / "simulate" / _safe(slug)
 
 
@@ -274,10 +359,17 @@ def save_run(run: Run, directory: Path) -> None:
 
 
 def sweep(
-    scenario: Scenario | str | Path, out: str | Path | None = None, *, jobs: int | None = None,
-    resume: bool = False, time_limit_s: float | None = None, executor: str = "process",
-    scheduler: str | None = None, batch_size: int | None = None,
-    on_row: Callable[[ResultRow, int, int], None] | None = None, no_worker_wait_s: float = NO_WORKER_WAIT_S,
+    scenario: Scenario | str | Path,
+    out: str | Path | None = None,
+    *,
+    jobs: int | None = None,
+    resume: bool = False,
+    time_limit_s: float | None = None,
+    executor: str = "process",
+    scheduler: str | None = None,
+    batch_size: int | None = None,
+    on_row: Callable[[ResultRow, int, int], None] | None = None,
+    no_worker_wait_s: float = NO_WORKER_WAIT_S,
 ) -> SweepResult:
     """Run every point of the scenario's grid into `out` (default build/<scenario name>/).
 
@@ -286,16 +378,18 @@ def sweep(
     """
     scenario, _ = with_batch_size(_scenario(scenario), batch_size)
     directory = Path(out) if out is not None else default_out(scenario)
-    runs_csv = run_sweep(scenario, directory, jobs, resume, time_limit_s, executor, scheduler, on_row=on_row,
-                         no_worker_wait_s=no_worker_wait_s)
+    runs_csv = run_sweep(
+        scenario, directory, jobs, resume, time_limit_s, executor, scheduler, on_row=on_row, no_worker_wait_s=no_worker_wait_s
+    )
     return SweepResult(directory, runs_csv, read_rows(runs_csv))
 
 
 def read_rows(runs_csv: Path) -> tuple[ResultRow, ...]:
     """Every row of a runs.csv as a ResultRow."""
     with Path(runs_csv).open(newline="", encoding="utf-8") as handle:
-        return tuple(ResultRow.from_dict(record, where=f"{runs_csv}, line {n + 2}")
-                     for n, record in enumerate(csv.DictReader(handle)))
+        return tuple(
+            ResultRow.from_dict(record, where=f"{runs_csv}, line {n + 2}") for n, record in enumerate(csv.DictReader(handle))
+        )
 
 
 def results_scenario(target: str | Path) -> tuple[Scenario, Path]:
@@ -317,7 +411,10 @@ COMPARE_BASELINES = ("keep-all", "checkpoint-sqrt")
 
 
 def compare(
-    target: str | Path, *, jobs: int | None = None, time_limit_s: float | None = None,
+    target: str | Path,
+    *,
+    jobs: int | None = None,
+    time_limit_s: float | None = None,
     on_row: Callable[[ResultRow, int, int], None] | None = None,
 ) -> Comparison:
     """Strategies side by side for a sweep's results (a folder, or a scenario: its default folder).
@@ -338,9 +435,11 @@ def compare(
 
 
 #: What the marks in a headline table mean, printed under it.
-HEADLINE_NOTE = ("Energy above keep-all (every node computed once, nothing paged) per iteration. "
-                 "'*': a schedule not proven optimal; read its gap in compare.csv. 'infeasible' is proven, "
-                 "'no-solution' means the time limit ran out first, 'over-budget' a rule's schedule misses the budgets.")
+HEADLINE_NOTE = (
+    "Energy above keep-all (every node computed once, nothing paged) per iteration. "
+    "'*': a schedule not proven optimal; read its gap in compare.csv. 'infeasible' is proven, "
+    "'no-solution' means the time limit ran out first, 'over-budget' a rule's schedule misses the budgets."
+)
 
 
 def headline_text(table: pd.DataFrame) -> str:

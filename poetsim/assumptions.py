@@ -7,11 +7,12 @@ CLI and the report cannot drift apart.
 #: One line per timing model, as `--help` and report footers state it.
 TIMING_MODELS = {
     "compute-only": (
-        "the paper's model: the deadline counts compute time only, a page-in takes RAM from the next "
-        "stage, no static power"),
+        "the paper's model: the deadline counts compute time only, a page-in takes RAM from the next stage, no static power"
+    ),
     "overlap": (
         "each stage lasts max(compute, DMA transfers / channels), a page-in holds RAM from the start of "
-        "its stage, a page-out releases RAM at the stage end, energy adds static power x runtime"),
+        "its stage, a page-out releases RAM at the stage end, energy adds static power x runtime"
+    ),
 }
 
 TIMING_HELP = f"compute-only: {TIMING_MODELS['compute-only']}. overlap (default): {TIMING_MODELS['overlap']}."

@@ -54,14 +54,29 @@ class Run:
 def problem_for_point(scenario: Scenario, point: Point) -> Problem:
     """The problem of one grid point of a scenario."""
     return build_problem(
-        point.model, point.platform, point.ram, point.runtime_x, scenario.timing, scenario.batch_size,
-        scenario.input_size, scenario.seq_len, scenario.flops_per_cost_unit, scenario.reserve_training_state)
+        point.model,
+        point.platform,
+        point.ram,
+        point.runtime_x,
+        scenario.timing,
+        scenario.batch_size,
+        scenario.input_size,
+        scenario.seq_len,
+        scenario.flops_per_cost_unit,
+        scenario.reserve_training_state,
+    )
 
 
 def run_strategy(
-    problem: Problem, strategy: str, solver: str = "highs", time_limit_s: float | None = None,
-    simulate: bool = True, threads: int | None = None, starts: Sequence[Schedule] = (),
-    on_progress: Callable | None = None, mode: str = "barrier",
+    problem: Problem,
+    strategy: str,
+    solver: str = "highs",
+    time_limit_s: float | None = None,
+    simulate: bool = True,
+    threads: int | None = None,
+    starts: Sequence[Schedule] = (),
+    on_progress: Callable | None = None,
+    mode: str = "barrier",
 ) -> Run:
     """Solve (or build, for a baseline), check and optionally simulate one strategy.
 
@@ -83,18 +98,34 @@ def run_strategy(
         else:
             run = Run(problem, spec.name, Status.BASELINE, "", schedule, figures, figures, keep_all_figures)
     else:
-        outcome = optimiser.optimise(problem.graph, problem.costs, problem.budgets, spec.moves,
-                                     problem.timing, solver=solver, time_limit_s=time_limit_s,
-                                     threads=threads, starts=starts, on_progress=on_progress)
-        run = Run(problem, spec.name, outcome.status, outcome.message, None, outcome.predicted, None,
-                  keep_all_figures, solve=outcome)
+        outcome = optimiser.optimise(
+            problem.graph,
+            problem.costs,
+            problem.budgets,
+            spec.moves,
+            problem.timing,
+            solver=solver,
+            time_limit_s=time_limit_s,
+            threads=threads,
+            starts=starts,
+            on_progress=on_progress,
+        )
+        run = Run(
+            problem, spec.name, outcome.status, outcome.message, None, outcome.predicted, None, keep_all_figures, solve=outcome
+        )
         if outcome.schedule is not None:
             run = _verified(run, outcome.schedule)
     return _simulated(run, mode) if simulate and run.ok else run
 
 
-def adopt_schedule(problem: Problem, strategy: str, schedule: Schedule | None, message: str,
-                   mode: str = "barrier", status: Status = Status.FEASIBLE) -> Run | None:
+def adopt_schedule(
+    problem: Problem,
+    strategy: str,
+    schedule: Schedule | None,
+    message: str,
+    mode: str = "barrier",
+    status: Status = Status.FEASIBLE,
+) -> Run | None:
     """A run of `strategy` whose schedule was found elsewhere (another point of a sweep), checked
     against this problem's budgets and simulated; None if the checker refuses it here.
 
@@ -119,8 +150,15 @@ def _simulated(run: Run, mode: str) -> Run:
 
     assert run.schedule is not None
     problem = run.problem
-    result = replay(run.schedule, problem.graph, problem.costs, problem.platform, mode=mode,
-                    ram_capacity_bytes=problem.ram_capacity_bytes, budgets=problem.budgets)
+    result = replay(
+        run.schedule,
+        problem.graph,
+        problem.costs,
+        problem.platform,
+        mode=mode,
+        ram_capacity_bytes=problem.ram_capacity_bytes,
+        budgets=problem.budgets,
+    )
     return replace(run, simulated=result)
 
 
@@ -159,8 +197,9 @@ def _verified(run: Run, schedule: Schedule) -> Run:
     assert run.predicted is not None
     differing = compare_figures(run.predicted, checked, rtol=CHECK_RTOL)
     if differing:
-        return replace(run, status=Status.INVALID, checked=checked,
-                       message=f"checker and optimiser disagree on {', '.join(differing)}")
+        return replace(
+            run, status=Status.INVALID, checked=checked, message=f"checker and optimiser disagree on {', '.join(differing)}"
+        )
     return replace(run, schedule=schedule, checked=checked)
 
 
@@ -174,12 +213,19 @@ def result_row(run: Run, **point: object) -> ResultRow:
     if figures is not None and run.keep_all is not None:
         overhead = 100.0 * (figures.total_j / run.keep_all.total_j - 1.0)
     fields: dict = {
-        "model": problem.graph.name, "platform": problem.platform.name, "ram": str(problem.ram),
-        "runtime_x": problem.runtime_x, "strategy": run.strategy,
+        "model": problem.graph.name,
+        "platform": problem.platform.name,
+        "ram": str(problem.ram),
+        "runtime_x": problem.runtime_x,
+        "strategy": run.strategy,
         **point,
-        "status": run.status, "message": run.message, "model_name": problem.graph.name,
-        "timing": problem.timing.value, "ram_budget_bytes": problem.budgets.ram_bytes,
-        "deadline_s": problem.budgets.runtime_s, "reserved_bytes": problem.reserved_bytes,
+        "status": run.status,
+        "message": run.message,
+        "model_name": problem.graph.name,
+        "timing": problem.timing.value,
+        "ram_budget_bytes": problem.budgets.ram_bytes,
+        "deadline_s": problem.budgets.runtime_s,
+        "reserved_bytes": problem.reserved_bytes,
         "keep_all_peak_bytes": problem.graph.keep_all_peak_bytes,
         "keep_all_energy_j": run.keep_all.total_j if run.keep_all else None,
         "overhead_pct": overhead,
@@ -188,11 +234,21 @@ def result_row(run: Run, **point: object) -> ResultRow:
         "schedule_bytes": len(encode_binary(run.schedule)) if run.schedule is not None else None,
     }
     if solve is not None:
-        fields.update(solver=solve.solver, build_s=solve.build_s, solve_s=solve.solve_s, bound_j=solve.bound_j,
-                      gap_total=solve.gap_total, gap_overhead=solve.gap_overhead)
+        fields.update(
+            solver=solve.solver,
+            build_s=solve.build_s,
+            solve_s=solve.solve_s,
+            bound_j=solve.bound_j,
+            gap_total=solve.gap_total,
+            gap_overhead=solve.gap_overhead,
+        )
     if sim is not None:
-        fields.update(simulated_stall_s=sim.stall_s, simulated_over_budget=sim.over_budget,
-                      simulated_over_deadline=sim.over_deadline, simulated_mode=getattr(sim.mode, "value", sim.mode))
+        fields.update(
+            simulated_stall_s=sim.stall_s,
+            simulated_over_budget=sim.over_budget,
+            simulated_over_deadline=sim.over_deadline,
+            simulated_mode=getattr(sim.mode, "value", sim.mode),
+        )
     return ResultRow(**fields)
 
 
@@ -221,8 +277,15 @@ def load_run(problem: Problem, schedule_path: Path, mode: str = "barrier") -> Ru
     keep_all_schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
     keep_all_figures = _check(problem, keep_all_schedule, None)
     run = Run(problem, "saved", Status.BASELINE, f"loaded from {schedule_path}", schedule, checked, checked, keep_all_figures)
-    result = simulate(schedule, problem.graph, problem.costs, problem.platform, mode=mode,
-                      ram_capacity_bytes=problem.ram_capacity_bytes, budgets=problem.budgets)
+    result = simulate(
+        schedule,
+        problem.graph,
+        problem.costs,
+        problem.platform,
+        mode=mode,
+        ram_capacity_bytes=problem.ram_capacity_bytes,
+        budgets=problem.budgets,
+    )
     return replace(run, simulated=result)
 
 

@@ -23,8 +23,19 @@ from poetsim.schedule.model import Figures
 from poetsim.status import Status
 
 #: The figures a schedule is described by, as the suffixes of the predicted_ and simulated_ columns.
-FIGURE_COLUMNS = ("total_j", "compute_j", "recompute_j", "page_in_j", "page_out_j", "static_j",
-                  "peak_ram_bytes", "runtime_s", "recomputations", "page_ins", "page_outs")
+FIGURE_COLUMNS = (
+    "total_j",
+    "compute_j",
+    "recompute_j",
+    "page_in_j",
+    "page_out_j",
+    "static_j",
+    "peak_ram_bytes",
+    "runtime_s",
+    "recomputations",
+    "page_ins",
+    "page_outs",
+)
 
 
 @dataclass(frozen=True)
@@ -41,15 +52,15 @@ class ResultRow:
     # The point: which scenario, and its coordinates in the grid.
     scenario: str = ""
     point_key: str = ""
-    model: str = ""                        # zoo name, or graph file name@content hash
-    platform: str = ""                     # shipped name, or profile file name@content hash
-    ram: str = ""                          # as written: 50%, 1048576B
+    model: str = ""  # zoo name, or graph file name@content hash
+    platform: str = ""  # shipped name, or profile file name@content hash
+    ram: str = ""  # as written: 50%, 1048576B
     runtime_x: float | None = None
     strategy: str = ""
     # What happened.
     status: Status = Status.FAILED
     message: str = ""
-    model_name: str | None = None          # the graph's own name
+    model_name: str | None = None  # the graph's own name
     timing: str | None = None
     ram_budget_bytes: int | None = None
     deadline_s: float | None = None
@@ -90,7 +101,7 @@ class ResultRow:
     simulated_stall_s: float | None = None
     simulated_over_budget: bool | None = None
     simulated_over_deadline: bool | None = None
-    simulated_mode: str | None = None      # barrier or free-running (poetsim.simulator.Mode)
+    simulated_mode: str | None = None  # barrier or free-running (poetsim.simulator.Mode)
     schedule_bytes: int | None = None
     wall_s: float | None = None
 
@@ -270,8 +281,9 @@ class RunsFile:
             try:
                 written = os.write(fd, data)
                 if written != len(data):
-                    raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (only {written} of {len(data)} bytes "
-                                                "written)", str(self.path))
+                    raise OSError(
+                        errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (only {written} of {len(data)} bytes written)", str(self.path)
+                    )
                 os.fsync(fd)
             except OSError as exc:
                 _cut_back(fd, size)
@@ -301,7 +313,7 @@ class RunsFile:
         records = []
         for number, cells in enumerate(body, start=2):
             if len(cells) != len(header):
-                if number == len(lines):   # a last row cut short by a power cut, ending in a newline
+                if number == len(lines):  # a last row cut short by a power cut, ending in a newline
                     torn = True
                     break
                 raise UserInputError(f"{self.path}: line {number} has {len(cells)} cells, the header {len(header)}")
@@ -325,7 +337,7 @@ def _replace_atomically(path: Path, data: bytes) -> None:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -360,7 +372,7 @@ class FolderLock:
 
     def __enter__(self) -> "FolderLock":
         path = self.directory / self.LOCK_FILE
-        try:   # held open read-only: flock needs no more, and the disk may then turn read-only under it
+        try:  # held open read-only: flock needs no more, and the disk may then turn read-only under it
             fd = os.open(path, os.O_RDONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         except OSError as exc:
             raise StorageError.from_os_error(exc, "create the lock file", path) from None
@@ -369,8 +381,10 @@ class FolderLock:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)
-            raise FolderBusyError(f"{self.directory}: another poetsim (pid {holder}) is writing into this folder; "
-                                  "wait for it to end, or choose another --out") from None
+            raise FolderBusyError(
+                f"{self.directory}: another poetsim (pid {holder}) is writing into this folder; "
+                "wait for it to end, or choose another --out"
+            ) from None
         except OSError as exc:
             os.close(fd)
             raise StorageError.from_os_error(exc, "lock", path) from None
@@ -378,10 +392,10 @@ class FolderLock:
         try:
             path.write_text(f"{os.getpid()}\n", encoding="ascii")
         except OSError:
-            pass   # the pid is a courtesy to the next writer; the lock itself holds
+            pass  # the pid is a courtesy to the next writer; the lock itself holds
         return self
 
     def __exit__(self, *exc) -> None:
         if self._fd is not None:
-            os.close(self._fd)   # closing the file releases the lock
+            os.close(self._fd)  # closing the file releases the lock
             self._fd = None

@@ -21,8 +21,8 @@ from poetsim.schedule.problem import Problem
 class Kind(str, Enum):
     """How a strategy makes its schedule."""
 
-    SOLVED = "solved"        # POET's MILP, restricted to the strategy's moves
-    BASELINE = "baseline"    # a fixed rule, no solver
+    SOLVED = "solved"  # POET's MILP, restricted to the strategy's moves
+    BASELINE = "baseline"  # a fixed rule, no solver
 
 
 @dataclass(frozen=True)
@@ -61,24 +61,49 @@ def _pofo(problem: Problem) -> Schedule:
     return pofo_schedule(problem.graph, problem.costs, problem.budgets.ram_bytes, problem.timing).schedule
 
 
-REGISTRY: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("keep-all", "every node computed once and kept until its last reader (the reference)",
-             Moves(recompute=False, page=False), "#7f7f7f", _keep_all),
-    Strategy("hybrid", "POET: the least-energy mix of recomputation and paging (MILP)",
-             Moves(recompute=True, page=True), "#0072B2"),
-    Strategy("paging-only", "the least-energy schedule that only pages (MILP)",
-             Moves(recompute=False, page=True), "#009E73"),
-    Strategy("recompute-only", "the least-energy schedule that only recomputes (MILP, Checkmate's problem)",
-             Moves(recompute=True, page=False), "#E69F00"),
-    Strategy("checkpoint-sqrt", "Chen et al. 2016: keep about sqrt(n) segment boundaries, recompute the rest",
-             Moves(recompute=True, page=False), "#CC79A7", _checkpoint_sqrt),
-    Strategy("capuchin", "Peng et al. 2020: evict the longest access gaps, swap where it hides, "
-                         "else recompute by memory saved per second",
-             Moves(recompute=True, page=True), "#D55E00", _capuchin),
-    Strategy("pofo", "Beaumont et al. 2021: the fastest chain schedule of recomputation and offloading "
-                     "(dynamic program; chains only)",
-             Moves(recompute=True, page=True), "#56B4E9", _pofo),
-)}
+REGISTRY: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy(
+            "keep-all",
+            "every node computed once and kept until its last reader (the reference)",
+            Moves(recompute=False, page=False),
+            "#7f7f7f",
+            _keep_all,
+        ),
+        Strategy(
+            "hybrid", "POET: the least-energy mix of recomputation and paging (MILP)", Moves(recompute=True, page=True), "#0072B2"
+        ),
+        Strategy("paging-only", "the least-energy schedule that only pages (MILP)", Moves(recompute=False, page=True), "#009E73"),
+        Strategy(
+            "recompute-only",
+            "the least-energy schedule that only recomputes (MILP, Checkmate's problem)",
+            Moves(recompute=True, page=False),
+            "#E69F00",
+        ),
+        Strategy(
+            "checkpoint-sqrt",
+            "Chen et al. 2016: keep about sqrt(n) segment boundaries, recompute the rest",
+            Moves(recompute=True, page=False),
+            "#CC79A7",
+            _checkpoint_sqrt,
+        ),
+        Strategy(
+            "capuchin",
+            "Peng et al. 2020: evict the longest access gaps, swap where it hides, else recompute by memory saved per second",
+            Moves(recompute=True, page=True),
+            "#D55E00",
+            _capuchin,
+        ),
+        Strategy(
+            "pofo",
+            "Beaumont et al. 2021: the fastest chain schedule of recomputation and offloading (dynamic program; chains only)",
+            Moves(recompute=True, page=True),
+            "#56B4E9",
+            _pofo,
+        ),
+    )
+}
 
 #: Colour of runs replayed from a saved schedule (`poetsim simulate --schedule`).
 SAVED_COLOUR = "#999999"

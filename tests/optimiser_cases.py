@@ -18,8 +18,9 @@ from poetsim.schedule.costs import CostTable
 INPUTS, OWN, BOTH = "inputs", "own", "both"
 
 
-def training_graph(sizes: list[int], flops: list[float], skips: frozenset = frozenset(), name: str = "case",
-                   grad_reads: list[str] | None = None) -> TrainingGraph:
+def training_graph(
+    sizes: list[int], flops: list[float], skips: frozenset = frozenset(), name: str = "case", grad_reads: list[str] | None = None
+) -> TrainingGraph:
     """Forward nodes 0..F-1 (k reads k-1 and the skips (a, k)), the loss, then gradients.
 
     With `grad_reads`, the gradient of k reads its forward inputs (INPUTS, as a BatchNorm's does),
@@ -46,9 +47,15 @@ def training_graph(sizes: list[int], flops: list[float], skips: frozenset = froz
 def cost_table(graph: TrainingGraph, compute_s, compute_j, page_s, page_j, static_power_w=0.0, dma_channels=1) -> CostTable:
     """A cost table from per-node lists (page-in and page-out alike)."""
     return CostTable(
-        output_bytes=graph.output_bytes, compute_s=tuple(compute_s), compute_j=tuple(compute_j),
-        page_in_s=tuple(page_s), page_in_j=tuple(page_j), page_out_s=tuple(page_s), page_out_j=tuple(page_j),
-        static_power_w=static_power_w, dma_channels=dma_channels,
+        output_bytes=graph.output_bytes,
+        compute_s=tuple(compute_s),
+        compute_j=tuple(compute_j),
+        page_in_s=tuple(page_s),
+        page_in_j=tuple(page_j),
+        page_out_s=tuple(page_s),
+        page_out_j=tuple(page_j),
+        static_power_w=static_power_w,
+        dma_channels=dma_channels,
     )
 
 
@@ -127,7 +134,7 @@ def cascading_cases(draw, min_forward: int = 4, max_forward: int = 7):
 
 @cache
 def gurobi_license() -> str | None:
-    """"full" or "size-limited" when gurobipy is installed and finds a license (gurobipy from PyPI
+    """ "full" or "size-limited" when gurobipy is installed and finds a license (gurobipy from PyPI
     brings a size-limited one), else None. The limit shows as the refusal of a 2,001-column LP."""
     if importlib.util.find_spec("gurobipy") is None:
         return None

@@ -77,8 +77,13 @@ def test_checkpoint_sqrt_lowers_the_peak_of_graphs_with_skip_connections(model, 
 
 
 @settings(max_examples=80, deadline=None)
-@given(case=cases(min_forward=3), ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 2.0),
-       timing=st.sampled_from(list(Timing)), strategy=st.sampled_from(list(MOVES)))
+@given(
+    case=cases(min_forward=3),
+    ram_share=st.floats(0.0, 1.0),
+    runtime_x=st.floats(1.0, 2.0),
+    timing=st.sampled_from(list(Timing)),
+    strategy=st.sampled_from(list(MOVES)),
+)
 def test_the_mip_start_meets_the_budgets_it_was_made_for(case, ram_share, runtime_x, timing, strategy):
     graph, costs = case
     low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
@@ -99,8 +104,7 @@ def resnet18_study_point(ram: str, runtime: str):
     """A recompute-only point of the shipped ResNet-18 study (scenarios/resnet18.yaml) on rpi4."""
     from poetsim import api
 
-    problem = api.choose("scenarios/resnet18.yaml", platform="rpi4", ram=ram, runtime=runtime,
-                         strategy="recompute-only").problem
+    problem = api.choose("scenarios/resnet18.yaml", platform="rpi4", ram=ram, runtime=runtime, strategy="recompute-only").problem
     return problem.graph, problem.costs, problem.budgets, problem.timing
 
 
@@ -118,8 +122,7 @@ def test_a_greedy_plan_reached_only_past_the_deadline_is_found_when_it_ends_with
     # Under the deadline every greedy stops short of the RAM budget: each step it needs breaks the
     # deadline on its own, although the plan it ends with does not.
     assert greedy_plan(graph, costs, budgets, RECOMPUTING, timing, keep_recomputed=False) is None
-    lifted = greedy_plan(graph, costs, replace(budgets, runtime_s=float("inf")), RECOMPUTING, timing,
-                         keep_recomputed=False)
+    lifted = greedy_plan(graph, costs, replace(budgets, runtime_s=float("inf")), RECOMPUTING, timing, keep_recomputed=False)
     assert lifted is not None
     assert start_plan(graph, costs, budgets, RECOMPUTING, timing) is None  # a search with a schedule
     plan = start_plan(graph, costs, budgets, RECOMPUTING, timing, first_fit=True)  # one without
@@ -134,8 +137,7 @@ def test_the_rebuilt_greedy_undoes_early_changes_that_later_ones_made_costly():
     changes out one at a time and filling the budget again without each gives 72.999 J."""
     graph, costs, budgets, timing = resnet18_study_point("35%", "1.2x")
     keep_all_j = costs.keep_all_energy_j(timing)
-    lifted = greedy_plan(graph, costs, replace(budgets, runtime_s=float("inf")), RECOMPUTING, timing,
-                         keep_recomputed=False)
+    lifted = greedy_plan(graph, costs, replace(budgets, runtime_s=float("inf")), RECOMPUTING, timing, keep_recomputed=False)
     assert figures(lifted, graph, costs, timing).total_j - keep_all_j == pytest.approx(113.822141, rel=1e-6)
     plan = rebuilt_plan(graph, costs, budgets, timing)
     assert plan is not None and not plan.moves.page
@@ -145,8 +147,9 @@ def test_the_rebuilt_greedy_undoes_early_changes_that_later_ones_made_costly():
 
 
 @settings(max_examples=60, deadline=None)
-@given(case=cases(min_forward=3), ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 2.0),
-       timing=st.sampled_from(list(Timing)))
+@given(
+    case=cases(min_forward=3), ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 2.0), timing=st.sampled_from(list(Timing))
+)
 def test_the_rebuilt_greedy_recomputes_only_and_meets_both_budgets(case, ram_share, runtime_x, timing):
     """On random graphs the rebuilt plan, when there is one, pages nothing, passes the checker
     within both budgets, and is never dearer than the greedy it starts from when that fits."""
@@ -154,8 +157,7 @@ def test_the_rebuilt_greedy_recomputes_only_and_meets_both_budgets(case, ram_sha
     low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
     budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
     plan = rebuilt_plan(graph, costs, budgets, timing)
-    start = greedy_plan(graph, costs, replace(budgets, runtime_s=float("inf")), RECOMPUTING, timing,
-                        keep_recomputed=False)
+    start = greedy_plan(graph, costs, replace(budgets, runtime_s=float("inf")), RECOMPUTING, timing, keep_recomputed=False)
     start_fits = start is not None and budgets.fits(figures(start, graph, costs, timing))
     if plan is None:
         assert not start_fits

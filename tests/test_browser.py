@@ -32,12 +32,21 @@ from poetsim.sweeps.runner import point_slug, run_sweep
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "build" / "screenshots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason="Debian's chromium is not installed: apt-get update && apt-get install -y chromium")
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed: apt-get update && apt-get install -y chromium"
+)
 #: Flags for a browser that must not go online by itself: no QUIC, no background fetches,
 #: no component updates, no sync, no first-run pages.
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEWPORT = {"width": 1400, "height": 900}
 HOSTILE_GRAPH = "<img src=x onerror=window.__pwned=1>"
 HOSTILE_PLATFORM = "</script><script>window.__pwned=1</script>"
@@ -55,18 +64,26 @@ def site(tmp_path_factory) -> dict[str, Path]:
     profile = yaml.safe_load((ROOT / "poetsim" / "inputs" / "platforms" / "nrf52840.yaml").read_text())
     profile["name"] = HOSTILE_PLATFORM
     (root / "board.yaml").write_text(yaml.safe_dump(profile))
-    scenario_text = (ROOT / "scenarios" / "mcu.yaml").read_text().replace("model: mlp", f"model: {root / 'mlp.json'}").replace(
-        "platform: [mkr1000, nrf52840]", f"platform: [nrf52840, {root / 'board.yaml'}]").replace(
-        "ram: [100%, 85%, 70%, 60%]", "ram: [100%, 85%, 70%]").replace(
-        "strategies: [hybrid, recompute-only, paging-only]", "strategies: [hybrid, recompute-only, paging-only, keep-all]")
+    scenario_text = (
+        (ROOT / "scenarios" / "mcu.yaml")
+        .read_text()
+        .replace("model: mlp", f"model: {root / 'mlp.json'}")
+        .replace("platform: [mkr1000, nrf52840]", f"platform: [nrf52840, {root / 'board.yaml'}]")
+        .replace("ram: [100%, 85%, 70%, 60%]", "ram: [100%, 85%, 70%]")
+        .replace(
+            "strategies: [hybrid, recompute-only, paging-only]", "strategies: [hybrid, recompute-only, paging-only, keep-all]"
+        )
+    )
     (root / "small.yaml").write_text(scenario_text)
     scenario = load_scenario(root / "small.yaml")
     sweep = root / "sweep"
     run_sweep(scenario, sweep, jobs=2)
     report = build_report(load_results(sweep), root / "report", HOSTILE_SCENARIO)
-    point = next(p for p in scenario.points()
-                 if p.strategy == "hybrid" and p.ram.text == "70%" and str(p.platform).endswith("board.yaml")
-                 and p.runtime_x == 1.5)
+    point = next(
+        p
+        for p in scenario.points()
+        if p.strategy == "hybrid" and p.ram.text == "70%" and str(p.platform).endswith("board.yaml") and p.runtime_x == 1.5
+    )
     run = load_run(problem_for_point(scenario, point), sweep / "points" / point_slug(point) / "schedule.json")
     run = replace(run, strategy="hybrid", status=Status.OPTIMAL, message="")  # as `poetsim simulate` would have it
     run_page = save_run_charts(run, root / "run", f"{HOSTILE_SCENARIO}: hybrid")[0]
@@ -79,7 +96,8 @@ def browser():
     """Chromium with a fresh profile, its flags keeping it offline."""
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=FLAGS, viewport=VIEWPORT)
+            profile, executable_path=CHROMIUM, headless=True, args=FLAGS, viewport=VIEWPORT
+        )
         yield context
         context.close()
 
@@ -166,8 +184,7 @@ def test_report_tables_switch_sort_and_filter_offline(browser, site):
     visit.page.fill("input[data-table='all-runs']", "")
     visit.page.locator("#all-runs").get_by_role("columnheader", name="energy (J)", exact=True).click()
     energy_column = _column_index(visit, "energy (J)") + 1
-    column = [c.get_attribute("data-sort") for c in
-              visit.page.locator(f"#all-runs tbody tr td:nth-child({energy_column})").all()]
+    column = [c.get_attribute("data-sort") for c in visit.page.locator(f"#all-runs tbody tr td:nth-child({energy_column})").all()]
     numbers = [float(v) for v in column if v]
     assert numbers == sorted(numbers) and len(numbers) == int(runs["predicted_total_j"].notna().sum())
     visit.assert_clean()
@@ -215,7 +232,7 @@ def test_resnet18_report_shows_the_readme_headline_without_scrolling(browser, si
 def readme_headline() -> dict[tuple[str, str], str]:
     """The README's headline table: {(platform, strategy): cell} (the platform is the cell's first word)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    lines = text[text.index("**Headline**"):].splitlines()
+    lines = text[text.index("**Headline**") :].splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("|"))
     table = []
     for line in lines[start:]:

@@ -52,10 +52,7 @@ def schedule_of(graph, stages, timing=Timing.OVERLAP) -> Schedule:
 
 def keep_all_stages(graph):
     """Every node once; an output is freed right after its last reader (or its own step)."""
-    return [
-        [C(t)] + [F(i) for i in sorted({*graph.nodes[t].deps, t}) if graph.last_use[i] == t]
-        for t in range(len(graph))
-    ]
+    return [[C(t)] + [F(i) for i in sorted({*graph.nodes[t].deps, t}) if graph.last_use[i] == t] for t in range(len(graph))]
 
 
 # Six nodes shaped like training: 0-2 forward, 3 the loss, 4-5 backward; 4 reads 0 again,
@@ -199,56 +196,78 @@ def test_timing_given_as_its_string_value(six, six_costs):
 
 
 def _with_stage(stages, t, stage):
-    return [*stages[:t], stage, *stages[t + 1:]]
+    return [*stages[:t], stage, *stages[t + 1 :]]
 
 
 REJECTIONS = {
-    "missing input": (
-        _with_stage(RECOMPUTE, 4, [C(4), F(3)]), r"^stage 4, Compute\(4\): input 0 is not in RAM$"),
+    "missing input": (_with_stage(RECOMPUTE, 4, [C(4), F(3)]), r"^stage 4, Compute\(4\): input 0 is not in RAM$"),
     "input still being paged in": (
         _with_stage(_with_stage(PAGING, 3, [C(3), F(2)]), 4, [PI(0), C(4), F(3)]),
-        r"^stage 4, Compute\(4\): input 0 is not in RAM \(it is being paged in"),
+        r"^stage 4, Compute\(4\): input 0 is not in RAM \(it is being paged in",
+    ),
     "compute of a resident node": (
-        _with_stage(RECOMPUTE, 1, [C(0), C(1), F(0)]), r"^stage 1, Compute\(0\): node 0's output is already in RAM$"),
+        _with_stage(RECOMPUTE, 1, [C(0), C(1), F(0)]),
+        r"^stage 1, Compute\(0\): node 0's output is already in RAM$",
+    ),
     "compute of a node being paged in": (
-        _with_stage(PAGING, 3, [PI(0), C(0), C(3), F(2)]), r"^stage 3, Compute\(0\): node 0 is being paged in"),
+        _with_stage(PAGING, 3, [PI(0), C(0), C(3), F(2)]),
+        r"^stage 3, Compute\(0\): node 0 is being paged in",
+    ),
     "computes not ascending": (
         _with_stage(RECOMPUTE, 4, [C(0), C(4), F(0), C(0), F(0), F(3)]),
-        r"^stage 4, Compute\(0\): computes must be in ascending node order, but Compute\(4\) came earlier$"),
+        r"^stage 4, Compute\(0\): computes must be in ascending node order, but Compute\(4\) came earlier$",
+    ),
     "compute ahead of its stage": (
-        _with_stage(RECOMPUTE, 3, [C(3), C(4), F(2)]), r"^stage 3, Compute\(4\): node 4 is first computed in stage 4"),
+        _with_stage(RECOMPUTE, 3, [C(3), C(4), F(2)]),
+        r"^stage 3, Compute\(4\): node 4 is first computed in stage 4",
+    ),
     "last compute not node t": (
-        _with_stage(RECOMPUTE, 3, [F(2)]), r"^stage 3: the last compute must be Compute\(3\), found no compute$"),
+        _with_stage(RECOMPUTE, 3, [F(2)]),
+        r"^stage 3: the last compute must be Compute\(3\), found no compute$",
+    ),
     "page-out of a non-resident node": (
         _with_stage(RECOMPUTE, 3, [PO(1), C(3), F(2)]),
-        r"^stage 3, PageOut\(1\): node 1 is not in RAM at the start of the stage$"),
+        r"^stage 3, PageOut\(1\): node 1 is not in RAM at the start of the stage$",
+    ),
     "page-out twice in a stage": (
-        _with_stage(PAGING, 2, [PO(0), PO(0), F(0), C(2), F(1)]), r"^stage 2, PageOut\(0\): node 0 is already being paged out"),
+        _with_stage(PAGING, 2, [PO(0), PO(0), F(0), C(2), F(1)]),
+        r"^stage 2, PageOut\(0\): node 0 is already being paged out",
+    ),
     "page-in of a node never paged out": (
-        _with_stage(RECOMPUTE, 3, [PI(0), C(3), F(2)]), r"^stage 3, PageIn\(0\): node 0 is not on storage"),
+        _with_stage(RECOMPUTE, 3, [PI(0), C(3), F(2)]),
+        r"^stage 3, PageIn\(0\): node 0 is not on storage",
+    ),
     "page-in in the stage of the page-out": (  # a page-out copies: the node is still resident
-        _with_stage(PAGING, 2, [PO(0), PI(0), C(2), F(1)]), r"^stage 2, PageIn\(0\): node 0 is already in RAM$"),
+        _with_stage(PAGING, 2, [PO(0), PI(0), C(2), F(1)]),
+        r"^stage 2, PageIn\(0\): node 0 is already in RAM$",
+    ),
     "page-in of a resident node": (
-        _with_stage(PAGING, 2, [PO(0), C(2), F(1)]), r"^stage 3, PageIn\(0\): node 0 is already in RAM$"),
+        _with_stage(PAGING, 2, [PO(0), C(2), F(1)]),
+        r"^stage 3, PageIn\(0\): node 0 is already in RAM$",
+    ),
     "page-in twice in a stage": (
-        _with_stage(PAGING, 3, [PI(0), PI(0), C(3), F(2)]), r"^stage 3, PageIn\(0\): node 0 is already being paged in"),
-    "free of a non-resident node": (
-        _with_stage(RECOMPUTE, 2, [C(2), F(1), F(1)]), r"^stage 2, Free\(1\): node 1 is not in RAM$"),
+        _with_stage(PAGING, 3, [PI(0), PI(0), C(3), F(2)]),
+        r"^stage 3, PageIn\(0\): node 0 is already being paged in",
+    ),
+    "free of a non-resident node": (_with_stage(RECOMPUTE, 2, [C(2), F(1), F(1)]), r"^stage 2, Free\(1\): node 1 is not in RAM$"),
     "page-in after a compute": (
         _with_stage(PAGING, 3, [C(3), PI(0), F(2)]),
-        r"^stage 3, PageIn\(0\): out of order: page-ins must come before computes and frees"),
+        r"^stage 3, PageIn\(0\): out of order: page-ins must come before computes and frees",
+    ),
     "page-out after a page-in": (
         _with_stage(PAGING, 3, [PI(0), PO(2), C(3), F(2)]),
-        r"^stage 3, PageOut\(2\): out of order: page-outs must come before page-ins"),
+        r"^stage 3, PageOut\(2\): out of order: page-outs must come before page-ins",
+    ),
     "page-out after a free": (
         _with_stage(PAGING, 2, [F(0), PO(0), C(2), F(1)]),
-        r"^stage 2, PageOut\(0\): out of order: page-outs must come before computes and frees"),
-    "node id too large": (
-        _with_stage(RECOMPUTE, 5, [C(5), F(4), F(6)]), r"^stage 5, Free\(6\): node id 6 is out of range 0..5$"),
+        r"^stage 2, PageOut\(0\): out of order: page-outs must come before computes and frees",
+    ),
+    "node id too large": (_with_stage(RECOMPUTE, 5, [C(5), F(4), F(6)]), r"^stage 5, Free\(6\): node id 6 is out of range 0..5$"),
     "negative node id": (
-        _with_stage(RECOMPUTE, 5, [C(5), F(4), F(-1)]), r"^stage 5, Free\(-1\): node id -1 is out of range 0..5$"),
-    "unknown instruction": (
-        _with_stage(RECOMPUTE, 5, [C(5), ("free", 4)]), r"^stage 5: unknown instruction \('free', 4\)$"),
+        _with_stage(RECOMPUTE, 5, [C(5), F(4), F(-1)]),
+        r"^stage 5, Free\(-1\): node id -1 is out of range 0..5$",
+    ),
+    "unknown instruction": (_with_stage(RECOMPUTE, 5, [C(5), ("free", 4)]), r"^stage 5: unknown instruction \('free', 4\)$"),
 }
 
 
@@ -296,8 +315,9 @@ def test_budgets_met_exactly_pass(six, six_costs):
 
 
 def test_ram_over_budget_says_by_how_much(six, six_costs):
-    with pytest.raises(ScheduleError,
-                       match=r"^over budget: peak RAM 340 bytes is 10 bytes \(3.03%\) over the budget of 330 bytes$"):
+    with pytest.raises(
+        ScheduleError, match=r"^over budget: peak RAM 340 bytes is 10 bytes \(3.03%\) over the budget of 330 bytes$"
+    ):
         check_schedule(schedule_of(six, PAGING), six, six_costs, Timing.OVERLAP, Budgets(330, 11.0))
 
 

@@ -13,8 +13,9 @@ MCU = ROOT / "scenarios" / "mcu.yaml"
 
 
 def poetsim(*args, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "poetsim", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "poetsim", *map(str, args)], capture_output=True, text=True, cwd=cwd or ROOT, timeout=600
+    )
 
 
 def assert_one_line_error(result, code, fragment):
@@ -46,8 +47,17 @@ def test_graph_json_has_numbers_not_strings(tmp_path):
 def test_models_and_platforms_list_everything():
     models, platforms = poetsim("models"), poetsim("platforms")
     assert models.returncode == 0 and platforms.returncode == 0
-    for name in ("mlp", "vgg16", "resnet18", "resnet18_cifar", "resnet50", "mobilenet_v2", "bert_base", "transformer",
-                 "gpt2_small"):
+    for name in (
+        "mlp",
+        "vgg16",
+        "resnet18",
+        "resnet18_cifar",
+        "resnet50",
+        "mobilenet_v2",
+        "bert_base",
+        "transformer",
+        "gpt2_small",
+    ):
         assert name in models.stdout
     for name in ("mkr1000", "nrf52840", "rpi4", "rpi4-nocache", "jetson-tx2"):
         assert name in platforms.stdout
@@ -66,8 +76,21 @@ def test_graph_bad_file_is_one_line(tmp_path):
 
 
 def test_solve_json_reports_a_checked_schedule(tmp_path):
-    result = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x",
-                     "--strategy", "hybrid", "--json", "--out", tmp_path)
+    result = poetsim(
+        "solve",
+        MCU,
+        "--platform",
+        "nrf52840",
+        "--ram",
+        "70%",
+        "--runtime",
+        "1.5x",
+        "--strategy",
+        "hybrid",
+        "--json",
+        "--out",
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     row = json.loads(result.stdout)
     assert row["status"] == "optimal"
@@ -90,28 +113,82 @@ def test_solve_says_what_its_time_before_the_milp_was_spent_on():
 
 def test_solve_writes_the_milp_as_an_lp_file_on_request(tmp_path):
     lp = tmp_path / "model.lp"
-    result = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
-                     "--strategy", "recompute-only", "--lp", lp, "--json")
+    result = poetsim(
+        "solve",
+        MCU,
+        "--platform",
+        "nrf52840",
+        "--ram",
+        "85%",
+        "--runtime",
+        "1.5x",
+        "--strategy",
+        "recompute-only",
+        "--lp",
+        lp,
+        "--json",
+    )
     assert result.returncode == 0, result.stderr
     text = lp.read_text()
     assert "overhead:" in text and "inputs_present" in text
     assert "M_in(" not in text  # recompute-only has no paging variables
-    baseline = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
-                       "--strategy", "keep-all", "--lp", lp)
+    baseline = poetsim(
+        "solve", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x", "--strategy", "keep-all", "--lp", lp
+    )
     assert_one_line_error(baseline, 2, "--lp: keep-all is a baseline")
 
 
 def test_solve_starts_from_a_saved_schedule_and_refuses_one_of_another_graph(tmp_path):
-    single = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x",
-                     "--strategy", "recompute-only", "--json", "--out", tmp_path / "single")
+    single = poetsim(
+        "solve",
+        MCU,
+        "--platform",
+        "nrf52840",
+        "--ram",
+        "70%",
+        "--runtime",
+        "1.5x",
+        "--strategy",
+        "recompute-only",
+        "--json",
+        "--out",
+        tmp_path / "single",
+    )
     assert single.returncode == 0, single.stderr
     start = tmp_path / "single" / "schedule.json"
-    hybrid = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x",
-                     "--strategy", "hybrid", "--start", start, "--json")
+    hybrid = poetsim(
+        "solve",
+        MCU,
+        "--platform",
+        "nrf52840",
+        "--ram",
+        "70%",
+        "--runtime",
+        "1.5x",
+        "--strategy",
+        "hybrid",
+        "--start",
+        start,
+        "--json",
+    )
     assert hybrid.returncode == 0, hybrid.stderr
     assert json.loads(hybrid.stdout)["total_energy_j"] <= json.loads(single.stdout)["total_energy_j"] * (1 + 1e-9)
-    other = poetsim("solve", MCU, "--platform", "nrf52840", "--model", "resnet18_cifar", "--ram", "70%",
-                    "--runtime", "1.5x", "--strategy", "hybrid", "--start", start)
+    other = poetsim(
+        "solve",
+        MCU,
+        "--platform",
+        "nrf52840",
+        "--model",
+        "resnet18_cifar",
+        "--ram",
+        "70%",
+        "--runtime",
+        "1.5x",
+        "--strategy",
+        "hybrid",
+        "--start",
+        start,
+    )
     assert_one_line_error(other, 2, f"--start {start}: a schedule of")
 
 
@@ -120,12 +197,15 @@ def test_solve_infeasible_exits_3_with_one_line():
     assert_one_line_error(result, 3, "infeasible")
 
 
-@pytest.mark.parametrize("option,value,fragment", [
-    ("--strategy", "greedy", "--strategy: unknown strategy 'greedy'"),
-    ("--ram", "lots", "--ram:"),
-    ("--timing", "exact", "--timing: unknown timing model 'exact'"),
-    ("--solver", "cplex", "cplex"),
-])
+@pytest.mark.parametrize(
+    "option,value,fragment",
+    [
+        ("--strategy", "greedy", "--strategy: unknown strategy 'greedy'"),
+        ("--ram", "lots", "--ram:"),
+        ("--timing", "exact", "--timing: unknown timing model 'exact'"),
+        ("--solver", "cplex", "cplex"),
+    ],
+)
 def test_solve_bad_options_are_one_line(option, value, fragment):
     result = poetsim("solve", MCU, "--platform", "nrf52840", option, value)
     assert result.returncode != 0
@@ -134,8 +214,21 @@ def test_solve_bad_options_are_one_line(option, value, fragment):
 
 
 def test_simulate_writes_trace_summary_and_charts(tmp_path):
-    result = poetsim("simulate", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
-                     "--strategy", "hybrid", "--json", "--out", tmp_path)
+    result = poetsim(
+        "simulate",
+        MCU,
+        "--platform",
+        "nrf52840",
+        "--ram",
+        "85%",
+        "--runtime",
+        "1.5x",
+        "--strategy",
+        "hybrid",
+        "--json",
+        "--out",
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert set(summary["predicted"]) == set(summary["simulated"]) == {"makespan_s", "peak_ram_bytes", "energy_j"}
@@ -148,19 +241,57 @@ def test_simulate_writes_trace_summary_and_charts(tmp_path):
 
 
 def test_simulate_writes_under_build_by_default(tmp_path):
-    result = poetsim("simulate", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
-                     "--strategy", "hybrid", "--no-charts", cwd=tmp_path)
+    result = poetsim(
+        "simulate",
+        MCU,
+        "--platform",
+        "nrf52840",
+        "--ram",
+        "85%",
+        "--runtime",
+        "1.5x",
+        "--strategy",
+        "hybrid",
+        "--no-charts",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     written = list((tmp_path / "build" / "mcu" / "simulate").glob("*/trace.csv"))
     assert [p.parent.name for p in written] == ["mlp_nrf52840_ram85pct_rt1.5x_hybrid_overlap_barrier"]
 
 
 def test_simulate_replays_a_saved_schedule(tmp_path):
-    solved = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
-                     "--strategy", "recompute-only", "--out", tmp_path / "solve")
+    solved = poetsim(
+        "solve",
+        MCU,
+        "--platform",
+        "nrf52840",
+        "--ram",
+        "85%",
+        "--runtime",
+        "1.5x",
+        "--strategy",
+        "recompute-only",
+        "--out",
+        tmp_path / "solve",
+    )
     assert solved.returncode == 0, solved.stderr
-    result = poetsim("simulate", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x",
-                     "--schedule", tmp_path / "solve" / "schedule.json", "--json", "--no-charts", "--out", tmp_path / "sim")
+    result = poetsim(
+        "simulate",
+        MCU,
+        "--platform",
+        "nrf52840",
+        "--ram",
+        "85%",
+        "--runtime",
+        "1.5x",
+        "--schedule",
+        tmp_path / "solve" / "schedule.json",
+        "--json",
+        "--no-charts",
+        "--out",
+        tmp_path / "sim",
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["predicted"]["energy_j"] > 0
 
@@ -175,8 +306,9 @@ def test_bad_output_paths_fail_before_any_solve(tmp_path):
     a_file.write_text("x")
     result = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x", "--out", a_file)
     assert_one_line_error(result, 2, "--out: ")
-    result = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x",
-                     "--lp", tmp_path / "missing" / "model.lp")
+    result = poetsim(
+        "solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x", "--lp", tmp_path / "missing" / "model.lp"
+    )
     assert_one_line_error(result, 2, "--lp: the folder")
 
 
@@ -188,15 +320,48 @@ def test_json_on_every_listing_command(tmp_path):
 
 
 def test_batch_size_overrides_the_scenario_and_warns_for_graph_files(tmp_path):
-    small = json.loads(poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "100%", "--runtime", "1.5x",
-                               "--strategy", "keep-all", "--json").stdout)
-    large = json.loads(poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "100%", "--runtime", "1.5x",
-                               "--strategy", "keep-all", "--batch-size", "4", "--json").stdout)
+    small = json.loads(
+        poetsim(
+            "solve", MCU, "--platform", "nrf52840", "--ram", "100%", "--runtime", "1.5x", "--strategy", "keep-all", "--json"
+        ).stdout
+    )
+    large = json.loads(
+        poetsim(
+            "solve",
+            MCU,
+            "--platform",
+            "nrf52840",
+            "--ram",
+            "100%",
+            "--runtime",
+            "1.5x",
+            "--strategy",
+            "keep-all",
+            "--batch-size",
+            "4",
+            "--json",
+        ).stdout
+    )
     assert large["keep_all_peak_bytes"] > small["keep_all_peak_bytes"]
     graph = tmp_path / "mlp.json"
     assert poetsim("graph", "mlp", "--batch-size", "2", "--save", graph).returncode == 0
-    noted = poetsim("solve", MCU, "--model", graph, "--platform", "nrf52840", "--ram", "100%", "--runtime", "1.5x",
-                    "--strategy", "keep-all", "--batch-size", "4", "--json")
+    noted = poetsim(
+        "solve",
+        MCU,
+        "--model",
+        graph,
+        "--platform",
+        "nrf52840",
+        "--ram",
+        "100%",
+        "--runtime",
+        "1.5x",
+        "--strategy",
+        "keep-all",
+        "--batch-size",
+        "4",
+        "--json",
+    )
     assert noted.returncode == 0, noted.stderr
     assert "does not apply to graph file mlp.json" in noted.stderr
 
@@ -204,8 +369,12 @@ def test_batch_size_overrides_the_scenario_and_warns_for_graph_files(tmp_path):
 def test_the_first_sweep_a_user_types_writes_under_build(tmp_path):
     scenario = tmp_path / "scenarios" / "tiny.yaml"
     scenario.parent.mkdir()
-    scenario.write_text(MCU.read_text().replace("platform: [mkr1000, nrf52840]", "platform: nrf52840")
-                        .replace("ram: [100%, 85%, 70%, 60%]", "ram: 70%").replace("runtime: [1.0x, 1.5x]", "runtime: 1.5x"))
+    scenario.write_text(
+        MCU.read_text()
+        .replace("platform: [mkr1000, nrf52840]", "platform: nrf52840")
+        .replace("ram: [100%, 85%, 70%, 60%]", "ram: 70%")
+        .replace("runtime: [1.0x, 1.5x]", "runtime: 1.5x")
+    )
     result = poetsim("sweep", scenario, "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)

@@ -11,18 +11,21 @@ from poetsim.schedule.costs import moved_bytes, node_costs
 MKR_S_PER_2000_FLOP = 0.012
 MKR_COMPUTE_W = 20e-3 * 3.3
 SD_W = 100e-3 * 3.3
-SD_IN = (0.109e-3, 4616.51e3)   # latency s, bytes/s
+SD_IN = (0.109e-3, 4616.51e3)  # latency s, bytes/s
 SD_OUT = (0.113e-3, 4440e3)
 
 
 def _graph(*, input_flops=0.0, fc_measured=None, input_measured=None) -> TrainingGraph:
     """input (400 B) -> fc (2000 FLOP, 200 B) -> loss (10 FLOP) -> fc_grad (4000 FLOP)."""
-    return TrainingGraph.create("tiny", [
-        Node(0, "x", "input", False, (), 400, flops=input_flops, measured=input_measured),
-        Node(1, "fc", "linear", False, (0,), 200, param_bytes=80, flops=2000.0, measured=fc_measured),
-        Node(2, "loss", "loss", False, (1,), 4, flops=10.0),
-        Node(3, "fc_grad", "linear_grad", True, (2, 0), 0, flops=4000.0),
-    ])
+    return TrainingGraph.create(
+        "tiny",
+        [
+            Node(0, "x", "input", False, (), 400, flops=input_flops, measured=input_measured),
+            Node(1, "fc", "linear", False, (0,), 200, param_bytes=80, flops=2000.0, measured=fc_measured),
+            Node(2, "loss", "loss", False, (1,), 4, flops=10.0),
+            Node(3, "fc_grad", "linear_grad", True, (2, 0), 0, flops=4000.0),
+        ],
+    )
 
 
 @pytest.fixture
@@ -138,10 +141,13 @@ def test_compute_time_is_the_roofline_of_flops_and_bytes_moved(mkr1000):
     """
     compute_bound = node_costs(_graph(), mkr1000)
     assert compute_bound.compute_s[1] == pytest.approx(MKR_S_PER_2000_FLOP, rel=1e-12)
-    heavy = TrainingGraph.create("heavy", [
-        Node(0, "x", "input", False, (), 19_200_000 - 200),
-        Node(1, "relu", "relu", False, (0,), 200, flops=2000.0),
-    ])
+    heavy = TrainingGraph.create(
+        "heavy",
+        [
+            Node(0, "x", "input", False, (), 19_200_000 - 200),
+            Node(1, "relu", "relu", False, (0,), 200, flops=2000.0),
+        ],
+    )
     costs = node_costs(heavy, mkr1000)
     assert costs.compute_s[1] == pytest.approx(19_200_000 / 192e6, rel=1e-12)
     assert costs.compute_j[1] == pytest.approx(compute_bound.compute_j[1], rel=1e-12)
@@ -157,10 +163,13 @@ def test_the_input_read_is_not_a_roofline(mkr1000):
 
 def test_a_measured_compute_time_wins_over_the_roofline(mkr1000):
     """Measured per-node time replaces the roofline's, even below bytes / bus bandwidth."""
-    graph = TrainingGraph.create("fast", [
-        Node(0, "x", "input", False, (), 19_200_000),
-        Node(1, "relu", "relu", False, (0,), 200, flops=2000.0, measured=MeasuredCosts(compute_s=0.001)),
-    ])
+    graph = TrainingGraph.create(
+        "fast",
+        [
+            Node(0, "x", "input", False, (), 19_200_000),
+            Node(1, "relu", "relu", False, (0,), 200, flops=2000.0, measured=MeasuredCosts(compute_s=0.001)),
+        ],
+    )
     assert node_costs(graph, mkr1000).compute_s[1] == 0.001
 
 

@@ -91,9 +91,14 @@ def test_under_overlap_transfers_that_outlast_the_deadline_prove_paging_infeasib
     4 s, the plain pass 6 s. Under overlap the runtime is at least the whole DMA time (8 s), so at
     a 6 s deadline no paging-only schedule fits, which the MILP confirms; at 12 s, or in the
     paper's compute-only model (transfers take no time), paging r is the bound, 0.10 J."""
-    nodes = [Node(0, "s", "input", False, (), 1), Node(1, "r", "op", False, (0,), 100),
-             Node(2, "big", "op", False, (1,), 100), Node(3, "mid", "op", False, (2,), 50),
-             Node(4, "out", "op", False, (3,), 50), Node(5, "gr", "grad", True, (1, 4), 1)]
+    nodes = [
+        Node(0, "s", "input", False, (), 1),
+        Node(1, "r", "op", False, (0,), 100),
+        Node(2, "big", "op", False, (1,), 100),
+        Node(3, "mid", "op", False, (2,), 50),
+        Node(4, "out", "op", False, (3,), 50),
+        Node(5, "gr", "grad", True, (1, 4), 1),
+    ]
     graph = TrainingGraph.create("slow_storage", nodes)
     costs = cost_table(graph, [1.0] * 6, [1.0] * 6, [4.0] * 6, [0.05] * 6)
     tight, loose = Budgets(201, 6.0), Budgets(201, 12.0)
@@ -125,13 +130,19 @@ def stalling_transfer_case(stalls: str = "page-out"):
     with "page-in", b takes 4 s and d 1 s, and stage 4 stalls the same. Recomputing a costs 5 J.
     Optimum 1.4 J above keep-all; the cover that does not price the stall says 0.4 J.
     """
-    nodes = [Node(0, "s", "op", False, (), 1), Node(1, "a", "op", False, (0,), 100),
-             Node(2, "b", "op", False, (1,), 100), Node(3, "c", "op", False, (2,), 100),
-             Node(4, "d", "op", False, (3,), 1), Node(5, "gr", "grad", True, (1, 4), 1)]
+    nodes = [
+        Node(0, "s", "op", False, (), 1),
+        Node(1, "a", "op", False, (0,), 100),
+        Node(2, "b", "op", False, (1,), 100),
+        Node(3, "c", "op", False, (2,), 100),
+        Node(4, "d", "op", False, (3,), 1),
+        Node(5, "gr", "grad", True, (1, 4), 1),
+    ]
     graph = TrainingGraph.create(f"stalling_{stalls}", nodes)
     b_s, d_s = (1.0, 4.0) if stalls == "page-out" else (4.0, 1.0)
-    costs = cost_table(graph, [1.0, 1.0, b_s, 1.0, d_s, 1.0], [1.0, 5.0, 1.0, 1.0, 1.0, 1.0],
-                       [3.0] * 6, [0.2] * 6, static_power_w=0.5)
+    costs = cost_table(
+        graph, [1.0, 1.0, b_s, 1.0, d_s, 1.0], [1.0, 5.0, 1.0, 1.0, 1.0, 1.0], [3.0] * 6, [0.2] * 6, static_power_w=0.5
+    )
     return graph, costs, Budgets(250, 100.0)
 
 
@@ -167,9 +178,13 @@ def dead_input_case():
     b 0.01 J, paging b 1 J each way. Optimum: recompute a and b, 0.51 J; a cover blind to the
     cascade would say 0.01 J.
     """
-    nodes = [Node(0, "a", "op", False, (), 120), Node(1, "b", "op", False, (0,), 100),
-             Node(2, "big", "op", False, (1,), 150), Node(3, "out", "op", False, (2,), 1),
-             Node(4, "grad", "grad", True, (1, 3), 1)]
+    nodes = [
+        Node(0, "a", "op", False, (), 120),
+        Node(1, "b", "op", False, (0,), 100),
+        Node(2, "big", "op", False, (1,), 150),
+        Node(3, "out", "op", False, (2,), 1),
+        Node(4, "grad", "grad", True, (1, 3), 1),
+    ]
     graph = TrainingGraph.create("dead_input", nodes)
     costs = cost_table(graph, [1.0] * 5, [0.5, 0.01, 1.0, 1.0, 1.0], [0.1] * 5, [1.0] * 5)
     return graph, costs, Budgets(250, 10.0)
@@ -201,8 +216,10 @@ def recomputed_then_paged_case():
     names = ["x", "d", "i", "b", "b2", "c", "h", "e", "f", "f2", "g"]
     sizes = [1, 10, 100, 100, 1, 1, 1, 145, 1, 1, 1]
     deps = [(), (0,), (1,), (0,), (3,), (2, 4), (5,), (6,), (7,), (8,), (2, 9)]
-    graph = TrainingGraph.create("recomputed_then_paged", [
-        Node(k, name, "input" if k == 0 else "op", False, deps[k], sizes[k]) for k, name in enumerate(names)])
+    graph = TrainingGraph.create(
+        "recomputed_then_paged",
+        [Node(k, name, "input" if k == 0 else "op", False, deps[k], sizes[k]) for k, name in enumerate(names)],
+    )
     n = len(names)
     compute_j = [0.0, 10.0] + [1.0] * (n - 2)
     page_j = [10.0] * n
@@ -253,8 +270,12 @@ def test_an_output_rebuilt_for_a_cascade_and_absent_again_is_recomputed_twice(ti
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=st.one_of(cascading_cases(), cascading_cases(min_forward=6, max_forward=9), cases(min_forward=4)),
-       ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 3.0), timing=st.sampled_from(list(Timing)))
+@given(
+    case=st.one_of(cascading_cases(), cascading_cases(min_forward=6, max_forward=9), cases(min_forward=4)),
+    ram_share=st.floats(0.0, 1.0),
+    runtime_x=st.floats(1.0, 3.0),
+    timing=st.sampled_from(list(Timing)),
+)
 def test_no_second_restore_bound_exceeds_the_milps_optimum(case, ram_share, runtime_x, timing):
     """On random graphs, recompute-only: the cover with second restores (item 7) is never below
     the cascade cover nor above the MILP's optimum, and proves infeasible only what the MILP
@@ -269,7 +290,7 @@ def test_no_second_restore_bound_exceeds_the_milps_optimum(case, ram_share, runt
     if plain.infeasible:
         return
     twice = second_restore_bound(graph, costs, budgets, timing)
-    if twice.bound_j is None and not twice.infeasible:   # no cascade: nothing to count twice
+    if twice.bound_j is None and not twice.infeasible:  # no cascade: nothing to count twice
         return
     assert_a_raised_bound_holds(plain, twice, graph, costs, budgets, RECOMPUTE_ONLY, timing, "second restores")
 
@@ -292,10 +313,13 @@ def test_where_paging_costs_more_than_the_bound_hybrid_takes_the_recompute_only_
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=st.one_of(cases(min_forward=3), cascading_cases()), ram_share=st.floats(0.0, 1.0),
-       runtime_x=st.floats(1.0, 3.0), timing=st.sampled_from(list(Timing)))
-def test_no_schedule_with_both_moves_costs_less_than_the_paging_floor_or_recompute_only(case, ram_share, runtime_x,
-                                                                                       timing):
+@given(
+    case=st.one_of(cases(min_forward=3), cascading_cases()),
+    ram_share=st.floats(0.0, 1.0),
+    runtime_x=st.floats(1.0, 3.0),
+    timing=st.sampled_from(list(Timing)),
+)
+def test_no_schedule_with_both_moves_costs_less_than_the_paging_floor_or_recompute_only(case, ram_share, runtime_x, timing):
     """On random graphs: the hybrid optimum is at least the lesser of the recompute-only optimum and
     `paging_floor_j` (a schedule that pages pays a page-out and a page-in). (Outside the suite,
     600 drawn, 582 with an optimum: in 208 the hybrid optimum pages and beats recompute-only, and
@@ -367,8 +391,13 @@ def assert_a_raised_bound_holds(lower, raised, graph, costs, budgets, moves, tim
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=cases(min_forward=3), ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 1.6),
-       timing=st.sampled_from(list(Timing)), moves=st.sampled_from(MOVES))
+@given(
+    case=cases(min_forward=3),
+    ram_share=st.floats(0.0, 1.0),
+    runtime_x=st.floats(1.0, 1.6),
+    timing=st.sampled_from(list(Timing)),
+    moves=st.sampled_from(MOVES),
+)
 def test_no_cover_bound_exceeds_the_milps_proven_optimum(case, ram_share, runtime_x, timing, moves):
     """On random graphs: both covers' bounds are at most the MILP's optimum, and a cover's proof
     of infeasibility is one the MILP agrees with."""
@@ -377,8 +406,7 @@ def test_no_cover_bound_exceeds_the_milps_proven_optimum(case, ram_share, runtim
     budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
     status, optimum = milp_optimum(graph, costs, budgets, moves, timing)
     tolerance = 1e-7 * costs.plain_compute_j + 1e-9
-    for cover in (cover_bound(graph, costs, budgets, moves, timing),
-                  timed_cover_bound(graph, costs, budgets, moves, timing)):
+    for cover in (cover_bound(graph, costs, budgets, moves, timing), timed_cover_bound(graph, costs, budgets, moves, timing)):
         if cover.infeasible:
             assert status == "infeasible", f"the {cover.kind} proved infeasible a case the MILP solves"
         elif status == "optimal":
@@ -386,8 +414,12 @@ def test_no_cover_bound_exceeds_the_milps_proven_optimum(case, ram_share, runtim
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=cases(min_forward=3, max_forward=5, slow_paging=True), ram_share=st.floats(0.5, 1.0),
-       runtime_x=st.floats(1.0, 3.0), moves=st.sampled_from([HYBRID, PAGING_ONLY]))
+@given(
+    case=cases(min_forward=3, max_forward=5, slow_paging=True),
+    ram_share=st.floats(0.5, 1.0),
+    runtime_x=st.floats(1.0, 3.0),
+    moves=st.sampled_from([HYBRID, PAGING_ONLY]),
+)
 def test_no_stall_priced_cover_bound_exceeds_the_milps_proven_optimum(case, ram_share, runtime_x, moves):
     """On random graphs whose transfers outlast their compute, under `overlap`, with paging: the
     cover with each page-out's and page-in's own stall priced is never above the MILP's optimum, nor below the
@@ -415,10 +447,22 @@ def cascade_page_in_case():
     bytes and 3.26 s, hybrid, under overlap, recomputes outputs from inputs that it pages back in
     and pays their page-ins' stalls: found by that property's generator, its optimum proven by
     the MILP."""
-    graph = training_graph([100, 70, 18, 91, 46], [1.0] * 5, frozenset({(1, 3), (0, 4)}),
-                           grad_reads=[INPUTS, BOTH, BOTH, INPUTS, BOTH])
-    assert [node.deps for node in graph.nodes] == [(), (0,), (1,), (1, 2), (0, 3), (4,), (0, 3, 4, 5), (1, 2, 6),
-                                                   (1, 2, 7), (0, 1, 7, 8), (6, 9)]
+    graph = training_graph(
+        [100, 70, 18, 91, 46], [1.0] * 5, frozenset({(1, 3), (0, 4)}), grad_reads=[INPUTS, BOTH, BOTH, INPUTS, BOTH]
+    )
+    assert [node.deps for node in graph.nodes] == [
+        (),
+        (0,),
+        (1,),
+        (1, 2),
+        (0, 3),
+        (4,),
+        (0, 3, 4, 5),
+        (1, 2, 6),
+        (1, 2, 7),
+        (0, 1, 7, 8),
+        (6, 9),
+    ]
     compute_s = (0.5, 0.01, 0.01, 0.5, 0.05, 0.01, 0.01, 0.02, 0.02, 1.0, 0.5)
     compute_j = (0.36597, 1.05899, 1.88342, 1.87023, 1.41876, 0.30750, 0.17280, 1.81927, 0.94662, 1.43402, 0.22228)
     page_s = (0.7, 0.80071, 0.67692, 0.32083, 1.13507, 1.38109, 1.49902, 0.72457, 0.45598, 0.81699, 0.38734)
@@ -441,10 +485,13 @@ def test_the_page_ins_that_recomputations_need_are_priced_at_their_stalls():
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=cascading_cases(), ram_share=st.floats(0.3, 1.0), runtime_x=st.floats(1.0, 3.0),
-       moves=st.sampled_from([HYBRID, HYBRID, PAGING_ONLY]))
-def test_pricing_the_page_ins_that_recomputations_need_never_passes_the_milps_optimum(case, ram_share, runtime_x,
-                                                                                      moves):
+@given(
+    case=cascading_cases(),
+    ram_share=st.floats(0.3, 1.0),
+    runtime_x=st.floats(1.0, 3.0),
+    moves=st.sampled_from([HYBRID, HYBRID, PAGING_ONLY]),
+)
+def test_pricing_the_page_ins_that_recomputations_need_never_passes_the_milps_optimum(case, ram_share, runtime_x, moves):
     """On random graphs whose early outputs die (`cascading_cases`), under `overlap`: pricing
     the page-ins that recomputations need (item 6) never lowers the stall-priced cover, and
     where it raises it or proves infeasibility, the MILP agrees (at most its optimum; infeasible).
@@ -467,33 +514,42 @@ def test_pricing_the_page_ins_that_recomputations_need_never_passes_the_milps_op
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=st.one_of(cases(min_forward=3, slow_paging=True), cascading_cases()), ram_share=st.floats(0.2, 1.0),
-       runtime_x=st.floats(1.0, 2.0))
-def test_a_cover_whose_optimum_pages_nothing_has_the_optimum_of_every_cover_that_prices_paging_more(
-        case, ram_share, runtime_x):
+@given(
+    case=st.one_of(cases(min_forward=3, slow_paging=True), cascading_cases()),
+    ram_share=st.floats(0.2, 1.0),
+    runtime_x=st.floats(1.0, 2.0),
+)
+def test_a_cover_whose_optimum_pages_nothing_has_the_optimum_of_every_cover_that_prices_paging_more(case, ram_share, runtime_x):
     """What lets `Search` skip the stall-priced covers (`search._pages_nothing`): when a hybrid
     cover's exact choice pages nothing, each cover that prices paging further (page-outs' stalls,
     page-ins' stalls, the page-ins recomputations need) has the same optimum."""
     graph, costs = case
     low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
     budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
-    chain = [cover_bound(graph, costs, budgets, HYBRID, OV),
-             cover_bound(graph, costs, budgets, HYBRID, OV, stalls=True, page_in_stalls=False),
-             cover_bound(graph, costs, budgets, HYBRID, OV, stalls=True, cascade_page_ins=False),
-             cover_bound(graph, costs, budgets, HYBRID, OV, stalls=True)]
+    chain = [
+        cover_bound(graph, costs, budgets, HYBRID, OV),
+        cover_bound(graph, costs, budgets, HYBRID, OV, stalls=True, page_in_stalls=False),
+        cover_bound(graph, costs, budgets, HYBRID, OV, stalls=True, cascade_page_ins=False),
+        cover_bound(graph, costs, budgets, HYBRID, OV, stalls=True),
+    ]
     tolerance = 1e-7 * costs.plain_compute_j + 1e-9
     for n, cover in enumerate(chain):
         if cover.infeasible or not cover.exact or cover.paged:
             continue
-        for finer in chain[n + 1:]:
+        for finer in chain[n + 1 :]:
             assert not finer.infeasible
             assert finer.bound_j == pytest.approx(cover.bound_j, abs=tolerance)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=st.one_of(cases(min_forward=3), cases(min_forward=3, slow_paging=True), cascading_cases()),
-       ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 1.6),
-       timing=st.sampled_from(list(Timing)), moves=st.sampled_from(MOVES), stalls=st.booleans())
+@given(
+    case=st.one_of(cases(min_forward=3), cases(min_forward=3, slow_paging=True), cascading_cases()),
+    ram_share=st.floats(0.0, 1.0),
+    runtime_x=st.floats(1.0, 1.6),
+    timing=st.sampled_from(list(Timing)),
+    moves=st.sampled_from(MOVES),
+    stalls=st.booleans(),
+)
 def test_a_cover_grown_row_by_row_has_the_optimum_of_the_whole(case, ram_share, runtime_x, timing, moves, stalls):
     """On random graphs: the cover solved from its one row of largest excess, taking each row its
     solution breaks, ends with the optimum (or the infeasibility) of the cover with every row,

@@ -54,14 +54,23 @@ def slow_scenario(tmp_path, strategies="recompute-only, paging-only", limit=3) -
 def small_mcu(tmp_path) -> Path:
     """The MCU scenario cut to one platform and two RAM budgets: 12 points in a second or two."""
     path = tmp_path / "small.yaml"
-    path.write_text(MCU.read_text().replace("platform: [mkr1000, nrf52840]", "platform: nrf52840").replace(
-        "ram: [100%, 85%, 70%, 60%]", "ram: [100%, 70%]"))
+    path.write_text(
+        MCU.read_text()
+        .replace("platform: [mkr1000, nrf52840]", "platform: nrf52840")
+        .replace("ram: [100%, 85%, 70%, 60%]", "ram: [100%, 70%]")
+    )
     return path
 
 
 def poetsim(*args, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "poetsim", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "poetsim", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        **popen,
+    )
 
 
 def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
@@ -96,6 +105,7 @@ def gone(processes: list[psutil.Process]) -> bool:
             return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
         except psutil.NoSuchProcess:
             return True
+
     return all(ended(p) for p in processes)
 
 
@@ -108,12 +118,16 @@ def family_of(pid: int) -> list[psutil.Process]:
 
 # --- signals ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("signum, to_group", [
-    (signal.SIGINT, False),    # `kill -INT` to the sweep alone
-    (signal.SIGINT, True),     # Ctrl-C: the terminal signals the whole process group
-    (signal.SIGTERM, False),
-    (signal.SIGKILL, False),
-])
+
+@pytest.mark.parametrize(
+    "signum, to_group",
+    [
+        (signal.SIGINT, False),  # `kill -INT` to the sweep alone
+        (signal.SIGINT, True),  # Ctrl-C: the terminal signals the whole process group
+        (signal.SIGTERM, False),
+        (signal.SIGKILL, False),
+    ],
+)
 def test_a_signal_at_a_random_moment_keeps_every_row_and_ends_every_worker(tmp_path, signum, to_group):
     scenario, out = slow_scenario(tmp_path), tmp_path / "out"
     delay = random.uniform(0.0, 3.0)
@@ -125,10 +139,10 @@ def test_a_signal_at_a_random_moment_keeps_every_row_and_ends_every_worker(tmp_p
     code, _, err = finish(proc)
     kept = keys_on_disk(out)
     assert len(kept) == len(set(kept)), f"a row twice after {delay:.2f} s"
-    if code == 0:   # the signal came after the last point
+    if code == 0:  # the signal came after the last point
         assert set(kept) == all_keys(scenario)
     elif code == -signum and signum != signal.SIGKILL and set(kept) == all_keys(scenario):
-        pass   # it came while Python was exiting after the last point: the default handlers are back then
+        pass  # it came while Python was exiting after the last point: the default handlers are back then
     elif signum == signal.SIGKILL:
         assert code == -signal.SIGKILL
     else:
@@ -137,7 +151,7 @@ def test_a_signal_at_a_random_moment_keeps_every_row_and_ends_every_worker(tmp_p
         assert "Traceback" not in err
     wait_for(lambda: gone(family), "every worker to end", timeout_s=10)
     if signum != signal.SIGKILL:
-        return   # resuming is the same after any signal (test_sweep resumes after an interrupt); kept short
+        return  # resuming is the same after any signal (test_sweep resumes after an interrupt); kept short
 
     code, _, err = finish(poetsim("sweep", scenario, "-j", "2", "--out", out, "--resume"))
     assert code == 0, err
@@ -147,6 +161,7 @@ def test_a_signal_at_a_random_moment_keeps_every_row_and_ends_every_worker(tmp_p
 
 # --- one writer per folder ----------------------------------------------------------------------
 
+
 def test_a_second_writer_is_refused_at_once_naming_the_folder_and_the_holder(tmp_path):
     scenario, out = slow_scenario(tmp_path, limit=10), tmp_path / "out"
     first = poetsim("sweep", scenario, "-j", "1", "--out", out)
@@ -154,9 +169,12 @@ def test_a_second_writer_is_refused_at_once_naming_the_folder_and_the_holder(tmp
     for command in (("sweep", scenario, "--out", out, "--resume"), ("compare", out)):
         code, _, err = finish(poetsim(*command))
         assert code == 75
-        assert err.strip().splitlines() == [(
-            f"poetsim: error: {out}: another poetsim (pid {first.pid}) is writing into this folder; "
-            "wait for it to end, or choose another --out")]
+        assert err.strip().splitlines() == [
+            (
+                f"poetsim: error: {out}: another poetsim (pid {first.pid}) is writing into this folder; "
+                "wait for it to end, or choose another --out"
+            )
+        ]
     first.send_signal(signal.SIGTERM)
     code, _, _ = finish(first)
     assert code == 143
@@ -173,13 +191,15 @@ def test_the_lock_is_exclusive_within_one_process_too_and_released_on_exit(tmp_p
 
 # --- the machine refuses files ------------------------------------------------------------------
 
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A 256 KiB tmpfs (root only); skipped where mounting is not permitted."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, text=True,
-                          check=False)
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, text=True, check=False
+    )
     if made.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here ({made.stderr.strip() or 'mount failed'}); needs root")
     try:
@@ -197,12 +217,10 @@ def remount(mount: Path, options: str) -> None:
     """
     deadline = time.monotonic() + HANG_S
     while True:
-        done = subprocess.run(["mount", "-o", f"remount,{options}", str(mount)], capture_output=True, text=True,
-                              check=False)
+        done = subprocess.run(["mount", "-o", f"remount,{options}", str(mount)], capture_output=True, text=True, check=False)
         if done.returncode == 0:
             return
-        assert "busy" in done.stderr and time.monotonic() < deadline, \
-            f"mount -o remount,{options} failed: {done.stderr.strip()}"
+        assert "busy" in done.stderr and time.monotonic() < deadline, f"mount -o remount,{options} failed: {done.stderr.strip()}"
         time.sleep(0.005)
 
 
@@ -225,7 +243,7 @@ def test_a_full_disk_never_leaves_a_torn_row(small_disk):
     row = ResultRow(point_key="k0", status=Status.OPTIMAL, message="x" * 3000)
     runs.append(row)
     fill(small_disk)
-    for attempt in range(1, 6):   # the first may fill the rest of a page (a short write), then nothing fits
+    for attempt in range(1, 6):  # the first may fill the rest of a page (a short write), then nothing fits
         before = runs.path.read_bytes()
         try:
             runs.append(ResultRow(point_key=f"k{attempt}", status=Status.OPTIMAL, message="y" * 3000))
@@ -246,8 +264,11 @@ def test_a_disk_filling_mid_sweep_stops_it_and_records_no_fault_as_a_result(smal
         if done == 3:
             fill(small_disk)
 
-    with pytest.raises(StorageError, match=r"No space left on device \(ENOSPC\); the sweep stopped with 3 of 12 "
-                                           r"points kept; rerun with --resume"):
+    with pytest.raises(
+        StorageError,
+        match=r"No space left on device \(ENOSPC\); the sweep stopped with 3 of 12 "
+        r"points kept; rerun with --resume",
+    ):
         run_sweep(scenario, out, jobs=1, on_row=fill_after_three)
     assert len(keys_on_disk(out)) == 3
     (small_disk / "filler").unlink()
@@ -293,13 +314,14 @@ def test_a_workers_failure_to_write_its_point_is_not_the_points_result(tmp_path)
 
 def test_resume_reruns_failed_points_and_keeps_each_key_once(tmp_path):
     graph = tmp_path / "mlp.json"
-    subprocess.run([sys.executable, "-m", "poetsim", "graph", "mlp", "--batch-size", "2", "--save", graph], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "poetsim", "graph", "mlp", "--batch-size", "2", "--save", graph], check=True, capture_output=True
+    )
     path = small_mcu(tmp_path)
     path.write_text(path.read_text().replace("model: mlp", f"model: [mlp, {graph}]"))
     scenario, out = load_scenario(path), tmp_path / "out"
     good = graph.read_text()
-    graph.write_text("{broken")   # valid when loaded, broken when the points run: failed rows
+    graph.write_text("{broken")  # valid when loaded, broken when the points run: failed rows
     run_sweep(scenario, out, jobs=2)
     statuses = [r["status"] for r in csv.DictReader((out / "runs.csv").open())]
     assert statuses.count("failed") == 12
@@ -312,6 +334,7 @@ def test_resume_reruns_failed_points_and_keeps_each_key_once(tmp_path):
 
 # --- dying workers ------------------------------------------------------------------------------
 
+
 def workers_of(pid: int) -> list[psutil.Process]:
     """The sweep's live worker processes (not the resource tracker, not a killed one not yet reaped)."""
     found = []
@@ -319,7 +342,7 @@ def workers_of(pid: int) -> list[psutil.Process]:
         try:
             if "spawn_main" in " ".join(child.cmdline()):
                 found.append(child)
-        except psutil.Error:   # a zombie, or gone
+        except psutil.Error:  # a zombie, or gone
             continue
     return found
 
@@ -327,7 +350,7 @@ def workers_of(pid: int) -> list[psutil.Process]:
 def test_a_point_whose_worker_dies_twice_is_a_failed_row_and_the_sweep_goes_on(tmp_path):
     scenario, out = slow_scenario(tmp_path, strategies="recompute-only", limit=60), tmp_path / "out"
     proc = poetsim("sweep", scenario, "-j", "1", "--out", out)
-    wait_for(lambda: len(keys_on_disk(out)) == 1, "the fast point's row")   # the slow one is running now
+    wait_for(lambda: len(keys_on_disk(out)) == 1, "the fast point's row")  # the slow one is running now
     killed = set()
     for _ in range(2):
         wait_for(lambda: [w for w in workers_of(proc.pid) if w.pid not in killed], "a worker on the slow point")
@@ -347,17 +370,33 @@ def test_a_point_whose_worker_dies_twice_is_a_failed_row_and_the_sweep_goes_on(t
 
 # --- Dask ---------------------------------------------------------------------------------------
 
+
 def test_a_dask_scheduler_without_workers_fails_in_one_line_naming_it(tmp_path):
     from dask.distributed import LocalCluster
 
     with LocalCluster(n_workers=0, processes=True, dashboard_address=None, silence_logs=40) as cluster:
         address = cluster.scheduler_address
-        code, _, err = finish(poetsim("sweep", small_mcu(tmp_path), "--out", tmp_path / "out", "--executor", "dask",
-                                      "--scheduler", address, "--worker-wait", "2"))
+        code, _, err = finish(
+            poetsim(
+                "sweep",
+                small_mcu(tmp_path),
+                "--out",
+                tmp_path / "out",
+                "--executor",
+                "dask",
+                "--scheduler",
+                address,
+                "--worker-wait",
+                "2",
+            )
+        )
     assert code == 69
-    assert err.strip().splitlines() == [(
-        f"poetsim: error: the Dask scheduler {address} has had no worker for 2 s; "
-        "the sweep stopped with 0 of 12 points kept; rerun with --resume once that is fixed")]
+    assert err.strip().splitlines() == [
+        (
+            f"poetsim: error: the Dask scheduler {address} has had no worker for 2 s; "
+            "the sweep stopped with 0 of 12 points kept; rerun with --resume once that is fixed"
+        )
+    ]
 
 
 def test_a_point_that_kills_its_dask_worker_twice_is_a_failed_row_and_the_rest_are_kept(tmp_path):
@@ -365,9 +404,11 @@ def test_a_point_that_kills_its_dask_worker_twice_is_a_failed_row_and_the_rest_a
     from dask.distributed import Client, LocalCluster
 
     scenario = load_scenario(slow_scenario(tmp_path, strategies="recompute-only", limit=60))
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                         silence_logs=50) as cluster, Client(cluster) as client:
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 1}),
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50) as cluster,
+        Client(cluster) as client,
+    ):
         stop = threading.Event()
 
         def kill_the_slow_point() -> None:
@@ -378,7 +419,7 @@ def test_a_point_that_kills_its_dask_worker_twice_is_a_failed_row_and_the_rest_a
                         pid = client.run(os.getpid, workers=[address], on_error="return").get(address)
                         try:
                             psutil.Process(pid).kill()
-                        except (psutil.Error, TypeError, ValueError):   # gone already, or no pid came back
+                        except (psutil.Error, TypeError, ValueError):  # gone already, or no pid came back
                             pass
                 time.sleep(0.1)
 
@@ -393,4 +434,3 @@ def test_a_point_that_kills_its_dask_worker_twice_is_a_failed_row_and_the_rest_a
     assert rows["resnet18_cifar|rpi4|35%|1.5x|recompute-only"]["status"] == "failed"
     assert "its Dask worker died each time it ran" in rows["resnet18_cifar|rpi4|35%|1.5x|recompute-only"]["message"]
     assert rows["resnet18_cifar|rpi4|100%|1.5x|recompute-only"]["status"] == "optimal"
-

@@ -24,8 +24,7 @@ def _tiny() -> TrainingGraph:
         Node(0, "x", "input", False, (), 400),
         Node(1, "fc", "linear", False, (0,), 200, param_bytes=80, flops=1000.0),
         Node(2, "loss", "loss", False, (1,), 4, flops=10.0),
-        Node(3, "fc_grad", "linear_grad", True, (2, 0), 0, flops=2000.0,
-             measured=MeasuredCosts(compute_s=0.5, page_in_j=1e-3)),
+        Node(3, "fc_grad", "linear_grad", True, (2, 0), 0, flops=2000.0, measured=MeasuredCosts(compute_s=0.5, page_in_j=1e-3)),
     ]
     return TrainingGraph.create("tiny", nodes, meta={"note": "hand-built"})
 
@@ -71,9 +70,13 @@ def test_node_link_cost_units_become_flops(checkmate_graphs):
 
 
 def test_node_link_out_of_order_ids_are_sorted_topologically(tmp_path):
-    data = {"nodes": [{"id": 0, "backward": True, "cost_cpu": 1, "cost_ram": 1},
-                      {"id": 1, "backward": False, "cost_cpu": 1, "cost_ram": 2}],
-            "links": [{"source": 1, "target": 0}]}
+    data = {
+        "nodes": [
+            {"id": 0, "backward": True, "cost_cpu": 1, "cost_ram": 1},
+            {"id": 1, "backward": False, "cost_cpu": 1, "cost_ram": 2},
+        ],
+        "links": [{"source": 1, "target": 0}],
+    }
     graph = read_graph_file(_write(tmp_path, data))
     assert [n.output_bytes for n in graph.nodes] == [2, 1]
     assert graph.nodes[1].deps == (0,)
@@ -85,23 +88,33 @@ def _doc(**node_changes):
     return doc
 
 
-@pytest.mark.parametrize("data,fragment", [
-    ("{not json", "not a JSON file"),
-    ("[1, 2]", "must hold a JSON object"),
-    ({"format": "other", "version": 1, "name": "x", "nodes": []}, "unknown format 'other'"),
-    ({"format": "poetsim-graph", "version": 9, "name": "x", "nodes": []}, "unsupported version 9"),
-    ({"hello": 1}, "unknown graph format"),
-    (_doc(deps=[5]), "depends on missing node 5"),
-    (_doc(deps=[2]), "depends on later node 2"),
-    (_doc(deps=[1]), "depends on itself"),
-    (_doc(output_bytes=-1), "nodes.1.output_bytes"),
-    (_doc(compute_s=-1.0), "nodes.1.compute_s"),
-    (_doc(colour="red"), "nodes.1.colour: unknown field"),
-    ({"nodes": [{"id": 0, "backward": False, "cost_cpu": 1, "cost_ram": 1},
-                {"id": 1, "backward": False, "cost_cpu": 1, "cost_ram": 1}],
-      "links": [{"source": 0, "target": 1}, {"source": 1, "target": 0}]}, "cycle"),
-    ({"nodes": [{"id": 0, "backward": False, "cost_cpu": 1, "cost_ram": -5}], "links": []}, "nodes.0.cost_ram"),
-])
+@pytest.mark.parametrize(
+    "data,fragment",
+    [
+        ("{not json", "not a JSON file"),
+        ("[1, 2]", "must hold a JSON object"),
+        ({"format": "other", "version": 1, "name": "x", "nodes": []}, "unknown format 'other'"),
+        ({"format": "poetsim-graph", "version": 9, "name": "x", "nodes": []}, "unsupported version 9"),
+        ({"hello": 1}, "unknown graph format"),
+        (_doc(deps=[5]), "depends on missing node 5"),
+        (_doc(deps=[2]), "depends on later node 2"),
+        (_doc(deps=[1]), "depends on itself"),
+        (_doc(output_bytes=-1), "nodes.1.output_bytes"),
+        (_doc(compute_s=-1.0), "nodes.1.compute_s"),
+        (_doc(colour="red"), "nodes.1.colour: unknown field"),
+        (
+            {
+                "nodes": [
+                    {"id": 0, "backward": False, "cost_cpu": 1, "cost_ram": 1},
+                    {"id": 1, "backward": False, "cost_cpu": 1, "cost_ram": 1},
+                ],
+                "links": [{"source": 0, "target": 1}, {"source": 1, "target": 0}],
+            },
+            "cycle",
+        ),
+        ({"nodes": [{"id": 0, "backward": False, "cost_cpu": 1, "cost_ram": -5}], "links": []}, "nodes.0.cost_ram"),
+    ],
+)
 def test_bad_graph_files_are_rejected_in_one_line(tmp_path, data, fragment):
     path = _write(tmp_path, data)
     with pytest.raises(UserInputError) as caught:

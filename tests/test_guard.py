@@ -17,9 +17,16 @@ MCU_BASELINE = ROOT / "results" / "baselines" / "mcu.csv"
 
 
 def _row(key, status, energy=None, keep_all=10.0, simulated=None, peak=None, simulated_peak=None, message=""):
-    return {"point_key": key, "status": status, "message": message, "predicted_total_j": energy,
-            "keep_all_energy_j": keep_all, "simulated_total_j": simulated, "predicted_peak_ram_bytes": peak,
-            "simulated_peak_ram_bytes": simulated_peak}
+    return {
+        "point_key": key,
+        "status": status,
+        "message": message,
+        "predicted_total_j": energy,
+        "keep_all_energy_j": keep_all,
+        "simulated_total_j": simulated,
+        "predicted_peak_ram_bytes": peak,
+        "simulated_peak_ram_bytes": simulated_peak,
+    }
 
 
 def _frame(*rows):
@@ -33,8 +40,11 @@ def _change(before: dict, after: dict, **options):
 
 
 def test_the_same_results_pass():
-    base = _frame(_row("a", "optimal", 10.4, simulated=10.5, peak=100, simulated_peak=110),
-                  _row("b", "infeasible", keep_all=None), _row("c", "no-solution", keep_all=None))
+    base = _frame(
+        _row("a", "optimal", 10.4, simulated=10.5, peak=100, simulated_peak=110),
+        _row("b", "infeasible", keep_all=None),
+        _row("c", "no-solution", keep_all=None),
+    )
     changes = check_against_baseline(base, base)
     assert {c.verdict for c in changes} == {"same"} and not any(c.fails for c in changes)
 
@@ -61,38 +71,47 @@ def test_lower_energy_beyond_the_slack_is_better_and_passes():
     assert change.verdict == "better" and not change.fails
 
 
-@pytest.mark.parametrize("before, after, verdict", [
-    ("optimal", "feasible", "lost-proof"),
-    ("optimal", "no-solution", "lost-schedule"),
-    ("optimal", "infeasible", "lost-schedule"),
-    ("optimal", "invalid", "failed"),
-    ("feasible", "no-solution", "lost-schedule"),
-    ("feasible", "infeasible", "lost-schedule"),
-    ("baseline", "over-budget", "lost-schedule"),
-    ("infeasible", "no-solution", "lost-proof"),
-    ("infeasible", "failed", "failed"),
-    ("no-solution", "failed", "failed"),
-])
+@pytest.mark.parametrize(
+    "before, after, verdict",
+    [
+        ("optimal", "feasible", "lost-proof"),
+        ("optimal", "no-solution", "lost-schedule"),
+        ("optimal", "infeasible", "lost-schedule"),
+        ("optimal", "invalid", "failed"),
+        ("feasible", "no-solution", "lost-schedule"),
+        ("feasible", "infeasible", "lost-schedule"),
+        ("baseline", "over-budget", "lost-schedule"),
+        ("infeasible", "no-solution", "lost-proof"),
+        ("infeasible", "failed", "failed"),
+        ("no-solution", "failed", "failed"),
+    ],
+)
 def test_a_lost_schedule_or_proof_fails(before, after, verdict):
     with_schedule = {"optimal", "feasible", "baseline"}
-    change = _change(_row("m|p|50%|1.2x|hybrid", before, 10.2 if before in with_schedule else None),
-                     _row("m|p|50%|1.2x|hybrid", after, 10.2 if after in with_schedule else None, message="why"))
+    change = _change(
+        _row("m|p|50%|1.2x|hybrid", before, 10.2 if before in with_schedule else None),
+        _row("m|p|50%|1.2x|hybrid", after, 10.2 if after in with_schedule else None, message="why"),
+    )
     assert change.verdict == verdict and change.fails
     assert f"{before} -> {after}" in change.detail
 
 
-@pytest.mark.parametrize("before, after, verdict", [
-    ("feasible", "optimal", "same"),
-    ("infeasible", "optimal", "now-feasible"),
-    ("no-solution", "feasible", "now-feasible"),
-    ("no-solution", "no-solution", "same"),
-    ("infeasible", "infeasible", "same"),
-    ("over-budget", "over-budget", "same"),
-])
+@pytest.mark.parametrize(
+    "before, after, verdict",
+    [
+        ("feasible", "optimal", "same"),
+        ("infeasible", "optimal", "now-feasible"),
+        ("no-solution", "feasible", "now-feasible"),
+        ("no-solution", "no-solution", "same"),
+        ("infeasible", "infeasible", "same"),
+        ("over-budget", "over-budget", "same"),
+    ],
+)
 def test_a_gained_or_kept_status_passes(before, after, verdict):
     with_schedule = {"optimal", "feasible", "baseline"}
-    change = _change(_row("p", before, 10.2 if before in with_schedule else None),
-                     _row("p", after, 10.2 if after in with_schedule else None))
+    change = _change(
+        _row("p", before, 10.2 if before in with_schedule else None), _row("p", after, 10.2 if after in with_schedule else None)
+    )
     assert change.verdict == verdict and not change.fails
 
 
@@ -108,20 +127,20 @@ def test_simulated_energy_and_peak_ram_beyond_the_tolerance_fail():
     assert _change(before, {**before, "simulated_total_j": None}).verdict == "bad-figure"
     assert _change(before, {**before, "predicted_peak_ram_bytes": 10_000}).verdict == "peak-ram-up"
     assert _change(before, {**before, "simulated_peak_ram_bytes": 11_000}).verdict == "simulated-peak-ram-up"
-    assert _change(before, {**before, "predicted_peak_ram_bytes": 1000.9}).verdict == "same"   # within rtol x peak
+    assert _change(before, {**before, "predicted_peak_ram_bytes": 1000.9}).verdict == "same"  # within rtol x peak
 
 
 def test_one_change_per_point_lists_every_problem():
     before = _row("p", "optimal", 10.4, simulated=10.5, peak=1000)
     change = _change(before, _row("p", "feasible", 11.0, simulated=12.0, peak=5000))
     assert change.verdict == "lost-proof"
-    assert all(word in change.detail for word in ("optimal -> feasible", "energy 10.4 -> 11", "simulated energy",
-                                                  "peak RAM"))
+    assert all(word in change.detail for word in ("optimal -> feasible", "energy 10.4 -> 11", "simulated energy", "peak RAM"))
 
 
 def test_a_missing_point_fails_and_a_new_one_passes():
-    changes = {c.point_key: c for c in check_against_baseline(
-        _frame(_row("new", "optimal", 1.0)), _frame(_row("gone", "optimal", 10.2)))}
+    changes = {
+        c.point_key: c for c in check_against_baseline(_frame(_row("new", "optimal", 1.0)), _frame(_row("gone", "optimal", 10.2)))
+    }
     assert changes["gone"].verdict == "missing" and changes["gone"].fails
     assert changes["new"].verdict == "new" and not changes["new"].fails
 
@@ -130,18 +149,22 @@ def test_every_verdict_either_fails_or_passes():
     assert not set(FAILING) & set(PASSING)
 
 
-@pytest.mark.parametrize("baseline, words", [
-    (_frame(_row("p", "optimal", None)), "predicted_total_j is missing"),
-    (_frame(_row("p", "optimal", 10.0, keep_all=None)), "keep_all_energy_j is missing"),
-    (_frame(_row("p", "optimal", 10.0), _row("p", "optimal", 10.0)), "appears twice"),
-    (_frame(_row("p", "optimal", 10.0)).drop(columns="keep_all_energy_j"), "no keep_all_energy_j column"),
-])
+@pytest.mark.parametrize(
+    "baseline, words",
+    [
+        (_frame(_row("p", "optimal", None)), "predicted_total_j is missing"),
+        (_frame(_row("p", "optimal", 10.0, keep_all=None)), "keep_all_energy_j is missing"),
+        (_frame(_row("p", "optimal", 10.0), _row("p", "optimal", 10.0)), "appears twice"),
+        (_frame(_row("p", "optimal", 10.0)).drop(columns="keep_all_energy_j"), "no keep_all_energy_j column"),
+    ],
+)
 def test_a_baseline_that_cannot_be_judged_against_is_refused(baseline, words):
     with pytest.raises(UserInputError, match=words):
         check_against_baseline(_frame(_row("p", "optimal", 10.0)), baseline)
 
 
 # --- the command, on the shipped MCU baseline and broken copies of it ----------------------------
+
 
 def check(results, baseline=MCU_BASELINE, *options):
     """`poetsim check` in this process (stdout and stderr apart, the exit code as the shell sees it)."""
@@ -178,6 +201,7 @@ def test_regressions_exit_1_with_one_line_per_point_naming_its_full_key(tmp_path
         f.loc[optimal[0], "status"] = "feasible"
         f.loc[optimal[1], "predicted_total_j"] = 0.0
         f.loc[infeasible[0], "status"] = "failed"
+
     result = check(_copy(tmp_path, regress))
     assert result.exit_code == 1
     regressed = [line for line in result.stderr.splitlines() if line.startswith("poetsim: regressed: ")]
@@ -190,16 +214,26 @@ def test_regressions_exit_1_with_one_line_per_point_naming_its_full_key(tmp_path
     assert as_json.exit_code == 1
     document = json.loads(as_json.stdout)
     assert document["failing"] == 3 and {c["verdict"] for c in document["changes"] if c["fails"]} == {
-        "lost-proof", "bad-figure", "failed"}
+        "lost-proof",
+        "bad-figure",
+        "failed",
+    }
 
 
-@pytest.mark.parametrize("edit, fragment", [
-    (lambda f: f.__setitem__("predicted_total_j", f["predicted_total_j"].astype(object).where(f.index != 0, "abc")),
-     "line 2: column predicted_total_j: could not convert string to float: 'abc'"),
-    (lambda f: f.__setitem__("status", f["status"].where(f.index != 3, "optimall")),
-     "line 5: column status: unknown status 'optimall'"),
-    (lambda f: f.pop("status"), "missing columns status"),
-])
+@pytest.mark.parametrize(
+    "edit, fragment",
+    [
+        (
+            lambda f: f.__setitem__("predicted_total_j", f["predicted_total_j"].astype(object).where(f.index != 0, "abc")),
+            "line 2: column predicted_total_j: could not convert string to float: 'abc'",
+        ),
+        (
+            lambda f: f.__setitem__("status", f["status"].where(f.index != 3, "optimall")),
+            "line 5: column status: unknown status 'optimall'",
+        ),
+        (lambda f: f.pop("status"), "missing columns status"),
+    ],
+)
 def test_a_malformed_results_file_exits_2_in_one_line(tmp_path, edit, fragment):
     _one_line(check(_copy(tmp_path, edit)), 2, fragment)
 
@@ -214,8 +248,10 @@ def test_a_duplicated_row_exits_2(tmp_path):
 def test_a_blank_energy_in_the_baseline_exits_2_and_in_the_results_fails(tmp_path):
     def first_optimal(f):
         return f.index[f["status"] == "optimal"][0]
-    blank = _copy(tmp_path, lambda f: f.__setitem__("predicted_total_j", f["predicted_total_j"].where(
-        f.index != first_optimal(f))))
+
+    blank = _copy(
+        tmp_path, lambda f: f.__setitem__("predicted_total_j", f["predicted_total_j"].where(f.index != first_optimal(f)))
+    )
     _one_line(check(MCU_BASELINE, blank), 2, "predicted_total_j is missing for status optimal")
     result = check(blank)
     assert result.exit_code == 1 and "energy missing for status optimal" in result.stderr

@@ -17,10 +17,24 @@ from poetsim.sweeps.runner import POINTS_DIR, carry_across_grid, point_slug, run
 
 def row(strategy="hybrid", ram=1000, deadline=2.0, status=Status.FEASIBLE, bound=None, total=None, **changes):
     """A row of one solved point of a made-up graph whose keep-all costs 10 J."""
-    fields = dict(scenario="s", point_key=f"g|p|{ram}B|{deadline}x|{strategy}", model="g", platform="p",
-                  ram=f"{ram}B", runtime_x=deadline, strategy=strategy, status=status, timing="overlap",
-                  ram_budget_bytes=ram, deadline_s=deadline, reserved_bytes=0, keep_all_peak_bytes=2000,
-                  keep_all_energy_j=10.0, bound_j=bound, predicted_total_j=total)
+    fields = dict(
+        scenario="s",
+        point_key=f"g|p|{ram}B|{deadline}x|{strategy}",
+        model="g",
+        platform="p",
+        ram=f"{ram}B",
+        runtime_x=deadline,
+        strategy=strategy,
+        status=status,
+        timing="overlap",
+        ram_budget_bytes=ram,
+        deadline_s=deadline,
+        reserved_bytes=0,
+        keep_all_peak_bytes=2000,
+        keep_all_energy_j=10.0,
+        bound_j=bound,
+        predicted_total_j=total,
+    )
     fields.update(changes)
     return ResultRow(**fields)
 
@@ -29,12 +43,12 @@ def test_a_relaxation_has_budgets_and_moves_at_least_as_large():
     tight = row("recompute-only", ram=800, deadline=1.5)
     assert relaxes(row("hybrid", ram=800, deadline=1.5), tight)
     assert relaxes(row("recompute-only", ram=1000, deadline=2.0), tight)
-    assert not relaxes(row("paging-only", ram=1000, deadline=2.0), tight)     # cannot recompute
-    assert not relaxes(row("hybrid", ram=700, deadline=2.0), tight)           # less RAM
-    assert not relaxes(row("hybrid", ram=1000, deadline=1.4), tight)          # shorter deadline
-    assert not relaxes(row("hybrid", ram=1000, platform="other"), tight)      # another machine
+    assert not relaxes(row("paging-only", ram=1000, deadline=2.0), tight)  # cannot recompute
+    assert not relaxes(row("hybrid", ram=700, deadline=2.0), tight)  # less RAM
+    assert not relaxes(row("hybrid", ram=1000, deadline=1.4), tight)  # shorter deadline
+    assert not relaxes(row("hybrid", ram=1000, platform="other"), tight)  # another machine
     assert not relaxes(row("hybrid", ram=1000, keep_all_energy_j=11.0), tight)  # other costs
-    assert not relaxes(row("keep-all", ram=1000), tight)                      # a rule proves nothing
+    assert not relaxes(row("keep-all", ram=1000), tight)  # a rule proves nothing
     assert not relaxes(tight, tight)
 
 
@@ -50,12 +64,11 @@ def test_a_relaxation_proven_infeasible_proves_the_tighter_point_infeasible():
 def test_a_relaxations_bound_proves_a_schedule_that_meets_it_optimal():
     loose = row("hybrid", ram=1000, status=Status.OPTIMAL, bound=12.0, total=12.0)
     meets = row("recompute-only", ram=1000, bound=11.0, total=12.0, gap_overhead=0.5)
-    above = row("recompute-only", ram=900, bound=11.0, total=14.0, gap_overhead=0.75,
-                message="stopped with a gap")
+    above = row("recompute-only", ram=900, bound=11.0, total=14.0, gap_overhead=0.75, message="stopped with a gap")
     carried = apply_implied([loose, meets, above])
     assert carried[1].status is Status.OPTIMAL and carried[1].bound_j == 12.0 and carried[1].gap_overhead == 0.0
     assert carried[2].status is Status.FEASIBLE and carried[2].bound_j == 12.0
-    assert carried[2].gap_overhead == pytest.approx(0.5)    # (14 - 12) / (14 - 10)
+    assert carried[2].gap_overhead == pytest.approx(0.5)  # (14 - 12) / (14 - 10)
     assert carried[2].message.startswith("stopped with a gap; the lower bound of hybrid")
 
 
@@ -68,17 +81,23 @@ def test_a_lower_bound_is_never_lowered_and_proven_rows_are_left_alone():
 
 def test_a_point_takes_the_cheapest_schedule_that_fits_its_budgets_and_moves():
     own = row("recompute-only", ram=900, deadline=2.0, total=13.0, bound=11.0)
-    with_schedule = dict(status=Status.OPTIMAL, predicted_peak_ram_bytes=850, predicted_runtime_s=1.9,
-                         predicted_recomputations=2, predicted_page_ins=0, predicted_page_outs=0)
-    looser = row("recompute-only", ram=1000, deadline=3.0, total=12.0, **with_schedule)   # fits: 850 B, 1.9 s
-    cheaper_hybrid = row("hybrid", ram=900, total=11.5, **with_schedule)                    # never pages
+    with_schedule = dict(
+        status=Status.OPTIMAL,
+        predicted_peak_ram_bytes=850,
+        predicted_runtime_s=1.9,
+        predicted_recomputations=2,
+        predicted_page_ins=0,
+        predicted_page_outs=0,
+    )
+    looser = row("recompute-only", ram=1000, deadline=3.0, total=12.0, **with_schedule)  # fits: 850 B, 1.9 s
+    cheaper_hybrid = row("hybrid", ram=900, total=11.5, **with_schedule)  # never pages
     pages = row("hybrid", ram=950, total=11.0, **{**with_schedule, "predicted_page_ins": 1})
     too_big = row("hybrid", ram=2000, total=10.5, **{**with_schedule, "predicted_peak_ram_bytes": 1500})
     too_slow = row("hybrid", ram=980, total=10.5, **{**with_schedule, "predicted_runtime_s": 2.5})
     others = [looser, pages, too_big, too_slow]
     assert schedule_donor(own, [own, *others]) is looser
     assert schedule_donor(own, [own, *others, cheaper_hybrid]) is cheaper_hybrid
-    assert schedule_donor(replace(own, predicted_total_j=11.0), [own, *others]) is None      # none cheaper
+    assert schedule_donor(replace(own, predicted_total_j=11.0), [own, *others]) is None  # none cheaper
     assert schedule_donor(replace(own, status=Status.OPTIMAL), [own, *others]) is None
 
 
@@ -98,18 +117,43 @@ def test_a_point_left_without_a_schedule_takes_a_neighbours_checked_schedule(tmp
     for path in folder.iterdir():
         path.unlink()
     folder.rmdir()
-    runs.rewrite({position: ResultRow(**{**{f: getattr(solved, f) for f in (
-        "scenario", "point_key", "model", "platform", "ram", "runtime_x", "strategy", "model_name", "timing",
-        "ram_budget_bytes", "deadline_s", "reserved_bytes", "keep_all_peak_bytes", "keep_all_energy_j",
-        "bound_j")}, "status": Status.NO_SOLUTION, "message": "timed out"})})
+    runs.rewrite(
+        {
+            position: ResultRow(
+                **{
+                    **{
+                        f: getattr(solved, f)
+                        for f in (
+                            "scenario",
+                            "point_key",
+                            "model",
+                            "platform",
+                            "ram",
+                            "runtime_x",
+                            "strategy",
+                            "model_name",
+                            "timing",
+                            "ram_budget_bytes",
+                            "deadline_s",
+                            "reserved_bytes",
+                            "keep_all_peak_bytes",
+                            "keep_all_energy_j",
+                            "bound_j",
+                        )
+                    },
+                    "status": Status.NO_SOLUTION,
+                    "message": "timed out",
+                }
+            )
+        }
+    )
 
     assert carry_across_grid(scenario, directory) == 1
     taken = ResultRow.from_dict(runs.records()[position])
     assert taken.status is Status.OPTIMAL and "hybrid at 70% RAM, 1.5x" in taken.message
     assert taken.predicted_total_j == pytest.approx(solved.predicted_total_j)
     problem = problem_for_point(scenario, points[solved.point_key])
-    checked = check_schedule(load_json(folder / "schedule.json"), problem.graph, problem.costs, problem.timing,
-                             problem.budgets)
+    checked = check_schedule(load_json(folder / "schedule.json"), problem.graph, problem.costs, problem.timing, problem.budgets)
     assert checked.total_j == pytest.approx(taken.predicted_total_j)
     assert (folder / "result.json").exists() and taken.simulated_total_j is not None
 
@@ -126,17 +170,19 @@ def test_carry_across_grid_restores_what_a_time_limit_left_unproven(tmp_path):
     recompute = rows["nrf52840", "70%", 1.5, "recompute-only"]
     assert hybrid.status is Status.OPTIMAL and recompute.predicted_total_j == pytest.approx(hybrid.bound_j)
 
-    cut_short = {("nrf52840", "70%", 1.0, "recompute-only"): dict(status=Status.NO_SOLUTION, message="timed out"),
-                 ("nrf52840", "70%", 1.5, "recompute-only"): dict(status=Status.FEASIBLE,
-                                                                   bound_j=recompute.keep_all_energy_j)}
-    positions = {key: n for n, key in enumerate((r.platform, r.ram, r.runtime_x, r.strategy)
-                                                for r in map(ResultRow.from_dict, records))}
+    cut_short = {
+        ("nrf52840", "70%", 1.0, "recompute-only"): dict(status=Status.NO_SOLUTION, message="timed out"),
+        ("nrf52840", "70%", 1.5, "recompute-only"): dict(status=Status.FEASIBLE, bound_j=recompute.keep_all_energy_j),
+    }
+    positions = {
+        key: n for n, key in enumerate((r.platform, r.ram, r.runtime_x, r.strategy) for r in map(ResultRow.from_dict, records))
+    }
     runs.rewrite({positions[key]: replace(rows[key], **change) for key, change in cut_short.items()})
     before = runs.path.read_text().splitlines()
 
     assert carry_across_grid(scenario, tmp_path / "out") == 2
     after = runs.path.read_text().splitlines()
-    assert sum(a != b for a, b in zip(before, after)) == 2      # every other row byte for byte
+    assert sum(a != b for a, b in zip(before, after)) == 2  # every other row byte for byte
     again = {(r.platform, r.ram, r.runtime_x, r.strategy): r for r in map(ResultRow.from_dict, runs.records())}
     assert again["nrf52840", "70%", 1.0, "recompute-only"].status is Status.INFEASIBLE
     assert again["nrf52840", "70%", 1.5, "recompute-only"].status is Status.OPTIMAL
@@ -147,8 +193,10 @@ def test_a_schedule_made_on_another_platform_is_checked_under_this_ones_costs(tm
     """Recompute-only on rpi4 and rpi4-nocache (which differ only in page-out costs): with
     rpi4-nocache's solve cut short, its point takes rpi4's schedule, checked and costed there."""
     path = tmp_path / "two.yaml"
-    path.write_text("name: two\nmodel: mlp\nbatch_size: 2\nplatform: [rpi4, rpi4-nocache]\n"
-                    "budgets:\n  ram: 70%\n  runtime: 1.5x\nstrategies: [recompute-only]\ntime_limit_s: 30\n")
+    path.write_text(
+        "name: two\nmodel: mlp\nbatch_size: 2\nplatform: [rpi4, rpi4-nocache]\n"
+        "budgets:\n  ram: 70%\n  runtime: 1.5x\nstrategies: [recompute-only]\ntime_limit_s: 30\n"
+    )
     scenario = load_scenario(path)
     directory = tmp_path / "out"
     runs = RunsFile(run_sweep(scenario, directory, jobs=1))
@@ -160,15 +208,24 @@ def test_a_schedule_made_on_another_platform_is_checked_under_this_ones_costs(tm
     folder = directory / POINTS_DIR / point_slug(points[solved.point_key])
     for file in folder.iterdir():
         file.unlink()
-    runs.rewrite({keys.index(("rpi4-nocache", "recompute-only")): replace(
-        solved, status=Status.NO_SOLUTION, message="timed out", **{f"predicted_{name}": None for name in (
-            "total_j", "peak_ram_bytes", "runtime_s", "recomputations", "page_ins", "page_outs")})})
+    runs.rewrite(
+        {
+            keys.index(("rpi4-nocache", "recompute-only")): replace(
+                solved,
+                status=Status.NO_SOLUTION,
+                message="timed out",
+                **{
+                    f"predicted_{name}": None
+                    for name in ("total_j", "peak_ram_bytes", "runtime_s", "recomputations", "page_ins", "page_outs")
+                },
+            )
+        }
+    )
 
     assert carry_across_grid(scenario, directory) == 1
     taken = ResultRow.from_dict(runs.records()[keys.index(("rpi4-nocache", "recompute-only"))])
     assert taken.status is Status.OPTIMAL and "on rpi4 fits here" in taken.message
     assert taken.predicted_total_j == pytest.approx(solved.predicted_total_j, rel=1e-9)
     problem = problem_for_point(scenario, points[solved.point_key])
-    checked = check_schedule(load_json(folder / "schedule.json"), problem.graph, problem.costs, problem.timing,
-                             problem.budgets)
+    checked = check_schedule(load_json(folder / "schedule.json"), problem.graph, problem.costs, problem.timing, problem.budgets)
     assert checked.total_j == pytest.approx(solved.predicted_total_j, rel=1e-9)

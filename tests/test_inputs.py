@@ -92,10 +92,10 @@ def refused(result, path: str, fragment: str) -> None:
 
 
 def test_every_file_of_the_corpus_has_an_expectation():
-    assert sorted(p.name for p in (HOSTILE / "scenarios").glob("*.yaml")) == sorted(
-        [*REFUSED_SCENARIOS, "hostile_names.yaml"])
+    assert sorted(p.name for p in (HOSTILE / "scenarios").glob("*.yaml")) == sorted([*REFUSED_SCENARIOS, "hostile_names.yaml"])
     assert sorted(p.name for p in (HOSTILE / "graphs").glob("*.json")) == sorted(
-        [*REFUSED_GRAPHS, "hostile_names.json", "tiny.json"])
+        [*REFUSED_GRAPHS, "hostile_names.json", "tiny.json"]
+    )
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED_SCENARIOS))
@@ -132,10 +132,12 @@ def test_a_sweep_keeps_hostile_names_verbatim_in_runs_csv(tmp_path):
 
 # --- files that are not regular, too large, or nested too deep (made here) ----------------------
 
+
 def poetsim(*args, cwd: Path):
     """A real process with a deadline: a file read until memory runs out would hang it."""
-    return subprocess.run([sys.executable, "-m", "poetsim", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "poetsim", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=120, check=False
+    )
 
 
 def one_line(result, fragment: str) -> None:
@@ -147,21 +149,24 @@ def test_a_device_a_pipe_or_a_folder_is_refused_before_a_byte_is_read(tmp_path):
     os.mkfifo(tmp_path / "pipe.json")
     (tmp_path / "folder.json").mkdir()
     scenario = tmp_path / "s.yaml"
-    scenario.write_text((HOSTILE / "scenarios" / "hostile_names.yaml").read_text().replace(
-        "../graphs/hostile_names.json", "/dev/zero"))
+    scenario.write_text(
+        (HOSTILE / "scenarios" / "hostile_names.yaml").read_text().replace("../graphs/hostile_names.json", "/dev/zero")
+    )
     one_line(poetsim("graph", "/dev/zero", cwd=tmp_path), "/dev/zero: not a regular file (a device, pipe or socket)")
     one_line(poetsim("graph", "pipe.json", cwd=tmp_path), "pipe.json: not a regular file")
     one_line(poetsim("graph", "folder.json", cwd=tmp_path), "folder.json: is a folder; give a graph file")
     one_line(poetsim("validate", scenario, cwd=tmp_path), "model: /dev/zero: not a regular file")
     one_line(poetsim("validate", "/dev/zero", cwd=tmp_path), "/dev/zero: not a regular file")
-    one_line(poetsim("solve", HOSTILE / "scenarios" / "hostile_names.yaml", "--platform", "/dev/zero", cwd=tmp_path),
-             "/dev/zero: not a regular file (a device, pipe or socket); give a platform file")
+    one_line(
+        poetsim("solve", HOSTILE / "scenarios" / "hostile_names.yaml", "--platform", "/dev/zero", cwd=tmp_path),
+        "/dev/zero: not a regular file (a device, pipe or socket); give a platform file",
+    )
 
 
 def test_a_file_over_its_size_cap_is_refused_from_its_size(tmp_path):
     big = tmp_path / "big.yaml"
     with open(big, "wb") as handle:
-        handle.truncate(MAX_SCENARIO_BYTES + 1)   # sparse: nothing to read, and nothing is
+        handle.truncate(MAX_SCENARIO_BYTES + 1)  # sparse: nothing to read, and nothing is
     one_line(poetsim("validate", big, cwd=tmp_path), "1,048,577 bytes is more than a scenario file may have")
 
 
@@ -186,9 +191,13 @@ def test_a_byte_order_mark_is_allowed(tmp_path):
 
 # --- keys unique by construction ----------------------------------------------------------------
 
+
 def scenario_with(tmp_path, **fields) -> Path:
-    text = (HOSTILE / "scenarios" / "hostile_names.yaml").read_text().replace(
-        "../graphs/hostile_names.json", str(HOSTILE / "graphs" / "tiny.json"))
+    text = (
+        (HOSTILE / "scenarios" / "hostile_names.yaml")
+        .read_text()
+        .replace("../graphs/hostile_names.json", str(HOSTILE / "graphs" / "tiny.json"))
+    )
     for old, new in fields.items():
         text = text.replace(old, new)
     path = tmp_path / "s.yaml"

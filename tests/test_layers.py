@@ -39,8 +39,19 @@ def residual_block():
 
 def test_mlp_node_order_is_forward_loss_then_backward_reversed(mlp):
     assert [n.name for n in mlp.nodes] == [
-        "input", "fc1", "relu1", "fc2", "relu2", "fc3", "loss",
-        "loss.grad", "fc3.grad", "relu2.grad", "fc2.grad", "relu1.grad", "fc1.grad",
+        "input",
+        "fc1",
+        "relu1",
+        "fc2",
+        "relu2",
+        "fc3",
+        "loss",
+        "loss.grad",
+        "fc3.grad",
+        "relu2.grad",
+        "fc2.grad",
+        "relu1.grad",
+        "fc1.grad",
     ]
     assert [n.backward for n in mlp.nodes] == [False] * 7 + [True] * 6
     assert [n.id for n in mlp.nodes] == list(range(13))
@@ -209,11 +220,14 @@ def test_layers_without_weights_before_them_get_no_backward_node():
     assert _by_name(graph)["fc.grad"].output_bytes == 0
 
 
-@pytest.mark.parametrize("build, message", [
-    (lambda net, x: net.conv(x, 4, 5, name="big"), "big"),
-    (lambda net, x: net.add(x, net.conv(x, 4, 1, name="c"), name="join"), "join"),
-    (lambda net, x: net.conv(x, 4, 1, groups=2, name="grouped"), "grouped"),
-])
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda net, x: net.conv(x, 4, 5, name="big"), "big"),
+        (lambda net, x: net.add(x, net.conv(x, 4, 1, name="c"), name="join"), "join"),
+        (lambda net, x: net.conv(x, 4, 1, groups=2, name="grouped"), "grouped"),
+    ],
+)
 def test_shape_mistakes_raise_shape_error_naming_the_layer(build, message):
     net = Network("bad")
     x = net.input((1, 3, 3, 3), labels=1)

@@ -21,8 +21,13 @@ needs_glpk = pytest.mark.skipif(shutil.which("glpsol") is None, reason="glpsol (
 needs_cbc = pytest.mark.skipif(shutil.which("cbc") is None, reason="cbc (coinor-cbc) not installed")
 needs_scip = pytest.mark.skipif(importlib.util.find_spec("pyscipopt") is None, reason="pyscipopt not installed")
 needs_gurobi = pytest.mark.skipif(gurobi_license() is None, reason="gurobipy not installed, or no Gurobi license")
-SOLVERS = ["highs", pytest.param("scip", marks=needs_scip), pytest.param("gurobi", marks=needs_gurobi),
-           pytest.param("glpk", marks=needs_glpk), pytest.param("cbc", marks=needs_cbc)]
+SOLVERS = [
+    "highs",
+    pytest.param("scip", marks=needs_scip),
+    pytest.param("gurobi", marks=needs_gurobi),
+    pytest.param("glpk", marks=needs_glpk),
+    pytest.param("cbc", marks=needs_cbc),
+]
 
 
 def solve_checked(graph, costs, budgets, strategy=HYBRID, timing=Timing.COMPUTE_ONLY, solver="highs"):
@@ -106,8 +111,9 @@ def test_a_mip_start_that_highs_misvalues_does_not_corrupt_the_answer():
     optimum, with the objective the schedule really costs."""
     deps = [(), (0,), (1,), (0, 2), (3,), (0, 2, 3, 4), (1, 2, 5), (0, 1, 6), (0, 5, 7)]
     sizes = [1, 1, 6, 1, 4, 1, 6, 1, 1]
-    graph = TrainingGraph.create("misvalued_start", [
-        Node(i, f"n{i}", "op", i > 4, d, m) for i, (d, m) in enumerate(zip(deps, sizes))])
+    graph = TrainingGraph.create(
+        "misvalued_start", [Node(i, f"n{i}", "op", i > 4, d, m) for i, (d, m) in enumerate(zip(deps, sizes))]
+    )
     T = len(graph)
     costs = cost_table(graph, [1.0] * T, [2.0] + [1.0] * (T - 1), [1.0] * T, [0.5] + [1.0] * (T - 1))
     budgets = Budgets(graph.min_feasible_ram_bytes, 2 * costs.plain_runtime_s)
@@ -241,8 +247,16 @@ def test_progress_is_reported_at_most_about_once_a_second_with_the_best_figures(
 
     p = build_problem("transformer", "rpi4", parse_ram("35%"), 1.2, Timing.OVERLAP)
     seen = []
-    outcome = optimise(p.graph, p.costs, p.budgets, HYBRID, Timing.OVERLAP, time_limit_s=3.0, threads=1,
-                       on_progress=lambda *report: seen.append(report))
+    outcome = optimise(
+        p.graph,
+        p.costs,
+        p.budgets,
+        HYBRID,
+        Timing.OVERLAP,
+        time_limit_s=3.0,
+        threads=1,
+        on_progress=lambda *report: seen.append(report),
+    )
     assert seen, "no progress was reported"
     times = [elapsed for elapsed, *_ in seen]
     assert all(later - earlier >= 0.99 for earlier, later in zip(times, times[1:]))
@@ -255,8 +269,10 @@ def test_progress_is_reported_at_most_about_once_a_second_with_the_best_figures(
 
 
 @pytest.mark.parametrize("other", [pytest.param("scip", marks=needs_scip), pytest.param("gurobi", marks=needs_gurobi)])
-@pytest.mark.parametrize("node_j, moves, runtime_s, expected", [
-    (0.01, HYBRID, 10.0, 0.01), (1.0, HYBRID, 10.0, 0.10), (1.0, RECOMPUTE_ONLY, 5.0, None)])
+@pytest.mark.parametrize(
+    "node_j, moves, runtime_s, expected",
+    [(0.01, HYBRID, 10.0, 0.01), (1.0, HYBRID, 10.0, 0.10), (1.0, RECOMPUTE_ONLY, 5.0, None)],
+)
 def test_scip_and_gurobi_solve_the_bare_milp_as_highs_does(other, node_j, moves, runtime_s, expected):
     """The stage MILP alone (no cover, no plans, no start), so the solver itself decides: the two
     hand cases above (the ReLU recomputed for 0.01 J, the convolution paged for 0.10 J), and
@@ -311,8 +327,7 @@ def test_a_gurobi_solution_that_breaks_a_bound_is_solved_again_without_presolve(
     recomputation, 8 J), not a broken solution and not `no-solution`."""
     graph, costs = three_layer_case(5, (0.5, 1.0, 1.0, 0.5, 1.0, 1.0, 1.0))
     budgets = Budgets(graph.keep_all_peak_bytes - 1, 1.125 * costs.plain_runtime_s)
-    outcome = optimise(graph, costs, budgets, HYBRID, Timing.COMPUTE_ONLY, solver="gurobi", warm_start=False,
-                       mip_rel_gap=1e-9)
+    outcome = optimise(graph, costs, budgets, HYBRID, Timing.COMPUTE_ONLY, solver="gurobi", warm_start=False, mip_rel_gap=1e-9)
     assert outcome.status == "optimal", outcome.message
     checked = check_schedule(outcome.schedule, graph, costs, Timing.COMPUTE_ONLY, budgets)
     assert checked.total_j == pytest.approx(costs.plain_compute_j + 1.0, rel=1e-12)
@@ -343,8 +358,13 @@ def skip_graph_case(seed: int, ram_share: float | None = None):
     sizes, flops = [rng.randint(50, 200) for _ in range(9)], [rng.uniform(1, 10) for _ in range(9)]
     graph = training_graph(sizes, flops, frozenset({(1, 4), (4, 7)}))
     n = len(graph)
-    costs = cost_table(graph, [node.flops * 0.01 for node in graph.nodes], [node.flops * 0.1 for node in graph.nodes],
-                       [0.05] * n, [rng.uniform(0.1, 2) for _ in range(n)])
+    costs = cost_table(
+        graph,
+        [node.flops * 0.01 for node in graph.nodes],
+        [node.flops * 0.1 for node in graph.nodes],
+        [0.05] * n,
+        [rng.uniform(0.1, 2) for _ in range(n)],
+    )
     share = rng.uniform(0.5, 0.9) if ram_share is None else ram_share
     return graph, costs, Budgets(int(graph.keep_all_peak_bytes * share), 1.3 * costs.plain_runtime_s)
 
@@ -361,8 +381,13 @@ def test_a_watch_that_says_stop_ends_a_gurobi_solve_at_its_first_report():
     graph, costs, budgets = skip_graph_case(3, ram_share=0.75)
     form = formulate(graph, costs, budgets, HYBRID, Timing.OVERLAP)
     reports = []
-    result = solve(form, "gurobi", SolverSettings(1e-9, 0.0, 60.0, 1), None,
-                   lambda incumbent, bound: reports.append((incumbent, bound)) is None)
+    result = solve(
+        form,
+        "gurobi",
+        SolverSettings(1e-9, 0.0, 60.0, 1),
+        None,
+        lambda incumbent, bound: reports.append((incumbent, bound)) is None,
+    )
     assert len(reports) == 1
     assert result.status in ("feasible", "no-solution")
     finished = solve(form, "gurobi", SolverSettings(1e-9, 0.0, 60.0, 1), None)
@@ -387,12 +412,15 @@ def test_the_whole_search_with_gurobi_gives_the_answer_it_gives_with_highs(seed)
 def until_interrupted(setup: str, solve_call: str) -> str:
     """A script that builds a model (`setup`, which sets `form`), says "solving" on stderr and
     runs `solve_call`; on KeyboardInterrupt it says "interrupted" and exits 130."""
-    return (f"import sys, time\n{setup}\nprint('solving', file=sys.stderr, flush=True)\ntry:\n    {solve_call}\n"
-            "except KeyboardInterrupt:\n    print('interrupted', file=sys.stderr)\n    sys.exit(130)\n"
-            "print('finished', file=sys.stderr)\n")
+    return (
+        f"import sys, time\n{setup}\nprint('solving', file=sys.stderr, flush=True)\ntry:\n    {solve_call}\n"
+        "except KeyboardInterrupt:\n    print('interrupted', file=sys.stderr)\n    sys.exit(130)\n"
+        "print('finished', file=sys.stderr)\n"
+    )
 
 
-GUROBI_UNTIL_INTERRUPTED = until_interrupted("""
+GUROBI_UNTIL_INTERRUPTED = until_interrupted(
+    """
 sys.path.insert(0, sys.argv[1])
 from poetsim.optimiser.milp.formulation import formulate
 from poetsim.optimiser.milp.solvers import SolverSettings, solve
@@ -401,7 +429,8 @@ from test_optimiser import HYBRID, skip_graph_case
 
 graph, costs, budgets = skip_graph_case(3, ram_share=0.75)
 form = formulate(graph, costs, budgets, HYBRID, Timing.OVERLAP)""",
-    'solve(form, "gurobi", SolverSettings(1e-9, 0.0, 300.0, 1), None, lambda *_: time.sleep(0.5))')
+    'solve(form, "gurobi", SolverSettings(1e-9, 0.0, 300.0, 1), None, lambda *_: time.sleep(0.5))',
+)
 
 
 @needs_gurobi
@@ -413,8 +442,7 @@ def test_ctrl_c_during_a_gurobi_solve_ends_it_and_prints_nothing_to_stdout():
     assert_ctrl_c_ends_it_quietly(GUROBI_UNTIL_INTERRUPTED, 3.0, str(Path(__file__).parent))
 
 
-@pytest.mark.parametrize("solver", ["highs", pytest.param("scip", marks=needs_scip),
-                                    pytest.param("gurobi", marks=needs_gurobi)])
+@pytest.mark.parametrize("solver", ["highs", pytest.param("scip", marks=needs_scip), pytest.param("gurobi", marks=needs_gurobi)])
 def test_an_objective_floor_is_a_row_objective_at_least_the_floor(solver):
     """`SolverSettings.objective_floor` adds the row objective >= floor (a bound from outside the
     model): at the optimum it changes nothing; a floor above it makes the solver return a
@@ -430,11 +458,12 @@ def test_an_objective_floor_is_a_row_objective_at_least_the_floor(solver):
     assert at.objective == pytest.approx(free.objective, rel=1e-6)
     floor = 1.2 * free.objective
     above = solve(form, solver, SolverSettings(1e-2, 0.0, 60.0, 1, objective_floor=floor), None)
-    assert above.values is not None, above.status   # any schedule it returns must meet the row
+    assert above.values is not None, above.status  # any schedule it returns must meet the row
     assert form.objective(above.values) >= floor * (1 - 1e-6)
 
 
-SCIP_UNTIL_INTERRUPTED = until_interrupted("""
+SCIP_UNTIL_INTERRUPTED = until_interrupted(
+    """
 from poetsim.optimiser.milp.formulation import formulate
 from poetsim.optimiser.milp.solvers import SolverSettings, solve
 from poetsim.schedule.problem import build_problem
@@ -443,7 +472,8 @@ from poetsim.units import parse_ram
 
 problem = build_problem("resnet18_cifar", "rpi4", parse_ram("50%"), 1.2, Timing.OVERLAP, batch_size=8)
 form = formulate(problem.graph, problem.costs, problem.budgets, Moves(recompute=True, page=False), problem.timing)""",
-    'solve(form, "scip", SolverSettings(1e-4, 0.0, 300.0, 1), None)')
+    'solve(form, "scip", SolverSettings(1e-4, 0.0, 300.0, 1), None)',
+)
 
 
 @needs_scip
@@ -466,8 +496,7 @@ def assert_ctrl_c_ends_it_quietly(script: str, after_s: float, *args: str) -> No
     import sys
     import time
 
-    proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr.readline().strip() == "solving"
     time.sleep(after_s)
     began = time.perf_counter()

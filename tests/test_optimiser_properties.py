@@ -41,8 +41,9 @@ def checked_total(outcome, graph, costs, timing, budgets) -> float:
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=cases(min_forward=3), ram_share=st.floats(0.0, 1.2), runtime_x=st.floats(1.0, 2.0),
-       timing=st.sampled_from(list(Timing)))
+@given(
+    case=cases(min_forward=3), ram_share=st.floats(0.0, 1.2), runtime_x=st.floats(1.0, 2.0), timing=st.sampled_from(list(Timing))
+)
 def test_schedules_are_valid_and_more_freedom_never_costs_energy(case, ram_share, runtime_x, timing):
     graph, costs = case
     budgets = budgets_for(graph, costs, ram_share, runtime_x)
@@ -68,8 +69,9 @@ def test_schedules_are_valid_and_more_freedom_never_costs_energy(case, ram_share
 
 @pytest.mark.parametrize("solver, executable", [("glpk", "glpsol"), ("cbc", "cbc")])
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(case=cases(max_forward=3), ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 1.6),
-       timing=st.sampled_from(list(Timing)))
+@given(
+    case=cases(max_forward=3), ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 1.6), timing=st.sampled_from(list(Timing))
+)
 def test_highs_and_the_shell_solvers_agree_on_the_optimum(solver, executable, case, ram_share, runtime_x, timing):
     if shutil.which(executable) is None:
         pytest.skip(f"{executable} not installed")
@@ -84,14 +86,25 @@ def test_highs_and_the_shell_solvers_agree_on_the_optimum(solver, executable, ca
         assert a == pytest.approx(b, rel=1e-6)
 
 
-@pytest.mark.parametrize("other", [
-    pytest.param("scip", marks=pytest.mark.skipif(importlib.util.find_spec("pyscipopt") is None,
-                                                  reason="pyscipopt not installed")),
-    pytest.param("gurobi", marks=pytest.mark.skipif(gurobi_license() is None,
-                                                    reason="gurobipy not installed, or no Gurobi license"))])
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param(
+            "scip", marks=pytest.mark.skipif(importlib.util.find_spec("pyscipopt") is None, reason="pyscipopt not installed")
+        ),
+        pytest.param(
+            "gurobi", marks=pytest.mark.skipif(gurobi_license() is None, reason="gurobipy not installed, or no Gurobi license")
+        ),
+    ],
+)
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=cases(max_forward=3), ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 1.6),
-       timing=st.sampled_from(list(Timing)), strategy=st.sampled_from(list(MOVES)))
+@given(
+    case=cases(max_forward=3),
+    ram_share=st.floats(0.0, 1.0),
+    runtime_x=st.floats(1.0, 1.6),
+    timing=st.sampled_from(list(Timing)),
+    strategy=st.sampled_from(list(MOVES)),
+)
 def test_highs_and_scip_or_gurobi_agree_on_the_bare_milp(other, case, ram_share, runtime_x, timing, strategy):
     """The stage MILP alone (no cover or plans, which would decide most cases before a solver
     runs): the same status, and the same optimum where there is one (these graphs' models fit
@@ -109,11 +122,14 @@ def test_highs_and_scip_or_gurobi_agree_on_the_bare_milp(other, case, ram_share,
 
 @pytest.mark.skipif(gurobi_license() is None, reason="gurobipy not installed, or no Gurobi license")
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=st.one_of(cases(min_forward=2), cascading_cases(), cases(min_forward=3, slow_paging=True)),
-       ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 3.0), timing=st.sampled_from(list(Timing)),
-       strategy=st.sampled_from(list(MOVES)))
-def test_every_answer_of_the_whole_search_agrees_with_gurobis_proven_optimum(case, ram_share, runtime_x, timing,
-                                                                            strategy):
+@given(
+    case=st.one_of(cases(min_forward=2), cascading_cases(), cases(min_forward=3, slow_paging=True)),
+    ram_share=st.floats(0.0, 1.0),
+    runtime_x=st.floats(1.0, 3.0),
+    timing=st.sampled_from(list(Timing)),
+    strategy=st.sampled_from(list(MOVES)),
+)
+def test_every_answer_of_the_whole_search_agrees_with_gurobis_proven_optimum(case, ram_share, runtime_x, timing, strategy):
     """The default call (covers, plans, HiGHS) against another solver's bare MILP: the same
     verdict on whether a schedule exists, no bound above Gurobi's optimum, and an `optimal`
     answer within the gap of it. (Outside the suite, 6,000 drawn so, 107 s: no disagreement, and
@@ -140,8 +156,7 @@ def test_rule_made_plans_are_solutions_of_the_model(case, data, timing, strategy
     """Any keep/recompute/page decisions the strategy allows give columns that satisfy every
     row of the model, and a schedule the checker values exactly as the model does."""
     graph, costs = case
-    allowed = [Mode.KEEP] + [mode for mode, ok in ((Mode.RECOMPUTE, strategy.recompute),
-                                                   (Mode.PAGE, strategy.page)) if ok]
+    allowed = [Mode.KEEP] + [mode for mode, ok in ((Mode.RECOMPUTE, strategy.recompute), (Mode.PAGE, strategy.page)) if ok]
     decisions = {}
     for i in range(len(graph)):
         u = uses(graph, i)

@@ -21,24 +21,59 @@ KEEP_ALL_J = 100.0
 KEEP_ALL_PEAK = 1000
 
 
-def row(strategy, ram, overhead_pct=None, status=None, runtime_x=1.2, model="resnet18_cifar", platform="rpi4",
-        peak=None, runtime_s=None, message="", gap=None, recomputations=0, page_ins=0, budget=None):
+def row(
+    strategy,
+    ram,
+    overhead_pct=None,
+    status=None,
+    runtime_x=1.2,
+    model="resnet18_cifar",
+    platform="rpi4",
+    peak=None,
+    runtime_s=None,
+    message="",
+    gap=None,
+    recomputations=0,
+    page_ins=0,
+    budget=None,
+):
     """A runs.csv row: a schedule when `overhead_pct` is given, else the status alone."""
     share = float(ram.rstrip("%")) / 100 if ram.endswith("%") else None
     budget = budget if budget is not None else int(KEEP_ALL_PEAK * share)
-    fields = dict(scenario="test", point_key=f"{model}-{platform}-{ram}-{runtime_x}-{strategy}", model=model,
-                  platform=platform, ram=ram, runtime_x=runtime_x, strategy=strategy, message=message,
-                  ram_budget_bytes=budget, deadline_s=runtime_x * 10.0, keep_all_peak_bytes=KEEP_ALL_PEAK,
-                  keep_all_energy_j=KEEP_ALL_J, gap_overhead=gap)
+    fields = dict(
+        scenario="test",
+        point_key=f"{model}-{platform}-{ram}-{runtime_x}-{strategy}",
+        model=model,
+        platform=platform,
+        ram=ram,
+        runtime_x=runtime_x,
+        strategy=strategy,
+        message=message,
+        ram_budget_bytes=budget,
+        deadline_s=runtime_x * 10.0,
+        keep_all_peak_bytes=KEEP_ALL_PEAK,
+        keep_all_energy_j=KEEP_ALL_J,
+        gap_overhead=gap,
+    )
     if overhead_pct is None:
         return ResultRow(**fields, status=status or Status.INFEASIBLE)
     total = KEEP_ALL_J * (1 + overhead_pct / 100)
-    return ResultRow(**fields, status=status or Status.FEASIBLE, overhead_pct=overhead_pct, predicted_total_j=total,
-                     predicted_compute_j=KEEP_ALL_J, predicted_recompute_j=0.0, predicted_page_in_j=(total - KEEP_ALL_J) / 2,
-                     predicted_page_out_j=(total - KEEP_ALL_J) / 2, predicted_static_j=0.0,
-                     predicted_peak_ram_bytes=peak if peak is not None else budget,
-                     predicted_runtime_s=runtime_s if runtime_s is not None else 10.0,
-                     predicted_recomputations=recomputations, predicted_page_ins=page_ins, predicted_page_outs=page_ins)
+    return ResultRow(
+        **fields,
+        status=status or Status.FEASIBLE,
+        overhead_pct=overhead_pct,
+        predicted_total_j=total,
+        predicted_compute_j=KEEP_ALL_J,
+        predicted_recompute_j=0.0,
+        predicted_page_in_j=(total - KEEP_ALL_J) / 2,
+        predicted_page_out_j=(total - KEEP_ALL_J) / 2,
+        predicted_static_j=0.0,
+        predicted_peak_ram_bytes=peak if peak is not None else budget,
+        predicted_runtime_s=runtime_s if runtime_s is not None else 10.0,
+        predicted_recomputations=recomputations,
+        predicted_page_ins=page_ins,
+        predicted_page_outs=page_ins,
+    )
 
 
 def frame(*rows) -> pd.DataFrame:
@@ -51,10 +86,16 @@ def verdicts(comparison) -> list:
 
 # -- Figure 5 ---------------------------------------------------------------------------------------
 
+
 def test_figure5_holds_when_capuchin_is_in_the_papers_range_and_poet_under_one_percent():
-    results = frame(row("hybrid", "100%", 0.0, Status.OPTIMAL), row("capuchin", "100%", 0.0, Status.BASELINE),
-                    row("hybrid", "50%", 0.4), row("capuchin", "50%", 90.0, Status.BASELINE, page_ins=7),
-                    row("hybrid", "25%", 0.8), row("capuchin", "25%", 130.0, Status.BASELINE))
+    results = frame(
+        row("hybrid", "100%", 0.0, Status.OPTIMAL),
+        row("capuchin", "100%", 0.0, Status.BASELINE),
+        row("hybrid", "50%", 0.4),
+        row("capuchin", "50%", 90.0, Status.BASELINE, page_ins=7),
+        row("hybrid", "25%", 0.8),
+        row("capuchin", "25%", 130.0, Status.BASELINE),
+    )
     comparison = paper.figure5(results)
     assert verdicts(comparison) == [True, True, True]
     assert comparison.claims[0].poetsim == "90 to 130 %" and comparison.claims[1].poetsim == "0.4 to 0.8 %"
@@ -62,8 +103,12 @@ def test_figure5_holds_when_capuchin_is_in_the_papers_range_and_poet_under_one_p
 
 
 def test_figure5_does_not_hold_when_capuchin_costs_little_and_says_why_in_numbers():
-    results = frame(row("hybrid", "50%", 0.2), row("capuchin", "50%", 0.03, Status.BASELINE, page_ins=10),
-                    row("hybrid", "35%", 2.5), row("capuchin", "35%", 0.05, Status.BASELINE, page_ins=15))
+    results = frame(
+        row("hybrid", "50%", 0.2),
+        row("capuchin", "50%", 0.03, Status.BASELINE, page_ins=10),
+        row("hybrid", "35%", 2.5),
+        row("capuchin", "35%", 0.05, Status.BASELINE, page_ins=15),
+    )
     comparison = paper.figure5(results)
     assert verdicts(comparison) == [False, False, False]
     capuchin, poet, lower = comparison.claims
@@ -81,9 +126,12 @@ def test_figure5_with_capuchin_over_budget_is_not_judged_on_capuchin():
 
 # -- Table 3 ----------------------------------------------------------------------------------------
 
+
 def test_table3_compares_peak_and_throughput_at_the_same_budget():
-    results = frame(row("hybrid", "50%", 4.0, platform="jetson-tx2", peak=450, runtime_s=1.0),
-                    row("pofo", "50%", 12.0, Status.BASELINE, platform="jetson-tx2", peak=500, runtime_s=1.2))
+    results = frame(
+        row("hybrid", "50%", 4.0, platform="jetson-tx2", peak=450, runtime_s=1.0),
+        row("pofo", "50%", 12.0, Status.BASELINE, platform="jetson-tx2", peak=500, runtime_s=1.2),
+    )
     comparison = paper.table3(results)
     assert verdicts(comparison) == [True, True]
     assert comparison.table["peak_difference_pct"].iloc[0] == pytest.approx(-10.0)
@@ -91,14 +139,17 @@ def test_table3_compares_peak_and_throughput_at_the_same_budget():
 
 
 def test_table3_does_not_hold_where_pofo_is_faster_or_leaner():
-    results = frame(row("hybrid", "50%", 4.0, platform="jetson-tx2", peak=500, runtime_s=1.2),
-                    row("pofo", "50%", 12.0, Status.BASELINE, platform="jetson-tx2", peak=450, runtime_s=1.0))
+    results = frame(
+        row("hybrid", "50%", 4.0, platform="jetson-tx2", peak=500, runtime_s=1.2),
+        row("pofo", "50%", 12.0, Status.BASELINE, platform="jetson-tx2", peak=450, runtime_s=1.0),
+    )
     peak, speed = paper.table3(results).claims
     assert (peak.holds, speed.holds) == (False, False)
     assert "spent runtime that saves energy" in speed.reason
 
 
 # -- Figure 4 ---------------------------------------------------------------------------------------
+
 
 def test_figure4_holds_when_energy_never_rises_as_the_deadline_loosens():
     results = frame(*(row("hybrid", "50%", pct, runtime_x=x) for x, pct in ((1.0, 3.0), (1.2, 1.0), (1.5, 1.0))))
@@ -115,11 +166,14 @@ def test_figure4_names_the_points_where_energy_rises_and_why():
 
 # -- Figure 3 ---------------------------------------------------------------------------------------
 
+
 def test_figure3_says_resnet_and_bert_do_not_fit_a_microcontroller_with_the_reason():
     message = "infeasible: 28,672 bytes is below the largest single working set (1,048,576 bytes)"
-    results = frame(row("hybrid", "28KiB", budget=28672, model="resnet18_cifar", platform="mkr1000", message=message),
-                    row("hybrid", "28KiB", budget=28672, model="bert_base", platform="nrf52840", message=message),
-                    row("hybrid", "28KiB", 3.0, budget=28672, model="mlp", platform="mkr1000"))
+    results = frame(
+        row("hybrid", "28KiB", budget=28672, model="resnet18_cifar", platform="mkr1000", message=message),
+        row("hybrid", "28KiB", budget=28672, model="bert_base", platform="nrf52840", message=message),
+        row("hybrid", "28KiB", 3.0, budget=28672, model="mlp", platform="mkr1000"),
+    )
     mcu, integrated = paper.figure3(results).claims
     assert mcu.holds is False and "largest single working set" in mcu.reason
     assert integrated.holds is None
@@ -128,8 +182,10 @@ def test_figure3_says_resnet_and_bert_do_not_fit_a_microcontroller_with_the_reas
 def test_figure3_integrated_search_on_real_mlp_runs_is_never_worse_than_either_move():
     """The MLP on the MKR1000 is solved to proven optimality in seconds, so hybrid must win or tie."""
     problem = build_problem("mlp", "mkr1000", parse_ram("70%"), 1.5, batch_size=2)
-    rows = [result_row(run_strategy(problem, s, time_limit_s=30, simulate=False, threads=1), scenario="t", point_key=s)
-            for s in ("hybrid", "paging-only", "recompute-only")]
+    rows = [
+        result_row(run_strategy(problem, s, time_limit_s=30, simulate=False, threads=1), scenario="t", point_key=s)
+        for s in ("hybrid", "paging-only", "recompute-only")
+    ]
     comparison = paper.figure3(frame(*rows))
     assert comparison.claims[1].holds is True
     assert comparison.table["platform"].iloc[0] == "mkr1000"
@@ -137,10 +193,13 @@ def test_figure3_integrated_search_on_real_mlp_runs_is_never_worse_than_either_m
 
 # -- reading files and rendering ---------------------------------------------------------------------
 
+
 def test_comparisons_read_runs_csv_files_and_merge_the_two_figure3_sweeps(tmp_path):
-    for name, rows in {"paper_fig5": [row("hybrid", "50%", 0.2), row("capuchin", "50%", 0.03, Status.BASELINE)],
-                       "paper_fig3": [row("hybrid", "50%", 0.2), row("paging-only", "50%", 0.3)],
-                       "paper_fig3_mcu": [row("hybrid", "28KiB", budget=28672, model="bert_base", platform="mkr1000")]}.items():
+    for name, rows in {
+        "paper_fig5": [row("hybrid", "50%", 0.2), row("capuchin", "50%", 0.03, Status.BASELINE)],
+        "paper_fig3": [row("hybrid", "50%", 0.2), row("paging-only", "50%", 0.3)],
+        "paper_fig3_mcu": [row("hybrid", "28KiB", budget=28672, model="bert_base", platform="mkr1000")],
+    }.items():
         runs = RunsFile(tmp_path / name / "runs.csv")
         (tmp_path / name).mkdir()
         for r in rows:
@@ -178,11 +237,16 @@ def test_render_section_wraps_every_comparison():
     assert section.count('class="paper-comparison"') == 2
 
 
-@pytest.mark.parametrize("name, strategies", [("paper_fig3", {"hybrid", "paging-only", "recompute-only"}),
-                                              ("paper_fig3_mcu", {"hybrid"}),
-                                              ("paper_fig4", {"hybrid", "paging-only", "recompute-only"}),
-                                              ("paper_fig5", {"hybrid", "capuchin", "keep-all"}),
-                                              ("paper_table3", {"hybrid", "pofo"})])
+@pytest.mark.parametrize(
+    "name, strategies",
+    [
+        ("paper_fig3", {"hybrid", "paging-only", "recompute-only"}),
+        ("paper_fig3_mcu", {"hybrid"}),
+        ("paper_fig4", {"hybrid", "paging-only", "recompute-only"}),
+        ("paper_fig5", {"hybrid", "capuchin", "keep-all"}),
+        ("paper_table3", {"hybrid", "pofo"}),
+    ],
+)
 def test_each_comparison_has_a_scenario_that_validates(name, strategies):
     scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml")
     assert scenario.name == name and set(scenario.strategies) == strategies and name in paper.BUILDERS
@@ -190,8 +254,13 @@ def test_each_comparison_has_a_scenario_that_validates(name, strategies):
 
 def test_the_paper_command_writes_its_page_with_json_too(tmp_path):
     page = tmp_path / "paper.html"
-    result = subprocess.run([sys.executable, "-m", "poetsim", "paper", str(ROOT / "results" / "paper_fig5"), "--json",
-                             "--html", str(page)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "poetsim", "paper", str(ROOT / "results" / "paper_fig5"), "--json", "--html", str(page)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     claims = [k for c in json.loads(result.stdout) for k in c["claims"]]
     assert {k["verdict"] for k in claims} <= {"holds", "does not hold", "not judged"} and claims

@@ -37,6 +37,7 @@ def tiny_resnet():
 
 # -- the space, enumerated independently of the program --------------------------------------------
 
+
 def backward_trees(s, e):
     """Every rotor recursion for blocks s..e."""
     if s == e:
@@ -103,6 +104,7 @@ def chains(draw):
 
 # -- the chain of blocks ---------------------------------------------------------------------------
 
+
 def test_a_plain_chain_is_one_block_per_layer_once_gradients_are_dealt_to_the_latest_block():
     """Layers 0, 1, 2, loss 3, gradients g2 = 4, g1 = 5, g0 = 6; g_k reads layers k and k-1.
 
@@ -126,8 +128,15 @@ def test_a_residual_block_is_one_block_ending_at_its_relu():
     chain = chain_of_blocks(graph)
     names = [[graph.nodes[v].name for v in b.nodes] for b in chain.blocks]
     assert names[0] == ["conv1", "bn1", "relu"]
-    assert names[1] == ["layer1.0.conv1", "layer1.0.bn1", "layer1.0.relu1", "layer1.0.conv2", "layer1.0.bn2",
-                        "layer1.0.add", "layer1.0.relu2"]
+    assert names[1] == [
+        "layer1.0.conv1",
+        "layer1.0.bn1",
+        "layer1.0.relu1",
+        "layer1.0.conv2",
+        "layer1.0.bn2",
+        "layer1.0.add",
+        "layer1.0.relu2",
+    ]
     assert names[-2:] == [["avgpool"], ["fc"]] and len(chain.blocks) == 11
     assert all(b.reads_input for b in chain.blocks[1:]) and not chain.blocks[1].keeps_output
 
@@ -146,6 +155,7 @@ def test_a_long_skip_in_a_small_graph_is_refused():
 
 
 # -- the dynamic program against brute force ---------------------------------------------------------
+
 
 @settings(max_examples=25, deadline=None)
 @given(case=chains(), share=st.floats(0.0, 1.0), timing=st.sampled_from(list(Timing)))
@@ -191,6 +201,7 @@ def test_offloading_is_chosen_when_it_is_free_and_memory_is_short():
 
 
 # -- schedules of real graphs ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("platform", ["rpi4", "jetson-tx2"])
 def test_resnet18_schedule_passes_the_checker_fits_and_its_makespan_is_the_programs(platform):

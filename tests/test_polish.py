@@ -34,11 +34,10 @@ def test_the_cover_plan_of_resnet18_at_half_ram_keeps_conv1_between_two_readers(
     cover = cover_bound(graph, costs, budgets, RECOMPUTE, Timing.OVERLAP)
     before = cover_plan(graph, costs, budgets, Timing.OVERLAP, cover)
     after = polish(before, graph, costs, budgets, Timing.OVERLAP)
-    checked = check_schedule(plans.to_schedule(after, graph, costs, Timing.OVERLAP), graph, costs, Timing.OVERLAP,
-                             budgets)
+    checked = check_schedule(plans.to_schedule(after, graph, costs, Timing.OVERLAP), graph, costs, Timing.OVERLAP, budgets)
     assert compare_figures(plans.figures(after, graph, costs, Timing.OVERLAP), checked) == []
     saved_j = plans.figures(before, graph, costs, Timing.OVERLAP).total_j - checked.total_j
-    assert saved_j > costs.compute_j[1]                     # at least one conv1 fewer
+    assert saved_j > costs.compute_j[1]  # at least one conv1 fewer
     assert recomputations(after, 1) < recomputations(before, 1)
 
 

@@ -9,10 +9,17 @@ from poetsim.inputs.profiles import Platform, load_platform, shipped_platforms
 SHIPPED = ("jetson-tx2", "mkr1000", "nrf52840", "rpi4", "rpi4-nocache")
 
 NUMERIC_FIELDS = {
-    "ram_bytes", "compute.flops_per_s", "compute.power_w", "static_power_w",
-    "storage.page_in.latency_s", "storage.page_in.bytes_per_s",
-    "storage.page_out.latency_s", "storage.page_out.bytes_per_s", "storage.power_w",
-    "dma_channels", "memory_bus_bytes_per_s",
+    "ram_bytes",
+    "compute.flops_per_s",
+    "compute.power_w",
+    "static_power_w",
+    "storage.page_in.latency_s",
+    "storage.page_in.bytes_per_s",
+    "storage.page_out.latency_s",
+    "storage.page_out.bytes_per_s",
+    "storage.power_w",
+    "dma_channels",
+    "memory_bus_bytes_per_s",
 }
 
 
@@ -86,8 +93,13 @@ def test_paper_figures_are_carried_unchanged():
 def test_ram_sizes_are_the_documented_models():
     """MKR1000 32 KiB, nRF52840 256 KiB, Pi 4B the 4 GB model, TX2 8 GB."""
     sizes = {name: load_platform(name).ram_bytes for name in SHIPPED}
-    assert sizes == {"mkr1000": 32 * 2**10, "nrf52840": 256 * 2**10, "rpi4": 4 * 2**30,
-                     "rpi4-nocache": 4 * 2**30, "jetson-tx2": 8 * 2**30}
+    assert sizes == {
+        "mkr1000": 32 * 2**10,
+        "nrf52840": 256 * 2**10,
+        "rpi4": 4 * 2**30,
+        "rpi4-nocache": 4 * 2**30,
+        "jetson-tx2": 8 * 2**30,
+    }
 
 
 def test_user_profile_loads_by_path(tmp_path):
@@ -111,21 +123,27 @@ def _broken(mutate):
     return data
 
 
-@pytest.mark.parametrize("mutate, field, words", [
-    (lambda d: d["sources"].pop("storage.page_in.latency_s"), "storage.page_in.latency_s", "no source given"),
-    (lambda d: d["sources"].update({"compute.power_w": ""}), "compute.power_w", "no source given"),
-    (lambda d: d["compute"].update({"energy_flops_per_s": 1e8}), "compute.energy_flops_per_s", "no source given"),
-    (lambda d: d.update({"colour": "red"}), "colour", "unknown field"),
-    (lambda d: d["storage"].update({"speed": 3}), "storage.speed", "unknown field"),
-    (lambda d: d["storage"]["page_out"].update({"bytes_per_s": -1.0}), "storage.page_out.bytes_per_s",
-     "greater than or equal to 1"),
-    (lambda d: d["compute"].update({"power_w": float("inf")}), "compute.power_w", "finite number"),
-    (lambda d: d["storage"].update({"power_w": 1e300}), "storage.power_w", "less than or equal to 1000000"),
-    (lambda d: d.update({"name": "two\nlines"}), "name", "control character U+000A"),
-    (lambda d: d.update({"dma_channels": 0}), "dma_channels", "greater than or equal to 1"),
-    (lambda d: d.pop("ram_bytes"), "ram_bytes", "Field required"),
-    (lambda d: d["sources"].update({"compute.flop_per_s": "typo"}), "compute.flop_per_s", "names no figure"),
-])
+@pytest.mark.parametrize(
+    "mutate, field, words",
+    [
+        (lambda d: d["sources"].pop("storage.page_in.latency_s"), "storage.page_in.latency_s", "no source given"),
+        (lambda d: d["sources"].update({"compute.power_w": ""}), "compute.power_w", "no source given"),
+        (lambda d: d["compute"].update({"energy_flops_per_s": 1e8}), "compute.energy_flops_per_s", "no source given"),
+        (lambda d: d.update({"colour": "red"}), "colour", "unknown field"),
+        (lambda d: d["storage"].update({"speed": 3}), "storage.speed", "unknown field"),
+        (
+            lambda d: d["storage"]["page_out"].update({"bytes_per_s": -1.0}),
+            "storage.page_out.bytes_per_s",
+            "greater than or equal to 1",
+        ),
+        (lambda d: d["compute"].update({"power_w": float("inf")}), "compute.power_w", "finite number"),
+        (lambda d: d["storage"].update({"power_w": 1e300}), "storage.power_w", "less than or equal to 1000000"),
+        (lambda d: d.update({"name": "two\nlines"}), "name", "control character U+000A"),
+        (lambda d: d.update({"dma_channels": 0}), "dma_channels", "greater than or equal to 1"),
+        (lambda d: d.pop("ram_bytes"), "ram_bytes", "Field required"),
+        (lambda d: d["sources"].update({"compute.flop_per_s": "typo"}), "compute.flop_per_s", "names no figure"),
+    ],
+)
 def test_bad_profile_names_the_file_and_the_field(tmp_path, mutate, field, words):
     """A wrong profile raises UserInputError naming the file, the field path and the problem."""
     path = _write(tmp_path, _broken(mutate))

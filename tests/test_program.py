@@ -72,8 +72,10 @@ def test_the_highs_process_is_in_a_session_of_its_own_so_ctrl_c_reaches_only_its
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
 def test_the_highs_process_dies_with_its_parent_however_the_parent_ends():
     """SIGKILL leaves the parent no chance to clean up; the kernel ends the HiGHS process."""
-    code = ("import sys, time; from poetsim.optimiser.milp import program; program.prestart(); "
-            "print(program._IDLE[0].process.pid, flush=True); time.sleep(60)")
+    code = (
+        "import sys, time; from poetsim.optimiser.milp import program; program.prestart(); "
+        "print(program._IDLE[0].process.pid, flush=True); time.sleep(60)"
+    )
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())
     parent.kill()
@@ -127,11 +129,11 @@ def test_no_dual_bound_the_highs_process_sends_exceeds_the_optimum_when_given_a_
     p, optimum = _sixty_item_cover()
     n = len(p.cost)
     job = program.HighsJob(
-        model=program.model_arrays(p.cost, [0.0] * n, p.upper, p.row_lower, p.row_upper, p.starts, p.index,
-                                   p.value, p.integer),
+        model=program.model_arrays(p.cost, [0.0] * n, p.upper, p.row_lower, p.row_upper, p.starts, p.index, p.value, p.integer),
         options={"threads": 1, "random_seed": 0, "mip_rel_gap": 0.0, "time_limit": float(HANG_S)},
         partial_start=(list(range(10)), [1.0] * 10) if start == "partial" else None,
-        full_start=None if start == "partial" else [1.0] * (n - 1) + [0.5])
+        full_start=None if start == "partial" else [1.0] * (n - 1) + [0.5],
+    )
     pipe = _Pipe()
     status, objective, dual, *_ = program._solve(job, False, pipe)
     assert status == "kOptimal" and objective == pytest.approx(optimum)

@@ -104,8 +104,9 @@ def zoo_pairs():
         "mobilenet_v2": (models.mobilenet_v2(), torch.randn(1, 3, 64, 64), {"input_size": 64}),
         "transformer": (models.transformer(), torch.randint(0, 8192, (1, 16)), {"seq_len": 16}),
     }
-    return {name: (from_torch(module, x, name=name), zoo.build_model(name, **options))
-            for name, (module, x, options) in cases.items()}
+    return {
+        name: (from_torch(module, x, name=name), zoo.build_model(name, **options)) for name, (module, x, options) in cases.items()
+    }
 
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "transformer"])

@@ -35,8 +35,9 @@ def imported(app, tmp_path_factory):
     result = CliRunner().invoke(app, ["import-torch", TINY, "--input-shape", "2,3,8,8", "--out", str(graph)])
     assert result.exit_code == 0, result.output
     scenario = folder / "tiny.yaml"
-    scenario.write_text(f"name: tiny\nmodel: {graph}\nplatform: rpi4\nbudgets: {{ram: 60%, runtime: 2x}}\n"
-                        "strategies: [hybrid]\ntime_limit_s: 5\n")
+    scenario.write_text(
+        f"name: tiny\nmodel: {graph}\nplatform: rpi4\nbudgets: {{ram: 60%, runtime: 2x}}\nstrategies: [hybrid]\ntime_limit_s: 5\n"
+    )
     solved = CliRunner().invoke(poetsim_app, ["solve", str(scenario), "--out", str(folder / "solved")])
     assert solved.exit_code == 0, solved.output
     return folder
@@ -55,8 +56,20 @@ def test_solved_schedule_names_its_nodes(imported):
 
 @pytest.mark.parametrize("file", ["schedule.json", "schedule.bin"])
 def test_execute_runs_a_scenario_schedule_and_reports_equal_gradients_and_peak(app, imported, tmp_path, file):
-    result = CliRunner().invoke(app, ["execute", str(imported / "tiny.yaml"), "--schedule", str(imported / "solved" / file),
-                                      "--swap-dir", str(tmp_path / "swap"), "--json", "--out", str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "execute",
+            str(imported / "tiny.yaml"),
+            "--schedule",
+            str(imported / "solved" / file),
+            "--swap-dir",
+            str(tmp_path / "swap"),
+            "--json",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["measured"]["gradients_equal"] and report["peak_equal"] and report["traffic_equal"]
@@ -65,27 +78,53 @@ def test_execute_runs_a_scenario_schedule_and_reports_equal_gradients_and_peak(a
 
 
 def test_execute_of_a_graph_alone_predicts_the_peak_but_no_time(app, imported, tmp_path):
-    result = CliRunner().invoke(app, ["execute", str(imported / "graph.json"), "--schedule",
-                                      str(imported / "solved" / "schedule.json"), "--swap-dir", str(tmp_path), "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "execute",
+            str(imported / "graph.json"),
+            "--schedule",
+            str(imported / "solved" / "schedule.json"),
+            "--swap-dir",
+            str(tmp_path),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["predicted"]["runtime_s"] is None and report["peak_equal"]
 
 
 def test_execute_over_a_ram_budget_stops_with_one_line(app, imported, tmp_path):
-    result = CliRunner().invoke(app, ["execute", str(imported / "graph.json"), "--schedule",
-                                      str(imported / "solved" / "schedule.json"), "--swap-dir", str(tmp_path),
-                                      "--ram", "1000"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "execute",
+            str(imported / "graph.json"),
+            "--schedule",
+            str(imported / "solved" / "schedule.json"),
+            "--swap-dir",
+            str(tmp_path),
+            "--ram",
+            "1000",
+        ],
+    )
     assert result.exit_code == 6
     assert result.output.count("\n") == 1 and "over the budget of 1,000" in result.output
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (["import-torch", "poetsim.pytorch.models:nothing", "--input-shape", "1,2", "--out", "x.json"], "has no function 'nothing'"),
-    (["import-torch", "no_such_package.m:f", "--input-shape", "1,2", "--out", "x.json"], "cannot import no_such_package.m"),
-    (["import-torch", TINY, "--input-shape", "2,3,a", "--out", "x.json"], "--input-shape: '2,3,a'"),
-    (["execute", "scenarios/mcu.yaml", "--schedule", "x.json"], "is a zoo name"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (
+            ["import-torch", "poetsim.pytorch.models:nothing", "--input-shape", "1,2", "--out", "x.json"],
+            "has no function 'nothing'",
+        ),
+        (["import-torch", "no_such_package.m:f", "--input-shape", "1,2", "--out", "x.json"], "cannot import no_such_package.m"),
+        (["import-torch", TINY, "--input-shape", "2,3,a", "--out", "x.json"], "--input-shape: '2,3,a'"),
+        (["execute", "scenarios/mcu.yaml", "--schedule", "x.json"], "is a zoo name"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_code_2(app, arguments, message):
     result = CliRunner().invoke(app, arguments)
     assert result.exit_code == 2, result.output
@@ -96,12 +135,48 @@ def test_profile_and_validate_run_write_their_files(app, tmp_path):
     """profile calibrated on the tiny CNN; validate-run with that profile at one budget and strategy."""
     runner = CliRunner()
     swap = str(tmp_path / "swap")
-    result = runner.invoke(app, ["profile", "--out", str(tmp_path / "host.yaml"), "--swap-dir", swap, "--threads", "1",
-                                 "--repeats", "1", "--model", TINY, "--input-shape", "2,3,8,8"])
+    result = runner.invoke(
+        app,
+        [
+            "profile",
+            "--out",
+            str(tmp_path / "host.yaml"),
+            "--swap-dir",
+            swap,
+            "--threads",
+            "1",
+            "--repeats",
+            "1",
+            "--model",
+            TINY,
+            "--input-shape",
+            "2,3,8,8",
+        ],
+    )
     assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["validate-run", TINY, "--input-shape", "2,3,8,8", "--ram", "100%", "--strategy",
-                                 "checkpoint-sqrt", "--profile", str(tmp_path / "host.yaml"), "--repeats", "1",
-                                 "--threads", "1", "--swap-dir", swap, "--out", str(tmp_path / "loop")])
+    result = runner.invoke(
+        app,
+        [
+            "validate-run",
+            TINY,
+            "--input-shape",
+            "2,3,8,8",
+            "--ram",
+            "100%",
+            "--strategy",
+            "checkpoint-sqrt",
+            "--profile",
+            str(tmp_path / "host.yaml"),
+            "--repeats",
+            "1",
+            "--threads",
+            "1",
+            "--swap-dir",
+            swap,
+            "--out",
+            str(tmp_path / "loop"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads((tmp_path / "loop" / "result.json").read_text())["rows"]
     assert rows[0]["gradients_equal"] and rows[0]["peak_equal"]

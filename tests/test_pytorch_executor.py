@@ -114,8 +114,13 @@ def test_over_budget_stops_naming_the_instruction(tiny, costs, tmp_path):
 
 def test_a_schedule_for_another_graph_is_refused(tiny, costs, tmp_path):
     schedule, _ = keep_all(tiny.graph, costs, Timing.OVERLAP)
-    renamed = Schedule(schedule.graph_name, schedule.num_nodes, schedule.timing, schedule.stages,
-                       node_names=("input", "conv") + tuple(n.name for n in tiny.graph.nodes[2:]))
+    renamed = Schedule(
+        schedule.graph_name,
+        schedule.num_nodes,
+        schedule.timing,
+        schedule.stages,
+        node_names=("input", "conv") + tuple(n.name for n in tiny.graph.nodes[2:]),
+    )
     with pytest.raises(ScheduleError, match="names node 1 'conv'"):
         execute(tiny, renamed, tmp_path)
 

@@ -21,8 +21,14 @@ def mlp():
 @pytest.fixture(scope="module")
 def profile(mlp, tmp_path_factory):
     """A profile calibrated on the MLP, with small storage files, one timed run."""
-    return host.profile_host(tmp_path_factory.mktemp("swap"), captures=[mlp], repeats=1, threads=1,
-                             storage_sizes=SMALL_FILES, rapl_root=tmp_path_factory.mktemp("no-rapl"))
+    return host.profile_host(
+        tmp_path_factory.mktemp("swap"),
+        captures=[mlp],
+        repeats=1,
+        threads=1,
+        storage_sizes=SMALL_FILES,
+        rapl_root=tmp_path_factory.mktemp("no-rapl"),
+    )
 
 
 def test_profile_rates_every_op_kind_of_the_calibration_model(profile, mlp):

@@ -20,8 +20,9 @@ pytestmark = pytest.mark.slow
 def validation(tmp_path_factory):
     torch.manual_seed(0)
     resnet = capture(models.resnet18_cifar(), (torch.randn(8, 3, 32, 32),), name="resnet18_cifar")
-    return validate_run(resnet, load_platform("rpi4"), time_limit_s=10, swap_dir=tmp_path_factory.mktemp("swap"),
-                        threads=1, repeats=1)
+    return validate_run(
+        resnet, load_platform("rpi4"), time_limit_s=10, swap_dir=tmp_path_factory.mktemp("swap"), threads=1, repeats=1
+    )
 
 
 def test_every_run_has_bitwise_gradients_and_the_predicted_peak_within_its_budget(validation):
@@ -39,19 +40,30 @@ def test_the_budgets_are_met_with_paging_and_recomputation(validation):
     assert any(row.page_outs for row in executed) and any(row.recomputations for row in executed)
 
 
-@pytest.mark.parametrize("factory, batch", [
-    (models.mobilenet_v2, lambda: torch.randn(1, 3, 224, 224)),
-    (models.transformer, lambda: torch.randint(0, 8192, (1, 128))),
-])
+@pytest.mark.parametrize(
+    "factory, batch",
+    [
+        (models.mobilenet_v2, lambda: torch.randn(1, 3, 224, 224)),
+        (models.transformer, lambda: torch.randint(0, 8192, (1, 128))),
+    ],
+)
 def test_mobilenet_and_transformer_run_as_scheduled_with_bitwise_gradients(tmp_path, factory, batch):
     """Their nodes hold what autograd saves (ReLU6's copy of its input, the attention kernel's
     inputs and output, the output projection apart): recomputed, paged or kept, the step gives
     the plain step's gradients and exactly the predicted peak."""
     torch.manual_seed(0)
     captured = capture(factory(), (batch(),), name=factory.__name__)
-    result = validate_run(captured, load_platform("rpi4"), rams=("100%", "50%"), time_limit_s=5, swap_dir=tmp_path,
-                          strategies=["keep-all", "checkpoint-sqrt", "paging-only", "hybrid"], threads=1, repeats=1,
-                          durable=False)
+    result = validate_run(
+        captured,
+        load_platform("rpi4"),
+        rams=("100%", "50%"),
+        time_limit_s=5,
+        swap_dir=tmp_path,
+        strategies=["keep-all", "checkpoint-sqrt", "paging-only", "hybrid"],
+        threads=1,
+        repeats=1,
+        durable=False,
+    )
     executed = [row for row in result.rows if row.measured_runtime_s is not None]
     assert any(row.recomputations for row in executed)
     for row in executed:

@@ -17,9 +17,16 @@ def validation(tmp_path_factory):
     """The tiny CNN at 100 % and 60 % of keep-all, three strategies, on the rpi4 profile, two timed rounds."""
     torch.manual_seed(0)
     tiny = capture(models.tiny_cnn(), (torch.randn(2, 3, 8, 8),), name="tiny")
-    return validate_run(tiny, load_platform("rpi4"), rams=("100%", "60%"),
-                        strategies=("keep-all", "checkpoint-sqrt", "hybrid"), time_limit_s=5,
-                        swap_dir=tmp_path_factory.mktemp("swap"), threads=1, repeats=2)
+    return validate_run(
+        tiny,
+        load_platform("rpi4"),
+        rams=("100%", "60%"),
+        strategies=("keep-all", "checkpoint-sqrt", "hybrid"),
+        time_limit_s=5,
+        swap_dir=tmp_path_factory.mktemp("swap"),
+        threads=1,
+        repeats=2,
+    )
 
 
 def test_every_executed_point_holds_the_predicted_peak_and_moves_the_predicted_bytes(validation):
@@ -52,7 +59,7 @@ def test_results_are_written_as_json_csv_and_an_offline_chart(validation, tmp_pa
     data = json.loads((tmp_path / "result.json").read_text())
     assert len(data["rows"]) == 6 and data["timing"] == "overlap"
     html = (tmp_path / "validation.html").read_text()
-    assert "vega" in html and "<script src=\"http" not in html
+    assert "vega" in html and '<script src="http' not in html
 
 
 def test_recalibrated_predictions_use_rates_measured_in_the_timed_rounds(tmp_path):
@@ -63,8 +70,17 @@ def test_recalibrated_predictions_use_rates_measured_in_the_timed_rounds(tmp_pat
     torch.manual_seed(0)
     tiny = capture(models.tiny_cnn(), (torch.randn(2, 3, 8, 8),), name="tiny")
     rpi4 = load_platform("rpi4")
-    result = validate_run(tiny, rpi4, rams=("100%",), strategies=("keep-all", "checkpoint-sqrt"), time_limit_s=5,
-                          swap_dir=tmp_path, threads=1, repeats=2, recalibrate=True)
+    result = validate_run(
+        tiny,
+        rpi4,
+        rams=("100%",),
+        strategies=("keep-all", "checkpoint-sqrt"),
+        time_limit_s=5,
+        swap_dir=tmp_path,
+        threads=1,
+        repeats=2,
+        recalibrate=True,
+    )
     profile = result.profile
     assert profile is not None and profile.compute.op_flops_per_s != rpi4.compute.op_flops_per_s
     assert profile.storage == rpi4.storage

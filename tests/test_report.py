@@ -65,9 +65,17 @@ def make_graph(deps, sizes, name="g") -> TrainingGraph:
 def make_costs(graph: TrainingGraph) -> CostTable:
     """1 s and 1 J per compute; every transfer 1.5 s and 0.5 J."""
     n = len(graph)
-    return CostTable(output_bytes=graph.output_bytes, compute_s=(1.0,) * n, compute_j=(1.0,) * n,
-                     page_in_s=(1.5,) * n, page_in_j=(0.5,) * n, page_out_s=(1.5,) * n, page_out_j=(0.5,) * n,
-                     static_power_w=0.1, dma_channels=1)
+    return CostTable(
+        output_bytes=graph.output_bytes,
+        compute_s=(1.0,) * n,
+        compute_j=(1.0,) * n,
+        page_in_s=(1.5,) * n,
+        page_in_j=(0.5,) * n,
+        page_out_s=(1.5,) * n,
+        page_out_j=(0.5,) * n,
+        static_power_w=0.1,
+        dma_channels=1,
+    )
 
 
 @pytest.fixture
@@ -154,9 +162,13 @@ def test_save_chart_writes_an_offline_page_a_2x_png_and_an_svg(seven, mixed, tmp
 def test_schedule_chart_names_layers_and_marks_the_loss_and_the_transfers():
     """Layer names on the axis, a rule where the backward pass begins, and a marker on every transfer."""
     # 0 input -> 1 fc -> 2 loss, then 3 fc_grad (reads 2 and 0) and 4 input_grad (reads 3 and 1).
-    nodes = [Node(0, "input", "input", False, (), 40), Node(1, "fc", "linear", False, (0,), 20),
-             Node(2, "loss", "loss", False, (1,), 4), Node(3, "fc_grad", "linear_grad", True, (2, 0), 20),
-             Node(4, "input_grad", "linear_grad", True, (3, 1), 40)]
+    nodes = [
+        Node(0, "input", "input", False, (), 40),
+        Node(1, "fc", "linear", False, (0,), 20),
+        Node(2, "loss", "loss", False, (1,), 4),
+        Node(3, "fc_grad", "linear_grad", True, (2, 0), 20),
+        Node(4, "input_grad", "linear_grad", True, (3, 1), 40),
+    ]
     graph = TrainingGraph.create("tiny", nodes)
     stages = [[C(0)], [C(1), PO(0), F(0)], [C(2)], [PI(0), C(3), F(2)], [C(4), F(0), F(1), F(3), F(4)]]
     schedule = Schedule("tiny", 5, Timing.OVERLAP, tuple(tuple(s) for s in stages))
@@ -209,8 +221,14 @@ def test_bus_lane_says_who_is_on_the_bus_when(simulated):
     while compute stalls, then compute: hand-checked against the trace."""
     bus = bus_lane(lanes(simulated.trace[simulated.trace["resource"] != "bus"]).query("resource != 'bus'"))
     spans = [(row.time_s, row.end_s, row.kind) for row in bus.itertuples()]
-    assert spans == [(0.0, 2.0, "bus: compute"), (2.0, 3.5, "bus: both"), (3.5, 4.0, "bus: compute"),
-                     (4.0, 5.0, "bus: both"), (5.0, 5.5, "bus: transfers"), (5.5, 8.5, "bus: compute")]
+    assert spans == [
+        (0.0, 2.0, "bus: compute"),
+        (2.0, 3.5, "bus: both"),
+        (3.5, 4.0, "bus: compute"),
+        (4.0, 5.0, "bus: both"),
+        (5.0, 5.5, "bus: transfers"),
+        (5.5, 8.5, "bus: compute"),
+    ]
 
 
 def test_timeline_highlights_overruns_and_keeps_short_events_visible(simulated):
@@ -231,8 +249,20 @@ def test_timeline_highlights_overruns_and_keeps_short_events_visible(simulated):
 
 def test_timeline_draws_kinds_it_does_not_know_in_a_neutral_colour(simulated):
     """A newer simulator's kinds (a wait, say) are drawn and named, in grey, never dropped."""
-    extra = pd.DataFrame([{"time_s": 1.0, "end_s": 1.5, "duration_s": 0.5, "resource": "dma", "node": 0,
-                           "kind": "wait_dma", "bytes": 0, "stage": 1}])
+    extra = pd.DataFrame(
+        [
+            {
+                "time_s": 1.0,
+                "end_s": 1.5,
+                "duration_s": 0.5,
+                "resource": "dma",
+                "node": 0,
+                "kind": "wait_dma",
+                "bytes": 0,
+                "stage": 1,
+            }
+        ]
+    )
     trace = pd.concat([simulated.trace, extra], ignore_index=True)
     spec = timeline_chart(replace(simulated, trace=trace), None, "seven", FOOTER).to_dict()
     scale = next(c["scale"] for c in _encodings(spec, "color") if "wait-dma" in c.get("scale", {}).get("domain", []))
@@ -272,8 +302,9 @@ def test_save_run_charts_writes_one_page_with_both_charts(seven, mixed, tmp_path
     and an SVG of each chart; a hostile graph name is escaped everywhere."""
     hostile = replace(seven, name=HOSTILE)
     costs = make_costs(seven)
-    problem = Problem(hostile, load_platform("rpi4"), costs, Budgets(400, 20.0), RamSpec(400, None, "400"), 2.0,
-                      Timing.OVERLAP, 0)
+    problem = Problem(
+        hostile, load_platform("rpi4"), costs, Budgets(400, 20.0), RamSpec(400, None, "400"), 2.0, Timing.OVERLAP, 0
+    )
     figures = check_schedule(mixed, seven, costs, Timing.OVERLAP)
     simulated = simulate(mixed, seven, costs, ram_capacity_bytes=10_000)
     run = Run(problem, "hybrid", "optimal", "", mixed, figures, figures, figures, simulated=simulated)
@@ -334,16 +365,30 @@ def sweep_rows(simulated: bool = True) -> pd.DataFrame:
                     ok = overhead is not None
                     total_j = energy_j * (1 + overhead / 100) if ok else None
                     ram_bytes = int(fraction * KEEP_ALL_PEAK)
-                    status = ("baseline" if strategy == "keep-all" else "optimal") if ok else \
-                        ("over-budget" if strategy == "keep-all" else "infeasible")
+                    status = (
+                        ("baseline" if strategy == "keep-all" else "optimal")
+                        if ok
+                        else ("over-budget" if strategy == "keep-all" else "infeasible")
+                    )
                     row = {
-                        "scenario": "unit", "point_key": f"{platform}|{fraction}|{runtime_x}|{strategy}",
-                        "model": "resnet18", "model_name": "resnet18-cifar", "platform": platform,
-                        "ram": f"{fraction * 100:g}%", "ram_budget_bytes": ram_bytes, "runtime_x": runtime_x,
-                        "deadline_s": runtime_x, "timing": "overlap", "strategy": strategy, "status": status,
+                        "scenario": "unit",
+                        "point_key": f"{platform}|{fraction}|{runtime_x}|{strategy}",
+                        "model": "resnet18",
+                        "model_name": "resnet18-cifar",
+                        "platform": platform,
+                        "ram": f"{fraction * 100:g}%",
+                        "ram_budget_bytes": ram_bytes,
+                        "runtime_x": runtime_x,
+                        "deadline_s": runtime_x,
+                        "timing": "overlap",
+                        "strategy": strategy,
+                        "status": status,
                         "message": "" if ok else f"no schedule fits {ram_bytes:,} bytes",
-                        "keep_all_peak_bytes": KEEP_ALL_PEAK, "keep_all_energy_j": energy_j,
-                        "predicted_total_j": total_j, "overhead_pct": overhead, "bound_j": total_j,
+                        "keep_all_peak_bytes": KEEP_ALL_PEAK,
+                        "keep_all_energy_j": energy_j,
+                        "predicted_total_j": total_j,
+                        "overhead_pct": overhead,
+                        "bound_j": total_j,
                         "gap_overhead": 0.0 if ok else None,
                         "predicted_peak_ram_bytes": 0.97 * ram_bytes if ok else None,
                         "predicted_runtime_s": runtime_x if ok else None,
@@ -354,9 +399,19 @@ def sweep_rows(simulated: bool = True) -> pd.DataFrame:
                         row["simulated_total_j"] = total_j * 1.01 if ok else None
                         row["simulated_runtime_s"] = runtime_x * 1.02 if ok else None
                     rows.append(row)
-    rows.append({"scenario": "unit", "point_key": "failed", "model": "resnet18", "platform": "rpi4", "ram": "10%",
-                 "runtime_x": 1.2, "strategy": "hybrid", "status": "failed",
-                 "message": "internal error ZeroDivisionError: division by zero (model.py:1)"})
+    rows.append(
+        {
+            "scenario": "unit",
+            "point_key": "failed",
+            "model": "resnet18",
+            "platform": "rpi4",
+            "ram": "10%",
+            "runtime_x": 1.2,
+            "strategy": "hybrid",
+            "status": "failed",
+            "message": "internal error ZeroDivisionError: division by zero (model.py:1)",
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -391,10 +446,18 @@ def test_report_is_one_offline_page_with_a_png_and_an_svg_per_chart(report):
 def test_report_opens_on_the_headline_then_the_main_chart_and_folds_the_rest(report):
     """The headline table comes first, then the RAM chart; words, failures and all runs are folded."""
     _, text = report
-    body = text[text.index("<body>"):]
-    order = [body.index(marker) for marker in ("class='headline'", "id='chart-overhead_ram'", "id='chart-overhead_platform'",
-                                               "<summary>Findings in words", "<summary>Runs without a schedule (",
-                                               "<summary>All runs (")]
+    body = text[text.index("<body>") :]
+    order = [
+        body.index(marker)
+        for marker in (
+            "class='headline'",
+            "id='chart-overhead_ram'",
+            "id='chart-overhead_platform'",
+            "<summary>Findings in words",
+            "<summary>Runs without a schedule (",
+            "<summary>All runs (",
+        )
+    ]
     assert order == sorted(order)
     assert "<summary>Energy above keep-all at each runtime budget (2 budgets: a table, not a curve)" in body
     assert body.count("<details>") == 4
@@ -433,8 +496,15 @@ def test_table_of_all_runs_has_human_headers_units_and_sort_keys(report):
     _, text = report
     table = re.search(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
     headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
-    assert {"RAM budget (% of keep-all)", "RAM budget (KiB)", "energy (J)", "above keep-all (%)",
-            "not proven (% of overhead)", "makespan (s)", "simulated energy (J)"} <= set(headers)
+    assert {
+        "RAM budget (% of keep-all)",
+        "RAM budget (KiB)",
+        "energy (J)",
+        "above keep-all (%)",
+        "not proven (% of overhead)",
+        "makespan (s)",
+        "simulated energy (J)",
+    } <= set(headers)
     assert not any("_" in h for h in headers)
     assert table.count("<tr>") == len(sweep_rows()) + 1
     assert "data-sort='102.0'" in table  # mkr1000's 2 % schedule, 102 J
@@ -442,8 +512,16 @@ def test_table_of_all_runs_has_human_headers_units_and_sort_keys(report):
 
 
 def overhead_data(frame: pd.DataFrame):
-    chart, data, _, _ = overhead_chart(frame, x="ram_fraction", label=lambda v: f"{100 * v:g}%", x_title="RAM",
-                                       colour="strategy", columns="platform_label", rows=["runtime_x"], width_px=640)
+    chart, data, _, _ = overhead_chart(
+        frame,
+        x="ram_fraction",
+        label=lambda v: f"{100 * v:g}%",
+        x_title="RAM",
+        colour="strategy",
+        columns="platform_label",
+        rows=["runtime_x"],
+        width_px=640,
+    )
     return chart.to_dict(), data
 
 
@@ -456,8 +534,9 @@ def test_overhead_chart_sets_tied_strategies_side_by_side_on_a_symlog_axis():
     assert order == ["keep-all", "hybrid", "paging-only", "recompute-only"]
     assert tie["x"].nunique() == 4 and (tie["y"] == 0).all()
     constant = 10 ** math.floor(math.log10(0.5))  # the smallest positive overhead is 0.5 %
-    point = data[(frame["platform_label"] == "mkr1000") & (frame["strategy"] == "recompute-only")
-                 & (frame["ram_fraction"] == 0.5)]
+    point = data[
+        (frame["platform_label"] == "mkr1000") & (frame["strategy"] == "recompute-only") & (frame["ram_fraction"] == 0.5)
+    ]
     assert point["y"].iloc[0] == pytest.approx(math.log1p(3.0 / constant))
     axis = next(e["axis"] for e in _encodings(spec, "x") if "axis" in e and e["axis"])
     assert axis["values"] == [0, 1, 2, 3]  # 10 %, 25 %, 50 %, 100 %: a tick on every budget swept
@@ -502,8 +581,7 @@ def test_fewer_than_three_budgets_make_a_bar_chart(tmp_path):
     rows = rows[rows["ram"].isin(["50%", "100%"])]
     frame = prepare(rows)
     spec, _ = overhead_data(frame)
-    marks = {layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]
-             for layer in _layers(spec)}
+    marks = {layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in _layers(spec)}
     assert "bar" in marks and "line" not in marks
 
 
@@ -564,8 +642,9 @@ def test_winners_are_computed_from_the_energies():
 def test_report_says_which_strategy_wins_where(report):
     """The text names the winner per platform and RAM budget, as computed from the energies."""
     _, text = report
-    assert ("resnet18-cifar on mkr1000, runtime budget 1.2x, overlap timing: "
-            "lowest energy: hybrid at 25 %; paging-only at 50 %") in text
+    assert (
+        "resnet18-cifar on mkr1000, runtime budget 1.2x, overlap timing: lowest energy: hybrid at 25 %; paging-only at 50 %"
+    ) in text
     assert "resnet18-cifar on rpi4, runtime budget 1.2x, overlap timing: lowest energy: hybrid at 25 % to 50 %" in text
 
 

@@ -8,12 +8,25 @@ from poetsim.errors import UserInputError
 
 
 def _frame(rows):
-    return pd.DataFrame([
-        {"point_key": key, "status": status, "predicted_total_j": energy, "message": "",
-         "model": "m", "platform": "p", "ram": "50%", "runtime_x": 1.2, "strategy": key.split("|")[-1],
-         "overhead_pct": 0.0, "predicted_peak_ram_bytes": 1, "predicted_runtime_s": 1.0}
-        for key, status, energy in rows
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "point_key": key,
+                "status": status,
+                "predicted_total_j": energy,
+                "message": "",
+                "model": "m",
+                "platform": "p",
+                "ram": "50%",
+                "runtime_x": 1.2,
+                "strategy": key.split("|")[-1],
+                "overhead_pct": 0.0,
+                "predicted_peak_ram_bytes": 1,
+                "predicted_runtime_s": 1.0,
+            }
+            for key, status, energy in rows
+        ]
+    )
 
 
 def test_compare_orders_keep_all_first():
@@ -32,16 +45,40 @@ def test_load_results_rejects_missing_and_foreign_files(tmp_path):
 def test_the_headline_puts_strategies_side_by_side_with_ram_sorted_as_a_number():
     rows = []
     for ram, budget in (("100%", 100), ("20%", 20), ("50%", 50)):
-        for strategy, status, overhead, gap in (("hybrid", "feasible", 0.5, 0.2), ("paging-only", "optimal", 0.5, 0.0),
-                                                ("recompute-only", "infeasible", None, None)):
-            rows.append({"point_key": f"m|p|{ram}|1.2x|{strategy}", "model": "m", "platform": "p", "ram": ram,
-                         "runtime_x": 1.2, "timing": "overlap", "strategy": strategy, "status": status,
-                         "overhead_pct": overhead, "gap_overhead": gap, "predicted_total_j": 1.0,
-                         "ram_budget_bytes": budget, "keep_all_peak_bytes": 100})
+        for strategy, status, overhead, gap in (
+            ("hybrid", "feasible", 0.5, 0.2),
+            ("paging-only", "optimal", 0.5, 0.0),
+            ("recompute-only", "infeasible", None, None),
+        ):
+            rows.append(
+                {
+                    "point_key": f"m|p|{ram}|1.2x|{strategy}",
+                    "model": "m",
+                    "platform": "p",
+                    "ram": ram,
+                    "runtime_x": 1.2,
+                    "timing": "overlap",
+                    "strategy": strategy,
+                    "status": status,
+                    "overhead_pct": overhead,
+                    "gap_overhead": gap,
+                    "predicted_total_j": 1.0,
+                    "ram_budget_bytes": budget,
+                    "keep_all_peak_bytes": 100,
+                }
+            )
     table = headline(pd.DataFrame(rows))
     assert list(table["ram"]) == ["100%", "50%", "20%"]
-    assert headline_columns(table) == ["model", "platform", "timing", "runtime_x", "ram",
-                                       "hybrid", "paging-only", "recompute-only"]
+    assert headline_columns(table) == [
+        "model",
+        "platform",
+        "timing",
+        "runtime_x",
+        "ram",
+        "hybrid",
+        "paging-only",
+        "recompute-only",
+    ]
     first = table.iloc[0]
     assert (first["hybrid"], first["paging-only"], first["recompute-only"]) == ("0.500 %*", "0.500 %", "infeasible")
     assert first["hybrid gap"] == 0.2

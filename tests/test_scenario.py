@@ -38,8 +38,11 @@ def test_good_scenario_loads_with_defaults(tmp_path):
 
 
 def test_lists_make_a_grid(tmp_path):
-    text = GOOD.replace("platform: rpi4", "platform: [rpi4, jetson-tx2]").replace(
-        "ram: 50%", "ram: [100%, 50%, 1MiB]").replace("runtime: 1.2x", "runtime: [1x, 1.5x]")
+    text = (
+        GOOD.replace("platform: rpi4", "platform: [rpi4, jetson-tx2]")
+        .replace("ram: 50%", "ram: [100%, 50%, 1MiB]")
+        .replace("runtime: 1.2x", "runtime: [1x, 1.5x]")
+    )
     scenario = load_scenario(_write(tmp_path, text))
     points = scenario.points()
     assert len(points) == 2 * 3 * 2 * 3
@@ -51,25 +54,35 @@ def test_graph_paths_are_relative_to_the_scenario(tmp_path, checkmate_graphs):
     (tmp_path / "g").mkdir()
     target = tmp_path / "g" / "vgg16.json"
     target.write_text((checkmate_graphs / "vgg16_256_224x224x3_train.json").read_text())
-    text = GOOD.replace("model: resnet18_cifar", "model: g/vgg16.json").replace("ram: 50%", "ram: 1GB").replace(
-        "platform: rpi4", "platform: jetson-tx2")
+    text = (
+        GOOD.replace("model: resnet18_cifar", "model: g/vgg16.json")
+        .replace("ram: 50%", "ram: 1GB")
+        .replace("platform: rpi4", "platform: jetson-tx2")
+    )
     scenario = load_scenario(_write(tmp_path, text))
     assert scenario.model == (str(target),)
 
 
-@pytest.mark.parametrize("change,field,fragment", [
-    (("name: resnet18-rpi4", "name: resnet18-rpi4\ncolour: red"), "colour", "unknown field"),
-    (("batch_size: 32", "batch_size: many"), "batch_size", "integer"),
-    (("batch_size: 32", "batch_size: -4"), "batch_size", "greater than 0"),
-    (("ram: 50%", "ram: -5"), "budgets.ram", "at least one byte"),
-    (("ram: 50%", "ram: 0%"), "budgets.ram", "above 0"),
-    (("ram: 50%", "ram: 12 parsecs"), "budgets.ram", "unknown unit"),
-    (("runtime: 1.2x", "runtime: 0x"), "budgets.runtime", "above 0"),
-    (("strategies: [hybrid, recompute-only, paging-only]", "strategies: [hybird]"), "strategies", "unknown strategy 'hybird'"),
-    (("platform: rpi4", "platform: rpi4\nsolver: cplex"), "solver", "unknown solver 'cplex'"),
-    (("platform: rpi4", "platform: rpi4\ntiming: exact"), "timing", "overlap"),
-    (("budgets:\n  ram: 50%\n  runtime: 1.2x\n", ""), "budgets", "Field required"),
-])
+@pytest.mark.parametrize(
+    "change,field,fragment",
+    [
+        (("name: resnet18-rpi4", "name: resnet18-rpi4\ncolour: red"), "colour", "unknown field"),
+        (("batch_size: 32", "batch_size: many"), "batch_size", "integer"),
+        (("batch_size: 32", "batch_size: -4"), "batch_size", "greater than 0"),
+        (("ram: 50%", "ram: -5"), "budgets.ram", "at least one byte"),
+        (("ram: 50%", "ram: 0%"), "budgets.ram", "above 0"),
+        (("ram: 50%", "ram: 12 parsecs"), "budgets.ram", "unknown unit"),
+        (("runtime: 1.2x", "runtime: 0x"), "budgets.runtime", "above 0"),
+        (
+            ("strategies: [hybrid, recompute-only, paging-only]", "strategies: [hybird]"),
+            "strategies",
+            "unknown strategy 'hybird'",
+        ),
+        (("platform: rpi4", "platform: rpi4\nsolver: cplex"), "solver", "unknown solver 'cplex'"),
+        (("platform: rpi4", "platform: rpi4\ntiming: exact"), "timing", "overlap"),
+        (("budgets:\n  ram: 50%\n  runtime: 1.2x\n", ""), "budgets", "Field required"),
+    ],
+)
 def test_field_errors_name_file_and_field(tmp_path, change, field, fragment):
     path = _write(tmp_path, GOOD.replace(*change))
     with pytest.raises(UserInputError) as caught:
@@ -80,11 +93,14 @@ def test_field_errors_name_file_and_field(tmp_path, change, field, fragment):
     assert "\n" not in message
 
 
-@pytest.mark.parametrize("change,fragment", [
-    (("model: resnet18_cifar", "model: resnet19"), "model: unknown model 'resnet19'"),
-    (("platform: rpi4", "platform: [rpi4, pdp11]"), "platform[1]: unknown platform 'pdp11'"),
-    (("ram: 50%", "ram: 64GiB"), "budgets.ram: 64GiB"),
-])
+@pytest.mark.parametrize(
+    "change,fragment",
+    [
+        (("model: resnet18_cifar", "model: resnet19"), "model: unknown model 'resnet19'"),
+        (("platform: rpi4", "platform: [rpi4, pdp11]"), "platform[1]: unknown platform 'pdp11'"),
+        (("ram: 50%", "ram: 64GiB"), "budgets.ram: 64GiB"),
+    ],
+)
 def test_reference_errors_name_file_and_field(tmp_path, change, fragment):
     path = _write(tmp_path, GOOD.replace(*change))
     with pytest.raises(UserInputError) as caught:

@@ -33,8 +33,14 @@ def schedules(draw):
     """Valid-shaped schedules: any kinds, any non-negative ids, Compute(t) often somewhere in t."""
     stages = []
     for t in range(draw(st.integers(0, 12))):
-        stage = draw(st.lists(st.builds(lambda kind, node: kind(node), st.sampled_from(KINDS),
-                                        st.one_of(st.integers(0, 40), st.integers(0, 2**40))), max_size=12))
+        stage = draw(
+            st.lists(
+                st.builds(
+                    lambda kind, node: kind(node), st.sampled_from(KINDS), st.one_of(st.integers(0, 40), st.integers(0, 2**40))
+                ),
+                max_size=12,
+            )
+        )
         if draw(st.booleans()):
             stage.insert(draw(st.integers(0, len(stage))), Compute(t))
         stages.append(tuple(stage))
@@ -113,9 +119,7 @@ def test_keep_all_schedule_of_a_133_node_chain_fits_in_a_few_hundred_bytes():
     for j in range(forward - 1, -1, -1):
         deps.append([len(deps) - 1, j])
     last_use = [max([k for k, d in enumerate(deps) if i in d], default=i) for i in range(len(deps))]
-    stages = tuple(
-        (C(t), *(F(i) for i in sorted({*deps[t], t}) if last_use[i] == t)) for t in range(len(deps))
-    )
+    stages = tuple((C(t), *(F(i) for i in sorted({*deps[t], t}) if last_use[i] == t)) for t in range(len(deps)))
     blob = encode_binary(Schedule("chain-133", 133, Timing.OVERLAP, stages))
     assert len(blob) == 377
     assert decode_binary(blob, "chain-133").stages == stages
@@ -147,8 +151,15 @@ def test_malformed_binary_is_refused(blob, message):
         decode_binary(blob)
 
 
-GOOD = {"format": "poetsim-schedule", "version": 1, "graph": "g", "num_nodes": 2, "timing": "overlap",
-        "stages": [[["compute", 0]], [["compute", 1], ["free", 0]]], "meta": {}}
+GOOD = {
+    "format": "poetsim-schedule",
+    "version": 1,
+    "graph": "g",
+    "num_nodes": 2,
+    "timing": "overlap",
+    "stages": [[["compute", 0]], [["compute", 1], ["free", 0]]],
+    "meta": {},
+}
 
 
 @pytest.mark.parametrize(
@@ -166,13 +177,19 @@ GOOD = {"format": "poetsim-schedule", "version": 1, "graph": "g", "num_nodes": 2
         (json.dumps({**GOOD, "timing": "fast"}), r"timing: 'fast' is not one of compute-only, overlap"),
         (json.dumps({**GOOD, "stages": {}}), r"stages: expected a list of stages"),
         (json.dumps({**GOOD, "stages": [[["compute", 0]], "x"]}), r"stages\[1\]: expected a list of instructions"),
-        (json.dumps({**GOOD, "stages": [[["compute", 0]], [["swap", 1]]]}),
-         r"stages\[1\]\[0\]: unknown instruction 'swap' \(expected one of compute, page_out, page_in, free\)"),
+        (
+            json.dumps({**GOOD, "stages": [[["compute", 0]], [["swap", 1]]]}),
+            r"stages\[1\]\[0\]: unknown instruction 'swap' \(expected one of compute, page_out, page_in, free\)",
+        ),
         (json.dumps({**GOOD, "stages": [[[["compute"], 0]]]}), r"stages\[0\]\[0\]: unknown instruction \['compute'\]"),
-        (json.dumps({**GOOD, "stages": [[["compute", 0]], [["compute", 1], ["free"]]]}),
-         r"stages\[1\]\[1\]: expected \[kind, node\], found \['free'\]"),
-        (json.dumps({**GOOD, "stages": [[["compute", 0.5]]]}),
-         r"stages\[0\]\[0\]: node id must be a non-negative integer, found 0.5"),
+        (
+            json.dumps({**GOOD, "stages": [[["compute", 0]], [["compute", 1], ["free"]]]}),
+            r"stages\[1\]\[1\]: expected \[kind, node\], found \['free'\]",
+        ),
+        (
+            json.dumps({**GOOD, "stages": [[["compute", 0.5]]]}),
+            r"stages\[0\]\[0\]: node id must be a non-negative integer, found 0.5",
+        ),
         (json.dumps({**GOOD, "meta": {"gap": 0.1}}), r"meta.gap: expected a string, found 0.1"),
         (json.dumps({**GOOD, "meta": []}), r"meta: expected an object of strings"),
     ],

@@ -31,7 +31,7 @@ def test_where_no_milp_fits_a_greedy_cut_short_runs_again_and_gives_the_uncut_pl
     graph, costs, budgets = problem.graph, problem.costs, problem.budgets
     clock = Clock(600.0)
     search = Search(graph, costs, budgets, moves, Timing.OVERLAP, "highs", 1e-4, 1, clock, Reporter(None, clock))
-    search._greedy(0.0)   # no time at all: every greedy stops before its first step
+    search._greedy(0.0)  # no time at all: every greedy stops before its first step
     assert search.greedy_cut
     cut_j = search.best.total_j
     search.without_milp()

@@ -47,10 +47,15 @@ def make_costs(graph, compute_s, paging=None, static_power_w=0.0, dma_channels=1
         page[node] = figures
     compute_s = tuple(float(x) for x in compute_s)
     return CostTable(
-        output_bytes=graph.output_bytes, compute_s=compute_s, compute_j=compute_s,
-        page_out_s=tuple(p[0] for p in page), page_out_j=tuple(p[1] for p in page),
-        page_in_s=tuple(p[2] for p in page), page_in_j=tuple(p[3] for p in page),
-        static_power_w=static_power_w, dma_channels=dma_channels,
+        output_bytes=graph.output_bytes,
+        compute_s=compute_s,
+        compute_j=compute_s,
+        page_out_s=tuple(p[0] for p in page),
+        page_out_j=tuple(p[1] for p in page),
+        page_in_s=tuple(p[2] for p in page),
+        page_in_j=tuple(p[3] for p in page),
+        static_power_w=static_power_w,
+        dma_channels=dma_channels,
     )
 
 
@@ -62,13 +67,24 @@ def make_platform(ram_bytes=10**6, latency_s=0.0, bytes_per_s=100.0, bus_bytes_p
     """A toy platform: 1 FLOP/s, 1 W compute, storage at `bytes_per_s` after `latency_s`."""
     transfer = {"latency_s": latency_s, "bytes_per_s": bytes_per_s}
     data = {
-        "name": "toy", "title": "toy", "ram_bytes": ram_bytes, "static_power_w": 0.0,
+        "name": "toy",
+        "title": "toy",
+        "ram_bytes": ram_bytes,
+        "static_power_w": 0.0,
         "compute": {"flops_per_s": 1.0, "power_w": 1.0},
         "storage": {"kind": "toy", "page_in": transfer, "page_out": transfer, "power_w": 1.0},
-        "dma_channels": 1, "memory_bus_bytes_per_s": bus_bytes_per_s,
+        "dma_channels": 1,
+        "memory_bus_bytes_per_s": bus_bytes_per_s,
     }
-    paths = ["ram_bytes", "static_power_w", "compute.flops_per_s", "compute.power_w", "storage.power_w",
-             "dma_channels", "memory_bus_bytes_per_s"]
+    paths = [
+        "ram_bytes",
+        "static_power_w",
+        "compute.flops_per_s",
+        "compute.power_w",
+        "storage.power_w",
+        "dma_channels",
+        "memory_bus_bytes_per_s",
+    ]
     paths += [f"storage.{d}.{f}" for d in ("page_in", "page_out") for f in ("latency_s", "bytes_per_s")]
     return Platform.model_validate({**data, "sources": {p: "test" for p in paths}})
 
@@ -125,7 +141,8 @@ def test_three_nodes_free_running_wait_for_the_ram_the_page_out_holds(three):
     assert result.mode == "free-running"
     assert (result.makespan_s, result.figures.peak_ram_bytes) == (4.0, 3000)
     assert rows(result, "stall", columns=("time_s", "end_s", "resource", "node", "bytes", "cause")) == [
-        [2.0, 3.0, "ram", 2, 2000, "ram"]]
+        [2.0, 3.0, "ram", 2, 2000, "ram"]
+    ]
     assert (result.delta.overlap_s, result.delta.ram_wait_s, result.delta.total_s) == (-1.0, 1.0, 0.0)
     assert result.stall_s == 1.0 and result.waits_s["ram"] == 1.0
 
@@ -177,7 +194,9 @@ def test_barrier_mode_paging_by_hand(six, six_costs):
     assert rows(result, "page_out", columns=("time_s", "end_s")) == [[3.0, 4.5]]
     assert rows(result, "page_in", columns=("time_s", "end_s")) == [[4.5, 7.0]]
     assert rows(result, "stall", columns=("time_s", "end_s", "node", "cause")) == [
-        [4.0, 4.5, 2, "barrier"], [5.5, 7.0, 3, "barrier"]]
+        [4.0, 4.5, 2, "barrier"],
+        [5.5, 7.0, 3, "barrier"],
+    ]
     assert result.makespan_s == 11.0 and result.waits_s["barrier"] == 2.0
     assert result.figures.static_j == pytest.approx(0.5 * 11.0)
 
@@ -188,13 +207,14 @@ def test_recomputation_is_charged_as_recompute_energy(six, six_costs):
     assert (result.figures.compute_j, result.figures.recompute_j, result.figures.recomputations) == (9.0, 1.0, 1)
     assert rows(result, columns=("node", "kind"))[:2] == [[0, "alloc"], [0, "compute"]]
     assert [kind for node, kind in rows(result, columns=("node", "kind")) if node == 0 and kind.endswith("compute")] == [
-        "compute", "recompute"]
+        "compute",
+        "recompute",
+    ]
     assert result.figures.peak_ram_bytes == 300 and result.makespan_s == 10.0
 
 
 @pytest.mark.parametrize("channels, cause, overlap_s", [(1, "channel", -2.0), (2, "source", -0.25)])
-def test_free_running_page_in_waits_for_its_page_out_then_compute_waits_for_it(six, six_costs, channels, cause,
-                                                                                overlap_s):
+def test_free_running_page_in_waits_for_its_page_out_then_compute_waits_for_it(six, six_costs, channels, cause, overlap_s):
     """Free-running: the page-out runs 3-4.5 s; the page-in issued at 4 s starts at 4.5 s (behind it on
     one channel, or on a second channel waiting for its source) and lands at 7 s; compute 4, ready at
     5 s, waits 5-7 s for its input: makespan 11 s. On one channel the stage model also says 11 s: the
@@ -203,7 +223,9 @@ def test_free_running_page_in_waits_for_its_page_out_then_compute_waits_for_it(s
     costs = replace(six_costs, dma_channels=channels)
     result = simulate(schedule_of(six, PAGING), six, costs, mode=FREE)
     assert rows(result, "stall", columns=("time_s", "end_s", "resource", "node", "cause")) == [
-        [4.0, 4.5, "dma-queue", 0, cause], [5.0, 7.0, "compute", 4, "input"]]
+        [4.0, 4.5, "dma-queue", 0, cause],
+        [5.0, 7.0, "compute", 4, "input"],
+    ]
     assert rows(result, "page_in", columns=("time_s", "end_s")) == [[4.5, 7.0]]
     assert result.makespan_s == 11.0
     assert (result.delta.overlap_s, result.delta.input_wait_s) == (overlap_s, 2.0)
@@ -219,7 +241,9 @@ def test_free_running_allocation_waits_for_ram_a_page_out_holds(six, six_costs):
     """
     result = simulate(schedule_of(six, PAGING), six, six_costs, mode=FREE, budgets=Budgets(300, 12.0))
     assert rows(result, "stall", columns=("time_s", "end_s", "resource", "node", "cause")) == [
-        [3.0, 4.5, "ram", 2, "ram"], [6.5, 8.0, "compute", 4, "input"]]
+        [3.0, 4.5, "ram", 2, "ram"],
+        [6.5, 8.0, "compute", 4, "input"],
+    ]
     assert result.makespan_s == 12.0 and result.stall_s == 3.0
     assert result.figures.peak_ram_bytes == 300 and result.ram_curve.ram_bytes.max() == 300
     assert result.delta.total_s == pytest.approx(result.makespan_s - result.stage_model.runtime_s)
@@ -228,9 +252,12 @@ def test_free_running_allocation_waits_for_ram_a_page_out_holds(six, six_costs):
 def test_barrier_mode_stops_at_the_allocation_over_the_budget(six, six_costs):
     """Budget 300 B: the stage model needs 340 B in stage 2 (0 is held until the stage ends), so the
     replay stops there, naming the instruction, the bytes and why they are held."""
-    with pytest.raises(SimulationError, match=r"stage 2, Compute\(2\) at 3 s: RAM overdraft: needs 40 bytes but only 0 "
-                                              r"of 300 bytes are free \(100 bytes are outputs this stage pages out, "
-                                              r"held until it ends\)"):
+    with pytest.raises(
+        SimulationError,
+        match=r"stage 2, Compute\(2\) at 3 s: RAM overdraft: needs 40 bytes but only 0 "
+        r"of 300 bytes are free \(100 bytes are outputs this stage pages out, "
+        r"held until it ends\)",
+    ):
         simulate(schedule_of(six, PAGING), six, six_costs, budgets=Budgets(300, 100.0))
 
 
@@ -242,8 +269,11 @@ def test_a_page_in_holds_its_buffer_from_its_issue(six, six_costs, mode):
     stages = [[C(0)], [PO(0), C(1), F(0)], [C(2)], [PI(0), C(3), F(1), F(2)], [C(4), F(0), F(3)], [C(5), F(4), F(5)]]
     schedule = schedule_of(six, stages, Timing.COMPUTE_ONLY)
     assert check_schedule(schedule, six, six_costs, Timing.COMPUTE_ONLY).peak_ram_bytes == 300
-    with pytest.raises(SimulationError, match=r"stage 3, Compute\(3\) .*needs 10 bytes but only 5 of 345 bytes are free "
-                                              r"\(100 bytes are this stage's page-ins, which hold their buffers"):
+    with pytest.raises(
+        SimulationError,
+        match=r"stage 3, Compute\(3\) .*needs 10 bytes but only 5 of 345 bytes are free "
+        r"\(100 bytes are this stage's page-ins, which hold their buffers",
+    ):
         simulate(schedule, six, six_costs, mode=mode, budgets=Budgets(345, 100.0))
 
 
@@ -291,7 +321,8 @@ def test_bus_contention_slows_both_activities_by_the_fluid_share(mode):
     assert rows(result, "page_out", columns=("time_s", "end_s")) == [[1.0, pytest.approx(2.5)]]
     assert result.makespan_s == pytest.approx(3.5)
     assert flat(rows(result, "stall", cause="bus", columns=("time_s", "end_s", "node"))) == pytest.approx(
-        [2.0, 2.5, 0, 3.0, 3.5, 1])
+        [2.0, 2.5, 0, 3.0, 3.5, 1]
+    )
     assert set(result.trace[result.trace.cause == "bus"].resource) == {"contention"}  # a lane of its own
     assert result.delta.bus_contention_s == pytest.approx(0.5) and result.delta.total_s == pytest.approx(0.5)
     assert result.bus_busy == pytest.approx((100 + 100 + 400) / (200 * 3.5))
@@ -325,8 +356,12 @@ def test_narrow_bus_never_speeds_anything_up_nor_exceeds_its_bandwidth(forward_n
     platform = platform.model_copy(update={"memory_bus_bytes_per_s": bus_bytes_per_s})
     costs = replace(node_costs(graph, platform), dma_channels=channels)
     result = simulate(chain_schedule(graph), graph, costs, platform, mode=mode)
-    nominal_s = {"compute": costs.compute_s, "recompute": costs.compute_s, "page_in": costs.page_in_s,
-                 "page_out": costs.page_out_s}
+    nominal_s = {
+        "compute": costs.compute_s,
+        "recompute": costs.compute_s,
+        "page_in": costs.page_in_s,
+        "page_out": costs.page_out_s,
+    }
     runs = result.trace[result.trace.kind.isin(list(nominal_s))]
     nominal = pd.Series([nominal_s[kind][node] for kind, node in zip(runs.kind, runs.node)], index=runs.index)
     assert (runs.duration_s >= nominal * (1 - 1e-9)).all()
@@ -337,14 +372,15 @@ def test_narrow_bus_never_speeds_anything_up_nor_exceeds_its_bandwidth(forward_n
 # --- DMA channels --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode, channels, makespan_s, second_start_s", [
-    (BARRIER, 1, 7.0, 4.0), (BARRIER, 2, 5.0, 2.0), (FREE, 1, 6.0, 4.0), (FREE, 2, 4.0, 2.0)])
+@pytest.mark.parametrize(
+    "mode, channels, makespan_s, second_start_s",
+    [(BARRIER, 1, 7.0, 4.0), (BARRIER, 2, 5.0, 2.0), (FREE, 1, 6.0, 4.0), (FREE, 2, 4.0, 2.0)],
+)
 def test_transfers_queue_for_dma_channels(mode, channels, makespan_s, second_start_s):
     """Two 2 s page-outs issued at 2 s: one channel runs them back to back (the second waits for it),
     two in parallel. The barrier holds stage 2 until they end; free-running goes on."""
     graph = make_graph([(), (), (), ()], [10, 10, 10, 10], name="queue")
-    costs = make_costs(graph, [1, 1, 1, 1], paging={0: (2.0, 1.0, 1.0, 1.0), 1: (2.0, 1.0, 1.0, 1.0)},
-                       dma_channels=channels)
+    costs = make_costs(graph, [1, 1, 1, 1], paging={0: (2.0, 1.0, 1.0, 1.0), 1: (2.0, 1.0, 1.0, 1.0)}, dma_channels=channels)
     stages = [[C(0)], [C(1)], [PO(0), PO(1), C(2), F(0), F(1)], [C(3), F(2), F(3)]]
     result = simulate(schedule_of(graph, stages), graph, costs, mode=mode)
     assert sorted(result.trace[result.trace.resource == "dma"].time_s) == [2.0, second_start_s]
@@ -364,10 +400,14 @@ def test_whole_transfers_on_two_channels_take_longer_than_the_stage_model_says()
     assert result.delta == replace(result.delta, dma_packing_s=1.0) and result.delta.total_s == 1.0
 
 
-@pytest.mark.parametrize("last_stage, makespan_s, free_at_s", [
-    ([F(0), C(3), F(3)], 5.0, 5.0),              # freed while still landing: released when it lands
-    ([PO(0), F(0), C(3), F(3)], 5.5, 5.5),       # paged out again: waits for the landing, then 0.5 s
-], ids=["free", "page-out"])
+@pytest.mark.parametrize(
+    "last_stage, makespan_s, free_at_s",
+    [
+        ([F(0), C(3), F(3)], 5.0, 5.0),  # freed while still landing: released when it lands
+        ([PO(0), F(0), C(3), F(3)], 5.5, 5.5),  # paged out again: waits for the landing, then 0.5 s
+    ],
+    ids=["free", "page-out"],
+)
 def test_free_running_buffers_of_a_page_in_in_flight_wait_for_it(last_stage, makespan_s, free_at_s):
     """Page-in of 0 runs 2-5 s; stage 3 (from 3 s) frees or pages out 0 while it is still landing."""
     graph = make_graph([(), (), (), ()], [10, 10, 10, 10], name="landing")
@@ -384,14 +424,24 @@ def test_free_running_buffers_of_a_page_in_in_flight_wait_for_it(last_stage, mak
 # --- invalid schedules are never run -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stages, message", [
-    ([[C(0)], [C(1), F(0)], [C(2), F(1)], [C(3), F(2)], [C(4), F(3)], [C(5), F(4), F(5)]],
-     r"stage 4, Compute\(4\): input 0 is not in RAM"),
-    ([[C(0)], [C(1), F(0)], [C(2), F(1)], [PI(0), C(3), F(2)], [C(4), F(0), F(3)], [C(5), F(4), F(5)]],
-     r"stage 3, PageIn\(0\): node 0 is not on storage"),
-    ([[C(0)], [C(1)], [PO(0), F(0), C(2), F(1)], [C(3), F(2)], [PI(0), C(4), F(0), F(3)], [C(5), F(4), F(5)]],
-     r"stage 4, Compute\(4\): input 0 is not in RAM \(it is being paged in during this stage"),
-], ids=["missing-input", "never-paged-out", "page-in-used-in-its-stage"])
+@pytest.mark.parametrize(
+    "stages, message",
+    [
+        (
+            [[C(0)], [C(1), F(0)], [C(2), F(1)], [C(3), F(2)], [C(4), F(3)], [C(5), F(4), F(5)]],
+            r"stage 4, Compute\(4\): input 0 is not in RAM",
+        ),
+        (
+            [[C(0)], [C(1), F(0)], [C(2), F(1)], [PI(0), C(3), F(2)], [C(4), F(0), F(3)], [C(5), F(4), F(5)]],
+            r"stage 3, PageIn\(0\): node 0 is not on storage",
+        ),
+        (
+            [[C(0)], [C(1)], [PO(0), F(0), C(2), F(1)], [C(3), F(2)], [PI(0), C(4), F(0), F(3)], [C(5), F(4), F(5)]],
+            r"stage 4, Compute\(4\): input 0 is not in RAM \(it is being paged in during this stage",
+        ),
+    ],
+    ids=["missing-input", "never-paged-out", "page-in-used-in-its-stage"],
+)
 @pytest.mark.parametrize("mode", list(Mode))
 def test_invalid_schedules_are_rejected_by_the_checker_rules(six, six_costs, stages, message, mode):
     with pytest.raises(ScheduleError, match=message):
@@ -446,8 +496,7 @@ def test_the_breakdown_adds_up_and_the_peak_stays_within_the_budget(case, mode, 
     graph, costs, schedule = case
     costs = replace(costs, dma_channels=channels)
     budget_bytes = int(check_schedule(schedule, graph, costs, Timing.OVERLAP).peak_ram_bytes)
-    result = simulate(schedule, graph, costs, mode=mode, budgets=Budgets(budget_bytes, math.inf),
-                      bus_bytes_per_s=bus_bytes_per_s)
+    result = simulate(schedule, graph, costs, mode=mode, budgets=Budgets(budget_bytes, math.inf), bus_bytes_per_s=bus_bytes_per_s)
     difference_s = result.makespan_s - result.stage_model.runtime_s
     assert result.delta.total_s == pytest.approx(difference_s, rel=1e-9, abs=1e-9)
     assert result.figures.peak_ram_bytes <= budget_bytes
@@ -509,8 +558,15 @@ def test_write_trace_writes_the_trace_and_the_summary(six, six_costs, tmp_path):
     assert summary["mode"] == "free-running" and summary["makespan_s"] == 11.0
     assert summary["figures"]["total_j"] == pytest.approx(result.figures.total_j)
     assert summary["stage_model"]["runtime_s"] == 11.0
-    assert summary["makespan_delta_s"] == {"dma_packing_s": 0.0, "bus_contention_s": 0.0, "overlap_s": -2.0,
-                                           "input_wait_s": 2.0, "ram_wait_s": 0.0, "tail_s": 0.0, "total_s": 0.0}
+    assert summary["makespan_delta_s"] == {
+        "dma_packing_s": 0.0,
+        "bus_contention_s": 0.0,
+        "overlap_s": -2.0,
+        "input_wait_s": 2.0,
+        "ram_wait_s": 0.0,
+        "tail_s": 0.0,
+        "total_s": 0.0,
+    }
     assert set(summary["waits_s"]) == set(WAIT_CAUSES)
 
 
@@ -528,7 +584,8 @@ def test_comparison_splits_the_difference_from_the_prediction_by_cause(three):
     assert data["flags"] == [
         "simulated makespan -25.000 % against the prediction: overlap -1 s",
         "simulated peak RAM 4,000 bytes is above the predicted 3,000 bytes (1,000 bytes of it freed buffers "
-        "still held by transfers)"]
+        "still held by transfers)",
+    ]
     json.dumps(data)
 
 
@@ -540,11 +597,23 @@ def test_comparison_with_the_papers_timing_names_what_it_leaves_out(six, six_cos
     result = simulate(schedule, six, six_costs, budgets=budgets)
     predicted = check_schedule(schedule, six, six_costs, Timing.COMPUTE_ONLY)
     data = compare(predicted, Timing.COMPUTE_ONLY, result, budgets).to_dict()
-    assert data["makespan_causes_s"] == {"timing_model_s": 2.0, "dma_packing_s": 0.0, "bus_contention_s": 0.0,
-                                         "overlap_s": 0.0, "input_wait_s": 0.0, "ram_wait_s": 0.0, "tail_s": 0.0,
-                                         "total_s": 2.0}
-    assert data["energy_difference_j"] == {"compute_j": 0.0, "recompute_j": 0.0, "page_in_j": 0.0, "page_out_j": 0.0,
-                                           "static_j": 5.5}
+    assert data["makespan_causes_s"] == {
+        "timing_model_s": 2.0,
+        "dma_packing_s": 0.0,
+        "bus_contention_s": 0.0,
+        "overlap_s": 0.0,
+        "input_wait_s": 0.0,
+        "ram_wait_s": 0.0,
+        "tail_s": 0.0,
+        "total_s": 2.0,
+    }
+    assert data["energy_difference_j"] == {
+        "compute_j": 0.0,
+        "recompute_j": 0.0,
+        "page_in_j": 0.0,
+        "page_out_j": 0.0,
+        "static_j": 5.5,
+    }
     assert data["flags"][0] == "simulated makespan 11 s is over the deadline of 9 s (+22.22 %)"
 
 

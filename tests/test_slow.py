@@ -29,8 +29,9 @@ def resnet18_half_ram():
 def outcomes(resnet18_half_ram):
     """Each strategy; hybrid last, started from the single-mode schedules, as a sweep does."""
     p = resnet18_half_ram
-    found = {s: optimise(p.graph, p.costs, p.budgets, s, Timing.OVERLAP, time_limit_s=LIMIT_S)
-             for s in (PAGING_ONLY, RECOMPUTE_ONLY)}
+    found = {
+        s: optimise(p.graph, p.costs, p.budgets, s, Timing.OVERLAP, time_limit_s=LIMIT_S) for s in (PAGING_ONLY, RECOMPUTE_ONLY)
+    }
     starts = [outcome.schedule for outcome in found.values() if outcome.schedule is not None]
     found[HYBRID] = optimise(p.graph, p.costs, p.budgets, HYBRID, Timing.OVERLAP, time_limit_s=LIMIT_S, starts=starts)
     return found

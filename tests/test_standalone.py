@@ -36,7 +36,8 @@ def test_every_shipped_scenario_resolves_in_a_clone_with_nothing_beside_it(tmp_p
     clone = tmp_path / "empty" / "poetsim"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, capture_output=True)
     scenarios = sorted(str(p.relative_to(clone)) for p in (clone / "scenarios").glob("*.yaml"))
-    result = subprocess.run([sys.executable, "-m", "poetsim", "validate", *scenarios], cwd=clone,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "poetsim", "validate", *scenarios], cwd=clone, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("ok  ") == len(scenarios)

@@ -18,8 +18,11 @@ MCU = ROOT / "scenarios" / "mcu.yaml"
 
 def small_scenario(tmp_path, **changes):
     """The MCU scenario cut to one platform and two RAM budgets: 12 points, about a second."""
-    text = MCU.read_text().replace("platform: [mkr1000, nrf52840]", "platform: nrf52840").replace(
-        "ram: [100%, 85%, 70%, 60%]", "ram: [100%, 70%]")
+    text = (
+        MCU.read_text()
+        .replace("platform: [mkr1000, nrf52840]", "platform: nrf52840")
+        .replace("ram: [100%, 85%, 70%, 60%]", "ram: [100%, 70%]")
+    )
     for old, new in changes.items():
         text = text.replace(old, new)
     path = tmp_path / "small.yaml"
@@ -103,10 +106,11 @@ def test_an_existing_sweep_needs_resume(tmp_path):
 
 def test_a_failing_point_is_a_row_not_a_crash(tmp_path):
     graph = tmp_path / "mlp.json"
-    subprocess.run([sys.executable, "-m", "poetsim", "graph", "mlp", "--batch-size", "2", "--save", graph], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "poetsim", "graph", "mlp", "--batch-size", "2", "--save", graph], check=True, capture_output=True
+    )
     scenario = small_scenario(tmp_path, **{"model: mlp": f"model: [mlp, {graph}]"})
-    graph.write_text("{broken")   # valid when the scenario was loaded, broken when its points run
+    graph.write_text("{broken")  # valid when the scenario was loaded, broken when its points run
     frame = read_rows(run_sweep(scenario, tmp_path / "out", jobs=2).parent)
     failed = frame[frame["model"].str.startswith("mlp.json@")]
     assert len(failed) == len(scenario.points()) // 2
@@ -131,7 +135,7 @@ def poetsim(*args):
 
 def test_cli_sweep_compare_report_and_check(tmp_path):
     scenario = tmp_path / "small.yaml"
-    small_scenario(tmp_path)   # writes small.yaml
+    small_scenario(tmp_path)  # writes small.yaml
     out = tmp_path / "results"
     swept = poetsim("sweep", scenario, "--out", out, "-j", "2")
     assert swept.returncode == 0, swept.stderr
@@ -141,9 +145,9 @@ def test_cli_sweep_compare_report_and_check(tmp_path):
     assert compared.returncode == 0, compared.stderr
     table = pd.read_csv(out / "compare.csv")
     assert {"keep-all", "checkpoint-sqrt", "hybrid", "recompute-only", "paging-only"} <= set(table.columns)
-    assert list(table["ram"]) == ["100%", "70%", "100%", "70%"]   # per runtime, RAM sorted as a number
+    assert list(table["ram"]) == ["100%", "70%", "100%", "70%"]  # per runtime, RAM sorted as a number
     text = (out / "compare.txt").read_text()
-    assert "…" not in compared.stdout and "…" not in text        # nothing cut, in a pipe or a file
+    assert "…" not in compared.stdout and "…" not in text  # nothing cut, in a pipe or a file
     assert all(cell in compared.stdout for cell in table["hybrid"].astype(str))
 
     reported = poetsim("report", out)
@@ -157,7 +161,7 @@ def test_cli_sweep_compare_report_and_check(tmp_path):
 
     cheaper = pd.read_csv(baseline)
     solved = cheaper["predicted_total_j"].notna()
-    cheaper.loc[solved, "predicted_total_j"] *= 0.9     # the baseline was 10 % better: now we are worse
+    cheaper.loc[solved, "predicted_total_j"] *= 0.9  # the baseline was 10 % better: now we are worse
     cheaper.to_csv(baseline, index=False)
     worse = poetsim("check", out, "--baseline", baseline)
     assert worse.returncode == 1
@@ -166,7 +170,7 @@ def test_cli_sweep_compare_report_and_check(tmp_path):
 
 def test_recompute_only_on_the_pi_with_and_without_page_cache_is_one_problem():
     twins = twin_points(load_scenario(ROOT / "scenarios" / "resnet18.yaml"))
-    assert len(twins) == 12   # 6 RAM budgets x 2 deadlines
+    assert len(twins) == 12  # 6 RAM budgets x 2 deadlines
     for follower, leader in twins.items():
         model, platform, ram, runtime, strategy = follower.split("|")
         assert (platform, strategy) == ("rpi4-nocache", "recompute-only")
@@ -196,8 +200,9 @@ def test_a_resumed_sweep_takes_a_twins_answer_from_runs_csv(tmp_path):
     out = tmp_path / "out"
     first = read_rows(run_sweep(scenario, out, jobs=1).parent).set_index("point_key")
     runs = out / "runs.csv"
-    runs.write_text("".join(line for line in runs.read_text().splitlines(keepends=True)
-                            if not line.startswith(f"twins,{FOLLOWER},")))
+    runs.write_text(
+        "".join(line for line in runs.read_text().splitlines(keepends=True) if not line.startswith(f"twins,{FOLLOWER},"))
+    )
     assert FOLLOWER not in set(read_rows(out)["point_key"])
     run_sweep(scenario, out, jobs=1, resume=True)
     again = read_rows(out).set_index("point_key").loc[FOLLOWER]

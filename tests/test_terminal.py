@@ -11,8 +11,11 @@ def test_without_a_terminal_progress_prints_a_line_each_period_and_a_last_one():
     progress.update("1/3 points")
     progress.update("2/3 points")
     progress.close("done")
-    assert stream.getvalue().splitlines() == ["poetsim: sweep x: 1/3 points", "poetsim: sweep x: 2/3 points",
-                                              "poetsim: sweep x: done"]
+    assert stream.getvalue().splitlines() == [
+        "poetsim: sweep x: 1/3 points",
+        "poetsim: sweep x: 2/3 points",
+        "poetsim: sweep x: done",
+    ]
 
 
 def test_short_work_prints_no_progress_so_an_error_stays_one_line():

@@ -5,10 +5,19 @@ import pytest
 from poetsim.units import RamSpec, parse_bytes, parse_ram, parse_runtime
 
 
-@pytest.mark.parametrize("text,expected", [
-    (1048576, 1048576), ("1048576", 1048576), ("256KB", 256_000), ("256KiB", 262_144),
-    ("1.5MiB", 1_572_864), ("2 GB", 2 * 10**9), ("1e3", 1000), ("7b", 7),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        (1048576, 1048576),
+        ("1048576", 1048576),
+        ("256KB", 256_000),
+        ("256KiB", 262_144),
+        ("1.5MiB", 1_572_864),
+        ("2 GB", 2 * 10**9),
+        ("1e3", 1000),
+        ("7b", 7),
+    ],
+)
 def test_parse_bytes(text, expected):
     assert parse_bytes(text) == expected
 

@@ -25,7 +25,7 @@ def how_signals_stand(_):
     """SIGINT's disposition, and the signal the kernel sends this process when its parent ends."""
     pdeathsig = ctypes.c_int(0)
     if sys.platform.startswith("linux"):
-        ctypes.CDLL(None).prctl(2, ctypes.byref(pdeathsig), 0, 0, 0)   # PR_GET_PDEATHSIG
+        ctypes.CDLL(None).prctl(2, ctypes.byref(pdeathsig), 0, 0, 0)  # PR_GET_PDEATHSIG
     return signal.getsignal(signal.SIGINT) == signal.SIG_IGN, pdeathsig.value
 
 

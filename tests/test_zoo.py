@@ -59,7 +59,7 @@ def test_graph_is_forward_then_loss_then_backward_in_reverse(name):
     assert nodes[0].op == "input" and not nodes[0].backward
     loss = [n.id for n in nodes if n.op == "loss"]
     assert len(loss) == 1
-    forward, backward = nodes[: loss[0] + 1], nodes[loss[0] + 1:]
+    forward, backward = nodes[: loss[0] + 1], nodes[loss[0] + 1 :]
     assert not any(n.backward for n in forward) and all(n.backward for n in backward)
     assert backward[0].name == "loss.grad"
     # One backward node per forward layer with something to do, in reverse forward order.
@@ -71,11 +71,14 @@ def test_graph_is_forward_then_loss_then_backward_in_reverse(name):
     assert all(n.param_bytes == 0 for n in backward)
 
 
-@pytest.mark.parametrize("name, options", [
-    ("resnet18", {"input_size": 64}),
-    ("mobilenet_v2", {"input_size": 96}),
-    ("bert_base", {"seq_len": 64}),
-])
+@pytest.mark.parametrize(
+    "name, options",
+    [
+        ("resnet18", {"input_size": 64}),
+        ("mobilenet_v2", {"input_size": 96}),
+        ("bert_base", {"seq_len": 64}),
+    ],
+)
 def test_input_size_changes_activations_but_not_parameters(name, options):
     standard, other = build_model(name), build_model(name, **options)
     assert other.param_bytes == standard.param_bytes
@@ -103,14 +106,17 @@ def test_bad_batch_size_raises_user_input_error(batch):
         build_model("mlp", batch_size=batch)
 
 
-@pytest.mark.parametrize("name, options, option", [
-    ("vgg16", {"input_size": 16}, "input_size"),  # five 2x2 poolings need 32 pixels
-    ("resnet18", {"input_size": 0}, "input_size"),
-    ("bert_base", {"seq_len": 513}, "seq_len"),  # 512 learned positions
-    ("gpt2_small", {"seq_len": 0}, "seq_len"),
-    ("bert_base", {"input_size": 224}, "input_size"),  # a sequence model takes seq_len
-    ("resnet18_cifar", {"seq_len": 128}, "seq_len"),
-])
+@pytest.mark.parametrize(
+    "name, options, option",
+    [
+        ("vgg16", {"input_size": 16}, "input_size"),  # five 2x2 poolings need 32 pixels
+        ("resnet18", {"input_size": 0}, "input_size"),
+        ("bert_base", {"seq_len": 513}, "seq_len"),  # 512 learned positions
+        ("gpt2_small", {"seq_len": 0}, "seq_len"),
+        ("bert_base", {"input_size": 224}, "input_size"),  # a sequence model takes seq_len
+        ("resnet18_cifar", {"seq_len": 128}, "seq_len"),
+    ],
+)
 def test_bad_sizes_raise_user_input_error_naming_the_option(name, options, option):
     with pytest.raises(UserInputError, match=option):
         build_model(name, **options)

@@ -34,11 +34,11 @@ ENERGY_RTOL = 1e-9
 class Claim:
     """One claim of the paper, the paper's number, poetsim's, and whether it holds here."""
 
-    where: str              # the exhibit: "Figure 5"
-    statement: str          # the claim in words
-    paper: str              # the paper's number, as it states it
-    poetsim: str            # poetsim's figure for the same thing
-    holds: bool | None      # None: the results hold no row to judge it by
+    where: str  # the exhibit: "Figure 5"
+    statement: str  # the claim in words
+    paper: str  # the paper's number, as it states it
+    poetsim: str  # poetsim's figure for the same thing
+    holds: bool | None  # None: the results hold no row to judge it by
     reason: str
 
     @property
@@ -110,11 +110,14 @@ def _span(values: list[float], unit: str = " %", digits: int = 3) -> str:
 def _points(frame: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, pd.DataFrame]]:
     """Groups of one point each (all strategies), ordered by RAM budget (largest first), then runtime."""
     groups = [(key if isinstance(key, tuple) else (key,), group) for key, group in frame.groupby(keys, sort=False)]
-    return sorted(groups, key=lambda item: tuple(
-        (-item[1]["ram_budget_bytes"].max() if k == "ram" else item[0][i]) for i, k in enumerate(keys)))
+    return sorted(
+        groups,
+        key=lambda item: tuple((-item[1]["ram_budget_bytes"].max() if k == "ram" else item[0][i]) for i, k in enumerate(keys)),
+    )
 
 
 # -- Figure 5: POET, Capuchin and the full-memory baseline ------------------------------------------
+
 
 def figure5(results: Results, model: str = "resnet18_cifar", platform: str = "rpi4") -> Comparison:
     """ResNet-18 on the Cortex-A72: hybrid's and Capuchin's energy above keep-all per RAM budget."""
@@ -123,23 +126,32 @@ def figure5(results: Results, model: str = "resnet18_cifar", platform: str = "rp
     rows = []
     for (ram, runtime_x), group in _points(frame, ["ram", "runtime_x"]):
         hybrid, capuchin = _row(group, "hybrid"), _row(group, "capuchin")
-        rows.append({
-            "ram": ram, "runtime_x": runtime_x, "ram_budget_bytes": group["ram_budget_bytes"].max(),
-            "keep_all_peak_bytes": group["keep_all_peak_bytes"].max(),
-            "keep_all_energy_j": group["keep_all_energy_j"].max(),
-            "hybrid_status": None if hybrid is None else hybrid["status"],
-            "hybrid_overhead_pct": _value(hybrid, "overhead_pct"),
-            "hybrid_gap_overhead": _value(hybrid, "gap_overhead"),
-            "capuchin_status": None if capuchin is None else capuchin["status"],
-            "capuchin_overhead_pct": _value(capuchin, "overhead_pct"),
-            "capuchin_page_ins": _value(capuchin, "predicted_page_ins"),
-            "capuchin_recomputations": _value(capuchin, "predicted_recomputations"),
-            "capuchin_runtime_x": _ratio(_value(capuchin, "predicted_runtime_s"), _value(capuchin, "deadline_s"), runtime_x),
-            "capuchin_note": "" if capuchin is None or bool(capuchin["ok_"]) else str(capuchin["message"]),
-        })
+        rows.append(
+            {
+                "ram": ram,
+                "runtime_x": runtime_x,
+                "ram_budget_bytes": group["ram_budget_bytes"].max(),
+                "keep_all_peak_bytes": group["keep_all_peak_bytes"].max(),
+                "keep_all_energy_j": group["keep_all_energy_j"].max(),
+                "hybrid_status": None if hybrid is None else hybrid["status"],
+                "hybrid_overhead_pct": _value(hybrid, "overhead_pct"),
+                "hybrid_gap_overhead": _value(hybrid, "gap_overhead"),
+                "capuchin_status": None if capuchin is None else capuchin["status"],
+                "capuchin_overhead_pct": _value(capuchin, "overhead_pct"),
+                "capuchin_page_ins": _value(capuchin, "predicted_page_ins"),
+                "capuchin_recomputations": _value(capuchin, "predicted_recomputations"),
+                "capuchin_runtime_x": _ratio(_value(capuchin, "predicted_runtime_s"), _value(capuchin, "deadline_s"), runtime_x),
+                "capuchin_note": "" if capuchin is None or bool(capuchin["ok_"]) else str(capuchin["message"]),
+            }
+        )
     table = pd.DataFrame(rows)
-    return Comparison("fig5", f"Figure 5: POET and Capuchin on {model} / {platform} across RAM budgets",
-                      "scenarios/paper_fig5.yaml", table, tuple(_fig5_claims(table, frame)))
+    return Comparison(
+        "fig5",
+        f"Figure 5: POET and Capuchin on {model} / {platform} across RAM budgets",
+        "scenarios/paper_fig5.yaml",
+        table,
+        tuple(_fig5_claims(table, frame)),
+    )
 
 
 def _ratio(runtime_s, deadline_s, runtime_x):
@@ -161,50 +173,100 @@ def _fig5_claims(table: pd.DataFrame, frame: pd.DataFrame) -> list[Claim]:
         extra = (rows["predicted_total_j"] - rows["keep_all_energy_j"]).mean()
         paging = (rows["predicted_page_in_j"] + rows["predicted_page_out_j"]).mean()
         recompute = rows["predicted_recompute_j"].mean()
-        why = (f"Capuchin's schedules run in {_span(list(below['capuchin_runtime_x'].dropna()), 'x', 4)} of a plain pass "
-               f"with {_span(list(rows['predicted_page_ins']), '', 3)} page-ins and "
-               f"{_span(list(rows['predicted_recomputations']), '', 3)} recomputations; on average they spend "
-               f"{extra:.3g} J above keep-all ({100 * extra / rows['keep_all_energy_j'].mean():.3g} %), of which paging "
-               f"{paging:.3g} J and recomputation {recompute:.3g} J. Its swaps hide behind compute, and a transfer costs "
-               "only the storage's power for its duration, so evicting costs little energy under poetsim's model")
-        claims = [Claim("Figure 5", "Capuchin needs 73 % to 141 % more energy than the full-memory baseline as RAM falls",
-                        "73 % to 141 %", _span(capuchin), holds, why)]
+        why = (
+            f"Capuchin's schedules run in {_span(list(below['capuchin_runtime_x'].dropna()), 'x', 4)} of a plain pass "
+            f"with {_span(list(rows['predicted_page_ins']), '', 3)} page-ins and "
+            f"{_span(list(rows['predicted_recomputations']), '', 3)} recomputations; on average they spend "
+            f"{extra:.3g} J above keep-all ({100 * extra / rows['keep_all_energy_j'].mean():.3g} %), of which paging "
+            f"{paging:.3g} J and recomputation {recompute:.3g} J. Its swaps hide behind compute, and a transfer costs "
+            "only the storage's power for its duration, so evicting costs little energy under poetsim's model"
+        )
+        claims = [
+            Claim(
+                "Figure 5",
+                "Capuchin needs 73 % to 141 % more energy than the full-memory baseline as RAM falls",
+                "73 % to 141 %",
+                _span(capuchin),
+                holds,
+                why,
+            )
+        ]
     else:
-        claims = [Claim("Figure 5", "Capuchin needs 73 % to 141 % more energy than the full-memory baseline as RAM falls",
-                        "73 % to 141 %", "no schedule", None, "Capuchin has no schedule below the full-memory budget here")]
+        claims = [
+            Claim(
+                "Figure 5",
+                "Capuchin needs 73 % to 141 % more energy than the full-memory baseline as RAM falls",
+                "73 % to 141 %",
+                "no schedule",
+                None,
+                "Capuchin has no schedule below the full-memory budget here",
+            )
+        ]
     if hybrid:
         unproven = sum(1 for g in below["hybrid_gap_overhead"] if g is not None and not pd.isna(g) and g > 0)
-        why = (f"hybrid's largest overhead is {max(hybrid):.3g} % over {len(hybrid)} budgets below keep-all"
-               + (f"; {unproven} of them are not proven optimal, so the optimum may be lower still" if unproven else ""))
-        claims.append(Claim("Figure 5", "POET needs less than 1 % more energy than the full-memory baseline",
-                            "< 1 %", _span(hybrid), max(hybrid) < 1.0, why))
+        why = f"hybrid's largest overhead is {max(hybrid):.3g} % over {len(hybrid)} budgets below keep-all" + (
+            f"; {unproven} of them are not proven optimal, so the optimum may be lower still" if unproven else ""
+        )
+        claims.append(
+            Claim(
+                "Figure 5",
+                "POET needs less than 1 % more energy than the full-memory baseline",
+                "< 1 %",
+                _span(hybrid),
+                max(hybrid) < 1.0,
+                why,
+            )
+        )
     else:
-        claims.append(Claim("Figure 5", "POET needs less than 1 % more energy than the full-memory baseline",
-                            "< 1 %", "no schedule", None, "hybrid has no schedule below the full-memory budget here"))
+        claims.append(
+            Claim(
+                "Figure 5",
+                "POET needs less than 1 % more energy than the full-memory baseline",
+                "< 1 %",
+                "no schedule",
+                None,
+                "hybrid has no schedule below the full-memory budget here",
+            )
+        )
     claims.append(_poet_beats(below, "capuchin", "Figure 5", "POET needs less energy than Capuchin at every RAM budget"))
     return claims
 
 
 def _poet_beats(table: pd.DataFrame, other: str, where: str, statement: str) -> Claim:
     """Whether hybrid's overhead is at most `other`'s wherever both have a schedule."""
-    pairs = [(r, h, o, g) for r, h, o, g in zip(table["ram"], table["hybrid_overhead_pct"],
-                                                  table[f"{other}_overhead_pct"], table["hybrid_gap_overhead"])
-             if h is not None and o is not None and not pd.isna(h) and not pd.isna(o)]
+    pairs = [
+        (r, h, o, g)
+        for r, h, o, g in zip(
+            table["ram"], table["hybrid_overhead_pct"], table[f"{other}_overhead_pct"], table["hybrid_gap_overhead"]
+        )
+        if h is not None and o is not None and not pd.isna(h) and not pd.isna(o)
+    ]
     if not pairs:
         return Claim(where, statement, "POET lower", "no pair", None, f"no budget where both hybrid and {other} have a schedule")
     worse = [(r, h, o, g) for r, h, o, g in pairs if h > o + ENERGY_RTOL * 100]
     poetsim = f"POET lower or equal at {len(pairs) - len(worse)} of {len(pairs)} budgets"
     if not worse:
-        return Claim(where, statement, "POET lower", poetsim, True,
-                     f"hybrid's energy is at most {other}'s at every budget both meet")
-    detail = "; ".join(f"at {r} hybrid +{h:.3g} % against {other} +{o:.3g} % (hybrid's unproven share of its overhead: "
-                       f"{'unknown' if g is None or pd.isna(g) else f'{100 * g:.0f} %'})" for r, h, o, g in worse)
-    return Claim(where, statement, "POET lower", poetsim, False,
-                 f"{detail}. A schedule that meets both budgets is one of hybrid's, so hybrid's optimum is never "
-                 "higher: the solver stopped at its time limit short of it")
+        return Claim(
+            where, statement, "POET lower", poetsim, True, f"hybrid's energy is at most {other}'s at every budget both meet"
+        )
+    detail = "; ".join(
+        f"at {r} hybrid +{h:.3g} % against {other} +{o:.3g} % (hybrid's unproven share of its overhead: "
+        f"{'unknown' if g is None or pd.isna(g) else f'{100 * g:.0f} %'})"
+        for r, h, o, g in worse
+    )
+    return Claim(
+        where,
+        statement,
+        "POET lower",
+        poetsim,
+        False,
+        f"{detail}. A schedule that meets both budgets is one of hybrid's, so hybrid's optimum is never "
+        "higher: the solver stopped at its time limit short of it",
+    )
 
 
 # -- Table 3: POET against POFO ---------------------------------------------------------------------
+
 
 def table3(results: Results, model: str = "resnet18_cifar", platform: str = "jetson-tx2") -> Comparison:
     """ResNet-18 on the Jetson TX2: hybrid's and POFO's peak memory and throughput at each budget."""
@@ -217,54 +279,90 @@ def table3(results: Results, model: str = "resnet18_cifar", platform: str = "jet
         times = _value(hybrid, "predicted_runtime_s"), _value(pofo, "predicted_runtime_s")
         energies = _value(hybrid, "predicted_total_j"), _value(pofo, "predicted_total_j")
         both = None not in peaks and None not in times
-        rows.append({
-            "ram": ram, "runtime_x": runtime_x, "ram_budget_bytes": group["ram_budget_bytes"].max(),
-            "hybrid_status": None if hybrid is None else hybrid["status"],
-            "pofo_status": None if pofo is None else pofo["status"],
-            "hybrid_peak_bytes": peaks[0], "pofo_peak_bytes": peaks[1],
-            "peak_difference_pct": 100 * (peaks[0] / peaks[1] - 1) if both else None,
-            "hybrid_iterations_per_s": 1 / times[0] if times[0] else None,
-            "pofo_iterations_per_s": 1 / times[1] if times[1] else None,
-            "throughput_difference_pct": 100 * (times[1] / times[0] - 1) if both else None,
-            "energy_difference_pct": 100 * (energies[0] / energies[1] - 1) if None not in energies else None,
-            "hybrid_recomputations": _value(hybrid, "predicted_recomputations"),
-            "pofo_recomputations": _value(pofo, "predicted_recomputations"),
-            "pofo_note": "" if pofo is None or bool(pofo["ok_"]) else str(pofo["message"]),
-        })
+        rows.append(
+            {
+                "ram": ram,
+                "runtime_x": runtime_x,
+                "ram_budget_bytes": group["ram_budget_bytes"].max(),
+                "hybrid_status": None if hybrid is None else hybrid["status"],
+                "pofo_status": None if pofo is None else pofo["status"],
+                "hybrid_peak_bytes": peaks[0],
+                "pofo_peak_bytes": peaks[1],
+                "peak_difference_pct": 100 * (peaks[0] / peaks[1] - 1) if both else None,
+                "hybrid_iterations_per_s": 1 / times[0] if times[0] else None,
+                "pofo_iterations_per_s": 1 / times[1] if times[1] else None,
+                "throughput_difference_pct": 100 * (times[1] / times[0] - 1) if both else None,
+                "energy_difference_pct": 100 * (energies[0] / energies[1] - 1) if None not in energies else None,
+                "hybrid_recomputations": _value(hybrid, "predicted_recomputations"),
+                "pofo_recomputations": _value(pofo, "predicted_recomputations"),
+                "pofo_note": "" if pofo is None or bool(pofo["ok_"]) else str(pofo["message"]),
+            }
+        )
     table = pd.DataFrame(rows)
-    return Comparison("table3", f"Table 3: POET and POFO on {model} / {platform} at the same budget",
-                      "scenarios/paper_table3.yaml", table, tuple(_table3_claims(table)))
+    return Comparison(
+        "table3",
+        f"Table 3: POET and POFO on {model} / {platform} at the same budget",
+        "scenarios/paper_table3.yaml",
+        table,
+        tuple(_table3_claims(table)),
+    )
 
 
 def _table3_claims(table: pd.DataFrame) -> list[Claim]:
     pairs = table.dropna(subset=["peak_difference_pct"]) if not table.empty else table
     if pairs.empty:
         reason = "no budget where both hybrid and POFO have a schedule in these results"
-        return [Claim("Table 3", "POET's peak memory is 8.3 % lower than POFO's at the same budget", "-8.3 %",
-                      "no pair", None, reason),
-                Claim("Table 3", "POET's throughput is 13 % higher than POFO's at the same budget", "+13 %",
-                      "no pair", None, reason)]
+        return [
+            Claim(
+                "Table 3", "POET's peak memory is 8.3 % lower than POFO's at the same budget", "-8.3 %", "no pair", None, reason
+            ),
+            Claim("Table 3", "POET's throughput is 13 % higher than POFO's at the same budget", "+13 %", "no pair", None, reason),
+        ]
     peaks, speeds = list(pairs["peak_difference_pct"]), list(pairs["throughput_difference_pct"])
-    recompute = (f"hybrid recomputes {_span(list(pairs['hybrid_recomputations']), '', 3)} nodes, POFO "
-                 f"{_span(list(pairs['pofo_recomputations']), '', 3)}")
-    peak_why = ("both schedules fit the same budget, and neither program minimises memory: hybrid minimises energy "
-                "and POFO time, so each peak lands wherever its objective puts it below the budget"
-                + (f"; poetsim's difference has the paper's sign, its size {_span(peaks, ' %', 3)} against the paper's -8.3 %"
-                   if all(p < 0 for p in peaks) else ""))
-    speed_why = (f"{recompute}: POFO keeps or recomputes a residual block as a whole (its chain model), while hybrid "
-                 "recomputes single cheap nodes and pages per tensor in any stage"
-                 + (f"; poetsim's difference has the paper's sign, its size {_span(speeds, ' %', 3)} against the paper's +13 %"
-                    if all(s > 0 for s in speeds) else
-                    "; where POFO is faster, hybrid spent runtime that saves energy (it minimises energy, not time)"))
+    recompute = (
+        f"hybrid recomputes {_span(list(pairs['hybrid_recomputations']), '', 3)} nodes, POFO "
+        f"{_span(list(pairs['pofo_recomputations']), '', 3)}"
+    )
+    peak_why = (
+        "both schedules fit the same budget, and neither program minimises memory: hybrid minimises energy "
+        "and POFO time, so each peak lands wherever its objective puts it below the budget"
+        + (
+            f"; poetsim's difference has the paper's sign, its size {_span(peaks, ' %', 3)} against the paper's -8.3 %"
+            if all(p < 0 for p in peaks)
+            else ""
+        )
+    )
+    speed_why = (
+        f"{recompute}: POFO keeps or recomputes a residual block as a whole (its chain model), while hybrid "
+        "recomputes single cheap nodes and pages per tensor in any stage"
+        + (
+            f"; poetsim's difference has the paper's sign, its size {_span(speeds, ' %', 3)} against the paper's +13 %"
+            if all(s > 0 for s in speeds)
+            else "; where POFO is faster, hybrid spent runtime that saves energy (it minimises energy, not time)"
+        )
+    )
     return [
-        Claim("Table 3", "POET's peak memory is 8.3 % lower than POFO's at the same budget", "-8.3 %",
-              _span(peaks, " %", 3), all(p < 0 for p in peaks), peak_why),
-        Claim("Table 3", "POET's throughput is 13 % higher than POFO's at the same budget", "+13 %",
-              _span(speeds, " %", 3), all(s > 0 for s in speeds), speed_why),
+        Claim(
+            "Table 3",
+            "POET's peak memory is 8.3 % lower than POFO's at the same budget",
+            "-8.3 %",
+            _span(peaks, " %", 3),
+            all(p < 0 for p in peaks),
+            peak_why,
+        ),
+        Claim(
+            "Table 3",
+            "POET's throughput is 13 % higher than POFO's at the same budget",
+            "+13 %",
+            _span(speeds, " %", 3),
+            all(s > 0 for s in speeds),
+            speed_why,
+        ),
     ]
 
 
 # -- Figure 4: energy across runtime budgets --------------------------------------------------------
+
 
 def figure4(results: Results, model: str = "resnet18_cifar") -> Comparison:
     """Each strategy's energy above keep-all at each runtime budget, per platform and RAM budget."""
@@ -274,13 +372,22 @@ def figure4(results: Results, model: str = "resnet18_cifar") -> Comparison:
     for (platform, ram, strategy), group in _points(frame, ["platform_name_", "ram", "strategy"]):
         for row in group.sort_values("runtime_x").itertuples(index=False):
             ok = bool(row.ok_)
-            rows.append({"platform": platform, "ram": ram, "strategy": strategy, "runtime_x": row.runtime_x,
-                         "status": row.status, "energy_j": row.predicted_total_j if ok else None,
-                         "overhead_pct": row.overhead_pct if ok else None,
-                         "gap_overhead": row.gap_overhead if ok and not pd.isna(row.gap_overhead) else None})
+            rows.append(
+                {
+                    "platform": platform,
+                    "ram": ram,
+                    "strategy": strategy,
+                    "runtime_x": row.runtime_x,
+                    "status": row.status,
+                    "energy_j": row.predicted_total_j if ok else None,
+                    "overhead_pct": row.overhead_pct if ok else None,
+                    "gap_overhead": row.gap_overhead if ok and not pd.isna(row.gap_overhead) else None,
+                }
+            )
     table = pd.DataFrame(rows)
-    return Comparison("fig4", f"Figure 4: {model} energy across runtime budgets", "scenarios/paper_fig4.yaml",
-                      table, (_fig4_claim(table),))
+    return Comparison(
+        "fig4", f"Figure 4: {model} energy across runtime budgets", "scenarios/paper_fig4.yaml", table, (_fig4_claim(table),)
+    )
 
 
 def _fig4_claim(table: pd.DataFrame) -> Claim:
@@ -289,23 +396,43 @@ def _fig4_claim(table: pd.DataFrame) -> Claim:
     series = [(key, group.dropna(subset=["energy_j"])) for key, group in hybrid.groupby(["platform", "ram"], sort=False)]
     series = [(key, group) for key, group in series if len(group) >= 2]
     if not series:
-        return Claim("Figure 4", statement, "a falling curve (no number)", "no curve", None,
-                     "hybrid has fewer than two runtime budgets with a schedule in these results")
+        return Claim(
+            "Figure 4",
+            statement,
+            "a falling curve (no number)",
+            "no curve",
+            None,
+            "hybrid has fewer than two runtime budgets with a schedule in these results",
+        )
     rises, drops = [], []
     for (platform, ram), group in series:
         energies, budgets, gaps = list(group["energy_j"]), list(group["runtime_x"]), list(group["gap_overhead"])
         drops.append(100 * (1 - energies[-1] / energies[0]))
         for k in range(1, len(energies)):
             if energies[k] > energies[k - 1] * (1 + ENERGY_RTOL):
-                rises.append(f"{platform} at {ram}: {budgets[k - 1]:g}x {energies[k - 1]:.6g} J, {budgets[k]:g}x "
-                             f"{energies[k]:.6g} J (unproven share of overhead {_share(gaps[k])})")
+                rises.append(
+                    f"{platform} at {ram}: {budgets[k - 1]:g}x {energies[k - 1]:.6g} J, {budgets[k]:g}x "
+                    f"{energies[k]:.6g} J (unproven share of overhead {_share(gaps[k])})"
+                )
     poetsim = f"energy falls by {_span(drops, ' %', 3)} from the tightest to the loosest deadline with a schedule"
     if not rises:
-        return Claim("Figure 4", statement, "a falling curve (no number)", poetsim, True,
-                     "hybrid's energy never rises as the runtime budget loosens")
-    return Claim("Figure 4", statement, "a falling curve (no number)", poetsim, False,
-                 "; ".join(rises) + ". A schedule that meets a deadline meets every looser one, so the optimum "
-                 "cannot rise: these points stopped at the solver's time limit before reaching it")
+        return Claim(
+            "Figure 4",
+            statement,
+            "a falling curve (no number)",
+            poetsim,
+            True,
+            "hybrid's energy never rises as the runtime budget loosens",
+        )
+    return Claim(
+        "Figure 4",
+        statement,
+        "a falling curve (no number)",
+        poetsim,
+        False,
+        "; ".join(rises) + ". A schedule that meets a deadline meets every looser one, so the optimum "
+        "cannot rise: these points stopped at the solver's time limit before reaching it",
+    )
 
 
 def _share(value) -> str:
@@ -314,13 +441,19 @@ def _share(value) -> str:
 
 # -- Figure 3: energy against peak memory -----------------------------------------------------------
 
+
 def figure3(results: Results) -> Comparison:
     """Per platform and model: each strategy's peak memory and energy at each RAM budget."""
     frame = _prepared(results)
     rows = []
     for (platform, model, ram, runtime_x), group in _points(frame, ["platform_name_", "model_name_", "ram", "runtime_x"]):
-        row = {"platform": platform, "model": model, "ram": ram, "runtime_x": runtime_x,
-               "ram_budget_bytes": group["ram_budget_bytes"].max()}
+        row = {
+            "platform": platform,
+            "model": model,
+            "ram": ram,
+            "runtime_x": runtime_x,
+            "ram_budget_bytes": group["ram_budget_bytes"].max(),
+        }
         for strategy in ("hybrid", "paging-only", "recompute-only"):
             found = _row(group, strategy)
             prefix = strategy.replace("-", "_")
@@ -333,29 +466,52 @@ def figure3(results: Results) -> Comparison:
         row["note"] = "" if hybrid is None or bool(hybrid["ok_"]) else str(hybrid["message"])
         rows.append(row)
     table = pd.DataFrame(rows)
-    return Comparison("fig3", "Figure 3: energy against peak memory, every zoo model, one panel per platform",
-                      "scenarios/paper_fig3.yaml and scenarios/paper_fig3_mcu.yaml", table,
-                      (_fig3_mcu_claim(table), _fig3_integrated_claim(table)))
+    return Comparison(
+        "fig3",
+        "Figure 3: energy against peak memory, every zoo model, one panel per platform",
+        "scenarios/paper_fig3.yaml and scenarios/paper_fig3_mcu.yaml",
+        table,
+        (_fig3_mcu_claim(table), _fig3_integrated_claim(table)),
+    )
 
 
 def _fig3_mcu_claim(table: pd.DataFrame) -> Claim:
     statement = "ResNet-18 and BERT can be fine-tuned within the memory of a Cortex-M class device (the abstract)"
-    rows = table[table["platform"].isin(MICROCONTROLLERS) & table["model"].str.match(r"(resnet18|bert)")] \
-        if not table.empty else table
+    rows = (
+        table[table["platform"].isin(MICROCONTROLLERS) & table["model"].str.match(r"(resnet18|bert)")]
+        if not table.empty
+        else table
+    )
     if rows.empty:
-        return Claim("Figure 3", statement, "fits a Cortex-M device", "no run", None,
-                     "the results hold no ResNet-18 or BERT point on a microcontroller (scenarios/paper_fig3_mcu.yaml)")
+        return Claim(
+            "Figure 3",
+            statement,
+            "fits a Cortex-M device",
+            "no run",
+            None,
+            "the results hold no ResNet-18 or BERT point on a microcontroller (scenarios/paper_fig3_mcu.yaml)",
+        )
     fitted = rows[rows["hybrid_status"].isin(["optimal", "feasible"])]
     if not fitted.empty:
-        return Claim("Figure 3", statement, "fits a Cortex-M device",
-                     f"{len(fitted)} of {len(rows)} points have a schedule", True,
-                     "; ".join(f"{r.model} on {r.platform} at {r.ram}" for r in fitted.itertuples()))
+        return Claim(
+            "Figure 3",
+            statement,
+            "fits a Cortex-M device",
+            f"{len(fitted)} of {len(rows)} points have a schedule",
+            True,
+            "; ".join(f"{r.model} on {r.platform} at {r.ram}" for r in fitted.itertuples()),
+        )
     notes = sorted({str(n) for n in rows["note"] if n})
-    return Claim("Figure 3", statement, "fits a Cortex-M device",
-                 f"no schedule at any of {len(rows)} points (budgets up to {rows['ram_budget_bytes'].max():,.0f} bytes)",
-                 False, "poetsim counts a layer's input and output in RAM while it computes, and the largest such "
-                 "working set of these graphs is above the device's SRAM; the paper's model does not check device "
-                 "capacity. " + " | ".join(notes[:2]))
+    return Claim(
+        "Figure 3",
+        statement,
+        "fits a Cortex-M device",
+        f"no schedule at any of {len(rows)} points (budgets up to {rows['ram_budget_bytes'].max():,.0f} bytes)",
+        False,
+        "poetsim counts a layer's input and output in RAM while it computes, and the largest such "
+        "working set of these graphs is above the device's SRAM; the paper's model does not check device "
+        "capacity. " + " | ".join(notes[:2]),
+    )
 
 
 def _fig3_integrated_claim(table: pd.DataFrame) -> Claim:
@@ -373,25 +529,51 @@ def _fig3_integrated_claim(table: pd.DataFrame) -> Claim:
         if r.hybrid_energy_j is None or pd.isna(r.hybrid_energy_j):
             worse.append(f"{r.model} on {r.platform} at {r.ram}: {best_name} has a schedule, hybrid is {r.hybrid_status}")
         elif r.hybrid_energy_j > best * (1 + ENERGY_RTOL):
-            worse.append(f"{r.model} on {r.platform} at {r.ram}: hybrid {r.hybrid_energy_j:.6g} J, {best_name} {best:.6g} J "
-                         f"(hybrid's unproven share of overhead {_share(r.hybrid_gap_overhead)})")
+            worse.append(
+                f"{r.model} on {r.platform} at {r.ram}: hybrid {r.hybrid_energy_j:.6g} J, {best_name} {best:.6g} J "
+                f"(hybrid's unproven share of overhead {_share(r.hybrid_gap_overhead)})"
+            )
     if not compared:
-        return Claim("Figure 3", statement, "POET's curve lowest", "no pair", None,
-                     "no budget where paging-only or recompute-only has a schedule")
+        return Claim(
+            "Figure 3",
+            statement,
+            "POET's curve lowest",
+            "no pair",
+            None,
+            "no budget where paging-only or recompute-only has a schedule",
+        )
     poetsim = f"hybrid lowest or equal at {compared - len(worse)} of {compared} points"
     if not worse:
-        return Claim("Figure 3", statement, "POET's curve lowest", poetsim, True,
-                     "wherever a single move has a schedule, hybrid's is at least as cheap")
-    return Claim("Figure 3", statement, "POET's curve lowest", poetsim, False,
-                 "; ".join(worse[:6]) + (f"; and {len(worse) - 6} more" if len(worse) > 6 else "")
-                 + ". Hybrid's space contains both single-move spaces, so these are solves stopped at their time limit")
+        return Claim(
+            "Figure 3",
+            statement,
+            "POET's curve lowest",
+            poetsim,
+            True,
+            "wherever a single move has a schedule, hybrid's is at least as cheap",
+        )
+    return Claim(
+        "Figure 3",
+        statement,
+        "POET's curve lowest",
+        poetsim,
+        False,
+        "; ".join(worse[:6])
+        + (f"; and {len(worse) - 6} more" if len(worse) > 6 else "")
+        + ". Hybrid's space contains both single-move spaces, so these are solves stopped at their time limit",
+    )
 
 
 # -- all of them, and rendering ---------------------------------------------------------------------
 
 #: Which comparison reads the results of which scenario.
-BUILDERS = {"paper_fig3": figure3, "paper_fig3_mcu": figure3, "paper_fig4": figure4,
-            "paper_fig5": figure5, "paper_table3": table3}
+BUILDERS = {
+    "paper_fig3": figure3,
+    "paper_fig3_mcu": figure3,
+    "paper_fig4": figure4,
+    "paper_fig5": figure5,
+    "paper_table3": table3,
+}
 
 
 def comparisons(results: Mapping[str, Results]) -> list[Comparison]:
@@ -420,19 +602,26 @@ def _cell(value) -> str:
 def render_html(comparison: Comparison) -> str:
     """An HTML fragment: the claims with their verdicts, then poetsim's figures; every string escaped."""
     e = html.escape
-    out = [f'<section class="paper-comparison" id="paper-{e(comparison.key)}">',
-           f"<h3>{e(comparison.title)}</h3>",
-           f"<p>Results of {e(comparison.scenario)}; paper: {e(SOURCE)}. A verdict is about poetsim's cost model, "
-           "not about the paper's measurements.</p>",
-           '<table class="claims"><thead><tr><th>claim</th><th>paper</th><th>poetsim</th><th>verdict</th><th>why</th>'
-           "</tr></thead><tbody>"]
+    out = [
+        f'<section class="paper-comparison" id="paper-{e(comparison.key)}">',
+        f"<h3>{e(comparison.title)}</h3>",
+        f"<p>Results of {e(comparison.scenario)}; paper: {e(SOURCE)}. A verdict is about poetsim's cost model, "
+        "not about the paper's measurements.</p>",
+        '<table class="claims"><thead><tr><th>claim</th><th>paper</th><th>poetsim</th><th>verdict</th><th>why</th>'
+        "</tr></thead><tbody>",
+    ]
     for claim in comparison.claims:
-        out.append(f'<tr class="{e(claim.verdict.replace(" ", "-"))}"><td>{e(claim.where)}: {e(claim.statement)}</td>'
-                   f"<td>{e(claim.paper)}</td><td>{e(claim.poetsim)}</td><td>{e(claim.verdict)}</td><td>{e(claim.reason)}</td></tr>")
+        out.append(
+            f'<tr class="{e(claim.verdict.replace(" ", "-"))}"><td>{e(claim.where)}: {e(claim.statement)}</td>'
+            f"<td>{e(claim.paper)}</td><td>{e(claim.poetsim)}</td><td>{e(claim.verdict)}</td><td>{e(claim.reason)}</td></tr>"
+        )
     out.append("</tbody></table>")
     if not comparison.table.empty:
-        out.append('<table class="figures"><thead><tr>'
-                   + "".join(f"<th>{e(str(c))}</th>" for c in comparison.table.columns) + "</tr></thead><tbody>")
+        out.append(
+            '<table class="figures"><thead><tr>'
+            + "".join(f"<th>{e(str(c))}</th>" for c in comparison.table.columns)
+            + "</tr></thead><tbody>"
+        )
         for row in comparison.table.itertuples(index=False):
             out.append("<tr>" + "".join(f"<td>{e(_cell(v))}</td>" for v in row) + "</tr>")
         out.append("</tbody></table>")
@@ -442,16 +631,22 @@ def render_html(comparison: Comparison) -> str:
 
 def render_section(found: list[Comparison]) -> str:
     """All comparisons as one HTML section for report.html, with a heading and a note on verdicts."""
-    head = ('<section class="paper" id="paper"><h2>The POET paper\'s comparisons</h2>'
-            f"<p>Each claim of {html.escape(SOURCE)} beside poetsim's figure for it, judged under poetsim's cost "
-            "model (docs/paper.md gives the sources and what poetsim decided where the papers leave a choice).</p>")
+    head = (
+        '<section class="paper" id="paper"><h2>The POET paper\'s comparisons</h2>'
+        f"<p>Each claim of {html.escape(SOURCE)} beside poetsim's figure for it, judged under poetsim's cost "
+        "model (docs/paper.md gives the sources and what poetsim decided where the papers leave a choice).</p>"
+    )
     return "\n".join([head, *(render_html(c) for c in found), "</section>"])
 
 
 def render_markdown(comparison: Comparison, columns: list[str] | None = None) -> str:
     """The claims and (some of) the figures as Markdown tables, for docs."""
-    lines = [f"**{comparison.title}** ({comparison.scenario})", "",
-             "| claim | paper | poetsim | verdict | why |", "|---|---|---|---|---|"]
+    lines = [
+        f"**{comparison.title}** ({comparison.scenario})",
+        "",
+        "| claim | paper | poetsim | verdict | why |",
+        "|---|---|---|---|---|",
+    ]
     for claim in comparison.claims:
         cells = [f"{claim.where}: {claim.statement}", claim.paper, claim.poetsim, claim.verdict, claim.reason]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")

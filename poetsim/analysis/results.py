@@ -79,8 +79,9 @@ def _check_cells(path: Path, text: str) -> None:
             if not key.strip():
                 raise UserInputError(f"{path}: line {line}: point_key is empty")
             if key in seen:
-                raise UserInputError(f"{path}: point {key} is on lines {seen[key]} and {line}; "
-                                     "a results file holds each point once")
+                raise UserInputError(
+                    f"{path}: point {key} is on lines {seen[key]} and {line}; a results file holds each point once"
+                )
             seen[key] = line
     except csv.Error as exc:
         raise UserInputError(f"{path}: not a results CSV (line {reader.line_num}: {exc})") from None
@@ -88,8 +89,16 @@ def _check_cells(path: Path, text: str) -> None:
 
 def compare_strategies(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per grid point and strategy, ordered for reading side by side."""
-    columns = GRID + ["strategy", "status", "predicted_total_j", "overhead_pct", "predicted_peak_ram_bytes",
-                      "predicted_runtime_s", "simulated_total_j", "gap_overhead"]
+    columns = GRID + [
+        "strategy",
+        "status",
+        "predicted_total_j",
+        "overhead_pct",
+        "predicted_peak_ram_bytes",
+        "predicted_runtime_s",
+        "simulated_total_j",
+        "gap_overhead",
+    ]
     present = [c for c in columns if c in frame.columns]
     table = frame[present].copy()
     table["_order"] = table["strategy"].map(strategies.rank)
@@ -171,8 +180,12 @@ def headline(frame: pd.DataFrame) -> pd.DataFrame:
                 row[name] = ""
         rows.append(row)
     table = pd.DataFrame(rows)
-    table = table.sort_values(["model", "platform", "timing", "runtime_x", "ram_share"],
-                              ascending=[True, True, True, True, False], na_position="last", kind="stable")
+    table = table.sort_values(
+        ["model", "platform", "timing", "runtime_x", "ram_share"],
+        ascending=[True, True, True, True, False],
+        na_position="last",
+        kind="stable",
+    )
     return table.reset_index(drop=True)
 
 
@@ -186,8 +199,17 @@ def headline_columns(table: pd.DataFrame) -> list[str]:
 GUARD_RTOL = 1e-3
 GUARD_ATOL_J = 1e-6
 #: Verdicts that fail the guard, and those that pass it.
-FAILING = ("worse", "lost-schedule", "lost-proof", "failed", "bad-figure", "simulated-worse", "peak-ram-up",
-           "simulated-peak-ram-up", "missing")
+FAILING = (
+    "worse",
+    "lost-schedule",
+    "lost-proof",
+    "failed",
+    "bad-figure",
+    "simulated-worse",
+    "peak-ram-up",
+    "simulated-peak-ram-up",
+    "missing",
+)
 PASSING = ("same", "better", "now-feasible", "new")
 
 
@@ -210,8 +232,13 @@ class Change:
         return self.verdict in FAILING
 
 
-def check_against_baseline(current: pd.DataFrame, baseline: pd.DataFrame, rtol: float = GUARD_RTOL,
-                           atol_j: float = GUARD_ATOL_J, baseline_name: str = "baseline") -> list[Change]:
+def check_against_baseline(
+    current: pd.DataFrame,
+    baseline: pd.DataFrame,
+    rtol: float = GUARD_RTOL,
+    atol_j: float = GUARD_ATOL_J,
+    baseline_name: str = "baseline",
+) -> list[Change]:
     """Judge every point of the baseline against the current results, matched by point key.
 
     A point fails when:
@@ -243,13 +270,21 @@ def check_against_baseline(current: pd.DataFrame, baseline: pd.DataFrame, rtol: 
     changes = []
     for key, base in baseline.set_index("point_key").iterrows():
         if key not in now.index:
-            changes.append(Change(key, "missing", _number(base, "predicted_total_j"), None,
-                                  "in the baseline, not in the results"))
+            changes.append(
+                Change(key, "missing", _number(base, "predicted_total_j"), None, "in the baseline, not in the results")
+            )
         else:
             changes.append(_judge(key, base, now.loc[key], rtol, atol_j))
     for key in now.index.difference(baseline["point_key"]):
-        changes.append(Change(key, "new", None, _number(now.loc[key], "predicted_total_j"),
-                              f"not in the baseline (status {now.loc[key]['status']})"))
+        changes.append(
+            Change(
+                key,
+                "new",
+                None,
+                _number(now.loc[key], "predicted_total_j"),
+                f"not in the baseline (status {now.loc[key]['status']})",
+            )
+        )
     return changes
 
 
@@ -264,8 +299,10 @@ def _check_baseline(baseline: pd.DataFrame, name: str) -> None:
             for column in ("predicted_total_j", "keep_all_energy_j"):
                 value = _number(row, column)
                 if value is None or not math.isfinite(value) or value <= 0:
-                    raise UserInputError(f"{name}: point {row['point_key']}: {column} is {_show(value)} for status "
-                                         f"{row['status']}; the baseline cannot be judged against")
+                    raise UserInputError(
+                        f"{name}: point {row['point_key']}: {column} is {_show(value)} for status "
+                        f"{row['status']}; the baseline cannot be judged against"
+                    )
 
 
 def _judge(key: str, base, row, rtol: float, atol_j: float) -> Change:
@@ -292,12 +329,30 @@ def _judge(key: str, base, row, rtol: float, atol_j: float) -> Change:
         overhead = max(0.0, energy_before - keep_all)
         slack = max(rtol * overhead, atol_j)
         rise = energy_after - energy_before
-        problems += _rise(base, row, "predicted_total_j", slack, "worse", "energy", "J",
-                          f"{rtol:g} x the baseline's {overhead:.6g} J above keep-all, at least {atol_j:g} J")
-        problems += _rise(base, row, "simulated_total_j", slack, "simulated-worse", "simulated energy", "J",
-                          "the same slack as the predicted energy")
-        for column, verdict, label in (("predicted_peak_ram_bytes", "peak-ram-up", "peak RAM"),
-                                       ("simulated_peak_ram_bytes", "simulated-peak-ram-up", "simulated peak RAM")):
+        problems += _rise(
+            base,
+            row,
+            "predicted_total_j",
+            slack,
+            "worse",
+            "energy",
+            "J",
+            f"{rtol:g} x the baseline's {overhead:.6g} J above keep-all, at least {atol_j:g} J",
+        )
+        problems += _rise(
+            base,
+            row,
+            "simulated_total_j",
+            slack,
+            "simulated-worse",
+            "simulated energy",
+            "J",
+            "the same slack as the predicted energy",
+        )
+        for column, verdict, label in (
+            ("predicted_peak_ram_bytes", "peak-ram-up", "peak RAM"),
+            ("simulated_peak_ram_bytes", "simulated-peak-ram-up", "simulated peak RAM"),
+        ):
             peak = _number(base, column)
             if peak is not None:
                 problems += _rise(base, row, column, rtol * peak, verdict, label, "bytes", f"{rtol:g} x the baseline's")
@@ -330,8 +385,15 @@ def _rise(base, row, column: str, slack: float, verdict: str, label: str, unit: 
     if after is None or not math.isfinite(after):
         return [] if unit == "J" else [(verdict, f"{label} {_show(before)} -> {_show(after)}")]
     if after - before > slack:
-        return [(verdict, (f"{label} {before:.9g} -> {after:.9g} {unit}: up {after - before:.6g} {unit}, "
-                           f"more than the slack of {slack:.6g} {unit} ({why})"))]
+        return [
+            (
+                verdict,
+                (
+                    f"{label} {before:.9g} -> {after:.9g} {unit}: up {after - before:.6g} {unit}, "
+                    f"more than the slack of {slack:.6g} {unit} ({why})"
+                ),
+            )
+        ]
     return []
 
 

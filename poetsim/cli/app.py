@@ -42,8 +42,10 @@ EXIT_CODES = (
 
 app = typer.Typer(
     help="Simulate and explore energy-optimal on-device training schedules (POET: recomputation + paging).",
-    epilog=(f"{ASSUMPTIONS}. Timing models: {TIMING_HELP} {SIMULATOR_ASSUMPTIONS}. "
-            f"Full model: docs/cost-model.md, docs/optimiser.md. {EXIT_CODES}"),
+    epilog=(
+        f"{ASSUMPTIONS}. Timing models: {TIMING_HELP} {SIMULATOR_ASSUMPTIONS}. "
+        f"Full model: docs/cost-model.md, docs/optimiser.md. {EXIT_CODES}"
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -58,6 +60,7 @@ def _boundary(command):
     So does what the library does not turn into one itself: Ctrl-C outside a sweep (130), and
     a file the machine refuses (74).
     """
+
     @functools.wraps(command)
     def run(*args, **kwargs):
         try:
@@ -69,6 +72,7 @@ def _boundary(command):
             raise typer.Exit(130) from None
         except OSError as exc:
             _fail(StorageError.from_os_error(exc, "use"))
+
     return run
 
 
@@ -123,13 +127,24 @@ def models(as_json: JsonOpt = False) -> None:
     rows: list[dict[str, Any]] = []
     for name, spec in sorted(zoo.MODELS.items()):
         graph = zoo.build_model(name)
-        rows.append({"model": name, "description": spec.description, "nodes": len(graph),
-                     "params": graph.param_bytes // 4, "forward_gflop": graph.forward_flops / 1e9})
+        rows.append(
+            {
+                "model": name,
+                "description": spec.description,
+                "nodes": len(graph),
+                "params": graph.param_bytes // 4,
+                "forward_gflop": graph.forward_flops / 1e9,
+            }
+        )
     if as_json:
         return _json(rows)
-    out.print(table(("model", "description", "nodes", "params", "fwd GFLOP (batch 1)"),
-                    [(r["model"], r["description"], r["nodes"], f"{r['params'] / 1e6:.2f} M", f"{r['forward_gflop']:.3f}")
-                     for r in rows], right=("nodes", "params", "fwd GFLOP (batch 1)")))
+    out.print(
+        table(
+            ("model", "description", "nodes", "params", "fwd GFLOP (batch 1)"),
+            [(r["model"], r["description"], r["nodes"], f"{r['params'] / 1e6:.2f} M", f"{r['forward_gflop']:.3f}") for r in rows],
+            right=("nodes", "params", "fwd GFLOP (batch 1)"),
+        )
+    )
 
 
 @app.command()
@@ -139,11 +154,24 @@ def platforms(as_json: JsonOpt = False) -> None:
     profiles = [load_platform(name) for name in shipped_platforms()]
     if as_json:
         return _json([p.model_dump(mode="json") for p in profiles])
-    out.print(table(
-        ("platform", "RAM", "compute", "compute W", "static W", "page-in", "page-out", "storage W"),
-        [(p.name, format_bytes(p.ram_bytes), f"{p.compute.flops_per_s:.3g} FLOP/s", f"{p.compute.power_w:.3g}",
-          f"{p.static_power_w:.3g}", _transfer(p.storage.page_in), _transfer(p.storage.page_out),
-          f"{p.storage.power_w:.3g}") for p in profiles]))
+    out.print(
+        table(
+            ("platform", "RAM", "compute", "compute W", "static W", "page-in", "page-out", "storage W"),
+            [
+                (
+                    p.name,
+                    format_bytes(p.ram_bytes),
+                    f"{p.compute.flops_per_s:.3g} FLOP/s",
+                    f"{p.compute.power_w:.3g}",
+                    f"{p.static_power_w:.3g}",
+                    _transfer(p.storage.page_in),
+                    _transfer(p.storage.page_out),
+                    f"{p.storage.power_w:.3g}",
+                )
+                for p in profiles
+            ],
+        )
+    )
 
 
 def _transfer(transfer) -> str:
@@ -169,16 +197,23 @@ def graph(
         save_graph(g, save)
     if as_json:
         return _json(summary)
-    out.print(table(("graph " + g.name, ""), [
-        ("nodes (forward + backward)", f"{summary['nodes']} ({summary['forward_nodes']} + {summary['backward_nodes']})"),
-        ("edges", summary["edges"]),
-        ("forward FLOPs", f"{summary['forward_flops']:.4g}"),
-        ("backward FLOPs", f"{summary['backward_flops']:.4g}"),
-        ("parameters", f"{summary['param_bytes']:,} bytes ({format_bytes(summary['param_bytes'])})"),
-        ("keep-all peak activation RAM",
-         f"{summary['keep_all_peak_bytes']:,} bytes ({format_bytes(summary['keep_all_peak_bytes'])})"),
-        ("smallest RAM any schedule needs", f"{summary['min_feasible_ram_bytes']:,} bytes"),
-    ]))
+    out.print(
+        table(
+            ("graph " + g.name, ""),
+            [
+                ("nodes (forward + backward)", f"{summary['nodes']} ({summary['forward_nodes']} + {summary['backward_nodes']})"),
+                ("edges", summary["edges"]),
+                ("forward FLOPs", f"{summary['forward_flops']:.4g}"),
+                ("backward FLOPs", f"{summary['backward_flops']:.4g}"),
+                ("parameters", f"{summary['param_bytes']:,} bytes ({format_bytes(summary['param_bytes'])})"),
+                (
+                    "keep-all peak activation RAM",
+                    f"{summary['keep_all_peak_bytes']:,} bytes ({format_bytes(summary['keep_all_peak_bytes'])})",
+                ),
+                ("smallest RAM any schedule needs", f"{summary['min_feasible_ram_bytes']:,} bytes"),
+            ],
+        )
+    )
     if save is not None:
         out.print(f"saved {save}")
 
@@ -212,24 +247,41 @@ def validate(scenarios: list[Path] = typer.Argument(..., help="Scenario YAML fil
 # Options shared by `solve` and `simulate`: which point of the scenario, and how to solve it.
 ModelOpt = Annotated[str | None, typer.Option(help="Model (zoo name or graph path); overrides the scenario.")]
 PlatformOpt = Annotated[str | None, typer.Option(help="Platform name or profile path; overrides the scenario.")]
-StrategyOpt = Annotated[str | None, typer.Option(help="; ".join(f"{s.name}" for s in strategies.REGISTRY.values())
-                                                    + " (see docs/optimiser.md).")]
-RamOpt = Annotated[str | None, typer.Option(
-    help="RAM budget: % of keep-all (50%), bytes (1048576) or with a unit (256KiB, 1.5MB); a bare number below 1 is refused.")]
+StrategyOpt = Annotated[
+    str | None, typer.Option(help="; ".join(f"{s.name}" for s in strategies.REGISTRY.values()) + " (see docs/optimiser.md).")
+]
+RamOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="RAM budget: % of keep-all (50%), bytes (1048576) or with a unit (256KiB, 1.5MB); a bare number below 1 is refused."
+    ),
+]
 RuntimeOpt = Annotated[str | None, typer.Option(help="Runtime budget: multiple of one plain pass (1.2x).")]
 TimingOpt = Annotated[str | None, typer.Option(help=TIMING_HELP)]
-SolverOpt = Annotated[str | None, typer.Option(
-    help="highs (default), scip, gurobi (models over 2,000 columns need a Gurobi license), glpk or cbc.")]
+SolverOpt = Annotated[
+    str | None, typer.Option(help="highs (default), scip, gurobi (models over 2,000 columns need a Gurobi license), glpk or cbc.")
+]
 TimeLimitOpt = Annotated[float | None, typer.Option("--time-limit", min=0.1, help="Solver time limit in seconds.")]
 PointTimeLimitOpt = Annotated[float | None, typer.Option("--time-limit", min=0.1, help="Solver time limit per point, seconds.")]
-BatchOpt = Annotated[int | None, typer.Option("--batch-size", "-b", min=1,
-                                                 help="Batch size of zoo models; overrides the scenario "
-                                                      "(graph files fix their own).")]
+BatchOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--batch-size", "-b", min=1, help="Batch size of zoo models; overrides the scenario (graph files fix their own)."
+    ),
+]
 
 
 def _choose(scenario: Path, model, platform, ram, runtime, strategy, timing, batch_size) -> api.Choice:
-    choice = api.choose(load_scenario(scenario), model=model, platform=platform, ram=ram, runtime=runtime,
-                        strategy=strategy, timing=timing, batch_size=batch_size)
+    choice = api.choose(
+        load_scenario(scenario),
+        model=model,
+        platform=platform,
+        ram=ram,
+        runtime=runtime,
+        strategy=strategy,
+        timing=timing,
+        batch_size=batch_size,
+    )
     for note in choice.notes:
         _note(note)
     return choice
@@ -237,6 +289,7 @@ def _choose(scenario: Path, model, platform, ram, runtime, strategy, timing, bat
 
 def _solver_progress(progress: Progress):
     """An `on_progress` callback that shows the solver's incumbent, bound and gap."""
+
     def show(elapsed_s: float, incumbent_j: float | None, bound_j: float | None, phase: str = "") -> None:
         parts = [duration(elapsed_s)]
         if phase:
@@ -245,6 +298,7 @@ def _solver_progress(progress: Progress):
         if bound_j is not None:
             parts.append(f"bound {bound_j:.9g} J")
         progress.update(", ".join(parts))
+
     return show
 
 
@@ -272,8 +326,11 @@ def solve(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the result row)."),
     out_dir: Path | None = typer.Option(None, "--out", help="Write schedule.json, schedule.bin and result.json here."),
     lp: Path | None = typer.Option(None, "--lp", help="Also write the MILP as a CPLEX LP file (for review or other solvers)."),
-    start: list[Path] = typer.Option([], "--start", help="A schedule of the same point to start from "
-                                     "(schedule.json or .bin of another strategy, say); repeatable."),
+    start: list[Path] = typer.Option(
+        [],
+        "--start",
+        help="A schedule of the same point to start from (schedule.json or .bin of another strategy, say); repeatable.",
+    ),
 ) -> None:
     """Find the energy-optimal schedule of one scenario point, check it, and report it.
 
@@ -290,8 +347,10 @@ def solve(
     starts = api.load_starts(start, choice.problem)
     if lp is not None:
         _write_lp(choice, lp)
-    run = _solve_with_progress(f"solving {choice.strategy}", lambda show: api.solve(
-        scenario, solver=solver, time_limit_s=time_limit, starts=starts, on_progress=show, choice=choice))
+    run = _solve_with_progress(
+        f"solving {choice.strategy}",
+        lambda show: api.solve(scenario, solver=solver, time_limit_s=time_limit, starts=starts, on_progress=show, choice=choice),
+    )
     row = result_row(run)
     if out_dir is not None:
         api.save_run(run, out_dir)
@@ -333,28 +392,51 @@ def _print_summary(row: ResultRow) -> None:
     lines: list[tuple[str, str]] = [("status", _status_text(row))]
     if row.message:
         lines.append(("note", row.message))
-    lines.append(("budgets", f"RAM {row.ram} = {row.ram_budget_bytes:,} bytes; deadline {number_text(row.runtime_x or 0)}x "
-                             f"= {row.deadline_s:.4g} s"))
+    lines.append(
+        (
+            "budgets",
+            f"RAM {row.ram} = {row.ram_budget_bytes:,} bytes; deadline {number_text(row.runtime_x or 0)}x "
+            f"= {row.deadline_s:.4g} s",
+        )
+    )
     if row.predicted_total_j is not None:
         lines += [
             ("energy", f"{row.predicted_total_j:.6g} J ({row.overhead_pct:+.3f} % vs keep-all {row.keep_all_energy_j:.6g} J)"),
-            ("  breakdown", ", ".join(f"{k} {getattr(row, 'predicted_' + k + '_j'):.4g} J"
-                                      for k in ("compute", "recompute", "page_in", "page_out", "static"))),
+            (
+                "  breakdown",
+                ", ".join(
+                    f"{k} {getattr(row, 'predicted_' + k + '_j'):.4g} J"
+                    for k in ("compute", "recompute", "page_in", "page_out", "static")
+                ),
+            ),
             ("peak RAM", f"{row.predicted_peak_ram_bytes:,.0f} bytes"),
             ("runtime", f"{row.predicted_runtime_s:.6g} s"),
-            ("operations", f"{row.predicted_recomputations} recomputations, {row.predicted_page_ins} page-ins, "
-                           f"{row.predicted_page_outs} page-outs"),
+            (
+                "operations",
+                f"{row.predicted_recomputations} recomputations, {row.predicted_page_ins} page-ins, "
+                f"{row.predicted_page_outs} page-outs",
+            ),
             ("schedule", f"{row.schedule_bytes} bytes (binary)"),
         ]
     if row.bound_j is not None:
         lines.append(("lower bound", f"{row.bound_j:.9g} J (no {row.strategy} schedule costs less)"))
     if row.solve_s is not None:
         # build_s is all the time before the first MILP run (covers, plans and the model's build).
-        lines.append(("solver", f"{row.solver}: {row.build_s:.2f} s before any MILP run (covers, plans, the "
-                                f"model's build), {row.solve_s:.2f} s in MILP runs"))
+        lines.append(
+            (
+                "solver",
+                f"{row.solver}: {row.build_s:.2f} s before any MILP run (covers, plans, the "
+                f"model's build), {row.solve_s:.2f} s in MILP runs",
+            )
+        )
     if row.simulated_total_j is not None:
-        lines.append(("simulated", f"{row.simulated_total_j:.6g} J, makespan {row.simulated_runtime_s:.6g} s, "
-                                   f"peak {row.simulated_peak_ram_bytes:,.0f} bytes, stalls {row.simulated_stall_s:.4g} s"))
+        lines.append(
+            (
+                "simulated",
+                f"{row.simulated_total_j:.6g} J, makespan {row.simulated_runtime_s:.6g} s, "
+                f"peak {row.simulated_peak_ram_bytes:,.0f} bytes, stalls {row.simulated_stall_s:.4g} s",
+            )
+        )
     out.print(table((f"{row.strategy} on {row.model} / {row.platform} ({row.timing} timing)", ""), lines))
     out.print(f"{ASSUMPTIONS}; timing {row.timing}: {TIMING_MODELS[str(row.timing)]}.", style="dim")
 
@@ -376,11 +458,17 @@ def simulate(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (prediction against simulation)."),
     out_dir: Path | None = typer.Option(None, "--out", help="Output folder (default build/<scenario name>/simulate/<point>/)."),
     charts: bool = typer.Option(
-        True, help="Write run.html (figures, simulated timeline, schedule grid) and each chart as PNG and SVG."),
-    mode: str = typer.Option("barrier", "--mode", help=(
-        "Replay mode: barrier (default; a stage ends when its computes and transfers have ended: the device the "
-        "overlap timing model describes) or free-running (no barrier: transfers run on into later stages; computes "
-        "wait for inputs still landing and for RAM).")),
+        True, help="Write run.html (figures, simulated timeline, schedule grid) and each chart as PNG and SVG."
+    ),
+    mode: str = typer.Option(
+        "barrier",
+        "--mode",
+        help=(
+            "Replay mode: barrier (default; a stage ends when its computes and transfers have ended: the device the "
+            "overlap timing model describes) or free-running (no barrier: transfers run on into later stages; computes "
+            "wait for inputs still landing and for RAM)."
+        ),
+    ),
 ) -> None:
     """Solve (or load) a schedule and replay it on a SimPy model of the device.
 
@@ -394,8 +482,12 @@ def simulate(
     if schedule is not None and not schedule.is_file():
         raise UserInputError(f"--schedule: no such file {schedule}")
     choice = _choose(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
-    run = _solve_with_progress(f"simulating {choice.strategy}", lambda show: api.simulate(
-        scenario, solver=solver, time_limit_s=time_limit, schedule=schedule, on_progress=show, choice=choice, mode=mode))
+    run = _solve_with_progress(
+        f"simulating {choice.strategy}",
+        lambda show: api.simulate(
+            scenario, solver=solver, time_limit_s=time_limit, schedule=schedule, on_progress=show, choice=choice, mode=mode
+        ),
+    )
     api.require_schedule(run)
     directory = out_dir or api.simulate_out(choice, run, mode)
     api.save_run(run, directory)
@@ -409,23 +501,36 @@ def simulate(
         return _json(comparison)
     row = result_row(run)
     out.print(f"status: {_status_text(row)}", soft_wrap=True)
-    out.print(table(("figure", "predicted", "simulated", "difference"), [
-        (name, f"{comparison['predicted'][name]:.6g}", f"{comparison['simulated'][name]:.6g}",
-         f"{comparison['difference_pct'][name]:+.3f} %") for name in ("makespan_s", "peak_ram_bytes", "energy_j")],
-        title=f"{run.strategy}: prediction vs simulation ({choice.problem.timing.value} timing, {mode} replay)",
-        right=("predicted", "simulated", "difference")))
+    out.print(
+        table(
+            ("figure", "predicted", "simulated", "difference"),
+            [
+                (
+                    name,
+                    f"{comparison['predicted'][name]:.6g}",
+                    f"{comparison['simulated'][name]:.6g}",
+                    f"{comparison['difference_pct'][name]:+.3f} %",
+                )
+                for name in ("makespan_s", "peak_ram_bytes", "energy_j")
+            ],
+            title=f"{run.strategy}: prediction vs simulation ({choice.problem.timing.value} timing, {mode} replay)",
+            right=("predicted", "simulated", "difference"),
+        )
+    )
     causes = {k: v for k, v in comparison["makespan_causes_s"].items() if k != "total_s" and abs(v) > 0}
     if causes:
         out.print("makespan difference by cause: " + ", ".join(f"{k} {v:+.6g} s" for k, v in causes.items()), soft_wrap=True)
     for flag in comparison["flags"]:
         err.print(f"poetsim: flag: {flag}", soft_wrap=True)
-    out.print(f"wrote {directory}/ (trace.csv, summary.json, comparison.json, schedule.json, schedule.bin, charts)",
-              soft_wrap=True)
+    out.print(
+        f"wrote {directory}/ (trace.csv, summary.json, comparison.json, schedule.json, schedule.bin, charts)", soft_wrap=True
+    )
     timing_name = choice.problem.timing.value
     out.print(f"{ASSUMPTIONS}; timing {timing_name}: {TIMING_MODELS[timing_name]}. {SIMULATOR_ASSUMPTIONS}.", style="dim")
 
 
 # --- sweeps, comparisons, reports and the guard ------------------------------------------------
+
 
 def _row_progress(progress: Progress):
     """An `on_row` callback: points done, failures, elapsed and time left."""
@@ -437,6 +542,7 @@ def _row_progress(progress: Progress):
         elapsed = progress.elapsed_s
         left = f", about {duration(elapsed / done * (total - done))} left" if 0 < done < total else ""
         progress.update(f"{done}/{total} points, {failures} failed, {duration(elapsed)}{left}", force=done == total)
+
     return show
 
 
@@ -451,8 +557,13 @@ def sweep(
     batch_size: BatchOpt = None,
     executor: str = typer.Option("process", help="process (local worker processes) or dask."),
     scheduler: str | None = typer.Option(None, help="Dask scheduler address (with --executor dask; default: a local cluster)."),
-    worker_wait: float = typer.Option(60.0, "--worker-wait", min=0.1, max=86400.0,
-                                      help="With --executor dask: give up after this many seconds without any worker."),
+    worker_wait: float = typer.Option(
+        60.0,
+        "--worker-wait",
+        min=0.1,
+        max=86400.0,
+        help="With --executor dask: give up after this many seconds without any worker.",
+    ),
     as_json: JsonOpt = False,
 ) -> None:
     """Run every point of a scenario's grid: solve, check, simulate; one row per point in runs.csv.
@@ -468,14 +579,25 @@ def sweep(
     for note in notes:
         _note(note)
     with Progress(f"sweep {spec.name}") as progress:
-        result = api.sweep(spec, out_dir, jobs=jobs, resume=resume, time_limit_s=time_limit, executor=executor,
-                           scheduler=scheduler, on_row=_row_progress(progress), no_worker_wait_s=worker_wait)
+        result = api.sweep(
+            spec,
+            out_dir,
+            jobs=jobs,
+            resume=resume,
+            time_limit_s=time_limit,
+            executor=executor,
+            scheduler=scheduler,
+            on_row=_row_progress(progress),
+            no_worker_wait_s=worker_wait,
+        )
     counts = result.counts()
     if as_json:
-        return _json({"directory": str(result.directory), "runs_csv": str(result.runs_csv), "points": len(result.rows),
-                      "counts": counts})
-    out.print(f"{len(result.rows)} points in {result.runs_csv}: " + ", ".join(f"{n} {s}" for s, n in counts.items()),
-              soft_wrap=True)
+        return _json(
+            {"directory": str(result.directory), "runs_csv": str(result.runs_csv), "points": len(result.rows), "counts": counts}
+        )
+    out.print(
+        f"{len(result.rows)} points in {result.runs_csv}: " + ", ".join(f"{n} {s}" for s, n in counts.items()), soft_wrap=True
+    )
 
 
 @app.command()
@@ -505,7 +627,8 @@ def compare(
 def report(
     results: Path = typer.Argument(..., help="Results folder or runs.csv of a sweep."),
     out_dir: Path | None = typer.Option(
-        None, "--out", help="Where to write report.html, the PNGs and the SVGs (default: the results folder)."),
+        None, "--out", help="Where to write report.html, the PNGs and the SVGs (default: the results folder)."
+    ),
 ) -> None:
     """Draw the sweep's report: report.html opens on the headline table beside the overhead chart.
 
@@ -541,16 +664,38 @@ def paper(
     if html_out is not None:
         from poetsim.report.page import page as html_page
 
-        html_out.write_text(html_page("poetsim: the POET paper's comparisons", exhibits.render_section(done), {}, ""),
-                            encoding="utf-8")
+        html_out.write_text(
+            html_page("poetsim: the POET paper's comparisons", exhibits.render_section(done), {}, ""), encoding="utf-8"
+        )
     if as_json:
-        return _json([{"title": c.title, "scenario": c.scenario, "claims": [
-            {"where": k.where, "statement": k.statement, "paper": k.paper, "poetsim": k.poetsim, "verdict": k.verdict,
-             "reason": k.reason} for k in c.claims]} for c in done])
+        return _json(
+            [
+                {
+                    "title": c.title,
+                    "scenario": c.scenario,
+                    "claims": [
+                        {
+                            "where": k.where,
+                            "statement": k.statement,
+                            "paper": k.paper,
+                            "poetsim": k.poetsim,
+                            "verdict": k.verdict,
+                            "reason": k.reason,
+                        }
+                        for k in c.claims
+                    ],
+                }
+                for c in done
+            ]
+        )
     for comparison in done:
-        out.print(table(("claim", "paper", "poetsim", "verdict", "why"), [
-            (f"{k.where}: {k.statement}", k.paper, k.poetsim, k.verdict, k.reason) for k in comparison.claims],
-            title=comparison.title))
+        out.print(
+            table(
+                ("claim", "paper", "poetsim", "verdict", "why"),
+                [(f"{k.where}: {k.statement}", k.paper, k.poetsim, k.verdict, k.reason) for k in comparison.claims],
+                title=comparison.title,
+            )
+        )
     if html_out is not None:
         out.print(f"wrote {html_out}", soft_wrap=True)
 
@@ -560,9 +705,14 @@ def paper(
 def check(
     results: Path = typer.Argument(..., help="Results folder or runs.csv to check."),
     baseline: Path = typer.Option(..., help="Baseline runs.csv to compare against."),
-    rtol: float = typer.Option(GUARD_RTOL, min=0.0, help=(
-        "Tolerance as a share of the baseline's energy above keep-all (and of its peak RAM): "
-        "energy may rise by max(rtol x overhead, atol) before a point counts as worse.")),
+    rtol: float = typer.Option(
+        GUARD_RTOL,
+        min=0.0,
+        help=(
+            "Tolerance as a share of the baseline's energy above keep-all (and of its peak RAM): "
+            "energy may rise by max(rtol x overhead, atol) before a point counts as worse."
+        ),
+    ),
     atol: float = typer.Option(GUARD_ATOL_J, min=0.0, help="Floor of the energy tolerance, in joules."),
     as_json: JsonOpt = False,
 ) -> None:
@@ -578,26 +728,57 @@ def check(
     changes = check_against_baseline(load_results(results), load_results(baseline), rtol, atol, str(baseline))
     failing = [c for c in changes if c.fails]
     if as_json:
-        _json({"points": len(changes), "failing": len(failing),
-               "changes": [{"point_key": c.point_key, "verdict": c.verdict, "fails": c.fails, "baseline_j": c.baseline_j,
-                            "current_j": c.current_j, "detail": c.detail} for c in changes]})
+        _json(
+            {
+                "points": len(changes),
+                "failing": len(failing),
+                "changes": [
+                    {
+                        "point_key": c.point_key,
+                        "verdict": c.verdict,
+                        "fails": c.fails,
+                        "baseline_j": c.baseline_j,
+                        "current_j": c.current_j,
+                        "detail": c.detail,
+                    }
+                    for c in changes
+                ],
+            }
+        )
     else:
         moved = [c for c in changes if c.verdict != "same"]
         if moved:
-            out.print(table(("point", "verdict", "baseline J", "now J", "detail"), [
-                (c.point_key, c.verdict, "-" if c.baseline_j is None else f"{c.baseline_j:.9g}",
-                 "-" if c.current_j is None else f"{c.current_j:.9g}", c.detail) for c in moved],
-                title=f"{len(changes)} points vs {baseline} (rtol {rtol:g}, atol {atol:g} J)"))
+            out.print(
+                table(
+                    ("point", "verdict", "baseline J", "now J", "detail"),
+                    [
+                        (
+                            c.point_key,
+                            c.verdict,
+                            "-" if c.baseline_j is None else f"{c.baseline_j:.9g}",
+                            "-" if c.current_j is None else f"{c.current_j:.9g}",
+                            c.detail,
+                        )
+                        for c in moved
+                    ],
+                    title=f"{len(changes)} points vs {baseline} (rtol {rtol:g}, atol {atol:g} J)",
+                )
+            )
         for change in failing:
             err.print(f"poetsim: regressed: {change.point_key}: {change.verdict}: {change.detail}", soft_wrap=True)
     if failing:
-        err.print(f"poetsim: error: {len(failing)} of {len(changes)} points regressed "
-                  f"({', '.join(sorted({c.verdict for c in failing}))})", soft_wrap=True)
+        err.print(
+            f"poetsim: error: {len(failing)} of {len(changes)} points regressed "
+            f"({', '.join(sorted({c.verdict for c in failing}))})",
+            soft_wrap=True,
+        )
         raise typer.Exit(1)
     if not as_json:
         better = sum(c.verdict in ("better", "now-feasible") for c in changes)
-        out.print(f"ok: no point regressed (rtol {rtol:g} of the overhead above keep-all, atol {atol:g} J)"
-                  + (f"; {better} got better" if better else ""))
+        out.print(
+            f"ok: no point regressed (rtol {rtol:g} of the overhead above keep-all, atol {atol:g} J)"
+            + (f"; {better} got better" if better else "")
+        )
 
 
 # Commands that need PyTorch (import-torch, execute, profile, validate-run): torch is imported only when they run.

@@ -23,12 +23,17 @@ def make_console(stderr: bool = False) -> Console:
     """A console for stdout (or stderr): no markup, full width when not a terminal."""
     probe = Console(stderr=stderr)
     width = None if probe.is_terminal else _UNLIMITED
-    return Console(stderr=stderr, markup=False, highlight=False, width=width, soft_wrap=not probe.is_terminal,
-                   color_system="auto" if probe.is_terminal else None)
+    return Console(
+        stderr=stderr,
+        markup=False,
+        highlight=False,
+        width=width,
+        soft_wrap=not probe.is_terminal,
+        color_system="auto" if probe.is_terminal else None,
+    )
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[object]], title: str | None = None,
-          right: Sequence[str] = ()) -> Table:
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]], title: str | None = None, right: Sequence[str] = ()) -> Table:
     """A table whose cells wrap (fold) instead of being cut; columns named in `right` align right."""
     shown = Table(title=title, title_justify="left")
     for header in headers:

@@ -160,16 +160,12 @@ class TrainingGraph:
 
     def working_set_bytes(self, t: int) -> int:
         """RAM in use right after node t is computed in the keep-all schedule (O(T); the peak is O(T) in all)."""
-        return sum(
-            n.output_bytes for n in self.nodes[:t] if self.last_use[n.id] >= t
-        ) + self.nodes[t].output_bytes
+        return sum(n.output_bytes for n in self.nodes[:t] if self.last_use[n.id] >= t) + self.nodes[t].output_bytes
 
     @cached_property
     def min_feasible_ram_bytes(self) -> int:
         """A lower bound on any schedule's RAM: the largest node plus all of its inputs."""
-        return max(
-            node.output_bytes + sum(self.nodes[d].output_bytes for d in node.deps) for node in self.nodes
-        )
+        return max(node.output_bytes + sum(self.nodes[d].output_bytes for d in node.deps) for node in self.nodes)
 
     def summary(self) -> dict:
         """Numbers that describe the graph, for `poetsim graph` and reports."""
@@ -190,8 +186,11 @@ class TrainingGraph:
 
 def _check_figures(node: Node, where: str) -> None:
     """ValueError unless the node's sizes, FLOPs and measured costs are finite and in range."""
-    for name, value, top in (("output_bytes", node.output_bytes, MAX_BYTES), ("param_bytes", node.param_bytes, MAX_BYTES),
-                             ("flops", node.flops, MAX_NODE_FLOPS)):
+    for name, value, top in (
+        ("output_bytes", node.output_bytes, MAX_BYTES),
+        ("param_bytes", node.param_bytes, MAX_BYTES),
+        ("flops", node.flops, MAX_NODE_FLOPS),
+    ):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{where}: {name} must be a finite number, got {value!r}")
         if value < 0:

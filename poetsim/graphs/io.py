@@ -106,9 +106,14 @@ def graph_to_json(graph: TrainingGraph) -> dict:
     nodes = []
     for node in graph.nodes:
         record = {
-            "id": node.id, "name": node.name, "op": node.op, "backward": node.backward,
-            "deps": list(node.deps), "output_bytes": node.output_bytes,
-            "param_bytes": node.param_bytes, "flops": node.flops,
+            "id": node.id,
+            "name": node.name,
+            "op": node.op,
+            "backward": node.backward,
+            "deps": list(node.deps),
+            "output_bytes": node.output_bytes,
+            "param_bytes": node.param_bytes,
+            "flops": node.flops,
         }
         if node.measured is not None:
             record.update(node.measured.given())
@@ -136,8 +141,7 @@ def read_graph_file(path: Path, flops_per_cost_unit: float = DEFAULT_FLOPS_PER_C
         raise UserInputError(f"{path}: {format_validation_error(exc)}") from None
     except ValueError as exc:
         raise UserInputError(f"{path}: {exc}") from None
-    raise UserInputError(f"{path}: unknown graph format "
-                         f"(expected \"format\": \"{FORMAT}\" or node-link JSON with nodes and links)")
+    raise UserInputError(f'{path}: unknown graph format (expected "format": "{FORMAT}" or node-link JSON with nodes and links)')
 
 
 def _from_poetsim(data: dict, path: Path) -> TrainingGraph:
@@ -149,11 +153,19 @@ def _from_poetsim(data: dict, path: Path) -> TrainingGraph:
     nodes = []
     for entry in doc.nodes:
         measured = {k: getattr(entry, k) for k in _MEASURED if getattr(entry, k) is not None}
-        nodes.append(Node(
-            id=entry.id, name=entry.name, op=entry.op, backward=entry.backward,
-            deps=tuple(entry.deps), output_bytes=entry.output_bytes, param_bytes=entry.param_bytes,
-            flops=entry.flops, measured=MeasuredCosts(**measured) if measured else None,
-        ))
+        nodes.append(
+            Node(
+                id=entry.id,
+                name=entry.name,
+                op=entry.op,
+                backward=entry.backward,
+                deps=tuple(entry.deps),
+                output_bytes=entry.output_bytes,
+                param_bytes=entry.param_bytes,
+                flops=entry.flops,
+                measured=MeasuredCosts(**measured) if measured else None,
+            )
+        )
     return TrainingGraph.create(doc.name, nodes, meta=dict(doc.meta, source=str(path)))
 
 
@@ -172,10 +184,13 @@ def _from_node_link(data: dict, path: Path, flops_per_cost_unit: float) -> Train
     position = {node_id: pos for pos, node_id in enumerate(order)}
     nodes = [
         Node(
-            id=position[node_id], name=by_id[node_id].name or f"node{node_id}",
-            op="grad" if by_id[node_id].backward else "fwd", backward=by_id[node_id].backward,
+            id=position[node_id],
+            name=by_id[node_id].name or f"node{node_id}",
+            op="grad" if by_id[node_id].backward else "fwd",
+            backward=by_id[node_id].backward,
             deps=tuple(sorted(position[d] for d in deps[node_id])),
-            output_bytes=by_id[node_id].cost_ram, flops=by_id[node_id].cost_cpu * flops_per_cost_unit,
+            output_bytes=by_id[node_id].cost_ram,
+            flops=by_id[node_id].cost_cpu * flops_per_cost_unit,
         )
         for node_id in order
     ]

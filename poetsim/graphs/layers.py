@@ -103,10 +103,20 @@ class Network:
 
     # -- recording ---------------------------------------------------------------------------
 
-    def _record(self, op: str, inputs: tuple[Tensor, ...], shape: tuple[int, ...], flops: float, *,
-                name: str | None = None, params: int = 0, saved: tuple[int, ...] = (),
-                weight_grad_flops: float = 0.0, input_grad_flops: float | None = None,
-                output_bytes: int | None = None) -> Tensor:
+    def _record(
+        self,
+        op: str,
+        inputs: tuple[Tensor, ...],
+        shape: tuple[int, ...],
+        flops: float,
+        *,
+        name: str | None = None,
+        params: int = 0,
+        saved: tuple[int, ...] = (),
+        weight_grad_flops: float = 0.0,
+        input_grad_flops: float | None = None,
+        output_bytes: int | None = None,
+    ) -> Tensor:
         """Append a layer; `input_grad_flops` defaults to the forward FLOPs (1x)."""
         name = name or f"{op}{len(self._layers)}"
         if name in self._names:
@@ -118,13 +128,20 @@ class Network:
         if any(d <= 0 for d in shape):
             raise ShapeError(f"{name}: empty output shape {shape}")
         self._names.add(name)
-        self._layers.append(Layer(
-            name=name, op=op, inputs=tuple(inputs), shape=tuple(shape),
-            output_bytes=prod(shape) * self.dtype_bytes if output_bytes is None else output_bytes,
-            flops=float(flops), param_count=params, saved=tuple(saved),
-            weight_grad_flops=float(weight_grad_flops),
-            input_grad_flops=float(flops if input_grad_flops is None else input_grad_flops),
-        ))
+        self._layers.append(
+            Layer(
+                name=name,
+                op=op,
+                inputs=tuple(inputs),
+                shape=tuple(shape),
+                output_bytes=prod(shape) * self.dtype_bytes if output_bytes is None else output_bytes,
+                flops=float(flops),
+                param_count=params,
+                saved=tuple(saved),
+                weight_grad_flops=float(weight_grad_flops),
+                input_grad_flops=float(flops if input_grad_flops is None else input_grad_flops),
+            )
+        )
         return Tensor(len(self._layers) - 1, tuple(shape))
 
     @property
@@ -147,8 +164,19 @@ class Network:
         t = self._record("input", (), shape, 0, name=name, output_bytes=data_bytes + labels * INDEX_BYTES)
         return Tensor(t.layer, t.shape, tokens=tokens)
 
-    def conv(self, x: Tensor, out_channels: int, kernel: int, *, stride: int = 1, padding: int = 0,
-             groups: int = 1, bias: bool = False, name: str | None = None, op: str = "conv") -> Tensor:
+    def conv(
+        self,
+        x: Tensor,
+        out_channels: int,
+        kernel: int,
+        *,
+        stride: int = 1,
+        padding: int = 0,
+        groups: int = 1,
+        bias: bool = False,
+        name: str | None = None,
+        op: str = "conv",
+    ) -> Tensor:
         """2-D convolution with square kernels; the backward reads x for the weight gradient."""
         n, c, h, w = self._image(x, name)
         if c % groups or out_channels % groups:
@@ -156,18 +184,20 @@ class Network:
         oh, ow = (_window_out(size, kernel, stride, padding, name or op) for size in (h, w))
         macs = n * out_channels * oh * ow * (c // groups) * kernel * kernel
         params = out_channels * (c // groups) * kernel * kernel + (out_channels if bias else 0)
-        return self._record(op, (x,), (n, out_channels, oh, ow), 2 * macs, name=name, params=params,
-                            saved=(x.layer,), weight_grad_flops=2 * macs)
+        return self._record(
+            op, (x,), (n, out_channels, oh, ow), 2 * macs, name=name, params=params, saved=(x.layer,), weight_grad_flops=2 * macs
+        )
 
-    def depthwise_conv(self, x: Tensor, kernel: int, *, stride: int = 1, padding: int = 0,
-                       bias: bool = False, name: str | None = None) -> Tensor:
+    def depthwise_conv(
+        self, x: Tensor, kernel: int, *, stride: int = 1, padding: int = 0, bias: bool = False, name: str | None = None
+    ) -> Tensor:
         """One filter per channel (groups = channels); same backward rule as `conv`."""
         channels = self._image(x, name)[1]
-        return self.conv(x, channels, kernel, stride=stride, padding=padding, groups=channels,
-                         bias=bias, name=name, op="depthwise_conv")
+        return self.conv(
+            x, channels, kernel, stride=stride, padding=padding, groups=channels, bias=bias, name=name, op="depthwise_conv"
+        )
 
-    def linear(self, x: Tensor, out_features: int, *, bias: bool = True, tied: bool = False,
-               name: str | None = None) -> Tensor:
+    def linear(self, x: Tensor, out_features: int, *, bias: bool = True, tied: bool = False, name: str | None = None) -> Tensor:
         """Dense layer over the last axis; the backward reads x for the weight gradient.
 
         `tied=True` reuses another layer's weights (GPT-2's output layer is its token
@@ -176,8 +206,16 @@ class Network:
         in_features = x.shape[-1]
         macs = x.elements * out_features
         params = 0 if tied else in_features * out_features + (out_features if bias else 0)
-        return self._record("linear", (x,), x.shape[:-1] + (out_features,), 2 * macs, name=name,
-                            params=params, saved=(x.layer,), weight_grad_flops=2 * macs)
+        return self._record(
+            "linear",
+            (x,),
+            x.shape[:-1] + (out_features,),
+            2 * macs,
+            name=name,
+            params=params,
+            saved=(x.layer,),
+            weight_grad_flops=2 * macs,
+        )
 
     def attention_scores(self, q: Tensor, k: Tensor, heads: int, *, name: str | None = None) -> Tensor:
         """Q K^T per head: (N, L, D) x (N, L, D) -> (N, heads, L, L); reads both for its backward.
@@ -191,8 +229,9 @@ class Network:
         if dim % heads:
             raise ShapeError(f"{name or 'attention scores'}: width {dim} is not divisible by {heads} heads")
         macs = n * length * length * dim
-        return self._record("matmul", (q, k), (n, heads, length, length), 2 * macs, name=name,
-                            saved=(q.layer, k.layer), input_grad_flops=4 * macs)
+        return self._record(
+            "matmul", (q, k), (n, heads, length, length), 2 * macs, name=name, saved=(q.layer, k.layer), input_grad_flops=4 * macs
+        )
 
     def attention_context(self, probs: Tensor, v: Tensor, *, name: str | None = None) -> Tensor:
         """P V per head, heads merged back: (N, H, L, L) x (N, L, D) -> (N, L, D); reads both."""
@@ -200,8 +239,15 @@ class Network:
         if v.shape[:2] != (n, keys) or v.shape[2] % heads:
             raise ShapeError(f"{name or 'attention context'}: values {v.shape} do not fit attention weights {probs.shape}")
         macs = n * length * keys * v.shape[2]
-        return self._record("matmul", (probs, v), (n, length, v.shape[2]), 2 * macs, name=name,
-                            saved=(probs.layer, v.layer), input_grad_flops=4 * macs)
+        return self._record(
+            "matmul",
+            (probs, v),
+            (n, length, v.shape[2]),
+            2 * macs,
+            name=name,
+            saved=(probs.layer, v.layer),
+            input_grad_flops=4 * macs,
+        )
 
     def fused_attention(self, q: Tensor, k: Tensor, v: Tensor, heads: int, *, name: str | None = None) -> Tensor:
         """softmax(Q K^T / sqrt(d)) V per head as one kernel: (N, L, D) x 3 -> (N, L, D).
@@ -223,9 +269,16 @@ class Network:
             raise ShapeError(f"{name or 'attention'}: width {dim} is not divisible by {heads} heads")
         product_flops = 2 * n * length * length * dim  # one L x L x D product over all heads
         log_sum_exp = n * heads * length * self.dtype_bytes
-        return self._record("attention", (q, k, v), q.shape, 2 * product_flops, name=name,
-                            saved=(q.layer, k.layer, v.layer, self._next), input_grad_flops=5 * product_flops,
-                            output_bytes=q.elements * self.dtype_bytes + log_sum_exp)
+        return self._record(
+            "attention",
+            (q, k, v),
+            q.shape,
+            2 * product_flops,
+            name=name,
+            saved=(q.layer, k.layer, v.layer, self._next),
+            input_grad_flops=5 * product_flops,
+            output_bytes=q.elements * self.dtype_bytes + log_sum_exp,
+        )
 
     def attention(self, x: Tensor, heads: int, *, name: str, fused: bool = False) -> Tensor:
         """Multi-head self-attention: q, k, v, then scores, softmax and context as three nodes
@@ -256,8 +309,16 @@ class Network:
 
     def _norm(self, op, x, params, name) -> Tensor:
         flops = _FLOPS_PER_ELEMENT[op] * x.elements
-        return self._record(op, (x,), x.shape, flops, name=name, params=params, saved=(x.layer,),
-                            weight_grad_flops=_NORM_WEIGHT_GRAD_FLOPS * x.elements)
+        return self._record(
+            op,
+            (x,),
+            x.shape,
+            flops,
+            name=name,
+            params=params,
+            saved=(x.layer,),
+            weight_grad_flops=_NORM_WEIGHT_GRAD_FLOPS * x.elements,
+        )
 
     def relu(self, x: Tensor, *, name: str | None = None) -> Tensor:
         """ReLU; the backward reads its own output as the mask (PyTorch: `threshold_backward(grad,
@@ -281,13 +342,11 @@ class Network:
 
     def gelu(self, x: Tensor, *, name: str | None = None) -> Tensor:
         """GELU; the backward reads its input x (the derivative is a function of x)."""
-        return self._record("gelu", (x,), x.shape, _FLOPS_PER_ELEMENT["gelu"] * x.elements,
-                            name=name, saved=(x.layer,))
+        return self._record("gelu", (x,), x.shape, _FLOPS_PER_ELEMENT["gelu"] * x.elements, name=name, saved=(x.layer,))
 
     def softmax(self, x: Tensor, *, name: str | None = None) -> Tensor:
         """Softmax over the last axis; the backward reads its output y."""
-        return self._record("softmax", (x,), x.shape, _FLOPS_PER_ELEMENT["softmax"] * x.elements,
-                            name=name, saved=(self._next,))
+        return self._record("softmax", (x,), x.shape, _FLOPS_PER_ELEMENT["softmax"] * x.elements, name=name, saved=(self._next,))
 
     def add(self, a: Tensor, b: Tensor, *, name: str | None = None) -> Tensor:
         """Elementwise sum (a residual join); the backward reads no forward tensor."""
@@ -295,8 +354,7 @@ class Network:
             raise ShapeError(f"{name or 'add'}: cannot add {a.shape} and {b.shape}")
         return self._record("add", (a, b), a.shape, a.elements, name=name)
 
-    def maxpool(self, x: Tensor, kernel: int, *, stride: int | None = None, padding: int = 0,
-                name: str | None = None) -> Tensor:
+    def maxpool(self, x: Tensor, kernel: int, *, stride: int | None = None, padding: int = 0, name: str | None = None) -> Tensor:
         """Max pooling; its output holds the pooled values and the argmax indices, which the
         backward reads together with its input x.
 
@@ -305,11 +363,11 @@ class Network:
         takes both the input and the indices (tools/autograd/derivatives.yaml). The indices
         (8 bytes per pooled element, twice the float32 values) stay in RAM until the backward.
         """
-        return self._pool("maxpool", x, kernel, stride or kernel, padding, name, saved=(x.layer, self._next),
-                          index_bytes=POOL_INDEX_BYTES)
+        return self._pool(
+            "maxpool", x, kernel, stride or kernel, padding, name, saved=(x.layer, self._next), index_bytes=POOL_INDEX_BYTES
+        )
 
-    def avgpool(self, x: Tensor, kernel: int, *, stride: int | None = None, padding: int = 0,
-                name: str | None = None) -> Tensor:
+    def avgpool(self, x: Tensor, kernel: int, *, stride: int | None = None, padding: int = 0, name: str | None = None) -> Tensor:
         """Average pooling; the backward spreads the gradient evenly and reads no forward tensor."""
         return self._pool("avgpool", x, kernel, stride or kernel, padding, name, saved=(), index_bytes=0)
 
@@ -329,11 +387,19 @@ class Network:
         n, c, h, w = self._image(x, name)
         oh, ow = (_window_out(size, kernel, stride, padding, name or op) for size in (h, w))
         pooled = n * c * oh * ow
-        return self._record(op, (x,), (n, c, oh, ow), pooled * kernel * kernel, name=name, saved=saved,
-                            output_bytes=pooled * (self.dtype_bytes + index_bytes))
+        return self._record(
+            op,
+            (x,),
+            (n, c, oh, ow),
+            pooled * kernel * kernel,
+            name=name,
+            saved=saved,
+            output_bytes=pooled * (self.dtype_bytes + index_bytes),
+        )
 
-    def embedding(self, ids: Tensor, vocab: int, dim: int, *, max_positions: int = 0,
-                  token_types: int = 0, name: str | None = None) -> Tensor:
+    def embedding(
+        self, ids: Tensor, vocab: int, dim: int, *, max_positions: int = 0, token_types: int = 0, name: str | None = None
+    ) -> Tensor:
         """Token (+ learned position, + token-type) lookups summed: (N, L) ids -> (N, L, dim).
 
         The backward reads the token ids (to scatter-add the gradient into the tables) and
@@ -346,9 +412,17 @@ class Network:
             raise ShapeError(f"{name or 'embedding'}: sequence length {length} exceeds the {max_positions} learned positions")
         tables = 1 + bool(max_positions) + bool(token_types)
         out = (n, length, dim)
-        return self._record("embedding", (ids,), out, (tables - 1) * prod(out), name=name,
-                            params=(vocab + max_positions + token_types) * dim, saved=(ids.layer,),
-                            weight_grad_flops=tables * prod(out), input_grad_flops=0)
+        return self._record(
+            "embedding",
+            (ids,),
+            out,
+            (tables - 1) * prod(out),
+            name=name,
+            params=(vocab + max_positions + token_types) * dim,
+            saved=(ids.layer,),
+            weight_grad_flops=tables * prod(out),
+            input_grad_flops=0,
+        )
 
     # -- views -------------------------------------------------------------------------------
 
@@ -392,8 +466,14 @@ class Network:
         data = self._layers[0]
         if prod(logits.shape[:-1]) != self._labels:
             raise ShapeError(f"loss: logits {logits.shape} do not give one row per label ({self._labels} labels)")
-        self._record("loss", (logits, Tensor(0, data.shape, tokens=self._tokens)), (self._labels,),
-                     _FLOPS_PER_ELEMENT["loss"] * logits.elements, name="loss", saved=(logits.layer, 0))
+        self._record(
+            "loss",
+            (logits, Tensor(0, data.shape, tokens=self._tokens)),
+            (self._labels,),
+            _FLOPS_PER_ELEMENT["loss"] * logits.elements,
+            name="loss",
+            saved=(logits.layer, 0),
+        )
         return _derive(self.name, self._layers, self.dtype_bytes, meta or {})
 
 
@@ -412,9 +492,16 @@ def _derive(name: str, layers: list[Layer], dtype_bytes: int, meta: dict[str, st
         needs_grad.append(layer.weight_grad_flops > 0 or any(needs_grad[t.layer] for t in layer.inputs))
 
     nodes = [
-        Node(id=i, name=layer.name, op=layer.op, backward=False,
-             deps=tuple(sorted({t.layer for t in layer.inputs})), output_bytes=layer.output_bytes,
-             param_bytes=layer.param_count * dtype_bytes, flops=layer.flops)
+        Node(
+            id=i,
+            name=layer.name,
+            op=layer.op,
+            backward=False,
+            deps=tuple(sorted({t.layer for t in layer.inputs})),
+            output_bytes=layer.output_bytes,
+            param_bytes=layer.param_count * dtype_bytes,
+            flops=layer.flops,
+        )
         for i, layer in enumerate(layers)
     ]
     grad_node: dict[int, int] = {}
@@ -433,8 +520,17 @@ def _derive(name: str, layers: list[Layer], dtype_bytes: int, meta: dict[str, st
         else:
             grad_bytes = sum(prod(shape) for _, shape in receivers) * dtype_bytes
         grad_node[i] = len(nodes)
-        nodes.append(Node(id=len(nodes), name=f"{layer.name}.grad", op=f"{layer.op}_grad", backward=True,
-                          deps=tuple(sorted(upstream | set(layer.saved))), output_bytes=grad_bytes, flops=flops))
+        nodes.append(
+            Node(
+                id=len(nodes),
+                name=f"{layer.name}.grad",
+                op=f"{layer.op}_grad",
+                backward=True,
+                deps=tuple(sorted(upstream | set(layer.saved))),
+                output_bytes=grad_bytes,
+                flops=flops,
+            )
+        )
     param_count = sum(layer.param_count for layer in layers)
     return TrainingGraph.create(name, nodes, meta={"dtype_bytes": str(dtype_bytes), "param_count": str(param_count), **meta})
 
@@ -443,6 +539,8 @@ def _window_out(size: int, kernel: int, stride: int, padding: int, name) -> int:
     """Output length of a sliding window; ShapeError when the window does not fit."""
     out = (size + 2 * padding - kernel) // stride + 1
     if out < 1:
-        raise ShapeError(f"{name or 'layer'}: a {kernel}-wide window with stride {stride} and padding {padding} "
-                         f"does not fit an input of {size}")
+        raise ShapeError(
+            f"{name or 'layer'}: a {kernel}-wide window with stride {stride} and padding {padding} "
+            f"does not fit an input of {size}"
+        )
     return out

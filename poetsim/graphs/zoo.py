@@ -70,6 +70,7 @@ def counted_macs(graph: TrainingGraph, ops: frozenset[str]) -> float:
 
 # -- the networks -----------------------------------------------------------------------------
 
+
 def _mlp(net: Network, batch: int, side: int) -> Tensor:
     """Flattened side x side images through 512 and 256 ReLU units to 10 classes."""
     x = net.flatten(net.input((batch, 1, side, side), labels=batch))
@@ -80,8 +81,10 @@ def _mlp(net: Network, batch: int, side: int) -> Tensor:
 
 def _basic_block(net: Network, x: Tensor, planes: int, stride: int, name: str) -> Tensor:
     """ResNet-18's block: two 3x3 conv-BN, the shortcut added, then ReLU."""
-    out = net.relu(net.batchnorm(net.conv(x, planes, 3, stride=stride, padding=1, name=f"{name}.conv1"),
-                                 name=f"{name}.bn1"), name=f"{name}.relu1")
+    out = net.relu(
+        net.batchnorm(net.conv(x, planes, 3, stride=stride, padding=1, name=f"{name}.conv1"), name=f"{name}.bn1"),
+        name=f"{name}.relu1",
+    )
     out = net.batchnorm(net.conv(out, planes, 3, padding=1, name=f"{name}.conv2"), name=f"{name}.bn2")
     return net.relu(net.add(out, _shortcut(net, x, planes, stride, name), name=f"{name}.add"), name=f"{name}.relu2")
 
@@ -103,8 +106,7 @@ def _shortcut(net: Network, x: Tensor, channels: int, stride: int, name: str) ->
     return net.batchnorm(net.conv(x, channels, 1, stride=stride, name=f"{name}.down.conv"), name=f"{name}.down.bn")
 
 
-def _resnet(net: Network, batch: int, side: int, blocks: tuple[int, ...], bottleneck: bool,
-            cifar: bool, classes: int) -> Tensor:
+def _resnet(net: Network, batch: int, side: int, blocks: tuple[int, ...], bottleneck: bool, cifar: bool, classes: int) -> Tensor:
     """torchvision's ResNets; `cifar` swaps in kuangliu/pytorch-cifar's 3x3 stem without max pooling."""
     x = net.input((batch, 3, side, side), labels=batch)
     kernel, stride = (3, 1) if cifar else (7, 2)
@@ -141,6 +143,7 @@ def _mobilenet_v2(net: Network, batch: int, side: int) -> Tensor:
     conv-BN-ReLU6 holds three activations until the backward: the convolution's output (for
     BatchNorm), BatchNorm's output (for ReLU6) and ReLU6's output (for the next convolution).
     """
+
     def conv_bn(x, channels, kernel, stride, name, relu=True, depthwise=False):
         if depthwise:
             x = net.depthwise_conv(x, kernel, stride=stride, padding=kernel // 2, name=f"{name}.conv")
@@ -179,9 +182,22 @@ def _decoder_layer(net: Network, x: Tensor, heads: int, ffn: int, name: str) -> 
     return net.add(x, net.linear(h, x.shape[-1], name=f"{name}.fc2"), name=f"{name}.add2")
 
 
-def _encoder_classifier(net: Network, batch: int, seq: int, *, vocab: int, positions: int, types: int,
-                        dim: int, heads: int, ffn: int, layers: int, pooler: bool, fused: bool,
-                        classes: int = 2) -> Tensor:
+def _encoder_classifier(
+    net: Network,
+    batch: int,
+    seq: int,
+    *,
+    vocab: int,
+    positions: int,
+    types: int,
+    dim: int,
+    heads: int,
+    ffn: int,
+    layers: int,
+    pooler: bool,
+    fused: bool,
+    classes: int = 2,
+) -> Tensor:
     """BERT-style sequence classifier: embeddings, LayerNorm, post-norm layers, head on token 0.
 
     `fused` runs attention as one kernel that keeps no L x L probabilities (`Network.attention`).
@@ -208,6 +224,7 @@ def _gpt2(net: Network, batch: int, seq: int, *, vocab=50257, positions=1024, di
 
 # -- published figures --------------------------------------------------------------------------
 
+
 def _megatron_macs(seq: int, layers: int, dim: int, vocab_out: int = 0) -> float:
     """Forward MACs of a transformer with 4x-wide FFN, Narayanan et al. (SC'21), Appendix.
 
@@ -220,65 +237,119 @@ def _megatron_macs(seq: int, layers: int, dim: int, vocab_out: int = 0) -> float
 
 _TORCHVISION = "torchvision.models docs, {0}_Weights.IMAGENET1K_V1 ('GFLOPS' there are conv+linear MACs)"
 
-MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
-    ModelSpec(
-        "mlp", "MLP 784-512-256-10, 28x28 images", 1, 28, None,
-        # By hand: MACs 784*512 + 512*256 + 256*10 = 535,040;
-        # params 784*512+512 + 512*256+256 + 256*10+10 = 535,818.
-        PublishedFigures(535_040, 535_818, _CONV_OPS, "computed by hand (poetsim.graphs.zoo comment)"),
-    ),
-    ModelSpec(
-        "vgg16", "VGG-16 (torchvision), ImageNet 224", 1, 224, None,
-        PublishedFigures(15.47e9, 138_357_544, _CONV_OPS, _TORCHVISION.format("VGG16")),
-    ),
-    ModelSpec(
-        "resnet18", "ResNet-18 (torchvision), ImageNet 224", 1, 224, None,
-        PublishedFigures(1.81e9, 11_689_512, _CONV_OPS, _TORCHVISION.format("ResNet18")),
-    ),
-    ModelSpec(
-        "resnet18_cifar",
-        "ResNet-18 for CIFAR-10 32x32 (POET's main model)",
-        1, 32, None,
-        PublishedFigures(0.56e9, 11_173_962, _CONV_OPS,
-                         "kuangliu/pytorch-cifar models/resnet.py ResNet18 (BasicBlock): 0.56 GMAC and "
-                         "11.17 M params as commonly reported for CIFAR ResNet-18; the parameter count is exact"),
-    ),
-    ModelSpec(
-        "resnet50", "ResNet-50 v1.5 (torchvision), ImageNet 224", 1, 224, None,
-        PublishedFigures(4.09e9, 25_557_032, _CONV_OPS, _TORCHVISION.format("ResNet50")),
-    ),
-    ModelSpec(
-        "mobilenet_v2", "MobileNetV2 1.0 (torchvision), ImageNet 224", 1, 224, None,
-        PublishedFigures(300e6, 3_504_872, _CONV_OPS,
-                         "Sandler et al. 2018 (CVPR), Table 4: 300 M multiply-adds; params: torchvision "
-                         "MobileNet_V2_Weights.IMAGENET1K_V1 (3,504,872; the paper rounds to 3.4 M)"),
-    ),
-    ModelSpec(
-        "bert_base", "BERT-base, 2-class head, seq 128",
-        1, None, 128,
-        PublishedFigures(_megatron_macs(128, 12, 768), 109_482_240, _TRANSFORMER_OPS,
-                         "params: bert-base-uncased BertModel incl. pooler, 109,482,240 (Devlin et al. 2019: "
-                         "110 M; the 2-class head adds 1,538); MACs: Narayanan et al. SC'21 formula at s=128"),
-    ),
-    ModelSpec(
-        "transformer", "small Transformer encoder (4 x 256, fused attention), seq 128",
-        1, None, 128,
-        # By hand: embeddings (8192 + 512) * 256 = 2,228,224, LN 512; per layer q,k,v,out
-        # 4 * (256*256 + 256) = 263,168, FFN 256*1024+1024 + 1024*256+256 = 525,568, two LN 1,024
-        # -> 789,760, x4 = 3,159,040; classifier 514. Total 5,388,290. MACs: per layer
-        # 128 * 786,432 dense + 2 * 128^2 * 256 attention = 109,051,904, x4 = 436,207,616 (the
-        # Narayanan et al. formula gives the same), plus the classifier's 512.
-        PublishedFigures(_megatron_macs(128, 4, 256) + 512, 5_388_290, _TRANSFORMER_OPS,
-                         "computed by hand (poetsim.graphs.zoo comment) and with the Narayanan et al. SC'21 formula"),
-    ),
-    ModelSpec(
-        "gpt2_small", "GPT-2 small (124 M), language model, seq 1024",
-        1, None, 1024,
-        PublishedFigures(_megatron_macs(1024, 12, 768, 50257), 124_439_808, _TRANSFORMER_OPS,
-                         "params: OpenAI GPT-2 small / Hugging Face 'gpt2', 124,439,808 (124 M; the paper's "
-                         "117 M was a miscount); MACs: Narayanan et al. SC'21 formula incl. the output layer"),
-    ),
-)}
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ModelSpec(
+            "mlp",
+            "MLP 784-512-256-10, 28x28 images",
+            1,
+            28,
+            None,
+            # By hand: MACs 784*512 + 512*256 + 256*10 = 535,040;
+            # params 784*512+512 + 512*256+256 + 256*10+10 = 535,818.
+            PublishedFigures(535_040, 535_818, _CONV_OPS, "computed by hand (poetsim.graphs.zoo comment)"),
+        ),
+        ModelSpec(
+            "vgg16",
+            "VGG-16 (torchvision), ImageNet 224",
+            1,
+            224,
+            None,
+            PublishedFigures(15.47e9, 138_357_544, _CONV_OPS, _TORCHVISION.format("VGG16")),
+        ),
+        ModelSpec(
+            "resnet18",
+            "ResNet-18 (torchvision), ImageNet 224",
+            1,
+            224,
+            None,
+            PublishedFigures(1.81e9, 11_689_512, _CONV_OPS, _TORCHVISION.format("ResNet18")),
+        ),
+        ModelSpec(
+            "resnet18_cifar",
+            "ResNet-18 for CIFAR-10 32x32 (POET's main model)",
+            1,
+            32,
+            None,
+            PublishedFigures(
+                0.56e9,
+                11_173_962,
+                _CONV_OPS,
+                "kuangliu/pytorch-cifar models/resnet.py ResNet18 (BasicBlock): 0.56 GMAC and "
+                "11.17 M params as commonly reported for CIFAR ResNet-18; the parameter count is exact",
+            ),
+        ),
+        ModelSpec(
+            "resnet50",
+            "ResNet-50 v1.5 (torchvision), ImageNet 224",
+            1,
+            224,
+            None,
+            PublishedFigures(4.09e9, 25_557_032, _CONV_OPS, _TORCHVISION.format("ResNet50")),
+        ),
+        ModelSpec(
+            "mobilenet_v2",
+            "MobileNetV2 1.0 (torchvision), ImageNet 224",
+            1,
+            224,
+            None,
+            PublishedFigures(
+                300e6,
+                3_504_872,
+                _CONV_OPS,
+                "Sandler et al. 2018 (CVPR), Table 4: 300 M multiply-adds; params: torchvision "
+                "MobileNet_V2_Weights.IMAGENET1K_V1 (3,504,872; the paper rounds to 3.4 M)",
+            ),
+        ),
+        ModelSpec(
+            "bert_base",
+            "BERT-base, 2-class head, seq 128",
+            1,
+            None,
+            128,
+            PublishedFigures(
+                _megatron_macs(128, 12, 768),
+                109_482_240,
+                _TRANSFORMER_OPS,
+                "params: bert-base-uncased BertModel incl. pooler, 109,482,240 (Devlin et al. 2019: "
+                "110 M; the 2-class head adds 1,538); MACs: Narayanan et al. SC'21 formula at s=128",
+            ),
+        ),
+        ModelSpec(
+            "transformer",
+            "small Transformer encoder (4 x 256, fused attention), seq 128",
+            1,
+            None,
+            128,
+            # By hand: embeddings (8192 + 512) * 256 = 2,228,224, LN 512; per layer q,k,v,out
+            # 4 * (256*256 + 256) = 263,168, FFN 256*1024+1024 + 1024*256+256 = 525,568, two LN 1,024
+            # -> 789,760, x4 = 3,159,040; classifier 514. Total 5,388,290. MACs: per layer
+            # 128 * 786,432 dense + 2 * 128^2 * 256 attention = 109,051,904, x4 = 436,207,616 (the
+            # Narayanan et al. formula gives the same), plus the classifier's 512.
+            PublishedFigures(
+                _megatron_macs(128, 4, 256) + 512,
+                5_388_290,
+                _TRANSFORMER_OPS,
+                "computed by hand (poetsim.graphs.zoo comment) and with the Narayanan et al. SC'21 formula",
+            ),
+        ),
+        ModelSpec(
+            "gpt2_small",
+            "GPT-2 small (124 M), language model, seq 1024",
+            1,
+            None,
+            1024,
+            PublishedFigures(
+                _megatron_macs(1024, 12, 768, 50257),
+                124_439_808,
+                _TRANSFORMER_OPS,
+                "params: OpenAI GPT-2 small / Hugging Face 'gpt2', 124,439,808 (124 M; the paper's "
+                "117 M was a miscount); MACs: Narayanan et al. SC'21 formula incl. the output layer",
+            ),
+        ),
+    )
+}
 """Every zoo model by name. `batch_size` is what `build_model` uses when given none."""
 
 _BUILDERS: dict[str, Callable[[Network, int, int], Tensor]] = {
@@ -289,11 +360,11 @@ _BUILDERS: dict[str, Callable[[Network, int, int], Tensor]] = {
     "resnet50": lambda net, b, s: _resnet(net, b, s, (3, 4, 6, 3), True, False, 1000),
     "mobilenet_v2": _mobilenet_v2,
     "bert_base": lambda net, b, s: _encoder_classifier(
-        net, b, s, vocab=30522, positions=512, types=2, dim=768, heads=12, ffn=3072, layers=12, pooler=True,
-        fused=False),
+        net, b, s, vocab=30522, positions=512, types=2, dim=768, heads=12, ffn=3072, layers=12, pooler=True, fused=False
+    ),
     "transformer": lambda net, b, s: _encoder_classifier(
-        net, b, s, vocab=8192, positions=512, types=0, dim=256, heads=4, ffn=1024, layers=4, pooler=False,
-        fused=True),
+        net, b, s, vocab=8192, positions=512, types=0, dim=256, heads=4, ffn=1024, layers=4, pooler=False, fused=True
+    ),
     "gpt2_small": _gpt2,
 }
 
@@ -303,8 +374,7 @@ def published_figures(name: str) -> PublishedFigures:
     return _spec(name).figures
 
 
-def build_model(name: str, batch_size: int = 1, input_size: int | None = None,
-                seq_len: int | None = None) -> TrainingGraph:
+def build_model(name: str, batch_size: int = 1, input_size: int | None = None, seq_len: int | None = None) -> TrainingGraph:
     """The training graph of zoo model `name` for a batch and input size.
 
     Image models take `input_size` (the image side), sequence models `seq_len`; giving the

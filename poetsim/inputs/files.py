@@ -77,8 +77,9 @@ def read_text(path: str | Path, what: str, max_bytes: int) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise UserInputError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-                             f"save the {what} as UTF-8") from None
+        raise UserInputError(
+            f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save the {what} as UTF-8"
+        ) from None
 
 
 def parse_json(text: str, where: str | Path) -> Any:
@@ -106,8 +107,9 @@ def parse_yaml(text: str, where: str | Path) -> Any:
             return None
         size = _expanded_size(node)
         if size > MAX_YAML_NODES:
-            raise UserInputError(f"{where}: its aliases expand to more than {MAX_YAML_NODES:,} values; "
-                                 "write the values out instead")
+            raise UserInputError(
+                f"{where}: its aliases expand to more than {MAX_YAML_NODES:,} values; write the values out instead"
+            )
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise UserInputError(f"{where}: not valid YAML ({_yaml_reason(exc)})") from None
@@ -125,7 +127,7 @@ def _expanded_size(root: yaml.Node) -> int:
     and counts as too large.
     """
     sizes: dict[int, int] = {}
-    open_nodes: set[int] = set()   # nodes whose children are being counted: the current path
+    open_nodes: set[int] = set()  # nodes whose children are being counted: the current path
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
         node, children_done = stack.pop()
@@ -179,8 +181,12 @@ def _one_line(exc: Exception) -> str:
 
 #: Characters refused in names: control characters (newlines, escapes that drive terminals)
 #: and the bidirectional overrides that make text read differently from what it holds.
-_HIDDEN = {chr(c) for c in range(0x20)} | {chr(0x7F)} | {chr(c) for c in range(0x80, 0xA0)} | set(
-    "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_HIDDEN = (
+    {chr(c) for c in range(0x20)}
+    | {chr(0x7F)}
+    | {chr(c) for c in range(0x80, 0xA0)}
+    | set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+)
 
 
 def check_text(value: object, field: str, max_chars: int) -> str:

@@ -24,7 +24,7 @@ PROFILE_DIR = Path(__file__).parent / "platforms"
 
 #: Ranges of a profile's figures: wide enough for any device from a microcontroller to a
 #: rack, narrow enough that every derived time and energy stays a finite number.
-MAX_RATE = 1e18            # FLOP/s or bytes/s
+MAX_RATE = 1e18  # FLOP/s or bytes/s
 MAX_POWER_W = 1e6
 MAX_LATENCY_S = 3600.0
 MAX_DMA_CHANNELS = 1024
@@ -40,10 +40,15 @@ class Compute(_Frozen):
 
     flops_per_s: float = Field(ge=1, le=MAX_RATE, description="Sustained FLOP/s that sets compute time: FLOPs / flops_per_s.")
     power_w: float = Field(
-        ge=0, le=MAX_POWER_W, description="Power drawn while computing, above static_power_w (the two add up to the "
-        "device's draw while busy); compute energy = power_w x FLOPs / energy rate.")
+        ge=0,
+        le=MAX_POWER_W,
+        description="Power drawn while computing, above static_power_w (the two add up to the "
+        "device's draw while busy); compute energy = power_w x FLOPs / energy rate.",
+    )
     energy_flops_per_s: float | None = Field(
-        default=None, ge=1, le=MAX_RATE,
+        default=None,
+        ge=1,
+        le=MAX_RATE,
         description="Throughput at which power_w was measured, when it differs from flops_per_s "
         "(the POET authors time the Cortex-A72 at 2 GFLOP/s but measured energy at a lower rate). "
         "Energy per FLOP = power_w / energy_flops_per_s.",
@@ -96,8 +101,9 @@ class Storage(_Frozen):
     kind: str = Field(description="What the storage is, in words (e.g. 'microSD over SPI').")
     page_in: Transfer
     page_out: Transfer
-    power_w: float = Field(ge=0, le=MAX_POWER_W,
-                           description="Power drawn while a transfer runs (either direction), above static power.")
+    power_w: float = Field(
+        ge=0, le=MAX_POWER_W, description="Power drawn while a transfer runs (either direction), above static power."
+    )
 
 
 class Platform(_Frozen):
@@ -108,16 +114,19 @@ class Platform(_Frozen):
     ram_bytes: int = Field(gt=0, le=MAX_BYTES, description="Physical RAM; what the simulator may allocate (less reserved state).")
     compute: Compute
     static_power_w: float = Field(
-        ge=0, le=MAX_POWER_W,
-        description="Drawn for the whole iteration, busy or idle; charged x makespan by the overlap timing.")
+        ge=0, le=MAX_POWER_W, description="Drawn for the whole iteration, busy or idle; charged x makespan by the overlap timing."
+    )
     storage: Storage
     dma_channels: int = Field(
-        ge=1, le=MAX_DMA_CHANNELS, description="Transfers that can run at once between RAM and storage (usually 1: one device).")
+        ge=1, le=MAX_DMA_CHANNELS, description="Transfers that can run at once between RAM and storage (usually 1: one device)."
+    )
     memory_bus_bytes_per_s: float = Field(
-        ge=1, le=MAX_RATE, description="RAM bandwidth shared by compute and transfers; only the simulator uses it.")
+        ge=1, le=MAX_RATE, description="RAM bandwidth shared by compute and transfers; only the simulator uses it."
+    )
     notes: tuple[str, ...] = Field(default=(), description="What a user of this profile should know.")
-    sources: dict[str, str] = Field(description="For every numeric field path (e.g. 'storage.page_in.latency_s'), "
-                                    "where the figure comes from.")
+    sources: dict[str, str] = Field(
+        description="For every numeric field path (e.g. 'storage.page_in.latency_s'), where the figure comes from."
+    )
 
     @field_validator("name", "title")
     @classmethod
@@ -167,9 +176,7 @@ def load_platform(spec: str | Path) -> Platform:
     if shipped or not (path.suffix in (".yaml", ".yml") or path.exists()):
         path = PROFILE_DIR / f"{spec}.yaml"
         if not shipped:
-            raise UserInputError(
-                f"unknown platform '{spec}' (shipped: {', '.join(shipped_platforms())}; or give a YAML path)"
-            )
+            raise UserInputError(f"unknown platform '{spec}' (shipped: {', '.join(shipped_platforms())}; or give a YAML path)")
     data = load_yaml(path, "platform file", MAX_PLATFORM_BYTES)
     if not isinstance(data, dict):
         raise UserInputError(f"{path}: a platform profile must be a mapping")
@@ -189,4 +196,3 @@ def format_validation_error(exc: ValidationError) -> str:
             msg = "unknown field"
         parts.append(f"{loc}: {msg}")
     return "; ".join(parts)
-

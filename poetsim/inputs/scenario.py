@@ -71,8 +71,9 @@ def _unique_as_written(written: list, parsed: list, key) -> list:
     for text, value in zip(written, parsed):
         k = key(value)
         if k in seen:
-            raise ValueError(f"{text!s} is the same budget as {seen[k]!s}: give each value once, "
-                             "or two results would share a key")
+            raise ValueError(
+                f"{text!s} is the same budget as {seen[k]!s}: give each value once, or two results would share a key"
+            )
         seen[k] = text
     return parsed
 
@@ -86,28 +87,39 @@ class BudgetGrid(_Frozen):
     """The RAM and runtime budgets of a scenario; each a value or a list of values (a sweep axis)."""
 
     ram: Annotated[tuple[RamSpec, ...], BeforeValidator(_ram_list)] = Field(
-        min_length=1, max_length=MAX_LIST,
-        description="Activation RAM: bytes, a size with unit (256KiB) or a percentage of the keep-all peak.")
+        min_length=1,
+        max_length=MAX_LIST,
+        description="Activation RAM: bytes, a size with unit (256KiB) or a percentage of the keep-all peak.",
+    )
     runtime: Annotated[tuple[float, ...], BeforeValidator(_runtime_list)] = Field(
-        default=(1.2,), min_length=1, max_length=MAX_LIST,
-        description="Deadline as a multiple of one plain forward+backward pass (1.2x).")
+        default=(1.2,),
+        min_length=1,
+        max_length=MAX_LIST,
+        description="Deadline as a multiple of one plain forward+backward pass (1.2x).",
+    )
 
 
 class Scenario(_Frozen):
     """One scenario file: what to train, on what, under which budgets, with which strategies."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100,
-                      description="Used for the results folder: letters, digits, '_', '.', '-', starting with a letter or digit.")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        max_length=100,
+        description="Used for the results folder: letters, digits, '_', '.', '-', starting with a letter or digit.",
+    )
     description: str = Field(default="", max_length=10_000)
     model: Annotated[tuple[Annotated[str, Field(min_length=1, max_length=4096)], ...], BeforeValidator(_as_list)] = Field(
-        min_length=1, max_length=MAX_LIST)
+        min_length=1, max_length=MAX_LIST
+    )
     batch_size: int = Field(default=1, gt=0, le=1 << 20)
     input_size: int | None = Field(default=None, gt=0, le=1 << 16, description="Image side for vision models.")
     seq_len: int | None = Field(default=None, gt=0, le=1 << 24, description="Sequence length for transformers.")
-    flops_per_cost_unit: float = Field(default=1e6, gt=0, le=1e15,
-                                       description="FLOPs per cost_cpu unit of imported node-link graphs.")
+    flops_per_cost_unit: float = Field(
+        default=1e6, gt=0, le=1e15, description="FLOPs per cost_cpu unit of imported node-link graphs."
+    )
     platform: Annotated[tuple[Annotated[str, Field(min_length=1, max_length=4096)], ...], BeforeValidator(_as_list)] = Field(
-        min_length=1, max_length=MAX_LIST)
+        min_length=1, max_length=MAX_LIST
+    )
     budgets: BudgetGrid
     strategies: tuple[str, ...] = Field(default=names(Kind.SOLVED), max_length=MAX_LIST)
     timing: Timing = Timing.OVERLAP
@@ -115,7 +127,8 @@ class Scenario(_Frozen):
     time_limit_s: float = Field(default=120.0, gt=0, le=1e6)
     reserve_training_state: str = Field(
         default="none",
-        description="Keep parameters, gradients and optimiser state in the RAM budget: none, sgd, momentum or adam.")
+        description="Keep parameters, gradients and optimiser state in the RAM budget: none, sgd, momentum or adam.",
+    )
 
     @field_validator("strategies")
     @classmethod
@@ -148,8 +161,7 @@ class Scenario(_Frozen):
 
     @model_validator(mode="after")
     def _grid_size(self) -> "Scenario":
-        size = (len(self.model) * len(self.platform) * len(self.budgets.ram) * len(self.budgets.runtime)
-                * len(self.strategies))
+        size = len(self.model) * len(self.platform) * len(self.budgets.ram) * len(self.budgets.runtime) * len(self.strategies)
         if size > MAX_POINTS:
             raise ValueError(f"the grid has {size:,} points, more than the {MAX_POINTS:,} a scenario may have")
         return self
@@ -159,7 +171,8 @@ class Scenario(_Frozen):
         return [
             Point(self.name, model, platform, ram, runtime, strategy, source_key(model), source_key(platform))
             for model, platform, ram, runtime, strategy in itertools.product(
-                self.model, self.platform, self.budgets.ram, self.budgets.runtime, self.strategies)
+                self.model, self.platform, self.budgets.ram, self.budgets.runtime, self.strategies
+            )
         ]
 
 
@@ -266,14 +279,17 @@ def _resolve_relative_paths(scenario: Scenario, path: Path) -> Scenario:
         target = (base / spec).resolve()
         if not target.is_file():
             index = values.index(spec)
-            raise UserInputError(f"{path}: {field}{_at(values, index)}: no such file {spec} "
-                                 f"(paths are relative to the scenario's folder, {base})")
+            raise UserInputError(
+                f"{path}: {field}{_at(values, index)}: no such file {spec} (paths are relative to the scenario's folder, {base})"
+            )
         return str(target)
 
-    return scenario.model_copy(update={
-        "model": tuple(fix(m, "model", scenario.model) for m in scenario.model),
-        "platform": tuple(fix(p, "platform", scenario.platform) for p in scenario.platform),
-    })
+    return scenario.model_copy(
+        update={
+            "model": tuple(fix(m, "model", scenario.model) for m in scenario.model),
+            "platform": tuple(fix(p, "platform", scenario.platform) for p in scenario.platform),
+        }
+    )
 
 
 def _check_distinct_sources(scenario: Scenario, written: Scenario, path: Path) -> None:
@@ -288,8 +304,10 @@ def _check_distinct_sources(scenario: Scenario, written: Scenario, path: Path) -
             key = source_key(spec)
             if key in seen:
                 first = seen[key]
-                raise UserInputError(f"{path}: {field}[{index}]: {shown[index]} has the same name and content as "
-                                     f"{field}[{first}] ({shown[first]}); list it once")
+                raise UserInputError(
+                    f"{path}: {field}[{index}]: {shown[index]} has the same name and content as "
+                    f"{field}[{first}] ({shown[first]}); list it once"
+                )
             seen[key] = index
 
 
@@ -298,8 +316,9 @@ def check_scenario_references(scenario: Scenario, path: Path) -> None:
     graphs = {}
     for index, model in enumerate(scenario.model):
         try:
-            graphs[model] = load_graph(model, scenario.batch_size, scenario.input_size, scenario.seq_len,
-                                       scenario.flops_per_cost_unit)
+            graphs[model] = load_graph(
+                model, scenario.batch_size, scenario.input_size, scenario.seq_len, scenario.flops_per_cost_unit
+            )
         except UserInputError as exc:
             raise UserInputError(f"{path}: model{_at(scenario.model, index)}: {exc}") from None
     for index, name in enumerate(scenario.platform):
@@ -314,7 +333,8 @@ def check_scenario_references(scenario: Scenario, path: Path) -> None:
                     raise UserInputError(
                         f"{path}: budgets.ram{_at(scenario.budgets.ram, ram_index)}: {ram} is {total:,} bytes "
                         f"for {source_key(model)}, "
-                        f"above the {platform.ram_bytes:,} bytes of RAM of platform {platform.name}")
+                        f"above the {platform.ram_bytes:,} bytes of RAM of platform {platform.name}"
+                    )
 
 
 def _at(values: tuple, index: int) -> str:

@@ -36,9 +36,18 @@ from poetsim.status import Status
 
 
 def optimise(
-    graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing = Timing.OVERLAP,
-    solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-4, threads: int | None = None,
-    warm_start: bool = True, starts: Sequence[Schedule] = (), on_progress: Progress | None = None,
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    moves: Moves,
+    timing: Timing = Timing.OVERLAP,
+    solver: str = "highs",
+    time_limit_s: float | None = None,
+    mip_rel_gap: float = 1e-4,
+    threads: int | None = None,
+    warm_start: bool = True,
+    starts: Sequence[Schedule] = (),
+    on_progress: Progress | None = None,
 ) -> SolveOutcome:
     """Find the least-energy schedule within `budgets` using `moves` and say what is proven about it.
 
@@ -118,15 +127,36 @@ def _parse(kind, value):
 def _obviously_infeasible(graph: TrainingGraph, costs: CostTable, budgets: Budgets) -> str:
     """The reason no schedule of any strategy can meet the budgets, when it is cheap to know."""
     if budgets.ram_bytes < graph.min_feasible_ram_bytes:
-        return (f"infeasible: RAM budget {budgets.ram_bytes:,} bytes is below the {graph.min_feasible_ram_bytes:,} bytes "
-                "that the largest node and its inputs need at once")
+        return (
+            f"infeasible: RAM budget {budgets.ram_bytes:,} bytes is below the {graph.min_feasible_ram_bytes:,} bytes "
+            "that the largest node and its inputs need at once"
+        )
     plain_s = costs.plain_runtime_s
     if not budgets.meets_deadline(plain_s):
-        return (f"infeasible: runtime budget {budgets.runtime_s:.6g} s is below one plain pass of {plain_s:.6g} s "
-                f"({budgets.runtime_s / plain_s:.3g}x); every schedule computes each node at least once")
+        return (
+            f"infeasible: runtime budget {budgets.runtime_s:.6g} s is below one plain pass of {plain_s:.6g} s "
+            f"({budgets.runtime_s / plain_s:.3g}x); every schedule computes each node at least once"
+        )
     return ""
 
 
 def _empty(moves, timing, solver, status, message, clock: Clock) -> SolveOutcome:
-    return SolveOutcome(moves, timing, solver, status, None, None, None, None, None, None,
-                        clock.elapsed_s(), 0.0, 0.0, 0, 0, message, wall_s=clock.elapsed_s())
+    return SolveOutcome(
+        moves,
+        timing,
+        solver,
+        status,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        clock.elapsed_s(),
+        0.0,
+        0.0,
+        0,
+        0,
+        message,
+        wall_s=clock.elapsed_s(),
+    )

@@ -22,22 +22,22 @@ class SolveOutcome:
     moves: Moves
     timing: Timing
     solver: str
-    status: Status                 # OPTIMAL, FEASIBLE (a schedule with a gap), INFEASIBLE or NO_SOLUTION
+    status: Status  # OPTIMAL, FEASIBLE (a schedule with a gap), INFEASIBLE or NO_SOLUTION
     schedule: Schedule | None
-    predicted: Figures | None      # the model's figures of the returned schedule
-    objective_j: float | None      # total energy of the returned schedule per the model
-    bound_j: float | None          # best proven lower bound on total energy (the solver's or the cover's)
-    gap_total: float | None        # (objective - bound) / objective
-    gap_overhead: float | None     # (objective - bound) / (objective - keep-all energy)
-    build_s: float                 # everything before the first solver run: cover, plans, model build
+    predicted: Figures | None  # the model's figures of the returned schedule
+    objective_j: float | None  # total energy of the returned schedule per the model
+    bound_j: float | None  # best proven lower bound on total energy (the solver's or the cover's)
+    gap_total: float | None  # (objective - bound) / objective
+    gap_overhead: float | None  # (objective - bound) / (objective - keep-all energy)
+    build_s: float  # everything before the first solver run: cover, plans, model build
     handoff_s: float
-    solve_s: float                 # the solver runs (restricted and full)
+    solve_s: float  # the solver runs (restricted and full)
     num_variables: int
     num_constraints: int
     message: str
-    found_by: str = ""             # where the returned schedule came from (cover, a start, solver, ...)
+    found_by: str = ""  # where the returned schedule came from (cover, a start, solver, ...)
     cover_bound_j: float | None = None  # the eviction cover's bound on the total energy
-    wall_s: float = 0.0            # the whole call
+    wall_s: float = 0.0  # the whole call
 
 
 def require_feasible(outcome: SolveOutcome) -> SolveOutcome:
@@ -72,9 +72,11 @@ def abs_gap_j(costs: CostTable, moves: Moves, timing: Timing) -> float:
 
 def infeasible_message(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves) -> str:
     """The solver proved infeasibility: say what is known to be feasible instead."""
-    return (f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
-            f"{budgets.runtime_s:.6g} s ({budgets.runtime_s / costs.plain_runtime_s:.3g}x); keep-all fits "
-            f"{graph.keep_all_peak_bytes:,} bytes at 1x, and no schedule fits below {graph.min_feasible_ram_bytes:,} bytes")
+    return (
+        f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
+        f"{budgets.runtime_s:.6g} s ({budgets.runtime_s / costs.plain_runtime_s:.3g}x); keep-all fits "
+        f"{graph.keep_all_peak_bytes:,} bytes at 1x, and no schedule fits below {graph.min_feasible_ram_bytes:,} bytes"
+    )
 
 
 def pct(share: float | None) -> str:

@@ -145,8 +145,11 @@ class Search:
 
     def proven(self) -> bool:
         """Whether the incumbent is within the gap settings of the best bound."""
-        return self.best.best is not None and self.bound_j is not None and within_gap(
-            self.best.total_j, self.bound_j, self.keep_all_j, self.mip_rel_gap, self.abs_gap_j)
+        return (
+            self.best.best is not None
+            and self.bound_j is not None
+            and within_gap(self.best.total_j, self.bound_j, self.keep_all_j, self.mip_rel_gap, self.abs_gap_j)
+        )
 
     def place(self) -> None:
         """Stages for the plain cover's choice, and their plan: quick rounds first, then exact ones.
@@ -177,8 +180,14 @@ class Search:
             if ends_at is not None and perf_counter() >= ends_at:
                 return
             if choice is None:
-                choice = cover_bound(self.graph, self.costs, self.budgets, moves, self.timing,
-                                     None if ends_at is None else ends_at - perf_counter())
+                choice = cover_bound(
+                    self.graph,
+                    self.costs,
+                    self.budgets,
+                    moves,
+                    self.timing,
+                    None if ends_at is None else ends_at - perf_counter(),
+                )
                 searches[n] = (choice, moves)
             if not choice.infeasible:
                 self._quick_search(choice, moves, ends_at)
@@ -232,8 +241,11 @@ class Search:
         """The rounds of `_search_choices`, each choice placed by `cover_plan` (balanced transfers)."""
 
         def place(choice: CoverBound, round_: int) -> frozenset[int] | None:
-            plan = self.first_plan if choice is self.cover else cover_plan(
-                self.graph, self.costs, self.budgets, self.timing, choice, self.clock.ends_at)
+            plan = (
+                self.first_plan
+                if choice is self.cover
+                else cover_plan(self.graph, self.costs, self.budgets, self.timing, choice, self.clock.ends_at)
+            )
             if choice is not self.cover:
                 self.best.offer(plan, "the placement search")
             if plan is None:
@@ -250,8 +262,14 @@ class Search:
             # The first placement may take all that is left (it is the likeliest to succeed: 12 s
             # on gpt2_small), later ones half: a good placement is wanted, not its proof.
             left = None if ends_at is None else ends_at - perf_counter()
-            placed = placement(self.graph, self.costs, self.budgets, self.timing, choice,
-                               None if left is None else (left if round_ == 0 else left / 2))
+            placed = placement(
+                self.graph,
+                self.costs,
+                self.budgets,
+                self.timing,
+                choice,
+                None if left is None else (left if round_ == 0 else left / 2),
+            )
             plan = events_plan(self.graph, self.costs, self.budgets, self.timing, placed)
             self.best.offer(plan, "the cover's placement")
             if not placed.exact and plan is None:
@@ -270,16 +288,22 @@ class Search:
                 return
             self.report("placement", self.best.total_j, self.bound_j)
             stalling = place(choice, round_)
-            if stalling is None or self.proven() or not stalling - avoid or (
-                    ends_at is not None and perf_counter() >= ends_at):
+            if stalling is None or self.proven() or not stalling - avoid or (ends_at is not None and perf_counter() >= ends_at):
                 return
             avoid |= stalling
             # Searching among single-move choices when the first was one: that cover has no
             # cascades and is solved in a fraction of a second where the hybrid one takes seconds.
             # A choice that costs a little more than the bound can still place without a stall:
             # no proof then, but a good schedule (ResNet-50 on the Pi: 0.26 % of the overhead).
-            choice = cover_bound(self.graph, self.costs, self.budgets, moves, self.timing,
-                                 None if ends_at is None else ends_at - perf_counter(), avoid=avoid)
+            choice = cover_bound(
+                self.graph,
+                self.costs,
+                self.budgets,
+                moves,
+                self.timing,
+                None if ends_at is None else ends_at - perf_counter(),
+                avoid=avoid,
+            )
             if choice.infeasible:
                 return
 
@@ -300,25 +324,34 @@ class Search:
         ends_at = None if share is None else perf_counter() + share
         if single is not None and single != self.moves:
             self.report("timed bound", self.best.total_j, self.bound_j)
-            first = timed_cover_bound(self.graph, self.costs, self.budgets, single, self.timing, share,
-                                      cover.bound_j)
+            first = timed_cover_bound(self.graph, self.costs, self.budgets, single, self.timing, share, cover.bound_j)
             start = first.events
-            self.best.offer(events_plan(self.graph, self.costs, self.budgets, self.timing, first),
-                            f"the timed cover of {single.label} moves")
+            self.best.offer(
+                events_plan(self.graph, self.costs, self.budgets, self.timing, first), f"the timed cover of {single.label} moves"
+            )
             if self.proven() or self.clock.expired():
                 return
         self.report("timed bound", self.best.total_j, self.bound_j)
-        self.timed_cover = timed_cover_bound(self.graph, self.costs, self.budgets, self.moves, self.timing,
-                                             None if ends_at is None else max(ends_at - perf_counter(), 0.0),
-                                             cover.bound_j, cover.rows, start)
+        self.timed_cover = timed_cover_bound(
+            self.graph,
+            self.costs,
+            self.budgets,
+            self.moves,
+            self.timing,
+            None if ends_at is None else max(ends_at - perf_counter(), 0.0),
+            cover.bound_j,
+            cover.rows,
+            start,
+        )
         if self.timed_cover.infeasible:
             if self.best.best is None:
                 self.infeasible = self.timed_cover.message
             return
         if self.timed_cover.bound_j is not None:
             self.raise_bound(self.timed_cover.bound_j, "the timed cover")
-        self.best.offer(events_plan(self.graph, self.costs, self.budgets, self.timing, self.timed_cover),
-                        "the timed cover's events")
+        self.best.offer(
+            events_plan(self.graph, self.costs, self.budgets, self.timing, self.timed_cover), "the timed cover's events"
+        )
 
     def first_schedule(self) -> None:
         """A schedule before anything else, whatever the clock says: the first rule-made plan that
@@ -326,8 +359,10 @@ class Search:
         (the quickest greedy takes 2 s on bert_base, the largest zoo graph); the greedies that
         drop recomputed cascades, tried last, stop at the clock's end."""
         self.report("first schedule", self.best.total_j, self.bound_j)
-        self.best.offer(start_plan(self.graph, self.costs, self.budgets, self.moves, self.timing,
-                                   self.clock.ends_at, first_fit=True), "the greedy")
+        self.best.offer(
+            start_plan(self.graph, self.costs, self.budgets, self.moves, self.timing, self.clock.ends_at, first_fit=True),
+            "the greedy",
+        )
 
     def greedy(self) -> None:
         """The rule-made plans of `baselines.start_plan` (keep-all, greedy, checkpoint-sqrt)."""
@@ -347,8 +382,10 @@ class Search:
         """`baselines.start_plan` within `fraction` of the time left; notes whether it ran out."""
         share = self.clock.share_s(fraction)
         ends_at = None if share is None else perf_counter() + share
-        self.best.offer(start_plan(self.graph, self.costs, self.budgets, self.moves, self.timing, ends_at,
-                                   finished=self.greedy_finished), "the greedy")
+        self.best.offer(
+            start_plan(self.graph, self.costs, self.budgets, self.moves, self.timing, ends_at, finished=self.greedy_finished),
+            "the greedy",
+        )
         self.greedy_cut = ends_at is not None and perf_counter() >= ends_at
 
     def polish(self) -> None:
@@ -359,8 +396,9 @@ class Search:
         self.report("polish", self.best.total_j, self.bound_j)
         share = self.clock.share_s(POLISH_SHARE)
         ends_at = None if share is None else perf_counter() + share
-        self.best.offer(polish(candidate.plan, self.graph, self.costs, self.budgets, self.timing, ends_at),
-                        f"{candidate.source}, polished")
+        self.best.offer(
+            polish(candidate.plan, self.graph, self.costs, self.budgets, self.timing, ends_at), f"{candidate.source}, polished"
+        )
 
     def rebuild(self) -> None:
         """The recompute-only greedy rebuilt change by change (`baselines.rebuilt_plan`), then
@@ -373,8 +411,14 @@ class Search:
             return
         self.report("rebuild", self.best.total_j, self.bound_j)
         share = self.clock.share_s(REBUILD_SHARE)
-        plan = rebuilt_plan(self.graph, self.costs, self.budgets, self.timing,
-                            None if share is None else perf_counter() + share, self.clock.ends_at)
+        plan = rebuilt_plan(
+            self.graph,
+            self.costs,
+            self.budgets,
+            self.timing,
+            None if share is None else perf_counter() + share,
+            self.clock.ends_at,
+        )
         if self.best.offer(plan, "the greedy, rebuilt"):
             self.polish()
 
@@ -400,7 +444,7 @@ class Search:
         self.report("second restores", self.best.total_j, self.bound_j)
         share = self.clock.share_s(SECOND_RESTORE_SHARE)
         bound_j, why, by = self._recompute_only_bound(None if share is None else perf_counter() + share)
-        if bound_j == math.inf and not self.moves.page:   # no recompute-only schedule fits
+        if bound_j == math.inf and not self.moves.page:  # no recompute-only schedule fits
             if self.best.best is None:
                 self.infeasible = why
             return
@@ -412,13 +456,13 @@ class Search:
         if the time gave none; inf if no recompute-only schedule fits, with why) and the cover that
         gave it. With both moves the recompute-only cover on the rows it needs comes first (a
         fraction of a second)."""
+
         def left_s() -> float | None:
             return None if ends_at is None else ends_at - perf_counter()
 
         bound_j = None
         if self.moves.page:
-            plain = cover_bound(self.graph, self.costs, self.budgets, Moves(recompute=True, page=False), self.timing,
-                                left_s())
+            plain = cover_bound(self.graph, self.costs, self.budgets, Moves(recompute=True, page=False), self.timing, left_s())
             if plain.infeasible:
                 return math.inf, plain.message, ""
             bound_j = plain.bound_j
@@ -456,25 +500,40 @@ class Search:
                 return
             before = self._stall_priced(left, page_in_stalls=True, cascade_page_ins=cascade_page_ins)
 
-    def _stall_priced(self, time_limit_s: float | None, page_in_stalls: bool,
-                      cascade_page_ins: bool = False) -> CoverBound | None:
+    def _stall_priced(
+        self, time_limit_s: float | None, page_in_stalls: bool, cascade_page_ins: bool = False
+    ) -> CoverBound | None:
         """The stall-priced cover under `overlap` with paging (else None), its bound taken; None
         too when it proves that no schedule fits (the search's answer then, if it has none)."""
         if self.timing is not Timing.OVERLAP or not self.moves.page:
             return None
         self.report("stall bound", self.best.total_j, self.bound_j)
         share = PAGE_IN_NO_CASCADE_SHARE if cascade_page_ins else STALL_NO_CASCADE_SHARE
-        found = cover_bound(self.graph, self.costs, self.budgets, self.moves, self.timing, time_limit_s,
-                            stalls=True, no_cascade_share=share, page_in_stalls=page_in_stalls,
-                            cascade_page_ins=cascade_page_ins)
+        found = cover_bound(
+            self.graph,
+            self.costs,
+            self.budgets,
+            self.moves,
+            self.timing,
+            time_limit_s,
+            stalls=True,
+            no_cascade_share=share,
+            page_in_stalls=page_in_stalls,
+            cascade_page_ins=cascade_page_ins,
+        )
         if found.infeasible:
             if self.best.best is None:
                 self.infeasible = found.message
             return None
         if found.bound_j is not None:
-            self.raise_bound(found.bound_j, "the cover with the recomputations' page-ins priced" if cascade_page_ins
-                             else "the cover with page-in stalls priced" if page_in_stalls
-                             else "the cover with page-out stalls priced")
+            self.raise_bound(
+                found.bound_j,
+                "the cover with the recomputations' page-ins priced"
+                if cascade_page_ins
+                else "the cover with page-in stalls priced"
+                if page_in_stalls
+                else "the cover with page-out stalls priced",
+            )
         return found
 
     def build(self) -> None:
@@ -482,8 +541,7 @@ class Search:
         self.form = formulate(self.graph, self.costs, self.budgets, self.moves, self.timing)
         self.build_s = self.clock.elapsed_s()
 
-    def settings(self, time_limit_s: float | None, floor: bool = False,
-                 confirm_infeasible: bool = True) -> SolverSettings:
+    def settings(self, time_limit_s: float | None, floor: bool = False, confirm_infeasible: bool = True) -> SolverSettings:
         """The stopping rules of a solver run that must end before the call's deadline, less a
         reserve; `confirm_infeasible` False where an infeasibility would prove nothing."""
         form = self.the_form()
@@ -492,9 +550,15 @@ class Search:
         if floor and self.cover is not None and self.cover.overhead_j:
             floor_value = self.cover.overhead_j / form.energy_scale_j
         self.settings_ends_at = ends_at
-        return SolverSettings(mip_rel_gap=self.mip_rel_gap, mip_abs_gap=self.abs_gap_j / form.energy_scale_j,
-                              time_limit_s=time_limit_s, threads=self.threads, objective_floor=floor_value,
-                              ends_at=ends_at, confirm_infeasible=confirm_infeasible)
+        return SolverSettings(
+            mip_rel_gap=self.mip_rel_gap,
+            mip_abs_gap=self.abs_gap_j / form.energy_scale_j,
+            time_limit_s=time_limit_s,
+            threads=self.threads,
+            objective_floor=floor_value,
+            ends_at=ends_at,
+            confirm_infeasible=confirm_infeasible,
+        )
 
     def watch(self, phase: str, bound_holds: bool):
         """The solver's watch: report progress, stop once the incumbent is within the gap of the bound.
@@ -512,8 +576,11 @@ class Search:
             self.report(phase, incumbent, bound if bound is None or self.bound_j is None else max(bound, self.bound_j))
             best = min(x for x in (incumbent, self.best.total_j, math.inf) if x is not None)
             floor = max(x for x in (bound, self.bound_j, -math.inf) if x is not None)
-            return best < math.inf and floor > -math.inf and within_gap(
-                best, floor, self.keep_all_j, self.mip_rel_gap, self.abs_gap_j)
+            return (
+                best < math.inf
+                and floor > -math.inf
+                and within_gap(best, floor, self.keep_all_j, self.mip_rel_gap, self.abs_gap_j)
+            )
 
         return seen
 
@@ -533,8 +600,7 @@ class Search:
         if not (choice.recomputed or choice.paged):
             return
         form = restricted(self.the_form(), self.graph, choice)
-        result = self._solve(form, self.clock.share_s(RESTRICTED_SHARE, RESTRICTED_CAP_S), "restricted solve",
-                             bound_holds=False)
+        result = self._solve(form, self.clock.share_s(RESTRICTED_SHARE, RESTRICTED_CAP_S), "restricted solve", bound_holds=False)
         if result.values is not None:
             self.best.offer(plans.from_columns(form, result.values), "the restricted solve")
 
@@ -545,8 +611,7 @@ class Search:
         self.solver_status = result.status
         if result.values is not None:
             self.best.offer(plans.from_columns(form, result.values), self.solver)
-        if result.bound is not None and math.isfinite(result.bound) and result.status is not None \
-                and result.status.has_schedule:
+        if result.bound is not None and math.isfinite(result.bound) and result.status is not None and result.status.has_schedule:
             self.raise_bound(form.keep_all_j + max(result.bound, 0.0) * form.energy_scale_j, f"the {self.solver} MILP")
 
     def bare(self) -> "SolveOutcome":
@@ -556,11 +621,17 @@ class Search:
         self.full_solve()
         return self.outcome()
 
-    def _solve(self, form: Formulation, time_limit_s: float | None, phase: str, bound_holds: bool,
-               floor: bool = False) -> SolverResult:
+    def _solve(
+        self, form: Formulation, time_limit_s: float | None, phase: str, bound_holds: bool, floor: bool = False
+    ) -> SolverResult:
         self.report(phase, self.best.total_j, self.bound_j)
-        result = solve(form, self.solver, self.settings(time_limit_s, floor, confirm_infeasible=bound_holds),
-                       self.start_columns(form), self.watch(phase, bound_holds))
+        result = solve(
+            form,
+            self.solver,
+            self.settings(time_limit_s, floor, confirm_infeasible=bound_holds),
+            self.start_columns(form),
+            self.watch(phase, bound_holds),
+        )
         self.handoff_s += result.handoff_s
         self.solve_s += result.solve_s
         return result
@@ -574,13 +645,30 @@ class Search:
         """The outcome from the incumbent, the best bound and the solver's own account."""
         form = self.form
         sizes = {"num_variables": form.num_columns if form else 0, "num_constraints": form.num_rows if form else 0}
-        common = dict(build_s=self.build_s if self.build_s is not None else self.clock.elapsed_s(),
-                      handoff_s=self.handoff_s, solve_s=self.solve_s,
-                      cover_bound_j=None if self.cover is None else self.cover.bound_j, **sizes)
+        common = dict(
+            build_s=self.build_s if self.build_s is not None else self.clock.elapsed_s(),
+            handoff_s=self.handoff_s,
+            solve_s=self.solve_s,
+            cover_bound_j=None if self.cover is None else self.cover.bound_j,
+            **sizes,
+        )
         candidate = self.best.best
         if candidate is None and self.infeasible:
-            return SolveOutcome(self.moves, self.timing, self.solver, Status.INFEASIBLE, None, None, None, None, None,
-                                None, message=self.infeasible, wall_s=self.clock.elapsed_s(), **common)
+            return SolveOutcome(
+                self.moves,
+                self.timing,
+                self.solver,
+                Status.INFEASIBLE,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                message=self.infeasible,
+                wall_s=self.clock.elapsed_s(),
+                **common,
+            )
         if candidate is None:
             if self.solver_status is Status.INFEASIBLE:
                 message = infeasible_message(self.graph, self.costs, self.budgets, self.moves)
@@ -588,15 +676,30 @@ class Search:
             elif self.solver_status is not None and self.solver_status.has_schedule:
                 # Every solution is read through a plan and judged by the model's accounting: one
                 # that breaks the budgets there is not reported (a solver's fault, not a schedule).
-                message = (f"no schedule: the {self.solver} MILP's solution breaks the budgets under the model's "
-                           "accounting, and no other plan fits")
+                message = (
+                    f"no schedule: the {self.solver} MILP's solution breaks the budgets under the model's "
+                    "accounting, and no other plan fits"
+                )
                 status = Status.NO_SOLUTION
             else:
                 within = "" if self.clock.limit_s is None else f" within the time limit of {self.clock.limit_s:.1f} s"
                 message = f"no schedule was found{within}"
                 status = Status.NO_SOLUTION
-            return SolveOutcome(self.moves, self.timing, self.solver, status, None, None, None, self.bound_j, None,
-                                None, message=message, wall_s=self.clock.elapsed_s(), **common)
+            return SolveOutcome(
+                self.moves,
+                self.timing,
+                self.solver,
+                status,
+                None,
+                None,
+                None,
+                self.bound_j,
+                None,
+                None,
+                message=message,
+                wall_s=self.clock.elapsed_s(),
+                **common,
+            )
         objective_j = candidate.total_j
         bound_j = min(self.bound_j, objective_j) if self.bound_j is not None else self.keep_all_j
         proven_gap = max(objective_j - bound_j, 0.0)
@@ -613,15 +716,40 @@ class Search:
         elif optimal:
             message = f"proven optimal by the lower bound from {by}; the schedule is from {candidate.source}"
         else:
-            message = (f"stopped with a gap of {pct(gap_overhead)} of the overhead (the lower bound from {by}); "
-                       f"the schedule is from {candidate.source}")
-        schedule = plans.to_schedule(candidate.plan, self.graph, self.costs, self.timing, {
-            "moves": self.moves.label, "solver": self.solver, "status": status.value, "found_by": candidate.source,
-            "ram_budget_bytes": str(self.budgets.ram_bytes), "runtime_budget_s": repr(self.budgets.runtime_s)})
+            message = (
+                f"stopped with a gap of {pct(gap_overhead)} of the overhead (the lower bound from {by}); "
+                f"the schedule is from {candidate.source}"
+            )
+        schedule = plans.to_schedule(
+            candidate.plan,
+            self.graph,
+            self.costs,
+            self.timing,
+            {
+                "moves": self.moves.label,
+                "solver": self.solver,
+                "status": status.value,
+                "found_by": candidate.source,
+                "ram_budget_bytes": str(self.budgets.ram_bytes),
+                "runtime_budget_s": repr(self.budgets.runtime_s),
+            },
+        )
         return SolveOutcome(
-            self.moves, self.timing, self.solver, status, schedule, candidate.figures, objective_j, bound_j,
-            gap_total, gap_overhead, message=message, found_by=candidate.source, wall_s=self.clock.elapsed_s(),
-            **common)
+            self.moves,
+            self.timing,
+            self.solver,
+            status,
+            schedule,
+            candidate.figures,
+            objective_j,
+            bound_j,
+            gap_total,
+            gap_overhead,
+            message=message,
+            found_by=candidate.source,
+            wall_s=self.clock.elapsed_s(),
+            **common,
+        )
 
 
 def milp_nonzeros_estimate(graph: TrainingGraph, moves: Moves) -> int:

@@ -99,8 +99,14 @@ class _LossFunction(nn.Module):
         return self.function(output, labels)
 
 
-def from_torch(module: nn.Module, example_inputs, loss=None, labels: torch.Tensor | None = None,
-               name: str | None = None, meta: dict[str, str] | None = None) -> TrainingGraph:
+def from_torch(
+    module: nn.Module,
+    example_inputs,
+    loss=None,
+    labels: torch.Tensor | None = None,
+    name: str | None = None,
+    meta: dict[str, str] | None = None,
+) -> TrainingGraph:
     """The poetsim training graph of one training step of `module` on `example_inputs`.
 
     `loss` is an `nn.Module` or function of (output, labels) giving a scalar; by default
@@ -112,8 +118,14 @@ def from_torch(module: nn.Module, example_inputs, loss=None, labels: torch.Tenso
     return capture(module, example_inputs, loss, labels, name, meta).graph
 
 
-def capture(module: nn.Module, example_inputs, loss=None, labels: torch.Tensor | None = None,
-            name: str | None = None, meta: dict[str, str] | None = None) -> Capture:
+def capture(
+    module: nn.Module,
+    example_inputs,
+    loss=None,
+    labels: torch.Tensor | None = None,
+    name: str | None = None,
+    meta: dict[str, str] | None = None,
+) -> Capture:
     """Trace one training step of `module` and group it into poetsim nodes (see `from_torch`)."""
     _check_torch_version()
     if not isinstance(module, nn.Module):
@@ -126,13 +138,30 @@ def capture(module: nn.Module, example_inputs, loss=None, labels: torch.Tensor |
     step = TrainingStep(module, loss_module)
     gm, calls = _trace(step, inputs + (labels,), name)
     built = grouping.build(gm, calls, name)
-    info = {"imported_from": "torch", "torch_version": torch.__version__,
-            "inputs": ";".join(_describe(t) for t in inputs), "labels": _describe(labels), **(meta or {})}
+    info = {
+        "imported_from": "torch",
+        "torch_version": torch.__version__,
+        "inputs": ";".join(_describe(t) for t in inputs),
+        "labels": _describe(labels),
+        **(meta or {}),
+    }
     graph = TrainingGraph.create(name, built.nodes, meta={**built.meta, **info})
-    return Capture(graph=graph, fx_graph=gm.graph, programs=built.programs, static_ops=built.static_ops,
-                   params=built.params, buffers=built.buffers, data=built.data, tangents=built.tangents,
-                   grads=built.grads, buffer_updates=built.buffer_updates, loss=built.loss, step=step,
-                   inputs=inputs + (labels,), calls=tuple(calls.values()))
+    return Capture(
+        graph=graph,
+        fx_graph=gm.graph,
+        programs=built.programs,
+        static_ops=built.static_ops,
+        params=built.params,
+        buffers=built.buffers,
+        data=built.data,
+        tangents=built.tangents,
+        grads=built.grads,
+        buffer_updates=built.buffer_updates,
+        loss=built.loss,
+        step=step,
+        inputs=inputs + (labels,),
+        calls=tuple(calls.values()),
+    )
 
 
 def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: str, seed: int = 0) -> torch.Tensor:
@@ -145,8 +174,10 @@ def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: st
     with torch.no_grad(), _attributed(name, TrainingStep(module, nn.Identity())):
         out = torch.func.functional_call(module, state, tuple(t.to("meta") for t in inputs))
     if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[-1] < 1:
-        raise UserInputError(f"{name}: the default loss (cross-entropy) needs a tensor output with classes in its last "
-                             f"dimension; pass loss= and labels= for this model")
+        raise UserInputError(
+            f"{name}: the default loss (cross-entropy) needs a tensor output with classes in its last "
+            f"dimension; pass loss= and labels= for this model"
+        )
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(0, out.shape[-1], tuple(out.shape[:-1]), generator=generator, dtype=torch.int64)
 
@@ -245,7 +276,8 @@ def _label_autograd_nodes(output, label: str, first_sequence_nr: int) -> None:
     attribute to the layer before.
     """
     roots: list[torch.autograd.graph.Node | None] = [
-        t.grad_fn for t in torch.utils._pytree.tree_leaves(output) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        t.grad_fn for t in torch.utils._pytree.tree_leaves(output) if isinstance(t, torch.Tensor) and t.grad_fn is not None
+    ]
     seen = set()
     while roots:
         node = roots.pop()
@@ -300,10 +332,13 @@ def _explain(error: Exception) -> str:
     kind = type(error).__name__
     first = (str(error).strip().splitlines() or [kind])[0]
     clues = ("data-dependent", "data dependent", "cannot be called on meta tensors", "_local_scalar_dense")
-    if kind in ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException") \
-            or any(clue in first.lower() for clue in clues):
-        return (f"data-dependent control flow or output shape ({first}); poetsim captures one static "
-                "training step, so branches and shapes must not depend on tensor values")
+    if kind in ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException") or any(
+        clue in first.lower() for clue in clues
+    ):
+        return (
+            f"data-dependent control flow or output shape ({first}); poetsim captures one static "
+            "training step, so branches and shapes must not depend on tensor values"
+        )
     if kind == "UnsupportedOperatorException":
         return f"unsupported op {first}: it has no fake-tensor kernel, so it cannot be captured"
     if isinstance(error, (RuntimeError, ValueError, IndexError, TypeError)):

@@ -32,13 +32,16 @@ console = Console()
 
 DEFAULT_SWAP_DIR = Path("build/swap")
 
-_ACCOUNTING = ("Activation bytes are the storages of the tensors the executor holds between nodes (parameters, "
-               "gradients, static tensors and normalisation statistics apart), summed when the checker takes its "
-               "peak; see docs/pytorch.md.")
+_ACCOUNTING = (
+    "Activation bytes are the storages of the tensors the executor holds between nodes (parameters, "
+    "gradients, static tensors and normalisation statistics apart), summed when the checker takes its "
+    "peak; see docs/pytorch.md."
+)
 
 
 def _boundary(command):
     """Run a command; a PoetsimError becomes one line on stderr and a non-zero exit."""
+
     @functools.wraps(command)
     def run(*args, **kwargs):
         try:
@@ -47,20 +50,29 @@ def _boundary(command):
             message = " ".join(str(exc).split("\n"))
             print(f"poetsim: error: {message}", file=sys.stderr)
             raise typer.Exit(exc.exit_code) from None
+
     return run
 
 
-FactoryArg = typer.Argument(..., help="The model factory, PACKAGE.MODULE:FUNCTION, called without arguments "
-                                      "(e.g. poetsim.pytorch.models:resnet18_cifar).")
+FactoryArg = typer.Argument(
+    ..., help="The model factory, PACKAGE.MODULE:FUNCTION, called without arguments (e.g. poetsim.pytorch.models:resnet18_cifar)."
+)
 ShapeOpt = typer.Option(..., "--input-shape", help="Shape of one model input, e.g. 8,3,32,32 (repeat for several inputs).")
 DtypeOpt = typer.Option(None, "--input-dtype", help="float32 (default), int64, ...: one, or one per input.")
 HighOpt = typer.Option(2, "--input-high", min=1, help="Integer inputs are drawn from [0, this) (token ids: the vocabulary).")
 SeedOpt = typer.Option(0, "--seed", help="Seed of the random weights and batch.")
 SwapOpt = typer.Option(DEFAULT_SWAP_DIR, "--swap-dir", help="Folder of the page files.")
-ThreadsOpt = typer.Option(None, "--threads", min=1, help="torch threads (default: the cores less one, left to "
-                          "the I/O thread); profile and execute alike.")
-DurableOpt = typer.Option(True, "--durable/--page-cache", help="fsync page-outs and drop them from the page cache "
-                                                                "(default), or leave them in the kernel's cache.")
+ThreadsOpt = typer.Option(
+    None,
+    "--threads",
+    min=1,
+    help="torch threads (default: the cores less one, left to the I/O thread); profile and execute alike.",
+)
+DurableOpt = typer.Option(
+    True,
+    "--durable/--page-cache",
+    help="fsync page-outs and drop them from the page cache (default), or leave them in the kernel's cache.",
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -97,10 +109,12 @@ def import_torch(
     except OSError as error:
         raise UserInputError(f"{out}: cannot write: {error.strerror or error}") from None
     summary = captured.graph.summary()
-    console.print(f"{captured.graph.name}: {summary['nodes']} nodes ({summary['forward_nodes']} forward, "
-                  f"{summary['backward_nodes']} backward), {summary['forward_flops'] / 1e9:.4g} GFLOP forward, "
-                  f"{summary['backward_flops'] / 1e9:.4g} GFLOP backward, keep-all peak "
-                  f"{summary['keep_all_peak_bytes']:,} bytes, parameters {summary['param_bytes']:,} bytes")
+    console.print(
+        f"{captured.graph.name}: {summary['nodes']} nodes ({summary['forward_nodes']} forward, "
+        f"{summary['backward_nodes']} backward), {summary['forward_flops'] / 1e9:.4g} GFLOP forward, "
+        f"{summary['backward_flops'] / 1e9:.4g} GFLOP backward, keep-all peak "
+        f"{summary['keep_all_peak_bytes']:,} bytes, parameters {summary['param_bytes']:,} bytes"
+    )
     console.print(f"wrote {out}")
 
 
@@ -108,8 +122,9 @@ def execute(
     target: Path = typer.Argument(..., help="A graph JSON made by import-torch, or a scenario YAML whose model is one."),
     schedule: Path = typer.Option(..., "--schedule", help="schedule.json or schedule.bin (from poetsim solve --out)."),
     swap_dir: Path = SwapOpt,
-    platform: str | None = typer.Option(None, help="Profile to predict with (default: the scenario's; a graph "
-                                                   "alone gets no time prediction)."),
+    platform: str | None = typer.Option(
+        None, help="Profile to predict with (default: the scenario's; a graph alone gets no time prediction)."
+    ),
     ram: str | None = typer.Option(None, help="Stop if the executor holds more activation RAM (bytes, units or % of keep-all)."),
     timing: str | None = typer.Option(None, help="compute-only or overlap (default: the schedule's)."),
     threads: int | None = ThreadsOpt,
@@ -151,8 +166,9 @@ def profile(
     threads: int | None = ThreadsOpt,
     durable: bool = DurableOpt,
     repeats: int = typer.Option(5, min=1, help="Timed keep-all runs per calibration model (the fastest counts)."),
-    model: str | None = typer.Option(None, help="Calibrate compute on this model factory (PACKAGE.MODULE:FUNCTION) "
-                                                "instead of poetsim's small calibration set."),
+    model: str | None = typer.Option(
+        None, help="Calibrate compute on this model factory (PACKAGE.MODULE:FUNCTION) instead of poetsim's small calibration set."
+    ),
     input_shape: list[str] | None = typer.Option(None, "--input-shape", help="With --model: its input shape(s)."),
     input_dtype: list[str] | None = DtypeOpt,
     input_high: int = HighOpt,
@@ -195,15 +211,18 @@ def validate_run(
     timing: str = typer.Option("overlap", help="compute-only or overlap."),
     time_limit: float = typer.Option(20.0, "--time-limit", min=0.1, help="Solver time limit per point, seconds."),
     platform: str | None = typer.Option(None, "--profile", help="Use this profile instead of measuring the host."),
-    calibrate: str = typer.Option("model", help="Profile compute on the model itself (model) or on poetsim's "
-                                                "calibration set (suite)."),
-    repeats: int = typer.Option(5, min=1, help="Timed rounds, each running every schedule once; a schedule's "
-                                               "measured time is its fastest run."),
+    calibrate: str = typer.Option(
+        "model", help="Profile compute on the model itself (model) or on poetsim's calibration set (suite)."
+    ),
+    repeats: int = typer.Option(
+        5, min=1, help="Timed rounds, each running every schedule once; a schedule's measured time is its fastest run."
+    ),
     threads: int | None = ThreadsOpt,
     durable: bool = DurableOpt,
     swap_dir: Path = SwapOpt,
-    out: Path = typer.Option(Path("build/validate"), help="Folder of graph.json, host.yaml, result.json, "
-                                                          "validation.csv and the chart."),
+    out: Path = typer.Option(
+        Path("build/validate"), help="Folder of graph.json, host.yaml, result.json, validation.csv and the chart."
+    ),
 ) -> None:
     """Close the loop: import, profile the host, solve each budget, execute, compare prediction and measurement.
 
@@ -226,37 +245,79 @@ def validate_run(
         profile_used = load_platform(platform)
     else:
         console.print("measuring the host ...")
-        profile_used = profile_host(swap_dir, captures=[captured] if calibrate == "model" else None,
-                                    durable=durable, threads=threads)
-    table = Table("strategy", "RAM", "status", "time pred s", "time meas s", "diff", "spread", "peak pred", "peak meas",
-                  "written", "read", "grads", title=f"{captured.graph.name}: prediction vs measurement")
+        profile_used = profile_host(
+            swap_dir, captures=[captured] if calibrate == "model" else None, durable=durable, threads=threads
+        )
+    table = Table(
+        "strategy",
+        "RAM",
+        "status",
+        "time pred s",
+        "time meas s",
+        "diff",
+        "spread",
+        "peak pred",
+        "peak meas",
+        "written",
+        "read",
+        "grads",
+        title=f"{captured.graph.name}: prediction vs measurement",
+    )
 
-    validation = run_validation(captured, profile_used, rams=tuple(ram or DEFAULT_RAMS), strategies=strategy,
-                                runtime_x=_runtime(runtime, parse_runtime), timing=Timing(_timing(timing)),
-                                time_limit_s=time_limit, swap_dir=swap_dir, threads=threads, durable=durable,
-                                repeats=repeats, recalibrate=platform is None and calibrate == "model",
-                                on_progress=lambda text: console.print(text, markup=False))
+    validation = run_validation(
+        captured,
+        profile_used,
+        rams=tuple(ram or DEFAULT_RAMS),
+        strategies=strategy,
+        runtime_x=_runtime(runtime, parse_runtime),
+        timing=Timing(_timing(timing)),
+        time_limit_s=time_limit,
+        swap_dir=swap_dir,
+        threads=threads,
+        durable=durable,
+        repeats=repeats,
+        recalibrate=platform is None and calibrate == "model",
+        on_progress=lambda text: console.print(text, markup=False),
+    )
     if platform is None:
         write_profile(validation.profile or profile_used, out / "host.yaml")
     for row in validation.rows:
-        table.add_row(row.strategy, row.ram, row.status, *(
-            ("", "", "", "", "", "", "", "", "") if row.measured_runtime_s is None else (
-                f"{row.predicted_runtime_s:.3f}", f"{row.measured_runtime_s:.3f}", f"{row.runtime_difference_pct:+.1f} %",
-                f"{row.measured_spread_pct:.0f} %",
-                f"{row.predicted_peak_bytes:,}", f"{row.measured_peak_bytes:,}", f"{row.measured_bytes_written:,}",
-                f"{row.measured_bytes_read:,}", "equal" if row.gradients_equal else "DIFFERENT")))
+        table.add_row(
+            row.strategy,
+            row.ram,
+            row.status,
+            *(
+                ("", "", "", "", "", "", "", "", "")
+                if row.measured_runtime_s is None
+                else (
+                    f"{row.predicted_runtime_s:.3f}",
+                    f"{row.measured_runtime_s:.3f}",
+                    f"{row.runtime_difference_pct:+.1f} %",
+                    f"{row.measured_spread_pct:.0f} %",
+                    f"{row.predicted_peak_bytes:,}",
+                    f"{row.measured_peak_bytes:,}",
+                    f"{row.measured_bytes_written:,}",
+                    f"{row.measured_bytes_read:,}",
+                    "equal" if row.gradients_equal else "DIFFERENT",
+                )
+            ),
+        )
     console.print(table)
     write_validation(validation, out)
-    console.print(f"wrote {out}/ (graph.json, {'' if platform else 'host.yaml, '}result.json, validation.csv, "
-                  "validation.html/png)")
+    console.print(
+        f"wrote {out}/ (graph.json, {'' if platform else 'host.yaml, '}result.json, validation.csv, validation.html/png)"
+    )
     console.print(f"[dim]{_ACCOUNTING}[/dim]")
     bad = [r for r in validation.rows if r.measured_runtime_s is not None and not (r.gradients_equal and r.peak_equal)]
     if bad:
-        raise PoetsimError(f"{len(bad)} run(s) broke an invariant: gradients or peak differ from the prediction "
-                           f"(first: {bad[0].strategy} at {bad[0].ram})")
+        raise PoetsimError(
+            f"{len(bad)} run(s) broke an invariant: gradients or peak differ from the prediction "
+            f"(first: {bad[0].strategy} at {bad[0].ram})"
+        )
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
 
 def _capture_factory(factory: str, shapes, dtypes, high: int, seed: int):
     from poetsim.pytorch.capture import capture
@@ -306,7 +367,8 @@ def _execution_report(graph, schedule, result, profile, timing) -> dict:
     report["predicted"] = {
         "peak_ram_bytes": prediction.peak_ram_bytes,
         "runtime_s": prediction.runtime_s if profile is not None else None,
-        "bytes_written": prediction.bytes_written, "bytes_read": prediction.bytes_read,
+        "bytes_written": prediction.bytes_written,
+        "bytes_read": prediction.bytes_read,
         "platform": profile.name if profile is not None else None,
     }
     report["peak_equal"] = prediction.peak_ram_bytes == result.peak_activation_bytes
@@ -321,22 +383,40 @@ def _neutral_profile():
 
 def _print_execution(report: dict) -> None:
     measured, predicted = report["measured"], report["predicted"]
-    table = Table("figure", "predicted", "measured", title=f"{report['graph']}: one training step "
-                                                           f"({measured['timing']} timing, {measured['threads']} thread(s))")
+    table = Table(
+        "figure",
+        "predicted",
+        "measured",
+        title=f"{report['graph']}: one training step ({measured['timing']} timing, {measured['threads']} thread(s))",
+    )
     runtime = predicted["runtime_s"]
-    table.add_row("step time", f"{runtime:.4g} s ({predicted['platform']})" if runtime is not None else "(no profile)",
-                  f"{measured['total_s']:.4g} s "
-                  f"(compute {measured['compute_s']:.4g} s, transfers {measured['transfer_s']:.4g} s)")
-    table.add_row("activation peak", f"{predicted['peak_ram_bytes']:,} bytes",
-                  f"{measured['peak_activation_bytes']:,} bytes ({'equal' if report['peak_equal'] else 'DIFFERENT'})")
+    table.add_row(
+        "step time",
+        f"{runtime:.4g} s ({predicted['platform']})" if runtime is not None else "(no profile)",
+        f"{measured['total_s']:.4g} s (compute {measured['compute_s']:.4g} s, transfers {measured['transfer_s']:.4g} s)",
+    )
+    table.add_row(
+        "activation peak",
+        f"{predicted['peak_ram_bytes']:,} bytes",
+        f"{measured['peak_activation_bytes']:,} bytes ({'equal' if report['peak_equal'] else 'DIFFERENT'})",
+    )
     table.add_row("process peak RSS", "", f"{measured['peak_rss_bytes']:,} bytes" if measured["peak_rss_bytes"] else "n/a")
-    table.add_row("bytes written / read", f"{predicted['bytes_written']:,} / {predicted['bytes_read']:,}",
-                  f"{measured['bytes_written']:,} / {measured['bytes_read']:,} (+ batch {measured['batch_bytes_read']:,})")
-    table.add_row("operations", "", f"{measured['recomputations']} recomputations, {measured['page_outs']} page-outs, "
-                                    f"{measured['page_ins']} page-ins")
+    table.add_row(
+        "bytes written / read",
+        f"{predicted['bytes_written']:,} / {predicted['bytes_read']:,}",
+        f"{measured['bytes_written']:,} / {measured['bytes_read']:,} (+ batch {measured['batch_bytes_read']:,})",
+    )
+    table.add_row(
+        "operations",
+        "",
+        f"{measured['recomputations']} recomputations, {measured['page_outs']} page-outs, {measured['page_ins']} page-ins",
+    )
     grads = measured["gradients_equal"]
-    table.add_row("gradients vs loss.backward()", "", "bitwise equal" if grads else
-                  f"DIFFERENT: {', '.join(measured['differing_gradients'][:3])}")
+    table.add_row(
+        "gradients vs loss.backward()",
+        "",
+        "bitwise equal" if grads else f"DIFFERENT: {', '.join(measured['differing_gradients'][:3])}",
+    )
     console.print(table)
     console.print(f"[dim]{_ACCOUNTING}[/dim]")
 
@@ -348,8 +428,9 @@ def _write_execution(report: dict, result, out: Path) -> None:
         writer = csv.writer(handle)
         writer.writerow(["stage", "kind", "node", "name", "start_s", "end_s", "duration_s", "bytes"])
         for r in result.records:
-            writer.writerow([r.stage, r.kind, r.node, r.name, f"{r.start_s:.9f}", f"{r.end_s:.9f}",
-                             f"{r.duration_s:.9f}", r.nbytes])
+            writer.writerow(
+                [r.stage, r.kind, r.node, r.name, f"{r.start_s:.9f}", f"{r.end_s:.9f}", f"{r.duration_s:.9f}", r.nbytes]
+            )
 
 
 def _fail_on_mismatch(report: dict) -> None:
@@ -357,5 +438,7 @@ def _fail_on_mismatch(report: dict) -> None:
     if measured["gradients_equal"] is False:
         raise InternalError(f"gradients differ from a plain loss.backward() for {', '.join(measured['differing_gradients'][:3])}")
     if not report["peak_equal"]:
-        raise InternalError(f"the executor held {measured['peak_activation_bytes']:,} activation bytes at its peak, "
-                            f"the schedule predicts {report['predicted']['peak_ram_bytes']:,}")
+        raise InternalError(
+            f"the executor held {measured['peak_activation_bytes']:,} activation bytes at its peak, "
+            f"the schedule predicts {report['predicted']['peak_ram_bytes']:,}"
+        )

@@ -98,10 +98,13 @@ class Execution:
         """The figures as plain values, without the per-instruction records."""
         data = {k: v for k, v in asdict(self).items() if k not in ("records", "stage_s")}
         data["timing"] = Timing(self.timing).value
-        data.update(compute_s=self.compute_s, transfer_s=self.transfer_s,
-                    recomputations=sum(r.kind == "recompute" for r in self.records),
-                    page_outs=sum(r.kind == "page_out" for r in self.records),
-                    page_ins=sum(r.kind == "page_in" for r in self.records))
+        data.update(
+            compute_s=self.compute_s,
+            transfer_s=self.transfer_s,
+            recomputations=sum(r.kind == "recompute" for r in self.records),
+            page_outs=sum(r.kind == "page_out" for r in self.records),
+            page_ins=sum(r.kind == "page_in" for r in self.records),
+        )
         return data
 
 
@@ -121,9 +124,17 @@ def default_threads() -> int:
     return max(1, min(torch.get_num_threads(), cores - 1))
 
 
-def execute(capture: Capture, schedule: Schedule, swap_dir: Path, *, timing: Timing | None = None,
-            durable: bool = True, budget_bytes: int | None = None, check_gradients: bool = True,
-            threads: int | None = None) -> Execution:
+def execute(
+    capture: Capture,
+    schedule: Schedule,
+    swap_dir: Path,
+    *,
+    timing: Timing | None = None,
+    durable: bool = True,
+    budget_bytes: int | None = None,
+    check_gradients: bool = True,
+    threads: int | None = None,
+) -> Execution:
     """Run one training step of `capture` following `schedule`; measure it; check its gradients.
 
     `timing` defaults to the schedule's. With `budget_bytes`, holding more activation bytes
@@ -134,13 +145,17 @@ def execute(capture: Capture, schedule: Schedule, swap_dir: Path, *, timing: Tim
     """
     graph = capture.graph
     if schedule.num_nodes != len(graph) or len(schedule.stages) != len(graph):
-        raise ScheduleError(f"the schedule is for {schedule.num_nodes} nodes in {len(schedule.stages)} stages "
-                            f"but graph '{graph.name}' has {len(graph)} nodes")
+        raise ScheduleError(
+            f"the schedule is for {schedule.num_nodes} nodes in {len(schedule.stages)} stages "
+            f"but graph '{graph.name}' has {len(graph)} nodes"
+        )
     names = getattr(schedule, "node_names", ())
     if names and tuple(names) != tuple(n.name for n in graph.nodes):
         first = next(i for i, (a, b) in enumerate(zip(names, (n.name for n in graph.nodes))) if a != b)
-        raise ScheduleError(f"the schedule names node {first} '{names[first]}' but graph '{graph.name}' calls it "
-                            f"'{graph.nodes[first].name}': it was made for another graph")
+        raise ScheduleError(
+            f"the schedule names node {first} '{names[first]}' but graph '{graph.name}' calls it "
+            f"'{graph.nodes[first].name}': it was made for another graph"
+        )
     timing = Timing(timing or schedule.timing)
     swap_dir = Path(swap_dir)
     try:
@@ -169,11 +184,23 @@ def execute(capture: Capture, schedule: Schedule, swap_dir: Path, *, timing: Tim
         torch.use_deterministic_algorithms(previous_determinism)
         torch.set_num_threads(previous_threads)
     return Execution(
-        graph_name=graph.name, timing=timing, durable=durable, threads=threads,
-        loss=float(machine.loss), gradients_equal=equal, differing_gradients=differing, buffers_equal=buffers_equal,
-        peak_activation_bytes=machine.peak_bytes, peak_rss_bytes=peak_rss, start_rss_bytes=start_rss,
-        total_s=machine.total_s, stage_s=tuple(machine.stage_s), bytes_written=machine.bytes_written,
-        bytes_read=machine.bytes_read, batch_bytes_read=machine.batch_bytes_read, reference_s=reference_s,
+        graph_name=graph.name,
+        timing=timing,
+        durable=durable,
+        threads=threads,
+        loss=float(machine.loss),
+        gradients_equal=equal,
+        differing_gradients=differing,
+        buffers_equal=buffers_equal,
+        peak_activation_bytes=machine.peak_bytes,
+        peak_rss_bytes=peak_rss,
+        start_rss_bytes=start_rss,
+        total_s=machine.total_s,
+        stage_s=tuple(machine.stage_s),
+        bytes_written=machine.bytes_written,
+        bytes_read=machine.bytes_read,
+        batch_bytes_read=machine.batch_bytes_read,
+        reference_s=reference_s,
         records=tuple(sorted(machine.records, key=lambda r: (r.start_s, r.stage))),
         mismatched_nodes=tuple(machine.mismatched),
     )
@@ -251,6 +278,7 @@ class _Machine:
             if fallback is not None and n in fallback:
                 return fallback[n]
             raise InternalError(f"op {op.name} reads {n.name}, which no node provides")
+
         target = op.target
         assert callable(target), f"op {op.name} is not a function call"  # programs hold call_function nodes only
         return target(*fx.node.map_arg(op.args, value), **fx.node.map_arg(op.kwargs, value))
@@ -260,7 +288,10 @@ class _Machine:
     def run(self, schedule: Schedule) -> None:
         # Each handler takes the instruction kind it is listed under, hence `Any` for the instruction.
         handlers: dict[type[Instruction], Callable[[_Stage, Any], None]] = {
-            Compute: self._compute, Free: self._free, PageOut: self._page_out, PageIn: self._page_in,
+            Compute: self._compute,
+            Free: self._free,
+            PageOut: self._page_out,
+            PageIn: self._page_in,
         }
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="poetsim-dma") if self.overlap else None
         self.t0 = time.perf_counter()
@@ -385,6 +416,7 @@ class _Machine:
 
     def _transfer(self, stage: _Stage, kind: str, i: int, move) -> None:
         """Run a transfer: on the I/O thread under overlap, in line otherwise; record it."""
+
         def timed():
             start = self._now()
             nbytes = move()
@@ -393,6 +425,7 @@ class _Machine:
                 self.bytes_written += nbytes
             else:
                 self.bytes_read += nbytes
+
         if self.io is None:
             timed()
         else:
@@ -417,8 +450,9 @@ class _Machine:
         self.held_bytes += nbytes
         self._note_peak()
         if self.budget_bytes is not None and self.held_bytes > self.budget_bytes:
-            self._fail(stage, ins, f"the executor holds {self.held_bytes:,} activation bytes, "
-                                   f"over the budget of {self.budget_bytes:,}")
+            self._fail(
+                stage, ins, f"the executor holds {self.held_bytes:,} activation bytes, over the budget of {self.budget_bytes:,}"
+            )
 
     def _note_peak(self) -> None:
         self.peak_bytes = max(self.peak_bytes, self.held_bytes)

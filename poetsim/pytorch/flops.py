@@ -27,22 +27,46 @@ aten = torch.ops.aten
 
 #: FLOPs per element of the op's largest tensor (input or output), zoo conventions.
 PER_ELEMENT = {
-    "relu": 1, "hardtanh": 1, "threshold_backward": 1, "hardtanh_backward": 1, "clamp": 1,
-    "add": 1, "sub": 1, "mul": 1, "div": 1, "neg": 1, "where": 1,
-    "tanh": 1, "tanh_backward": 1, "sigmoid": 1, "sigmoid_backward": 1, "exp": 1,
-    "gelu": 8, "gelu_backward": 8,
-    "_native_batch_norm_legit_functional": 6, "native_batch_norm": 6, "native_batch_norm_backward": 9,
-    "native_layer_norm": 6, "native_layer_norm_backward": 9,
-    "_softmax": 5, "_softmax_backward_data": 5,
-    "_log_softmax": 4, "_log_softmax_backward_data": 4, "nll_loss_forward": 1, "nll_loss_backward": 1,
-    "mean": 1, "sum": 1, "avg_pool2d": 1, "avg_pool2d_backward": 1,
-    "_adaptive_avg_pool2d": 1, "_adaptive_avg_pool2d_backward": 1,
+    "relu": 1,
+    "hardtanh": 1,
+    "threshold_backward": 1,
+    "hardtanh_backward": 1,
+    "clamp": 1,
+    "add": 1,
+    "sub": 1,
+    "mul": 1,
+    "div": 1,
+    "neg": 1,
+    "where": 1,
+    "tanh": 1,
+    "tanh_backward": 1,
+    "sigmoid": 1,
+    "sigmoid_backward": 1,
+    "exp": 1,
+    "gelu": 8,
+    "gelu_backward": 8,
+    "_native_batch_norm_legit_functional": 6,
+    "native_batch_norm": 6,
+    "native_batch_norm_backward": 9,
+    "native_layer_norm": 6,
+    "native_layer_norm_backward": 9,
+    "_softmax": 5,
+    "_softmax_backward_data": 5,
+    "_log_softmax": 4,
+    "_log_softmax_backward_data": 4,
+    "nll_loss_forward": 1,
+    "nll_loss_backward": 1,
+    "mean": 1,
+    "sum": 1,
+    "avg_pool2d": 1,
+    "avg_pool2d_backward": 1,
+    "_adaptive_avg_pool2d": 1,
+    "_adaptive_avg_pool2d_backward": 1,
 }
 #: Ops whose cost is their window per output element (the pooled side).
 _WINDOWED = {"max_pool2d_with_indices", "max_pool2d_with_indices_backward"}
 #: CPU attention, forward and backward, counted with torch's formula for the other kernels.
-_ATTENTION = {"_scaled_dot_product_flash_attention_for_cpu": False,
-              "_scaled_dot_product_flash_attention_for_cpu_backward": True}
+_ATTENTION = {"_scaled_dot_product_flash_attention_for_cpu": False, "_scaled_dot_product_flash_attention_for_cpu_backward": True}
 
 
 def op_name(target) -> str:

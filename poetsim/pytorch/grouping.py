@@ -48,19 +48,33 @@ from poetsim.pytorch.flops import op_flops, op_name
 
 #: Op kinds (`Node.op`) by the dominant aten op of a node; others keep the aten name.
 _KINDS = {
-    "convolution": "conv", "addmm": "linear", "bmm": "matmul", "baddbmm": "matmul",
-    "_native_batch_norm_legit_functional": "batchnorm", "native_batch_norm": "batchnorm",
-    "native_layer_norm": "layernorm", "relu": "relu", "threshold": "relu",
-    "gelu": "gelu", "tanh": "tanh", "sigmoid": "sigmoid", "add": "add", "_softmax": "softmax",
-    "_log_softmax": "loss", "nll_loss_forward": "loss", "max_pool2d_with_indices": "maxpool",
-    "mean": "avgpool", "avg_pool2d": "avgpool", "_adaptive_avg_pool2d": "avgpool",
-    "_scaled_dot_product_flash_attention_for_cpu": "attention", "embedding": "embedding",
+    "convolution": "conv",
+    "addmm": "linear",
+    "bmm": "matmul",
+    "baddbmm": "matmul",
+    "_native_batch_norm_legit_functional": "batchnorm",
+    "native_batch_norm": "batchnorm",
+    "native_layer_norm": "layernorm",
+    "relu": "relu",
+    "threshold": "relu",
+    "gelu": "gelu",
+    "tanh": "tanh",
+    "sigmoid": "sigmoid",
+    "add": "add",
+    "_softmax": "softmax",
+    "_log_softmax": "loss",
+    "nll_loss_forward": "loss",
+    "max_pool2d_with_indices": "maxpool",
+    "mean": "avgpool",
+    "avg_pool2d": "avgpool",
+    "_adaptive_avg_pool2d": "avgpool",
+    "_scaled_dot_product_flash_attention_for_cpu": "attention",
+    "embedding": "embedding",
 }
 #: Op kinds of leaf module calls whose dominant aten op would misname them.
 _MODULE_KINDS = {"MultiheadAttention": "attention", "ReLU6": "relu6"}
 #: Outputs (getitem indices) of normalisation ops that are statistics, held with the parameters.
-_STATISTICS = {"_native_batch_norm_legit_functional": {1, 2, 3, 4}, "native_batch_norm": {1, 2},
-               "native_layer_norm": {1, 2}}
+_STATISTICS = {"_native_batch_norm_legit_functional": {1, 2, 3, 4}, "native_batch_norm": {1, 2}, "native_layer_norm": {1, 2}}
 #: Ops that return a view of an argument although their schema does not say so.
 _UNDECLARED_VIEWS = {"_unsafe_view"}
 
@@ -174,10 +188,13 @@ class _Grouping:
         if _draws_random_numbers(n):
             raise UserInputError(
                 f"{self.name}: {self._where(n)}: random op aten.{op_name(target)} is not supported: recomputing it "
-                "would draw new random numbers (set dropout probabilities to 0, as poetsim's zoo does)")
+                "would draw new random numbers (set dropout probabilities to 0, as poetsim's zoo does)"
+            )
         if schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
-            raise UserInputError(f"{self.name}: {self._where(n)}: in-place op aten.{op_name(target)} survived "
-                                 "functionalisation; poetsim cannot give its output to one node")
+            raise UserInputError(
+                f"{self.name}: {self._where(n)}: in-place op aten.{op_name(target)} survived "
+                "functionalisation; poetsim cannot give its output to one node"
+            )
         if all(self.role[i] == "static" for i in inputs):
             self.role[n] = "static"
         elif target is operator.getitem:
@@ -318,8 +335,14 @@ class _Grouping:
         layers: dict[tuple, list[fx.Node]] = {}  # leaf layers' forward ops; the loss stays one node
         for n in calls:
             key = self.group.get(n)
-            if self.role[n] == "compute" and key is not None and key[0] == "fwd" and len(key) == 2 \
-                    and key[1] != "loss" and not self._is_backward(n):
+            if (
+                self.role[n] == "compute"
+                and key is not None
+                and key[0] == "fwd"
+                and len(key) == 2
+                and key[1] != "loss"
+                and not self._is_backward(n)
+            ):
                 layers.setdefault(key, []).append(n)
         for key, ops in layers.items():
             in_layer = set(ops)
@@ -333,8 +356,12 @@ class _Grouping:
             tail = [n for n in ops if n not in seen]
             if not seen or not tail:
                 continue
-            reads_kept = all(self.storage_key(i) in backward_reads for n in tail for i in n.all_input_nodes
-                             if not self.outside(i) and self.root(i) in seen)
+            reads_kept = all(
+                self.storage_key(i) in backward_reads
+                for n in tail
+                for i in n.all_input_nodes
+                if not self.outside(i) and self.root(i) in seen
+            )
             if reads_kept:
                 tail_key = ("fwd", key[1], tail[0].name)
                 self.tails[tail_key] = self._tail_name(tail, key[1])
@@ -374,8 +401,7 @@ class _Grouping:
         edges: dict[tuple, set[tuple]] = {key: set() for key in members}
         waiting = {key: 0 for key in members}
         for key, group in members.items():
-            sources = {self.group[i] for n in group for i in n.all_input_nodes
-                       if not self.outside(i) and self.group[i] != key}
+            sources = {self.group[i] for n in group for i in n.all_input_nodes if not self.outside(i) and self.group[i] != key}
             for source in sources:
                 edges[source].add(key)
             waiting[key] = len(sources)
@@ -392,8 +418,10 @@ class _Grouping:
                     heapq.heappush(ready, (reader[0] == "bwd", first[reader], reader))
         if len(order) != len(members):
             stuck = sorted((k for k in members if waiting[k] > 0), key=first.__getitem__)[:2]
-            raise UserInputError(f"{self.name}: the ops of {' and '.join(map(_describe_key, stuck))} interleave, "
-                                 "so they cannot be grouped into layers")
+            raise UserInputError(
+                f"{self.name}: the ops of {' and '.join(map(_describe_key, stuck))} interleave, "
+                "so they cannot be grouped into layers"
+            )
         return order, members
 
     # -- nodes -------------------------------------------------------------------------------
@@ -416,26 +444,43 @@ class _Grouping:
             group = members[key]
             compute = [n for n in group if self.role[n] == "compute"]
             flops = [op_flops(n.target, *_values(n), n.meta.get("val")) for n in compute]
-            nodes.append(Node(
-                id=ids[key], name=names[key], op=self._kind(key, compute, flops, members),
-                backward=key[0] == "bwd", deps=tuple(sorted({ids[self.group[i]] for i in reads[key]})),
-                output_bytes=self._bytes(keeps[key]),
-                param_bytes=sum(_storage_bytes(p) for p, reader in first_reader.items() if reader == key),
-                flops=float(sum(flops)),
-            ))
-            programs.append(NodeProgram(
-                ops=tuple(n for n in group if self.role[n] != "data"),
-                reads=tuple(sorted(reads[key], key=by_position)),
-                keeps=tuple(sorted(keeps[key], key=by_position)),
-                statistics=tuple(n for n in group if self.role[n] == "statistic"),
-            ))
+            nodes.append(
+                Node(
+                    id=ids[key],
+                    name=names[key],
+                    op=self._kind(key, compute, flops, members),
+                    backward=key[0] == "bwd",
+                    deps=tuple(sorted({ids[self.group[i]] for i in reads[key]})),
+                    output_bytes=self._bytes(keeps[key]),
+                    param_bytes=sum(_storage_bytes(p) for p, reader in first_reader.items() if reader == key),
+                    flops=float(sum(flops)),
+                )
+            )
+            programs.append(
+                NodeProgram(
+                    ops=tuple(n for n in group if self.role[n] != "data"),
+                    reads=tuple(sorted(reads[key], key=by_position)),
+                    keeps=tuple(sorted(keeps[key], key=by_position)),
+                    statistics=tuple(n for n in group if self.role[n] == "statistic"),
+                )
+            )
         output = next(n for n in self.nodes if n.op == "output")
         grads, updates, loss = self._outputs(output)
         static_ops = tuple(n for n in self.nodes if n.op == "call_function" and self.role[n] == "static")
         param_count = sum(p.meta["val"].numel() for p, _ in self.params)
-        return Built(nodes=tuple(nodes), programs=tuple(programs), static_ops=static_ops, params=tuple(self.params),
-                     buffers=tuple(self.buffers), data=tuple(self.data), tangents=tuple(self.tangents),
-                     grads=grads, buffer_updates=updates, loss=loss, meta={"param_count": str(param_count)})
+        return Built(
+            nodes=tuple(nodes),
+            programs=tuple(programs),
+            static_ops=static_ops,
+            params=tuple(self.params),
+            buffers=tuple(self.buffers),
+            data=tuple(self.data),
+            tangents=tuple(self.tangents),
+            grads=grads,
+            buffer_updates=updates,
+            loss=loss,
+            meta={"param_count": str(param_count)},
+        )
 
     def _bytes(self, values: set[fx.Node]) -> int:
         """Bytes of the distinct storages behind `values`."""
@@ -527,8 +572,10 @@ class _Grouping:
             elif kind == "PlainAOTOutput" and desc.idx == 0:
                 loss = value
             else:
-                raise UserInputError(f"{self.name}: the captured step has an output poetsim cannot place ({desc}): "
-                                     "the model mutates an input or a parameter in place")
+                raise UserInputError(
+                    f"{self.name}: the captured step has an output poetsim cannot place ({desc}): "
+                    "the model mutates an input or a parameter in place"
+                )
         if loss is None:
             raise UserInputError(f"{self.name}: the captured step has no loss output")
         return tuple(grads), tuple(updates), loss
@@ -548,8 +595,10 @@ def _draws_random_numbers(n: fx.Node) -> bool:
 
 def _values(n: fx.Node) -> tuple[tuple, dict]:
     """The (fake) values of an op's arguments, as recorded by the tracer."""
+
     def value(a):
         return a.meta.get("val")
+
     return fx.node.map_arg(n.args, value), fx.node.map_arg(n.kwargs, value)
 
 

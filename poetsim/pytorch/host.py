@@ -83,15 +83,25 @@ def default_workloads() -> list[Workload]:
     return [
         Workload("resnet18_cifar@b4", models.resnet18_cifar(), (torch.randn(4, 3, 32, 32, generator=generator),)),
         Workload("mobilenet_v2@64px", models.mobilenet_v2(), (torch.randn(2, 3, 64, 64, generator=generator),)),
-        Workload("transformer@64", models.TransformerClassifier(layers=2),
-                 (torch.randint(0, 8192, (2, 64), generator=generator),)),
+        Workload(
+            "transformer@64", models.TransformerClassifier(layers=2), (torch.randint(0, 8192, (2, 64), generator=generator),)
+        ),
         Workload("mlp@b32", models.mlp(), (torch.randn(32, 1, 28, 28, generator=generator),)),
     ]
 
 
-def profile_host(swap_dir: Path, *, workloads: list[Workload] | None = None, captures=None, durable: bool = True,
-                 threads: int | None = None, repeats: int = 5, name: str = "host", rapl_root: Path = RAPL_ROOT,
-                 storage_sizes: tuple[int, ...] = STORAGE_SIZES) -> Platform:
+def profile_host(
+    swap_dir: Path,
+    *,
+    workloads: list[Workload] | None = None,
+    captures=None,
+    durable: bool = True,
+    threads: int | None = None,
+    repeats: int = 5,
+    name: str = "host",
+    rapl_root: Path = RAPL_ROOT,
+    storage_sizes: tuple[int, ...] = STORAGE_SIZES,
+) -> Platform:
     """Measure this machine and return its platform profile (see the module docstring).
 
     Compute is calibrated on `captures` (captured models, e.g. the one to be run) if given,
@@ -116,8 +126,11 @@ def profile_host(swap_dir: Path, *, workloads: list[Workload] | None = None, cap
         "name": name,
         "title": f"This host: {cpu}, {threads} thread(s), storage in {swap_dir}",
         "ram_bytes": _ram_bytes(),
-        "compute": {"flops_per_s": overall, "power_w": max(compute_w - idle_w, 0.0) if energy else
-                    MODELLED_CORE_POWER_W * threads, "op_flops_per_s": op_rates},
+        "compute": {
+            "flops_per_s": overall,
+            "power_w": max(compute_w - idle_w, 0.0) if energy else MODELLED_CORE_POWER_W * threads,
+            "op_flops_per_s": op_rates,
+        },
         "static_power_w": idle_w if energy else MODELLED_IDLE_POWER_W * threads,
         "storage": {
             "kind": f"files in {swap_dir} ({_filesystem(swap_dir)}), {how}",
@@ -133,8 +146,9 @@ def profile_host(swap_dir: Path, *, workloads: list[Workload] | None = None, cap
             f"{COMPUTE_NOTE} FLOPs (as poetsim's importer counts them) over the executor's time per node in the "
             f"fastest of {repeats} keep-all runs, per operator kind, of: {', '.join(c.graph.name for c in captures)}.",
             interference.note(),
-            "Energy is measured from RAPL counters (busy minus idle power)." if energy else
-            "Energy is modelled, not measured: no RAPL energy counter is readable under /sys/class/powercap, so the "
+            "Energy is measured from RAPL counters (busy minus idle power)."
+            if energy
+            else "Energy is modelled, not measured: no RAPL energy counter is readable under /sys/class/powercap, so the "
             "powers are poetsim assumptions (see sources).",
         ],
         "sources": {},
@@ -143,18 +157,23 @@ def profile_host(swap_dir: Path, *, workloads: list[Workload] | None = None, cap
     data["sources"] = {
         "ram_bytes": f"MemTotal of /proc/meminfo, read on {today}",
         "compute.flops_per_s": f"{measured}: all nodes' FLOPs over their compute time in the fastest keep-all run",
-        **{f"compute.op_flops_per_s.{op}": f"{measured}: {op} nodes' FLOPs over their time in the fastest keep-all run"
-           for op in op_rates},
-        "compute.power_w": f"{measured} with RAPL: package power while computing minus idle" if energy else
-        f"{modelled} {MODELLED_CORE_POWER_W} W per busy thread ({threads}), a server core's share of its package power",
-        "static_power_w": f"{measured} with RAPL: package power over 1 s idle" if energy else
-        f"{modelled} {MODELLED_IDLE_POWER_W} W per thread ({threads}) while idle",
+        **{
+            f"compute.op_flops_per_s.{op}": f"{measured}: {op} nodes' FLOPs over their time in the fastest keep-all run"
+            for op in op_rates
+        },
+        "compute.power_w": f"{measured} with RAPL: package power while computing minus idle"
+        if energy
+        else f"{modelled} {MODELLED_CORE_POWER_W} W per busy thread ({threads}), a server core's share of its package power",
+        "static_power_w": f"{measured} with RAPL: package power over 1 s idle"
+        if energy
+        else f"{modelled} {MODELLED_IDLE_POWER_W} W per thread ({threads}) while idle",
         "storage.page_in.latency_s": f"{measured}: fit of reads of {_sizes(storage_sizes)} files",
         "storage.page_in.bytes_per_s": f"{measured}: fit of reads of {_sizes(storage_sizes)} files",
         "storage.page_out.latency_s": f"{measured}: fit of writes of {_sizes(storage_sizes)} files",
         "storage.page_out.bytes_per_s": f"{measured}: fit of writes of {_sizes(storage_sizes)} files",
-        "storage.power_w": f"{measured} with RAPL: package power while paging minus idle" if energy else
-        f"{modelled} {MODELLED_STORAGE_POWER_W} W for a disk while it transfers",
+        "storage.power_w": f"{measured} with RAPL: package power while paging minus idle"
+        if energy
+        else f"{modelled} {MODELLED_STORAGE_POWER_W} W for a disk while it transfers",
         "dma_channels": "poetsim's executor runs every transfer on one I/O thread",
         "memory_bus_bytes_per_s": f"{measured}: bytes read and written per second by a 64 MiB tensor copy",
     }
@@ -244,15 +263,19 @@ def recalibrated(profile: Platform, graph, execution, how: str) -> Platform:
     measured = f"measured on {cpu_name()} on {datetime.date.today().isoformat()}"
     sources = dict(profile.sources)
     sources["compute.flops_per_s"] = f"{measured}: all nodes' FLOPs over their compute time in {how}"
-    sources.update({f"compute.op_flops_per_s.{op}": f"{measured}: {op} nodes' FLOPs over their time in {how}"
-                    for op in rates})
-    compute = profile.compute.model_copy(update={
-        "flops_per_s": overall, "op_flops_per_s": {**profile.compute.op_flops_per_s, **rates}})
+    sources.update({f"compute.op_flops_per_s.{op}": f"{measured}: {op} nodes' FLOPs over their time in {how}" for op in rates})
+    compute = profile.compute.model_copy(
+        update={"flops_per_s": overall, "op_flops_per_s": {**profile.compute.op_flops_per_s, **rates}}
+    )
     notes = [note for note in profile.notes if not note.startswith(COMPUTE_NOTE)]
-    notes.insert(0, f"{COMPUTE_NOTE} FLOPs (as poetsim's importer counts them) over the executor's time per node in "
-                    f"{how}, per operator kind, of {graph.name}.")
-    return Platform.model_validate({**profile.model_dump(), "compute": compute.model_dump(), "sources": sources,
-                                    "notes": tuple(notes)})
+    notes.insert(
+        0,
+        f"{COMPUTE_NOTE} FLOPs (as poetsim's importer counts them) over the executor's time per node in "
+        f"{how}, per operator kind, of {graph.name}.",
+    )
+    return Platform.model_validate(
+        {**profile.model_dump(), "compute": compute.model_dump(), "sources": sources, "notes": tuple(notes)}
+    )
 
 
 def keep_all_schedule(graph):
@@ -260,8 +283,7 @@ def keep_all_schedule(graph):
     return keep_all(graph, node_costs(graph, load_platform("rpi4")), Timing.OVERLAP)[0]
 
 
-def measure_storage(swap_dir: Path, *, durable: bool = True, repeats: int = 5, rapl=None,
-                    sizes: tuple[int, ...] = STORAGE_SIZES):
+def measure_storage(swap_dir: Path, *, durable: bool = True, repeats: int = 5, rapl=None, sizes: tuple[int, ...] = STORAGE_SIZES):
     """Fitted page-out and page-in (latency + bytes / bandwidth), and power while paging."""
     writes: list[tuple[int, float]] = []
     reads: list[tuple[int, float]] = []
@@ -297,11 +319,13 @@ class Interference:
     transfer_slowdown: float
 
     def note(self) -> str:
-        return (f"Measured, not modelled: while the I/O thread paged {format_bytes(INTERFERENCE_BYTES)} files without "
-                f"pause, keep-all computes ran {_change(self.compute_slowdown)} and each transfer "
-                f"{_change(self.transfer_slowdown)} than alone. The overlap stage model (max of compute and transfers) "
-                "assumes they do not slow each other: where these are well above zero, a schedule that pages runs "
-                "slower than predicted, by up to that share of its overlapped time (docs/pytorch.md).")
+        return (
+            f"Measured, not modelled: while the I/O thread paged {format_bytes(INTERFERENCE_BYTES)} files without "
+            f"pause, keep-all computes ran {_change(self.compute_slowdown)} and each transfer "
+            f"{_change(self.transfer_slowdown)} than alone. The overlap stage model (max of compute and transfers) "
+            "assumes they do not slow each other: where these are well above zero, a schedule that pages runs "
+            "slower than predicted, by up to that share of its overlapped time (docs/pytorch.md)."
+        )
 
 
 def _change(fraction: float) -> str:
@@ -313,8 +337,7 @@ def _change(fraction: float) -> str:
 INTERFERENCE_BYTES = 2 << 20
 
 
-def measure_interference(captured, swap_dir: Path, *, threads: int, repeats: int = 5,
-                         durable: bool = True) -> Interference:
+def measure_interference(captured, swap_dir: Path, *, threads: int, repeats: int = 5, durable: bool = True) -> Interference:
     """Time keep-all computes alone and beside an I/O thread that pages without pause, and the reverse.
 
     The executor overlaps transfers and computes exactly so (one I/O thread, `threads` compute

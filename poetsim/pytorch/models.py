@@ -103,8 +103,11 @@ class InvertedResidual(nn.Module):
         hidden = inp * expand_ratio
         self.use_res_connect = stride == 1 and inp == out
         layers: list[nn.Module] = [] if expand_ratio == 1 else [_conv_bn(inp, hidden, 1, 1)]
-        layers += [_conv_bn(hidden, hidden, 3, stride, groups=hidden),
-                   nn.Conv2d(hidden, out, 1, 1, 0, bias=False), nn.BatchNorm2d(out)]
+        layers += [
+            _conv_bn(hidden, hidden, 3, stride, groups=hidden),
+            nn.Conv2d(hidden, out, 1, 1, 0, bias=False),
+            nn.BatchNorm2d(out),
+        ]
         self.conv = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -145,8 +148,16 @@ class TransformerClassifier(nn.Module):
     heads, FFN 1024, GELU, vocabulary 8192, 512 positions, 2 classes (5,388,290 parameters).
     """
 
-    def __init__(self, vocab: int = 8192, positions: int = 512, dim: int = 256, heads: int = 4,
-                 ffn: int = 1024, layers: int = 4, classes: int = 2):
+    def __init__(
+        self,
+        vocab: int = 8192,
+        positions: int = 512,
+        dim: int = 256,
+        heads: int = 4,
+        ffn: int = 1024,
+        layers: int = 4,
+        classes: int = 2,
+    ):
         super().__init__()
         self.tokens = nn.Embedding(vocab, dim)
         self.positions = nn.Embedding(positions, dim)
@@ -174,5 +185,12 @@ def mlp() -> nn.Module:
 def tiny_cnn() -> nn.Module:
     """A residual CNN small enough for tests: conv-BN-ReLU, one basic block, pooling, a classifier."""
     return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(inplace=True),
-        BasicBlock(8, 8), nn.MaxPool2d(2), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+        nn.Conv2d(3, 8, 3, padding=1, bias=False),
+        nn.BatchNorm2d(8),
+        nn.ReLU(inplace=True),
+        BasicBlock(8, 8),
+        nn.MaxPool2d(2),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 10),
+    )

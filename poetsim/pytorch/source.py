@@ -62,13 +62,19 @@ class ModelSource:
     def from_meta(cls, meta: dict[str, str], where: str) -> "ModelSource":
         """The source a graph file records; UserInputError if it was not made by import-torch."""
         if "torch.factory" not in meta:
-            raise UserInputError(f"{where}: not a graph made by `poetsim import-torch` (its meta names no torch.factory), "
-                                 "so there is no model to run")
+            raise UserInputError(
+                f"{where}: not a graph made by `poetsim import-torch` (its meta names no torch.factory), "
+                "so there is no model to run"
+            )
         try:
             inputs = json.loads(meta["torch.inputs"])
-            return cls(meta["torch.factory"], tuple(tuple(int(d) for d in s) for s, _ in inputs),
-                       tuple(str(d) for _, d in inputs), int(meta.get("torch.seed", "0")),
-                       int(meta.get("torch.input_high", "2")))
+            return cls(
+                meta["torch.factory"],
+                tuple(tuple(int(d) for d in s) for s, _ in inputs),
+                tuple(str(d) for _, d in inputs),
+                int(meta.get("torch.seed", "0")),
+                int(meta.get("torch.input_high", "2")),
+            )
         except (KeyError, ValueError, TypeError) as error:
             raise UserInputError(f"{where}: meta.torch.inputs: cannot read the recorded inputs ({error})") from None
 
@@ -128,9 +134,13 @@ def capture_graph_file(path: Path, graph=None):
     for mine, theirs in zip(captured.graph.nodes, graph.nodes):
         captured_now = (mine.name, mine.deps, mine.output_bytes, mine.backward)
         if captured_now != (theirs.name, theirs.deps, theirs.output_bytes, theirs.backward):
-            raise UserInputError(f"{path}: node {theirs.id} '{theirs.name}' no longer matches what {source.factory} "
-                                 f"captures ('{mine.name}', {mine.output_bytes} bytes): import the model again")
+            raise UserInputError(
+                f"{path}: node {theirs.id} '{theirs.name}' no longer matches what {source.factory} "
+                f"captures ('{mine.name}', {mine.output_bytes} bytes): import the model again"
+            )
     if len(captured.graph) != len(graph):
-        raise UserInputError(f"{path}: {source.factory} now captures {len(captured.graph)} nodes, the file has "
-                             f"{len(graph)}: import the model again")
+        raise UserInputError(
+            f"{path}: {source.factory} now captures {len(captured.graph)} nodes, the file has "
+            f"{len(graph)}: import the model again"
+        )
     return captured

@@ -62,8 +62,7 @@ def layout(values: dict) -> tuple[list[torch.UntypedStorage], tuple[tuple[object
     storages = distinct_storages(values.values())
     index = {s.data_ptr(): i for i, s in enumerate(storages)}
     layouts = tuple(
-        (key, TensorLayout(index[t.untyped_storage().data_ptr()], t.dtype, tuple(t.shape), tuple(t.stride()),
-                           t.storage_offset()))
+        (key, TensorLayout(index[t.untyped_storage().data_ptr()], t.dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset()))
         for key, t in values.items()
     )
     return storages, layouts

@@ -132,10 +132,23 @@ class _Point:
     timed: list["Execution"] = field(default_factory=list)  # the timed rounds' runs
 
 
-def validate_run(capture, platform: Platform, *, rams=DEFAULT_RAMS, strategies=None, runtime_x: float = 2.0,
-                 timing: Timing = Timing.OVERLAP, time_limit_s: float = 20.0, swap_dir: Path = Path("build/swap"),
-                 threads: int | None = None, durable: bool = True, solver_threads: int | None = 1,
-                 repeats: int = 5, recalibrate: bool = False, on_progress=None) -> Validation:
+def validate_run(
+    capture,
+    platform: Platform,
+    *,
+    rams=DEFAULT_RAMS,
+    strategies=None,
+    runtime_x: float = 2.0,
+    timing: Timing = Timing.OVERLAP,
+    time_limit_s: float = 20.0,
+    swap_dir: Path = Path("build/swap"),
+    threads: int | None = None,
+    durable: bool = True,
+    solver_threads: int | None = 1,
+    repeats: int = 5,
+    recalibrate: bool = False,
+    on_progress=None,
+) -> Validation:
     """Solve, execute and compare every strategy at every RAM budget (see the module docstring).
 
     Every point is solved and its schedule run once with its gradients checked (that run also
@@ -175,35 +188,52 @@ def validate_run(capture, platform: Platform, *, rams=DEFAULT_RAMS, strategies=N
                 continue
             schedule = run.schedule
             assert schedule is not None  # a run that is ok has a checked schedule
-            checked = execute(capture, schedule, swap_dir, timing=timing, durable=durable, budget_bytes=budget,
-                              threads=threads)
+            checked = execute(capture, schedule, swap_dir, timing=timing, durable=durable, budget_bytes=budget, threads=threads)
             prediction = predict(graph, schedule, problem.costs, timing)
             slots.append(_Point(head, str(run.status.value), schedule, prediction, budget, checked))
-            say(f"{name:>16} {spec}: {run.status.value}, ran once: peak "
+            say(
+                f"{name:>16} {spec}: {run.status.value}, ran once: peak "
                 f"{'as predicted' if checked.peak_activation_bytes == prediction.peak_ram_bytes else 'DIFFERENT'}, "
-                f"gradients {'bitwise equal' if checked.gradients_equal else 'DIFFERENT'}")
+                f"gradients {'bitwise equal' if checked.gradients_equal else 'DIFFERENT'}"
+            )
     points = [slot for slot in slots if isinstance(slot, _Point)]
     rounds = max(repeats, 1)
     keep_all = keep_all_schedule(graph) if recalibrate else None
     calibration = []
     for round_number in range(1, rounds + 1):
         if keep_all is not None:
-            calibration.append(execute(capture, keep_all, swap_dir, timing=timing, durable=durable, threads=threads,
-                                       check_gradients=False))
+            calibration.append(
+                execute(capture, keep_all, swap_dir, timing=timing, durable=durable, threads=threads, check_gradients=False)
+            )
         for point in points:
-            point.timed.append(execute(capture, point.schedule, swap_dir, timing=timing, durable=durable,
-                                       budget_bytes=point.budget, threads=threads, check_gradients=False))
+            point.timed.append(
+                execute(
+                    capture,
+                    point.schedule,
+                    swap_dir,
+                    timing=timing,
+                    durable=durable,
+                    budget_bytes=point.budget,
+                    threads=threads,
+                    check_gradients=False,
+                )
+            )
         say(f"timed round {round_number} of {rounds}: every schedule ran once")
     if calibration:
         fastest = min(calibration, key=lambda r: r.total_s)
-        platform = recalibrated(platform, graph, fastest, f"the fastest of {rounds} keep-all runs, one in each round "
-                                                          "of poetsim validate-run's timed runs")
+        platform = recalibrated(
+            platform,
+            graph,
+            fastest,
+            f"the fastest of {rounds} keep-all runs, one in each round of poetsim validate-run's timed runs",
+        )
         costs = node_costs(graph, platform)
         for point in points:
             point.prediction = predict(graph, point.schedule, costs, timing)
     rows = tuple(slot if isinstance(slot, ValidationRow) else _row(slot) for slot in slots)
-    return Validation(graph.name, platform.name, timing, runtime_x, threads, durable, graph.keep_all_peak_bytes, rows,
-                      profile=platform)
+    return Validation(
+        graph.name, platform.name, timing, runtime_x, threads, durable, graph.keep_all_peak_bytes, rows, profile=platform
+    )
 
 
 def _row(point: _Point) -> ValidationRow:
@@ -214,19 +244,30 @@ def _row(point: _Point) -> ValidationRow:
     summary = checked.summary()
     peak = max(r.peak_activation_bytes for r in runs)
     return ValidationRow(
-        **point.head, status=point.status,
-        predicted_runtime_s=prediction.runtime_s, measured_runtime_s=fastest.total_s,
+        **point.head,
+        status=point.status,
+        predicted_runtime_s=prediction.runtime_s,
+        measured_runtime_s=fastest.total_s,
         runtime_difference_pct=100.0 * (fastest.total_s / prediction.runtime_s - 1.0) if prediction.runtime_s else None,
-        measured_median_s=statistics.median(times), measured_spread_pct=100.0 * (max(times) / min(times) - 1.0),
+        measured_median_s=statistics.median(times),
+        measured_spread_pct=100.0 * (max(times) / min(times) - 1.0),
         timed_runs=len(times),
-        predicted_compute_s=prediction.compute_s, measured_compute_s=fastest.compute_s,
-        predicted_peak_bytes=prediction.peak_ram_bytes, measured_peak_bytes=peak,
+        predicted_compute_s=prediction.compute_s,
+        measured_compute_s=fastest.compute_s,
+        predicted_peak_bytes=prediction.peak_ram_bytes,
+        measured_peak_bytes=peak,
         peak_equal=all(r.peak_activation_bytes == prediction.peak_ram_bytes for r in runs),
-        within_budget=peak <= point.budget, peak_rss_bytes=max((r.peak_rss_bytes or 0) for r in runs) or None,
-        predicted_bytes_written=prediction.bytes_written, measured_bytes_written=checked.bytes_written,
-        predicted_bytes_read=prediction.bytes_read, measured_bytes_read=checked.bytes_read,
-        gradients_equal=checked.gradients_equal, buffers_equal=checked.buffers_equal,
-        recomputations=summary["recomputations"], page_outs=summary["page_outs"], page_ins=summary["page_ins"],
+        within_budget=peak <= point.budget,
+        peak_rss_bytes=max((r.peak_rss_bytes or 0) for r in runs) or None,
+        predicted_bytes_written=prediction.bytes_written,
+        measured_bytes_written=checked.bytes_written,
+        predicted_bytes_read=prediction.bytes_read,
+        measured_bytes_read=checked.bytes_read,
+        gradients_equal=checked.gradients_equal,
+        buffers_equal=checked.buffers_equal,
+        recomputations=summary["recomputations"],
+        page_outs=summary["page_outs"],
+        page_ins=summary["page_ins"],
         reference_s=checked.reference_s,
     )
 

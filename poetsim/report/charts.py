@@ -29,8 +29,7 @@ from poetsim.schedule.model import Compute, Free, PageIn, PageOut, Schedule
 if TYPE_CHECKING:  # for annotations only: importing them would pull simpy and the solver stack into reporting
     from poetsim.pipeline import Run
 
-__all__ = ["STATES", "footer_text", "framed", "save_chart", "save_run_charts", "schedule_chart", "stage_states",
-           "timeline_chart"]
+__all__ = ["STATES", "footer_text", "framed", "save_chart", "save_run_charts", "schedule_chart", "stage_states", "timeline_chart"]
 
 #: What can happen to a node's output in a stage, in order of precedence: a cell shows the first
 #: that applies (a node recomputed in a stage where it was also resident at the start is shown
@@ -107,7 +106,8 @@ def _state_runs(states: pd.DataFrame) -> pd.DataFrame:
     cells = states.sort_values(["node", "stage"])
     starts = (cells["node"].diff() != 0) | (cells["state"] != cells["state"].shift())
     runs = cells.groupby(starts.cumsum(), observed=True).agg(
-        node=("node", "first"), state=("state", "first"), first_stage=("stage", "min"), last_stage=("stage", "max"))
+        node=("node", "first"), state=("state", "first"), first_stage=("stage", "min"), last_stage=("stage", "max")
+    )
     runs["end_stage"] = runs["last_stage"] + 1
     runs["node_end"] = runs["node"] + 1
     runs["state"] = runs["state"].astype(str)
@@ -128,43 +128,71 @@ def schedule_chart(schedule: Schedule, graph: TrainingGraph, title: str, footer:
     height = min(_MAX_GRID_PX, max(240, _ROW_PX * len(graph)))
     width = min(1000, max(360, 8 * len(schedule.stages)))
     x_scale = alt.Scale(domain=[0, len(schedule.stages)], nice=False, zero=True)
-    y = alt.Y("label:N", sort=labels, title=None, scale=alt.Scale(domain=labels),
-              axis=alt.Axis(labelFontSize=11, labelLimit=220, labelOverlap="parity", ticks=False))
+    y = alt.Y(
+        "label:N",
+        sort=labels,
+        title=None,
+        scale=alt.Scale(domain=labels),
+        axis=alt.Axis(labelFontSize=11, labelLimit=220, labelOverlap="parity", ticks=False),
+    )
     base = alt.Chart(runs)
     grid = base.mark_rect(stroke=None).encode(
         x=alt.X("first_stage:Q", scale=x_scale, title="stage (stage t first computes node t)"),
-        x2="end_stage:Q", y=y,
-        color=alt.Color("state:N", scale=alt.Scale(domain=list(STATES), range=list(STATE_COLOURS)),
-                        legend=alt.Legend(title="state of the node's output", orient="right")),
-        tooltip=["node:Q", "name:N", "state:N", alt.Tooltip("first_stage:Q", title="from stage"),
-                 alt.Tooltip("last_stage:Q", title="to stage")],
+        x2="end_stage:Q",
+        y=y,
+        color=alt.Color(
+            "state:N",
+            scale=alt.Scale(domain=list(STATES), range=list(STATE_COLOURS)),
+            legend=alt.Legend(title="state of the node's output", orient="right"),
+        ),
+        tooltip=[
+            "node:Q",
+            "name:N",
+            "state:N",
+            alt.Tooltip("first_stage:Q", title="from stage"),
+            alt.Tooltip("last_stage:Q", title="to stage"),
+        ],
     )
     layers = [grid]
     transfers = runs[runs["state"].isin(list(TRANSFER_SHAPES))].copy()
     if len(transfers):
         transfers["middle"] = (transfers["first_stage"] + transfers["end_stage"]) / 2
-        layers.append(alt.Chart(transfers).mark_point(filled=True, size=28, color="black", opacity=0.9).encode(
-            x=alt.X("middle:Q", scale=x_scale), y=y,
-            shape=alt.Shape("state:N", scale=alt.Scale(domain=list(TRANSFER_SHAPES), range=list(TRANSFER_SHAPES.values())),
-                            legend=alt.Legend(title="transfer", orient="right")),
-            tooltip=["node:Q", "name:N", "state:N", alt.Tooltip("first_stage:Q", title="stage")]))
+        layers.append(
+            alt.Chart(transfers)
+            .mark_point(filled=True, size=28, color="black", opacity=0.9)
+            .encode(
+                x=alt.X("middle:Q", scale=x_scale),
+                y=y,
+                shape=alt.Shape(
+                    "state:N",
+                    scale=alt.Scale(domain=list(TRANSFER_SHAPES), range=list(TRANSFER_SHAPES.values())),
+                    legend=alt.Legend(title="transfer", orient="right"),
+                ),
+                tooltip=["node:Q", "name:N", "state:N", alt.Tooltip("first_stage:Q", title="stage")],
+            )
+        )
     loss = _loss_node(graph)
     if loss is not None and loss + 1 < len(graph):
-        divider = pd.DataFrame({"stage": [loss + 1], "label": [labels[loss + 1]],
-                                "text": ["backward pass from here (after the loss)"]})
+        divider = pd.DataFrame(
+            {"stage": [loss + 1], "label": [labels[loss + 1]], "text": ["backward pass from here (after the loss)"]}
+        )
         marks = alt.Chart(divider)
         layers += [
             marks.mark_rule(color="black", strokeWidth=1.5, strokeDash=[5, 3]).encode(x=alt.X("stage:Q", scale=x_scale)),
             marks.mark_rule(color="black", strokeWidth=1.5, strokeDash=[5, 3]).encode(
-                y=alt.Y("label:N", sort=labels, scale=alt.Scale(domain=labels), bandPosition=0)),
+                y=alt.Y("label:N", sort=labels, scale=alt.Scale(domain=labels), bandPosition=0)
+            ),
             marks.mark_text(align="left", dx=4, dy=-6, fontSize=11, color="black").encode(
-                x=alt.X("stage:Q", scale=x_scale), y=alt.value(0), text="text:N"),
+                x=alt.X("stage:Q", scale=x_scale), y=alt.value(0), text="text:N"
+            ),
         ]
     counts = schedule.counts()
     where = f"loss is node {loss}; " if loss is not None else ""
-    subtitle = (f"{graph.name}: {len(graph)} nodes; {where}{_count(counts['compute'] - len(graph), 'recomputation')}, "
-                f"{_count(counts['page_out'], 'page-out')} (up triangles), {_count(counts['page_in'], 'page-in')} "
-                f"(down triangles); {schedule.timing.value} timing")
+    subtitle = (
+        f"{graph.name}: {len(graph)} nodes; {where}{_count(counts['compute'] - len(graph), 'recomputation')}, "
+        f"{_count(counts['page_out'], 'page-out')} (up triangles), {_count(counts['page_in'], 'page-in')} "
+        f"(down triangles); {schedule.timing.value} timing"
+    )
     return framed(alt.layer(*layers).properties(width=width, height=height), title, footer, subtitle)
 
 
@@ -203,29 +231,40 @@ def save_run_charts(run: "Run", directory: Path, title: str) -> list[Path]:
     if run.schedule is None:
         raise UserInputError(f"run '{run.strategy}' has no schedule to draw (status {run.status}: {run.message})")
     problem = run.problem
-    scenario = (f"{title} ({problem.graph.name} on {problem.platform.name}, RAM budget "
-                f"{problem.budgets.ram_bytes:,} bytes, runtime budget {problem.runtime_x:g}x)")
+    scenario = (
+        f"{title} ({problem.graph.name} on {problem.platform.name}, RAM budget "
+        f"{problem.budgets.ram_bytes:,} bytes, runtime budget {problem.runtime_x:g}x)"
+    )
     footer = footer_text(scenario, [problem.timing.value])
     charts = {"schedule": schedule_chart(run.schedule, problem.graph, f"{title}: schedule", footer)}
     if run.simulated is not None:
-        charts = {"timeline": timeline_chart(run.simulated, problem.budgets.ram_bytes, f"{title}: simulated timeline",
-                                             footer, deadline_s=problem.budgets.runtime_s), **charts}
+        charts = {
+            "timeline": timeline_chart(
+                run.simulated,
+                problem.budgets.ram_bytes,
+                f"{title}: simulated timeline",
+                footer,
+                deadline_s=problem.budgets.runtime_s,
+            ),
+            **charts,
+        }
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     specs = {stem: chart.to_dict() for stem, chart in charts.items()}
     paths = []
     for stem, spec in specs.items():
         paths += save_images(spec, directory, stem)
-    body = [f"<h1>{html.escape(title)}</h1>",
-            f"<p class='lede'>{html.escape(scenario)}; {html.escape(problem.timing.value)} timing; "
-            f"status {html.escape(str(run.status))}.</p>",
-            _figures_table(run)]
+    body = [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p class='lede'>{html.escape(scenario)}; {html.escape(problem.timing.value)} timing; "
+        f"status {html.escape(str(run.status))}.</p>",
+        _figures_table(run),
+    ]
     body += [f"<div class='chart' id='chart-{stem}'></div>" for stem in charts]
     body.append(f"<p class='footer'>{html.escape(footer)}</p>")
     target = directory / "run.html"
     page_title = f"poetsim run: {title} ({problem.graph.name} on {problem.platform.name})"
-    target.write_text(page.page(page_title, "\n".join(body), {f"chart-{s}": spec for s, spec in specs.items()}),
-                      encoding="utf-8")
+    target.write_text(page.page(page_title, "\n".join(body), {f"chart-{s}": spec for s, spec in specs.items()}), encoding="utf-8")
     return [target, *paths]
 
 
@@ -234,17 +273,25 @@ def _figures_table(run: "Run") -> str:
     predicted, simulated, budgets = run.checked, run.simulated, run.problem.budgets
     if predicted is None:
         return ""
-    rows = [("energy (J)", predicted.total_j, simulated.figures.total_j if simulated else None, None),
-            ("makespan (s)", predicted.runtime_s, simulated.makespan_s if simulated else None, budgets.runtime_s),
-            ("peak RAM (bytes)", predicted.peak_ram_bytes, simulated.figures.peak_ram_bytes if simulated else None,
-             budgets.ram_bytes)]
+    rows = [
+        ("energy (J)", predicted.total_j, simulated.figures.total_j if simulated else None, None),
+        ("makespan (s)", predicted.runtime_s, simulated.makespan_s if simulated else None, budgets.runtime_s),
+        (
+            "peak RAM (bytes)",
+            predicted.peak_ram_bytes,
+            simulated.figures.peak_ram_bytes if simulated else None,
+            budgets.ram_bytes,
+        ),
+    ]
     head = "<tr><th class='text'>figure</th><th>predicted</th><th>simulated</th><th>difference</th><th>budget</th></tr>"
     cells = []
     for name, p, s, b in rows:
         difference = f"{100 * (s / p - 1):+.3f} %" if s is not None and p else ""
         over = s is not None and b is not None and s > b
-        cells.append(f"<tr><td class='text'>{name}</td><td>{_number(p)}</td><td>{_number(s)}</td><td>{difference}</td>"
-                     f"<td{' class=over' if over else ''}>{_number(b)}{' exceeded' if over else ''}</td></tr>")
+        cells.append(
+            f"<tr><td class='text'>{name}</td><td>{_number(p)}</td><td>{_number(s)}</td><td>{difference}</td>"
+            f"<td{' class=over' if over else ''}>{_number(b)}{' exceeded' if over else ''}</td></tr>"
+        )
     return f"<table>{head}{''.join(cells)}</table>"
 
 

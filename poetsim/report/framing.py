@@ -40,8 +40,9 @@ def framed(chart: ChartType, title: str, footer: str, subtitle: str | None = Non
     bottom-anchored footer on any chart, faceted and layered ones included.
     """
     head = alt.TitleParams(text=title, subtitle=_lines(subtitle) if subtitle else "", anchor="start")
-    foot = alt.TitleParams(text=_lines(footer), orient="bottom", anchor="start", fontSize=11,
-                           fontWeight="normal", color="#555555")
+    foot = alt.TitleParams(
+        text=_lines(footer), orient="bottom", anchor="start", fontSize=11, fontWeight="normal", color="#555555"
+    )
     return alt.vconcat(chart.properties(title=head), title=foot).configure(**CHART_CONFIG)
 
 

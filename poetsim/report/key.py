@@ -48,8 +48,11 @@ def key_chart(entries: list[Entry], width_px: float) -> alt.LayerChart | alt.Fac
     scale_x = alt.Scale(domain=[0, width], nice=False, zero=True)
     scale_y = alt.Scale(domain=[0, (line + 1) * _LINE_PX], nice=False, zero=True, reverse=True)
     base = alt.Chart(data).encode(x=alt.X("x:Q", axis=None, scale=scale_x), y=alt.Y("y:Q", axis=None, scale=scale_y))
-    layers = [base.mark_text(align="left", baseline="middle", fontSize=12, color="#333333").encode(
-        x=alt.X("text_x:Q", axis=None, scale=scale_x), text="text:N")]
+    layers = [
+        base.mark_text(align="left", baseline="middle", fontSize=12, color="#333333").encode(
+            x=alt.X("text_x:Q", axis=None, scale=scale_x), text="text:N"
+        )
+    ]
     for number, entry in enumerate(entries):
         layers.append(base.transform_filter(alt.datum.entry == number).mark_point(**entry.mark))
     return alt.layer(*layers).properties(width=width, height=(line + 1) * _LINE_PX, view=alt.ViewConfig(stroke=None))

@@ -96,8 +96,9 @@ class Axis:
         return self.values.index(round(float(value), 9))
 
 
-def overhead_chart(frame: pd.DataFrame, *, x: str, label, x_title: str, colour: str, columns: str | None,
-                   rows: list[str], width_px: float) -> tuple[ChartType, pd.DataFrame, list[tuple[str, str]], int]:
+def overhead_chart(
+    frame: pd.DataFrame, *, x: str, label, x_title: str, colour: str, columns: str | None, rows: list[str], width_px: float
+) -> tuple[ChartType, pd.DataFrame, list[tuple[str, str]], int]:
     """The chart of energy overhead (%) against `x`, one colour (and offset) per value of `colour`,
     panels across by `columns` and down by `rows` (those that vary), about `width_px` wide; the
     data it draws; each group's colour, for the key (the chart has no legend of its own:
@@ -126,20 +127,41 @@ def overhead_chart(frame: pd.DataFrame, *, x: str, label, x_title: str, colour: 
     ceiling = top + (len(strip) + 0.6) * band if strip else top * 1.04
     strip_ticks = [(top + (i + 1) * band, status) for i, status in enumerate(strip)]
     y_scale = alt.Scale(domain=[0, ceiling], nice=False, zero=True)
-    y_axis = alt.Axis(values=[p for p, _ in ticks + strip_ticks], labelExpr=_label_expr(ticks + strip_ticks),
-                      labelOverlap=False, gridColor="#eeeeee", title="energy above keep-all")
+    y_axis = alt.Axis(
+        values=[p for p, _ in ticks + strip_ticks],
+        labelExpr=_label_expr(ticks + strip_ticks),
+        labelOverlap=False,
+        gridColor="#eeeeee",
+        title="energy above keep-all",
+    )
     y = alt.Y("y:Q", scale=y_scale, axis=y_axis)
-    xenc = alt.X("x:Q", title=x_title, scale=alt.Scale(domain=[-0.5, len(axis.values) - 0.5], nice=False, zero=False),
-                 axis=alt.Axis(values=list(range(len(axis.values))), labelExpr=_label_expr(list(enumerate(axis.labels))),
-                               grid=False, labelFlush=False, labelOverlap=False))
+    xenc = alt.X(
+        "x:Q",
+        title=x_title,
+        scale=alt.Scale(domain=[-0.5, len(axis.values) - 0.5], nice=False, zero=False),
+        axis=alt.Axis(
+            values=list(range(len(axis.values))),
+            labelExpr=_label_expr(list(enumerate(axis.labels))),
+            grid=False,
+            labelFlush=False,
+            labelOverlap=False,
+        ),
+    )
     domain, colours = (strategy_colours if colour == "strategy" else platform_colours)(groups)
-    color = alt.Color("group:N", title=_GROUP_TITLES.get(colour, colour), scale=alt.Scale(domain=domain, range=colours),
-                      legend=None)
-    tooltip: list[str | alt.Tooltip] = ["group:N", alt.Tooltip("budget:N", title=x_title.split(" (")[0]), "status:N",
-               alt.Tooltip("overhead_pct:Q", title="above keep-all %", format=".4g"),
-               alt.Tooltip("bound_pct:Q", title="proven bound %", format=".4g"),
-               alt.Tooltip("gap:Q", title="unproven share of overhead", format=".1%"),
-               alt.Tooltip("energy_j:Q", title="energy J", format=".6g"), "panel:N", "reason:N"]
+    color = alt.Color(
+        "group:N", title=_GROUP_TITLES.get(colour, colour), scale=alt.Scale(domain=domain, range=colours), legend=None
+    )
+    tooltip: list[str | alt.Tooltip] = [
+        "group:N",
+        alt.Tooltip("budget:N", title=x_title.split(" (")[0]),
+        "status:N",
+        alt.Tooltip("overhead_pct:Q", title="above keep-all %", format=".4g"),
+        alt.Tooltip("bound_pct:Q", title="proven bound %", format=".4g"),
+        alt.Tooltip("gap:Q", title="unproven share of overhead", format=".1%"),
+        alt.Tooltip("energy_j:Q", title="energy J", format=".6g"),
+        "panel:N",
+        "reason:N",
+    ]
     base = alt.Chart().encode(x=xenc, y=y, color=color, tooltip=tooltip)
     layers = _strip_frame(base, top + 0.45 * band, ceiling, y_scale, y_axis) if strip else []
     layers += _bar_layers(base, max(4.0, 0.8 * step * panel_w / len(axis.values))) if bars else _point_layers(base)
@@ -189,14 +211,24 @@ def _points(frame, x, axis, colour, groups, scale, bounds, strip, top, band, ste
         strip_row = None if ok else strip_status(status)
         overhead = float(run["overhead_pct"]) if ok else None
         bound = float(bounds[index]) if ok and not proven else (overhead if ok else None)
-        rows.append({
-            "x": axis.index(run[x]) + offset, "budget": axis.labels[axis.index(run[x])], "group": group,
-            "y": scale.position(overhead) if ok else top + (strip.index(strip_row) + 1) * band,
-            "y_bound": scale.position(bound) if ok else None, "ok": ok, "proven": proven, "strip": strip_row,
-            "status": status, "overhead_pct": overhead, "bound_pct": bound if ok else None,
-            "gap": float(run["gap_overhead"]) if ok and pd.notna(run["gap_overhead"]) else None,
-            "energy_j": float(run["predicted_total_j"]) if ok else None, "reason": _short(run["message"]),
-        })
+        rows.append(
+            {
+                "x": axis.index(run[x]) + offset,
+                "budget": axis.labels[axis.index(run[x])],
+                "group": group,
+                "y": scale.position(overhead) if ok else top + (strip.index(strip_row) + 1) * band,
+                "y_bound": scale.position(bound) if ok else None,
+                "ok": ok,
+                "proven": proven,
+                "strip": strip_row,
+                "status": status,
+                "overhead_pct": overhead,
+                "bound_pct": bound if ok else None,
+                "gap": float(run["gap_overhead"]) if ok and pd.notna(run["gap_overhead"]) else None,
+                "energy_j": float(run["predicted_total_j"]) if ok else None,
+                "reason": _short(run["message"]),
+            }
+        )
     return pd.DataFrame(rows, index=frame.index)
 
 
@@ -260,7 +292,8 @@ def _strip_frame(base, edge, ceiling, y_scale, y_axis) -> list:
     They share the plot's y scale and axis: a layer with an axis of its own would overrule it.
     """
     one = base.transform_aggregate(runs="count()").encode(
-        x=alt.value(0), x2=alt.value("width"), color=alt.value("#f4f4f4"), tooltip=alt.value(None))
+        x=alt.value(0), x2=alt.value("width"), color=alt.value("#f4f4f4"), tooltip=alt.value(None)
+    )
     at_edge = alt.Y(datum=edge, scale=y_scale, axis=y_axis)
     shade = one.mark_rect().encode(y=at_edge, y2=alt.Y2(datum=ceiling))
     line = one.mark_rule(strokeDash=[4, 3]).encode(y=at_edge, color=alt.value("#999999"))
@@ -305,9 +338,12 @@ def _facet(chart, data: pd.DataFrame, across: int):
     rows = [str(r) for r in data["row"].cat.categories if r in set(data["row"])]
     header = alt.Header(labelFontSize=12, labelFontWeight="bold")
     if len(columns) > 1 and len(rows) > 1:
-        return chart.facet(column=alt.Column("column:N", title=None, sort=columns, header=header),
-                           row=alt.Row("row:N", title=None, sort=rows,
-                                       header=alt.Header(labelFontSize=12, labelFontWeight="bold", labelAngle=-90)))
+        return chart.facet(
+            column=alt.Column("column:N", title=None, sort=columns, header=header),
+            row=alt.Row(
+                "row:N", title=None, sort=rows, header=alt.Header(labelFontSize=12, labelFontWeight="bold", labelAngle=-90)
+            ),
+        )
     if len(columns) > 1 or len(rows) > 1:
         field, order = ("column", columns) if len(columns) > 1 else ("row", rows)
         return chart.facet(facet=alt.Facet(f"{field}:N", title=None, sort=order, header=header), columns=across)
@@ -329,8 +365,9 @@ def marker_entries(statuses: list[str], unproven: bool, bars: bool = False) -> l
     """Key entries of what each marker means: proven, not proven with its bound, each strip status."""
     entries = [Entry("proven optimum or a rule's schedule", _key_mark("filled"), line_break=True)]
     if unproven:
-        entries.append(Entry("not proven optimal: the " + ("tick" if bars else "bar") + " marks the proven lower bound",
-                             _key_mark("hollow")))
+        entries.append(
+            Entry("not proven optimal: the " + ("tick" if bars else "bar") + " marks the proven lower bound", _key_mark("hollow"))
+        )
     return entries + [Entry(_MEANINGS[status], _key_mark(status)) for status in statuses]
 
 
@@ -341,8 +378,9 @@ def _key_mark(marker: str) -> dict:
     if marker == "hollow":
         return dict(shape="circle", filled=False, size=55, strokeWidth=2, color=grey, opacity=1)
     shape = STATUS_SHAPES.get(marker, "triangle-up")
-    mark = dict(shape=shape, filled=STATUS_FILLED[marker], size=60 if shape == "cross" else 45, color=grey, opacity=1,
-                strokeWidth=1.5)
+    mark = dict(
+        shape=shape, filled=STATUS_FILLED[marker], size=60 if shape == "cross" else 45, color=grey, opacity=1, strokeWidth=1.5
+    )
     if marker == Status.INFEASIBLE.value:
         mark["angle"] = 45
     return mark

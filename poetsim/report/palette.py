@@ -21,7 +21,7 @@ PLATFORM_COLOURS = ("#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", "#882
 #: The shape of each status without a schedule in the overhead charts' strip. A hollow circle
 #: is "not known" (the solver ran out of time); filled shapes are facts.
 STATUS_SHAPES = {
-    Status.INFEASIBLE.value: "cross",      # drawn turned by 45 degrees: an x, "proven impossible"
+    Status.INFEASIBLE.value: "cross",  # drawn turned by 45 degrees: an x, "proven impossible"
     Status.OVER_BUDGET.value: "square",
     Status.NO_SOLUTION.value: "circle",
     Status.INVALID.value: "diamond",

@@ -23,9 +23,21 @@ from poetsim.report import page, tables
 from poetsim.report.framing import footer_text, save_images
 from poetsim.report.sweep_charts import SweepChart, pareto_chart, platform_chart, prediction_chart, ram_chart, runtime_chart
 
-_NUMERIC = ("ram_budget_bytes", "keep_all_peak_bytes", "keep_all_energy_j", "runtime_x", "overhead_pct", "gap_overhead",
-            "bound_j", "predicted_total_j", "predicted_peak_ram_bytes", "predicted_runtime_s", "simulated_total_j",
-            "simulated_runtime_s", "simulated_peak_ram_bytes")
+_NUMERIC = (
+    "ram_budget_bytes",
+    "keep_all_peak_bytes",
+    "keep_all_energy_j",
+    "runtime_x",
+    "overhead_pct",
+    "gap_overhead",
+    "bound_j",
+    "predicted_total_j",
+    "predicted_peak_ram_bytes",
+    "predicted_runtime_s",
+    "simulated_total_j",
+    "simulated_runtime_s",
+    "simulated_peak_ram_bytes",
+)
 _GROUP = ["model_label", "platform_label", "runtime_x", "timing"]
 # Two energies this close are the same schedule's, summed in another order: a tie, not a win.
 _TIE_RTOL = 1e-9
@@ -49,8 +61,9 @@ def build_report(results: pd.DataFrame, directory: Path, scenario_name: str) -> 
     for stem, spec in specs.items():
         save_images(spec, directory, stem)
     target = directory / "report.html"
-    target.write_text(_page(scenario_name, frame, charts, specs, footer, _paper_section(scenario_name, results)),
-                      encoding="utf-8")
+    target.write_text(
+        _page(scenario_name, frame, charts, specs, footer, _paper_section(scenario_name, results)), encoding="utf-8"
+    )
     return target
 
 
@@ -120,8 +133,13 @@ def winners(frame: pd.DataFrame) -> pd.DataFrame:
     for key, runs in ok.groupby(_GROUP + ["ram_fraction"], dropna=False, sort=True):
         best = runs["predicted_total_j"].min()
         tied = runs[runs["predicted_total_j"] <= best * (1 + _TIE_RTOL)]["strategy"]
-        rows.append(dict(zip(_GROUP + ["ram_fraction"], key), ram_label=runs["ram_label"].iloc[0],
-                         winner=" = ".join(sorted(tied.astype(str)))))
+        rows.append(
+            dict(
+                zip(_GROUP + ["ram_fraction"], key),
+                ram_label=runs["ram_label"].iloc[0],
+                winner=" = ".join(sorted(tied.astype(str))),
+            )
+        )
     return pd.DataFrame(rows, columns=_GROUP + ["ram_fraction", "ram_label", "winner"])
 
 
@@ -149,8 +167,7 @@ def _tally(frame: pd.DataFrame) -> str:
         return "No run has a schedule, so no strategy wins anywhere."
     counts = table["winner"].str.split(" = ").explode().value_counts()
     listed = ", ".join(f"{name} at {count}" for name, count in counts.items())
-    return (f"Lowest energy over the {len(table)} budget point(s) with a schedule: {listed} "
-            "(ties count for each tied strategy).")
+    return f"Lowest energy over the {len(table)} budget point(s) with a schedule: {listed} (ties count for each tied strategy)."
 
 
 def no_schedule_summary(frame: pd.DataFrame) -> list[str]:
@@ -166,8 +183,10 @@ def no_schedule_summary(frame: pd.DataFrame) -> list[str]:
             if feasible.empty:
                 where = "at every RAM budget tried"
             elif failed["ram_fraction"].notna().all() and failed["ram_fraction"].max() < feasible.min():
-                where = (f"at RAM budgets up to {failed['ram_label'].iloc[-1]} of keep-all; "
-                         f"its first schedule is at {_ram_label(feasible.min(), None)}")
+                where = (
+                    f"at RAM budgets up to {failed['ram_label'].iloc[-1]} of keep-all; "
+                    f"its first schedule is at {_ram_label(feasible.min(), None)}"
+                )
             else:
                 where = "at RAM " + ", ".join(failed["ram_label"])
             sentences.append(f"{_group_name(key)}: {strategy} has no schedule ({statuses}) {where}.")
@@ -180,15 +199,24 @@ def _group_name(key) -> str:
     return f"{model} on {platform}, runtime budget {runtime}, {timing} timing"
 
 
-def _page(scenario_name: str, frame: pd.DataFrame, charts: list[SweepChart], specs: dict[str, dict], footer: str,
-          paper_section: str = "") -> str:
+def _page(
+    scenario_name: str,
+    frame: pd.DataFrame,
+    charts: list[SweepChart],
+    specs: dict[str, dict],
+    footer: str,
+    paper_section: str = "",
+) -> str:
     """The whole HTML page: the finding first, the detail folded below."""
     esc = html.escape
     drawn = {c.stem: c for c in charts if c.chart is not None}
     headline, tab_style = tables.headline_table(frame)
     main = drawn.get(MAIN_CHART)
-    main_html = (f"<div class='chart' id='chart-{MAIN_CHART}'></div>" if main else
-                 f"<p class='note'>{esc(next(c.note for c in charts if c.stem == MAIN_CHART))}</p>")
+    main_html = (
+        f"<div class='chart' id='chart-{MAIN_CHART}'></div>"
+        if main
+        else f"<p class='note'>{esc(next(c.note for c in charts if c.stem == MAIN_CHART))}</p>"
+    )
     parts = [
         f"<h1>poetsim report: {esc(scenario_name)}</h1>",
         f"<p class='lede'>{esc(_summary(frame))}</p>",
@@ -206,15 +234,19 @@ def _page(scenario_name: str, frame: pd.DataFrame, charts: list[SweepChart], spe
     runtime_table = frame["runtime_x"].nunique() > 1 and "overhead_runtime" not in drawn
     if runtime_table:
         count = frame["runtime_x"].nunique()
-        parts.append(f"<details><summary>Energy above keep-all at each runtime budget ({count} budgets: a table, "
-                     f"not a curve)</summary>{tables.runtime_table(frame)}</details>")
-    skipped = [f"{c.heading}: {c.note}" for c in others
-               if c.chart is None and not (runtime_table and c.stem == "overhead_runtime")]
+        parts.append(
+            f"<details><summary>Energy above keep-all at each runtime budget ({count} budgets: a table, "
+            f"not a curve)</summary>{tables.runtime_table(frame)}</details>"
+        )
+    skipped = [
+        f"{c.heading}: {c.note}" for c in others if c.chart is None and not (runtime_table and c.stem == "overhead_runtime")
+    ]
     if skipped:
         parts.append(f"<p class='note'>Not drawn: {esc(' '.join(skipped))}</p>")
     parts += [
         "<details><summary>Findings in words</summary>",
-        f"<p>{esc(_tally(frame))}</p>", _list(_winner_sentences(frame)),
+        f"<p>{esc(_tally(frame))}</p>",
+        _list(_winner_sentences(frame)),
         "<h3>Where strategies have no schedule</h3>",
         _list(no_schedule_summary(frame)) or "<p>Every run has a schedule.</p>",
         "</details>",
@@ -222,18 +254,23 @@ def _page(scenario_name: str, frame: pd.DataFrame, charts: list[SweepChart], spe
     failed = int((~frame["ok"]).sum())
     if failed:
         parts.append(f"<details><summary>Runs without a schedule ({failed})</summary>{tables.failed_runs(frame)}</details>")
-    parts += [f"<details><summary>All runs ({len(frame)}): sortable and filterable</summary>"
-              f"{tables.runs_table(frame, 'all-runs')}</details>",
-              f"<p class='footer'>{esc(footer)}</p>"]
-    return page.page(f"poetsim report: {scenario_name}", "\n".join(parts),
-                     {f"chart-{stem}": spec for stem, spec in specs.items()}, tab_style)
+    parts += [
+        f"<details><summary>All runs ({len(frame)}): sortable and filterable</summary>"
+        f"{tables.runs_table(frame, 'all-runs')}</details>",
+        f"<p class='footer'>{esc(footer)}</p>",
+    ]
+    return page.page(
+        f"poetsim report: {scenario_name}", "\n".join(parts), {f"chart-{stem}": spec for stem, spec in specs.items()}, tab_style
+    )
 
 
 def _summary(frame: pd.DataFrame) -> str:
     models = ", ".join(sorted(frame["model_label"].astype(str).unique()))
     platforms = ", ".join(sorted(frame["platform_label"].astype(str).unique()))
-    return (f"{len(frame)} runs ({_status_counts(frame)}) of {models} on {platforms}. Energies are the checked figures "
-            "of each schedule (the optimiser's prediction, replayed by the independent checker).")
+    return (
+        f"{len(frame)} runs ({_status_counts(frame)}) of {models} on {platforms}. Energies are the checked figures "
+        "of each schedule (the optimiser's prediction, replayed by the independent checker)."
+    )
 
 
 def _status_counts(frame: pd.DataFrame) -> str:

@@ -37,8 +37,17 @@ class SweepChart:
 def ram_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
     """Energy overhead against the RAM budget, one colour per strategy (POET's Figure 3)."""
     heading = "Energy above keep-all against the RAM budget"
-    return _overhead(frame, footer, "overhead_ram", heading, x="ram_fraction", colour="strategy",
-                     columns="platform_label", rows=["model_label", "runtime_x", "timing"], width_px=MAIN_WIDTH_PX)
+    return _overhead(
+        frame,
+        footer,
+        "overhead_ram",
+        heading,
+        x="ram_fraction",
+        colour="strategy",
+        columns="platform_label",
+        rows=["model_label", "runtime_x", "timing"],
+        width_px=MAIN_WIDTH_PX,
+    )
 
 
 def runtime_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
@@ -53,8 +62,17 @@ def runtime_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
         return SweepChart("overhead_runtime", heading, None, "Only one runtime budget in the results: no curve to draw.")
     if count < MIN_CURVE_VALUES:
         return SweepChart("overhead_runtime", heading, None, f"{count} runtime budgets: shown as a table, not as a curve.")
-    return _overhead(frame, footer, "overhead_runtime", heading, x="runtime_x", colour="strategy",
-                     columns="platform_label", rows=["model_label", "ram_fraction", "timing"], width_px=WIDE_WIDTH_PX)
+    return _overhead(
+        frame,
+        footer,
+        "overhead_runtime",
+        heading,
+        x="runtime_x",
+        colour="strategy",
+        columns="platform_label",
+        rows=["model_label", "ram_fraction", "timing"],
+        width_px=WIDE_WIDTH_PX,
+    )
 
 
 def platform_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
@@ -62,8 +80,17 @@ def platform_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
     heading = "Energy above keep-all per platform"
     if frame["platform_label"].nunique() < 2:
         return SweepChart("overhead_platform", heading, None, "Only one platform in the results: no comparison to draw.")
-    return _overhead(frame, footer, "overhead_platform", heading, x="ram_fraction", colour="platform_label",
-                     columns="strategy", rows=["model_label", "runtime_x", "timing"], width_px=WIDE_WIDTH_PX)
+    return _overhead(
+        frame,
+        footer,
+        "overhead_platform",
+        heading,
+        x="ram_fraction",
+        colour="platform_label",
+        columns="strategy",
+        rows=["model_label", "runtime_x", "timing"],
+        width_px=WIDE_WIDTH_PX,
+    )
 
 
 _AXES = {
@@ -77,19 +104,23 @@ def _overhead(frame, footer, stem, heading, *, x, colour, columns, rows, width_p
     if frame[x].nunique() < 1:
         return SweepChart(stem, heading, None, f"No {name} is known in the results: nothing to draw.")
     placed = frame[frame[x].notna()]
-    chart, data, groups, panel_w = overhead_chart(placed, x=x, label=label, x_title=title, colour=colour, columns=columns,
-                                                  rows=rows, width_px=width_px)
+    chart, data, groups, panel_w = overhead_chart(
+        placed, x=x, label=label, x_title=title, colour=colour, columns=columns, rows=rows, width_px=width_px
+    )
     statuses = strip_order(data["strip"].dropna())
     unproven = bool((data["ok"] & ~data["proven"]).any())
     few = placed[x].nunique() < MIN_CURVE_VALUES
-    subtitle = ("Bars: fewer than 3 budgets swept, so no curve. " if few else "") + \
-        "Symmetric-log axis: linear near 0, logarithmic above. Each colour keeps its place beside every budget, " \
+    subtitle = (
+        ("Bars: fewer than 3 budgets swept, so no curve. " if few else "")
+        + "Symmetric-log axis: linear near 0, logarithmic above. Each colour keeps its place beside every budget, "
         "so equal results sit side by side; runs without a schedule are in the grey strip on top."
+    )
     unplaced = int(frame[x].isna().sum())
     if unplaced:
         subtitle += f" {unplaced} run(s) without a known {name} are not drawn (listed below)."
-    key = key_chart(colour_entries(groups) + marker_entries(statuses, unproven, bars=few),
-                    width_px=min(width_px - 40, 3 * panel_w + 100))
+    key = key_chart(
+        colour_entries(groups) + marker_entries(statuses, unproven, bars=few), width_px=min(width_px - 40, 3 * panel_w + 100)
+    )
     body = alt.vconcat(key, chart, spacing=2)
     return SweepChart(stem, heading, framed(body, heading, footer, subtitle))
 
@@ -100,26 +131,38 @@ def pareto_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
     ok = frame[frame["ok"] & frame["predicted_peak_ram_bytes"].notna() & frame["keep_all_peak_bytes"].notna()]
     if ok.empty:
         return SweepChart("pareto", heading, None, "No run has a schedule with a recorded peak RAM: no front to draw.")
-    data = pd.DataFrame({
-        "panel": panel_labels(ok, ["model_label", "platform_label", "runtime_x", "timing"]),
-        "peak": ok["predicted_peak_ram_bytes"] / ok["keep_all_peak_bytes"],
-        "energy_j": ok["predicted_total_j"], "group": ok["strategy"].astype(str), "ram": ok["ram_label"],
-    })
+    data = pd.DataFrame(
+        {
+            "panel": panel_labels(ok, ["model_label", "platform_label", "runtime_x", "timing"]),
+            "peak": ok["predicted_peak_ram_bytes"] / ok["keep_all_peak_bytes"],
+            "energy_j": ok["predicted_total_j"],
+            "group": ok["strategy"].astype(str),
+            "ram": ok["ram_label"],
+        }
+    )
     data = data.sort_values(["panel", "peak", "energy_j"])
     data["front"] = _non_dominated(data)
     base = alt.Chart().encode(
-        x=alt.X("peak:Q", title="peak RAM (share of the keep-all peak)", axis=alt.Axis(format=".0%"),
-                scale=alt.Scale(zero=False)),
+        x=alt.X(
+            "peak:Q", title="peak RAM (share of the keep-all peak)", axis=alt.Axis(format=".0%"), scale=alt.Scale(zero=False)
+        ),
         y=alt.Y("energy_j:Q", title="energy per iteration (J)", scale=alt.Scale(zero=False)),
-        tooltip=[alt.Tooltip("group:N", title="strategy"), alt.Tooltip("ram:N", title="RAM budget"),
-                 alt.Tooltip("peak:Q", format=".3p"), alt.Tooltip("energy_j:Q", format=".6g"), "front:N"],
+        tooltip=[
+            alt.Tooltip("group:N", title="strategy"),
+            alt.Tooltip("ram:N", title="RAM budget"),
+            alt.Tooltip("peak:Q", format=".3p"),
+            alt.Tooltip("energy_j:Q", format=".6g"),
+            "front:N",
+        ],
     )
     domain, colours = strategy_colours(data["group"])
     colour = alt.Color("group:N", scale=alt.Scale(domain=domain, range=colours), title="strategy", legend=None)
     on_front = base.transform_filter("datum.front")
-    layers = [base.mark_point(filled=True, opacity=0.45, size=40).encode(color=colour),
-              on_front.mark_line(interpolate="step-after", color="black", strokeWidth=1),
-              on_front.mark_point(filled=True, size=75, stroke="black", strokeWidth=1).encode(color=colour)]
+    layers = [
+        base.mark_point(filled=True, opacity=0.45, size=40).encode(color=colour),
+        on_front.mark_line(interpolate="step-after", color="black", strokeWidth=1),
+        on_front.mark_point(filled=True, size=75, stroke="black", strokeWidth=1).encode(color=colour),
+    ]
     omitted = int((~frame["ok"]).sum())
     subtitle = "Black steps: schedules that no other schedule beats in both peak RAM and energy."
     if omitted:
@@ -129,9 +172,10 @@ def pareto_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
     chart = alt.layer(*layers, data=data).properties(width=width, height=200)
     if panels > 1:
         order = [str(p) for p in data["panel"].cat.categories if p in set(data["panel"])]
-        chart = chart.facet(facet=alt.Facet("panel:N", title=None, sort=order,
-                                            header=alt.Header(labelFontSize=12, labelFontWeight="bold")),
-                            columns=min(3, panels)).resolve_scale(y="independent")
+        chart = chart.facet(
+            facet=alt.Facet("panel:N", title=None, sort=order, header=alt.Header(labelFontSize=12, labelFontWeight="bold")),
+            columns=min(3, panels),
+        ).resolve_scale(y="independent")
     key = key_chart(colour_entries(list(zip(domain, colours))), width_px=min(3, panels) * (width + 90))
     return SweepChart("pareto", heading, framed(alt.vconcat(key, chart, spacing=4), heading, footer, subtitle))
 
@@ -168,12 +212,22 @@ def prediction_differences(frame: pd.DataFrame) -> pd.DataFrame:
         both = simulated[simulated[predicted_column].notna() & simulated[simulated_column].notna()]
         for _, run in both.iterrows():
             predicted, measured = float(run[predicted_column]), float(run[simulated_column])
-            rows.append({"figure": label, "predicted": predicted, "simulated": measured,
-                         "difference_pct": 100 * (measured / predicted - 1) if predicted else 0.0,
-                         "strategy": str(run["strategy"]), "platform": str(run["platform_label"]),
-                         "model": str(run["model_label"]), "ram": str(run["ram_label"]), "runtime": f"{run['runtime_x']:g}x"})
-    return pd.DataFrame(rows, columns=["figure", "predicted", "simulated", "difference_pct", "strategy", "platform",
-                                       "model", "ram", "runtime"])
+            rows.append(
+                {
+                    "figure": label,
+                    "predicted": predicted,
+                    "simulated": measured,
+                    "difference_pct": 100 * (measured / predicted - 1) if predicted else 0.0,
+                    "strategy": str(run["strategy"]),
+                    "platform": str(run["platform_label"]),
+                    "model": str(run["model_label"]),
+                    "ram": str(run["ram_label"]),
+                    "runtime": f"{run['runtime_x']:g}x",
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["figure", "predicted", "simulated", "difference_pct", "strategy", "platform", "model", "ram", "runtime"]
+    )
 
 
 def prediction_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
@@ -188,15 +242,27 @@ def prediction_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
     s_domain, s_colours = strategy_colours(data["strategy"])
     p_domain, _ = platform_colours(data["platform"])
     shapes = [_PLATFORM_SHAPES[i % len(_PLATFORM_SHAPES)] for i in range(len(p_domain))]
-    points = alt.Chart(data).mark_point(filled=True, size=55, opacity=0.85).encode(
-        x=alt.X("difference_pct:Q", title="simulated minus predicted (% of the prediction)"),
-        y=alt.Y("figure:N", sort=figures, title=None, axis=alt.Axis(labelFontSize=12, labelFontWeight="bold")),
-        yOffset=alt.YOffset("strategy:N", sort=strategy_order(data["strategy"])),
-        color=alt.Color("strategy:N", scale=alt.Scale(domain=s_domain, range=s_colours), legend=None),
-        shape=alt.Shape("platform:N", scale=alt.Scale(domain=p_domain, range=shapes), legend=None),
-        tooltip=["figure:N", "strategy:N", "platform:N", "model:N", "ram:N", "runtime:N",
-                 alt.Tooltip("predicted:Q", format=".6g"), alt.Tooltip("simulated:Q", format=".6g"),
-                 alt.Tooltip("difference_pct:Q", title="difference %", format="+.3f")],
+    points = (
+        alt.Chart(data)
+        .mark_point(filled=True, size=55, opacity=0.85)
+        .encode(
+            x=alt.X("difference_pct:Q", title="simulated minus predicted (% of the prediction)"),
+            y=alt.Y("figure:N", sort=figures, title=None, axis=alt.Axis(labelFontSize=12, labelFontWeight="bold")),
+            yOffset=alt.YOffset("strategy:N", sort=strategy_order(data["strategy"])),
+            color=alt.Color("strategy:N", scale=alt.Scale(domain=s_domain, range=s_colours), legend=None),
+            shape=alt.Shape("platform:N", scale=alt.Scale(domain=p_domain, range=shapes), legend=None),
+            tooltip=[
+                "figure:N",
+                "strategy:N",
+                "platform:N",
+                "model:N",
+                "ram:N",
+                "runtime:N",
+                alt.Tooltip("predicted:Q", format=".6g"),
+                alt.Tooltip("simulated:Q", format=".6g"),
+                alt.Tooltip("difference_pct:Q", title="difference %", format="+.3f"),
+            ],
+        )
     )
     zero = alt.Chart(pd.DataFrame({"difference_pct": [0.0]})).mark_rule(color="#666666").encode(x="difference_pct:Q")
     chart = alt.layer(zero, points).properties(width=900, height=70 * len(figures))

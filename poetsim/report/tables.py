@@ -37,15 +37,19 @@ def headline_table(frame: pd.DataFrame) -> tuple[str, str]:
     for number, (key, rows) in enumerate(tabs):
         name = " · ".join(_tab_part(k, v) for k, v in zip(tab_keys, key) if k in varying or k == "runtime_x")
         checked = " checked" if number == 0 else ""
-        inputs.append(f"<input type='radio' name='headline-tab' id='headline-tab-{number}'{checked}>"
-                      f"<label for='headline-tab-{number}'>{_esc(name)}</label>")
+        inputs.append(
+            f"<input type='radio' name='headline-tab' id='headline-tab-{number}'{checked}>"
+            f"<label for='headline-tab-{number}'>{_esc(name)}</label>"
+        )
         panels.append(f"<div class='tab-panel' id='headline-panel-{number}'>{_headline_rows(rows, strategies)}</div>")
         style.append(f"#headline-tab-{number}:checked ~ .tab-panels #headline-panel-{number} {{ display: block; }}")
-    body = (f"<div class='tabs'>{''.join(inputs)}<div class='tab-panels'>{''.join(panels)}</div></div>"
-            "<p class='note'>Energy per iteration above keep-all (every node computed once, nothing paged). "
-            "<b>Bold</b>: lowest of its row. <b>*</b>: a schedule not proven optimal within the time limit, so an "
-            "upper bound on the optimum (hover a cell for its energy and gap). <i>infeasible</i> is a proof; "
-            "<i>no-solution</i> means time ran out first; <i>over-budget</i>: a rule's schedule misses a budget.</p>")
+    body = (
+        f"<div class='tabs'>{''.join(inputs)}<div class='tab-panels'>{''.join(panels)}</div></div>"
+        "<p class='note'>Energy per iteration above keep-all (every node computed once, nothing paged). "
+        "<b>Bold</b>: lowest of its row. <b>*</b>: a schedule not proven optimal within the time limit, so an "
+        "upper bound on the optimum (hover a cell for its energy and gap). <i>infeasible</i> is a proof; "
+        "<i>no-solution</i> means time ran out first; <i>over-budget</i>: a rule's schedule misses a budget.</p>"
+    )
     return body, "\n".join(style)
 
 
@@ -62,8 +66,11 @@ def _headline_rows(rows: pd.DataFrame, strategies: list[str]) -> str:
     lines = [f"<table class='headline'><thead><tr><th class='text'>platform</th><th>RAM</th>{head}</tr></thead><tbody>"]
     previous = None
     for _, row in rows.iterrows():
-        overheads = {s: row.get(f"{s} overhead %") for s in strategies
-                     if str(row.get(f"{s} status")) in WITH_SCHEDULE and pd.notna(row.get(f"{s} overhead %"))}
+        overheads = {
+            s: row.get(f"{s} overhead %")
+            for s in strategies
+            if str(row.get(f"{s} status")) in WITH_SCHEDULE and pd.notna(row.get(f"{s} overhead %"))
+        }
         best = min(overheads.values()) if overheads else None
         group = " class='group'" if previous is not None and row["platform"] != previous else ""
         platform = _esc(str(row["platform"])) if row["platform"] != previous else ""
@@ -110,9 +117,11 @@ def runtime_table(frame: pd.DataFrame) -> str:
     keys = ["model", "platform", "timing", "ram"]
     top = "".join(f"<th colspan='{len(runtimes)}'>{_esc(s)}</th>" for s in strategies)
     sub = "".join(f"<th>{r:g}x</th>" for _ in strategies for r in runtimes)
-    lines = ["<div class='scroll'><table><thead>",
-             f"<tr><th class='text' rowspan='2'>model</th><th class='text' rowspan='2'>platform</th>"
-             f"<th class='text' rowspan='2'>timing</th><th rowspan='2'>RAM</th>{top}</tr><tr>{sub}</tr></thead><tbody>"]
+    lines = [
+        "<div class='scroll'><table><thead>",
+        f"<tr><th class='text' rowspan='2'>model</th><th class='text' rowspan='2'>platform</th>"
+        f"<th class='text' rowspan='2'>timing</th><th rowspan='2'>RAM</th>{top}</tr><tr>{sub}</tr></thead><tbody>",
+    ]
     for key, rows in table.groupby(keys, dropna=False, sort=False):
         by_runtime = {r["runtime_x"]: r for _, r in rows.iterrows()}
         share = rows["ram_share"].max()
@@ -143,36 +152,53 @@ def run_columns(frame: pd.DataFrame) -> list[tuple[str, str, Shown]]:
     space = _mib_columns(frame)
     mb: Shown = (1 / space.size, ".4g")
     return [
-        ("model", "model_label", "text"), ("platform", "platform_label", "text"), ("timing", "timing", "text"),
-        ("strategy", "strategy", "text"), ("status", "status", "text"),
-        ("RAM budget (% of keep-all)", "ram_fraction", (100, ".3g")), (f"RAM budget ({space.name})", "ram_budget_bytes", mb),
-        ("runtime budget (x)", "runtime_x", (1, "g")), ("energy (J)", "predicted_total_j", (1, ".6g")),
-        ("above keep-all (%)", "overhead_pct", (1, ".4f")), ("not proven (% of overhead)", "gap_overhead", (100, ".3g")),
-        (f"peak RAM ({space.name})", "predicted_peak_ram_bytes", mb), ("makespan (s)", "predicted_runtime_s", (1, ".4g")),
-        ("recomputations", "predicted_recomputations", (1, ",.0f")), ("page-ins", "predicted_page_ins", (1, ",.0f")),
-        ("page-outs", "predicted_page_outs", (1, ",.0f")), ("simulated energy (J)", "simulated_total_j", (1, ".6g")),
+        ("model", "model_label", "text"),
+        ("platform", "platform_label", "text"),
+        ("timing", "timing", "text"),
+        ("strategy", "strategy", "text"),
+        ("status", "status", "text"),
+        ("RAM budget (% of keep-all)", "ram_fraction", (100, ".3g")),
+        (f"RAM budget ({space.name})", "ram_budget_bytes", mb),
+        ("runtime budget (x)", "runtime_x", (1, "g")),
+        ("energy (J)", "predicted_total_j", (1, ".6g")),
+        ("above keep-all (%)", "overhead_pct", (1, ".4f")),
+        ("not proven (% of overhead)", "gap_overhead", (100, ".3g")),
+        (f"peak RAM ({space.name})", "predicted_peak_ram_bytes", mb),
+        ("makespan (s)", "predicted_runtime_s", (1, ".4g")),
+        ("recomputations", "predicted_recomputations", (1, ",.0f")),
+        ("page-ins", "predicted_page_ins", (1, ",.0f")),
+        ("page-outs", "predicted_page_outs", (1, ",.0f")),
+        ("simulated energy (J)", "simulated_total_j", (1, ".6g")),
         ("simulated makespan (s)", "simulated_runtime_s", (1, ".4g")),
-        (f"simulated peak RAM ({space.name})", "simulated_peak_ram_bytes", mb), ("stalls (s)", "simulated_stall_s", (1, ".3g")),
-        ("solve time (s)", "solve_s", (1, ".3g")), ("message", "message", "message"),
+        (f"simulated peak RAM ({space.name})", "simulated_peak_ram_bytes", mb),
+        ("stalls (s)", "simulated_stall_s", (1, ".3g")),
+        ("solve time (s)", "solve_s", (1, ".3g")),
+        ("message", "message", "message"),
     ]
 
 
 def runs_table(frame: pd.DataFrame, table_id: str, columns: Sequence[tuple[str, str, Shown]] | None = None) -> str:
     """A sortable table of runs (one row each) with a filter box above it."""
     columns = [c for c in (columns or run_columns(frame)) if c[1] in frame.columns]
-    ordered = frame.sort_values(["model_label", "platform_label", "timing", "runtime_x", "ram_fraction", "strategy"],
-                                ascending=[True, True, True, True, False, True], na_position="last")
-    head = "".join(f"<th class='{'text' if shown in ('text', 'message') else ''}'>{_esc(name)}</th>"
-                   for name, _, shown in columns)
+    ordered = frame.sort_values(
+        ["model_label", "platform_label", "timing", "runtime_x", "ram_fraction", "strategy"],
+        ascending=[True, True, True, True, False, True],
+        na_position="last",
+    )
+    head = "".join(
+        f"<th class='{'text' if shown in ('text', 'message') else ''}'>{_esc(name)}</th>" for name, _, shown in columns
+    )
     rows = []
     for _, run in ordered.iterrows():
         rows.append("<tr>" + "".join(_run_cell(run[column], shown) for _, column, shown in columns) + "</tr>")
     count = f"{table_id}-count"
-    return (f"<input class='filter' type='search' placeholder='filter: e.g. rpi4 hybrid feasible' "
-            f"data-table='{table_id}' data-count='{count}' aria-label='filter the runs'> "
-            f"<span class='note' id='{count}'>{len(rows)} runs</span> <span class='note'>(click a header to sort)</span>"
-            f"<div class='scroll'><table class='sortable' id='{table_id}'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></div>")
+    return (
+        f"<input class='filter' type='search' placeholder='filter: e.g. rpi4 hybrid feasible' "
+        f"data-table='{table_id}' data-count='{count}' aria-label='filter the runs'> "
+        f"<span class='note' id='{count}'>{len(rows)} runs</span> <span class='note'>(click a header to sort)</span>"
+        f"<div class='scroll'><table class='sortable' id='{table_id}'><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def _run_cell(value, shown) -> str:
@@ -191,8 +217,13 @@ def failed_runs(frame: pd.DataFrame) -> str:
     """Every run without a schedule, with its status and reason."""
     failed = frame[~frame["ok"]]
     columns: list[tuple[str, str, Shown]] = [
-        ("model", "model_label", "text"), ("platform", "platform_label", "text"), ("strategy", "strategy", "text"),
-        ("RAM budget (% of keep-all)", "ram_fraction", (100, ".3g")), ("RAM as written", "ram", "text"),
-        ("runtime budget (x)", "runtime_x", (1, "g")), ("status", "status", "text"), ("reason", "message", "message"),
+        ("model", "model_label", "text"),
+        ("platform", "platform_label", "text"),
+        ("strategy", "strategy", "text"),
+        ("RAM budget (% of keep-all)", "ram_fraction", (100, ".3g")),
+        ("RAM as written", "ram", "text"),
+        ("runtime budget (x)", "runtime_x", (1, "g")),
+        ("status", "status", "text"),
+        ("reason", "message", "message"),
     ]
     return runs_table(failed, "runs-without-schedule", columns)

@@ -69,8 +69,9 @@ class Unit:
         return cls("KiB", 1024.0)
 
 
-def timeline_chart(sim_result: "SimulationResult", budget_ram_bytes: int | None, title: str, footer: str,
-                   deadline_s: float | None = None) -> alt.VConcatChart:
+def timeline_chart(
+    sim_result: "SimulationResult", budget_ram_bytes: int | None, title: str, footer: str, deadline_s: float | None = None
+) -> alt.VConcatChart:
     """The simulated iteration: lanes over time above the RAM curve, with the deadline and budget."""
     bars, coarsened = merged_bars(lanes(sim_result.trace))
     ram = ram_envelope(sim_result.ram_curve)
@@ -79,19 +80,39 @@ def timeline_chart(sim_result: "SimulationResult", budget_ram_bytes: int | None,
     peak = float(ram["ram_bytes"].max()) if len(ram) else 0.0
     space = Unit.ram(max(peak, budget_ram_bytes or 0))
     bars = _drawn(bars, time, end_s)
-    x = alt.X("start:Q", title=f"time ({time.name})", scale=alt.Scale(domain=[0, end_s / time.size], nice=False),
-              axis=alt.Axis(tickCount=16))
+    x = alt.X(
+        "start:Q",
+        title=f"time ({time.name})",
+        scale=alt.Scale(domain=[0, end_s / time.size], nice=False),
+        axis=alt.Axis(tickCount=16),
+    )
     kinds = list(dict.fromkeys([k for k in KINDS if k in set(bars["kind"])] + sorted(set(bars["kind"]) - set(KINDS))))
     colours = [KIND_COLOURS.get(k) or NEUTRAL_COLOURS[i % len(NEUTRAL_COLOURS)] for i, k in enumerate(kinds)]
     lane_names = sorted(set(bars["resource"]), key=_lane_rank)
-    lane_chart = alt.Chart(bars).mark_bar(height={"band": 0.8}).encode(
-        x=x, x2="end:Q", y=alt.Y("resource:N", sort=lane_names, title=None, axis=alt.Axis(labelFontSize=12)),
-        color=alt.Color("kind:N", scale=alt.Scale(domain=kinds, range=colours), sort=kinds,
-                        legend=alt.Legend(title="activity", orient="right")),
-        order=alt.Order("layer:Q"),
-        tooltip=["resource:N", "kind:N", "node:N", alt.Tooltip("time_s:Q", title="start s", format=".6g"),
-                 alt.Tooltip("end_s:Q", title="end s", format=".6g"),
-                 alt.Tooltip("duration_s:Q", title="duration s", format=".4g"), alt.Tooltip("bytes:Q", format=",")],
+    lane_chart = (
+        alt.Chart(bars)
+        .mark_bar(height={"band": 0.8})
+        .encode(
+            x=x,
+            x2="end:Q",
+            y=alt.Y("resource:N", sort=lane_names, title=None, axis=alt.Axis(labelFontSize=12)),
+            color=alt.Color(
+                "kind:N",
+                scale=alt.Scale(domain=kinds, range=colours),
+                sort=kinds,
+                legend=alt.Legend(title="activity", orient="right"),
+            ),
+            order=alt.Order("layer:Q"),
+            tooltip=[
+                "resource:N",
+                "kind:N",
+                "node:N",
+                alt.Tooltip("time_s:Q", title="start s", format=".6g"),
+                alt.Tooltip("end_s:Q", title="end s", format=".6g"),
+                alt.Tooltip("duration_s:Q", title="duration s", format=".4g"),
+                alt.Tooltip("bytes:Q", format=","),
+            ],
+        )
     )
     lane_layers = [lane_chart]
     if deadline_s is not None:
@@ -127,7 +148,8 @@ def lanes(trace: pd.DataFrame) -> pd.DataFrame:
     if not (bars["resource"] == "bus").any():
         bars = pd.concat([bars, bus_lane(bars)], ignore_index=True)
     bars.loc[bars["resource"] == "bus", "kind"] = bars.loc[bars["resource"] == "bus", "kind"].map(
-        lambda k: k if str(k).startswith("bus") else f"bus: {k}")
+        lambda k: k if str(k).startswith("bus") else f"bus: {k}"
+    )
     return bars
 
 
@@ -184,8 +206,13 @@ def merged_bars(trace: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     same_lane = (bars["resource"] == bars["resource"].shift()) & (bars["kind"] == bars["kind"].shift())
     new_bar = ~same_lane | (bars["time_s"] - previous_end > tolerance_s)
     merged = bars.groupby(new_bar.cumsum()).agg(
-        time_s=("time_s", "min"), end_s=("end_s", "max"), resource=("resource", "first"), kind=("kind", "first"),
-        node=("node", "count"), bytes=("bytes", "sum"))
+        time_s=("time_s", "min"),
+        end_s=("end_s", "max"),
+        resource=("resource", "first"),
+        kind=("kind", "first"),
+        node=("node", "count"),
+        bytes=("bytes", "sum"),
+    )
     merged["node"] = merged["node"].map(lambda n: f"{n} nodes")
     return merged.reset_index(drop=True), True
 
@@ -227,32 +254,70 @@ def _deadline_layers(deadline_s: float, makespan_s: float, time: Unit) -> list:
     rule = alt.Chart(pd.DataFrame({"start": [deadline_s / time.size], "label": [f"deadline {deadline_s:.6g} s"]}))
     layers = [rule.mark_rule(color=VIOLATION_COLOUR, strokeDash=[6, 3], strokeWidth=2).encode(x="start:Q", tooltip=["label:N"])]
     if makespan_s > deadline_s:
-        over = pd.DataFrame({"start": [deadline_s / time.size], "end": [makespan_s / time.size],
-                             "label": [f"{makespan_s - deadline_s:.4g} s past the deadline"]})
-        layers.insert(0, alt.Chart(over).mark_rect(color=VIOLATION_COLOUR, opacity=0.18).encode(
-            x="start:Q", x2="end:Q", tooltip=["label:N"]))
+        over = pd.DataFrame(
+            {
+                "start": [deadline_s / time.size],
+                "end": [makespan_s / time.size],
+                "label": [f"{makespan_s - deadline_s:.4g} s past the deadline"],
+            }
+        )
+        layers.insert(
+            0,
+            alt.Chart(over).mark_rect(color=VIOLATION_COLOUR, opacity=0.18).encode(x="start:Q", x2="end:Q", tooltip=["label:N"]),
+        )
     return layers
 
 
 def _ram_panel(ram: pd.DataFrame, budget_ram_bytes: int | None, time: Unit, space: Unit, end_s: float):
     """RAM in use over time (a step line), the budget as a dashed rule, RAM above it shaded."""
-    curve = pd.DataFrame({"start": ram["time_s"] / time.size, "ram": ram["ram_bytes"] / space.size,
-                          "time_s": ram["time_s"], "ram_bytes": ram["ram_bytes"]})
-    x = alt.X("start:Q", title=f"time ({time.name})", scale=alt.Scale(domain=[0, end_s / time.size], nice=False),
-              axis=alt.Axis(tickCount=16))
-    line = alt.Chart(curve).mark_line(interpolate="step-after", color="#333333", strokeWidth=1.5).encode(
-        x=x, y=alt.Y("ram:Q", title=f"RAM in use ({space.name})"),
-        tooltip=[alt.Tooltip("time_s:Q", title="time s", format=".6g"), alt.Tooltip("ram_bytes:Q", title="bytes", format=",")])
+    curve = pd.DataFrame(
+        {
+            "start": ram["time_s"] / time.size,
+            "ram": ram["ram_bytes"] / space.size,
+            "time_s": ram["time_s"],
+            "ram_bytes": ram["ram_bytes"],
+        }
+    )
+    x = alt.X(
+        "start:Q",
+        title=f"time ({time.name})",
+        scale=alt.Scale(domain=[0, end_s / time.size], nice=False),
+        axis=alt.Axis(tickCount=16),
+    )
+    line = (
+        alt.Chart(curve)
+        .mark_line(interpolate="step-after", color="#333333", strokeWidth=1.5)
+        .encode(
+            x=x,
+            y=alt.Y("ram:Q", title=f"RAM in use ({space.name})"),
+            tooltip=[
+                alt.Tooltip("time_s:Q", title="time s", format=".6g"),
+                alt.Tooltip("ram_bytes:Q", title="bytes", format=","),
+            ],
+        )
+    )
     layers = [line]
     if budget_ram_bytes is not None:
         over = _over_budget(ram, budget_ram_bytes, time, space, end_s)
         if len(over):
-            layers.insert(0, alt.Chart(over).mark_rect(color=VIOLATION_COLOUR, opacity=0.45).encode(
-                x="start:Q", x2="end:Q", y="ram:Q", y2="budget:Q", tooltip=["label:N"]))
-        rule = pd.DataFrame({"ram": [budget_ram_bytes / space.size], "label": [f"RAM budget {budget_ram_bytes:,} bytes"],
-                             "ram_bytes": [budget_ram_bytes]})
-        layers.append(alt.Chart(rule).mark_rule(color=VIOLATION_COLOUR, strokeDash=[6, 3], strokeWidth=2).encode(
-            y="ram:Q", tooltip=["label:N"]))
+            layers.insert(
+                0,
+                alt.Chart(over)
+                .mark_rect(color=VIOLATION_COLOUR, opacity=0.45)
+                .encode(x="start:Q", x2="end:Q", y="ram:Q", y2="budget:Q", tooltip=["label:N"]),
+            )
+        rule = pd.DataFrame(
+            {
+                "ram": [budget_ram_bytes / space.size],
+                "label": [f"RAM budget {budget_ram_bytes:,} bytes"],
+                "ram_bytes": [budget_ram_bytes],
+            }
+        )
+        layers.append(
+            alt.Chart(rule)
+            .mark_rule(color=VIOLATION_COLOUR, strokeDash=[6, 3], strokeWidth=2)
+            .encode(y="ram:Q", tooltip=["label:N"])
+        )
     return alt.layer(*layers).properties(width=WIDTH_PX, height=170)
 
 
@@ -260,9 +325,17 @@ def _over_budget(ram: pd.DataFrame, budget_ram_bytes: int, time: Unit, space: Un
     """The steps of the RAM curve above the budget, as rectangles between the budget and the curve."""
     starts = ram["time_s"].to_numpy()
     ends = list(starts[1:]) + [end_s]
-    rows = [{"start": s / time.size, "end": max(e, s + end_s * MIN_BAR_PX / WIDTH_PX) / time.size, "ram": v / space.size,
-             "budget": budget_ram_bytes / space.size, "label": f"{v - budget_ram_bytes:,.0f} bytes over the budget"}
-            for s, e, v in zip(starts, ends, ram["ram_bytes"]) if v > budget_ram_bytes]
+    rows = [
+        {
+            "start": s / time.size,
+            "end": max(e, s + end_s * MIN_BAR_PX / WIDTH_PX) / time.size,
+            "ram": v / space.size,
+            "budget": budget_ram_bytes / space.size,
+            "label": f"{v - budget_ram_bytes:,.0f} bytes over the budget",
+        }
+        for s, e, v in zip(starts, ends, ram["ram_bytes"])
+        if v > budget_ram_bytes
+    ]
     return pd.DataFrame(rows, columns=["start", "end", "ram", "budget", "label"])
 
 

@@ -133,7 +133,12 @@ class _Replay:
         kind, since most stages have none.
         """
         num_nodes, deps, sizes, resident, on_storage = (
-            self._num_nodes, self._deps, self._bytes, self._resident, self._on_storage)
+            self._num_nodes,
+            self._deps,
+            self._bytes,
+            self._resident,
+            self._on_storage,
+        )
         costs, overlap = self._costs, self._overlap
         compute_s, node_compute_j, channels = costs.compute_s, costs.compute_j, costs.dma_channels
         ram_bytes, peak_ram_bytes, runtime_s = self._ram_bytes, self._peak_ram_bytes, self._runtime_s
@@ -272,8 +277,12 @@ class _Replay:
 
 def _out_of_order(t: int, ins: Instruction, phase: int, later_phase: int) -> NoReturn:
     """Raise the ScheduleError of a transfer of `phase` after an instruction of a `later_phase`."""
-    _fail(t, ins, f"out of order: {_PHASE_NAMES[phase]} must come before {_PHASE_NAMES[later_phase]} "
-                  "(the order is page-outs, page-ins, then computes and frees)")
+    _fail(
+        t,
+        ins,
+        f"out of order: {_PHASE_NAMES[phase]} must come before {_PHASE_NAMES[later_phase]} "
+        "(the order is page-outs, page-ins, then computes and frees)",
+    )
 
 
 def _refuse_compute(t: int, last_compute: int, ins: Compute, resident: list[bool]) -> NoReturn:

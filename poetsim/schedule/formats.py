@@ -83,8 +83,9 @@ def schedule_from_json(data, source: str = "schedule") -> Schedule:
     if data.get("format") != FORMAT:
         raise UserInputError(f"{source}: format: expected '{FORMAT}', found {data.get('format')!r}")
     if data.get("version") != VERSION:
-        raise UserInputError(f"{source}: version: {data.get('version')!r} is not supported "
-                             f"(this poetsim reads version {VERSION})")
+        raise UserInputError(
+            f"{source}: version: {data.get('version')!r} is not supported (this poetsim reads version {VERSION})"
+        )
     unknown = sorted(set(data) - set(_FIELDS))
     if unknown:
         raise UserInputError(f"{source}: unknown field '{unknown[0]}' (fields are {', '.join(_FIELDS)})")
@@ -118,7 +119,7 @@ def with_node_names(schedule: Schedule, graph) -> Schedule:
 def load_schedule(path: str | Path) -> Schedule:
     """A schedule file in either format: binary if it starts with b'POET', JSON otherwise."""
     try:
-        head = Path(path).read_bytes()[:len(MAGIC)]
+        head = Path(path).read_bytes()[: len(MAGIC)]
     except OSError as error:
         raise UserInputError(f"{path}: cannot read: {error.strerror or error}") from None
     if head == MAGIC:
@@ -192,8 +193,9 @@ def decode_binary(blob: bytes, graph_name: str = "") -> Schedule:
         after = header & _LISTED
         if after != _LISTED:
             if after > len(listed):
-                raise UserInputError(f"binary schedule: stage {t} puts Compute({t}) {after} places "
-                                     f"from the end of {len(listed)} instructions")
+                raise UserInputError(
+                    f"binary schedule: stage {t} puts Compute({t}) {after} places from the end of {len(listed)} instructions"
+                )
             listed.insert(len(listed) - after, Compute(t))
         stages.append(tuple(listed))
     if not reader.at_end():
@@ -252,7 +254,7 @@ def _drop_implicit_compute(t: int, stage) -> tuple[list[Instruction], int]:
         if type(ins) is Compute and ins.node == t:
             after = len(stage) - index - 1
             if after < _LISTED:
-                return stage[:index] + stage[index + 1:], after
+                return stage[:index] + stage[index + 1 :], after
             break
     return stage, _LISTED
 
@@ -281,7 +283,7 @@ class _Reader:
     def take(self, count: int) -> bytes:
         if self._at + count > len(self._blob):
             raise UserInputError(f"binary schedule: truncated at byte {len(self._blob)}")
-        chunk = self._blob[self._at:self._at + count]
+        chunk = self._blob[self._at : self._at + count]
         self._at += count
         return chunk
 

@@ -59,9 +59,12 @@ class Moves:
     @property
     def phrase(self) -> str:
         """The moves as words that follow 'a schedule': 'that only recomputes'."""
-        return {(True, True): "that recomputes and pages", (True, False): "that only recomputes",
-                (False, True): "that only pages", (False, False): "that neither recomputes nor pages"}[
-            (self.recompute, self.page)]
+        return {
+            (True, True): "that recomputes and pages",
+            (True, False): "that only recomputes",
+            (False, True): "that only pages",
+            (False, False): "that neither recomputes nor pages",
+        }[(self.recompute, self.page)]
 
     def allows(self, other: "Moves") -> bool:
         """Whether every schedule that uses only `other`'s moves is allowed under these."""
@@ -131,12 +134,16 @@ class Budgets:
         problems = []
         if figures.peak_ram_bytes > self.ram_bytes:
             over = figures.peak_ram_bytes - self.ram_bytes
-            problems.append(f"peak RAM {figures.peak_ram_bytes:,.0f} bytes is {over:,.0f} bytes{_share(over, self.ram_bytes)} "
-                            f"over the budget of {self.ram_bytes:,} bytes")
+            problems.append(
+                f"peak RAM {figures.peak_ram_bytes:,.0f} bytes is {over:,.0f} bytes{_share(over, self.ram_bytes)} "
+                f"over the budget of {self.ram_bytes:,} bytes"
+            )
         if not self.meets_deadline(figures.runtime_s):
             over = figures.runtime_s - self.runtime_s
-            problems.append(f"runtime {figures.runtime_s:.6g} s is {over:.6g} s{_share(over, self.runtime_s)} "
-                            f"over the deadline of {self.runtime_s:.6g} s")
+            problems.append(
+                f"runtime {figures.runtime_s:.6g} s is {over:.6g} s{_share(over, self.runtime_s)} "
+                f"over the deadline of {self.runtime_s:.6g} s"
+            )
         return problems
 
 

@@ -58,19 +58,31 @@ def reserved_bytes(graph: TrainingGraph, reserve_training_state: str) -> int:
     return RESERVE_MULTIPLE[reserve_training_state] * graph.param_bytes
 
 
-def make_problem(graph: TrainingGraph, platform: Platform, ram: RamSpec, runtime_x: float,
-                 timing: Timing = Timing.OVERLAP, reserve_training_state: str = "none") -> Problem:
+def make_problem(
+    graph: TrainingGraph,
+    platform: Platform,
+    ram: RamSpec,
+    runtime_x: float,
+    timing: Timing = Timing.OVERLAP,
+    reserve_training_state: str = "none",
+) -> Problem:
     """Derive the costs of `graph` on `platform` and resolve the budgets to bytes and seconds."""
     costs = node_costs(graph, platform)
     budgets = Budgets(ram_bytes=ram.resolve(graph.keep_all_peak_bytes), runtime_s=runtime_x * costs.plain_runtime_s)
-    return Problem(graph, platform, costs, budgets, ram, runtime_x, Timing(timing),
-                   reserved_bytes(graph, reserve_training_state))
+    return Problem(graph, platform, costs, budgets, ram, runtime_x, Timing(timing), reserved_bytes(graph, reserve_training_state))
 
 
 def build_problem(
-    model: str, platform: str, ram: RamSpec, runtime_x: float, timing: Timing = Timing.OVERLAP,
-    batch_size: int | None = None, input_size: int | None = None, seq_len: int | None = None,
-    flops_per_cost_unit: float = 1e6, reserve_training_state: str = "none",
+    model: str,
+    platform: str,
+    ram: RamSpec,
+    runtime_x: float,
+    timing: Timing = Timing.OVERLAP,
+    batch_size: int | None = None,
+    input_size: int | None = None,
+    seq_len: int | None = None,
+    flops_per_cost_unit: float = 1e6,
+    reserve_training_state: str = "none",
 ) -> Problem:
     """Load the graph (zoo name or file) and the platform (name or file), then `make_problem`."""
     graph = load_graph(model, batch_size, input_size, seq_len, flops_per_cost_unit)

@@ -54,8 +54,10 @@ class Comparison:
             "difference_pct": {name: (100.0 * (s - p) / p if p else 0.0) for name, (p, s) in pairs.items()},
             "makespan_causes_s": {**self.makespan_causes_s, "total_s": sum(self.makespan_causes_s.values())},
             "energy_difference_j": self.energy_difference_j,
-            "simulated_breakdown_j": {name: getattr(self.simulated, name)
-                                      for name in ("compute_j", "recompute_j", "page_in_j", "page_out_j", "static_j")},
+            "simulated_breakdown_j": {
+                name: getattr(self.simulated, name)
+                for name in ("compute_j", "recompute_j", "page_in_j", "page_out_j", "static_j")
+            },
             "stall_s": self.stall_s,
             "waits_s": self.waits_s,
             "busy": self.busy,
@@ -70,13 +72,22 @@ def compare(predicted: Figures, timing: Timing | str, result: SimulationResult, 
     simulated = result.figures
     causes = {"timing_model_s": result.stage_model.runtime_s - predicted.runtime_s}
     causes.update(asdict(result.delta))
-    energy = {name: getattr(simulated, name) - getattr(predicted, name)
-              for name in ("compute_j", "recompute_j", "page_in_j", "page_out_j", "static_j")}
+    energy = {
+        name: getattr(simulated, name) - getattr(predicted, name)
+        for name in ("compute_j", "recompute_j", "page_in_j", "page_out_j", "static_j")
+    }
     return Comparison(
-        mode=result.mode, timing=timing.value, predicted=predicted, simulated=simulated,
-        makespan_causes_s=causes, energy_difference_j=energy, stall_s=result.stall_s, waits_s=dict(result.waits_s),
+        mode=result.mode,
+        timing=timing.value,
+        predicted=predicted,
+        simulated=simulated,
+        makespan_causes_s=causes,
+        energy_difference_j=energy,
+        stall_s=result.stall_s,
+        waits_s=dict(result.waits_s),
         busy={"compute": result.compute_busy, "dma": result.dma_busy, "bus": result.bus_busy},
-        flags=tuple(_flags(predicted, result, budgets, causes)), budgets=budgets,
+        flags=tuple(_flags(predicted, result, budgets, causes)),
+        budgets=budgets,
     )
 
 
@@ -84,20 +95,27 @@ def _flags(predicted: Figures, result: SimulationResult, budgets: Budgets, cause
     simulated = result.figures
     flags = []
     if simulated.peak_ram_bytes > budgets.ram_bytes:
-        flags.append(f"simulated peak RAM {simulated.peak_ram_bytes:,.0f} bytes is over the budget of "
-                     f"{budgets.ram_bytes:,}")
+        flags.append(f"simulated peak RAM {simulated.peak_ram_bytes:,.0f} bytes is over the budget of {budgets.ram_bytes:,}")
     if not budgets.meets_deadline(simulated.runtime_s):
-        flags.append(f"simulated makespan {simulated.runtime_s:.6g} s is over the deadline of {budgets.runtime_s:.6g} s "
-                     f"({100 * (simulated.runtime_s / budgets.runtime_s - 1):+.2f} %)")
+        flags.append(
+            f"simulated makespan {simulated.runtime_s:.6g} s is over the deadline of {budgets.runtime_s:.6g} s "
+            f"({100 * (simulated.runtime_s / budgets.runtime_s - 1):+.2f} %)"
+        )
     difference_s = simulated.runtime_s - predicted.runtime_s
     if abs(difference_s) > _NOTEWORTHY * max(predicted.runtime_s, 1e-300):
-        flags.append(f"simulated makespan {100 * difference_s / predicted.runtime_s:+.3f} % against the prediction: "
-                     + explain_causes(causes, _NOTEWORTHY * predicted.runtime_s))
+        flags.append(
+            f"simulated makespan {100 * difference_s / predicted.runtime_s:+.3f} % against the prediction: "
+            + explain_causes(causes, _NOTEWORTHY * predicted.runtime_s)
+        )
     if result.stall_s > 0:
-        flags.append(f"the compute engine waited {result.waits_s['input']:.6g} s for inputs still being paged in and "
-                     f"{result.waits_s['ram']:.6g} s for RAM held by transfers in flight")
+        flags.append(
+            f"the compute engine waited {result.waits_s['input']:.6g} s for inputs still being paged in and "
+            f"{result.waits_s['ram']:.6g} s for RAM held by transfers in flight"
+        )
     if simulated.peak_ram_bytes > predicted.peak_ram_bytes:
-        flags.append(f"simulated peak RAM {simulated.peak_ram_bytes:,.0f} bytes is above the predicted "
-                     f"{predicted.peak_ram_bytes:,.0f} bytes ({result.pending_at_peak_bytes:,} bytes of it freed "
-                     "buffers still held by transfers)")
+        flags.append(
+            f"simulated peak RAM {simulated.peak_ram_bytes:,.0f} bytes is above the predicted "
+            f"{predicted.peak_ram_bytes:,.0f} bytes ({result.pending_at_peak_bytes:,} bytes of it freed "
+            "buffers still held by transfers)"
+        )
     return flags

@@ -77,16 +77,40 @@ class Transfer:
     later. `waiters` are transfers holding a channel until this one ends.
     """
 
-    __slots__ = ("event", "node", "stage", "buffer", "latency_s", "bus_s", "rate_bytes_per_s", "issued_s",
-                 "granted_s", "started_s", "bus_start_s", "due_s", "phase", "source", "waiters")
+    __slots__ = (
+        "event",
+        "node",
+        "stage",
+        "buffer",
+        "latency_s",
+        "bus_s",
+        "rate_bytes_per_s",
+        "issued_s",
+        "granted_s",
+        "started_s",
+        "bus_start_s",
+        "due_s",
+        "phase",
+        "source",
+        "waiters",
+    )
     # Set as the transfer moves on: when it got a channel, when it started running, and when its
     # bytes start to move (`Device._grant` and `Device._begin`).
     granted_s: float
     started_s: float
     bus_start_s: float
 
-    def __init__(self, event: int, node: int, stage: int, buffer: Buffer, total_s: float, latency_s: float,
-                 issued_s: float, source: "Transfer | None"):
+    def __init__(
+        self,
+        event: int,
+        node: int,
+        stage: int,
+        buffer: Buffer,
+        total_s: float,
+        latency_s: float,
+        issued_s: float,
+        source: "Transfer | None",
+    ):
         self.event = event
         self.node = node
         self.stage = stage
@@ -116,8 +140,7 @@ class Device:
     bytes on the bus, time lost to contention, waits by cause (see `trace.EVENTS`), peak RAM.
     """
 
-    def __init__(self, trace: Trace, dma_channels: int, bus_bytes_per_s: float, ram_capacity_bytes: float,
-                 waits_for_ram: bool):
+    def __init__(self, trace: Trace, dma_channels: int, bus_bytes_per_s: float, ram_capacity_bytes: float, waits_for_ram: bool):
         self.trace = trace
         self._rows = trace.rows  # events are appended here as they happen (`trace.pack_row`)
         self.now = 0.0
@@ -142,8 +165,7 @@ class Device:
         self.peak_ram_bytes = 0
         self.pending_at_peak_bytes = 0
         self.compute_busy_s = self.dma_busy_s = self.bus_moved_bytes = self.compute_stretch_s = 0.0
-        self.waits_s = {event: 0.0
-                        for event in (WAIT_INPUT, WAIT_BARRIER, WAIT_RAM, WAIT_CHANNEL, WAIT_SOURCE, WAIT_BUS)}
+        self.waits_s = {event: 0.0 for event in (WAIT_INPUT, WAIT_BARRIER, WAIT_RAM, WAIT_CHANNEL, WAIT_SOURCE, WAIT_BUS)}
         self.last_end_s = 0.0
         self.walker_waits = 0  # how often the walker has blocked (for an input or RAM)
 

@@ -51,9 +51,17 @@ class Mode(str, Enum):
     FREE_RUNNING = "free-running"
 
 
-def simulate(schedule: Schedule, graph: TrainingGraph, costs: CostTable, platform: Platform | None = None, *,
-             mode: Mode | str = Mode.BARRIER, budgets: Budgets | None = None,
-             ram_capacity_bytes: int | None = None, bus_bytes_per_s: float | None = None) -> SimulationResult:
+def simulate(
+    schedule: Schedule,
+    graph: TrainingGraph,
+    costs: CostTable,
+    platform: Platform | None = None,
+    *,
+    mode: Mode | str = Mode.BARRIER,
+    budgets: Budgets | None = None,
+    ram_capacity_bytes: int | None = None,
+    bus_bytes_per_s: float | None = None,
+) -> SimulationResult:
     """Replay `schedule` on a model of the device and measure what it really takes.
 
     The schedule is first checked by `poetsim.schedule.checker` under the `overlap` model (ScheduleError
@@ -94,8 +102,16 @@ def simulate(schedule: Schedule, graph: TrainingGraph, costs: CostTable, platfor
 class _Replay:
     """The walker's state: where each output is, the device, and per-stage sums for the breakdown."""
 
-    def __init__(self, schedule: Schedule, graph: TrainingGraph, costs: CostTable, platform: Platform | None,
-                 mode: Mode, capacity_bytes: float, bus_bytes_per_s: float):
+    def __init__(
+        self,
+        schedule: Schedule,
+        graph: TrainingGraph,
+        costs: CostTable,
+        platform: Platform | None,
+        mode: Mode,
+        capacity_bytes: float,
+        bus_bytes_per_s: float,
+    ):
         self.schedule, self.costs, self.mode = schedule, costs, mode
         self.deps = graph.deps
         self.sizes = costs.output_bytes  # equal to the graph's (the checker made sure), without a copy
@@ -104,12 +120,13 @@ class _Replay:
         self.page_in_latency_s = storage.page_in.latency_s if storage else 0.0
         self.page_out_latency_s = storage.page_out.latency_s if storage else 0.0
         self.trace = Trace(self.sizes)
-        self.device = Device(self.trace, costs.dma_channels, bus_bytes_per_s, capacity_bytes,
-                             waits_for_ram=mode is Mode.FREE_RUNNING)
+        self.device = Device(
+            self.trace, costs.dma_channels, bus_bytes_per_s, capacity_bytes, waits_for_ram=mode is Mode.FREE_RUNNING
+        )
         self.buffers: list = [None] * len(graph)
         self.walker_end_s = 0.0
-        self.dma_packing_s = 0.0      # barrier: stages' extra length from whole transfers on channels
-        self.dma_excess_s = 0.0       # free-running: sum over stages of max(0, DMA / channels - compute)
+        self.dma_packing_s = 0.0  # barrier: stages' extra length from whole transfers on channels
+        self.dma_excess_s = 0.0  # free-running: sum over stages of max(0, DMA / channels - compute)
 
     # --- the two walkers ----------------------------------------------------------------------
 
@@ -305,8 +322,7 @@ class _Replay:
             self._overdraft(ins, t)
         buffer = self.buffers[i] = Buffer(size, i)
         total_s = self.costs.page_in_s[i]
-        buffer.landing = Transfer(PAGE_IN, i, t, buffer, total_s, self.page_in_latency_s, device.now,
-                                  device.storing.get(i))
+        buffer.landing = Transfer(PAGE_IN, i, t, buffer, total_s, self.page_in_latency_s, device.now, device.storing.get(i))
         device.issue(buffer.landing)
         return total_s
 
@@ -324,7 +340,8 @@ class _Replay:
         why = f" ({'; '.join(reasons)})" if reasons else ""
         raise SimulationError(
             f"stage {t}, {type(ins).__name__}({ins.node}) at {device.now:.6g} s: RAM overdraft: needs "
-            f"{size_bytes:,} bytes but only {free_bytes:,.0f} of {device.ram_capacity_bytes:,.0f} bytes are free{why}")
+            f"{size_bytes:,} bytes but only {free_bytes:,.0f} of {device.ram_capacity_bytes:,.0f} bytes are free{why}"
+        )
 
     def _page_in_bytes_before(self, ins: Instruction, t: int) -> int:
         """The bytes of stage t's page-ins issued before `ins`, a compute or a page-in: they hold their
@@ -344,18 +361,26 @@ class _Replay:
         """The figures of the finished run and the makespan difference from `stage_model` by cause."""
         device = self.device
         makespan_s = max(self.walker_end_s, device.last_end_s)
-        figures = replace(stage_model, peak_ram_bytes=device.peak_ram_bytes, runtime_s=makespan_s,
-                          static_j=self.costs.static_power_w * makespan_s)
+        figures = replace(
+            stage_model,
+            peak_ram_bytes=device.peak_ram_bytes,
+            runtime_s=makespan_s,
+            static_j=self.costs.static_power_w * makespan_s,
+        )
         predicted_s = stage_model.runtime_s
         if self.mode is Mode.BARRIER:
             # Stages last max(compute, DMA) on an idle bus, plus packing; whatever is left is the bus.
-            delta = MakespanDelta(dma_packing_s=self.dma_packing_s,
-                                  bus_contention_s=makespan_s - predicted_s - self.dma_packing_s)
+            delta = MakespanDelta(
+                dma_packing_s=self.dma_packing_s, bus_contention_s=makespan_s - predicted_s - self.dma_packing_s
+            )
         else:
             delta = MakespanDelta(
-                bus_contention_s=device.compute_stretch_s, overlap_s=0.0 - self.dma_excess_s,
-                input_wait_s=device.waits_s[WAIT_INPUT], ram_wait_s=device.waits_s[WAIT_RAM],
-                tail_s=makespan_s - self.walker_end_s)
+                bus_contention_s=device.compute_stretch_s,
+                overlap_s=0.0 - self.dma_excess_s,
+                input_wait_s=device.waits_s[WAIT_INPUT],
+                ram_wait_s=device.waits_s[WAIT_RAM],
+                tail_s=makespan_s - self.walker_end_s,
+            )
         return make_result(self.mode.value, figures, stage_model, delta, device, self.costs.dma_channels, budgets)
 
 

@@ -48,8 +48,7 @@ class MakespanDelta:
 
 def explain_causes(causes: Mapping[str, float], at_least_s: float = 0.0) -> str:
     """The causes larger than `at_least_s` in magnitude, largest first: 'bus contention +0.3 s, overlap -1.2 s'."""
-    parts = sorted(((value, name) for name, value in causes.items() if abs(value) > at_least_s),
-                   key=lambda part: -abs(part[0]))
+    parts = sorted(((value, name) for name, value in causes.items() if abs(value) > at_least_s), key=lambda part: -abs(part[0]))
     return ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {value:+.4g} s" for value, name in parts) or "none"
 
 
@@ -147,8 +146,15 @@ def _figures(figures: Figures) -> dict:
     return {**asdict(figures), "total_j": figures.total_j}
 
 
-def make_result(mode: str, figures: Figures, stage_model: Figures, delta: MakespanDelta, device: "Device",
-                dma_channels: int, budgets: Budgets | None) -> SimulationResult:
+def make_result(
+    mode: str,
+    figures: Figures,
+    stage_model: Figures,
+    delta: MakespanDelta,
+    device: "Device",
+    dma_channels: int,
+    budgets: Budgets | None,
+) -> SimulationResult:
     """Turn the device's totals into the result: busy fractions, waits by cause, budget flags."""
     makespan_s = figures.runtime_s
     waits_s = {EVENTS[event].cause: seconds for event, seconds in device.waits_s.items()}
@@ -157,8 +163,10 @@ def make_result(mode: str, figures: Figures, stage_model: Figures, delta: Makesp
     over_deadline = budgets is not None and not budgets.meets_deadline(makespan_s)
     note = ""
     if budgets is not None and over_deadline:
-        note = (f"makespan {makespan_s:.6g} s is {makespan_s - budgets.runtime_s:.4g} s over the deadline; against the "
-                f"stage model's {stage_model.runtime_s:.6g} s: {explain_causes(asdict(delta), 1e-12 * makespan_s)}")
+        note = (
+            f"makespan {makespan_s:.6g} s is {makespan_s - budgets.runtime_s:.4g} s over the deadline; against the "
+            f"stage model's {stage_model.runtime_s:.6g} s: {explain_causes(asdict(delta), 1e-12 * makespan_s)}"
+        )
     return SimulationResult(
         mode=mode,
         figures=figures,
@@ -168,8 +176,7 @@ def make_result(mode: str, figures: Figures, stage_model: Figures, delta: Makesp
         stall_s=waits_s["input"] + waits_s["ram"],
         compute_busy=_share(device.compute_busy_s, makespan_s),
         dma_busy=_share(device.dma_busy_s, dma_channels * makespan_s),
-        bus_busy=(_share(device.bus_moved_bytes, bus_bytes_per_s * makespan_s)
-                  if math.isfinite(bus_bytes_per_s) else 0.0),
+        bus_busy=(_share(device.bus_moved_bytes, bus_bytes_per_s * makespan_s) if math.isfinite(bus_bytes_per_s) else 0.0),
         ram_capacity_bytes=device.ram_capacity_bytes,
         pending_at_peak_bytes=device.pending_at_peak_bytes,
         over_budget=budgets is not None and figures.peak_ram_bytes > budgets.ram_bytes,

@@ -47,8 +47,9 @@ EVENTS = (
     Event("dma-queue", "stall", "source"),
     Event("contention", "stall", "bus"),
 )
-(COMPUTE, RECOMPUTE, PAGE_IN, PAGE_OUT, ALLOC, FREE,
- WAIT_INPUT, WAIT_BARRIER, WAIT_RAM, WAIT_CHANNEL, WAIT_SOURCE, WAIT_BUS) = range(len(EVENTS))
+(COMPUTE, RECOMPUTE, PAGE_IN, PAGE_OUT, ALLOC, FREE, WAIT_INPUT, WAIT_BARRIER, WAIT_RAM, WAIT_CHANNEL, WAIT_SOURCE, WAIT_BUS) = (
+    range(len(EVENTS))
+)
 
 #: The causes of waits, in the order summaries list them.
 WAIT_CAUSES = tuple(e.cause for e in EVENTS if e.kind == "stall")
@@ -111,30 +112,38 @@ class Trace:
         every = every[np.lexsort((sequence, every["time_s"]))]
         node = every["node"].astype(np.int64)
         sizes = np.asarray(self.output_bytes, dtype=np.int64)[node] if len(node) else np.zeros(0, np.int64)
-        return {"time_s": every["time_s"], "end_s": every["end_s"], "event": every["event"].astype(np.intp),
-                "node": node, "stage": every["stage"].astype(np.int64),
-                "bytes": np.where(every["event"] == WAIT_BARRIER, 0, sizes)}
+        return {
+            "time_s": every["time_s"],
+            "end_s": every["end_s"],
+            "event": every["event"].astype(np.intp),
+            "node": node,
+            "stage": every["stage"].astype(np.int64),
+            "bytes": np.where(every["event"] == WAIT_BARRIER, 0, sizes),
+        }
 
     def to_frame(self) -> pd.DataFrame:
         """The trace as a table (`TRACE_COLUMNS`), sorted by start time, ties in recording order."""
         rows = self._columns()
         codes = rows["event"]
-        return pd.DataFrame({
-            "time_s": rows["time_s"],
-            "end_s": rows["end_s"],
-            "duration_s": rows["end_s"] - rows["time_s"],
-            "resource": np.array([e.resource for e in EVENTS], dtype=object)[codes],
-            "node": rows["node"],
-            "kind": np.array([e.kind for e in EVENTS], dtype=object)[codes],
-            "bytes": rows["bytes"],
-            "stage": rows["stage"],
-            "cause": np.array([e.cause for e in EVENTS], dtype=object)[codes],
-        })
+        return pd.DataFrame(
+            {
+                "time_s": rows["time_s"],
+                "end_s": rows["end_s"],
+                "duration_s": rows["end_s"] - rows["time_s"],
+                "resource": np.array([e.resource for e in EVENTS], dtype=object)[codes],
+                "node": rows["node"],
+                "kind": np.array([e.kind for e in EVENTS], dtype=object)[codes],
+                "bytes": rows["bytes"],
+                "stage": rows["stage"],
+                "cause": np.array([e.cause for e in EVENTS], dtype=object)[codes],
+            }
+        )
 
     def ram_curve(self) -> pd.DataFrame:
         """RAM in use over time (time_s, ram_bytes): the running sum of alloc and free rows, from (0, 0)."""
         rows = self._columns()
         ram = (rows["event"] == ALLOC) | (rows["event"] == FREE)
         change = np.where(rows["event"][ram] == ALLOC, rows["bytes"][ram], -rows["bytes"][ram])
-        return pd.DataFrame({"time_s": np.concatenate(([0.0], rows["time_s"][ram])),
-                             "ram_bytes": np.concatenate(([0], np.cumsum(change)))})
+        return pd.DataFrame(
+            {"time_s": np.concatenate(([0.0], rows["time_s"][ram])), "ram_bytes": np.concatenate(([0], np.cumsum(change)))}
+        )

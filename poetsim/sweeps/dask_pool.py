@@ -33,8 +33,13 @@ _WORKER_CHECK_S = 1.0
 class DaskPool:
     """Points as Dask futures: `submit(tag, job)`, `collect(timeout_s)`, `close()` (see ProcessPool)."""
 
-    def __init__(self, function: Callable[[Any], Any], workers: int, scheduler: str | None = None,
-                 no_worker_wait_s: float = NO_WORKER_WAIT_S):
+    def __init__(
+        self,
+        function: Callable[[Any], Any],
+        workers: int,
+        scheduler: str | None = None,
+        no_worker_wait_s: float = NO_WORKER_WAIT_S,
+    ):
         import dask
         from dask.distributed import Client, LocalCluster
 
@@ -48,16 +53,23 @@ class DaskPool:
             if scheduler:
                 self._client = Client(scheduler, timeout="10s")
             else:
-                resource_tracker.ensure_running()   # ours, not the cluster's: never to be killed
+                resource_tracker.ensure_running()  # ours, not the cluster's: never to be killed
                 before = _child_pids()
                 # The cluster's workers ignore SIGINT once started (`poetsim.sweeps.dask_worker`), so
                 # Ctrl-C reaches only the sweep, which then closes the cluster itself; SIGINT is
                 # held back from them meanwhile where their start inherits the block.
-                settings = {"distributed.scheduler.allowed-failures": MAX_DEATHS - 1,
-                            "distributed.worker.preload": ["poetsim.sweeps.dask_worker"]}
+                settings = {
+                    "distributed.scheduler.allowed-failures": MAX_DEATHS - 1,
+                    "distributed.worker.preload": ["poetsim.sweeps.dask_worker"],
+                }
                 with dask.config.set(settings), sigint_blocked():
-                    self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                 dashboard_address=None, silence_logs=logging.CRITICAL)
+                    self._cluster = LocalCluster(
+                        n_workers=workers,
+                        threads_per_worker=1,
+                        processes=True,
+                        dashboard_address=None,
+                        silence_logs=logging.CRITICAL,
+                    )
                 self._own_processes = _child_pids() - before
                 # `silence_logs` holds only while the cluster starts; its scheduler runs in this
                 # process and logs closed connections, with tracebacks, when a sweep stops.
@@ -72,7 +84,7 @@ class DaskPool:
         self._no_worker_since: float | None = None
 
     def submit(self, tag: Hashable, job: Any) -> None:
-        try:   # the key names the point on the dashboard; the token keeps two sweeps' keys apart
+        try:  # the key names the point on the dashboard; the token keeps two sweeps' keys apart
             future = self._client.submit(self._function, job, key=f"poetsim {tag} {self._token}", pure=False)
         except (OSError, TimeoutError) as exc:
             raise self._lost(exc) from None
@@ -100,8 +112,11 @@ class DaskPool:
                 outcome = future.result()
             elif future.status == "error":
                 error = future.exception()
-                outcome = (Died(f"its Dask worker died each time it ran ({_one_line(error)})")
-                           if isinstance(error, KilledWorker) else Raised(error))
+                outcome = (
+                    Died(f"its Dask worker died each time it ran ({_one_line(error)})")
+                    if isinstance(error, KilledWorker)
+                    else Raised(error)
+                )
             else:
                 outcome = Died(f"its Dask future ended as {future.status}")
             ended.append((tag, job, outcome))

@@ -17,5 +17,5 @@ def dask_setup(worker) -> None:
     logging.getLogger("distributed").setLevel(logging.CRITICAL)
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:   # not the process's main thread: leave SIGINT as it is
+    except ValueError:  # not the process's main thread: leave SIGINT as it is
         pass

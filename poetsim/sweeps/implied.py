@@ -48,11 +48,13 @@ def relaxes(loose: ResultRow, tight: ResultRow) -> bool:
         return False
     if not (_solved(loose) and _solved(tight) and same_problem(loose, tight)):
         return False
-    if (loose.ram_budget_bytes is None or tight.ram_budget_bytes is None or loose.deadline_s is None
-            or tight.deadline_s is None):
+    if loose.ram_budget_bytes is None or tight.ram_budget_bytes is None or loose.deadline_s is None or tight.deadline_s is None:
         return False
-    return (loose.ram_budget_bytes >= tight.ram_budget_bytes and loose.deadline_s >= tight.deadline_s
-            and strategies.get(loose.strategy).moves.allows(strategies.get(tight.strategy).moves))
+    return (
+        loose.ram_budget_bytes >= tight.ram_budget_bytes
+        and loose.deadline_s >= tight.deadline_s
+        and strategies.get(loose.strategy).moves.allows(strategies.get(tight.strategy).moves)
+    )
 
 
 def same_graph(a: ResultRow, b: ResultRow) -> bool:
@@ -72,8 +74,7 @@ def same_problem(a: ResultRow, b: ResultRow) -> bool:
 def moves_used(row: ResultRow) -> Moves:
     """What a row's schedule does, read from its figures: a hybrid schedule that never pages
     uses the moves of recompute-only."""
-    return Moves(recompute=bool(row.predicted_recomputations),
-                 page=bool(row.predicted_page_ins or row.predicted_page_outs))
+    return Moves(recompute=bool(row.predicted_recomputations), page=bool(row.predicted_page_ins or row.predicted_page_outs))
 
 
 def schedule_donor(row: ResultRow, rows: list[ResultRow]) -> ResultRow | None:
@@ -108,8 +109,7 @@ def schedule_donor(row: ResultRow, rows: list[ResultRow]) -> ResultRow | None:
 def is_open(row: ResultRow) -> bool:
     """Whether a row is a solved strategy's that its solve left unproven, with its budgets known:
     what another point's schedule or proof can improve."""
-    return (row.status in _OPEN and _solved(row) and row.ram_budget_bytes is not None
-            and row.deadline_s is not None)
+    return row.status in _OPEN and _solved(row) and row.ram_budget_bytes is not None and row.deadline_s is not None
 
 
 def judged(row: ResultRow, bound_j: float, source: str) -> ResultRow:
@@ -120,13 +120,28 @@ def judged(row: ResultRow, bound_j: float, source: str) -> ResultRow:
     overhead_j = max(total_j - keep_all_j, 0.0)
     gap_j = max(total_j - bound_j, 0.0)
     if gap_j <= REL_GAP * overhead_j + 1e-12 * total_j:
-        return replace(row, status=Status.OPTIMAL, bound_j=bound_j, gap_total=0.0, gap_overhead=0.0,
-                       message=f"proven optimal by the lower bound of {source}")
+        return replace(
+            row,
+            status=Status.OPTIMAL,
+            bound_j=bound_j,
+            gap_total=0.0,
+            gap_overhead=0.0,
+            message=f"proven optimal by the lower bound of {source}",
+        )
     gap_overhead = gap_j / overhead_j if overhead_j > 0 else None
-    narrowed = "" if gap_overhead is None else f"; the lower bound of {source} leaves a gap of " \
-        f"{100 * gap_overhead:.3g} % of the overhead"
-    return replace(row, status=Status.FEASIBLE, bound_j=bound_j, gap_total=gap_j / total_j,
-                   gap_overhead=gap_overhead, message=row.message + narrowed)
+    narrowed = (
+        ""
+        if gap_overhead is None
+        else f"; the lower bound of {source} leaves a gap of {100 * gap_overhead:.3g} % of the overhead"
+    )
+    return replace(
+        row,
+        status=Status.FEASIBLE,
+        bound_j=bound_j,
+        gap_total=gap_j / total_j,
+        gap_overhead=gap_overhead,
+        message=row.message + narrowed,
+    )
 
 
 def apply_implied(rows: list[ResultRow]) -> list[ResultRow]:
@@ -140,11 +155,16 @@ def apply_implied(rows: list[ResultRow]) -> list[ResultRow]:
 def _improved(row: ResultRow, relaxations: list[ResultRow]) -> ResultRow:
     if row.status not in _OPEN or not relaxations:
         return row
-    for loose in sorted(relaxations, key=lambda other: other.point_key):   # the same proof whatever the order
+    for loose in sorted(relaxations, key=lambda other: other.point_key):  # the same proof whatever the order
         if loose.status is Status.INFEASIBLE:
-            return replace(row, status=Status.INFEASIBLE, bound_j=None, gap_total=None, gap_overhead=None,
-                           message=f"infeasible: {name(loose)} is proven infeasible, and every schedule "
-                                   "that fits here would fit there")
+            return replace(
+                row,
+                status=Status.INFEASIBLE,
+                bound_j=None,
+                gap_total=None,
+                gap_overhead=None,
+                message=f"infeasible: {name(loose)} is proven infeasible, and every schedule that fits here would fit there",
+            )
     bounds = [(loose.bound_j, loose) for loose in relaxations if loose.bound_j is not None]
     if not bounds:
         return row
@@ -157,7 +177,7 @@ def _improved(row: ResultRow, relaxations: list[ResultRow]) -> ResultRow:
 
 
 def _solved(row: ResultRow) -> bool:
-    strategy = strategies.REGISTRY.get(row.strategy)   # one this poetsim does not know proves nothing
+    strategy = strategies.REGISTRY.get(row.strategy)  # one this poetsim does not know proves nothing
     return strategy is not None and strategy.kind is Kind.SOLVED
 
 

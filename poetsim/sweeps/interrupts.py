@@ -29,7 +29,7 @@ class StopRequest:
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 previous = signal.getsignal(signum)
-                if previous is not signal.SIG_IGN and previous is not None:   # None: a handler set outside Python
+                if previous is not signal.SIG_IGN and previous is not None:  # None: a handler set outside Python
                     self._saved[signum] = signal.signal(signum, self._note)
         return self
 

@@ -128,9 +128,15 @@ def point_slug(point: Point) -> str:
 
 def point_fields(scenario: Scenario, point: Point) -> dict:
     """The fields of a point's row that name it."""
-    return {"scenario": scenario.name, "point_key": point.key, "model": point.model_key,
-            "platform": point.platform_key, "ram": str(point.ram), "runtime_x": point.runtime_x,
-            "strategy": point.strategy}
+    return {
+        "scenario": scenario.name,
+        "point_key": point.key,
+        "model": point.model_key,
+        "platform": point.platform_key,
+        "ram": str(point.ram),
+        "runtime_x": point.runtime_x,
+        "strategy": point.strategy,
+    }
 
 
 def prerequisites(point: Point, cell: list[Point]) -> list[Point]:
@@ -175,7 +181,7 @@ def twin_points(scenario: Scenario) -> dict[str, str]:
 
     def signature(point: Point) -> object:
         if point.key not in signatures:
-            inputs: object = point.key   # equal to no other point's, if the problem cannot be built
+            inputs: object = point.key  # equal to no other point's, if the problem cannot be built
             try:
                 inputs = problem_for_point(scenario, point).solver_inputs(strategies.get(point.strategy).moves)
             except PoetsimError:
@@ -222,8 +228,9 @@ def _check_distinct_folders(points: list[Point]) -> None:
     for point in points:
         slug = point_slug(point)
         if slug in seen:
-            raise UserInputError(f"points {seen[slug].key} and {point.key} would share the folder {POINTS_DIR}/{slug}; "
-                                 "rename one of their files")
+            raise UserInputError(
+                f"points {seen[slug].key} and {point.key} would share the folder {POINTS_DIR}/{slug}; rename one of their files"
+            )
         seen[slug] = point
 
 
@@ -253,9 +260,15 @@ def check_output_file(path: Path, option: str) -> None:
 
 
 def run_sweep(
-    scenario: Scenario, directory: Path, jobs: int | None = None, resume: bool = False,
-    time_limit_s: float | None = None, executor: str = "process", scheduler: str | None = None,
-    on_row: Callable[[ResultRow, int, int], None] | None = None, no_worker_wait_s: float = NO_WORKER_WAIT_S,
+    scenario: Scenario,
+    directory: Path,
+    jobs: int | None = None,
+    resume: bool = False,
+    time_limit_s: float | None = None,
+    executor: str = "process",
+    scheduler: str | None = None,
+    on_row: Callable[[ResultRow, int, int], None] | None = None,
+    no_worker_wait_s: float = NO_WORKER_WAIT_S,
 ) -> Path:
     """Run every point not yet done in `directory/runs.csv`; returns the path of runs.csv.
 
@@ -275,7 +288,7 @@ def run_sweep(
     with FolderLock(plan.directory), StopRequest() as stop:
         if resume:
             plan.runs.tidy()
-        plan = plan_sweep(scenario, directory, resume)   # again, now that no one else can write
+        plan = plan_sweep(scenario, directory, resume)  # again, now that no one else can write
         save_scenario_copy(scenario, plan.directory)
         workers = max(1, jobs or os.cpu_count() or 1)
         threads = max(1, (os.cpu_count() or 1) // workers)
@@ -289,15 +302,18 @@ def run_sweep(
                     if on_row is not None:
                         on_row(row, finished, plan.total)
         except (StorageError, UnavailableError) as exc:
-            raise type(exc)(f"{exc}; the sweep stopped with {_kept(plan)} of {plan.total} points kept; "
-                            "rerun with --resume once that is fixed") from None
+            raise type(exc)(
+                f"{exc}; the sweep stopped with {_kept(plan)} of {plan.total} points kept; rerun with --resume once that is fixed"
+            ) from None
         if stop.signum is not None:
             raise Interrupted(stop.signum, _kept(plan), plan.total)
         try:
             carry_across_grid(plan.scenario, plan.directory)
         except OSError as exc:
-            raise StorageError(f"{StorageError.from_os_error(exc, 'write')}; every point's own row is kept, and "
-                               "--resume carries the grid's facts again") from None
+            raise StorageError(
+                f"{StorageError.from_os_error(exc, 'write')}; every point's own row is kept, and "
+                "--resume carries the grid's facts again"
+            ) from None
     return plan.runs.path
 
 
@@ -323,15 +339,15 @@ def carry_across_grid(scenario: Scenario, directory: Path) -> int:
         try:
             schedule = donors.schedule(donor)
             if schedule is not None:
-                adopted[position] = _adopt(scenario, donors.problem(row.point_key), directory,
-                                           points[row.point_key], row, schedule, donor) or row
+                adopted[position] = (
+                    _adopt(scenario, donors.problem(row.point_key), directory, points[row.point_key], row, schedule, donor) or row
+                )
         except PoetsimError:
-            continue   # the donor's files cannot be read or checked here: the point keeps its own
+            continue  # the donor's files cannot be read or checked here: the point keeps its own
     carried = apply_implied(adopted)
     changed = {position: new for position, (old, new) in enumerate(zip(rows, carried)) if new is not old}
     for row in changed.values():
-        result = directory / POINTS_DIR / point_slug(points[row.point_key]) / "result.json" \
-            if row.point_key in points else None
+        result = directory / POINTS_DIR / point_slug(points[row.point_key]) / "result.json" if row.point_key in points else None
         if result is not None and result.exists():
             result.write_text(json.dumps(row.to_dict(), indent=1) + "\n")
     if changed:
@@ -375,7 +391,7 @@ class _Donors:
             try:
                 figures = check_schedule(schedule, problem.graph, problem.costs, problem.timing, problem.budgets)
             except PoetsimError:
-                continue   # invalid here, or over this point's budgets
+                continue  # invalid here, or over this point's budgets
             if own_j is not None and figures.total_j >= own_j * (1 - 1e-12):
                 continue
             if best is None or (figures.total_j, other.point_key) < best[:2]:
@@ -388,8 +404,9 @@ class _Donors:
             return False
         if not same_graph(other, row) or other.predicted_peak_ram_bytes is None or row.ram_budget_bytes is None:
             return False
-        return other.predicted_peak_ram_bytes <= row.ram_budget_bytes and \
-            strategies.get(row.strategy).moves.allows(moves_used(other))
+        return other.predicted_peak_ram_bytes <= row.ram_budget_bytes and strategies.get(row.strategy).moves.allows(
+            moves_used(other)
+        )
 
     def problem(self, point_key: str) -> Problem:
         """The problem of a point (built once: the donors are judged on it, then one is adopted)."""
@@ -408,27 +425,41 @@ class _Donors:
         return self._schedules[row.point_key]
 
 
-def _adopt(scenario: Scenario, problem: Problem, directory: Path, point: Point, row: ResultRow, schedule: Schedule,
-           donor: ResultRow) -> ResultRow | None:
+def _adopt(
+    scenario: Scenario, problem: Problem, directory: Path, point: Point, row: ResultRow, schedule: Schedule, donor: ResultRow
+) -> ResultRow | None:
     """`row` (a point of `problem`) with `donor`'s schedule, checked here, simulated and saved; None
     if it does not check."""
     where = "" if donor.platform == row.platform else f" on {donor.platform}"
     found_by = f"the schedule of {implied_name(donor)}{where}"
-    run = adopt_schedule(problem, row.strategy, schedule,
-                         f"{found_by}, which fits here and costs less than this point's own solve found")
+    run = adopt_schedule(
+        problem, row.strategy, schedule, f"{found_by}, which fits here and costs less than this point's own solve found"
+    )
     if run is None:
         return None
-    new = replace(result_row(run, **point_fields(scenario, point)), solver=row.solver, build_s=row.build_s,
-                  solve_s=row.solve_s, wall_s=row.wall_s)
+    new = replace(
+        result_row(run, **point_fields(scenario, point)),
+        solver=row.solver,
+        build_s=row.build_s,
+        solve_s=row.solve_s,
+        wall_s=row.wall_s,
+    )
     if row.bound_j is not None:
         new = judged(new, row.bound_j, "this point's solve")
         if new.status is Status.OPTIMAL:
             new = replace(new, message=f"proven optimal: {found_by} fits here and meets this point's lower bound")
-    meta = {**dict(schedule.meta), "found_by": found_by, "status": new.status.value,
-            "ram_budget_bytes": str(run.problem.budgets.ram_bytes),
-            "runtime_budget_s": repr(run.problem.budgets.runtime_s)}
-    write_run(replace(run, schedule=replace(schedule, meta=tuple(sorted(meta.items())))),
-              directory / POINTS_DIR / point_slug(point), new)
+    meta = {
+        **dict(schedule.meta),
+        "found_by": found_by,
+        "status": new.status.value,
+        "ram_budget_bytes": str(run.problem.budgets.ram_bytes),
+        "runtime_budget_s": repr(run.problem.budgets.runtime_s),
+    }
+    write_run(
+        replace(run, schedule=replace(schedule, meta=tuple(sorted(meta.items())))),
+        directory / POINTS_DIR / point_slug(point),
+        new,
+    )
     return new
 
 
@@ -460,7 +491,7 @@ def _jobs(plan: SweepPlan, limit_s: float, threads: int) -> tuple[list[PointJob]
     for point in plan.scenario.points():
         cells.setdefault(point.cell, []).append(point)
         points[point.key] = point
-    twins = twin_points(plan.scenario) if plan.todo else {}   # builds every point's problem: about 1 s
+    twins = twin_points(plan.scenario) if plan.todo else {}  # builds every point's problem: about 1 s
     jobs, waits = [], {}
     for point in plan.todo:
         before = prerequisites(point, cells[point.cell])
@@ -507,9 +538,12 @@ def _drive(plan: SweepPlan, pool, limit_s: float, threads: int, stop: StopReques
                 continue
             if isinstance(outcome, Died):
                 if stop.signum is not None:
-                    continue   # killed with the rest of the process group: not the point's fault
-                outcome = ResultRow(**point_fields(plan.scenario, job.point), status=Status.FAILED,
-                                    message=f"{outcome.message}; rerun with --resume to try again")
+                    continue  # killed with the rest of the process group: not the point's fault
+                outcome = ResultRow(
+                    **point_fields(plan.scenario, job.point),
+                    status=Status.FAILED,
+                    message=f"{outcome.message}; rerun with --resume to try again",
+                )
             yield outcome
             rows[key] = outcome
             for needs in blocked.values():
@@ -527,8 +561,11 @@ def _done_rows(plan: SweepPlan, keys: set[str]) -> dict[str, ResultRow]:
     wanted = keys & plan.done_keys
     if not wanted:
         return {}
-    return {record["point_key"]: ResultRow.from_dict(record, str(plan.runs.path))
-            for record in plan.runs.records() if record.get("point_key") in wanted}
+    return {
+        record["point_key"]: ResultRow.from_dict(record, str(plan.runs.path))
+        for record in plan.runs.records()
+        if record.get("point_key") in wanted
+    }
 
 
 def run_point(job: PointJob) -> ResultRow:
@@ -547,8 +584,15 @@ def run_point(job: PointJob) -> ResultRow:
         if shared is not None:
             run, row = shared
         else:
-            run = run_strategy(problem, point.strategy, job.scenario.solver, job.time_limit_s, simulate=True,
-                               threads=job.threads, starts=_starts(job.start_dirs))
+            run = run_strategy(
+                problem,
+                point.strategy,
+                job.scenario.solver,
+                job.time_limit_s,
+                simulate=True,
+                threads=job.threads,
+                starts=_starts(job.start_dirs),
+            )
             row = result_row(run, **fields)
     except OSError as exc:
         raise StorageError.from_os_error(exc, "use") from None
@@ -556,8 +600,14 @@ def run_point(job: PointJob) -> ResultRow:
         row, run = ResultRow(**fields, status=Status.FAILED, message=_one_line(str(exc))), None
     except Exception as exc:  # noqa: BLE001 - a bug in one point must not end the sweep
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        row, run = ResultRow(**fields, status=Status.FAILED, message=_one_line(
-            f"internal error {type(exc).__name__}: {exc} ({Path(where.filename).name}:{where.lineno})")), None
+        row, run = (
+            ResultRow(
+                **fields,
+                status=Status.FAILED,
+                message=_one_line(f"internal error {type(exc).__name__}: {exc} ({Path(where.filename).name}:{where.lineno})"),
+            ),
+            None,
+        )
     if run is not None and run.schedule is not None:
         try:
             write_run(run, job.directory / POINTS_DIR / point_slug(point), row)
@@ -579,13 +629,22 @@ def _twin_run(job: PointJob, problem: Problem, fields: dict) -> tuple[Run, Resul
             schedule = load_json(job.twin_dir / "schedule.json")
         except PoetsimError:
             return None
-    message = f"{twin.message} (the answer of {twin.point_key}, one solve for both: for {job.point.strategy} " \
-              "the two points are the same problem)"
+    message = (
+        f"{twin.message} (the answer of {twin.point_key}, one solve for both: for {job.point.strategy} "
+        "the two points are the same problem)"
+    )
     run = adopt_schedule(problem, job.point.strategy, schedule, message, status=twin.status)
     if run is None:
         return None
-    row = replace(result_row(run, **fields), solver=twin.solver, build_s=0.0, solve_s=0.0, bound_j=twin.bound_j,
-                  gap_total=twin.gap_total, gap_overhead=twin.gap_overhead)
+    row = replace(
+        result_row(run, **fields),
+        solver=twin.solver,
+        build_s=0.0,
+        solve_s=0.0,
+        bound_j=twin.bound_j,
+        gap_total=twin.gap_total,
+        gap_overhead=twin.gap_overhead,
+    )
     if schedule is not None and not _same_energy(row.predicted_total_j, twin.predicted_total_j):
         return None
     return run, row
@@ -623,15 +682,17 @@ def save_scenario_copy(scenario: Scenario, directory: Path) -> None:
     data = scenario.model_dump(mode="json", exclude_defaults=True)
     data["model"] = [_relative(m, directory) for m in scenario.model]
     data["platform"] = [_relative(p, directory) for p in scenario.platform]
-    data["budgets"] = {"ram": [str(r) for r in scenario.budgets.ram],
-                       "runtime": [f"{number_text(x)}x" for x in scenario.budgets.runtime]}
+    data["budgets"] = {
+        "ram": [str(r) for r in scenario.budgets.ram],
+        "runtime": [f"{number_text(x)}x" for x in scenario.budgets.runtime],
+    }
     if "strategies" in data:
         data["strategies"] = list(scenario.strategies)
     path, temporary = directory / "scenario.yaml", directory / "scenario.yaml.tmp"
     try:
         directory.mkdir(parents=True, exist_ok=True)
         temporary.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-        os.replace(temporary, path)   # whole or not at all: `compare` and `report` read it later
+        os.replace(temporary, path)  # whole or not at all: `compare` and `report` read it later
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         raise StorageError.from_os_error(exc, "write", path) from None

@@ -72,8 +72,7 @@ class _Worker:
 
     def __init__(self, context, function: Callable[[Any], Any]):
         parent_end, child_end = context.Pipe(duplex=True)
-        self.process = context.Process(target=_serve, args=(child_end, function, os.getpid()), daemon=True,
-                                       name="poetsim-worker")
+        self.process = context.Process(target=_serve, args=(child_end, function, os.getpid()), daemon=True, name="poetsim-worker")
         _start_without_sigint(self.process)
         child_end.close()
         self.conn = parent_end
@@ -135,7 +134,7 @@ class ProcessPool:
                 continue
             tag, job = worker.job
             outcome = self._receive(worker)
-            if outcome is None:   # the worker died before it could answer
+            if outcome is None:  # the worker died before it could answer
                 self._workers.remove(worker)
                 worker.end()
                 deaths = self._deaths[tag] = self._deaths.get(tag, 0) + 1
@@ -175,7 +174,7 @@ class ProcessPool:
 
     def _dispatch(self) -> None:
         for worker in [w for w in self._workers if w.job is None and not w.process.is_alive()]:
-            self._workers.remove(worker)   # an idle worker that died (killed from outside): replace it
+            self._workers.remove(worker)  # an idle worker that died (killed from outside): replace it
             worker.end()
         for worker in self._workers:
             if worker.job is None and self._queue:
@@ -191,7 +190,7 @@ class ProcessPool:
         try:
             worker.conn.send(item[1])
         except (OSError, ValueError):
-            pass   # the worker is gone; `collect` sees its sentinel and runs the job again
+            pass  # the worker is gone; `collect` sees its sentinel and runs the job again
 
 
 def _start_without_sigint(process) -> None:
@@ -249,7 +248,7 @@ def die_with_parent(parent_pid: int) -> None:
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):
             pass
-    if os.getppid() != parent_pid:   # the parent ended before the death signal was armed
+    if os.getppid() != parent_pid:  # the parent ended before the death signal was armed
         os._exit(1)
 
     def watch() -> None:

@@ -44,12 +44,12 @@ class Eviction:
     """One decision of the policy, in the order it was taken."""
 
     node: int
-    after_stage: int          # the access before the gap
-    before_stage: int         # the access after it
-    gap_s: float              # measured on the keep-all iteration
+    after_stage: int  # the access before the gap
+    before_stage: int  # the access after it
+    gap_s: float  # measured on the keep-all iteration
     mode: Mode
-    hidden: bool              # a swap that adds no time
-    added_s: float            # time the decision added to the iteration
+    hidden: bool  # a swap that adds no time
+    added_s: float  # time the decision added to the iteration
     peak_before_bytes: int
     peak_after_bytes: int
 
@@ -87,13 +87,22 @@ def capuchin_schedule(graph: TrainingGraph, costs: CostTable, ram_bytes: int, ti
             continue  # neither move changes this stretch (no room to page, nothing to recompute)
         decisions[key] = mode
         moves.update(trial.moves)
-        evictions.append(Eviction(key[0], key[1], key[2], gap_s, mode, hidden,
-                                  trial.figures.runtime_s - state.figures.runtime_s,
-                                  int(state.figures.peak_ram_bytes), int(trial.figures.peak_ram_bytes)))
+        evictions.append(
+            Eviction(
+                key[0],
+                key[1],
+                key[2],
+                gap_s,
+                mode,
+                hidden,
+                trial.figures.runtime_s - state.figures.runtime_s,
+                int(state.figures.peak_ram_bytes),
+                int(trial.figures.peak_ram_bytes),
+            )
+        )
         state = trial
     schedule = to_schedule(state.plan, graph, costs, timing, {"strategy": "capuchin", "evictions": str(len(evictions))})
-    return CapuchinResult(schedule, state.plan, state.figures, tuple(evictions),
-                          state.figures.peak_ram_bytes <= ram_bytes)
+    return CapuchinResult(schedule, state.plan, state.figures, tuple(evictions), state.figures.peak_ram_bytes <= ram_bytes)
 
 
 @dataclass(frozen=True)
@@ -259,8 +268,13 @@ def _best_per_second(graph, costs, timing, state, decisions, moves, candidates):
     def replayed(trial: _State | None, size: int) -> float:
         return -1.0 if trial is None else per_second(size, trial.figures.runtime_s - state.figures.runtime_s)
 
-    _, gap_s, size, key = max(((per_second(size, _recompute_added_s(graph, costs, timing, state, key)), gap_s, size, key)
-                               for gap_s, size, key in candidates), key=lambda c: c[0])
+    _, gap_s, size, key = max(
+        (
+            (per_second(size, _recompute_added_s(graph, costs, timing, state, key)), gap_s, size, key)
+            for gap_s, size, key in candidates
+        ),
+        key=lambda c: c[0],
+    )
     recompute = _trial(graph, costs, timing, state, decisions, moves, key, Mode.RECOMPUTE)
     swap = _trial(graph, costs, timing, state, decisions, moves, key, Mode.PAGE)
     if replayed(swap, size) > replayed(recompute, size):

@@ -130,9 +130,11 @@ class Chain:
 
 def chain_of_blocks(graph: TrainingGraph) -> Chain:
     """The chain of blocks of `graph`; UserInputError naming the obstacle if it is no chain."""
+
     def refuse(reason: str) -> UserInputError:
-        return UserInputError(f"pofo: graph '{graph.name}' is not a chain of blocks ({reason}); "
-                              "POFO's dynamic program applies only to chains")
+        return UserInputError(
+            f"pofo: graph '{graph.name}' is not a chain of blocks ({reason}); POFO's dynamic program applies only to chains"
+        )
 
     nodes = graph.nodes
     forward = [n.id for n in nodes if not n.backward]
@@ -156,12 +158,13 @@ def chain_of_blocks(graph: TrainingGraph) -> Chain:
     cuts = forward_cut_points(graph, layers)
     blocks_nodes, start = [], 0
     for p in cuts:
-        blocks_nodes.append(tuple(layers[start:p + 1]))
+        blocks_nodes.append(tuple(layers[start : p + 1]))
         start = p + 1
     groups = _deal_backward(graph, blocks_nodes, backward, turn, refuse)
     blocks_nodes, groups = _merge_empty(blocks_nodes, groups)
-    return Chain(graph.name, _describe(graph, blocks_nodes, groups, turn, refuse), inputs, turn,
-                 tuple(frozenset(n.deps) for n in nodes))
+    return Chain(
+        graph.name, _describe(graph, blocks_nodes, groups, turn, refuse), inputs, turn, tuple(frozenset(n.deps) for n in nodes)
+    )
 
 
 #: A forward edge that jumps over more than this share of the layers makes the graph no chain: the
@@ -175,8 +178,10 @@ def _refuse_long_skips(graph, layers, refuse) -> None:
     for v in layers:
         for d in graph.nodes[v].deps:
             if d in position and position[v] - position[d] - 1 > LONG_SKIP_SHARE * len(layers):
-                raise refuse(f"the skip connection from node {d} ({graph.nodes[d].name}) to node {v} "
-                             f"({graph.nodes[v].name}) jumps over {position[v] - position[d] - 1} of its {len(layers)} layers")
+                raise refuse(
+                    f"the skip connection from node {d} ({graph.nodes[d].name}) to node {v} "
+                    f"({graph.nodes[v].name}) jumps over {position[v] - position[d] - 1} of its {len(layers)} layers"
+                )
 
 
 def _deal_backward(graph, blocks_nodes, backward, turn, refuse) -> list[list[int]]:
@@ -201,8 +206,7 @@ def _deal_backward(graph, blocks_nodes, backward, turn, refuse) -> list[list[int
             k -= 1
         if k < 0:
             names = ", ".join(graph.nodes[d].name for d in sorted(reads))
-            raise refuse(f"backward node {g} ({graph.nodes[g].name}) reads {names}, "
-                         "which no single block and its input hold")
+            raise refuse(f"backward node {g} ({graph.nodes[g].name}) reads {names}, which no single block and its input hold")
         if turn in graph.nodes[g].deps and k != last:
             raise refuse(f"backward node {g} ({graph.nodes[g].name}) reads the loss but belongs to an earlier block")
         for w in waiting + [g]:
@@ -231,8 +235,8 @@ def _merge_empty(blocks_nodes, groups):
             continue
         other = k - 1 if k > 0 else k + 1
         low, high = min(k, other), max(k, other)
-        blocks_nodes[low:high + 1] = [blocks_nodes[low] + blocks_nodes[high]]
-        groups[low:high + 1] = [sorted(groups[low] + groups[high])]
+        blocks_nodes[low : high + 1] = [blocks_nodes[low] + blocks_nodes[high]]
+        groups[low : high + 1] = [sorted(groups[low] + groups[high])]
         k = low
     return blocks_nodes, groups
 
@@ -247,8 +251,10 @@ def _describe(graph, blocks_nodes, groups, turn, refuse) -> tuple[Block, ...]:
         incoming = frozenset(d for d in read if (d in group_of and group_of[d] != k) or d == turn)
         for d in incoming:
             if not (d == turn and k == last) and group_of.get(d) != k + 1:
-                raise refuse(f"the gradient of node {d} ({graph.nodes[d].name}) skips a block "
-                             f"on its way to node {min(g for g in grads if d in graph.nodes[g].deps)}")
+                raise refuse(
+                    f"the gradient of node {d} ({graph.nodes[d].name}) skips a block "
+                    f"on its way to node {min(g for g in grads if d in graph.nodes[g].deps)}"
+                )
         saved = frozenset(read & set(members))
         reads_input = k > 0 and blocks_nodes[k - 1][-1] in read
         blocks.append(Block(tuple(members), tuple(grads), saved, reads_input, incoming))

@@ -52,15 +52,16 @@ class PofoSolution:
     schedule: Schedule
     plan: Plan
     tree: Top
-    makespan_s: float          # the program's own figure; equals the checker's runtime
-    limit_bytes: int           # the memory limit it was solved for
-    fits: bool                 # whether it met the limit that was asked for
+    makespan_s: float  # the program's own figure; equals the checker's runtime
+    limit_bytes: int  # the memory limit it was solved for
+    fits: bool  # whether it met the limit that was asked for
     blocks: int
     slot_bytes: int
 
 
-def pofo_schedule(graph: TrainingGraph, costs: CostTable, ram_bytes: int, timing: Timing,
-                  slots: int | None = DEFAULT_SLOTS) -> PofoSolution:
+def pofo_schedule(
+    graph: TrainingGraph, costs: CostTable, ram_bytes: int, timing: Timing, slots: int | None = DEFAULT_SLOTS
+) -> PofoSolution:
     """The fastest POFO schedule within `ram_bytes` (UserInputError if the graph is no chain).
 
     If no schedule of the space fits, the limit is raised by a quarter at a time until one does,
@@ -78,12 +79,14 @@ def pofo_schedule(graph: TrainingGraph, costs: CostTable, ram_bytes: int, timing
             raise InternalError(f"pofo: no schedule of graph '{graph.name}' fits even {limit:,} bytes")
         limit, fits = max(limit + 1, math.ceil(limit * 1.25)), False
     plan = plan_of(chain, graph, tree)
-    schedule = to_schedule(plan, graph, costs, timing, {"strategy": "pofo", "blocks": str(len(chain.blocks)),
-                                                          "limit_bytes": str(limit)})
+    schedule = to_schedule(
+        plan, graph, costs, timing, {"strategy": "pofo", "blocks": str(len(chain.blocks)), "limit_bytes": str(limit)}
+    )
     return PofoSolution(schedule, plan, tree, makespan_s, limit, fits, len(chain.blocks), solver.slot_bytes)
 
 
 # -- from a tree to a plan --------------------------------------------------------------------------
+
 
 def plan_of(chain: Chain, graph: TrainingGraph, tree: Top) -> Plan:
     """The poetsim plan of a POFO tree: stages, recomputations, pages, and what is kept between."""
@@ -131,15 +134,16 @@ def plan_of(chain: Chain, graph: TrainingGraph, tree: Top) -> Plan:
 
     top(tree, False)
     computed = tuple(tuple(sorted(recompute[t] | {t})) for t in range(T))
-    return Plan(computed, _kept(graph, computed, page_out, page_in), tuple(map(frozenset, page_out)),
-                tuple(map(frozenset, page_in)))
+    return Plan(
+        computed, _kept(graph, computed, page_out, page_in), tuple(map(frozenset, page_out)), tuple(map(frozenset, page_in))
+    )
 
 
 def _kept(graph: TrainingGraph, computed, page_out, page_in) -> tuple[frozenset[int], ...]:
     """What stays in RAM after each stage: every output read (or paged out) again before it is
     next computed, except while it is on storage (from its page-out to its page-in)."""
     T = len(graph)
-    needs: list[list[int]] = [[] for _ in range(T)]      # per tensor: stages that read or page it out
+    needs: list[list[int]] = [[] for _ in range(T)]  # per tensor: stages that read or page it out
     computes: list[list[int]] = [[] for _ in range(T)]
     for t, nodes in enumerate(computed):
         for k in nodes:

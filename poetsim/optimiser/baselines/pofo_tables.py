@@ -38,6 +38,7 @@ def cache_method(method):
 
 # -- the schedules of the space, as decision trees ------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Turn:
     """The loss, computed after the last block's forward."""
@@ -128,8 +129,7 @@ class Tables:
     `extra` is the RAM and DMA time of the parent's page-ins that land in the call's last stage.
     """
 
-    def __init__(self, graph: TrainingGraph, costs: CostTable, chain: Chain, timing: Timing,
-                 limit_bytes: int, slots: int | None):
+    def __init__(self, graph: TrainingGraph, costs: CostTable, chain: Chain, timing: Timing, limit_bytes: int, slots: int | None):
         self.graph, self.costs, self.chain, self.timing = graph, costs, chain, timing
         self.overlap = timing is Timing.OVERLAP
         self.n = len(chain.blocks)
@@ -360,10 +360,12 @@ class Tables:
                 kept = self.chain.retained(s, bar, checkpoint=False)
                 if offload and not kept:
                     continue
-                fwd = self.forward_window(s, bar, blk.saved | {blk.output} | (frozenset() if offload else kept),
-                                          kept if offload else frozenset())
-                group = self.run([Stage((g,)) for g in blk.grads], kept | blk.saved | blk.gradients_in,
-                                 after | self.chain.gradients_out(s))
+                fwd = self.forward_window(
+                    s, bar, blk.saved | {blk.output} | (frozenset() if offload else kept), kept if offload else frozenset()
+                )
+                group = self.run(
+                    [Stage((g,)) for g in blk.grads], kept | blk.saved | blk.gradients_in, after | self.chain.gradients_out(s)
+                )
                 rest = self.top(s + 1, True, self.page_in(kept) if offload else (0, 0.0))
                 value = self.feasible(max(fwd.peak, group.peak), fwd.time_s + group.time_s)
                 value = value + self.shift(rest, 0 if offload else self.slots_of(kept))
@@ -374,8 +376,9 @@ class Tables:
                 if offload and not kept:
                     continue
                 held = 0 if offload else self.slots_of(kept)
-                first = self.forward_window(s, bar, frozenset({blk.output}) | (frozenset() if offload else kept),
-                                            kept if offload else frozenset())
+                first = self.forward_window(
+                    s, bar, frozenset({blk.output}) | (frozenset() if offload else kept), kept if offload else frozenset()
+                )
                 peak, time_s = first.peak, first.time_s
                 for j in range(s, self.n):
                     if j > s:
@@ -385,8 +388,14 @@ class Tables:
                     head = self.feasible(peak, time_s) + self.shift(rest, held)
                     for kind, (value, _, _) in self.opt_typed(s, j).items():
                         last = self._last_types[s, kind]
-                        options.append(Option(head + self.shift(value, outer), last.last_peak + outer,
-                                               last.last_compute_s, ("ck", j, offload, kind)))
+                        options.append(
+                            Option(
+                                head + self.shift(value, outer),
+                                last.last_peak + outer,
+                                last.last_compute_s,
+                                ("ck", j, offload, kind),
+                            )
+                        )
         self._options[key] = options
         return options
 
@@ -396,8 +405,9 @@ class Tables:
         if key not in self._top:
             entries = []
             for option in self.top_options(s, bar):
-                bent = np.where(self.axis >= option.last_need + extra[0],
-                                option.value + self.extra_delta(option.last_compute_s, extra), INF)
+                bent = np.where(
+                    self.axis >= option.last_need + extra[0], option.value + self.extra_delta(option.last_compute_s, extra), INF
+                )
                 entries.append((bent, option.tag))
             self._top[key] = self.best(entries)
         return self._top[key][0]
@@ -411,7 +421,7 @@ class Tables:
         """table[m - held] over m: a child that runs while `held` slots stay taken."""
         result = np.full(self.budget + 1, INF)
         if held <= self.budget:
-            result[held:] = table[:self.budget + 1 - held]
+            result[held:] = table[: self.budget + 1 - held]
         return result
 
     def best(self, entries: list) -> tuple[np.ndarray, np.ndarray, list]:

@@ -56,8 +56,7 @@ def checkpoint_decisions(graph: TrainingGraph) -> dict:
     forward = [n.id for n in graph.nodes if not n.backward]
     size = max(1, round(math.sqrt(len(forward))))
     # A boundary must be read by the backward pass, or it is freed after the forward pass anyway.
-    cuts = [p for p in forward_cut_points(graph, forward)
-            if any(graph.nodes[r].backward for r in graph.consumers[forward[p]])]
+    cuts = [p for p in forward_cut_points(graph, forward) if any(graph.nodes[r].backward for r in graph.consumers[forward[p]])]
     boundaries = set()
     for k in range(1, size + 1):
         target = k * len(forward) / size - 1
@@ -98,8 +97,16 @@ def _result(plan: Plan, graph, costs, timing, name: str) -> tuple[Schedule, Figu
     return schedule, figures(plan, graph, costs, timing)
 
 
-def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
-               ends_at: float | None = None, first_fit: bool = False, finished: set[int] | None = None) -> Plan | None:
+def start_plan(
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    moves: Moves,
+    timing: Timing,
+    ends_at: float | None = None,
+    first_fit: bool = False,
+    finished: set[int] | None = None,
+) -> Plan | None:
     """The cheapest plan that fits among keep-all, checkpoint-sqrt and the greedy (for hybrid, also
     the paging-only and recompute-only greedy); None if none does.
 
@@ -122,12 +129,14 @@ def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: 
         # greedy's per-byte ranking can favour a mode that later steps make expensive.
         greedies = [PAGING, moves, RECOMPUTING] if first_fit else [moves, PAGING, RECOMPUTING]
     # A first fit is wanted whatever the clock says from the greedies that usually find one.
-    makers += [partial(greedy_plan, graph, costs, budgets, single, timing, None if first_fit else ends_at)
-               for single in greedies]
+    makers += [partial(greedy_plan, graph, costs, budgets, single, timing, None if first_fit else ends_at) for single in greedies]
     # Under tight budgets the greedy that keeps recomputed cascades finds no step that lowers the
     # peak; the one that drops them again does (ResNet-18 at 35 % RAM, recompute-only, 1.5x).
-    makers += [partial(greedy_plan, graph, costs, budgets, single, timing, ends_at, keep_recomputed=False)
-               for single in greedies if single.recompute]
+    makers += [
+        partial(greedy_plan, graph, costs, budgets, single, timing, ends_at, keep_recomputed=False)
+        for single in greedies
+        if single.recompute
+    ]
     best = _cheapest_fit(makers, graph, costs, budgets, timing, first_fit, finished, ends_at)
     if best is None and first_fit and math.isfinite(budgets.runtime_s):
         # Each greedy refuses a change that breaks the deadline on its own, yet the RAM budget is
@@ -138,15 +147,32 @@ def start_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: 
         # the deadline; with it lifted, one 113.8 J above keep-all that runs 15.5 s of the 16.0 s
         # allowed, in 0.8 s. A search that has a schedule already spends its time elsewhere.
         lifted = replace(budgets, runtime_s=math.inf)
-        best = _cheapest_fit([partial(greedy_plan, graph, costs, lifted, single, timing, ends_at, keep_recomputed=keep)
-                              for single in greedies for keep in (True, False) if keep or single.recompute],
-                             graph, costs, budgets, timing, first_fit)
+        best = _cheapest_fit(
+            [
+                partial(greedy_plan, graph, costs, lifted, single, timing, ends_at, keep_recomputed=keep)
+                for single in greedies
+                for keep in (True, False)
+                if keep or single.recompute
+            ],
+            graph,
+            costs,
+            budgets,
+            timing,
+            first_fit,
+        )
     return best
 
 
-def _cheapest_fit(makers: list[Callable[[], Plan | None]], graph: TrainingGraph, costs: CostTable, budgets: Budgets,
-                  timing: Timing, first_fit: bool, finished: set[int] | None = None,
-                  ends_at: float | None = None) -> Plan | None:
+def _cheapest_fit(
+    makers: list[Callable[[], Plan | None]],
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    timing: Timing,
+    first_fit: bool,
+    finished: set[int] | None = None,
+    ends_at: float | None = None,
+) -> Plan | None:
     """The cheapest plan of `makers` within `budgets` (with `first_fit`, the first), or None;
     makers whose index is in `finished` are skipped, and those that end before `ends_at` join it."""
     best = None
@@ -166,8 +192,15 @@ def _cheapest_fit(makers: list[Callable[[], Plan | None]], graph: TrainingGraph,
     return None if best is None else best[1]
 
 
-def greedy_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
-                ends_at: float | None = None, keep_recomputed: bool = True) -> Plan | None:
+def greedy_plan(
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    moves: Moves,
+    timing: Timing,
+    ends_at: float | None = None,
+    keep_recomputed: bool = True,
+) -> Plan | None:
     """Take the cheapest bytes off the RAM peak until the budget fits, then undo what is not needed.
 
     Each step looks at the outputs resident at the start of the peak stage, in the interval
@@ -192,8 +225,14 @@ def greedy_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     return _with_keeps(graph, costs, budgets, timing, decisions, state)[0]
 
 
-def rebuilt_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing,
-                 ends_at: float | None = None, keeps_until: float | None = None) -> Plan | None:
+def rebuilt_plan(
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    timing: Timing,
+    ends_at: float | None = None,
+    keeps_until: float | None = None,
+) -> Plan | None:
     """The recompute-only greedy that drops recomputed cascades, improved by taking its changes
     out one at a time and filling the RAM budget again without each; None if no plan fits.
 
@@ -227,8 +266,7 @@ def rebuilt_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timin
             if key not in current[0]:
                 continue
             trial = {k: m for k, m in current[0].items() if k != key}
-            found = _fill(graph, costs, lifted, timing, trial, {(*key, mode) for mode in allowed}, allowed, replay,
-                          ends_at)
+            found = _fill(graph, costs, lifted, timing, trial, {(*key, mode) for mode in allowed}, allowed, replay, ends_at)
             if found is None:
                 continue
             decisions, state = _polish(lifted, found[0], found[1], allowed, replay, ends_at)
@@ -264,11 +302,11 @@ def _fill(graph, costs, budgets, timing, decisions, banned, allowed, replay, end
     return decisions, state
 
 
-def _with_keeps(graph, costs, budgets, timing, decisions, state,
-                ends_at: float | None = None) -> tuple[Plan, Figures]:
+def _with_keeps(graph, costs, budgets, timing, decisions, state, ends_at: float | None = None) -> tuple[Plan, Figures]:
     """The plan of `decisions` (replayed with recomputed outputs dropped: `state`) with each
     recomputed output kept where that still fits and costs less (`keeps.keep_more`, which stops
     at `ends_at`), and its figures."""
+
     def with_keeps(keep):
         plan = plan_from_decisions(graph, decisions, keep_recomputed=keep)
         return plan, figures(plan, graph, costs, timing)

@@ -283,11 +283,21 @@ def restore_costs_j(costs: CostTable, timing: Timing) -> tuple[tuple[float, ...]
     return recompute, page
 
 
-def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
-                time_limit_s: float | None = None, cascades: bool = True,
-                avoid: frozenset[int] = frozenset(), first_rows: int | None = FIRST_ROWS,
-                stalls: bool = False, no_cascade_share: float = NO_CASCADE_SHARE,
-                page_in_stalls: bool = True, cascade_page_ins: bool = True) -> CoverBound:
+def cover_bound(
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    moves: Moves,
+    timing: Timing,
+    time_limit_s: float | None = None,
+    cascades: bool = True,
+    avoid: frozenset[int] = frozenset(),
+    first_rows: int | None = FIRST_ROWS,
+    stalls: bool = False,
+    no_cascade_share: float = NO_CASCADE_SHARE,
+    page_in_stalls: bool = True,
+    cascade_page_ins: bool = True,
+) -> CoverBound:
     """Solve the eviction cover of one problem (see the module docstring for why it is a bound).
 
     With `cascades`, a recomputation that needs an input past that input's last reader pays
@@ -306,12 +316,30 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     keep_all_j = costs.keep_all_energy_j(timing)
     rows = cover_rows(graph, budgets, moves, timing)
     if avoid:
-        rows = tuple(CoverRow(row.stage, row.excess_bytes, tuple(i for i in row.by_recompute if i not in avoid),
-                              tuple(i for i in row.by_paging if i not in avoid)) for row in rows)
+        rows = tuple(
+            CoverRow(
+                row.stage,
+                row.excess_bytes,
+                tuple(i for i in row.by_recompute if i not in avoid),
+                tuple(i for i in row.by_paging if i not in avoid),
+            )
+            for row in rows
+        )
 
     def result(bound, recomputed=(), paged=(), infeasible=False, exact=True, message=""):
-        return CoverBound(moves, timing, keep_all_j, bound, frozenset(recomputed), frozenset(paged), infeasible,
-                          exact, rows, perf_counter() - began, message)
+        return CoverBound(
+            moves,
+            timing,
+            keep_all_j,
+            bound,
+            frozenset(recomputed),
+            frozenset(paged),
+            infeasible,
+            exact,
+            rows,
+            perf_counter() - began,
+            message,
+        )
 
     if not rows:
         return result(keep_all_j, message="keep-all fits the RAM budget")
@@ -319,24 +347,44 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     for row in rows:
         room = sum(m[i] for i in set(row.by_recompute) | set(row.by_paging))
         if room < row.excess_bytes:
-            return result(None, infeasible=True, message=(
-                f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM: right after "
-                f"computing node {row.stage} ({graph.nodes[row.stage].name}) {row.excess_bytes:,} bytes of outputs "
-                f"must be out of RAM, and at most {room:,} bytes can be"))
+            return result(
+                None,
+                infeasible=True,
+                message=(
+                    f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM: right after "
+                    f"computing node {row.stage} ({graph.nodes[row.stage].name}) {row.excess_bytes:,} bytes of outputs "
+                    f"must be out of RAM, and at most {room:,} bytes can be"
+                ),
+            )
 
     def left_s(share: float = 1.0):
         return None if time_limit_s is None else share * (time_limit_s - (perf_counter() - began))
 
     # Without cascades first: small and fast, a bound and a choice to fall back on if the
     # cascade model (several times larger on 300-node graphs) runs out of time.
-    infeasible = result(None, infeasible=True, message=(
-        f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
-        f"{budgets.runtime_s:.6g} s: the deadline leaves {deadline_slack_s(budgets, costs):.6g} s beyond one "
-        "plain pass, less than the recomputation or the transfers that staying within the RAM budget need"))
+    infeasible = result(
+        None,
+        infeasible=True,
+        message=(
+            f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
+            f"{budgets.runtime_s:.6g} s: the deadline leaves {deadline_slack_s(budgets, costs):.6g} s beyond one "
+            "plain pass, less than the recomputation or the transfers that staying within the RAM budget need"
+        ),
+    )
     stalls = stalls and overlap and moves.page
-    found = _solve_cover(graph, costs, timing, moves, rows, budgets, cascades=False,
-                         time_limit_s=left_s(no_cascade_share if cascades else 1.0), first_rows=first_rows,
-                         stalls=stalls, page_in_stalls=page_in_stalls)
+    found = _solve_cover(
+        graph,
+        costs,
+        timing,
+        moves,
+        rows,
+        budgets,
+        cascades=False,
+        time_limit_s=left_s(no_cascade_share if cascades else 1.0),
+        first_rows=first_rows,
+        stalls=stalls,
+        page_in_stalls=page_in_stalls,
+    )
     if found is None:
         return infeasible
     # With `avoid` the answer is no proof anyway: the quicker cover with one move per output
@@ -345,9 +393,21 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     if deep and time_limit_s is not None and left_s() <= 0:
         found = (*found[:3], False)  # the optimum of the cover without cascades only
     elif deep:
-        deeper = _solve_cover(graph, costs, timing, moves, rows, budgets, cascades=True, time_limit_s=left_s(),
-                              one_move=bool(avoid), first_rows=first_rows, stalls=stalls,
-                              page_in_stalls=page_in_stalls, cascade_page_ins=cascade_page_ins)
+        deeper = _solve_cover(
+            graph,
+            costs,
+            timing,
+            moves,
+            rows,
+            budgets,
+            cascades=True,
+            time_limit_s=left_s(),
+            one_move=bool(avoid),
+            first_rows=first_rows,
+            stalls=stalls,
+            page_in_stalls=page_in_stalls,
+            cascade_page_ins=cascade_page_ins,
+        )
         if deeper is None:
             return infeasible
         bound = max(found[0], deeper[0])
@@ -357,8 +417,9 @@ def cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves:
     return result(keep_all_j + overhead_j, recomputed, paged, exact=exact)
 
 
-def second_restore_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing,
-                         time_limit_s: float | None = None) -> CoverBound:
+def second_restore_bound(
+    graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, time_limit_s: float | None = None
+) -> CoverBound:
     """The recompute-only cascade cover with item 7's second restores, every stage row at once.
 
     A bound only (its choice is not placed): the rows that tie absences across stages leave no
@@ -372,25 +433,41 @@ def second_restore_bound(graph: TrainingGraph, costs: CostTable, budgets: Budget
     rows = cover_rows(graph, budgets, moves, timing)
 
     def result(bound, infeasible=False, exact=True, message=""):
-        return CoverBound(moves, timing, keep_all_j, bound, frozenset(), frozenset(), infeasible, exact, rows,
-                          perf_counter() - began, message, kind="second-restore cover")
+        return CoverBound(
+            moves,
+            timing,
+            keep_all_j,
+            bound,
+            frozenset(),
+            frozenset(),
+            infeasible,
+            exact,
+            rows,
+            perf_counter() - began,
+            message,
+            kind="second-restore cover",
+        )
 
     if not rows or not _has_cascades(graph, rows):
         return result(None, exact=False, message="no cascade: the plain cover's bound stands")
     # As many of item 7's rows as the solve can take in the time (`Program.solve` declines a program
     # whose presolve would outlast it), leaving a share of the time to the build.
     cap = None if time_limit_s is None else int(SECOND_RESTORE_NONZERO_SHARE * PRESOLVE_NONZEROS_PER_S * time_limit_s)
-    model = _CoverModel(graph, costs, timing, moves, rows, budgets, cascades=True, second_restores=True,
-                        nonzero_cap=cap)
+    model = _CoverModel(graph, costs, timing, moves, rows, budgets, cascades=True, second_restores=True, nonzero_cap=cap)
     if not model.roomy:
         return result(None, exact=False, message="the cover's stage rows leave no room for second restores in the time")
     left_s = None if time_limit_s is None else max(time_limit_s - (perf_counter() - began), 0.0)
     solved = model.solve(left_s)
     if solved is None:
-        return result(None, infeasible=True, message=(
-            f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
-            f"{budgets.runtime_s:.6g} s: the recomputations that staying within the RAM budget needs, each "
-            "counted as often as a cascade rebuilds it, outlast the deadline's slack"))
+        return result(
+            None,
+            infeasible=True,
+            message=(
+                f"infeasible: no schedule {moves.phrase} fits {budgets.ram_bytes:,} bytes of RAM within "
+                f"{budgets.runtime_s:.6g} s: the recomputations that staying within the RAM budget needs, each "
+                "counted as often as a cascade rebuilds it, outlast the deadline's slack"
+            ),
+        )
     overhead_j, _, _, exact = solved[:4]
     return result(keep_all_j + overhead_j, exact=exact)
 
@@ -417,10 +494,21 @@ def deadline_slack_s(budgets: Budgets, costs: CostTable) -> float:
     return max(slack, 0.0) if budgets.meets_deadline(costs.plain_runtime_s) else slack
 
 
-def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: Moves, rows: tuple[CoverRow, ...],
-                 budgets: Budgets, cascades: bool, time_limit_s: float | None, one_move: bool = False,
-                 first_rows: int | None = FIRST_ROWS, stalls: bool = False, page_in_stalls: bool = True,
-                 cascade_page_ins: bool = True):
+def _solve_cover(
+    graph: TrainingGraph,
+    costs: CostTable,
+    timing: Timing,
+    moves: Moves,
+    rows: tuple[CoverRow, ...],
+    budgets: Budgets,
+    cascades: bool,
+    time_limit_s: float | None,
+    one_move: bool = False,
+    first_rows: int | None = FIRST_ROWS,
+    stalls: bool = False,
+    page_in_stalls: bool = True,
+    cascade_page_ins: bool = True,
+):
     """The cover's optimum (as `_CoverModel.solve` gives it), found with the stage rows it needs.
 
     Each stage row has columns of its own (a_{t,i}, ap_{t,i}, h_{t,d}, r_{t,d}, q_{t,d},
@@ -457,23 +545,37 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
     in_levels = page_in_levels(graph, costs, rows) if stalls and page_in_stalls else {}
 
     def model(stages, elastic: bool = False) -> _CoverModel:
-        return _CoverModel(graph, costs, timing, moves, tuple(by_stage[t] for t in sorted(stages)), budgets,
-                           cascades, either, counted, levels, in_levels,
-                           cascade_page_ins=stalls and page_in_stalls and cascade_page_ins, elastic=elastic)
+        return _CoverModel(
+            graph,
+            costs,
+            timing,
+            moves,
+            tuple(by_stage[t] for t in sorted(stages)),
+            budgets,
+            cascades,
+            either,
+            counted,
+            levels,
+            in_levels,
+            cascade_page_ins=stalls and page_in_stalls and cascade_page_ins,
+            elastic=elastic,
+        )
 
     def breaks(stages, recomputed, paged, paged_from, paged_until, fed) -> list[int]:
         m, deps = graph.output_bytes, [node.deps for node in graph.nodes]
         unsure = []
         for t in sorted(stages):
             row, seen = by_stage[t], counted.get(t, ())
-            free = {i for i in row.by_paging if i in paged and paged_from.get(i, 0) <= t
-                    and (i not in in_levels or paged_until.get(i, -1) >= t)}
-            free.update(i for i in row.by_recompute
-                        if i in recomputed and (not cascades or all(d in seen for d in deps[i])))
+            free = {
+                i
+                for i in row.by_paging
+                if i in paged and paged_from.get(i, 0) <= t and (i not in in_levels or paged_until.get(i, -1) >= t)
+            }
+            free.update(i for i in row.by_recompute if i in recomputed and (not cascades or all(d in seen for d in deps[i])))
             if sum(m[i] for i in free) < row.excess_bytes:
                 unsure.append(t)
         if not cascades:
-            return unsure   # the cover without cascades has no stage columns: nothing else can admit x
+            return unsure  # the cover without cascades has no stage columns: nothing else can admit x
         if not unsure:
             return []
         # With x fixed the stages share no free column: one program with a slack on each covering
@@ -485,17 +587,17 @@ def _solve_cover(graph: TrainingGraph, costs: CostTable, timing: Timing, moves: 
         solved = together.program.solve(left_s())
         if not solved.infeasible and solved.values is not None:
             broken = [t for t in unsure if solved.values.get(("e", t), 0.0) > ELASTIC_TOLERANCE]
-            if solved.exact or not broken:   # a solution with no slack shows every stage admits x
+            if solved.exact or not broken:  # a solution with no slack shows every stage admits x
                 return broken
         broken = []
         for n, t in enumerate(unsure):
-            if time_limit_s is not None and left_s() <= 0:   # out of time: the rest counted as broken
+            if time_limit_s is not None and left_s() <= 0:  # out of time: the rest counted as broken
                 broken += unsure[n:]
                 break
             alone = model((t,))
             alone.fix(recomputed, paged, paged_from, paged_until, fed)
             solved = alone.program.solve(left_s())
-            if solved.infeasible or solved.values is None:   # (no answer within the time: counted as broken)
+            if solved.infeasible or solved.values is None:  # (no answer within the time: counted as broken)
                 broken.append(t)
         return broken
 
@@ -544,9 +646,24 @@ class _CoverModel:
     the stalls of those page-ins.
     """
 
-    def __init__(self, graph, costs, timing, moves, rows, budgets, cascades, either=frozenset(), counted=None,
-                 levels=None, in_levels=None, cascade_page_ins=False, elastic=False, second_restores=False,
-                 nonzero_cap=None):
+    def __init__(
+        self,
+        graph,
+        costs,
+        timing,
+        moves,
+        rows,
+        budgets,
+        cascades,
+        either=frozenset(),
+        counted=None,
+        levels=None,
+        in_levels=None,
+        cascade_page_ins=False,
+        elastic=False,
+        second_restores=False,
+        nonzero_cap=None,
+    ):
         self.graph, self.costs, self.moves, self.cascades = graph, costs, moves, cascades
         # Item 7 (recompute-only): per-row absences b_{t,i}, and the second restores they imply.
         self.second_restores = second_restores and cascades and not moves.page
@@ -563,8 +680,9 @@ class _CoverModel:
         # (first: its first stage, -1 when i has none) and a page-in level l (last: its last row).
         self.pairs: dict[int, list[tuple[int, int, int]]] = {}
         # What each stage's row counts, which the cascade rows read (built once per cover).
-        self.counted = (counted if counted is not None else
-                        {row.stage: counted_at(graph, row.stage) for row in rows}) if cascades else {}
+        self.counted = (
+            (counted if counted is not None else {row.stage: counted_at(graph, row.stage) for row in rows}) if cascades else {}
+        )
         self.either = either
         self.recompute_j, self.page_j = restore_costs_j(costs, timing)
         self.stall_priced = bool(self.levels or self.in_levels or self.cascade_page_ins)
@@ -588,15 +706,21 @@ class _CoverModel:
             self.add_second_restores()
         dma_s = costs.dma_channels * budgets.runtime_s if Timing(timing) is Timing.OVERLAP else None
         self.add_restore_rows(deadline_slack_s(budgets, costs), dma_s)
-        if elastic:   # a slack e_t on each covering row, and it alone costs: the least shortfall
+        if elastic:  # a slack e_t on each covering row, and it alone costs: the least shortfall
             self.program.cost = [1.0 if key[0] == "e" else 0.0 for key in self.program.columns]
 
     def page_in_prices(self) -> dict[tuple[int, int], float]:
         """The stall of each page-in level, by (output, its last row), in seconds."""
         return {(i, last): stall for i, levels in self.in_levels.items() for last, stall in levels}
 
-    def fix(self, recomputed: frozenset[int], paged: frozenset[int], paged_from: dict[int, int],
-            paged_until: dict[int, int], fed: dict[int, float]) -> None:
+    def fix(
+        self,
+        recomputed: frozenset[int],
+        paged: frozenset[int],
+        paged_from: dict[int, int],
+        paged_until: dict[int, int],
+        fed: dict[int, float],
+    ) -> None:
         """Fix every x^R_i, x^P_i, z_{i,k} and w_{i,l} to a choice (`paged_from`: the first stage
         of each paged output's page-out level, `paged_until` the last stage of its page-in level),
         and hold each s_d and sl_d within what the choice paid for those page-ins (`fed`, scaled,
@@ -615,8 +739,7 @@ class _CoverModel:
             elif key[0] == "z":
                 value = float(key[1] in paged and paged_from.get(key[1]) == key[2])
             elif key[0] == "w":
-                value = float(key[1] in paged and paged_until.get(key[1]) == key[3]
-                              and key[2] in (-1, paged_from.get(key[1])))
+                value = float(key[1] in paged and paged_until.get(key[1]) == key[3] and key[2] in (-1, paged_from.get(key[1])))
             else:
                 continue
             self.program.row([(col, 1.0)], value, value)
@@ -647,15 +770,12 @@ class _CoverModel:
         col = self.program.column((kind, i), price[i] / self.energy_scale)
         program = self.program
         if made and kind == "P" and i in self.levels:
-            program.row([(col, 1.0)] + [(program.column(("z", i, first)), -1.0) for first, _ in self.levels[i]],
-                        0.0, 0.0)
+            program.row([(col, 1.0)] + [(program.column(("z", i, first)), -1.0) for first, _ in self.levels[i]], 0.0, 0.0)
         if made and kind == "P" and i in self.in_levels:  # at most one pair, within i's page-out level
-            outs = [(first, program.columns["z", i, first]) for first, _ in self.levels[i]] if i in self.levels \
-                else [(-1, col)]
+            outs = [(first, program.columns["z", i, first]) for first, _ in self.levels[i]] if i in self.levels else [(-1, col)]
             self.pairs[i] = []
             for first, level in outs:
-                pairs = [(first, last, program.column(("w", i, first, last)))
-                         for last, _ in self.in_levels[i] if last >= first]
+                pairs = [(first, last, program.column(("w", i, first, last))) for last, _ in self.in_levels[i] if last >= first]
                 program.row([(level, 1.0)] + [(w, -1.0) for _, _, w in pairs], 0.0, math.inf)
                 self.pairs[i] += pairs
         return col
@@ -688,9 +808,11 @@ class _CoverModel:
             again from `due` on or with an input, within the depth, that is."""
             key = (t, o, due, depth)
             if key not in useful:
-                useful[key] = depth <= SECOND_RESTORE_DEPTH and (t, o) in absent and (
-                    any(row >= due for row in rows_of.get(o, ())) or
-                    any(worth(t, d, due, depth + 1) for d in deps[o]))
+                useful[key] = (
+                    depth <= SECOND_RESTORE_DEPTH
+                    and (t, o) in absent
+                    and (any(row >= due for row in rows_of.get(o, ())) or any(worth(t, d, due, depth + 1) for d in deps[o]))
+                )
             return useful[key]
 
         def reads(t: int, o: int, due: int, terms: list[int], depth: int = 1) -> None:
@@ -700,7 +822,7 @@ class _CoverModel:
             fresh = key not in program.columns
             col = program.column(key)
             program.row([(col, 1.0)] + [(term, -1.0) for term in terms], 1.0 - len(terms), math.inf)
-            if fresh:   # o is absent at t and restored by recomputation in (t, due]: it reads its inputs
+            if fresh:  # o is absent at t and restored by recomputation in (t, due]: it reads its inputs
                 gone = absent[t, o]
                 twice(o, due, [col, gone])
                 for d in deps[o]:
@@ -716,11 +838,12 @@ class _CoverModel:
                 for col in later:
                     program.row([(program.column(key), 1.0), (col, -1.0)], 0.0, math.inf)
             again = program.column(("x2", o), self.recompute_j[o] / self.energy_scale)
-            program.row([(again, 1.0), (program.columns[key], -1.0)] + [(term, -1.0) for term in terms],
-                        -float(len(terms)), math.inf)
+            program.row(
+                [(again, 1.0), (program.columns[key], -1.0)] + [(term, -1.0) for term in terms], -float(len(terms)), math.inf
+            )
 
         roots = sorted((readers[i][bisect.bisect_right(readers[i], t)] - t, t, i) for t, i in self.absent_at)
-        for window, t, i in roots:   # nearest readers first: i is rebuilt by its next reader, reading its inputs
+        for window, t, i in roots:  # nearest readers first: i is rebuilt by its next reader, reading its inputs
             if self.nonzero_cap is not None and len(program.index) > self.nonzero_cap:
                 break
             col, due = self.absent_at[t, i], t + window
@@ -767,7 +890,7 @@ class _CoverModel:
             if i not in pageable:
                 continue
             if i in self.apart.get(t, ()):
-                apart = program.column(("p", t, i))   # i absent at t by paging
+                apart = program.column(("p", t, i))  # i absent at t by paging
                 program.row([(apart, 1.0)] + [(z, -1.0) for z in self.by_paging(i, t)], -math.inf, 0.0)
                 terms.append((apart, m[i]))
             else:
@@ -784,8 +907,11 @@ class _CoverModel:
         and no later than d's next reader."""
         graph, t, pageable = self.graph, row.stage, set(row.by_paging)
         readers, deps = graph.consumers, [node.deps for node in graph.nodes]
-        needy = [(("a", t, i), i, readers[i][bisect.bisect_right(readers[i], t)]) for i in row.by_recompute
-                 if any(d not in counted for d in deps[i]) or (i in self.either and i in pageable)]
+        needy = [
+            (("a", t, i), i, readers[i][bisect.bisect_right(readers[i], t)])
+            for i in row.by_recompute
+            if any(d not in counted for d in deps[i]) or (i in self.either and i in pageable)
+        ]
         needy += [(("r", t, e), e, due) for e, due in self.reach[t].items()]
         for key, i, due in needy:
             for d in deps[i]:
@@ -803,7 +929,7 @@ class _CoverModel:
             absent = program.columns.get(("p", t, d), program.columns.get(("ap", t, d)))
             if needy is None or absent is None:
                 continue
-            if due - 1 < t + 1:   # no stage to page d back in: not both
+            if due - 1 < t + 1:  # no stage to page d back in: not both
                 program.row([(needy, 1.0), (absent, 1.0)], -math.inf, 1.0)
                 continue
             stall_s = page_in_stall_s(costs, d, t + 1, due - 1)
@@ -859,33 +985,44 @@ class _CoverModel:
         for key, col in list(columns.items()):
             if key[0] == "R" and ("P", key[1]) in columns and key[1] not in self.either:
                 self.program.row([(col, 1.0), (columns["P", key[1]], 1.0)], -math.inf, 1.0)
-        timed = [(col, self.costs.compute_s[key[1]] / self.time_scale) for key, col in columns.items()
-                 if key[0] in ("R", "x2") and self.costs.compute_s[key[1]] > 0]
+        timed = [
+            (col, self.costs.compute_s[key[1]] / self.time_scale)
+            for key, col in columns.items()
+            if key[0] in ("R", "x2") and self.costs.compute_s[key[1]] > 0
+        ]
         if timed:
             self.program.row(timed, -math.inf, slack_s / self.time_scale)
         costs = self.costs
-        moved = [(col, (costs.page_out_s[key[1]] + costs.page_in_s[key[1]]) / self.time_scale)
-                 for key, col in columns.items() if key[0] == "P"]
+        moved = [
+            (col, (costs.page_out_s[key[1]] + costs.page_in_s[key[1]]) / self.time_scale)
+            for key, col in columns.items()
+            if key[0] == "P"
+        ]
         if dma_s is not None and moved:
             self.program.row(moved, -math.inf, dma_s / self.time_scale)
-        stall_s: dict[tuple, float] = {("z", i, first): stall for i, levels in self.levels.items()
-                                       for first, stall in levels}
+        stall_s: dict[tuple, float] = {("z", i, first): stall for i, levels in self.levels.items() for first, stall in levels}
         page_in_s = self.page_in_prices()
-        stall_s.update({("w", i, first, last): page_in_s[i, last]   # a pair's price: its page-in level's
-                        for i, pairs in self.pairs.items() for first, last, _ in pairs})
+        stall_s.update(
+            {
+                ("w", i, first, last): page_in_s[i, last]  # a pair's price: its page-in level's
+                for i, pairs in self.pairs.items()
+                for first, last, _ in pairs
+            }
+        )
         stalled = []
         for key, col in list(columns.items()):
             price = stall_s.get(key, 0.0)
             if price <= 0:
                 continue
-            if key[0] == "w" and ("sl", key[1]) in columns:   # (maybe the same page-in: the largest counts)
+            if key[0] == "w" and ("sl", key[1]) in columns:  # (maybe the same page-in: the largest counts)
                 self.program.row([(columns["sl", key[1]], 1.0), (col, -price / self.time_scale)], 0.0, math.inf)
             else:
                 stalled.append((col, price / self.time_scale))
         stalled += [(col, 1.0) for key, col in columns.items() if key[0] in ("s", "sl")]
         if self.stall_priced:  # Y: the time beyond a plain pass, at least the recomputations and the stalls
-            beyond = self.program.column(("Y",), costs.static_power_w * self.time_scale / self.energy_scale,
-                                         upper=math.inf, integer=False)
+            beyond = self.program.column(
+                ("Y",), costs.static_power_w * self.time_scale / self.energy_scale, upper=math.inf, integer=False
+            )
             for part in (timed, stalled):
                 if part:
                     self.program.row([(beyond, 1.0)] + [(col, -c) for col, c in part], 0.0, math.inf)
@@ -903,8 +1040,15 @@ class _CoverModel:
         paged_from = {key[1]: key[2] for key, value in values.items() if key[0] == "z" and value > 0.5}
         paged_until = {key[1]: key[3] for key, value in values.items() if key[0] == "w" and value > 0.5}
         fed = {key: value for key, value in values.items() if key[0] in ("s", "sl")}
-        return (solved.bound * self.energy_scale, [i for kind, i in chosen if kind == "R"],
-                [i for kind, i in chosen if kind == "P"], solved.exact, paged_from, paged_until, fed)
+        return (
+            solved.bound * self.energy_scale,
+            [i for kind, i in chosen if kind == "R"],
+            [i for kind, i in chosen if kind == "P"],
+            solved.exact,
+            paged_from,
+            paged_until,
+            fed,
+        )
 
 
 def stall_levels(graph: TrainingGraph, costs: CostTable, rows: tuple[CoverRow, ...]) -> dict[int, tuple[tuple[int, float], ...]]:
@@ -934,8 +1078,9 @@ def stall_levels(graph: TrainingGraph, costs: CostTable, rows: tuple[CoverRow, .
     return found
 
 
-def page_in_levels(graph: TrainingGraph, costs: CostTable,
-                   rows: tuple[CoverRow, ...]) -> dict[int, tuple[tuple[int, float], ...]]:
+def page_in_levels(
+    graph: TrainingGraph, costs: CostTable, rows: tuple[CoverRow, ...]
+) -> dict[int, tuple[tuple[int, float], ...]]:
     """Per output some row may page and whose page-in can stall: its page-in stall levels (item 6).
 
     If T is the last row at which i is absent by paging (among the rows that may page it), the
@@ -1018,4 +1163,4 @@ def cascade_deadlines(graph: TrainingGraph, t: int, restorable, counted: set[int
 def page_in_stall_s(costs: CostTable, i: int, first: int, last: int) -> float:
     """The least stall of a page-in of i issued in a stage of [first, last] (nonempty): its time
     over the channels less the longest plain compute there."""
-    return max(0.0, costs.page_in_s[i] / costs.dma_channels - max(costs.compute_s[first:last + 1]))
+    return max(0.0, costs.page_in_s[i] / costs.dma_channels - max(costs.compute_s[first : last + 1]))

@@ -48,21 +48,26 @@ from poetsim.schedule.model import Budgets, Moves, Timing
 PLACEMENT_REL_GAP = 1e-4
 
 
-def placement(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, plain: CoverBound,
-              time_limit_s: float | None = None) -> CoverBound:
+def placement(
+    graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, plain: CoverBound, time_limit_s: float | None = None
+) -> CoverBound:
     """The timed cover confined to the plain cover's choice: where to place its restores.
 
     Not a bound (the choice is fixed); a quick way to stages for the plain choice's transfers
     and recomputations. If its events cost no more than the plain bound, they are optimal.
     """
-    rows = tuple(replace(row, by_recompute=tuple(i for i in row.by_recompute if i in plain.recomputed),
-                         by_paging=tuple(i for i in row.by_paging if i in plain.paged)) for row in plain.rows)
+    rows = tuple(
+        replace(
+            row,
+            by_recompute=tuple(i for i in row.by_recompute if i in plain.recomputed),
+            by_paging=tuple(i for i in row.by_paging if i in plain.paged),
+        )
+        for row in plain.rows
+    )
     # Only the moves the choice uses: a hybrid cover whose choice pages nothing would otherwise
     # bring every output's paging events (ResNet-18 CIFAR, TX2, 50 %: 6.8 s against 0.3 s).
-    moves = Moves(recompute=plain.moves.recompute and bool(plain.recomputed),
-                  page=plain.moves.page and bool(plain.paged))
-    found = timed_cover_bound(graph, costs, budgets, moves, timing, time_limit_s, plain.bound_j, rows,
-                              rel_gap=PLACEMENT_REL_GAP)
+    moves = Moves(recompute=plain.moves.recompute and bool(plain.recomputed), page=plain.moves.page and bool(plain.paged))
+    found = timed_cover_bound(graph, costs, budgets, moves, timing, time_limit_s, plain.bound_j, rows, rel_gap=PLACEMENT_REL_GAP)
     return replace(found, rows=plain.rows, kind="placement")
 
 
@@ -74,14 +79,24 @@ def stalled(graph: TrainingGraph, costs: CostTable, cover: CoverBound) -> frozen
         if kind in ("o", "n"):
             dma_s[s] = dma_s.get(s, 0.0) + (costs.page_out_s if kind == "o" else costs.page_in_s)[i]
             nodes.setdefault(s, []).append(i)
-    return frozenset(i for s, total in dma_s.items() if total / costs.dma_channels > costs.compute_s[s] * (1 + 1e-9)
-                     for i in nodes[s])
+    return frozenset(
+        i for s, total in dma_s.items() if total / costs.dma_channels > costs.compute_s[s] * (1 + 1e-9) for i in nodes[s]
+    )
 
 
-def timed_cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
-                      time_limit_s: float | None = None, enough_j: float | None = None,
-                      rows: tuple[CoverRow, ...] | None = None, start: tuple[tuple[str, int, int], ...] = (),
-                      staged: bool = False, rel_gap: float = REL_GAP) -> CoverBound:
+def timed_cover_bound(
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    moves: Moves,
+    timing: Timing,
+    time_limit_s: float | None = None,
+    enough_j: float | None = None,
+    rows: tuple[CoverRow, ...] | None = None,
+    start: tuple[tuple[str, int, int], ...] = (),
+    staged: bool = False,
+    rel_gap: float = REL_GAP,
+) -> CoverBound:
     """Solve the stage-indexed eviction cover (module docstring).
 
     `enough_j`, a proven lower bound on the total energy (the plain cover's), stops the solve
@@ -101,18 +116,44 @@ def timed_cover_bound(graph: TrainingGraph, costs: CostTable, budgets: Budgets, 
     left_s = None if time_limit_s is None else time_limit_s - (perf_counter() - began)
     solved = model.program.solve(left_s, enough, {event: 1.0 for event in start}, rel_gap)
     if solved.infeasible:
-        return CoverBound(moves, timing, keep_all_j, None, frozenset(), frozenset(), True, True, rows,
-                          perf_counter() - began, "infeasible: no placement of restores in stages covers the "
-                          "RAM excess within the deadline", kind="timed cover")
+        return CoverBound(
+            moves,
+            timing,
+            keep_all_j,
+            None,
+            frozenset(),
+            frozenset(),
+            True,
+            True,
+            rows,
+            perf_counter() - began,
+            "infeasible: no placement of restores in stages covers the RAM excess within the deadline",
+            kind="timed cover",
+        )
     # Events: page-outs, page-ins, recomputations by stage ("p"), or, where recomputations have no
     # stage, the stages at which an output is absent to be recomputed ("a").
-    events = tuple(sorted((key[0] if key[0] != "aR" else "a", key[1], key[2]) if key[0] != "aR" else ("a", key[2], key[1])
-                          for key, value in (solved.values or {}).items()
-                          if key[0] in ("p", "o", "n", "aR") and value > 0.5))
+    events = tuple(
+        sorted(
+            (key[0] if key[0] != "aR" else "a", key[1], key[2]) if key[0] != "aR" else ("a", key[2], key[1])
+            for key, value in (solved.values or {}).items()
+            if key[0] in ("p", "o", "n", "aR") and value > 0.5
+        )
+    )
     return CoverBound(
-        moves, timing, keep_all_j, keep_all_j + solved.bound * model.energy_scale,
-        frozenset(i for kind, i, _ in events if kind in "pa"), frozenset(i for kind, i, _ in events if kind == "n"),
-        False, solved.exact, rows, perf_counter() - began, "", kind="timed cover", events=events)
+        moves,
+        timing,
+        keep_all_j,
+        keep_all_j + solved.bound * model.energy_scale,
+        frozenset(i for kind, i, _ in events if kind in "pa"),
+        frozenset(i for kind, i, _ in events if kind == "n"),
+        False,
+        solved.exact,
+        rows,
+        perf_counter() - began,
+        "",
+        kind="timed cover",
+        events=events,
+    )
 
 
 class _TimedModel:
@@ -134,8 +175,8 @@ class _TimedModel:
         self.recomputes_at: dict[int, list[tuple[int, float]]] = {}
         self.transfers_at: dict[int, list[tuple[int, float]]] = {}
         self.outs_of: dict[int, list[int]] = {}
-        self.prefix_end: dict[int, int] = {}                        # i -> last stage with a running sum
-        self.suffix_start: dict[tuple[str, int, int], int] = {}    # (kind, i, last) -> first such stage
+        self.prefix_end: dict[int, int] = {}  # i -> last stage with a running sum
+        self.suffix_start: dict[tuple[str, int, int], int] = {}  # (kind, i, last) -> first such stage
 
     def event(self, kind: str, i: int, s: int) -> int:
         """The column of one recomputation ("p"), page-out ("o") or page-in ("n") of i in stage s."""
@@ -161,7 +202,8 @@ class _TimedModel:
         if kind == "p" and not self.staged:
             if ("R", i) not in self.program.columns:
                 self.recomputes_at.setdefault(-1, []).append(
-                    (self.program.column(("R", i), self.costs.compute_j[i] / self.energy_scale), self.costs.compute_s[i]))
+                    (self.program.column(("R", i), self.costs.compute_j[i] / self.energy_scale), self.costs.compute_s[i])
+                )
             self.program.row([(absent, 1.0), (self.program.columns["R", i], -1.0)], -math.inf, 0.0)
             return
         if first > last:
@@ -274,8 +316,11 @@ class _TimedModel:
                 if s in self.recomputes_at:
                     program.row([(col, 1.0)] + [(p, -c / scale) for p, c in self.recomputes_at[s]], 0.0, math.inf)
                 if s in self.transfers_at:
-                    program.row([(col, 1.0)] + [(x, -d * per_channel / scale) for x, d in self.transfers_at[s]],
-                                -self.costs.compute_s[s] / scale, math.inf)
+                    program.row(
+                        [(col, 1.0)] + [(x, -d * per_channel / scale) for x, d in self.transfers_at[s]],
+                        -self.costs.compute_s[s] / scale,
+                        math.inf,
+                    )
             if extra:
                 program.row(extra, -math.inf, slack_s / scale)
             return
@@ -286,8 +331,9 @@ class _TimedModel:
         for s, transfers in sorted(self.transfers_at.items()):
             col = program.column(("X", s), upper=math.inf, integer=False)
             stalls.append((col, -1.0))
-            program.row([(col, 1.0)] + [(x, -d * per_channel / scale) for x, d in transfers],
-                        -self.costs.compute_s[s] / scale, math.inf)
+            program.row(
+                [(col, 1.0)] + [(x, -d * per_channel / scale) for x, d in transfers], -self.costs.compute_s[s] / scale, math.inf
+            )
         program.row([(total, 1.0)] + stalls, 0.0, math.inf)
         recomputed = [(col, -c / scale) for cols in self.recomputes_at.values() for col, c in cols if c > 0]
         program.row([(total, 1.0)] + recomputed, 0.0, math.inf)

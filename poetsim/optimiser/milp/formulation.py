@@ -49,9 +49,9 @@ class _Columns:
     Free: dict = field(default_factory=dict)
     U: dict = field(default_factory=dict)
     Extra: dict = field(default_factory=dict)
-    frees_of: dict = field(default_factory=dict)     # (t, i) -> [(k, column of Free[t,i,k])]
+    frees_of: dict = field(default_factory=dict)  # (t, i) -> [(k, column of Free[t,i,k])]
     frees_after: dict = field(default_factory=dict)  # (t, k) -> [(i, column of Free[t,i,k])]
-    positions: dict = field(default_factory=dict)    # t -> the k that stage t may compute
+    positions: dict = field(default_factory=dict)  # t -> the k that stage t may compute
 
     def computed(self, t: int, k: int):
         """R[t,k] as a term reference: the constant 1 on the diagonal, None where it cannot be 1."""
@@ -79,8 +79,9 @@ def last_useful_stage(graph: TrainingGraph) -> tuple[int, ...]:
 UNITS = ("balanced", "plain")
 
 
-def formulate(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing,
-              units: str = "balanced") -> Formulation:
+def formulate(
+    graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: Moves, timing: Timing, units: str = "balanced"
+) -> Formulation:
     """State the model of one solve as sparse rows (see the module docstring for the symbols).
 
     `moves` restricts the model: without recomputation no R (and no Free) column exists, without
@@ -97,13 +98,35 @@ def formulate(graph: TrainingGraph, costs: CostTable, budgets: Budgets, moves: M
     v = _Columns(graph, costs, budgets, overlap, mem_scale=mem_scale, time_scale=time_scale)
     b = RowBuilder()
     _add_variables(b, v, moves, energy_scale)
-    for rule in (inputs_present, present_once, ram_persistence, ssd_persistence, page_in_from_storage,
-                 page_in_is_kept, page_out_from_ram, page_out_once, free_after_compute, free_after_last_reader,
-                 paging_out_is_held, ram_in_use, stage_time_compute, stage_time_dma, deadline):
+    for rule in (
+        inputs_present,
+        present_once,
+        ram_persistence,
+        ssd_persistence,
+        page_in_from_storage,
+        page_in_is_kept,
+        page_out_from_ram,
+        page_out_once,
+        free_after_compute,
+        free_after_last_reader,
+        paging_out_is_held,
+        ram_in_use,
+        stage_time_compute,
+        stage_time_dma,
+        deadline,
+    ):
         b.rule(rule, v)
     keep_all_j = costs.keep_all_energy_j(timing)
-    return b.build(graph_name=graph.name, moves=moves, timing=timing, num_nodes=T, keep_all_j=keep_all_j,
-                   energy_scale_j=energy_scale, time_scale_s=v.time_scale, mem_scale_bytes=v.mem_scale)
+    return b.build(
+        graph_name=graph.name,
+        moves=moves,
+        timing=timing,
+        num_nodes=T,
+        keep_all_j=keep_all_j,
+        energy_scale_j=energy_scale,
+        time_scale_s=v.time_scale,
+        mem_scale_bytes=v.mem_scale,
+    )
 
 
 def _add_variables(b: RowBuilder, v: _Columns, moves: Moves, energy_scale: float) -> None:
@@ -112,48 +135,77 @@ def _add_variables(b: RowBuilder, v: _Columns, moves: Moves, energy_scale: float
     last = last_useful_stage(graph)
     may_recompute, may_page = moves.recompute, moves.page
     v.R = b.variables(
-        "R", "node i is recomputed in stage t (t > i; the first computation R[t,t] = 1 is a constant)",
+        "R",
+        "node i is recomputed in stage t (t > i; the first computation R[t,t] = 1 is a constant)",
         ((t, i) for t in range(T) for i in range(t) if may_recompute and t <= last[i]),
-        binary=True, cost=lambda k: costs.compute_j[k[1]] / energy_scale)
+        binary=True,
+        cost=lambda k: costs.compute_j[k[1]] / energy_scale,
+    )
     v.S_ram = b.variables(
-        "S_ram", "node i's output is in RAM at the start of stage t",
-        ((t, i) for t in range(1, T) for i in range(t) if t <= last[i]), binary=True)
+        "S_ram",
+        "node i's output is in RAM at the start of stage t",
+        ((t, i) for t in range(1, T) for i in range(t) if t <= last[i]),
+        binary=True,
+    )
     # Paging windows (docs/formulation.md): i is first resident at the start of stage i+1, so a page-out is
     # issued from stage i+1, lands on storage from i+2, and a page-in (from i+2) is usable from
     # the stage after it. A page-in must be usable by a stage that descends from i (t+1 <= last),
     # hence none in the last stage, and a page-out must leave room for one (t <= T-3, last-2).
     v.S_ssd = b.variables(
-        "S_ssd", "node i's output is on storage at the start of stage t",
-        ((t, i) for t in range(T) for i in range(t - 1) if may_page and t <= min(T - 2, last[i] - 1)), binary=True)
-    v.M_in = b.variables(
-        "M_in", "node i is paged in during stage t (usable from stage t+1)",
+        "S_ssd",
+        "node i's output is on storage at the start of stage t",
         ((t, i) for t in range(T) for i in range(t - 1) if may_page and t <= min(T - 2, last[i] - 1)),
-        binary=True, cost=lambda k: costs.page_in_j[k[1]] / energy_scale)
+        binary=True,
+    )
+    v.M_in = b.variables(
+        "M_in",
+        "node i is paged in during stage t (usable from stage t+1)",
+        ((t, i) for t in range(T) for i in range(t - 1) if may_page and t <= min(T - 2, last[i] - 1)),
+        binary=True,
+        cost=lambda k: costs.page_in_j[k[1]] / energy_scale,
+    )
     v.M_out = b.variables(
-        "M_out", "node i is paged out during stage t (on storage from stage t+1)",
+        "M_out",
+        "node i is paged out during stage t (on storage from stage t+1)",
         ((t, i) for t in range(T) for i in range(t) if may_page and t <= min(T - 3, last[i] - 2)),
-        binary=True, cost=lambda k: costs.page_out_j[k[1]] / energy_scale)
+        binary=True,
+        cost=lambda k: costs.page_out_j[k[1]] / energy_scale,
+    )
     # Free only for a real edge (i,k) with k < t: a free after Compute(t), the stage's last
     # compute, changes no U and equals the stage-end frees. None where t itself reads i: i is
     # then needed by the stage's last compute and cannot be freed before it.
     v.Free = b.variables(
-        "Free", "node i's output is freed right after k is computed in stage t",
-        ((t, i, k) for t in range(T) for (i, k) in graph.edges
-         if k < t and v.computed(t, k) is not None and t not in graph.consumers[i]), binary=True)
+        "Free",
+        "node i's output is freed right after k is computed in stage t",
+        (
+            (t, i, k)
+            for t in range(T)
+            for (i, k) in graph.edges
+            if k < t and v.computed(t, k) is not None and t not in graph.consumers[i]
+        ),
+        binary=True,
+    )
     for (t, i, k), col in v.Free.items():
         v.frees_of.setdefault((t, i), []).append((k, col))
         v.frees_after.setdefault((t, k), []).append((i, col))
     v.positions = {t: [k for k in range(t + 1) if v.computed(t, k) is not None] for t in range(T)}
     v.U = b.variables(
-        "U", "RAM in use right after k is computed in stage t (units of mem_scale_bytes)",
-        ((t, k) for t in range(T) for k in v.positions[t]), binary=False, upper=v.budgets.ram_bytes / v.mem_scale)
+        "U",
+        "RAM in use right after k is computed in stage t (units of mem_scale_bytes)",
+        ((t, k) for t in range(T) for k in v.positions[t]),
+        binary=False,
+        upper=v.budgets.ram_bytes / v.mem_scale,
+    )
     if v.overlap:
-        busy = [t for t in range(T) if len(v.positions[t]) > 1
-                or any((t, i) in v.M_in or (t, i) in v.M_out for i in range(t))]
+        busy = [t for t in range(T) if len(v.positions[t]) > 1 or any((t, i) in v.M_in or (t, i) in v.M_out for i in range(t))]
         v.Extra = b.variables(
-            "Extra", "stage t's time beyond computing node t once (units of time_scale_s)",
-            ((t,) for t in busy), binary=False, upper=INF,
-            cost=lambda k: costs.static_power_w * v.time_scale / energy_scale)
+            "Extra",
+            "stage t's time beyond computing node t once (units of time_scale_s)",
+            ((t,) for t in busy),
+            binary=False,
+            upper=INF,
+            cost=lambda k: costs.static_power_w * v.time_scale / energy_scale,
+        )
 
 
 def inputs_present(b: RowBuilder, v: _Columns) -> None:

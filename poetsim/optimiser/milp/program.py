@@ -61,8 +61,8 @@ class Solved:
     """What the solver proved: infeasible, or a dual bound (model units) and the best solution."""
 
     infeasible: bool
-    exact: bool                       # the best solution is proven optimal within REL_GAP
-    bound: float                      # dual bound, >= 0 (the costs are non-negative)
+    exact: bool  # the best solution is proven optimal within REL_GAP
+    bound: float  # dual bound, >= 0 (the costs are non-negative)
     values: dict[tuple, float] | None  # the best solution by key, None if none was found
 
 
@@ -100,8 +100,14 @@ class Program:
         self.row_lower.append(lower)
         self.row_upper.append(upper)
 
-    def solve(self, time_limit_s: float | None, enough: float | None = None, start: dict | None = None,
-              rel_gap: float = REL_GAP, tolerance: float = FEASIBILITY_TOLERANCE) -> Solved:
+    def solve(
+        self,
+        time_limit_s: float | None,
+        enough: float | None = None,
+        start: dict | None = None,
+        rel_gap: float = REL_GAP,
+        tolerance: float = FEASIBILITY_TOLERANCE,
+    ) -> Solved:
         """Minimise the cost with HiGHS (one thread, fixed seed) within `time_limit_s`.
 
         With `enough`, a known lower bound of the cost from elsewhere, the solve stops as soon as
@@ -116,15 +122,34 @@ class Program:
             return Solved(False, False, 0.0, None)
         limit_s = None if time_limit_s is None else max(time_limit_s, 0.01)
         given = [(self.columns[key], value) for key, value in (start or {}).items() if key in self.columns]
-        options = {"mip_rel_gap": rel_gap, "mip_abs_gap": 0.0, "threads": 1, "random_seed": 0,
-                   "mip_detect_symmetry": DETECT_SYMMETRY, "mip_feasibility_tolerance": tolerance,
-                   "primal_feasibility_tolerance": tolerance}
+        options = {
+            "mip_rel_gap": rel_gap,
+            "mip_abs_gap": 0.0,
+            "threads": 1,
+            "random_seed": 0,
+            "mip_detect_symmetry": DETECT_SYMMETRY,
+            "mip_feasibility_tolerance": tolerance,
+            "primal_feasibility_tolerance": tolerance,
+        }
         if limit_s is not None:
             options["time_limit"] = float(limit_s)
-        job = HighsJob(model=model_arrays(self.cost, [0.0] * len(self.cost), self.upper, self.row_lower,
-                                          self.row_upper, self.starts, self.index, self.value, self.integer),
-                       options=options, stop_s=limit_s, enough=enough,
-                       partial_start=([c for c, _ in given], [v for _, v in given]) if given else None)
+        job = HighsJob(
+            model=model_arrays(
+                self.cost,
+                [0.0] * len(self.cost),
+                self.upper,
+                self.row_lower,
+                self.row_upper,
+                self.starts,
+                self.index,
+                self.value,
+                self.integer,
+            ),
+            options=options,
+            stop_s=limit_s,
+            enough=enough,
+            partial_start=([c for c, _ in given], [v for _, v in given]) if given else None,
+        )
         answer = run_checked(job, limit_s)
         if answer.rejected:
             from poetsim.errors import InternalError
@@ -147,11 +172,17 @@ def model_arrays(cost, lower, upper, row_lower, row_upper, starts, index, value,
     """A model's columns and CSR rows as the arrays a `HighsJob` carries (quick to pickle)."""
     import numpy as np
 
-    return {"cost": np.asarray(cost, dtype=np.float64), "lower": np.asarray(lower, dtype=np.float64),
-            "upper": np.asarray(upper, dtype=np.float64), "row_lower": np.asarray(row_lower, dtype=np.float64),
-            "row_upper": np.asarray(row_upper, dtype=np.float64), "starts": np.asarray(starts, dtype=np.int32),
-            "index": np.asarray(index, dtype=np.int32), "value": np.asarray(value, dtype=np.float64),
-            "integer": np.asarray(integer, dtype=bool)}
+    return {
+        "cost": np.asarray(cost, dtype=np.float64),
+        "lower": np.asarray(lower, dtype=np.float64),
+        "upper": np.asarray(upper, dtype=np.float64),
+        "row_lower": np.asarray(row_lower, dtype=np.float64),
+        "row_upper": np.asarray(row_upper, dtype=np.float64),
+        "starts": np.asarray(starts, dtype=np.int32),
+        "index": np.asarray(index, dtype=np.int32),
+        "value": np.asarray(value, dtype=np.float64),
+        "integer": np.asarray(integer, dtype=bool),
+    }
 
 
 @dataclass(frozen=True)
@@ -178,11 +209,11 @@ class HighsAnswer:
     "killed" when it did not answer by its deadline), the best solution and the dual bound."""
 
     status: str
-    objective: float | None        # the best solution's cost; None without one
-    dual_bound: float | None       # HiGHS's dual bound when finite
-    values: list[float] | None     # the best solution, by column
-    run_s: float                   # HiGHS's run time (the wait, when killed)
-    rejected: str = ""             # what HiGHS refused (an option, the model), if it did
+    objective: float | None  # the best solution's cost; None without one
+    dual_bound: float | None  # HiGHS's dual bound when finite
+    values: list[float] | None  # the best solution, by column
+    run_s: float  # HiGHS's run time (the wait, when killed)
+    rejected: str = ""  # what HiGHS refused (an option, the model), if it did
 
 
 def run_highs(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer:
@@ -201,7 +232,7 @@ def run_highs(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer:
         while True:
             wait_s = None if kill_at is None else max(kill_at - perf_counter(), 0.0)
             if not solver.conn.poll(wait_s):
-                break   # late: killed below, with what it sent so far
+                break  # late: killed below, with what it sent so far
             message = solver.conn.recv()
             if message[0] == "done":
                 answered = True
@@ -253,8 +284,11 @@ class _Solver:
         root = str(Path(__file__).resolve().parents[3])  # where the `poetsim` package is
         self.process = subprocess.Popen(
             [sys.executable, "-P", __file__, root, str(child.fileno()), str(os.getpid())],
-            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            start_new_session=True)
+            pass_fds=(child.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         child.close()
         self.owner = os.getpid()
 
@@ -323,8 +357,9 @@ def _solve(job: HighsJob, watched: bool, conn) -> tuple:
     if refused(h.passModel(_highs_lp(job.model))):
         return ("kModelError", None, None, None, 0.0, "the model")
     for lower, upper, columns, coefficients in job.extra_rows:
-        if refused(h.addRow(lower, upper, len(columns), np.asarray(columns, dtype=np.int32),
-                            np.asarray(coefficients, dtype=np.float64))):
+        if refused(
+            h.addRow(lower, upper, len(columns), np.asarray(columns, dtype=np.int32), np.asarray(coefficients, dtype=np.float64))
+        ):
             return ("kModelError", None, None, None, 0.0, "a row")
     for name, option in job.options.items():
         if refused(h.setOptionValue(name, option)):
@@ -373,8 +408,14 @@ def _solve(job: HighsJob, watched: bool, conn) -> tuple:
     h.run()
     info = h.getInfo()
     solved = info.primal_solution_status == 2  # kSolutionStatusFeasible
-    return (h.getModelStatus().name, info.objective_function_value if solved else None,
-            finite(info.mip_dual_bound), list(h.getSolution().col_value) if solved else None, h.getRunTime(), "")
+    return (
+        h.getModelStatus().name,
+        info.objective_function_value if solved else None,
+        finite(info.mip_dual_bound),
+        list(h.getSolution().col_value) if solved else None,
+        h.getRunTime(),
+        "",
+    )
 
 
 def _highs_lp(m: dict, lower=None, upper=None):
@@ -429,8 +470,9 @@ def _completed_start(job: HighsJob, ends_at: float | None) -> list[float] | None
     h.setOptionValue("output_flag", False)
     h.passModel(_highs_lp(m, lower, upper))
     for row_lower, row_upper, columns, coefficients in job.extra_rows:
-        h.addRow(row_lower, row_upper, len(columns), np.asarray(columns, dtype=np.int32),
-                 np.asarray(coefficients, dtype=np.float64))
+        h.addRow(
+            row_lower, row_upper, len(columns), np.asarray(columns, dtype=np.int32), np.asarray(coefficients, dtype=np.float64)
+        )
     for name in ("mip_feasibility_tolerance", "primal_feasibility_tolerance", "random_seed", "mip_rel_gap"):
         if name in job.options:
             h.setOptionValue(name, job.options[name])
@@ -460,11 +502,11 @@ def _serve(fd: int, parent_pid: int) -> None:
         except (EOFError, OSError):
             return
         if message == "stop":
-            continue   # it came after its run had ended
+            continue  # it came after its run had ended
         fields, watched = message
         conn.send(("done", _solve(HighsJob(**fields), watched, conn)))
 
 
-if __name__ == "__main__":   # the HiGHS process (`_Solver`): root of poetsim, pipe, parent's pid
+if __name__ == "__main__":  # the HiGHS process (`_Solver`): root of poetsim, pipe, parent's pid
     sys.path.insert(0, sys.argv[1])
     _serve(int(sys.argv[2]), int(sys.argv[3]))

@@ -20,7 +20,8 @@ def build_model(form: Formulation) -> pyo.ConcreteModel:
     columns = [None] * form.num_columns
     for fam in form.variables:
         var = pyo.Var(
-            list(fam.keys), within=pyo.Binary if fam.binary else pyo.NonNegativeReals,
+            list(fam.keys),
+            within=pyo.Binary if fam.binary else pyo.NonNegativeReals,
             bounds=lambda model, *key, fam=fam: (form.col_lower[fam.column[key]], _finite(form.col_upper[fam.column[key]])),
             doc=fam.doc,
         )
@@ -44,8 +45,10 @@ def build_model(form: Formulation) -> pyo.ConcreteModel:
             m.add_component(row_fam.name, pyo.Constraint(expr=bounded(row_fam.start), doc=row_fam.doc))
             continue
         rows = {key: row_fam.start + n for n, key in enumerate(row_fam.keys)}
-        m.add_component(row_fam.name, pyo.Constraint(
-            list(row_fam.keys), rule=lambda model, *key, rows=rows: bounded(rows[key]), doc=row_fam.doc))
+        m.add_component(
+            row_fam.name,
+            pyo.Constraint(list(row_fam.keys), rule=lambda model, *key, rows=rows: bounded(rows[key]), doc=row_fam.doc),
+        )
 
     costly = [(c, columns[n]) for n, c in enumerate(form.col_cost) if c != 0.0]
     m.overhead = pyo.Objective(

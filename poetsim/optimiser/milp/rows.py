@@ -100,10 +100,7 @@ class Formulation:
     def row_activity(self, values) -> list[float]:
         """Each row's left-hand side at the column values `values` (for checks and tests)."""
         starts, index, value = self.row_start, self.row_index, self.row_value
-        return [
-            sum(value[n] * values[index[n]] for n in range(starts[r], starts[r + 1]))
-            for r in range(self.num_rows)
-        ]
+        return [sum(value[n] * values[index[n]] for n in range(starts[r], starts[r + 1])) for r in range(self.num_rows)]
 
 
 class RowBuilder:
@@ -149,10 +146,18 @@ class RowBuilder:
     def build(self, **about) -> "Formulation":
         """The finished model; `about` gives the Formulation's descriptive fields."""
         return Formulation(
-            col_lower=tuple(self.lower), col_upper=tuple(self.upper), col_cost=tuple(self.cost),
-            col_binary=tuple(self.binary), row_start=tuple(self.starts), row_index=tuple(self.index),
-            row_value=tuple(self.value), row_lower=tuple(self.row_lower), row_upper=tuple(self.row_upper),
-            variables=tuple(self.var_families), constraints=tuple(self.row_families), **about,
+            col_lower=tuple(self.lower),
+            col_upper=tuple(self.upper),
+            col_cost=tuple(self.cost),
+            col_binary=tuple(self.binary),
+            row_start=tuple(self.starts),
+            row_index=tuple(self.index),
+            row_value=tuple(self.value),
+            row_lower=tuple(self.row_lower),
+            row_upper=tuple(self.row_upper),
+            variables=tuple(self.var_families),
+            constraints=tuple(self.row_families),
+            **about,
         )
 
     def row(self, key: tuple, terms, lower: float, upper: float) -> None:

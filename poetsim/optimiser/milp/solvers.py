@@ -25,9 +25,13 @@ from poetsim.optimiser.milp.rows import Formulation
 from poetsim.status import Status
 
 #: Solver name -> (the program it runs or the Python module it imports, how to install it).
-SOLVERS = {"highs": ("highspy", "pip install highspy"), "scip": ("pyscipopt", "pip install pyscipopt"),
-           "gurobi": ("gurobipy", "pip install gurobipy"),
-           "glpk": ("glpsol", "apt install glpk-utils"), "cbc": ("cbc", "apt install coinor-cbc")}
+SOLVERS = {
+    "highs": ("highspy", "pip install highspy"),
+    "scip": ("pyscipopt", "pip install pyscipopt"),
+    "gurobi": ("gurobipy", "pip install gurobipy"),
+    "glpk": ("glpsol", "apt install glpk-utils"),
+    "cbc": ("cbc", "apt install coinor-cbc"),
+}
 #: The solvers that are Python modules (the others are programs on PATH).
 PYTHON_SOLVERS = ("highs", "scip", "gurobi")
 
@@ -36,7 +40,7 @@ PYTHON_SOLVERS = ("highs", "scip", "gurobi")
 class SolverResult:
     """What a solver reported: status, the solution's columns, objective and bound (model units)."""
 
-    status: Status | None       # OPTIMAL, FEASIBLE, INFEASIBLE or NO_SOLUTION; None after a HiGHS solve error (internal)
+    status: Status | None  # OPTIMAL, FEASIBLE, INFEASIBLE or NO_SOLUTION; None after a HiGHS solve error (internal)
     values: list[float] | None
     objective: float | None
     bound: float | None
@@ -65,8 +69,9 @@ class SolverSettings:
 
     def limit_now_s(self) -> float | None:
         """The time limit to give the solver at this moment: the smaller of both rules, >= 0.01 s."""
-        limits = [x for x in (self.time_limit_s, None if self.ends_at is None else self.ends_at - perf_counter())
-                  if x is not None]
+        limits = [
+            x for x in (self.time_limit_s, None if self.ends_at is None else self.ends_at - perf_counter()) if x is not None
+        ]
         return max(min(limits), 0.01) if limits else None
 
 
@@ -85,11 +90,13 @@ def check_available(solver: str) -> None:
             raise SolverUnavailableError(f"solver '{solver}' needs the {needs} package, which is not installed ({install})")
     elif shutil.which(needs) is None:
         raise SolverUnavailableError(
-            f"solver '{solver}' needs the '{needs}' program, which is not on PATH (Debian/Ubuntu: {install})")
+            f"solver '{solver}' needs the '{needs}' program, which is not on PATH (Debian/Ubuntu: {install})"
+        )
 
 
-def solve(form: Formulation, solver: str, settings: SolverSettings, start: list[float] | None,
-          watch: Watch | None = None) -> SolverResult:
+def solve(
+    form: Formulation, solver: str, settings: SolverSettings, start: list[float] | None, watch: Watch | None = None
+) -> SolverResult:
     """Solve `form` with `solver`, starting from `start` where the solver takes a start.
 
     `watch` is called while HiGHS or Gurobi works (SCIP is not watched; GLPK and CBC run as
@@ -117,7 +124,7 @@ def _stdout_silenced():
     Only library code runs meanwhile: poetsim prints to stdout only after a solve, and its
     progress goes to stderr.
     """
-    sys.stdout.flush()   # what Python holds for fd 1 goes out before it is pointed away
+    sys.stdout.flush()  # what Python holds for fd 1 goes out before it is pointed away
     saved = os.dup(1)
     try:
         with open(os.devnull, "w") as devnull:
@@ -128,8 +135,9 @@ def _stdout_silenced():
         os.close(saved)
 
 
-def _solve_highs(form: Formulation, settings: SolverSettings, start: list[float] | None,
-                 watch: Watch | None = None) -> SolverResult:
+def _solve_highs(
+    form: Formulation, settings: SolverSettings, start: list[float] | None, watch: Watch | None = None
+) -> SolverResult:
     """Solve with HiGHS; if it misvalues its own answer after a MIP start, solve again without.
 
     HiGHS 1.16 can carry a user solution into its presolved space with the wrong objective (a
@@ -159,8 +167,14 @@ def _solve_highs(form: Formulation, settings: SolverSettings, start: list[float]
         return SolverResult(Status.NO_SOLUTION, None, None, None, result.handoff_s, result.solve_s)
     settings = replace(settings, time_limit_s=left)
     retry = _run_highs(form, settings, None, watch)
-    return SolverResult(retry.status, retry.values, retry.objective, retry.bound,
-                        result.handoff_s + retry.handoff_s, result.solve_s + retry.solve_s)
+    return SolverResult(
+        retry.status,
+        retry.values,
+        retry.objective,
+        retry.bound,
+        result.handoff_s + retry.handoff_s,
+        result.solve_s + retry.solve_s,
+    )
 
 
 def _left_s(settings: SolverSettings, spent: SolverResult) -> float | None:
@@ -175,8 +189,7 @@ def _left_s(settings: SolverSettings, spent: SolverResult) -> float | None:
 _HIGHS_STOPPED = {"kTimeLimit", "kIterationLimit", "kInterrupt", "kSolutionLimit", "kMemoryLimit", "kUnknown", "killed"}
 
 
-def _status(solver: str, name: str, has_solution: bool, optimal: str, infeasible: tuple[str, ...],
-            stopped: set[str]) -> Status:
+def _status(solver: str, name: str, has_solution: bool, optimal: str, infeasible: tuple[str, ...], stopped: set[str]) -> Status:
     """A solver's own end status as poetsim's: a stop before the end is `feasible` with a
     solution, else `no-solution`. The objective is bounded below (non-negative costs, bounded
     columns), so "infeasible or unbounded" can only be infeasible; any other status is a bug."""
@@ -202,22 +215,34 @@ def _objective_matches(form: Formulation, result: SolverResult) -> bool:
     return abs(cost - result.objective) <= 1e-6 * max(1.0, abs(cost))
 
 
-def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] | None,
-               watch: Watch | None = None, presolve: bool = True) -> SolverResult:
+def _run_highs(
+    form: Formulation, settings: SolverSettings, start: list[float] | None, watch: Watch | None = None, presolve: bool = True
+) -> SolverResult:
     """One HiGHS run, in the HiGHS process (`program.run_highs`: killed if it has not answered
     shortly after the time limit); its status is None after a solve error (see _solve_highs)."""
     from poetsim.optimiser.milp.program import INFEASIBLE, HighsJob, model_arrays, run_checked, run_highs
 
     began = perf_counter()
-    model = model_arrays(form.col_cost, form.col_lower, form.col_upper, form.row_lower, form.row_upper,
-                         form.row_start, form.row_index, form.row_value, form.col_binary)
+    model = model_arrays(
+        form.col_cost,
+        form.col_lower,
+        form.col_upper,
+        form.row_lower,
+        form.row_upper,
+        form.row_start,
+        form.row_index,
+        form.row_value,
+        form.col_binary,
+    )
     rows: tuple[tuple[float, float, list[int], list[float]], ...] = ()
     if settings.objective_floor is not None and settings.objective_floor > 0:
         costed = _costed(form)
         rows = ((settings.objective_floor, float("inf"), [col for col, _ in costed], [c for _, c in costed]),)
     options: dict[str, float | int | str] = {
-        "mip_rel_gap": settings.mip_rel_gap, "mip_abs_gap": settings.mip_abs_gap,
-        "threads": settings.threads, "random_seed": 0,
+        "mip_rel_gap": settings.mip_rel_gap,
+        "mip_abs_gap": settings.mip_abs_gap,
+        "threads": settings.threads,
+        "random_seed": 0,
     }
     if not presolve:
         options["presolve"] = "off"
@@ -235,16 +260,30 @@ def _run_highs(form: Formulation, settings: SolverSettings, start: list[float] |
     status = _status("HiGHS", answer.status, has_solution, "kOptimal", INFEASIBLE, _HIGHS_STOPPED)
     values = answer.values if has_solution and status is not Status.INFEASIBLE else None
     return SolverResult(
-        status=status, values=values,
+        status=status,
+        values=values,
         objective=answer.objective if values is not None else None,
         bound=answer.dual_bound if status.has_schedule else None,
-        handoff_s=handoff_s, solve_s=answer.run_s,
+        handoff_s=handoff_s,
+        solve_s=answer.run_s,
     )
 
 
 #: SCIP's statuses that end a solve early; with a solution it is `feasible`, else `no-solution`.
-_SCIP_STOPPED = {"timelimit", "nodelimit", "totalnodelimit", "stallnodelimit", "gaplimit",
-                 "sollimit", "bestsollimit", "restartlimit", "memlimit", "primallimit", "duallimit", "unknown"}
+_SCIP_STOPPED = {
+    "timelimit",
+    "nodelimit",
+    "totalnodelimit",
+    "stallnodelimit",
+    "gaplimit",
+    "sollimit",
+    "bestsollimit",
+    "restartlimit",
+    "memlimit",
+    "primallimit",
+    "duallimit",
+    "unknown",
+}
 
 
 def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] | None) -> SolverResult:
@@ -258,18 +297,26 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
     from pyscipopt import SCIP_PARAMEMPHASIS, Model, quicksum
 
     began = perf_counter()
-    limit_s = settings.limit_now_s()   # for the build and the solve together
+    limit_s = settings.limit_now_s()  # for the build and the solve together
     model = Model()
     model.hideOutput()
     model.setParam("randomization/randomseedshift", 0)
-    columns = [model.addVar(lb=lo, ub=up, obj=cost, vtype="B" if binary else "C")
-               for lo, up, cost, binary in zip(form.col_lower, form.col_upper, form.col_cost, form.col_binary)]
+    columns = [
+        model.addVar(lb=lo, ub=up, obj=cost, vtype="B" if binary else "C")
+        for lo, up, cost, binary in zip(form.col_lower, form.col_upper, form.col_cost, form.col_binary)
+    ]
     starts, index, value = form.row_start, form.row_index, form.row_value
     for r, (lower, upper) in enumerate(zip(form.row_lower, form.row_upper)):
         expr = quicksum(value[k] * columns[index[k]] for k in range(starts[r], starts[r + 1]))
-        model.addCons(expr >= lower if upper == float("inf") else
-                      expr <= upper if lower == -float("inf") else
-                      expr == upper if lower == upper else _ranged(expr, lower, upper))
+        model.addCons(
+            expr >= lower
+            if upper == float("inf")
+            else expr <= upper
+            if lower == -float("inf")
+            else expr == upper
+            if lower == upper
+            else _ranged(expr, lower, upper)
+        )
     if settings.objective_floor is not None and settings.objective_floor > 0:
         model.addCons(quicksum(c * columns[col] for col, c in _costed(form)) >= settings.objective_floor)
     model.setParam("limits/gap", settings.mip_rel_gap)
@@ -285,7 +332,7 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
         model.setParam("limits/time", max(limit_s - (perf_counter() - began), 0.01))
     handoff_s = perf_counter() - began
     ran = perf_counter()
-    with _stdout_silenced():   # SCIP's own SIGINT handler prints "pressed CTRL-C ..." with printf
+    with _stdout_silenced():  # SCIP's own SIGINT handler prints "pressed CTRL-C ..." with printf
         model.optimize()
     solve_s = perf_counter() - ran
     scip_status = model.getStatus()
@@ -300,18 +347,30 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
         values = [model.getSolVal(best, var) for var in columns]
     dual = model.getDualbound()
     bound = float(dual) if status.has_schedule and abs(dual) < model.infinity() else None
-    return SolverResult(status, values, model.getSolObjVal(model.getBestSol()) if values is not None else None,
-                        bound, handoff_s, solve_s)
+    return SolverResult(
+        status, values, model.getSolObjVal(model.getBestSol()) if values is not None else None, bound, handoff_s, solve_s
+    )
 
 
 #: Gurobi's statuses that end a solve early; with a solution it is `feasible`, else `no-solution`
 #: (INTERRUPTED only when the watch stopped it: Ctrl-C is passed on).
-_GUROBI_STOPPED = {"TIME_LIMIT", "NODE_LIMIT", "SOLUTION_LIMIT", "ITERATION_LIMIT", "WORK_LIMIT", "MEM_LIMIT",
-                   "USER_OBJ_LIMIT", "SUBOPTIMAL", "NUMERIC", "INTERRUPTED"}
+_GUROBI_STOPPED = {
+    "TIME_LIMIT",
+    "NODE_LIMIT",
+    "SOLUTION_LIMIT",
+    "ITERATION_LIMIT",
+    "WORK_LIMIT",
+    "MEM_LIMIT",
+    "USER_OBJ_LIMIT",
+    "SUBOPTIMAL",
+    "NUMERIC",
+    "INTERRUPTED",
+}
 
 
-def _solve_gurobi(form: Formulation, settings: SolverSettings, start: list[float] | None,
-                  watch: Watch | None = None) -> SolverResult:
+def _solve_gurobi(
+    form: Formulation, settings: SolverSettings, start: list[float] | None, watch: Watch | None = None
+) -> SolverResult:
     """Solve with Gurobi (gurobipy), in this process: one column per column, one linear row per
     finite side of each row, the start (binaries rounded) as its MIP start, Gurobi's own time
     limit, and `watch` called from its MIP callback, which stops the solve when it says so.
@@ -323,12 +382,12 @@ def _solve_gurobi(form: Formulation, settings: SolverSettings, start: list[float
     from gurobipy import GRB
 
     began = perf_counter()
-    limit_s = settings.limit_now_s()   # for the build and the solve together
+    limit_s = settings.limit_now_s()  # for the build and the solve together
     env = gp.Env(empty=True)
-    env.setParam("OutputFlag", 0)   # before start(): no license banner on stdout
+    env.setParam("OutputFlag", 0)  # before start(): no license banner on stdout
     try:
         env.start()
-    except gp.GurobiError as exc:   # no license, or an expired one
+    except gp.GurobiError as exc:  # no license, or an expired one
         raise SolverUnavailableError(f"solver 'gurobi': {_one_line(str(exc))}") from None
     model = gp.Model(env=env)
     try:
@@ -336,9 +395,13 @@ def _solve_gurobi(form: Formulation, settings: SolverSettings, start: list[float
         model.setParam("MIPGap", settings.mip_rel_gap)
         model.setParam("MIPGapAbs", settings.mip_abs_gap)
         model.setParam("Threads", settings.threads)
-        columns = model.addVars(range(len(form.col_cost)), lb=list(form.col_lower), ub=list(form.col_upper),
-                                obj=list(form.col_cost),
-                                vtype=[GRB.BINARY if binary else GRB.CONTINUOUS for binary in form.col_binary])
+        columns = model.addVars(
+            range(len(form.col_cost)),
+            lb=list(form.col_lower),
+            ub=list(form.col_upper),
+            obj=list(form.col_cost),
+            vtype=[GRB.BINARY if binary else GRB.CONTINUOUS for binary in form.col_binary],
+        )
         starts, index, value = form.row_start, form.row_index, form.row_value
         for r, (lower, upper) in enumerate(zip(form.row_lower, form.row_upper)):
             span = range(starts[r], starts[r + 1])
@@ -352,8 +415,11 @@ def _solve_gurobi(form: Formulation, settings: SolverSettings, start: list[float
                 model.addLConstr(expr, GRB.LESS_EQUAL, upper)
         if settings.objective_floor is not None and settings.objective_floor > 0:
             costed = _costed(form)
-            model.addLConstr(gp.LinExpr([c for _, c in costed], [columns[col] for col, _ in costed]),
-                             GRB.GREATER_EQUAL, settings.objective_floor)
+            model.addLConstr(
+                gp.LinExpr([c for _, c in costed], [columns[col] for col, _ in costed]),
+                GRB.GREATER_EQUAL,
+                settings.objective_floor,
+            )
         if start is not None:
             for col, (x, binary) in enumerate(zip(start, form.col_binary)):
                 columns[col].Start = round(x) if binary else x
@@ -373,7 +439,7 @@ def _solve_gurobi(form: Formulation, settings: SolverSettings, start: list[float
         def run() -> str:
             """Optimise; Gurobi's end status by name."""
             try:
-                with _stdout_silenced():   # Gurobi's SIGINT handler prints "Interrupt request received"
+                with _stdout_silenced():  # Gurobi's SIGINT handler prints "Interrupt request received"
                     model.optimize(on_event)
             except gp.GurobiError as exc:
                 if exc.errno == GRB.Error.SIZE_LIMIT_EXCEEDED:
@@ -385,7 +451,7 @@ def _solve_gurobi(form: Formulation, settings: SolverSettings, start: list[float
             names = {getattr(GRB.Status, n): n for n in dir(GRB.Status) if n.isupper()}
             name = names.get(model.Status, str(model.Status))
             if name == "INTERRUPTED" and not stopped:
-                raise KeyboardInterrupt   # Gurobi catches SIGINT and returns; Ctrl-C ends the call, as with HiGHS
+                raise KeyboardInterrupt  # Gurobi catches SIGINT and returns; Ctrl-C ends the call, as with HiGHS
             return name
 
         def broken() -> bool:
@@ -393,7 +459,8 @@ def _solve_gurobi(form: Formulation, settings: SolverSettings, start: list[float
             Gurobi's own tolerances."""
             return model.SolCount > 0 and (
                 max(model.BoundVio, model.ConstrVio) > 10 * model.Params.FeasibilityTol
-                or model.IntVio > 10 * model.Params.IntFeasTol)
+                or model.IntVio > 10 * model.Params.IntFeasTol
+            )
 
         ran = perf_counter()
         name = run()
@@ -411,8 +478,9 @@ def _solve_gurobi(form: Formulation, settings: SolverSettings, start: list[float
         solve_s = perf_counter() - ran
         has_solution = model.SolCount > 0
         status = _status("Gurobi", name, has_solution, "OPTIMAL", ("INFEASIBLE", "INF_OR_UNBD"), _GUROBI_STOPPED)
-        values = [columns[col].X for col in range(len(form.col_cost))] \
-            if has_solution and status is not Status.INFEASIBLE else None
+        values = (
+            [columns[col].X for col in range(len(form.col_cost))] if has_solution and status is not Status.INFEASIBLE else None
+        )
         bound = _finite(model.ObjBound) if status.has_schedule else None
         return SolverResult(status, values, model.ObjVal if values is not None else None, bound, handoff_s, solve_s)
     finally:
@@ -448,8 +516,7 @@ def _solve_shell(form: Formulation, solver: str, settings: SolverSettings, start
         if limit_s is not None:
             opt.options["tmlim"] = max(1, int(limit_s))
     else:
-        opt.options.update({"ratioGap": settings.mip_rel_gap, "allowableGap": settings.mip_abs_gap,
-                            "threads": settings.threads})
+        opt.options.update({"ratioGap": settings.mip_rel_gap, "allowableGap": settings.mip_abs_gap, "threads": settings.threads})
         if settings.limit_now_s() is not None:
             opt.options["sec"] = settings.limit_now_s()
         if start is not None:
@@ -464,8 +531,11 @@ def _solve_shell(form: Formulation, solver: str, settings: SolverSettings, start
         wall_s = perf_counter() - ran
         log_text = log.read_text() if log.exists() else ""
     term = results.solver.termination_condition
-    solutions = [s for s in results.solution if s.status in (SolutionStatus.optimal, SolutionStatus.feasible,
-                                                            SolutionStatus.stoppedByLimit, SolutionStatus.other)]
+    solutions = [
+        s
+        for s in results.solution
+        if s.status in (SolutionStatus.optimal, SolutionStatus.feasible, SolutionStatus.stoppedByLimit, SolutionStatus.other)
+    ]
     values = None
     if solutions:
         model.solutions.load_from(results)

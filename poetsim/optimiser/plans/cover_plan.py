@@ -24,8 +24,9 @@ from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Timing
 
 
-def cover_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, cover: CoverBound,
-               ends_at: float | None = None) -> Plan | None:
+def cover_plan(
+    graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, cover: CoverBound, ends_at: float | None = None
+) -> Plan | None:
     """The plan that restores what `cover` chose, or None if it misses the budgets (or the cover has no choice).
 
     The per-output keeps (`keeps.repair_keeps`) stop at `ends_at` (a `perf_counter` time), the
@@ -51,6 +52,7 @@ def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options, 
     best = None
     recomputes = any(mode is Mode.RECOMPUTE for mode in decisions.values())
     for page_stages in page_stage_options:
+
         def replay(keep, page_stages=page_stages):
             plan = plan_from_decisions(graph, decisions, page_stages, keep_recomputed=keep)
             return plan, figures(plan, graph, costs, timing)

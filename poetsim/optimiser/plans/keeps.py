@@ -24,8 +24,9 @@ def _late(ends_at: float | None) -> bool:
     return ends_at is not None and perf_counter() >= ends_at
 
 
-def repair_keeps(replay: Replay, budgets: Budgets, kept: tuple[Plan, Figures],
-                 ends_at: float | None = None) -> tuple[Plan, Figures] | None:
+def repair_keeps(
+    replay: Replay, budgets: Budgets, kept: tuple[Plan, Figures], ends_at: float | None = None
+) -> tuple[Plan, Figures] | None:
     """Keep recomputed outputs where RAM allows, drop them again where it does not.
 
     Keeping every recomputed output costs least but often breaks the RAM budget: a cascade
@@ -62,12 +63,18 @@ def repair_keeps(replay: Replay, budgets: Budgets, kept: tuple[Plan, Figures],
     return keep_more(replay, budgets, (plan, fig), keep, REPAIR_REPLAYS - replays, ends_at)
 
 
-def keep_more(replay: Replay, budgets: Budgets, start: tuple[Plan, Figures], keep: frozenset[int],
-              replays: int = REPAIR_REPLAYS, ends_at: float | None = None) -> tuple[Plan, Figures]:
+def keep_more(
+    replay: Replay,
+    budgets: Budgets,
+    start: tuple[Plan, Figures],
+    keep: frozenset[int],
+    replays: int = REPAIR_REPLAYS,
+    ends_at: float | None = None,
+) -> tuple[Plan, Figures]:
     """`start` (replayed from `keep`) with each recomputed output it drops kept instead, where the
     plan still fits and costs less; at most `replays` replays, none after `ends_at`."""
     plan, fig = start
-    for i in sorted(recomputed(plan) - keep)[:max(replays, 0)]:
+    for i in sorted(recomputed(plan) - keep)[: max(replays, 0)]:
         if _late(ends_at):
             break
         trial = replay(keep | {i})

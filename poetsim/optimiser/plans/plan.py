@@ -47,8 +47,8 @@ class Accounting:
 
     plan: Plan
     frees: tuple[dict[int, tuple[int, ...]], ...]  # stage -> {k: outputs freed right after k}
-    start_bytes: tuple[int, ...]                  # RAM at stage start (with page-ins under overlap)
-    after_bytes: tuple[dict[int, int], ...]       # stage -> {k: RAM right after k is computed}
+    start_bytes: tuple[int, ...]  # RAM at stage start (with page-ins under overlap)
+    after_bytes: tuple[dict[int, int], ...]  # stage -> {k: RAM right after k is computed}
     compute_s: tuple[float, ...]
     dma_s: tuple[float, ...]
 
@@ -139,7 +139,10 @@ def to_schedule(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timi
         stage += [Free(i) for i in sorted(present - plan.kept[t])]
         stages.append(tuple(stage))
     return Schedule(
-        graph_name=graph.name, num_nodes=len(graph), timing=Timing(timing), stages=tuple(stages),
+        graph_name=graph.name,
+        num_nodes=len(graph),
+        timing=Timing(timing),
+        stages=tuple(stages),
         meta=tuple(sorted((meta or {}).items())),
     )
 

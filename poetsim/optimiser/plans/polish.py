@@ -26,8 +26,9 @@ from poetsim.schedule.model import Budgets, Timing
 MAX_ROUNDS = 200
 
 
-def polish(plan: Plan, graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing,
-           ends_at: float | None = None) -> Plan:
+def polish(
+    plan: Plan, graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, ends_at: float | None = None
+) -> Plan:
     """The plan after every bridge that saves energy and still fits, best saving first.
 
     `ends_at` (a `perf_counter` time) stops the search there with the best plan so far.
@@ -37,7 +38,7 @@ def polish(plan: Plan, graph: TrainingGraph, costs: CostTable, budgets: Budgets,
         found = None
         for candidate in bridges(plan, graph):
             if ends_at is not None and perf_counter() >= ends_at:
-                return plan if found is None else found   # the best this round had reached
+                return plan if found is None else found  # the best this round had reached
             fig = figures(candidate, graph, costs, timing)
             if budgets.fits(fig) and fig.total_j < best_j:
                 found, best_j = candidate, fig.total_j
@@ -56,7 +57,7 @@ def bridges(plan: Plan, graph: TrainingGraph):
     nothing reads any more are dropped with it.
     """
     for stage, computed in enumerate(plan.computed):
-        for i in computed[:-1]:                      # the last compute of a stage is its own node
+        for i in computed[:-1]:  # the last compute of a stage is its own node
             previous = _last_presence(plan, i, stage)
             if previous is None:
                 continue
@@ -64,9 +65,13 @@ def bridges(plan: Plan, graph: TrainingGraph):
             for s in range(previous, stage):
                 kept[s] = kept[s] | {i}
             stage_computed = [k for k in computed if k != i]
-            yield replace(plan, kept=tuple(kept),
-                          computed=_with_stage(plan.computed, stage, _live(stage_computed, stage, kept[stage],
-                                                                           plan.paged_out[stage], graph)))
+            yield replace(
+                plan,
+                kept=tuple(kept),
+                computed=_with_stage(
+                    plan.computed, stage, _live(stage_computed, stage, kept[stage], plan.paged_out[stage], graph)
+                ),
+            )
 
 
 def _last_presence(plan: Plan, i: int, stage: int) -> int | None:
@@ -76,8 +81,9 @@ def _last_presence(plan: Plan, i: int, stage: int) -> int | None:
     return None
 
 
-def _live(computed: list[int], stage: int, kept: frozenset[int], paged_out: frozenset[int],
-          graph: TrainingGraph) -> tuple[int, ...]:
+def _live(
+    computed: list[int], stage: int, kept: frozenset[int], paged_out: frozenset[int], graph: TrainingGraph
+) -> tuple[int, ...]:
     """The stage's computes without recomputations whose output nothing uses any more.
 
     A recomputed output is used when a later compute of the stage reads it, or it is kept for
@@ -85,12 +91,15 @@ def _live(computed: list[int], stage: int, kept: frozenset[int], paged_out: froz
     """
     live = list(computed)
     while True:
-        dead = [k for n, k in enumerate(live[:-1])
-                if k not in kept and k not in paged_out and not any(k in graph.nodes[j].deps for j in live[n + 1:])]
+        dead = [
+            k
+            for n, k in enumerate(live[:-1])
+            if k not in kept and k not in paged_out and not any(k in graph.nodes[j].deps for j in live[n + 1 :])
+        ]
         if not dead:
             return tuple(live)
         live = [k for k in live if k not in dead]
 
 
 def _with_stage(computed: tuple[tuple[int, ...], ...], stage: int, new: tuple[int, ...]):
-    return computed[:stage] + (new,) + computed[stage + 1:]
+    return computed[:stage] + (new,) + computed[stage + 1 :]

@@ -50,8 +50,12 @@ def reads(plan: Plan, graph: TrainingGraph) -> list[list[int]]:
     return found
 
 
-def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages: PageStages | None = None,
-                        keep_recomputed: bool | frozenset[int] = True) -> Plan:
+def plan_from_decisions(
+    graph: TrainingGraph,
+    decisions: Decisions,
+    page_stages: PageStages | None = None,
+    keep_recomputed: bool | frozenset[int] = True,
+) -> Plan:
     """Replay decisions stage by stage: compute t and any missing ancestor, page, keep what is wanted.
 
     A PAGE stretch (i, a, b) pages out in stage a (a+1 if i is computed only during a) or, with
@@ -153,8 +157,9 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages:
             found = stretch(i, t + 1)
             if found and found[0] == t and found[2] is Mode.PAGE:
                 earliest = page_stages.get((i, found[0], found[1]), (t, 0))[0]
-                _plan_page_out(i, t, found[1], earliest, in_stage[i, found[1]], i in resident, i in on_storage,
-                               held_until, page_out_at)
+                _plan_page_out(
+                    i, t, found[1], earliest, in_stage[i, found[1]], i in resident, i in on_storage, held_until, page_out_at
+                )
         outs = frozenset(i for i in page_out_at[t] if i in resident and i not in on_storage)
         ins = frozenset(i for i in page_in_at[t] if i in on_storage and i not in need and i not in resident)
         computed.append(tuple(sorted(need)))
@@ -164,16 +169,19 @@ def plan_from_decisions(graph: TrainingGraph, decisions: Decisions, page_stages:
         # Resident and paged-in outputs without stretches are read at t or later, so only those
         # read last at t leave; recomputed ones (possibly past their last plain reader) are asked.
         carried = (resident | ins) - need
-        resident = frozenset(((carried - stretched) - last_read_at[t])
-                             | {i for i in carried & stretched if wanted(i, t + 1)}
-                             | {i for i in need if (t < last_use[i] if i not in ordered else wanted(i, t + 1))})
+        resident = frozenset(
+            ((carried - stretched) - last_read_at[t])
+            | {i for i in carried & stretched if wanted(i, t + 1)}
+            | {i for i in need if (t < last_use[i] if i not in ordered else wanted(i, t + 1))}
+        )
         kept.append(resident)
         on_storage |= outs
     return Plan(tuple(computed), tuple(kept), tuple(paged_out), tuple(paged_in))
 
 
-def _plan_page_out(i: int, a: int, b: int, earliest: int, page_in: int, resident: bool, on_storage: bool,
-                   held_until: dict, page_out_at: list) -> None:
+def _plan_page_out(
+    i: int, a: int, b: int, earliest: int, page_in: int, resident: bool, on_storage: bool, held_until: dict, page_out_at: list
+) -> None:
     """Where a PAGE stretch of i that starts after stage a pages out: in stage a if i is resident at
     its start, else in a+1 (i is only computed during a), and not before `earliest`; nowhere if
     storage already holds i. The page-in (in stage `page_in`) must come at least one stage after

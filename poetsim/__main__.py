@@ -6,7 +6,7 @@ import sys
 def main() -> None:
     """Import the CLI and run it; an interrupt while importing ends as the CLI's interrupts do."""
     try:
-        from poetsim.cli.app import app
+        from poetsim.cli import app
     except KeyboardInterrupt:
         print("poetsim: interrupted", file=sys.stderr)
         sys.exit(130)

@@ -27,6 +27,7 @@ import pandas as pd
 from poetsim import strategies
 from poetsim.analysis.results import headline, headline_columns, load_results
 from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, UserInputError
+from poetsim.inputs.files import check_output_dir
 from poetsim.inputs.scenario import FILE_SUFFIXES, Scenario, load_scenario
 from poetsim.pipeline import Run, baseline_starts, load_run, run_strategy, write_run
 from poetsim.runs import ResultRow
@@ -35,7 +36,7 @@ from poetsim.schedule.model import Schedule, Timing
 from poetsim.schedule.problem import Problem, build_problem
 from poetsim.status import Status
 from poetsim.sweeps.dask_pool import NO_WORKER_WAIT_S
-from poetsim.sweeps.runner import check_output_dir, plan_sweep, run_sweep
+from poetsim.sweeps.runner import plan_sweep, run_sweep
 from poetsim.units import RamSpec, number_text, parse_ram, parse_runtime
 
 __all__ = [

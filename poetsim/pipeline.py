@@ -89,7 +89,6 @@ def run_strategy(
     keep_all_schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
     keep_all_figures = _check(problem, keep_all_schedule, budgets=None)
     if spec.kind is Kind.BASELINE:
-        assert spec.build is not None
         schedule = spec.build(problem)
         figures = _check(problem, schedule, budgets=None)
         over = problem.budgets.overruns(figures)
@@ -175,7 +174,7 @@ def baseline_starts(problem: Problem, strategy: str) -> tuple[Schedule, ...]:
     found = []
     for name in strategies.names(Kind.BASELINE):
         other = strategies.get(name)
-        if other.build is None or not spec.moves.allows(other.moves):
+        if not spec.moves.allows(other.moves):
             continue
         try:
             found.append(other.build(problem))

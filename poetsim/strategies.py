@@ -6,16 +6,16 @@ entry names its moves, which say whose schedules can start whose solve (`Moves.a
 colour, which every chart uses. The order of the registry is the order of tables and legends.
 """
 
-from collections.abc import Callable
+import importlib
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from poetsim.errors import UserInputError
-from poetsim.optimiser.baselines import simple as baselines
-from poetsim.optimiser.baselines.capuchin import capuchin_schedule
-from poetsim.optimiser.baselines.pofo import pofo_schedule
 from poetsim.schedule.model import Moves, Schedule
-from poetsim.schedule.problem import Problem
+
+if TYPE_CHECKING:
+    from poetsim.schedule.problem import Problem
 
 
 class Kind(str, Enum):
@@ -29,37 +29,32 @@ class Kind(str, Enum):
 class Strategy:
     """One strategy: its name, what it may do, how it is made, and how it is drawn.
 
-    `build` makes a baseline's schedule from the problem (it may use the budgets, as Capuchin
-    and POFO do); solved strategies have none, the pipeline hands their `moves` to the MILP.
-    `colour` is from the Okabe-Ito palette, which colour-blind readers can tell apart.
+    `maker` names a baseline's schedule maker as "module:function", a function of the problem
+    (it may use the budgets, as Capuchin and POFO do); it is imported on first use, so that
+    reading the registry (for help texts and scenario checks) imports no optimiser. Solved
+    strategies have none: the pipeline hands their `moves` to the MILP. `colour` is from the
+    Okabe-Ito palette, which colour-blind readers can tell apart.
     """
 
     name: str
     description: str
     moves: Moves
     colour: str
-    build: Callable[[Problem], Schedule] | None = None
+    maker: str | None = None
 
     @property
     def kind(self) -> Kind:
-        return Kind.SOLVED if self.build is None else Kind.BASELINE
+        return Kind.SOLVED if self.maker is None else Kind.BASELINE
+
+    def build(self, problem: "Problem") -> Schedule:
+        """The baseline's schedule for `problem`; a solved strategy has no rule to build by."""
+        if self.maker is None:
+            raise TypeError(f"{self.name} is solved, not built by a rule")
+        module, _, function = self.maker.partition(":")
+        return getattr(importlib.import_module(module), function)(problem)
 
 
-def _keep_all(problem: Problem) -> Schedule:
-    return baselines.keep_all(problem.graph, problem.costs, problem.timing)[0]
-
-
-def _checkpoint_sqrt(problem: Problem) -> Schedule:
-    return baselines.checkpoint_sqrt(problem.graph, problem.costs, problem.timing)[0]
-
-
-def _capuchin(problem: Problem) -> Schedule:
-    return capuchin_schedule(problem.graph, problem.costs, problem.budgets.ram_bytes, problem.timing).schedule
-
-
-def _pofo(problem: Problem) -> Schedule:
-    return pofo_schedule(problem.graph, problem.costs, problem.budgets.ram_bytes, problem.timing).schedule
-
+_MAKERS = "poetsim.optimiser.baselines"
 
 REGISTRY: dict[str, Strategy] = {
     s.name: s
@@ -69,7 +64,7 @@ REGISTRY: dict[str, Strategy] = {
             "every node computed once and kept until its last reader (the reference)",
             Moves(recompute=False, page=False),
             "#7f7f7f",
-            _keep_all,
+            f"{_MAKERS}:make_keep_all",
         ),
         Strategy(
             "hybrid", "POET: the least-energy mix of recomputation and paging (MILP)", Moves(recompute=True, page=True), "#0072B2"
@@ -86,21 +81,21 @@ REGISTRY: dict[str, Strategy] = {
             "Chen et al. 2016: keep about sqrt(n) segment boundaries, recompute the rest",
             Moves(recompute=True, page=False),
             "#CC79A7",
-            _checkpoint_sqrt,
+            f"{_MAKERS}:make_checkpoint_sqrt",
         ),
         Strategy(
             "capuchin",
             "Peng et al. 2020: evict the longest access gaps, swap where it hides, else recompute by memory saved per second",
             Moves(recompute=True, page=True),
             "#D55E00",
-            _capuchin,
+            f"{_MAKERS}:make_capuchin",
         ),
         Strategy(
             "pofo",
             "Beaumont et al. 2021: the fastest chain schedule of recomputation and offloading (dynamic program; chains only)",
             Moves(recompute=True, page=True),
             "#56B4E9",
-            _pofo,
+            f"{_MAKERS}:make_pofo",
         ),
     )
 }
@@ -131,8 +126,3 @@ def rank(name: str) -> int:
 def colour(name: str) -> str:
     """The chart colour of a strategy."""
     return REGISTRY[name].colour if name in REGISTRY else SAVED_COLOUR
-
-
-def help_text() -> str:
-    """One line per strategy, for --help."""
-    return "; ".join(f"{s.name}: {s.description}" for s in REGISTRY.values())

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from poetsim.analysis.results import FAILING, PASSING, check_against_baseline, load_results
-from poetsim.cli.app import app
+from poetsim.cli import app
 from poetsim.errors import UserInputError
 
 ROOT = Path(__file__).resolve().parent.parent

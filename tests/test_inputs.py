@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from poetsim.cli.app import app
+from poetsim.cli import app
 from poetsim.errors import UserInputError
 from poetsim.inputs.files import MAX_SCENARIO_BYTES, parse_yaml, read_text
 from poetsim.inputs.scenario import load_scenario

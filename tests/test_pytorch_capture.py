@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from poetsim.cli.app import app  # noqa: E402
+from poetsim.cli import app  # noqa: E402
 from poetsim.errors import UserInputError  # noqa: E402
 from poetsim.graphs import zoo  # noqa: E402
 from poetsim.graphs.io import read_graph_file, save_graph  # noqa: E402

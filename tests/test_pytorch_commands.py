@@ -1,4 +1,4 @@
-"""The PyTorch commands on a typer app: import, solve, execute (JSON and binary schedules), errors."""
+"""The PyTorch commands of the CLI: import, solve, execute (JSON and binary schedules), errors."""
 
 import json
 
@@ -8,23 +8,15 @@ from typer.testing import CliRunner
 
 pytest.importorskip("torch")
 
-from poetsim.cli.app import app as poetsim_app  # noqa: E402
-from poetsim.pytorch.commands import register  # noqa: E402
+from poetsim.cli import app as poetsim_app  # noqa: E402
 
 TINY = "poetsim.pytorch.models:tiny_cnn"
 
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    """A typer app with only the PyTorch commands, as cli.py will have them after register(app)."""
-    commands = typer.Typer(pretty_exceptions_enable=False)
-
-    @commands.callback()
-    def main() -> None:
-        """PyTorch commands."""
-
-    register(commands)
-    return commands
+    """The `poetsim` app, with its PyTorch commands among the others."""
+    return poetsim_app
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from poetsim import strategies
+from poetsim.analysis import GUARD_ATOL_J, GUARD_RTOL
 from poetsim.errors import UserInputError
 from poetsim.inputs.files import MAX_RESULTS_BYTES, read_text
 from poetsim.runs import COLUMNS, ResultRow
@@ -194,10 +195,6 @@ def headline_columns(table: pd.DataFrame) -> list[str]:
     return [c for c in table.columns if c in HEADLINE_KEYS or f"{c} status" in table.columns or c in strategies.REGISTRY]
 
 
-#: The guard's default tolerances: a share of the baseline's energy overhead above keep-all
-#: (and of its peak RAM), and a floor in joules under which no change of energy counts.
-GUARD_RTOL = 1e-3
-GUARD_ATOL_J = 1e-6
 #: Verdicts that fail the guard, and those that pass it.
 FAILING = (
     "worse",

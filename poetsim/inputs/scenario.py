@@ -34,7 +34,7 @@ from poetsim.errors import UserInputError
 from poetsim.graphs.io import load_graph
 from poetsim.inputs.files import MAX_GRAPH_BYTES, MAX_SCENARIO_BYTES, load_yaml, read_bytes
 from poetsim.inputs.profiles import format_validation_error, load_platform
-from poetsim.optimiser.milp.solvers import SOLVERS
+from poetsim.inputs.solvers import SOLVERS
 from poetsim.schedule.model import Timing
 from poetsim.schedule.problem import RESERVE_MULTIPLE, reserved_bytes
 from poetsim.strategies import REGISTRY, Kind, names

@@ -4,8 +4,7 @@ Only `pyomo_model` imports Pyomo; the rows of the MILP are stated once in `formu
 """
 
 from poetsim.optimiser.baselines.simple import checkpoint_sqrt, keep_all
-from poetsim.optimiser.milp.solvers import SOLVERS
 from poetsim.optimiser.optimise import optimise, write_lp
 from poetsim.optimiser.outcome import SolveOutcome, require_feasible
 
-__all__ = ["SOLVERS", "SolveOutcome", "checkpoint_sqrt", "keep_all", "optimise", "require_feasible", "write_lp"]
+__all__ = ["SolveOutcome", "checkpoint_sqrt", "keep_all", "optimise", "require_feasible", "write_lp"]

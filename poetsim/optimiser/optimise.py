@@ -21,10 +21,10 @@ from pathlib import Path
 
 from poetsim.errors import UserInputError
 from poetsim.graphs.graph import TrainingGraph
+from poetsim.inputs.solvers import check_available
 from poetsim.optimiser.bounds.cover import cover_bound
 from poetsim.optimiser.clock import Clock, Progress, Reporter
 from poetsim.optimiser.milp.formulation import formulate
-from poetsim.optimiser.milp.solvers import check_available
 from poetsim.optimiser.outcome import SolveOutcome
 from poetsim.optimiser.plans import plan as plans
 from poetsim.optimiser.plans.cover_plan import cover_plan

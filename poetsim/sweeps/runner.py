@@ -48,6 +48,7 @@ from poetsim.errors import (
     UnavailableError,
     UserInputError,
 )
+from poetsim.inputs.files import check_output_dir
 from poetsim.inputs.scenario import Point, Scenario
 from poetsim.pipeline import Run, adopt_schedule, problem_for_point, result_row, run_strategy, write_run
 from poetsim.runs import FolderLock, ResultRow, RunsFile
@@ -232,31 +233,6 @@ def _check_distinct_folders(points: list[Point]) -> None:
                 f"points {seen[slug].key} and {point.key} would share the folder {POINTS_DIR}/{slug}; rename one of their files"
             )
         seen[slug] = point
-
-
-def check_output_dir(directory: Path, option: str) -> None:
-    """UserInputError unless `directory` is a writable folder or can be made as one."""
-    probe = Path(directory)
-    if probe.exists() and not probe.is_dir():
-        raise UserInputError(f"{option}: {directory} is a file, not a folder")
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        raise UserInputError(f"{option}: {probe} is a file, so {directory} cannot be made")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise UserInputError(f"{option}: {probe} is not writable, so nothing can be written to {directory}")
-
-
-def check_output_file(path: Path, option: str) -> None:
-    """UserInputError unless `path` can be written: its folder exists and it is not a folder."""
-    path = Path(path)
-    if path.is_dir():
-        raise UserInputError(f"{option}: {path} is a folder; give a file name")
-    folder = path.parent
-    if not folder.is_dir():
-        raise UserInputError(f"{option}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UserInputError(f"{option}: the folder {folder} is not writable")
 
 
 def run_sweep(

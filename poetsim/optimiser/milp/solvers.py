@@ -8,10 +8,8 @@ model (`pyomo_model`), whose LP file their binaries read. Status, objective, bou
 time are the solver's; nothing is assumed from the status alone.
 """
 
-import importlib.util
 import os
 import re
-import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -20,20 +18,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from time import perf_counter
 
-from poetsim.errors import InternalError, SolverUnavailableError, UserInputError
+from poetsim.errors import InternalError, SolverUnavailableError
+from poetsim.inputs.solvers import check_available
 from poetsim.optimiser.milp.rows import Formulation
 from poetsim.status import Status
-
-#: Solver name -> (the program it runs or the Python module it imports, how to install it).
-SOLVERS = {
-    "highs": ("highspy", "pip install highspy"),
-    "scip": ("pyscipopt", "pip install pyscipopt"),
-    "gurobi": ("gurobipy", "pip install gurobipy"),
-    "glpk": ("glpsol", "apt install glpk-utils"),
-    "cbc": ("cbc", "apt install coinor-cbc"),
-}
-#: The solvers that are Python modules (the others are programs on PATH).
-PYTHON_SOLVERS = ("highs", "scip", "gurobi")
 
 
 @dataclass(frozen=True)
@@ -78,20 +66,6 @@ class SolverSettings:
 #: What a solve reports while it runs: (incumbent, bound) in model units, either None when not
 #: known yet; it returns True to stop the solve at once (the caller knows a better bound).
 Watch = Callable[[float | None, float | None], bool]
-
-
-def check_available(solver: str) -> None:
-    """UserInputError for an unknown name, SolverUnavailableError naming the package if missing."""
-    if solver not in SOLVERS:
-        raise UserInputError(f"unknown solver '{solver}' (known: {', '.join(SOLVERS)})")
-    needs, install = SOLVERS[solver]
-    if solver in PYTHON_SOLVERS:
-        if importlib.util.find_spec(needs) is None:
-            raise SolverUnavailableError(f"solver '{solver}' needs the {needs} package, which is not installed ({install})")
-    elif shutil.which(needs) is None:
-        raise SolverUnavailableError(
-            f"solver '{solver}' needs the '{needs}' program, which is not on PATH (Debian/Ubuntu: {install})"
-        )
 
 
 def solve(

@@ -1,34 +1,21 @@
-"""The PyTorch commands of the CLI: import-torch, execute, profile and validate-run.
+"""The PyTorch commands: import-torch, execute, profile and validate-run.
 
-`register(app)` adds them to a typer app (poetsim/cli/app.py calls it). Each command parses its
-options, calls the library and shows the result; torch is imported only when a command runs,
-so `poetsim --help` stays fast. Errors go through one boundary, as in poetsim/cli/app.py: a
-PoetsimError becomes one line on stderr and its exit code.
+torch and the library's PyTorch layer are imported only when one of them runs, so that
+`poetsim --help` stays fast.
 """
 
 import csv
-import functools
 import json
-import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from poetsim.cli.app import command, emit_json
+from poetsim.cli.app import out as console
+from poetsim.cli.terminal import table
 from poetsim.errors import InternalError, PoetsimError, UserInputError
-from poetsim.graphs.io import save_graph
-from poetsim.inputs.profiles import load_platform
-from poetsim.inputs.scenario import load_scenario
-from poetsim.pytorch.source import ModelSource, capture_graph_file, parse_inputs
-from poetsim.pytorch.validate import DEFAULT_RAMS, predict, write_validation
-from poetsim.pytorch.validate import validate_run as run_validation
-from poetsim.schedule.costs import node_costs
-from poetsim.schedule.formats import load_schedule
 from poetsim.schedule.model import Timing
 from poetsim.units import parse_ram, parse_runtime
-
-console = Console()
 
 DEFAULT_SWAP_DIR = Path("build/swap")
 
@@ -37,21 +24,6 @@ _ACCOUNTING = (
     "gradients, static tensors and normalisation statistics apart), summed when the checker takes its "
     "peak; see docs/pytorch.md."
 )
-
-
-def _boundary(command):
-    """Run a command; a PoetsimError becomes one line on stderr and a non-zero exit."""
-
-    @functools.wraps(command)
-    def run(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except PoetsimError as exc:
-            message = " ".join(str(exc).split("\n"))
-            print(f"poetsim: error: {message}", file=sys.stderr)
-            raise typer.Exit(exc.exit_code) from None
-
-    return run
 
 
 FactoryArg = typer.Argument(
@@ -75,14 +47,7 @@ DurableOpt = typer.Option(
 )
 
 
-def register(app: typer.Typer) -> None:
-    """Add import-torch, execute, profile and validate-run to `app`."""
-    app.command("import-torch")(_boundary(import_torch))
-    app.command("execute")(_boundary(execute))
-    app.command("profile")(_boundary(profile))
-    app.command("validate-run")(_boundary(validate_run))
-
-
+@command("import-torch")
 def import_torch(
     factory: str = FactoryArg,
     input_shape: list[str] = ShapeOpt,
@@ -98,7 +63,9 @@ def import_torch(
     FLOPs from torch.utils.flop_counter (per element for other ops); output bytes from the real
     shapes and dtypes. Random weights; nothing is downloaded.
     """
+    from poetsim.graphs.io import save_graph
     from poetsim.pytorch.capture import capture
+    from poetsim.pytorch.source import ModelSource, parse_inputs
 
     shapes, dtypes = parse_inputs(input_shape, input_dtype)
     source = ModelSource(factory, shapes, dtypes, seed, input_high)
@@ -118,6 +85,7 @@ def import_torch(
     console.print(f"wrote {out}")
 
 
+@command("execute")
 def execute(
     target: Path = typer.Argument(..., help="A graph JSON made by import-torch, or a scenario YAML whose model is one."),
     schedule: Path = typer.Option(..., "--schedule", help="schedule.json or schedule.bin (from poetsim solve --out)."),
@@ -141,6 +109,8 @@ def execute(
     bytes written and read. A schedule that cannot run stops with one line naming the instruction.
     """
     from poetsim.pytorch.executor import execute as run
+    from poetsim.pytorch.source import capture_graph_file
+    from poetsim.schedule.formats import load_schedule
 
     graph_path, profile = _target(target, platform)
     captured = capture_graph_file(graph_path)
@@ -152,7 +122,7 @@ def execute(
     if out is not None:
         _write_execution(report, result, out)
     if as_json:
-        print(json.dumps(report))
+        emit_json(report)
     else:
         _print_execution(report)
         if out is not None:
@@ -160,6 +130,7 @@ def execute(
     _fail_on_mismatch(report)
 
 
+@command("profile")
 def profile(
     out: Path = typer.Option(..., "--out", help="The profile YAML to write (use it as --platform)."),
     swap_dir: Path = SwapOpt,
@@ -186,19 +157,20 @@ def profile(
         captures = [_capture_factory(model, input_shape or [], input_dtype, input_high, 0)]
     measured = profile_host(swap_dir, captures=captures, durable=durable, threads=threads, repeats=repeats, name=name)
     write_profile(measured, out)
-    table = Table("figure", "value", title=f"profile {measured.name}: {measured.title}")
-    table.add_row("compute (all nodes)", f"{measured.compute.flops_per_s / 1e9:.3g} GFLOP/s")
+    shown = table(("figure", "value"), (), title=f"profile {measured.name}: {measured.title}")
+    shown.add_row("compute (all nodes)", f"{measured.compute.flops_per_s / 1e9:.3g} GFLOP/s")
     for op, rate in measured.compute.op_flops_per_s.items():
-        table.add_row(f"  {op}", f"{rate / 1e9:.3g} GFLOP/s")
+        shown.add_row(f"  {op}", f"{rate / 1e9:.3g} GFLOP/s")
     for label, transfer in (("page-out", measured.storage.page_out), ("page-in", measured.storage.page_in)):
-        table.add_row(label, f"{transfer.latency_s * 1e3:.3g} ms + {transfer.bytes_per_s / 1e6:.4g} MB/s")
-    table.add_row("memory bus", f"{measured.memory_bus_bytes_per_s / 1e9:.3g} GB/s")
-    console.print(table)
+        shown.add_row(label, f"{transfer.latency_s * 1e3:.3g} ms + {transfer.bytes_per_s / 1e6:.4g} MB/s")
+    shown.add_row("memory bus", f"{measured.memory_bus_bytes_per_s / 1e9:.3g} GB/s")
+    console.print(shown)
     for note in measured.notes:
-        console.print(f"[dim]{note}[/dim]")
+        console.print(note, style="dim")
     console.print(f"wrote {out}")
 
 
+@command("validate-run")
 def validate_run(
     factory: str = FactoryArg,
     input_shape: list[str] = ShapeOpt,
@@ -234,7 +206,11 @@ def validate_run(
     re-measured on keep-all runs taken in the same rounds, so that the machine's drift falls
     on prediction and measurement alike; host.yaml is the profile the predictions used.
     """
+    from poetsim.graphs.io import save_graph
+    from poetsim.inputs.profiles import load_platform
     from poetsim.pytorch.host import profile_host, write_profile
+    from poetsim.pytorch.validate import DEFAULT_RAMS, write_validation
+    from poetsim.pytorch.validate import validate_run as run_validation
 
     if calibrate not in ("model", "suite"):
         raise UserInputError(f"--calibrate: use model or suite, not '{calibrate}'")
@@ -248,26 +224,29 @@ def validate_run(
         profile_used = profile_host(
             swap_dir, captures=[captured] if calibrate == "model" else None, durable=durable, threads=threads
         )
-    table = Table(
-        "strategy",
-        "RAM",
-        "status",
-        "time pred s",
-        "time meas s",
-        "diff",
-        "spread",
-        "peak pred",
-        "peak meas",
-        "written",
-        "read",
-        "grads",
+    shown = table(
+        (
+            "strategy",
+            "RAM",
+            "status",
+            "time pred s",
+            "time meas s",
+            "diff",
+            "spread",
+            "peak pred",
+            "peak meas",
+            "written",
+            "read",
+            "grads",
+        ),
+        (),
         title=f"{captured.graph.name}: prediction vs measurement",
     )
 
     validation = run_validation(
         captured,
         profile_used,
-        rams=tuple(ram or DEFAULT_RAMS),
+        rams=tuple(ram) if ram else DEFAULT_RAMS,
         strategies=strategy,
         runtime_x=_runtime(runtime, parse_runtime),
         timing=Timing(_timing(timing)),
@@ -277,12 +256,12 @@ def validate_run(
         durable=durable,
         repeats=repeats,
         recalibrate=platform is None and calibrate == "model",
-        on_progress=lambda text: console.print(text, markup=False),
+        on_progress=console.print,
     )
     if platform is None:
         write_profile(validation.profile or profile_used, out / "host.yaml")
     for row in validation.rows:
-        table.add_row(
+        shown.add_row(
             row.strategy,
             row.ram,
             row.status,
@@ -302,12 +281,12 @@ def validate_run(
                 )
             ),
         )
-    console.print(table)
+    console.print(shown)
     write_validation(validation, out)
     console.print(
         f"wrote {out}/ (graph.json, {'' if platform else 'host.yaml, '}result.json, validation.csv, validation.html/png)"
     )
-    console.print(f"[dim]{_ACCOUNTING}[/dim]")
+    console.print(_ACCOUNTING, style="dim")
     bad = [r for r in validation.rows if r.measured_runtime_s is not None and not (r.gradients_equal and r.peak_equal)]
     if bad:
         raise PoetsimError(
@@ -321,6 +300,7 @@ def validate_run(
 
 def _capture_factory(factory: str, shapes, dtypes, high: int, seed: int):
     from poetsim.pytorch.capture import capture
+    from poetsim.pytorch.source import ModelSource, parse_inputs
 
     parsed_shapes, parsed_dtypes = parse_inputs(shapes, dtypes)
     source = ModelSource(factory, parsed_shapes, parsed_dtypes, seed, high)
@@ -330,6 +310,9 @@ def _capture_factory(factory: str, shapes, dtypes, high: int, seed: int):
 
 def _target(target: Path, platform: str | None):
     """(graph path, profile or None) of a graph file, or of a scenario whose model is a graph file."""
+    from poetsim.inputs.profiles import load_platform
+    from poetsim.inputs.scenario import load_scenario
+
     if target.suffix not in (".yaml", ".yml"):
         return target, (load_platform(platform) if platform else None)
     scenario = load_scenario(target, check_references=False)
@@ -360,6 +343,9 @@ def _ram_bytes(text: str, graph) -> int:
 
 
 def _execution_report(graph, schedule, result, profile, timing) -> dict:
+    from poetsim.pytorch.validate import predict
+    from poetsim.schedule.costs import node_costs
+
     summary = result.summary()
     report = {"graph": graph.name, "measured": summary, "predicted": None}
     costs = node_costs(graph, profile) if profile is not None else node_costs(graph, _neutral_profile())
@@ -378,47 +364,48 @@ def _execution_report(graph, schedule, result, profile, timing) -> dict:
 
 def _neutral_profile():
     """Any profile: RAM accounting does not depend on costs, and no time is predicted without one."""
+    from poetsim.inputs.profiles import load_platform
+
     return load_platform("rpi4")
 
 
 def _print_execution(report: dict) -> None:
     measured, predicted = report["measured"], report["predicted"]
-    table = Table(
-        "figure",
-        "predicted",
-        "measured",
+    shown = table(
+        ("figure", "predicted", "measured"),
+        (),
         title=f"{report['graph']}: one training step ({measured['timing']} timing, {measured['threads']} thread(s))",
     )
     runtime = predicted["runtime_s"]
-    table.add_row(
+    shown.add_row(
         "step time",
         f"{runtime:.4g} s ({predicted['platform']})" if runtime is not None else "(no profile)",
         f"{measured['total_s']:.4g} s (compute {measured['compute_s']:.4g} s, transfers {measured['transfer_s']:.4g} s)",
     )
-    table.add_row(
+    shown.add_row(
         "activation peak",
         f"{predicted['peak_ram_bytes']:,} bytes",
         f"{measured['peak_activation_bytes']:,} bytes ({'equal' if report['peak_equal'] else 'DIFFERENT'})",
     )
-    table.add_row("process peak RSS", "", f"{measured['peak_rss_bytes']:,} bytes" if measured["peak_rss_bytes"] else "n/a")
-    table.add_row(
+    shown.add_row("process peak RSS", "", f"{measured['peak_rss_bytes']:,} bytes" if measured["peak_rss_bytes"] else "n/a")
+    shown.add_row(
         "bytes written / read",
         f"{predicted['bytes_written']:,} / {predicted['bytes_read']:,}",
         f"{measured['bytes_written']:,} / {measured['bytes_read']:,} (+ batch {measured['batch_bytes_read']:,})",
     )
-    table.add_row(
+    shown.add_row(
         "operations",
         "",
         f"{measured['recomputations']} recomputations, {measured['page_outs']} page-outs, {measured['page_ins']} page-ins",
     )
     grads = measured["gradients_equal"]
-    table.add_row(
+    shown.add_row(
         "gradients vs loss.backward()",
         "",
         "bitwise equal" if grads else f"DIFFERENT: {', '.join(measured['differing_gradients'][:3])}",
     )
-    console.print(table)
-    console.print(f"[dim]{_ACCOUNTING}[/dim]")
+    console.print(shown)
+    console.print(_ACCOUNTING, style="dim")
 
 
 def _write_execution(report: dict, result, out: Path) -> None:

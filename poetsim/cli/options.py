@@ -1,0 +1,34 @@
+"""Options that several commands share: which scenario point, and how to solve it."""
+
+from typing import Annotated
+
+import typer
+
+from poetsim import strategies
+from poetsim.assumptions import TIMING_HELP
+from poetsim.inputs.solvers import SOLVERS
+
+ModelOpt = Annotated[str | None, typer.Option(help="Model (zoo name or graph path); overrides the scenario.")]
+PlatformOpt = Annotated[str | None, typer.Option(help="Platform name or profile path; overrides the scenario.")]
+StrategyOpt = Annotated[
+    str | None, typer.Option(help="; ".join(f"{s.name}" for s in strategies.REGISTRY.values()) + " (see docs/optimiser.md).")
+]
+RamOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="RAM budget: % of keep-all (50%), bytes (1048576) or with a unit (256KiB, 1.5MB); a bare number below 1 is refused."
+    ),
+]
+RuntimeOpt = Annotated[str | None, typer.Option(help="Runtime budget: multiple of one plain pass (1.2x).")]
+TimingOpt = Annotated[str | None, typer.Option(help=TIMING_HELP)]
+SolverOpt = Annotated[
+    str | None, typer.Option(help=", ".join(SOLVERS) + " (default highs; gurobi beyond 2,000 columns needs a license).")
+]
+TimeLimitOpt = Annotated[float | None, typer.Option("--time-limit", min=0.1, help="Solver time limit in seconds.")]
+PointTimeLimitOpt = Annotated[float | None, typer.Option("--time-limit", min=0.1, help="Solver time limit per point, seconds.")]
+BatchOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--batch-size", "-b", min=1, help="Batch size of zoo models; overrides the scenario (graph files fix their own)."
+    ),
+]

@@ -1,0 +1,297 @@
+"""`solve` and `simulate`: one scenario point, solved (or loaded), checked, and replayed."""
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from poetsim import strategies
+from poetsim.assumptions import ASSUMPTIONS, SIMULATOR_ASSUMPTIONS, TIMING_MODELS
+from poetsim.cli.app import command, emit_json, err, note, out
+from poetsim.cli.options import (
+    BatchOpt,
+    ModelOpt,
+    PlatformOpt,
+    RamOpt,
+    RuntimeOpt,
+    SolverOpt,
+    StrategyOpt,
+    TimeLimitOpt,
+    TimingOpt,
+)
+from poetsim.cli.terminal import Progress, duration, table
+from poetsim.errors import UserInputError
+from poetsim.inputs.files import check_output_file
+from poetsim.status import Status
+from poetsim.units import number_text
+
+if TYPE_CHECKING:
+    from poetsim import api
+    from poetsim.pipeline import Run
+    from poetsim.runs import ResultRow
+
+
+def _choose(scenario: Path, model, platform, ram, runtime, strategy, timing, batch_size) -> "api.Choice":
+    from poetsim import api
+    from poetsim.inputs.scenario import load_scenario
+
+    choice = api.choose(
+        load_scenario(scenario),
+        model=model,
+        platform=platform,
+        ram=ram,
+        runtime=runtime,
+        strategy=strategy,
+        timing=timing,
+        batch_size=batch_size,
+    )
+    for text in choice.notes:
+        note(text)
+    return choice
+
+
+def _solver_progress(progress: Progress):
+    """An `on_progress` callback that shows the solver's incumbent, bound and gap."""
+
+    def show(elapsed_s: float, incumbent_j: float | None, bound_j: float | None, phase: str = "") -> None:
+        parts = [duration(elapsed_s)]
+        if phase:
+            parts.append(phase)
+        parts.append("no schedule yet" if incumbent_j is None else f"best {incumbent_j:.9g} J")
+        if bound_j is not None:
+            parts.append(f"bound {bound_j:.9g} J")
+        progress.update(", ".join(parts))
+
+    return show
+
+
+def _solve_with_progress(label: str, work) -> "Run":
+    with Progress(label) as progress:
+        progress.update("building the model", force=True)
+        run = work(_solver_progress(progress))
+        progress.close(f"{run.status} after {duration(progress.elapsed_s)}")
+    return run
+
+
+@command()
+def solve(
+    scenario: Path = typer.Argument(..., help="Scenario YAML."),
+    model: ModelOpt = None,
+    platform: PlatformOpt = None,
+    strategy: StrategyOpt = None,
+    ram: RamOpt = None,
+    runtime: RuntimeOpt = None,
+    timing: TimingOpt = None,
+    solver: SolverOpt = None,
+    time_limit: TimeLimitOpt = None,
+    batch_size: BatchOpt = None,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the result row)."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Write schedule.json, schedule.bin and result.json here."),
+    lp: Path | None = typer.Option(None, "--lp", help="Also write the MILP as a CPLEX LP file (for review or other solvers)."),
+    start: list[Path] = typer.Option(
+        [],
+        "--start",
+        help="A schedule of the same point to start from (schedule.json or .bin of another strategy, say); repeatable.",
+    ),
+) -> None:
+    """Find the energy-optimal schedule of one scenario point, check it, and report it.
+
+    Every schedule shown has passed the independent checker. Energy in joules; the overhead is
+    relative to keep-all (every node computed once, nothing paged). The status says whether the
+    optimum is proven: `optimal`, or `feasible` with the share of the overhead still unproven.
+    A solved strategy starts from every baseline it allows and from each --start schedule, so it
+    is never reported worse than any of them that fits the budgets.
+    """
+    from poetsim import api
+    from poetsim.pipeline import result_row
+
+    api.check_out(out_dir)
+    if lp is not None:
+        check_output_file(lp, "--lp")
+    choice = _choose(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
+    starts = api.load_starts(start, choice.problem)
+    if lp is not None:
+        _write_lp(choice, lp)
+    run = _solve_with_progress(
+        f"solving {choice.strategy}",
+        lambda show: api.solve(scenario, solver=solver, time_limit_s=time_limit, starts=starts, on_progress=show, choice=choice),
+    )
+    row = result_row(run)
+    if out_dir is not None:
+        api.save_run(run, out_dir)
+    if as_json:
+        emit_json(_json_row(row))
+    else:
+        _print_summary(row)
+        if out_dir is not None:
+            out.print(f"wrote {out_dir}/", soft_wrap=True)
+    api.require_schedule(run)
+
+
+def _write_lp(choice: "api.Choice", lp: Path) -> None:
+    from poetsim.optimiser import write_lp
+
+    picked = strategies.get(choice.strategy)
+    if picked.kind is strategies.Kind.BASELINE:
+        raise UserInputError(f"--lp: {choice.strategy} is a baseline made without a solver; it has no MILP")
+    problem = choice.problem
+    write_lp(problem.graph, problem.costs, problem.budgets, picked.moves, problem.timing, lp)
+
+
+def _json_row(row: "ResultRow") -> dict:
+    """The result row with its total energy under the conventional key `total_energy_j`."""
+    return {"total_energy_j": row.predicted_total_j, **row.to_dict()}
+
+
+def _status_text(row: "ResultRow") -> str:
+    """'optimal (proven)' or 'feasible: 12.5 % of the overhead unproven (gap 0.004 % of the total)'."""
+    if row.status is Status.OPTIMAL:
+        return "optimal (proven)"
+    if row.status is Status.FEASIBLE and row.gap_overhead is not None:
+        total = f", {100 * row.gap_total:.3g} % of the total" if row.gap_total is not None else ""
+        return f"feasible: {100 * row.gap_overhead:.3g} % of the overhead unproven (gap{total})"
+    return row.status.value
+
+
+def _print_summary(row: "ResultRow") -> None:
+    lines: list[tuple[str, str]] = [("status", _status_text(row))]
+    if row.message:
+        lines.append(("note", row.message))
+    lines.append(
+        (
+            "budgets",
+            f"RAM {row.ram} = {row.ram_budget_bytes:,} bytes; deadline {number_text(row.runtime_x or 0)}x "
+            f"= {row.deadline_s:.4g} s",
+        )
+    )
+    if row.predicted_total_j is not None:
+        lines += [
+            ("energy", f"{row.predicted_total_j:.6g} J ({row.overhead_pct:+.3f} % vs keep-all {row.keep_all_energy_j:.6g} J)"),
+            (
+                "  breakdown",
+                ", ".join(
+                    f"{k} {getattr(row, 'predicted_' + k + '_j'):.4g} J"
+                    for k in ("compute", "recompute", "page_in", "page_out", "static")
+                ),
+            ),
+            ("peak RAM", f"{row.predicted_peak_ram_bytes:,.0f} bytes"),
+            ("runtime", f"{row.predicted_runtime_s:.6g} s"),
+            (
+                "operations",
+                f"{row.predicted_recomputations} recomputations, {row.predicted_page_ins} page-ins, "
+                f"{row.predicted_page_outs} page-outs",
+            ),
+            ("schedule", f"{row.schedule_bytes} bytes (binary)"),
+        ]
+    if row.bound_j is not None:
+        lines.append(("lower bound", f"{row.bound_j:.9g} J (no {row.strategy} schedule costs less)"))
+    if row.solve_s is not None:
+        # build_s is all the time before the first MILP run (covers, plans and the model's build).
+        lines.append(
+            (
+                "solver",
+                f"{row.solver}: {row.build_s:.2f} s before any MILP run (covers, plans, the "
+                f"model's build), {row.solve_s:.2f} s in MILP runs",
+            )
+        )
+    if row.simulated_total_j is not None:
+        lines.append(
+            (
+                "simulated",
+                f"{row.simulated_total_j:.6g} J, makespan {row.simulated_runtime_s:.6g} s, "
+                f"peak {row.simulated_peak_ram_bytes:,.0f} bytes, stalls {row.simulated_stall_s:.4g} s",
+            )
+        )
+    out.print(table((f"{row.strategy} on {row.model} / {row.platform} ({row.timing} timing)", ""), lines))
+    out.print(f"{ASSUMPTIONS}; timing {row.timing}: {TIMING_MODELS[str(row.timing)]}.", style="dim")
+
+
+@command()
+def simulate(
+    scenario: Path = typer.Argument(..., help="Scenario YAML."),
+    model: ModelOpt = None,
+    platform: PlatformOpt = None,
+    strategy: StrategyOpt = None,
+    ram: RamOpt = None,
+    runtime: RuntimeOpt = None,
+    timing: TimingOpt = None,
+    solver: SolverOpt = None,
+    time_limit: TimeLimitOpt = None,
+    batch_size: BatchOpt = None,
+    schedule: Path | None = typer.Option(None, help="Replay this saved schedule.json instead of solving."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (prediction against simulation)."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Output folder (default build/<scenario name>/simulate/<point>/)."),
+    charts: bool = typer.Option(
+        True, help="Write run.html (figures, simulated timeline, schedule grid) and each chart as PNG and SVG."
+    ),
+    mode: str = typer.Option(
+        "barrier",
+        "--mode",
+        help=(
+            "Replay mode: barrier (default; a stage ends when its computes and transfers have ended: the device the "
+            "overlap timing model describes) or free-running (no barrier: transfers run on into later stages; computes "
+            "wait for inputs still landing and for RAM)."
+        ),
+    ),
+) -> None:
+    """Solve (or load) a schedule and replay it on a SimPy model of the device.
+
+    The machine: one compute engine, DMA channel(s) to storage (latency + bytes / bandwidth each),
+    a memory bus shared by compute and DMA (fluid sharing: when demand exceeds the bus bandwidth,
+    every active transfer and op slows by the same factor), and RAM as a hard capacity. The
+    prediction (the optimiser's model) and the simulation are set side by side in
+    comparison.json; the simulator's own figures are in summary.json, every event in trace.csv.
+    """
+    from poetsim import api
+    from poetsim.pipeline import compare_prediction, result_row
+
+    api.check_out(out_dir)
+    if schedule is not None and not schedule.is_file():
+        raise UserInputError(f"--schedule: no such file {schedule}")
+    choice = _choose(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
+    run = _solve_with_progress(
+        f"simulating {choice.strategy}",
+        lambda show: api.simulate(
+            scenario, solver=solver, time_limit_s=time_limit, schedule=schedule, on_progress=show, choice=choice, mode=mode
+        ),
+    )
+    api.require_schedule(run)
+    directory = out_dir or api.simulate_out(choice, run, mode)
+    api.save_run(run, directory)
+    comparison = compare_prediction(run)
+    (directory / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
+    if charts:
+        from poetsim.report.charts import save_run_charts
+
+        save_run_charts(run, directory, title=f"{choice.scenario.name}: {run.strategy}")
+    if as_json:
+        return emit_json(comparison)
+    row = result_row(run)
+    out.print(f"status: {_status_text(row)}", soft_wrap=True)
+    out.print(
+        table(
+            ("figure", "predicted", "simulated", "difference"),
+            [
+                (
+                    name,
+                    f"{comparison['predicted'][name]:.6g}",
+                    f"{comparison['simulated'][name]:.6g}",
+                    f"{comparison['difference_pct'][name]:+.3f} %",
+                )
+                for name in ("makespan_s", "peak_ram_bytes", "energy_j")
+            ],
+            title=f"{run.strategy}: prediction vs simulation ({choice.problem.timing.value} timing, {mode} replay)",
+            right=("predicted", "simulated", "difference"),
+        )
+    )
+    causes = {k: v for k, v in comparison["makespan_causes_s"].items() if k != "total_s" and abs(v) > 0}
+    if causes:
+        out.print("makespan difference by cause: " + ", ".join(f"{k} {v:+.6g} s" for k, v in causes.items()), soft_wrap=True)
+    for flag in comparison["flags"]:
+        err.print(f"poetsim: flag: {flag}", soft_wrap=True)
+    out.print(
+        f"wrote {directory}/ (trace.csv, summary.json, comparison.json, schedule.json, schedule.bin, charts)", soft_wrap=True
+    )
+    timing_name = choice.problem.timing.value
+    out.print(f"{ASSUMPTIONS}; timing {timing_name}: {TIMING_MODELS[timing_name]}. {SIMULATOR_ASSUMPTIONS}.", style="dim")

@@ -1,0 +1,272 @@
+"""Commands over a whole study: `sweep`, `compare`, `report`, `paper` and the energy guard `check`."""
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from poetsim.analysis import GUARD_ATOL_J, GUARD_RTOL
+from poetsim.cli.app import JsonOpt, command, emit_json, err, note, out, records
+from poetsim.cli.options import BatchOpt, PointTimeLimitOpt
+from poetsim.cli.terminal import Progress, duration, table
+from poetsim.inputs.files import check_output_dir, check_output_file
+from poetsim.status import Status
+
+if TYPE_CHECKING:
+    from poetsim.runs import ResultRow
+
+
+def _row_progress(progress: Progress):
+    """An `on_row` callback: points done, failures, elapsed and time left."""
+    failures = 0
+
+    def show(row: "ResultRow", done: int, total: int) -> None:
+        nonlocal failures
+        failures += row.status is Status.FAILED
+        elapsed = progress.elapsed_s
+        left = f", about {duration(elapsed / done * (total - done))} left" if 0 < done < total else ""
+        progress.update(f"{done}/{total} points, {failures} failed, {duration(elapsed)}{left}", force=done == total)
+
+    return show
+
+
+@command()
+def sweep(
+    scenario: Path = typer.Argument(..., help="Scenario YAML; its lists make the grid."),
+    jobs: int | None = typer.Option(None, "-j", "--jobs", min=1, help="Parallel worker processes (default: the core count)."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Results folder (default build/<scenario name>/)."),
+    resume: bool = typer.Option(False, help="Continue a sweep: skip the points already in runs.csv."),
+    time_limit: PointTimeLimitOpt = None,
+    batch_size: BatchOpt = None,
+    executor: str = typer.Option("process", help="process (local worker processes) or dask."),
+    scheduler: str | None = typer.Option(None, help="Dask scheduler address (with --executor dask; default: a local cluster)."),
+    worker_wait: float = typer.Option(
+        60.0,
+        "--worker-wait",
+        min=0.1,
+        max=86400.0,
+        help="With --executor dask: give up after this many seconds without any worker.",
+    ),
+    as_json: JsonOpt = False,
+) -> None:
+    """Run every point of a scenario's grid: solve, check, simulate; one row per point in runs.csv.
+
+    Rows are appended as points finish, so a sweep stopped at any moment keeps them; infeasible
+    and failed points are rows too, and --resume runs the failed ones again. Schedules and
+    traces go to <out>/points/. Every option and path is checked before anything is written.
+    Ctrl-C or SIGTERM keeps every finished point and exits 130 or 143; one sweep at a time may
+    write into a folder (docs/dependability.md).
+    """
+    from poetsim import api
+    from poetsim.inputs.scenario import load_scenario
+
+    spec = load_scenario(scenario)
+    spec, notes = api.with_batch_size(spec, batch_size)
+    for text in notes:
+        note(text)
+    with Progress(f"sweep {spec.name}") as progress:
+        result = api.sweep(
+            spec,
+            out_dir,
+            jobs=jobs,
+            resume=resume,
+            time_limit_s=time_limit,
+            executor=executor,
+            scheduler=scheduler,
+            on_row=_row_progress(progress),
+            no_worker_wait_s=worker_wait,
+        )
+    counts = result.counts()
+    if as_json:
+        return emit_json(
+            {"directory": str(result.directory), "runs_csv": str(result.runs_csv), "points": len(result.rows), "counts": counts}
+        )
+    out.print(
+        f"{len(result.rows)} points in {result.runs_csv}: " + ", ".join(f"{n} {s}" for s, n in counts.items()), soft_wrap=True
+    )
+
+
+@command()
+def compare(
+    target: Path = typer.Argument(..., help="A sweep's results folder (or runs.csv), or a scenario YAML (its default folder)."),
+    jobs: int | None = typer.Option(None, "-j", "--jobs", min=1, help="Parallel worker processes."),
+    time_limit: PointTimeLimitOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Strategies side by side: one row per model, platform, RAM and runtime; one column per strategy.
+
+    Runs the keep-all and checkpoint-sqrt baselines (no solver) for every point that lacks
+    them, then prints the table and writes compare.csv (every number) and compare.txt beside
+    runs.csv. A '*' marks a schedule not proven optimal.
+    """
+    from poetsim import api
+
+    with Progress("compare") as progress:
+        result = api.compare(target, jobs=jobs, time_limit_s=time_limit, on_row=_row_progress(progress))
+    if as_json:
+        return emit_json(records(result.table))
+    out.print(api.headline_text(result.table), soft_wrap=True)
+    out.print(f"wrote {result.csv_path} and {result.text_path}", soft_wrap=True)
+
+
+@command()
+def report(
+    results: Path = typer.Argument(..., help="Results folder or runs.csv of a sweep."),
+    out_dir: Path | None = typer.Option(
+        None, "--out", help="Where to write report.html, the PNGs and the SVGs (default: the results folder)."
+    ),
+) -> None:
+    """Draw the sweep's report: report.html opens on the headline table beside the overhead chart.
+
+    Every chart is also written as a PNG (2x) and an SVG.
+    """
+    from poetsim.analysis.results import load_results
+    from poetsim.report.report import build_report
+
+    directory = out_dir or (results.parent if results.name == "runs.csv" else results)
+    check_output_dir(directory, "--out")
+    frame = load_results(results)
+    name = str(frame["scenario"].iloc[0]) if "scenario" in frame and len(frame) else directory.name
+    path = build_report(frame, directory, name)
+    out.print(f"report: {path}", soft_wrap=True)
+
+
+@command()
+def paper(
+    results: list[Path] = typer.Argument(..., help="Results folders of the paper_* scenarios (scenarios/paper_*.yaml)."),
+    html_out: Path | None = typer.Option(None, "--html", help="Also write the comparisons as an HTML page here."),
+    as_json: JsonOpt = False,
+) -> None:
+    """The POET paper's claims (Figures 3-5, Table 3) beside poetsim's figures, each judged under poetsim's model."""
+    from poetsim.analysis import paper as exhibits
+    from poetsim.analysis.results import load_results
+
+    if html_out is not None:
+        check_output_file(html_out, "--html")
+    found = {}
+    for folder in results:
+        frame = load_results(folder)
+        found[str(frame["scenario"].iloc[0]) if len(frame) else Path(folder).name] = frame
+    done = exhibits.comparisons(found)
+    if html_out is not None:
+        from poetsim.report.page import page as html_page
+
+        html_out.write_text(
+            html_page("poetsim: the POET paper's comparisons", exhibits.render_section(done), {}, ""), encoding="utf-8"
+        )
+    if as_json:
+        return emit_json(
+            [
+                {
+                    "title": c.title,
+                    "scenario": c.scenario,
+                    "claims": [
+                        {
+                            "where": k.where,
+                            "statement": k.statement,
+                            "paper": k.paper,
+                            "poetsim": k.poetsim,
+                            "verdict": k.verdict,
+                            "reason": k.reason,
+                        }
+                        for k in c.claims
+                    ],
+                }
+                for c in done
+            ]
+        )
+    for comparison in done:
+        out.print(
+            table(
+                ("claim", "paper", "poetsim", "verdict", "why"),
+                [(f"{k.where}: {k.statement}", k.paper, k.poetsim, k.verdict, k.reason) for k in comparison.claims],
+                title=comparison.title,
+            )
+        )
+    if html_out is not None:
+        out.print(f"wrote {html_out}", soft_wrap=True)
+
+
+@command()
+def check(
+    results: Path = typer.Argument(..., help="Results folder or runs.csv to check."),
+    baseline: Path = typer.Option(..., help="Baseline runs.csv to compare against."),
+    rtol: float = typer.Option(
+        GUARD_RTOL,
+        min=0.0,
+        help=(
+            "Tolerance as a share of the baseline's energy above keep-all (and of its peak RAM): "
+            "energy may rise by max(rtol x overhead, atol) before a point counts as worse."
+        ),
+    ),
+    atol: float = typer.Option(GUARD_ATOL_J, min=0.0, help="Floor of the energy tolerance, in joules."),
+    as_json: JsonOpt = False,
+) -> None:
+    """The energy regression guard: exit 1, one line per point, if any point regressed.
+
+    A point fails when it is missing; its status is failed or invalid; it lost its schedule or
+    a proof (optimal -> feasible, infeasible -> no-solution); its energy is missing, zero,
+    negative or not finite; its predicted or simulated energy rose by more than
+    max(rtol x its baseline overhead above keep-all, atol); or its predicted or simulated peak
+    RAM rose by more than rtol x the baseline's. A results file that cannot be read as one
+    exits 2.
+    """
+    from poetsim.analysis.results import check_against_baseline, load_results
+
+    changes = check_against_baseline(load_results(results), load_results(baseline), rtol, atol, str(baseline))
+    failing = [c for c in changes if c.fails]
+    if as_json:
+        emit_json(
+            {
+                "points": len(changes),
+                "failing": len(failing),
+                "changes": [
+                    {
+                        "point_key": c.point_key,
+                        "verdict": c.verdict,
+                        "fails": c.fails,
+                        "baseline_j": c.baseline_j,
+                        "current_j": c.current_j,
+                        "detail": c.detail,
+                    }
+                    for c in changes
+                ],
+            }
+        )
+    else:
+        moved = [c for c in changes if c.verdict != "same"]
+        if moved:
+            out.print(
+                table(
+                    ("point", "verdict", "baseline J", "now J", "detail"),
+                    [
+                        (
+                            c.point_key,
+                            c.verdict,
+                            "-" if c.baseline_j is None else f"{c.baseline_j:.9g}",
+                            "-" if c.current_j is None else f"{c.current_j:.9g}",
+                            c.detail,
+                        )
+                        for c in moved
+                    ],
+                    title=f"{len(changes)} points vs {baseline} (rtol {rtol:g}, atol {atol:g} J)",
+                )
+            )
+        for change in failing:
+            err.print(f"poetsim: regressed: {change.point_key}: {change.verdict}: {change.detail}", soft_wrap=True)
+    if failing:
+        err.print(
+            f"poetsim: error: {len(failing)} of {len(changes)} points regressed "
+            f"({', '.join(sorted({c.verdict for c in failing}))})",
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
+    if not as_json:
+        better = sum(c.verdict in ("better", "now-feasible") for c in changes)
+        out.print(
+            f"ok: no point regressed (rtol {rtol:g} of the overhead above keep-all, atol {atol:g} J)"
+            + (f"; {better} got better" if better else "")
+        )
+
+
+# Commands that need PyTorch (import-torch, execute, profile, validate-run): torch is imported only when they run.

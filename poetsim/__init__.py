@@ -1,7 +1,7 @@
 """poetsim: simulate and explore energy-optimal on-device training schedules (POET).
 
 The public API (`poetsim.api`): `load_scenario`, `solve`, `simulate`, `sweep`, `compare`, each
-returning typed results (`Run`, `SweepResult`, `Comparison`), and `from_torch` (needs PyTorch);
+returning typed results (`Run`, `SweepResult`, `StrategyComparison`), and `from_torch` (needs PyTorch);
 the command line is built on it. Names are imported on first use, so that `import poetsim` (and
 the start of every command) stays light.
 """
@@ -13,7 +13,7 @@ __version__ = "0.2.0"
 #: Public name -> the module that defines it.
 _PUBLIC = {
     "Choice": "poetsim.api",
-    "Comparison": "poetsim.api",
+    "StrategyComparison": "poetsim.api",
     "SweepResult": "poetsim.api",
     "compare": "poetsim.api",
     "load_scenario": "poetsim.api",

@@ -41,7 +41,7 @@ from poetsim.units import RamSpec, number_text, parse_ram, parse_runtime
 
 __all__ = [
     "Choice",
-    "Comparison",
+    "StrategyComparison",
     "SweepResult",
     "choose",
     "compare",
@@ -83,7 +83,7 @@ class SweepResult:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class StrategyComparison:
     """Strategies side by side (`poetsim.analysis.results.headline`), and the files written from it."""
 
     directory: Path
@@ -417,7 +417,7 @@ def compare(
     jobs: int | None = None,
     time_limit_s: float | None = None,
     on_row: Callable[[ResultRow, int, int], None] | None = None,
-) -> Comparison:
+) -> StrategyComparison:
     """Strategies side by side for a sweep's results (a folder, or a scenario: its default folder).
 
     Runs the keep-all and checkpoint-sqrt baselines (no solver) and any point the folder lacks,
@@ -432,14 +432,15 @@ def compare(
     csv_path, text_path = directory / "compare.csv", directory / "compare.txt"
     table.to_csv(csv_path, index=False)
     text_path.write_text(headline_text(table) + "\n", encoding="utf-8")
-    return Comparison(directory, table, csv_path, text_path)
+    return StrategyComparison(directory, table, csv_path, text_path)
 
 
 #: What the marks in a headline table mean, printed under it.
 HEADLINE_NOTE = (
     "Energy above keep-all (every node computed once, nothing paged) per iteration. "
-    "'*': a schedule not proven optimal; read its gap in compare.csv. 'infeasible' is proven, "
-    "'no-solution' means the time limit ran out first, 'over-budget' a rule's schedule misses the budgets."
+    "'*': a schedule not proven optimal; read its gap in compare.csv. "
+    + "; ".join(f"'{s}': {s.meaning}" for s in (Status.INFEASIBLE, Status.NO_SOLUTION, Status.OVER_BUDGET))
+    + "."
 )
 
 

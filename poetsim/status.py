@@ -36,6 +36,11 @@ class Status(str, Enum):
         return self.value
 
     @property
+    def meaning(self) -> str:
+        """What the status tells a reader, in a few words (tables, keys and notes print it)."""
+        return _MEANINGS[self]
+
+    @property
     def has_schedule(self) -> bool:
         """Whether a checked schedule within the budgets comes with this status."""
         return self in (Status.OPTIMAL, Status.FEASIBLE, Status.BASELINE)
@@ -56,3 +61,15 @@ class Status(str, Enum):
             return cls(text)
         except ValueError:
             raise ValueError(f"unknown status '{text}' (known: {', '.join(s.value for s in cls)})") from None
+
+
+_MEANINGS = {
+    Status.OPTIMAL: "proven least-energy",
+    Status.FEASIBLE: "a checked schedule not proven optimal: read its gap",
+    Status.BASELINE: "a fixed rule's schedule that meets the budgets",
+    Status.INFEASIBLE: "proven: nothing fits",
+    Status.OVER_BUDGET: "the rule's schedule misses a budget",
+    Status.NO_SOLUTION: "time ran out before any schedule: not a proof",
+    Status.INVALID: "the checker rejected it",
+    Status.FAILED: "the point could not be run",
+}

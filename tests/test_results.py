@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from poetsim.analysis.results import compare_strategies, headline, headline_columns, load_results
+from poetsim.analysis.results import headline, headline_columns, load_results
 from poetsim.errors import UserInputError
 
 
@@ -27,11 +27,6 @@ def _frame(rows):
             for key, status, energy in rows
         ]
     )
-
-
-def test_compare_orders_keep_all_first():
-    frame = _frame([("x|hybrid", "optimal", 2.0), ("x|keep-all", "baseline", 1.0), ("x|paging-only", "optimal", 3.0)])
-    assert list(compare_strategies(frame)["strategy"]) == ["keep-all", "hybrid", "paging-only"]
 
 
 def test_load_results_rejects_missing_and_foreign_files(tmp_path):

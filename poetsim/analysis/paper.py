@@ -4,7 +4,7 @@ POET (Patil et al., ICML 2022) argues its case with four exhibits: Figure 3 (ene
 peak memory on each platform), Figure 4 (energy across runtime budgets), Figure 5 (POET against
 Capuchin on ResNet-18 / Cortex-A72) and Table 3 (POET against POFO on ResNet-18 / Jetson TX2).
 Each function here reads the results of the matching scenario (`scenarios/paper_*.yaml`) as
-`poetsim.analysis.results.load_results` gives them and returns a `Comparison`: a table of poetsim's
+`poetsim.analysis.results.load_results` gives them and returns a `PaperComparison`: a table of poetsim's
 figures per point, and the paper's claims, each marked as holding or not under poetsim's cost
 model with the reason in numbers. `render_html` turns one into an escaped HTML fragment for the
 report, `render_markdown` into text for docs. docs/paper.md states the paper's numbers and their
@@ -22,12 +22,13 @@ import pandas as pd
 
 from poetsim.analysis.results import has_schedule, load_results
 from poetsim.errors import UserInputError
+from poetsim.tolerances import exceeds
 
 SOURCE = "Patil et al., POET, ICML 2022 (arXiv 2207.07697)"
 #: The Cortex-M class devices of the paper, by their shipped profile names.
 MICROCONTROLLERS = ("mkr1000", "nrf52840")
-#: Energies equal within this share count as equal (sums taken in a different order).
-ENERGY_RTOL = 1e-9
+#: Overheads (in percent of keep-all) this close count as equal: sums taken in another order.
+OVERHEAD_PCT_ATOL = 1e-7
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class PaperComparison:
     """One exhibit of the paper: poetsim's figures per point and the claims judged on them."""
 
     key: str
@@ -119,7 +120,7 @@ def _points(frame: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, pd.DataFr
 # -- Figure 5: POET, Capuchin and the full-memory baseline ------------------------------------------
 
 
-def figure5(results: Results, model: str = "resnet18_cifar", platform: str = "rpi4") -> Comparison:
+def figure5(results: Results, model: str = "resnet18_cifar", platform: str = "rpi4") -> PaperComparison:
     """ResNet-18 on the Cortex-A72: hybrid's and Capuchin's energy above keep-all per RAM budget."""
     frame = _prepared(results)
     frame = frame[(frame["model_name_"] == model) & (frame["platform_name_"] == platform)]
@@ -145,7 +146,7 @@ def figure5(results: Results, model: str = "resnet18_cifar", platform: str = "rp
             }
         )
     table = pd.DataFrame(rows)
-    return Comparison(
+    return PaperComparison(
         "fig5",
         f"Figure 5: POET and Capuchin on {model} / {platform} across RAM budgets",
         "scenarios/paper_fig5.yaml",
@@ -243,7 +244,7 @@ def _poet_beats(table: pd.DataFrame, other: str, where: str, statement: str) -> 
     ]
     if not pairs:
         return Claim(where, statement, "POET lower", "no pair", None, f"no budget where both hybrid and {other} have a schedule")
-    worse = [(r, h, o, g) for r, h, o, g in pairs if h > o + ENERGY_RTOL * 100]
+    worse = [(r, h, o, g) for r, h, o, g in pairs if h > o + OVERHEAD_PCT_ATOL]
     poetsim = f"POET lower or equal at {len(pairs) - len(worse)} of {len(pairs)} budgets"
     if not worse:
         return Claim(
@@ -268,7 +269,7 @@ def _poet_beats(table: pd.DataFrame, other: str, where: str, statement: str) -> 
 # -- Table 3: POET against POFO ---------------------------------------------------------------------
 
 
-def table3(results: Results, model: str = "resnet18_cifar", platform: str = "jetson-tx2") -> Comparison:
+def table3(results: Results, model: str = "resnet18_cifar", platform: str = "jetson-tx2") -> PaperComparison:
     """ResNet-18 on the Jetson TX2: hybrid's and POFO's peak memory and throughput at each budget."""
     frame = _prepared(results)
     frame = frame[(frame["model_name_"] == model) & (frame["platform_name_"] == platform)]
@@ -299,7 +300,7 @@ def table3(results: Results, model: str = "resnet18_cifar", platform: str = "jet
             }
         )
     table = pd.DataFrame(rows)
-    return Comparison(
+    return PaperComparison(
         "table3",
         f"Table 3: POET and POFO on {model} / {platform} at the same budget",
         "scenarios/paper_table3.yaml",
@@ -364,7 +365,7 @@ def _table3_claims(table: pd.DataFrame) -> list[Claim]:
 # -- Figure 4: energy across runtime budgets --------------------------------------------------------
 
 
-def figure4(results: Results, model: str = "resnet18_cifar") -> Comparison:
+def figure4(results: Results, model: str = "resnet18_cifar") -> PaperComparison:
     """Each strategy's energy above keep-all at each runtime budget, per platform and RAM budget."""
     frame = _prepared(results)
     frame = frame[frame["model_name_"] == model]
@@ -385,7 +386,7 @@ def figure4(results: Results, model: str = "resnet18_cifar") -> Comparison:
                 }
             )
     table = pd.DataFrame(rows)
-    return Comparison(
+    return PaperComparison(
         "fig4", f"Figure 4: {model} energy across runtime budgets", "scenarios/paper_fig4.yaml", table, (_fig4_claim(table),)
     )
 
@@ -409,7 +410,7 @@ def _fig4_claim(table: pd.DataFrame) -> Claim:
         energies, budgets, gaps = list(group["energy_j"]), list(group["runtime_x"]), list(group["gap_overhead"])
         drops.append(100 * (1 - energies[-1] / energies[0]))
         for k in range(1, len(energies)):
-            if energies[k] > energies[k - 1] * (1 + ENERGY_RTOL):
+            if exceeds(energies[k], energies[k - 1]):
                 rises.append(
                     f"{platform} at {ram}: {budgets[k - 1]:g}x {energies[k - 1]:.6g} J, {budgets[k]:g}x "
                     f"{energies[k]:.6g} J (unproven share of overhead {_share(gaps[k])})"
@@ -442,7 +443,7 @@ def _share(value) -> str:
 # -- Figure 3: energy against peak memory -----------------------------------------------------------
 
 
-def figure3(results: Results) -> Comparison:
+def figure3(results: Results) -> PaperComparison:
     """Per platform and model: each strategy's peak memory and energy at each RAM budget."""
     frame = _prepared(results)
     rows = []
@@ -466,7 +467,7 @@ def figure3(results: Results) -> Comparison:
         row["note"] = "" if hybrid is None or bool(hybrid["ok_"]) else str(hybrid["message"])
         rows.append(row)
     table = pd.DataFrame(rows)
-    return Comparison(
+    return PaperComparison(
         "fig3",
         "Figure 3: energy against peak memory, every zoo model, one panel per platform",
         "scenarios/paper_fig3.yaml and scenarios/paper_fig3_mcu.yaml",
@@ -528,7 +529,7 @@ def _fig3_integrated_claim(table: pd.DataFrame) -> Claim:
         best_name, best = min(singles, key=lambda item: item[1])
         if r.hybrid_energy_j is None or pd.isna(r.hybrid_energy_j):
             worse.append(f"{r.model} on {r.platform} at {r.ram}: {best_name} has a schedule, hybrid is {r.hybrid_status}")
-        elif r.hybrid_energy_j > best * (1 + ENERGY_RTOL):
+        elif exceeds(r.hybrid_energy_j, best):
             worse.append(
                 f"{r.model} on {r.platform} at {r.ram}: hybrid {r.hybrid_energy_j:.6g} J, {best_name} {best:.6g} J "
                 f"(hybrid's unproven share of overhead {_share(r.hybrid_gap_overhead)})"
@@ -576,7 +577,7 @@ BUILDERS = {
 }
 
 
-def comparisons(results: Mapping[str, Results]) -> list[Comparison]:
+def comparisons(results: Mapping[str, Results]) -> list[PaperComparison]:
     """The comparisons of the scenarios given as {scenario name: results}; Figure 3 merges its two."""
     grouped: dict = {}
     for name, found in results.items():
@@ -599,7 +600,7 @@ def _cell(value) -> str:
     return str(value)
 
 
-def render_html(comparison: Comparison) -> str:
+def render_html(comparison: PaperComparison) -> str:
     """An HTML fragment: the claims with their verdicts, then poetsim's figures; every string escaped."""
     e = html.escape
     out = [
@@ -629,7 +630,7 @@ def render_html(comparison: Comparison) -> str:
     return "\n".join(out)
 
 
-def render_section(found: list[Comparison]) -> str:
+def render_section(found: list[PaperComparison]) -> str:
     """All comparisons as one HTML section for report.html, with a heading and a note on verdicts."""
     head = (
         '<section class="paper" id="paper"><h2>The POET paper\'s comparisons</h2>'
@@ -639,7 +640,7 @@ def render_section(found: list[Comparison]) -> str:
     return "\n".join([head, *(render_html(c) for c in found), "</section>"])
 
 
-def render_markdown(comparison: Comparison, columns: list[str] | None = None) -> str:
+def render_markdown(comparison: PaperComparison, columns: list[str] | None = None) -> str:
     """The claims and (some of) the figures as Markdown tables, for docs."""
     lines = [
         f"**{comparison.title}** ({comparison.scenario})",

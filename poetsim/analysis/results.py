@@ -88,24 +88,6 @@ def _check_cells(path: Path, text: str) -> None:
         raise UserInputError(f"{path}: not a results CSV (line {reader.line_num}: {exc})") from None
 
 
-def compare_strategies(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per grid point and strategy, ordered for reading side by side."""
-    columns = GRID + [
-        "strategy",
-        "status",
-        "predicted_total_j",
-        "overhead_pct",
-        "predicted_peak_ram_bytes",
-        "predicted_runtime_s",
-        "simulated_total_j",
-        "gap_overhead",
-    ]
-    present = [c for c in columns if c in frame.columns]
-    table = frame[present].copy()
-    table["_order"] = table["strategy"].map(strategies.rank)
-    return table.sort_values(GRID + ["_order"]).drop(columns="_order").reset_index(drop=True)
-
-
 #: The dimensions of a headline row, in order; RAM is sorted as a number (see `ram_share`).
 HEADLINE_KEYS = ["model", "platform", "timing", "runtime_x", "ram"]
 

@@ -352,11 +352,7 @@ def _facet(chart, data: pd.DataFrame, across: int):
 
 #: What each marker of the key says.
 _MEANINGS = {
-    "infeasible": "infeasible (proven: nothing fits)",
-    "over-budget": "over-budget (the rule's schedule misses a budget)",
-    "no-solution": "no-solution (time ran out: not a proof)",
-    "invalid": "invalid (the checker rejected it)",
-    "failed": "failed (hover for why)",
+    **{s.value: f"{s} ({s.meaning})" for s in Status if not s.has_schedule},
     OTHER_STATUS: "another status without a schedule",
 }
 

@@ -22,6 +22,7 @@ from poetsim.errors import UserInputError
 from poetsim.report import page, tables
 from poetsim.report.framing import footer_text, save_images
 from poetsim.report.sweep_charts import SweepChart, pareto_chart, platform_chart, prediction_chart, ram_chart, runtime_chart
+from poetsim.tolerances import exceeds
 
 _NUMERIC = (
     "ram_budget_bytes",
@@ -39,8 +40,6 @@ _NUMERIC = (
     "simulated_peak_ram_bytes",
 )
 _GROUP = ["model_label", "platform_label", "runtime_x", "timing"]
-# Two energies this close are the same schedule's, summed in another order: a tie, not a win.
-_TIE_RTOL = 1e-9
 #: The chart beside the headline table, and the others in the order they follow it.
 MAIN_CHART = "overhead_ram"
 _BUILDERS = (ram_chart, platform_chart, runtime_chart, pareto_chart, prediction_chart)
@@ -132,12 +131,12 @@ def winners(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, runs in ok.groupby(_GROUP + ["ram_fraction"], dropna=False, sort=True):
         best = runs["predicted_total_j"].min()
-        tied = runs[runs["predicted_total_j"] <= best * (1 + _TIE_RTOL)]["strategy"]
+        tied = [s for s, j in zip(runs["strategy"], runs["predicted_total_j"]) if not exceeds(j, best)]
         rows.append(
             dict(
                 zip(_GROUP + ["ram_fraction"], key),
                 ram_label=runs["ram_label"].iloc[0],
-                winner=" = ".join(sorted(tied.astype(str))),
+                winner=" = ".join(sorted(str(s) for s in tied)),
             )
         )
     return pd.DataFrame(rows, columns=_GROUP + ["ram_fraction", "ram_label", "winner"])

@@ -13,6 +13,8 @@ import pandas as pd
 
 from poetsim.analysis.results import WITH_SCHEDULE, headline
 from poetsim.report.timeline import Unit
+from poetsim.status import Status
+from poetsim.tolerances import exceeds
 
 _esc = html.escape
 
@@ -47,8 +49,9 @@ def headline_table(frame: pd.DataFrame) -> tuple[str, str]:
         f"<div class='tabs'>{''.join(inputs)}<div class='tab-panels'>{''.join(panels)}</div></div>"
         "<p class='note'>Energy per iteration above keep-all (every node computed once, nothing paged). "
         "<b>Bold</b>: lowest of its row. <b>*</b>: a schedule not proven optimal within the time limit, so an "
-        "upper bound on the optimum (hover a cell for its energy and gap). <i>infeasible</i> is a proof; "
-        "<i>no-solution</i> means time ran out first; <i>over-budget</i>: a rule's schedule misses a budget.</p>"
+        "upper bound on the optimum (hover a cell for its energy and gap). "
+        + "; ".join(f"<i>{s}</i>: {s.meaning}" for s in (Status.INFEASIBLE, Status.NO_SOLUTION, Status.OVER_BUDGET))
+        + ".</p>"
     )
     return body, "\n".join(style)
 
@@ -90,7 +93,7 @@ def _headline_rows(rows: pd.DataFrame, strategies: list[str]) -> str:
 
 def _ties(value, best) -> bool:
     """Whether `value` is the lowest overhead of its row; a difference of rounding is a tie."""
-    return value is not None and best is not None and value <= best + 1e-9 * max(1.0, abs(best))
+    return value is not None and best is not None and not exceeds(value, best)
 
 
 def _cell_tip(strategy: str, row, status: str) -> str:

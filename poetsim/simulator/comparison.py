@@ -18,7 +18,7 @@ _NOTEWORTHY = 1e-9
 
 
 @dataclass(frozen=True)
-class Comparison:
+class SimulatedVsPredicted:
     """A prediction and its simulation side by side.
 
     `makespan_causes_s` sums to `simulated.runtime_s - predicted.runtime_s`; `energy_difference_j`
@@ -66,7 +66,7 @@ class Comparison:
         }
 
 
-def compare(predicted: Figures, timing: Timing | str, result: SimulationResult, budgets: Budgets) -> Comparison:
+def compare(predicted: Figures, timing: Timing | str, result: SimulationResult, budgets: Budgets) -> SimulatedVsPredicted:
     """Set `result` beside `predicted` (the checked figures under `timing`) and explain the difference."""
     timing = Timing(timing)
     simulated = result.figures
@@ -76,7 +76,7 @@ def compare(predicted: Figures, timing: Timing | str, result: SimulationResult, 
         name: getattr(simulated, name) - getattr(predicted, name)
         for name in ("compute_j", "recompute_j", "page_in_j", "page_out_j", "static_j")
     }
-    return Comparison(
+    return SimulatedVsPredicted(
         mode=result.mode,
         timing=timing.value,
         predicted=predicted,

@@ -298,9 +298,6 @@ class _Replay:
     def _transfer_s(self, ins: PageIn | PageOut) -> float:
         return (self.costs.page_in_s if type(ins) is PageIn else self.costs.page_out_s)[ins.node]
 
-    def _latency_s(self, ins: PageIn | PageOut) -> float:
-        return self.page_in_latency_s if type(ins) is PageIn else self.page_out_latency_s
-
     # --- one instruction ----------------------------------------------------------------------
 
     def _page_out(self, ins: PageOut, t: int) -> float:

@@ -29,6 +29,7 @@ from poetsim.runs import ResultRow
 from poetsim.schedule.model import Budgets, Moves
 from poetsim.status import Status
 from poetsim.strategies import Kind
+from poetsim.tolerances import cheaper
 
 #: A schedule within this share of its overhead (plus a 1e-12 share of its total) of an implied
 #: bound is optimal: the optimiser's own relative gap (`SolverSettings.mip_rel_gap`).
@@ -99,7 +100,7 @@ def schedule_donor(row: ResultRow, rows: list[ResultRow]) -> ResultRow | None:
             continue
         if not moves.allows(moves_used(other)) or peak > budgets.ram_bytes or not budgets.meets_deadline(runtime_s):
             continue
-        if row.predicted_total_j is not None and total_j >= row.predicted_total_j * (1 - 1e-12):
+        if row.predicted_total_j is not None and not cheaper(total_j, row.predicted_total_j):
             continue
         if best is None or (total_j, other.point_key) < (best.predicted_total_j, best.point_key):
             best = other

@@ -63,6 +63,7 @@ from poetsim.sweeps.implied import apply_implied, is_open, judged, moves_used, s
 from poetsim.sweeps.implied import name as implied_name
 from poetsim.sweeps.interrupts import StopRequest
 from poetsim.sweeps.workers import Died, ProcessPool, Raised
+from poetsim.tolerances import cheaper, same
 from poetsim.units import number_text
 
 #: Where a point keeps its schedule, trace and result, under the sweep's folder.
@@ -368,7 +369,7 @@ class _Donors:
                 figures = check_schedule(schedule, problem.graph, problem.costs, problem.timing, problem.budgets)
             except PoetsimError:
                 continue  # invalid here, or over this point's budgets
-            if own_j is not None and figures.total_j >= own_j * (1 - 1e-12):
+            if own_j is not None and not cheaper(figures.total_j, own_j):
                 continue
             if best is None or (figures.total_j, other.point_key) < best[:2]:
                 best = (figures.total_j, other.point_key, other)
@@ -627,7 +628,7 @@ def _twin_run(job: PointJob, problem: Problem, fields: dict) -> tuple[Run, Resul
 
 
 def _same_energy(a: float | None, b: float | None) -> bool:
-    return a is not None and b is not None and abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+    return a is not None and b is not None and same(a, b)
 
 
 def _starts(start_dirs: tuple[Path, ...]) -> tuple[Schedule, ...]:

@@ -17,6 +17,7 @@ from poetsim.optimiser.plans.plan import Accounting, Plan, account, figures, to_
 from poetsim.optimiser.plans.rules import Mode, plan_from_decisions, reads, uses
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Figures, Moves, Schedule, Timing
+from poetsim.tolerances import cheaper
 
 #: The single-move restrictions, whose greedy plans also start a solve that may use both moves.
 PAGING = Moves(recompute=False, page=True)
@@ -270,7 +271,7 @@ def rebuilt_plan(
             if found is None:
                 continue
             decisions, state = _polish(lifted, found[0], found[1], allowed, replay, ends_at)
-            if budgets.fits(state[1]) and (best is None or state[1].total_j < best[1][1].total_j * (1 - 1e-12)):
+            if budgets.fits(state[1]) and (best is None or cheaper(state[1].total_j, best[1][1].total_j)):
                 current = best = decisions, state
                 improved = True
     if best is None:

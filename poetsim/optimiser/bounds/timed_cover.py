@@ -43,6 +43,7 @@ from poetsim.optimiser.bounds.cover import CoverBound, CoverRow, counted_at, cov
 from poetsim.optimiser.milp.program import REL_GAP, Program
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Moves, Timing
+from poetsim.tolerances import exceeds
 
 #: A placement is a schedule, not a bound: it is solved to this gap, which is far quicker.
 PLACEMENT_REL_GAP = 1e-4
@@ -79,9 +80,7 @@ def stalled(graph: TrainingGraph, costs: CostTable, cover: CoverBound) -> frozen
         if kind in ("o", "n"):
             dma_s[s] = dma_s.get(s, 0.0) + (costs.page_out_s if kind == "o" else costs.page_in_s)[i]
             nodes.setdefault(s, []).append(i)
-    return frozenset(
-        i for s, total in dma_s.items() if total / costs.dma_channels > costs.compute_s[s] * (1 + 1e-9) for i in nodes[s]
-    )
+    return frozenset(i for s, total in dma_s.items() if exceeds(total / costs.dma_channels, costs.compute_s[s]) for i in nodes[s])
 
 
 def timed_cover_bound(

@@ -22,6 +22,7 @@ from poetsim.optimiser.plans.plan import Plan, figures
 from poetsim.optimiser.plans.rules import Mode, plan_from_decisions, uses
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Timing
+from poetsim.tolerances import exceeds
 
 
 def cover_plan(
@@ -219,7 +220,7 @@ def _balanced_transfers(graph: TrainingGraph, costs: CostTable, cover: CoverBoun
         moves = []
         for key, (out, into) in paged.items():
             for end, stage in ((0, out), (1, into)):
-                if load[stage] > capacity[stage] * (1 + 1e-9):
+                if exceeds(load[stage], capacity[stage]):
                     cut, to = best_move(key, end)
                     if to != stage:
                         moves.append((cut, key, end, to))
@@ -249,7 +250,7 @@ def plan_stalled(plan: Plan, costs: CostTable) -> frozenset[int]:
     for t, computed in enumerate(plan.computed):
         moved = plan.paged_out[t] | plan.paged_in[t]
         dma_s = sum(costs.page_out_s[i] for i in plan.paged_out[t]) + sum(costs.page_in_s[i] for i in plan.paged_in[t])
-        if moved and dma_s / costs.dma_channels > sum(costs.compute_s[k] for k in computed) * (1 + 1e-9):
+        if moved and exceeds(dma_s / costs.dma_channels, sum(costs.compute_s[k] for k in computed)):
             found |= moved
     return frozenset(found)
 

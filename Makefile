@@ -43,11 +43,13 @@ demo: setup
 test: setup lint guard
 	$(BIN)/python -m pytest -q
 
-# Style and types: ruff (pyproject.toml's [tool.ruff]) and mypy over the package.
+# Style, types and layers: ruff (pyproject.toml's [tool.ruff]), mypy over the package, and
+# import-linter's contracts ([tool.importlinter]: who may import whom; docs/architecture.md).
 lint: setup
 	$(BIN)/ruff check poetsim benchmarks tests
 	$(BIN)/ruff format --check poetsim benchmarks tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo --no-cache
 
 # The energy regression guard: a small sweep checked against the committed baseline.
 guard: setup

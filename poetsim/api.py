@@ -408,7 +408,7 @@ def results_scenario(target: str | Path) -> tuple[Scenario, Path]:
 
 
 #: The baselines `compare` adds to every point, beside the scenario's own strategies.
-COMPARE_BASELINES = ("keep-all", "checkpoint-sqrt")
+COMPARE_BASELINES = (strategies.KEEP_ALL.name, strategies.CHECKPOINT_SQRT.name)
 
 
 def compare(

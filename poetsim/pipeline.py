@@ -21,7 +21,7 @@ from poetsim.schedule.formats import encode_binary, load_json, save_json, with_n
 from poetsim.schedule.model import Budgets, Figures, Schedule
 from poetsim.schedule.problem import Problem, build_problem
 from poetsim.status import Status
-from poetsim.strategies import Kind
+from poetsim.strategies import SAVED, Kind
 
 if TYPE_CHECKING:  # the simulator imports simpy, which a run without simulation does not need
     from poetsim.simulator import SimulationResult
@@ -275,7 +275,7 @@ def load_run(problem: Problem, schedule_path: Path, mode: str = "barrier") -> Ru
     checked = _check(problem, schedule, None)
     keep_all_schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
     keep_all_figures = _check(problem, keep_all_schedule, None)
-    run = Run(problem, "saved", Status.BASELINE, f"loaded from {schedule_path}", schedule, checked, checked, keep_all_figures)
+    run = Run(problem, SAVED, Status.BASELINE, f"loaded from {schedule_path}", schedule, checked, checked, keep_all_figures)
     result = simulate(
         schedule,
         problem.graph,

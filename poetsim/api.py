@@ -27,6 +27,7 @@ import pandas as pd
 from poetsim import strategies
 from poetsim.analysis.results import headline, headline_columns, load_results
 from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, UserInputError
+from poetsim.folders import StudyFolder
 from poetsim.inputs.files import check_output_dir
 from poetsim.inputs.scenario import FILE_SUFFIXES, Scenario, load_scenario
 from poetsim.pipeline import Run, baseline_starts, load_run, run_strategy, write_run
@@ -395,13 +396,11 @@ def read_rows(runs_csv: Path) -> tuple[ResultRow, ...]:
 
 def results_scenario(target: str | Path) -> tuple[Scenario, Path]:
     """The scenario of a results folder (its scenario.yaml copy), and the folder."""
-    directory = Path(target)
-    if directory.name == "runs.csv":
-        directory = directory.parent
+    directory = StudyFolder.holding(target).path
     if directory.suffix in (".yaml", ".yml"):
         scenario = load_scenario(directory)
         return scenario, default_out(scenario)
-    copy = directory / "scenario.yaml"
+    copy = StudyFolder(directory).scenario_yaml
     if not copy.is_file():
         raise UserInputError(f"{directory}: not a sweep's results folder (no scenario.yaml; run `poetsim sweep` first)")
     return load_scenario(copy), directory
@@ -429,7 +428,7 @@ def compare(
     plan_sweep(scenario, directory, resume=True)
     run_sweep(scenario, directory, jobs, True, time_limit_s, on_row=on_row)
     table = headline(load_results(directory))
-    csv_path, text_path = directory / "compare.csv", directory / "compare.txt"
+    csv_path, text_path = StudyFolder(directory).compare_csv, StudyFolder(directory).compare_txt
     table.to_csv(csv_path, index=False)
     text_path.write_text(headline_text(table) + "\n", encoding="utf-8")
     return StrategyComparison(directory, table, csv_path, text_path)

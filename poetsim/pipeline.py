@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from poetsim import optimiser, strategies
 from poetsim.errors import InternalError, PoetsimError
+from poetsim.folders import RunFolder
 from poetsim.inputs.scenario import Point, Scenario
 from poetsim.optimiser import SolveOutcome
 from poetsim.runs import ResultRow
@@ -255,10 +256,11 @@ def write_run(run: Run, directory: Path, row: ResultRow | None = None) -> None:
     """Save a run's schedule (JSON and binary), its result row and, if simulated, its trace."""
     directory.mkdir(parents=True, exist_ok=True)
     row = row or result_row(run)
-    (directory / "result.json").write_text(json.dumps(row.to_dict(), indent=1) + "\n")
+    folder = RunFolder(directory)
+    folder.result_json.write_text(json.dumps(row.to_dict(), indent=1) + "\n")
     if run.schedule is not None:
-        save_json(with_node_names(run.schedule, run.problem.graph), directory / "schedule.json")
-        (directory / "schedule.bin").write_bytes(encode_binary(run.schedule))
+        save_json(with_node_names(run.schedule, run.problem.graph), folder.schedule_json)
+        folder.schedule_bin.write_bytes(encode_binary(run.schedule))
     if run.simulated is not None:
         from poetsim.simulator import write_trace
 

@@ -16,6 +16,7 @@ import pandas as pd
 from poetsim import strategies
 from poetsim.analysis import GUARD_ATOL_J, GUARD_RTOL
 from poetsim.errors import UserInputError
+from poetsim.folders import StudyFolder
 from poetsim.inputs.files import MAX_RESULTS_BYTES, read_text
 from poetsim.runs import COLUMNS, ResultRow
 from poetsim.status import Status
@@ -40,7 +41,7 @@ def load_results(path: str | Path) -> pd.DataFrame:
     """
     path = Path(path)
     if path.is_dir():
-        path = path / "runs.csv"
+        path = StudyFolder(path).runs_csv
     if not path.exists():
         raise UserInputError(f"{path}: no such results file (run `poetsim sweep` first)")
     text = read_text(path, "results file", MAX_RESULTS_BYTES)

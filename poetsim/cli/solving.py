@@ -22,6 +22,7 @@ from poetsim.cli.options import (
 )
 from poetsim.cli.terminal import Progress, duration, table
 from poetsim.errors import UserInputError
+from poetsim.folders import RunFolder
 from poetsim.inputs.files import check_output_file
 from poetsim.status import Status
 from poetsim.units import number_text
@@ -260,7 +261,7 @@ def simulate(
     directory = out_dir or api.simulate_out(choice, run, mode)
     api.save_run(run, directory)
     comparison = compare_prediction(run)
-    (directory / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
+    RunFolder(directory).comparison_json.write_text(json.dumps(comparison, indent=1) + "\n")
     if charts:
         from poetsim.report.charts import save_run_charts
 
@@ -290,8 +291,8 @@ def simulate(
         out.print("makespan difference by cause: " + ", ".join(f"{k} {v:+.6g} s" for k, v in causes.items()), soft_wrap=True)
     for flag in comparison["flags"]:
         err.print(f"poetsim: flag: {flag}", soft_wrap=True)
-    out.print(
-        f"wrote {directory}/ (trace.csv, summary.json, comparison.json, schedule.json, schedule.bin, charts)", soft_wrap=True
-    )
+    folder = RunFolder(directory)
+    written = (folder.trace_csv, folder.summary_json, folder.comparison_json, folder.schedule_json, folder.schedule_bin)
+    out.print(f"wrote {directory}/ ({', '.join(p.name for p in written)}{', charts' if charts else ''})", soft_wrap=True)
     timing_name = choice.problem.timing.value
     out.print(f"{ASSUMPTIONS}; timing {timing_name}: {TIMING_MODELS[timing_name]}. {SIMULATOR_ASSUMPTIONS}.", style="dim")

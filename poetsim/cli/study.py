@@ -9,6 +9,7 @@ from poetsim.analysis import GUARD_ATOL_J, GUARD_RTOL
 from poetsim.cli.app import JsonOpt, command, emit_json, err, note, out, records
 from poetsim.cli.options import BatchOpt, PointTimeLimitOpt
 from poetsim.cli.terminal import Progress, duration, table
+from poetsim.folders import StudyFolder
 from poetsim.inputs.files import check_output_dir, check_output_file
 from poetsim.status import Status
 
@@ -123,7 +124,7 @@ def report(
     from poetsim.analysis.results import load_results
     from poetsim.report.report import build_report
 
-    directory = out_dir or (results.parent if results.name == "runs.csv" else results)
+    directory = out_dir or StudyFolder.holding(results).path
     check_output_dir(directory, "--out")
     frame = load_results(results)
     name = str(frame["scenario"].iloc[0]) if "scenario" in frame and len(frame) else directory.name

@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from poetsim import strategies
-from poetsim.analysis.results import headline, headline_columns, load_results
+from poetsim.analysis.results import COMPARE_BASELINES, headline, headline_columns, load_results
 from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, UserInputError
 from poetsim.folders import StudyFolder
 from poetsim.inputs.files import check_output_dir
@@ -404,10 +404,6 @@ def results_scenario(target: str | Path) -> tuple[Scenario, Path]:
     if not copy.is_file():
         raise UserInputError(f"{directory}: not a sweep's results folder (no scenario.yaml; run `poetsim sweep` first)")
     return load_scenario(copy), directory
-
-
-#: The baselines `compare` adds to every point, beside the scenario's own strategies.
-COMPARE_BASELINES = (strategies.KEEP_ALL.name, strategies.CHECKPOINT_SQRT.name)
 
 
 def compare(

@@ -210,9 +210,11 @@ def check(
     negative or not finite; its predicted or simulated energy rose by more than
     max(rtol x its baseline overhead above keep-all, atol); or its predicted or simulated peak
     RAM rose by more than rtol x the baseline's. A results file that cannot be read as one
-    exits 2.
+    exits 2. Like is compared with like: points of the baselines that `poetsim compare` adds
+    (keep-all, checkpoint-sqrt) are left out where only one of the two files holds them.
     """
-    from poetsim.analysis.results import check_against_baseline, load_results
+    from poetsim.analysis.guard import Verdict, check_against_baseline
+    from poetsim.analysis.results import load_results
 
     changes = check_against_baseline(load_results(results), load_results(baseline), rtol, atol, str(baseline))
     failing = [c for c in changes if c.fails]
@@ -224,18 +226,19 @@ def check(
                 "changes": [
                     {
                         "point_key": c.point_key,
-                        "verdict": c.verdict,
+                        "verdict": c.verdict.value,
                         "fails": c.fails,
                         "baseline_j": c.baseline_j,
                         "current_j": c.current_j,
                         "detail": c.detail,
+                        "strategy": c.strategy,
                     }
                     for c in changes
                 ],
             }
         )
     else:
-        moved = [c for c in changes if c.verdict != "same"]
+        moved = [c for c in changes if c.verdict not in (Verdict.SAME, Verdict.NOT_COMPARED)]
         if moved:
             out.print(
                 table(
@@ -243,7 +246,7 @@ def check(
                     [
                         (
                             c.point_key,
-                            c.verdict,
+                            str(c.verdict),
                             "-" if c.baseline_j is None else f"{c.baseline_j:.9g}",
                             "-" if c.current_j is None else f"{c.current_j:.9g}",
                             c.detail,
@@ -253,21 +256,26 @@ def check(
                     title=f"{len(changes)} points vs {baseline} (rtol {rtol:g}, atol {atol:g} J)",
                 )
             )
+        _note_not_compared([c for c in changes if c.verdict is Verdict.NOT_COMPARED])
         for change in failing:
             err.print(f"poetsim: regressed: {change.point_key}: {change.verdict}: {change.detail}", soft_wrap=True)
     if failing:
         err.print(
             f"poetsim: error: {len(failing)} of {len(changes)} points regressed "
-            f"({', '.join(sorted({c.verdict for c in failing}))})",
+            f"({', '.join(sorted({c.verdict.value for c in failing}))})",
             soft_wrap=True,
         )
         raise typer.Exit(1)
     if not as_json:
-        better = sum(c.verdict in ("better", "now-feasible") for c in changes)
+        better = sum(c.verdict.improved for c in changes)
         out.print(
             f"ok: no point regressed (rtol {rtol:g} of the overhead above keep-all, atol {atol:g} J)"
             + (f"; {better} got better" if better else "")
         )
 
 
-# Commands that need PyTorch (import-torch, execute, profile, validate-run): torch is imported only when they run.
+def _note_not_compared(changes: list) -> None:
+    """One note for the points that only one file holds because `poetsim compare` added them there."""
+    if changes:
+        names = ", ".join(sorted({str(c.strategy) for c in changes}))
+        note(f"not compared: {len(changes)} points of {names}, which `poetsim compare` added to one of the two files only")

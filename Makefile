@@ -13,11 +13,12 @@ GUARD  := build/guard/mcu
 
 setup: $(STAMP) debian
 
-# Python packages go into a local virtual environment; re-run when pyproject.toml changes.
+# Python packages go into a local virtual environment, the core with every extra (torch, solvers,
+# browser, test); re-run when pyproject.toml changes.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,torch,scip,gurobi]'
+	$(BIN)/pip install --quiet -e '.[test,torch,solvers,browser]'
 	touch $(STAMP)
 
 # From Debian, installed only when missing (needs root): GLPK's glpsol (glpk-utils), and chromium

@@ -11,8 +11,7 @@ from enum import Enum
 
 import pandas as pd
 
-from poetsim.analysis import GUARD_ATOL_J, GUARD_RTOL
-from poetsim.analysis.results import COMPARE_BASELINES
+from poetsim.analysis import COMPARE_BASELINES, GUARD_ATOL_J, GUARD_RTOL
 from poetsim.errors import UserInputError
 from poetsim.status import Status
 

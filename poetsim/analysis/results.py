@@ -16,6 +16,7 @@ from poetsim.folders import StudyFolder
 from poetsim.inputs.files import MAX_RESULTS_BYTES, read_text
 from poetsim.runs import COLUMNS, ResultRow
 from poetsim.status import Status
+from poetsim.units import number_text
 
 GRID = ["model", "platform", "ram", "runtime_x"]
 #: Status words that come with a schedule.
@@ -87,9 +88,6 @@ def _check_cells(path: Path, text: str) -> None:
 
 #: The dimensions of a headline row, in order; RAM is sorted as a number (see `ram_share`).
 HEADLINE_KEYS = ["model", "platform", "timing", "runtime_x", "ram"]
-#: The rule-made baselines `poetsim compare` adds at every point beside the scenario's own
-#: strategies, so that every headline row shows the reference it is measured against.
-COMPARE_BASELINES = (strategies.KEEP_ALL.name, strategies.CHECKPOINT_SQRT.name)
 
 
 def ram_share(frame: pd.DataFrame) -> pd.Series:
@@ -175,3 +173,31 @@ def headline(frame: pd.DataFrame) -> pd.DataFrame:
 def headline_columns(table: pd.DataFrame) -> list[str]:
     """The text columns of a headline table: its keys and one per strategy."""
     return [c for c in table.columns if c in HEADLINE_KEYS or f"{c} status" in table.columns or c in strategies.REGISTRY]
+
+
+#: What the marks in a headline table mean, printed under it.
+HEADLINE_NOTE = (
+    "Energy above keep-all (every node computed once, nothing paged) per iteration. "
+    "'*': a schedule not proven optimal; read its gap in compare.csv. "
+    + "; ".join(f"'{s}': {s.meaning}" for s in (Status.INFEASIBLE, Status.NO_SOLUTION, Status.OVER_BUDGET))
+    + "."
+)
+
+
+def headline_text(table: pd.DataFrame) -> str:
+    """The headline as plain text (compare.txt): every digit, aligned, with the note on its marks."""
+    return _headline_shown(table).to_string(index=False) + "\n\n" + HEADLINE_NOTE
+
+
+def headline_cells(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """The headline's column names and rows as text, for a terminal table; HEADLINE_NOTE goes under it."""
+    shown = _headline_shown(table)
+    return [str(c) for c in shown.columns], [["" if pd.isna(v) else str(v) for v in row] for row in shown.itertuples(index=False)]
+
+
+def _headline_shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The text columns of the headline, the runtime written as users write it (1.2x)."""
+    shown = table[headline_columns(table)].copy()
+    if "runtime_x" in shown:
+        shown["runtime_x"] = shown["runtime_x"].map(lambda x: f"{number_text(x)}x" if pd.notna(x) else "")
+    return shown.rename(columns={"runtime_x": "runtime"})

@@ -101,12 +101,15 @@ def compare(
     runs.csv. A '*' marks a schedule not proven optimal.
     """
     from poetsim import api
+    from poetsim.analysis.results import HEADLINE_NOTE, headline_cells
 
     with Progress("compare") as progress:
         result = api.compare(target, jobs=jobs, time_limit_s=time_limit, on_row=_row_progress(progress))
     if as_json:
         return emit_json(records(result.table))
-    out.print(api.headline_text(result.table), soft_wrap=True)
+    headers, rows = headline_cells(result.table)
+    out.print(table(headers, rows))
+    out.print(HEADLINE_NOTE)
     out.print(f"wrote {result.csv_path} and {result.text_path}", soft_wrap=True)
 
 

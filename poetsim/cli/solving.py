@@ -84,6 +84,7 @@ def solve(
     start: list[Path] = typer.Option(
         [],
         "--start",
+        metavar="FILE",
         help="A schedule of the same point to start from (schedule.json or .bin of another strategy, say); repeatable.",
     ),
 ) -> None:

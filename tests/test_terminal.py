@@ -109,6 +109,15 @@ def test_help_wraps_between_words_and_fills_its_lines():
     assert "Energy in joules; the overhead is relative to keep-all" in " ".join(" ".join(paragraph).split())
 
 
+def test_the_command_list_wraps_each_summary_whole():
+    text, _ = in_terminal(["--help"], 80)
+    listed = text.split("Commands:")[1].split("\n\n")[0]
+    assert "..." not in listed and max(len(line) for line in text.splitlines()) <= 80
+    assert "Run every point of a scenario's grid: solve, check, simulate; one row per point in runs.csv." in " ".join(
+        text.split()
+    )
+
+
 def test_solve_shows_its_progress_in_a_terminal():
     text, _ = in_terminal(
         ["solve", str(MCU), "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x", "--strategy", "hybrid"],

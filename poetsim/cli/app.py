@@ -8,6 +8,7 @@ light, so that `poetsim --help` starts fast; commands import the library when th
 """
 
 import functools
+import inspect
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -56,7 +57,13 @@ class _Group(_QuickHelp, TyperGroup):
 
 
 class _Command(_QuickHelp, TyperCommand):
-    """Every command, with the quick --help."""
+    """Every command, with the quick --help, listed in `poetsim --help` by its whole first paragraph."""
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        """The first paragraph of the command's help, whole: the list wraps it rather than cutting it at `limit`."""
+        if self.short_help or not self.help:
+            return super().get_short_help_str(limit)
+        return " ".join(inspect.cleandoc(self.help).split("\n\n")[0].split())
 
 
 app = typer.Typer(

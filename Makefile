@@ -13,11 +13,12 @@ GUARD  := build/guard/mcu
 
 setup: $(STAMP) debian
 
-# Python packages go into a local virtual environment; re-run when pyproject.toml changes.
+# Python packages go into a local virtual environment, the core with every extra (torch, solvers,
+# browser, test); re-run when pyproject.toml changes.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,torch,scip,gurobi]'
+	$(BIN)/pip install --quiet -e '.[test,torch,solvers,browser]'
 	touch $(STAMP)
 
 # From Debian, installed only when missing (needs root): GLPK's glpsol (glpk-utils), and chromium
@@ -43,11 +44,13 @@ demo: setup
 test: setup lint guard
 	$(BIN)/python -m pytest -q
 
-# Style and types: ruff (pyproject.toml's [tool.ruff]) and mypy over the package.
+# Style, types and layers: ruff (pyproject.toml's [tool.ruff]), mypy over the package, and
+# import-linter's contracts ([tool.importlinter]: who may import whom; docs/architecture.md).
 lint: setup
 	$(BIN)/ruff check poetsim benchmarks tests
 	$(BIN)/ruff format --check poetsim benchmarks tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo --no-cache
 
 # The energy regression guard: a small sweep checked against the committed baseline.
 guard: setup

@@ -1,4 +1,4 @@
-"""Benchmark of certified optima (issue 10): how much `optimise` proves, and whether its time limit holds.
+"""Benchmark of certified optima: how much `optimise` proves, and whether its time limit holds.
 
 Rows:
 - POET's main case, `resnet18_cifar` at batch 8 on the Raspberry Pi 4, hybrid, 50 % of keep-all
@@ -28,7 +28,7 @@ from poetsim.units import parse_ram
 
 HYBRID = Moves(recompute=True, page=True)
 LIMIT_S = 60.0
-#: The share over its limit that a call may take (issue 10: "the limit plus 5 %").
+#: The share over its limit that a call may take: the target is "the limit plus 5 %".
 LIMIT_SLACK = 0.05
 PLATFORMS = ("rpi4", "jetson-tx2")
 

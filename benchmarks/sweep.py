@@ -1,6 +1,6 @@
 """Benchmark of sweeps: wall time of the ResNet-18 study, what it proves, and resuming it.
 
-Targets (issue 10): the 108-point study in under 3 minutes on the 2-core machine, every point
+Targets: the 108-point study in under 3 minutes on the 2-core machine, every point
 with a schedule within 1 % of its overhead (`max_gap_overhead`), at least 90 % of them proven
 optimal (`optimal_share`); a resume of the finished sweep in under 5 s. The machine's load
 average when the sweep starts and ends is recorded beside them: time-limited steps get less

@@ -21,12 +21,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from poetsim import strategies
-from poetsim.analysis.results import headline, headline_columns, load_results
+from poetsim.analysis import COMPARE_BASELINES
 from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, UserInputError
+from poetsim.folders import StudyFolder
 from poetsim.inputs.files import check_output_dir
 from poetsim.inputs.scenario import FILE_SUFFIXES, Scenario, load_scenario
 from poetsim.pipeline import Run, baseline_starts, load_run, run_strategy, write_run
@@ -38,6 +38,9 @@ from poetsim.status import Status
 from poetsim.sweeps.dask_pool import NO_WORKER_WAIT_S
 from poetsim.sweeps.runner import plan_sweep, run_sweep
 from poetsim.units import RamSpec, number_text, parse_ram, parse_runtime
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Choice",
@@ -87,7 +90,7 @@ class StrategyComparison:
     """Strategies side by side (`poetsim.analysis.results.headline`), and the files written from it."""
 
     directory: Path
-    table: pd.DataFrame
+    table: "pd.DataFrame"
     csv_path: Path
     text_path: Path
 
@@ -395,20 +398,14 @@ def read_rows(runs_csv: Path) -> tuple[ResultRow, ...]:
 
 def results_scenario(target: str | Path) -> tuple[Scenario, Path]:
     """The scenario of a results folder (its scenario.yaml copy), and the folder."""
-    directory = Path(target)
-    if directory.name == "runs.csv":
-        directory = directory.parent
+    directory = StudyFolder.holding(target).path
     if directory.suffix in (".yaml", ".yml"):
         scenario = load_scenario(directory)
         return scenario, default_out(scenario)
-    copy = directory / "scenario.yaml"
+    copy = StudyFolder(directory).scenario_yaml
     if not copy.is_file():
         raise UserInputError(f"{directory}: not a sweep's results folder (no scenario.yaml; run `poetsim sweep` first)")
     return load_scenario(copy), directory
-
-
-#: The baselines `compare` adds to every point, beside the scenario's own strategies.
-COMPARE_BASELINES = ("keep-all", "checkpoint-sqrt")
 
 
 def compare(
@@ -428,29 +425,13 @@ def compare(
     scenario = scenario.model_copy(update={"strategies": wanted})
     plan_sweep(scenario, directory, resume=True)
     run_sweep(scenario, directory, jobs, True, time_limit_s, on_row=on_row)
+    from poetsim.analysis.results import headline, headline_text, load_results
+
     table = headline(load_results(directory))
-    csv_path, text_path = directory / "compare.csv", directory / "compare.txt"
+    csv_path, text_path = StudyFolder(directory).compare_csv, StudyFolder(directory).compare_txt
     table.to_csv(csv_path, index=False)
     text_path.write_text(headline_text(table) + "\n", encoding="utf-8")
     return StrategyComparison(directory, table, csv_path, text_path)
-
-
-#: What the marks in a headline table mean, printed under it.
-HEADLINE_NOTE = (
-    "Energy above keep-all (every node computed once, nothing paged) per iteration. "
-    "'*': a schedule not proven optimal; read its gap in compare.csv. "
-    + "; ".join(f"'{s}': {s.meaning}" for s in (Status.INFEASIBLE, Status.NO_SOLUTION, Status.OVER_BUDGET))
-    + "."
-)
-
-
-def headline_text(table: pd.DataFrame) -> str:
-    """The headline as plain text: every digit, aligned, with the note on its marks."""
-    shown = table[headline_columns(table)].copy()
-    if "runtime_x" in shown:
-        shown["runtime_x"] = shown["runtime_x"].map(lambda x: f"{number_text(x)}x" if pd.notna(x) else "")
-    shown = shown.rename(columns={"runtime_x": "runtime"})
-    return shown.to_string(index=False) + "\n\n" + HEADLINE_NOTE
 
 
 def check_out(path: Path | None, option: str = "--out") -> None:

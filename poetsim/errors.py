@@ -25,10 +25,14 @@ class InfeasibleBudgetError(PoetsimError):
     exit_code = 3
 
 
-class SolverUnavailableError(PoetsimError):
-    """The requested MILP solver is not installed, or not licensed for the model; the message says which."""
+class NotInstalledError(PoetsimError):
+    """Something the command needs is not installed (an install extra, a solver); the message says how to install it."""
 
     exit_code = 4
+
+
+class SolverUnavailableError(NotInstalledError):
+    """The requested MILP solver is not installed, or not licensed for the model; the message says which."""
 
 
 class SimulationError(PoetsimError):

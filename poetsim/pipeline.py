@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from poetsim import optimiser, strategies
 from poetsim.errors import InternalError, PoetsimError
+from poetsim.folders import RunFolder
 from poetsim.inputs.scenario import Point, Scenario
 from poetsim.optimiser import SolveOutcome
 from poetsim.runs import ResultRow
@@ -21,7 +22,7 @@ from poetsim.schedule.formats import encode_binary, load_json, save_json, with_n
 from poetsim.schedule.model import Budgets, Figures, Schedule
 from poetsim.schedule.problem import Problem, build_problem
 from poetsim.status import Status
-from poetsim.strategies import Kind
+from poetsim.strategies import SAVED, Kind
 
 if TYPE_CHECKING:  # the simulator imports simpy, which a run without simulation does not need
     from poetsim.simulator import SimulationResult
@@ -255,10 +256,11 @@ def write_run(run: Run, directory: Path, row: ResultRow | None = None) -> None:
     """Save a run's schedule (JSON and binary), its result row and, if simulated, its trace."""
     directory.mkdir(parents=True, exist_ok=True)
     row = row or result_row(run)
-    (directory / "result.json").write_text(json.dumps(row.to_dict(), indent=1) + "\n")
+    folder = RunFolder(directory)
+    folder.result_json.write_text(json.dumps(row.to_dict(), indent=1) + "\n")
     if run.schedule is not None:
-        save_json(with_node_names(run.schedule, run.problem.graph), directory / "schedule.json")
-        (directory / "schedule.bin").write_bytes(encode_binary(run.schedule))
+        save_json(with_node_names(run.schedule, run.problem.graph), folder.schedule_json)
+        folder.schedule_bin.write_bytes(encode_binary(run.schedule))
     if run.simulated is not None:
         from poetsim.simulator import write_trace
 
@@ -275,7 +277,7 @@ def load_run(problem: Problem, schedule_path: Path, mode: str = "barrier") -> Ru
     checked = _check(problem, schedule, None)
     keep_all_schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
     keep_all_figures = _check(problem, keep_all_schedule, None)
-    run = Run(problem, "saved", Status.BASELINE, f"loaded from {schedule_path}", schedule, checked, checked, keep_all_figures)
+    run = Run(problem, SAVED, Status.BASELINE, f"loaded from {schedule_path}", schedule, checked, checked, keep_all_figures)
     result = simulate(
         schedule,
         problem.graph,

@@ -56,50 +56,63 @@ class Strategy:
 
 _MAKERS = "poetsim.optimiser.baselines"
 
+#: The reference: every node computed once and kept until its last reader.
+KEEP_ALL = Strategy(
+    "keep-all",
+    "every node computed once and kept until its last reader (the reference)",
+    Moves(recompute=False, page=False),
+    "#7f7f7f",
+    f"{_MAKERS}:make_keep_all",
+)
+#: POET itself.
+HYBRID = Strategy(
+    "hybrid", "POET: the least-energy mix of recomputation and paging (MILP)", Moves(recompute=True, page=True), "#0072B2"
+)
+#: Paging alone, solved and proven.
+PAGING_ONLY = Strategy(
+    "paging-only", "the least-energy schedule that only pages (MILP)", Moves(recompute=False, page=True), "#009E73"
+)
+#: Recomputation alone, solved and proven (Checkmate's problem).
+RECOMPUTE_ONLY = Strategy(
+    "recompute-only",
+    "the least-energy schedule that only recomputes (MILP, Checkmate's problem)",
+    Moves(recompute=True, page=False),
+    "#E69F00",
+)
+#: The classic rule of thumb for recomputation, a baseline.
+CHECKPOINT_SQRT = Strategy(
+    "checkpoint-sqrt",
+    "Chen et al. 2016: keep about sqrt(n) segment boundaries, recompute the rest",
+    Moves(recompute=True, page=False),
+    "#CC79A7",
+    f"{_MAKERS}:make_checkpoint_sqrt",
+)
+#: Capuchin's eviction rule, a baseline of the paper's Figure 5.
+CAPUCHIN = Strategy(
+    "capuchin",
+    "Peng et al. 2020: evict the longest access gaps, swap where it hides, else recompute by memory saved per second",
+    Moves(recompute=True, page=True),
+    "#D55E00",
+    f"{_MAKERS}:make_capuchin",
+)
+#: POFO's dynamic program over chains, a baseline of the paper's Table 3.
+POFO = Strategy(
+    "pofo",
+    "Beaumont et al. 2021: the fastest chain schedule of recomputation and offloading (dynamic program; chains only)",
+    Moves(recompute=True, page=True),
+    "#56B4E9",
+    f"{_MAKERS}:make_pofo",
+)
+
+#: Every strategy by name, in the order of tables and legends. Code that needs one strategy
+#: names it by its constant above (`strategies.HYBRID.name`), never by a string of its own.
 REGISTRY: dict[str, Strategy] = {
-    s.name: s
-    for s in (
-        Strategy(
-            "keep-all",
-            "every node computed once and kept until its last reader (the reference)",
-            Moves(recompute=False, page=False),
-            "#7f7f7f",
-            f"{_MAKERS}:make_keep_all",
-        ),
-        Strategy(
-            "hybrid", "POET: the least-energy mix of recomputation and paging (MILP)", Moves(recompute=True, page=True), "#0072B2"
-        ),
-        Strategy("paging-only", "the least-energy schedule that only pages (MILP)", Moves(recompute=False, page=True), "#009E73"),
-        Strategy(
-            "recompute-only",
-            "the least-energy schedule that only recomputes (MILP, Checkmate's problem)",
-            Moves(recompute=True, page=False),
-            "#E69F00",
-        ),
-        Strategy(
-            "checkpoint-sqrt",
-            "Chen et al. 2016: keep about sqrt(n) segment boundaries, recompute the rest",
-            Moves(recompute=True, page=False),
-            "#CC79A7",
-            f"{_MAKERS}:make_checkpoint_sqrt",
-        ),
-        Strategy(
-            "capuchin",
-            "Peng et al. 2020: evict the longest access gaps, swap where it hides, else recompute by memory saved per second",
-            Moves(recompute=True, page=True),
-            "#D55E00",
-            f"{_MAKERS}:make_capuchin",
-        ),
-        Strategy(
-            "pofo",
-            "Beaumont et al. 2021: the fastest chain schedule of recomputation and offloading (dynamic program; chains only)",
-            Moves(recompute=True, page=True),
-            "#56B4E9",
-            f"{_MAKERS}:make_pofo",
-        ),
-    )
+    s.name: s for s in (KEEP_ALL, HYBRID, PAGING_ONLY, RECOMPUTE_ONLY, CHECKPOINT_SQRT, CAPUCHIN, POFO)
 }
 
+#: The strategy name of a run replayed from a saved schedule (`poetsim simulate --schedule`): no
+#: registry entry, since no rule or solve made it.
+SAVED = "saved"
 #: Colour of runs replayed from a saved schedule (`poetsim simulate --schedule`).
 SAVED_COLOUR = "#999999"
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from playwright.sync_api import sync_playwright
 
 from poetsim.analysis.results import load_results
 from poetsim.graphs import zoo
@@ -28,6 +27,8 @@ from poetsim.pipeline import load_run, problem_for_point
 from poetsim.report import build_report, save_run_charts
 from poetsim.status import Status
 from poetsim.sweeps.runner import point_slug, run_sweep
+
+sync_playwright = pytest.importorskip("playwright.sync_api", reason="needs the [browser] extra").sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "build" / "screenshots"

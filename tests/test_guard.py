@@ -8,17 +8,21 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from poetsim.analysis.results import FAILING, PASSING, check_against_baseline, load_results
+from poetsim.analysis.guard import Verdict, check_against_baseline
+from poetsim.analysis.results import load_results
 from poetsim.cli import app
 from poetsim.errors import UserInputError
 
 ROOT = Path(__file__).resolve().parent.parent
 MCU_BASELINE = ROOT / "results" / "baselines" / "mcu.csv"
+#: The shipped MCU study after `poetsim compare`: the baseline's points plus keep-all and checkpoint-sqrt.
+MCU_COMPARED = ROOT / "results" / "mcu" / "runs.csv"
 
 
-def _row(key, status, energy=None, keep_all=10.0, simulated=None, peak=None, simulated_peak=None, message=""):
+def _row(key, status, energy=None, keep_all=10.0, simulated=None, peak=None, simulated_peak=None, message="", strategy="hybrid"):
     return {
         "point_key": key,
+        "strategy": strategy,
         "status": status,
         "message": message,
         "predicted_total_j": energy,
@@ -46,7 +50,7 @@ def test_the_same_results_pass():
         _row("c", "no-solution", keep_all=None),
     )
     changes = check_against_baseline(base, base)
-    assert {c.verdict for c in changes} == {"same"} and not any(c.fails for c in changes)
+    assert {c.verdict for c in changes} == {Verdict.SAME} and not any(c.fails for c in changes)
 
 
 def test_the_tolerance_is_on_the_overhead_above_keep_all_not_on_the_total():
@@ -145,8 +149,36 @@ def test_a_missing_point_fails_and_a_new_one_passes():
     assert changes["new"].verdict == "new" and not changes["new"].fails
 
 
-def test_every_verdict_either_fails_or_passes():
-    assert not set(FAILING) & set(PASSING)
+def test_points_that_compare_added_to_one_file_only_are_not_compared():
+    """A compared results folder against a sweep's baseline, and the other way round: no new, no missing points."""
+    swept = _frame(_row("m|p|50%|hybrid", "optimal", 10.2))
+    compared = _frame(
+        _row("m|p|50%|hybrid", "optimal", 10.2),
+        _row("m|p|50%|keep-all", "over-budget", keep_all=10.0, strategy="keep-all"),
+        _row("m|p|50%|checkpoint-sqrt", "baseline", 10.9, strategy="checkpoint-sqrt"),
+    )
+    for current, baseline in ((compared, swept), (swept, compared)):
+        changes = {c.point_key: c for c in check_against_baseline(current, baseline)}
+        assert changes["m|p|50%|hybrid"].verdict is Verdict.SAME
+        for key in ("m|p|50%|keep-all", "m|p|50%|checkpoint-sqrt"):
+            assert changes[key].verdict is Verdict.NOT_COMPARED and not changes[key].fails
+
+
+def test_points_of_compare_baselines_that_both_files_hold_are_judged():
+    before = _row("m|p|50%|checkpoint-sqrt", "baseline", 10.9, strategy="checkpoint-sqrt")
+    change = _change(before, {**before, "predicted_total_j": 12.0})
+    assert change.verdict is Verdict.WORSE and change.fails
+
+
+def test_other_strategies_only_in_one_file_are_still_new_or_missing():
+    changes = {
+        c.point_key: c
+        for c in check_against_baseline(
+            _frame(_row("new", "optimal", 1.0, strategy="paging-only")),
+            _frame(_row("gone", "optimal", 10.2, strategy="capuchin")),
+        )
+    }
+    assert changes["new"].verdict is Verdict.NEW and changes["gone"].verdict is Verdict.MISSING
 
 
 @pytest.mark.parametrize(
@@ -190,6 +222,19 @@ def test_the_shipped_baseline_passes_against_itself():
     result = check(MCU_BASELINE)
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("ok: no point regressed")
+
+
+def test_check_after_compare_compares_like_with_like():
+    """The shipped compared study against the sweep-only baseline: one note, no table of new points."""
+    result = check(MCU_COMPARED)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("ok: no point regressed") and " new " not in result.stdout
+    assert result.stderr.strip() == (
+        "poetsim: note: not compared: 32 points of checkpoint-sqrt, keep-all, "
+        "which `poetsim compare` added to one of the two files only"
+    )
+    reverse = check(MCU_BASELINE, MCU_COMPARED)
+    assert reverse.exit_code == 0, reverse.stderr
 
 
 def test_regressions_exit_1_with_one_line_per_point_naming_its_full_key(tmp_path):

@@ -1,8 +1,151 @@
-"""Terminal output: progress that reaches a log without a terminal, and nothing for short work."""
+"""Terminal output: tables that fit a terminal and print whole in a pipe, help that wraps between
+words, progress in a terminal and in a log, and nothing for short work.
 
+The commands run as real processes, on a pseudo-terminal (a pty of the given size, COLUMNS set
+to match) or on a pipe.
+"""
+
+import fcntl
 import io
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
 
-from poetsim.cli.terminal import Progress, duration, make_console, table
+from rich.console import Console
+
+from poetsim.cli.terminal import Progress, duration, table
+
+ROOT = Path(__file__).resolve().parent.parent
+MCU = ROOT / "scenarios" / "mcu.yaml"
+#: Figures of the shipped platforms as `poetsim platforms` prints them: none may be broken.
+PLATFORM_NUMBERS = ("1.67e+05", "6.37e+06", "0.00165", "0.0051", "0.0185", "45.5", "24.5", "256.00", "0.0066")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+def in_terminal(args: list[str], columns: int, stderr_too: bool = False) -> tuple[str, str]:
+    """Run `poetsim ARGS` with stdout (and, with `stderr_too`, stderr) on a pty `columns` wide."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "poetsim", *args],
+        stdout=follower,
+        stderr=follower if stderr_too else subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=ROOT,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the child closed the pty
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    error = process.stderr.read().decode() if process.stderr else ""
+    assert process.wait(timeout=120) == 0, error
+    text = _ANSI.sub("", b"".join(chunks).decode()).replace("\r\n", "\n")
+    return text, error
+
+
+def in_a_pipe(args: list[str], columns: int) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "poetsim", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": str(columns)},
+        cwd=ROOT,
+        timeout=120,
+        check=True,
+    )
+    return result.stdout
+
+
+def test_a_table_in_an_80_column_terminal_fits_and_breaks_no_number():
+    text, _ = in_terminal(["platforms"], 80)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    words = {word for line in lines for word in line.replace("│", " ").split()}
+    for number in PLATFORM_NUMBERS:
+        assert number in words, number
+
+
+def test_a_table_in_a_wide_terminal_keeps_each_row_on_one_line():
+    text, _ = in_terminal(["platforms"], 200)
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(rows) == 5 and any("rpi4-nocache" in row and "17.1 MB/s" in row for row in rows)
+
+
+def test_through_a_pipe_a_table_prints_whole_whatever_columns_says():
+    text = in_a_pipe(["platforms"], 80)
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(rows) == 5 and any("rpi4-nocache" in row and "4.24 ms + 17.1 MB/s" in row for row in rows)
+    assert max(len(line) for line in text.splitlines()) > 80
+
+
+def test_help_wraps_between_words_and_fills_its_lines():
+    """The description is refilled to the window: no line stops short of a word that would fit."""
+    text, _ = in_terminal(["solve", "--help"], 80)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    start = next(i for i, line in enumerate(lines) if "Every schedule shown" in line)
+    paragraph = []
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        paragraph.append(line)
+    assert len(paragraph) >= 3
+    for line, following in zip(paragraph, paragraph[1:]):
+        assert len(line) + 1 + len(following.split()[0]) > 78, (line, following)
+    assert "Energy in joules; the overhead is relative to keep-all" in " ".join(" ".join(paragraph).split())
+
+
+def test_the_command_list_wraps_each_summary_whole():
+    text, _ = in_terminal(["--help"], 80)
+    listed = text.split("Commands:")[1].split("\n\n")[0]
+    assert "..." not in listed and max(len(line) for line in text.splitlines()) <= 80
+    assert "Run every point of a scenario's grid: solve, check, simulate; one row per point in runs.csv." in " ".join(
+        text.split()
+    )
+
+
+def test_solve_shows_its_progress_in_a_terminal():
+    text, _ = in_terminal(
+        ["solve", str(MCU), "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x", "--strategy", "hybrid"],
+        100,
+        stderr_too=True,
+    )
+    assert "solve: reading the scenario" in text and "solve: solving hybrid" in text
+    assert "optimal (proven)" in text
+
+
+def test_a_table_too_wide_for_its_output_is_printed_wider_never_cut():
+    buffer = io.StringIO()
+    key = "resnet18_cifar|rpi4-nocache|35%|1.2x|recompute-only"
+    shown = table(("point", "energy J", "detail"), [(key, "7.898285714285", "status optimal as before")])
+    Console(file=buffer, width=30, markup=False).print(shown, crop=False)
+    text = buffer.getvalue()
+    assert "…" not in text and "7.898285714285" in text
+    assert "".join(line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")) == key
+
+
+def test_a_table_sent_to_a_file_keeps_every_digit():
+    buffer = io.StringIO()
+    Console(file=buffer, width=100_000, markup=False).print(
+        table(("point", "energy J"), [("resnet18_cifar|rpi4-nocache|35%|1.2x|recompute-only", "7.898285714285")])
+    )
+    text = buffer.getvalue()
+    assert "resnet18_cifar|rpi4-nocache|35%|1.2x|recompute-only" in text and "7.898285714285" in text
+    assert "…" not in text
 
 
 def test_without_a_terminal_progress_prints_a_line_each_period_and_a_last_one():
@@ -24,16 +167,6 @@ def test_short_work_prints_no_progress_so_an_error_stays_one_line():
     progress.update("building", force=True)
     progress.close("optimal")
     assert stream.getvalue() == ""
-
-
-def test_a_table_sent_to_a_file_keeps_every_digit():
-    console = make_console()
-    buffer = io.StringIO()
-    console.file = buffer
-    console.print(table(("point", "energy J"), [("resnet18_cifar|rpi4-nocache|35%|1.2x|recompute-only", "7.898285714285")]))
-    text = buffer.getvalue()
-    assert "resnet18_cifar|rpi4-nocache|35%|1.2x|recompute-only" in text and "7.898285714285" in text
-    assert "…" not in text
 
 
 def test_durations_read_as_people_write_them():

@@ -22,6 +22,7 @@ import pandas as pd
 
 from poetsim.analysis.results import has_schedule, load_results
 from poetsim.errors import UserInputError
+from poetsim.strategies import CAPUCHIN, HYBRID, PAGING_ONLY, POFO, RECOMPUTE_ONLY
 from poetsim.tolerances import exceeds
 
 SOURCE = "Patil et al., POET, ICML 2022 (arXiv 2207.07697)"
@@ -126,7 +127,7 @@ def figure5(results: Results, model: str = "resnet18_cifar", platform: str = "rp
     frame = frame[(frame["model_name_"] == model) & (frame["platform_name_"] == platform)]
     rows = []
     for (ram, runtime_x), group in _points(frame, ["ram", "runtime_x"]):
-        hybrid, capuchin = _row(group, "hybrid"), _row(group, "capuchin")
+        hybrid, capuchin = _row(group, HYBRID.name), _row(group, CAPUCHIN.name)
         rows.append(
             {
                 "ram": ram,
@@ -168,7 +169,7 @@ def _fig5_claims(table: pd.DataFrame, frame: pd.DataFrame) -> list[Claim]:
     below = table[table["ram_budget_bytes"] < table["keep_all_peak_bytes"]]
     capuchin = [v for v in below["capuchin_overhead_pct"] if v is not None and not pd.isna(v)]
     hybrid = [v for v in below["hybrid_overhead_pct"] if v is not None and not pd.isna(v)]
-    rows = frame[(frame["strategy"] == "capuchin") & frame["ok_"] & (frame["ram_budget_bytes"] < frame["keep_all_peak_bytes"])]
+    rows = frame[(frame["strategy"] == CAPUCHIN.name) & frame["ok_"] & (frame["ram_budget_bytes"] < frame["keep_all_peak_bytes"])]
     if capuchin:
         holds = max(capuchin) >= 73.0 and min(capuchin) <= 141.0
         extra = (rows["predicted_total_j"] - rows["keep_all_energy_j"]).mean()
@@ -229,7 +230,7 @@ def _fig5_claims(table: pd.DataFrame, frame: pd.DataFrame) -> list[Claim]:
                 "hybrid has no schedule below the full-memory budget here",
             )
         )
-    claims.append(_poet_beats(below, "capuchin", "Figure 5", "POET needs less energy than Capuchin at every RAM budget"))
+    claims.append(_poet_beats(below, CAPUCHIN.name, "Figure 5", "POET needs less energy than Capuchin at every RAM budget"))
     return claims
 
 
@@ -275,7 +276,7 @@ def table3(results: Results, model: str = "resnet18_cifar", platform: str = "jet
     frame = frame[(frame["model_name_"] == model) & (frame["platform_name_"] == platform)]
     rows = []
     for (ram, runtime_x), group in _points(frame, ["ram", "runtime_x"]):
-        hybrid, pofo = _row(group, "hybrid"), _row(group, "pofo")
+        hybrid, pofo = _row(group, HYBRID.name), _row(group, POFO.name)
         peaks = _value(hybrid, "predicted_peak_ram_bytes"), _value(pofo, "predicted_peak_ram_bytes")
         times = _value(hybrid, "predicted_runtime_s"), _value(pofo, "predicted_runtime_s")
         energies = _value(hybrid, "predicted_total_j"), _value(pofo, "predicted_total_j")
@@ -393,7 +394,7 @@ def figure4(results: Results, model: str = "resnet18_cifar") -> PaperComparison:
 
 def _fig4_claim(table: pd.DataFrame) -> Claim:
     statement = "A looser runtime budget never costs POET energy: its energy falls or stays as the deadline loosens"
-    hybrid = table[(table["strategy"] == "hybrid")] if not table.empty else table
+    hybrid = table[(table["strategy"] == HYBRID.name)] if not table.empty else table
     series = [(key, group.dropna(subset=["energy_j"])) for key, group in hybrid.groupby(["platform", "ram"], sort=False)]
     series = [(key, group) for key, group in series if len(group) >= 2]
     if not series:
@@ -455,14 +456,14 @@ def figure3(results: Results) -> PaperComparison:
             "runtime_x": runtime_x,
             "ram_budget_bytes": group["ram_budget_bytes"].max(),
         }
-        for strategy in ("hybrid", "paging-only", "recompute-only"):
+        for strategy in (HYBRID.name, PAGING_ONLY.name, RECOMPUTE_ONLY.name):
             found = _row(group, strategy)
             prefix = strategy.replace("-", "_")
             row[f"{prefix}_status"] = None if found is None else found["status"]
             row[f"{prefix}_peak_bytes"] = _value(found, "predicted_peak_ram_bytes")
             row[f"{prefix}_energy_j"] = _value(found, "predicted_total_j")
             row[f"{prefix}_overhead_pct"] = _value(found, "overhead_pct")
-        hybrid = _row(group, "hybrid")
+        hybrid = _row(group, HYBRID.name)
         row["hybrid_gap_overhead"] = _value(hybrid, "gap_overhead")
         row["note"] = "" if hybrid is None or bool(hybrid["ok_"]) else str(hybrid["message"])
         rows.append(row)
@@ -521,7 +522,7 @@ def _fig3_integrated_claim(table: pd.DataFrame) -> Claim:
         return Claim("Figure 3", statement, "POET's curve lowest", "no run", None, "no results for this exhibit")
     compared, worse = 0, []
     for r in table.itertuples(index=False):
-        singles = [(name, getattr(r, f"{name.replace('-', '_')}_energy_j")) for name in ("paging-only", "recompute-only")]
+        singles = [(name, getattr(r, f"{name.replace('-', '_')}_energy_j")) for name in (PAGING_ONLY.name, RECOMPUTE_ONLY.name)]
         singles = [(name, e) for name, e in singles if e is not None and not pd.isna(e)]
         if not singles:
             continue

@@ -1,24 +1,22 @@
-"""Sweep results as pandas: loading runs.csv, strategies side by side, and the energy guard.
+"""Sweep results as pandas: loading runs.csv and the strategies side by side (the headline).
 
-`check_against_baseline` is what CI runs (`poetsim check`); its docstring says what fails.
-`load_results` refuses a file it cannot vouch for (one line, exit 2) rather than let a guard
-judge a half-read file.
+`load_results` refuses a file it cannot vouch for (one line, exit 2) rather than let the
+energy guard (`poetsim.analysis.guard`) judge a half-read file.
 """
 
 import csv
 import io
-import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from poetsim import strategies
-from poetsim.analysis import GUARD_ATOL_J, GUARD_RTOL
 from poetsim.errors import UserInputError
+from poetsim.folders import StudyFolder
 from poetsim.inputs.files import MAX_RESULTS_BYTES, read_text
 from poetsim.runs import COLUMNS, ResultRow
 from poetsim.status import Status
+from poetsim.units import number_text
 
 GRID = ["model", "platform", "ram", "runtime_x"]
 #: Status words that come with a schedule.
@@ -40,7 +38,7 @@ def load_results(path: str | Path) -> pd.DataFrame:
     """
     path = Path(path)
     if path.is_dir():
-        path = path / "runs.csv"
+        path = StudyFolder(path).runs_csv
     if not path.exists():
         raise UserInputError(f"{path}: no such results file (run `poetsim sweep` first)")
     text = read_text(path, "results file", MAX_RESULTS_BYTES)
@@ -177,215 +175,29 @@ def headline_columns(table: pd.DataFrame) -> list[str]:
     return [c for c in table.columns if c in HEADLINE_KEYS or f"{c} status" in table.columns or c in strategies.REGISTRY]
 
 
-#: Verdicts that fail the guard, and those that pass it.
-FAILING = (
-    "worse",
-    "lost-schedule",
-    "lost-proof",
-    "failed",
-    "bad-figure",
-    "simulated-worse",
-    "peak-ram-up",
-    "simulated-peak-ram-up",
-    "missing",
+#: What the marks in a headline table mean, printed under it.
+HEADLINE_NOTE = (
+    "Energy above keep-all (every node computed once, nothing paged) per iteration. "
+    "'*': a schedule not proven optimal; read its gap in compare.csv. "
+    + "; ".join(f"'{s}': {s.meaning}" for s in (Status.INFEASIBLE, Status.NO_SOLUTION, Status.OVER_BUDGET))
+    + "."
 )
-PASSING = ("same", "better", "now-feasible", "new")
 
 
-@dataclass(frozen=True)
-class Change:
-    """How one point moved against the baseline.
-
-    `verdict` is the first problem found (see FAILING) or how it passed (PASSING); `detail`
-    lists every problem of the point, so that one line says all.
-    """
-
-    point_key: str
-    verdict: str
-    baseline_j: float | None
-    current_j: float | None
-    detail: str
-
-    @property
-    def fails(self) -> bool:
-        return self.verdict in FAILING
+def headline_text(table: pd.DataFrame) -> str:
+    """The headline as plain text (compare.txt): every digit, aligned, with the note on its marks."""
+    return _headline_shown(table).to_string(index=False) + "\n\n" + HEADLINE_NOTE
 
 
-def check_against_baseline(
-    current: pd.DataFrame,
-    baseline: pd.DataFrame,
-    rtol: float = GUARD_RTOL,
-    atol_j: float = GUARD_ATOL_J,
-    baseline_name: str = "baseline",
-) -> list[Change]:
-    """Judge every point of the baseline against the current results, matched by point key.
-
-    A point fails when:
-
-    - it is missing from the results;
-    - its status is now `failed` or `invalid`;
-    - it had a schedule and has none (optimal -> no-solution, feasible -> infeasible, a rule's
-      baseline -> over-budget);
-    - a proven status is no longer proven (optimal -> feasible; infeasible -> no-solution);
-    - it has a schedule whose predicted energy is missing, zero, negative or not finite (or a
-      simulated energy, where the baseline had one);
-    - its predicted or simulated energy rose by more than the slack, where
-      slack = max(rtol x (baseline energy - baseline keep-all energy), atol_j):
-      the tolerance is a share of the energy the schedule spends above keep-all, the figure
-      the optimiser minimises, not of the total (of which the overhead may be 0.03 %);
-    - its predicted or simulated peak RAM rose by more than rtol x the baseline's peak.
-
-    Points only in the results are `new` and pass. UserInputError when the baseline itself
-    cannot be judged against: a repeated key, a schedule row without a positive, finite energy
-    and keep-all energy.
-    """
-    if rtol < 0 or atol_j < 0 or not math.isfinite(rtol) or not math.isfinite(atol_j):
-        raise UserInputError(f"--rtol and --atol must be finite and at least 0, got {rtol} and {atol_j}")
-    _check_baseline(baseline, baseline_name)
-    if current["point_key"].duplicated().any():
-        key = current["point_key"][current["point_key"].duplicated()].iloc[0]
-        raise UserInputError(f"results: point {key} appears twice; a results file holds each point once")
-    now = current.set_index("point_key")
-    changes = []
-    for key, base in baseline.set_index("point_key").iterrows():
-        if key not in now.index:
-            changes.append(
-                Change(key, "missing", _number(base, "predicted_total_j"), None, "in the baseline, not in the results")
-            )
-        else:
-            changes.append(_judge(key, base, now.loc[key], rtol, atol_j))
-    for key in now.index.difference(baseline["point_key"]):
-        changes.append(
-            Change(
-                key,
-                "new",
-                None,
-                _number(now.loc[key], "predicted_total_j"),
-                f"not in the baseline (status {now.loc[key]['status']})",
-            )
-        )
-    return changes
+def headline_cells(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """The headline's column names and rows as text, for a terminal table; HEADLINE_NOTE goes under it."""
+    shown = _headline_shown(table)
+    return [str(c) for c in shown.columns], [["" if pd.isna(v) else str(v) for v in row] for row in shown.itertuples(index=False)]
 
 
-def _check_baseline(baseline: pd.DataFrame, name: str) -> None:
-    if "keep_all_energy_j" not in baseline.columns:
-        raise UserInputError(f"{name}: no keep_all_energy_j column; the guard measures energy above keep-all")
-    repeated = baseline["point_key"][baseline["point_key"].duplicated()]
-    if len(repeated):
-        raise UserInputError(f"{name}: point {repeated.iloc[0]} appears twice; a baseline holds each point once")
-    for _, row in baseline.iterrows():
-        if Status.parse(str(row["status"])).has_schedule:
-            for column in ("predicted_total_j", "keep_all_energy_j"):
-                value = _number(row, column)
-                if value is None or not math.isfinite(value) or value <= 0:
-                    raise UserInputError(
-                        f"{name}: point {row['point_key']}: {column} is {_show(value)} for status "
-                        f"{row['status']}; the baseline cannot be judged against"
-                    )
-
-
-def _judge(key: str, base, row, rtol: float, atol_j: float) -> Change:
-    """The Change of one point present in both."""
-    before, after = Status.parse(str(base["status"])), Status.parse(str(row["status"]))
-    message = str(row.get("message", "")) if pd.notna(row.get("message", "")) else ""
-    problems: list[tuple[str, str]] = []
-    if after in (Status.FAILED, Status.INVALID):
-        problems.append(("failed", f"status {before} -> {after}: {message}"))
-    elif before.has_schedule and not after.has_schedule:
-        problems.append(("lost-schedule", f"status {before} -> {after}: {message}"))
-    elif before.is_proven and not after.is_proven:
-        problems.append(("lost-proof", f"status {before} -> {after}"))
-    energy_before, energy_after = _number(base, "predicted_total_j"), _number(row, "predicted_total_j")
-    passed, note = "same", f"status {after} as before"
-    energy_bad = _bad_figure(row, "predicted_total_j", "energy") if after.has_schedule else []
-    problems += energy_bad
-    if after.has_schedule and _number(base, "simulated_total_j") is not None:
-        problems += _bad_figure(row, "simulated_total_j", "simulated energy")
-    keep_all = _number(base, "keep_all_energy_j")
-    if before.has_schedule and after.has_schedule and not energy_bad:
-        # Both energies are there: the baseline's by `_check_baseline`, the results' by `_bad_figure`.
-        assert energy_before is not None and energy_after is not None and keep_all is not None
-        overhead = max(0.0, energy_before - keep_all)
-        slack = max(rtol * overhead, atol_j)
-        rise = energy_after - energy_before
-        problems += _rise(
-            base,
-            row,
-            "predicted_total_j",
-            slack,
-            "worse",
-            "energy",
-            "J",
-            f"{rtol:g} x the baseline's {overhead:.6g} J above keep-all, at least {atol_j:g} J",
-        )
-        problems += _rise(
-            base,
-            row,
-            "simulated_total_j",
-            slack,
-            "simulated-worse",
-            "simulated energy",
-            "J",
-            "the same slack as the predicted energy",
-        )
-        for column, verdict, label in (
-            ("predicted_peak_ram_bytes", "peak-ram-up", "peak RAM"),
-            ("simulated_peak_ram_bytes", "simulated-peak-ram-up", "simulated peak RAM"),
-        ):
-            peak = _number(base, column)
-            if peak is not None:
-                problems += _rise(base, row, column, rtol * peak, verdict, label, "bytes", f"{rtol:g} x the baseline's")
-        passed = "better" if rise < -slack else "same"
-        note = f"energy {rise:+.6g} J (slack {slack:.3g} J)"
-    elif after.has_schedule and not before.has_schedule:
-        passed, note = "now-feasible", f"status {before} -> {after}"
-    if problems:
-        return Change(key, problems[0][0], energy_before, energy_after, "; ".join(text for _, text in problems))
-    return Change(key, passed, energy_before, energy_after, note)
-
-
-def _bad_figure(row, column: str, label: str) -> list[tuple[str, str]]:
-    value = _number(row, column)
-    if value is None:
-        return [("bad-figure", f"{label} missing for status {row['status']}")]
-    if not math.isfinite(value) or value <= 0:
-        return [("bad-figure", f"{label} is {_show(value)}")]
-    return []
-
-
-def _rise(base, row, column: str, slack: float, verdict: str, label: str, unit: str, why: str) -> list[tuple[str, str]]:
-    """A problem if `column` rose by more than `slack` (or, for a peak, went missing) since the baseline.
-
-    A missing or impossible energy is `_bad_figure`'s to report.
-    """
-    before, after = _number(base, column), _number(row, column)
-    if before is None or not math.isfinite(before):
-        return []
-    if after is None or not math.isfinite(after):
-        return [] if unit == "J" else [(verdict, f"{label} {_show(before)} -> {_show(after)}")]
-    if after - before > slack:
-        return [
-            (
-                verdict,
-                (
-                    f"{label} {before:.9g} -> {after:.9g} {unit}: up {after - before:.6g} {unit}, "
-                    f"more than the slack of {slack:.6g} {unit} ({why})"
-                ),
-            )
-        ]
-    return []
-
-
-def _number(row, column: str) -> float | None:
-    """A cell as a float; None when the column is absent or the cell empty."""
-    value = row.get(column) if hasattr(row, "get") else None
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _show(value: float | None) -> str:
-    return "missing" if value is None else f"{value:.9g}"
+def _headline_shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The text columns of the headline, the runtime written as users write it (1.2x)."""
+    shown = table[headline_columns(table)].copy()
+    if "runtime_x" in shown:
+        shown["runtime_x"] = shown["runtime_x"].map(lambda x: f"{number_text(x)}x" if pd.notna(x) else "")
+    return shown.rename(columns={"runtime_x": "runtime"})

@@ -8,16 +8,19 @@ light, so that `poetsim --help` starts fast; commands import the library when th
 """
 
 import functools
+import inspect
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from poetsim import __version__
 from poetsim.assumptions import ASSUMPTIONS, SIMULATOR_ASSUMPTIONS, TIMING_HELP
-from poetsim.cli.terminal import make_console
+from poetsim.cli.terminal import Output
 from poetsim.errors import PoetsimError, StorageError
+from poetsim.extras import missing
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,13 +29,45 @@ if TYPE_CHECKING:
 EXIT_CODES = (
     "Exit codes: 0 done; 1 a regression found by `check`, or no schedule before the time limit; "
     "2 bad input (a file, field or option; one line names it); 3 infeasible budgets; "
-    "4 solver not installed; 5 simulation error; 6 invalid schedule; 69 the Dask scheduler or its workers gone; "
+    "4 a solver or an install extra not installed (the line names it); 5 simulation error; 6 invalid schedule; "
+    "69 the Dask scheduler or its workers gone; "
     "70 internal error (a bug); 74 a file refused by the machine (disk full, read-only, permissions); "
     "75 another poetsim writes into that results folder; 130/143 stopped by SIGINT/SIGTERM "
     "(finished points kept; rerun with --resume)."
 )
 
+
+class _QuickHelp:
+    """A command or group whose --help flag defaults to False rather than None.
+
+    typer builds a pydantic adapter (about 0.1 s of imports) to coerce a flag whose value is
+    None, so an absent --help would make every command pay for pydantic while parsing; a False
+    flag is taken as it is.
+    """
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None and option.default is None:
+            option.default = False
+        return option
+
+
+class _Group(_QuickHelp, TyperGroup):
+    """The app's group, with the quick --help."""
+
+
+class _Command(_QuickHelp, TyperCommand):
+    """Every command, with the quick --help, listed in `poetsim --help` by its whole first paragraph."""
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        """The first paragraph of the command's help, whole: the list wraps it rather than cutting it at `limit`."""
+        if self.short_help or not self.help:
+            return super().get_short_help_str(limit)
+        return " ".join(inspect.cleandoc(self.help).split("\n\n")[0].split())
+
+
 app = typer.Typer(
+    cls=_Group,
     help="Simulate and explore energy-optimal on-device training schedules (POET: recomputation + paging).",
     epilog=(
         f"{ASSUMPTIONS}. Timing models: {TIMING_HELP} {SIMULATOR_ASSUMPTIONS}. "
@@ -41,9 +76,11 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
-out = make_console()
-err = make_console(stderr=True)
+#: stdout and stderr of every command (`poetsim.cli.terminal.Output`).
+out = Output()
+err = Output(stderr=True)
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
@@ -57,7 +94,7 @@ def command(name: str | None = None, *, group: typer.Typer | None = None) -> Cal
     """
 
     def register(function: Command) -> Command:
-        (app if group is None else group).command(name)(_boundary(function))
+        (app if group is None else group).command(name, cls=_Command)(_boundary(function))
         return function
 
     return register
@@ -66,8 +103,8 @@ def command(name: str | None = None, *, group: typer.Typer | None = None) -> Cal
 def _boundary(function: Callable[..., Any]) -> Callable[..., Any]:
     """Run a command; a PoetsimError becomes one line on stderr and its exit code.
 
-    So does what the library does not turn into one itself: Ctrl-C outside a sweep (130), and
-    a file the machine refuses (74).
+    So does what the library does not turn into one itself: an install extra the command needs
+    and lacks (4, naming the extra), Ctrl-C outside a sweep (130), and a file the machine refuses (74).
     """
 
     @functools.wraps(function)
@@ -76,6 +113,11 @@ def _boundary(function: Callable[..., Any]) -> Callable[..., Any]:
             return function(*args, **kwargs)
         except PoetsimError as exc:
             fail(exc)
+        except ModuleNotFoundError as exc:
+            extra_missing = missing(exc.name)
+            if extra_missing is None:
+                raise
+            fail(extra_missing)
         except KeyboardInterrupt:
             err.print("poetsim: interrupted", soft_wrap=True)
             raise typer.Exit(130) from None

@@ -22,13 +22,13 @@ from poetsim.cli.options import (
 )
 from poetsim.cli.terminal import Progress, duration, table
 from poetsim.errors import UserInputError
+from poetsim.folders import RunFolder
 from poetsim.inputs.files import check_output_file
 from poetsim.status import Status
 from poetsim.units import number_text
 
 if TYPE_CHECKING:
     from poetsim import api
-    from poetsim.pipeline import Run
     from poetsim.runs import ResultRow
 
 
@@ -51,11 +51,11 @@ def _choose(scenario: Path, model, platform, ram, runtime, strategy, timing, bat
     return choice
 
 
-def _solver_progress(progress: Progress):
+def _solver_progress(progress: Progress, strategy: str):
     """An `on_progress` callback that shows the solver's incumbent, bound and gap."""
 
     def show(elapsed_s: float, incumbent_j: float | None, bound_j: float | None, phase: str = "") -> None:
-        parts = [duration(elapsed_s)]
+        parts = [f"solving {strategy}", duration(elapsed_s)]
         if phase:
             parts.append(phase)
         parts.append("no schedule yet" if incumbent_j is None else f"best {incumbent_j:.9g} J")
@@ -64,14 +64,6 @@ def _solver_progress(progress: Progress):
         progress.update(", ".join(parts))
 
     return show
-
-
-def _solve_with_progress(label: str, work) -> "Run":
-    with Progress(label) as progress:
-        progress.update("building the model", force=True)
-        run = work(_solver_progress(progress))
-        progress.close(f"{run.status} after {duration(progress.elapsed_s)}")
-    return run
 
 
 @command()
@@ -92,6 +84,7 @@ def solve(
     start: list[Path] = typer.Option(
         [],
         "--start",
+        metavar="FILE",
         help="A schedule of the same point to start from (schedule.json or .bin of another strategy, say); repeatable.",
     ),
 ) -> None:
@@ -103,23 +96,33 @@ def solve(
     A solved strategy starts from every baseline it allows and from each --start schedule, so it
     is never reported worse than any of them that fits the budgets.
     """
-    from poetsim import api
-    from poetsim.pipeline import result_row
+    with Progress("solve") as progress:  # from the start: the library's imports alone take a second
+        progress.update("reading the scenario")
+        from poetsim import api
+        from poetsim.pipeline import result_row
 
-    api.check_out(out_dir)
-    if lp is not None:
-        check_output_file(lp, "--lp")
-    choice = _choose(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
-    starts = api.load_starts(start, choice.problem)
-    if lp is not None:
-        _write_lp(choice, lp)
-    run = _solve_with_progress(
-        f"solving {choice.strategy}",
-        lambda show: api.solve(scenario, solver=solver, time_limit_s=time_limit, starts=starts, on_progress=show, choice=choice),
-    )
-    row = result_row(run)
-    if out_dir is not None:
-        api.save_run(run, out_dir)
+        api.check_out(out_dir)
+        if lp is not None:
+            check_output_file(lp, "--lp")
+        choice = _choose(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
+        starts = api.load_starts(start, choice.problem)
+        if lp is not None:
+            progress.update(f"writing {lp}")
+            _write_lp(choice, lp)
+        progress.update(f"solving {choice.strategy}: building the model", force=True)
+        run = api.solve(
+            scenario,
+            solver=solver,
+            time_limit_s=time_limit,
+            starts=starts,
+            on_progress=_solver_progress(progress, choice.strategy),
+            choice=choice,
+        )
+        row = result_row(run)
+        if out_dir is not None:
+            progress.update(f"writing {out_dir}/")
+            api.save_run(run, out_dir)
+        progress.close(f"{run.status} after {duration(progress.elapsed_s)}")
     if as_json:
         emit_json(_json_row(row))
     else:
@@ -243,28 +246,37 @@ def simulate(
     prediction (the optimiser's model) and the simulation are set side by side in
     comparison.json; the simulator's own figures are in summary.json, every event in trace.csv.
     """
-    from poetsim import api
-    from poetsim.pipeline import compare_prediction, result_row
+    with Progress("simulate") as progress:  # from the start: imports, solve and charts take seconds each
+        progress.update("reading the scenario")
+        from poetsim import api
+        from poetsim.pipeline import compare_prediction, result_row
 
-    api.check_out(out_dir)
-    if schedule is not None and not schedule.is_file():
-        raise UserInputError(f"--schedule: no such file {schedule}")
-    choice = _choose(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
-    run = _solve_with_progress(
-        f"simulating {choice.strategy}",
-        lambda show: api.simulate(
-            scenario, solver=solver, time_limit_s=time_limit, schedule=schedule, on_progress=show, choice=choice, mode=mode
-        ),
-    )
-    api.require_schedule(run)
-    directory = out_dir or api.simulate_out(choice, run, mode)
-    api.save_run(run, directory)
-    comparison = compare_prediction(run)
-    (directory / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
-    if charts:
-        from poetsim.report.charts import save_run_charts
+        api.check_out(out_dir)
+        if schedule is not None and not schedule.is_file():
+            raise UserInputError(f"--schedule: no such file {schedule}")
+        choice = _choose(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
+        progress.update(f"{'loading the schedule' if schedule else f'solving {choice.strategy}'}, then the device simulation")
+        run = api.simulate(
+            scenario,
+            solver=solver,
+            time_limit_s=time_limit,
+            schedule=schedule,
+            on_progress=_solver_progress(progress, choice.strategy),
+            choice=choice,
+            mode=mode,
+        )
+        api.require_schedule(run)
+        directory = out_dir or api.simulate_out(choice, run, mode)
+        progress.update(f"writing the trace into {directory}/")
+        api.save_run(run, directory)
+        comparison = compare_prediction(run)
+        RunFolder(directory).comparison_json.write_text(json.dumps(comparison, indent=1) + "\n")
+        if charts:
+            progress.update("drawing run.html and the charts (PNG, SVG)", force=True)
+            from poetsim.report.charts import save_run_charts
 
-        save_run_charts(run, directory, title=f"{choice.scenario.name}: {run.strategy}")
+            save_run_charts(run, directory, title=f"{choice.scenario.name}: {run.strategy}")
+        progress.close(f"{run.status} after {duration(progress.elapsed_s)}")
     if as_json:
         return emit_json(comparison)
     row = result_row(run)
@@ -290,8 +302,8 @@ def simulate(
         out.print("makespan difference by cause: " + ", ".join(f"{k} {v:+.6g} s" for k, v in causes.items()), soft_wrap=True)
     for flag in comparison["flags"]:
         err.print(f"poetsim: flag: {flag}", soft_wrap=True)
-    out.print(
-        f"wrote {directory}/ (trace.csv, summary.json, comparison.json, schedule.json, schedule.bin, charts)", soft_wrap=True
-    )
+    folder = RunFolder(directory)
+    written = (folder.trace_csv, folder.summary_json, folder.comparison_json, folder.schedule_json, folder.schedule_bin)
+    out.print(f"wrote {directory}/ ({', '.join(p.name for p in written)}{', charts' if charts else ''})", soft_wrap=True)
     timing_name = choice.problem.timing.value
     out.print(f"{ASSUMPTIONS}; timing {timing_name}: {TIMING_MODELS[timing_name]}. {SIMULATOR_ASSUMPTIONS}.", style="dim")

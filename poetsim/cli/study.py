@@ -9,6 +9,7 @@ from poetsim.analysis import GUARD_ATOL_J, GUARD_RTOL
 from poetsim.cli.app import JsonOpt, command, emit_json, err, note, out, records
 from poetsim.cli.options import BatchOpt, PointTimeLimitOpt
 from poetsim.cli.terminal import Progress, duration, table
+from poetsim.folders import StudyFolder
 from poetsim.inputs.files import check_output_dir, check_output_file
 from poetsim.status import Status
 
@@ -100,12 +101,15 @@ def compare(
     runs.csv. A '*' marks a schedule not proven optimal.
     """
     from poetsim import api
+    from poetsim.analysis.results import HEADLINE_NOTE, headline_cells
 
     with Progress("compare") as progress:
         result = api.compare(target, jobs=jobs, time_limit_s=time_limit, on_row=_row_progress(progress))
     if as_json:
         return emit_json(records(result.table))
-    out.print(api.headline_text(result.table), soft_wrap=True)
+    headers, rows = headline_cells(result.table)
+    out.print(table(headers, rows))
+    out.print(HEADLINE_NOTE)
     out.print(f"wrote {result.csv_path} and {result.text_path}", soft_wrap=True)
 
 
@@ -123,7 +127,7 @@ def report(
     from poetsim.analysis.results import load_results
     from poetsim.report.report import build_report
 
-    directory = out_dir or (results.parent if results.name == "runs.csv" else results)
+    directory = out_dir or StudyFolder.holding(results).path
     check_output_dir(directory, "--out")
     frame = load_results(results)
     name = str(frame["scenario"].iloc[0]) if "scenario" in frame and len(frame) else directory.name
@@ -209,9 +213,11 @@ def check(
     negative or not finite; its predicted or simulated energy rose by more than
     max(rtol x its baseline overhead above keep-all, atol); or its predicted or simulated peak
     RAM rose by more than rtol x the baseline's. A results file that cannot be read as one
-    exits 2.
+    exits 2. Like is compared with like: points of the baselines that `poetsim compare` adds
+    (keep-all, checkpoint-sqrt) are left out where only one of the two files holds them.
     """
-    from poetsim.analysis.results import check_against_baseline, load_results
+    from poetsim.analysis.guard import Verdict, check_against_baseline
+    from poetsim.analysis.results import load_results
 
     changes = check_against_baseline(load_results(results), load_results(baseline), rtol, atol, str(baseline))
     failing = [c for c in changes if c.fails]
@@ -223,18 +229,19 @@ def check(
                 "changes": [
                     {
                         "point_key": c.point_key,
-                        "verdict": c.verdict,
+                        "verdict": c.verdict.value,
                         "fails": c.fails,
                         "baseline_j": c.baseline_j,
                         "current_j": c.current_j,
                         "detail": c.detail,
+                        "strategy": c.strategy,
                     }
                     for c in changes
                 ],
             }
         )
     else:
-        moved = [c for c in changes if c.verdict != "same"]
+        moved = [c for c in changes if c.verdict not in (Verdict.SAME, Verdict.NOT_COMPARED)]
         if moved:
             out.print(
                 table(
@@ -242,7 +249,7 @@ def check(
                     [
                         (
                             c.point_key,
-                            c.verdict,
+                            str(c.verdict),
                             "-" if c.baseline_j is None else f"{c.baseline_j:.9g}",
                             "-" if c.current_j is None else f"{c.current_j:.9g}",
                             c.detail,
@@ -252,21 +259,26 @@ def check(
                     title=f"{len(changes)} points vs {baseline} (rtol {rtol:g}, atol {atol:g} J)",
                 )
             )
+        _note_not_compared([c for c in changes if c.verdict is Verdict.NOT_COMPARED])
         for change in failing:
             err.print(f"poetsim: regressed: {change.point_key}: {change.verdict}: {change.detail}", soft_wrap=True)
     if failing:
         err.print(
             f"poetsim: error: {len(failing)} of {len(changes)} points regressed "
-            f"({', '.join(sorted({c.verdict for c in failing}))})",
+            f"({', '.join(sorted({c.verdict.value for c in failing}))})",
             soft_wrap=True,
         )
         raise typer.Exit(1)
     if not as_json:
-        better = sum(c.verdict in ("better", "now-feasible") for c in changes)
+        better = sum(c.verdict.improved for c in changes)
         out.print(
             f"ok: no point regressed (rtol {rtol:g} of the overhead above keep-all, atol {atol:g} J)"
             + (f"; {better} got better" if better else "")
         )
 
 
-# Commands that need PyTorch (import-torch, execute, profile, validate-run): torch is imported only when they run.
+def _note_not_compared(changes: list) -> None:
+    """One note for the points that only one file holds because `poetsim compare` added them there."""
+    if changes:
+        names = ", ".join(sorted({str(c.strategy) for c in changes}))
+        note(f"not compared: {len(changes)} points of {names}, which `poetsim compare` added to one of the two files only")

@@ -1,46 +1,222 @@
-"""How the command line writes: tables that never cut a digit, and progress that reaches CI logs.
+"""How the command line writes: tables that fit and never cut, and progress that reaches CI logs.
 
-In a terminal, tables wrap their cells to the window and long work shows a live line. Sent to a
-file or a pipe, tables take their full width (no 80-column cut) and long work prints a plain
+Width, the same in every command: in a terminal a table fits the window (`COLUMNS` where the
+environment sets it, else the terminal's size); sent to a file or a pipe it takes its whole
+width, whatever `COLUMNS` says, so that `grep` and CI logs see every row whole. A cell wraps only between words, after a
+hyphen between letters, and in a long key or path after a `|` or `/`: no number is ever broken
+and nothing is cut. A column is never
+narrower than its longest word, so a table that cannot fit is printed wider than the window
+rather than cut. Long work shows a live line in a terminal and, without one, prints a plain
 progress line at least every `QUIET_EVERY_S` seconds, so a CI log shows the job is alive. User
 strings (file names, graph names) are never read as Rich markup.
+
+Rich is imported on first use, so that `poetsim --help` starts without it.
 """
 
+import re
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions
 
 #: Without a terminal, a progress line at least this often (and at the start and the end).
 QUIET_EVERY_S = 30.0
-#: The width of a console that is not a terminal: wide enough that no table is ever cut.
+#: The width of output that is not a terminal: no table is ever wrapped or cut there.
 _UNLIMITED = 100_000
+#: Where a long unspaced token (a point key, a path) may wrap: after these characters.
+_BREAKS_AFTER = re.compile(r"(?<=[|/])")
+#: Tokens longer than this may wrap after `_BREAKS_AFTER`; shorter ones ("MB/s") stay whole.
+_LONG_TOKEN = 20
+#: A word may wrap after a hyphen that a letter follows ("over-budget", "rpi4-nocache"), never inside a number ("1e-05").
+_HYPHEN = re.compile(r"(?<=[A-Za-z0-9]-)(?=[A-Za-z])")
+#: A number as poetsim prints it ("1,024", "-0.5", "1.67e+05", "35%", "1.2x", "(12"), and a unit that may follow it.
+_NUMBER = re.compile(r"[-+(~]?\d[\d.,]*(e[-+]?\d+)?[%x]?")
+_UNIT = re.compile(r"(%|[A-Za-zµ]{1,5}(/[A-Za-z]{1,2})?)[,;:)]*")
 
 
-def make_console(stderr: bool = False) -> Console:
-    """A console for stdout (or stderr): no markup, full width when not a terminal."""
-    probe = Console(stderr=stderr)
-    width = None if probe.is_terminal else _UNLIMITED
+@dataclass(frozen=True)
+class Breaks:
+    """Where a cell's words may break: `glue` keeps a number with its unit ("94.4 MB/s") and
+    `hyphens` lets a word break after a hyphen between letters ("over-" "budget")."""
+
+    glue: bool
+    hyphens: bool
+
+
+#: From the most readable to the narrowest: a table takes the first that lets it fit.
+_BREAKS = (Breaks(glue=True, hyphens=False), Breaks(glue=True, hyphens=True), Breaks(glue=False, hyphens=True))
+
+
+def output_width(is_terminal: bool) -> int | None:
+    """The width to write in: a terminal's (None: Rich reads COLUMNS, else asks the terminal), else no limit."""
+    return None if is_terminal else _UNLIMITED
+
+
+def make_console(stderr: bool = False) -> "Console":
+    """A Rich console for stdout (or stderr): no markup, no colour outside a terminal, `output_width` wide."""
+    from rich.console import Console
+
+    is_terminal = Console(stderr=stderr).is_terminal
     return Console(
         stderr=stderr,
         markup=False,
         highlight=False,
-        width=width,
-        soft_wrap=not probe.is_terminal,
-        color_system="auto" if probe.is_terminal else None,
+        width=output_width(is_terminal),
+        soft_wrap=not is_terminal,
+        color_system="auto" if is_terminal else None,
     )
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[object]], title: str | None = None, right: Sequence[str] = ()) -> Table:
-    """A table whose cells wrap (fold) instead of being cut; columns named in `right` align right."""
-    shown = Table(title=title, title_justify="left")
-    for header in headers:
-        shown.add_column(header, overflow="fold", justify="right" if header in right else "left")
+class Output:
+    """stdout or stderr as every command writes to it: a console made on first use, that never cuts a line.
+
+    A table wider than the window (its columns cannot shrink below their longest word) is
+    printed whole and the terminal wraps it, rather than Rich cropping it at the window's edge.
+    """
+
+    def __init__(self, stderr: bool = False):
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    @property
+    def console(self) -> "Console":
+        """The Rich console behind this output."""
+        if self._console is None:
+            self._console = make_console(self._stderr)
+        return self._console
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        """Rich's `Console.print`, never cropping."""
+        options.setdefault("crop", False)
+        self.console.print(*objects, **options)
+
+
+class FittedTable:
+    """A table of text cells that fits the width it is printed in (see the module docstring).
+
+    Build it with `table` and `add_row`; its column widths are chosen when it is printed, from
+    the width of that output: each column's natural width where everything fits, else its
+    longest word plus a share of the room left in proportion to what it lacks.
+    """
+
+    def __init__(self, headers: Sequence[str], title: str | None = None, right: Sequence[str] = ()):
+        self.headers = tuple(headers)
+        self.title = title
+        self.right = frozenset(right)
+        self.rows: list[tuple[str, ...]] = []
+
+    def add_row(self, *cells: object) -> None:
+        """Append a row; None is an empty cell, anything else is shown as its `str`."""
+        self.rows.append(tuple("" if cell is None else str(cell) for cell in cells))
+
+    def layout(self, width: int) -> "tuple[list[int], Breaks]":
+        """The text width of each column in an output `width` characters wide (borders and padding
+        apart), and where its words may break: the fewest breaks that let the table fit."""
+        columns = [(header, *(row[i] if i < len(row) else "" for row in self.rows)) for i, header in enumerate(self.headers)]
+        natural = [max(_line_width(text) for text in column) for column in columns]
+        room = width - _frame_width(len(self.headers))
+        for breaks in _BREAKS:
+            least = [max(_longest_word(text, breaks) for text in column) for column in columns]
+            if sum(least) <= room:
+                return _fit(natural, least, room), breaks
+        return [max(_longest_word(text, _BREAKS[0]) for text in column) for column in columns], _BREAKS[0]
+
+    def __rich_console__(self, console: "Console", options: "ConsoleOptions") -> Iterator[Any]:
+        from rich.table import Table
+
+        widths, breaks = self.layout(options.max_width)
+        shown = Table(title=self.title, title_justify="left")
+        for header, width in zip(self.headers, widths):
+            shown.add_column(_wrap(header, width, breaks), width=width, justify="right" if header in self.right else "left")
+        for row in self.rows:
+            shown.add_row(*(_wrap(cell, width, breaks) for cell, width in zip(row, widths)))
+        whole = sum(widths) + _frame_width(len(widths))
+        yield from console.render(shown, options.update_width(max(options.max_width, whole)))
+
+
+def table(
+    headers: Sequence[str], rows: Iterable[Sequence[object]] = (), title: str | None = None, right: Sequence[str] = ()
+) -> FittedTable:
+    """A table that wraps its cells between words to fit the output; columns named in `right` align right."""
+    shown = FittedTable(headers, title, right)
     for row in rows:
-        shown.add_row(*("" if cell is None else str(cell) for cell in row))
+        shown.add_row(*row)
     return shown
+
+
+def _frame_width(columns: int) -> int:
+    """What Rich's default box takes beside the text: a border between and around columns, one space each side."""
+    return 3 * columns + 1
+
+
+def _line_width(text: str) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(line) for line in text.splitlines()), default=0)
+
+
+def _words(text: str, breaks: Breaks) -> list[str]:
+    """The units a line of `text` wraps between: its words, a number kept with its unit where `breaks` glue them."""
+    words: list[str] = []
+    for word in text.split():
+        if breaks.glue and words and " " not in words[-1] and _NUMBER.fullmatch(words[-1]) and _UNIT.fullmatch(word):
+            words[-1] = f"{words[-1]} {word}"
+        else:
+            words.append(word)
+    return words
+
+
+def _pieces(word: str, breaks: Breaks) -> list[str]:
+    """A word cut where it may wrap: after a hyphen (where `breaks` allow), and a long one after each `|` and `/`."""
+    if " " in word:
+        return [word]
+    pieces = _HYPHEN.split(word) if breaks.hyphens else [word]
+    if len(word) > _LONG_TOKEN:
+        pieces = [part for piece in pieces for part in _BREAKS_AFTER.split(piece)]
+    return [piece for piece in pieces if piece]
+
+
+def _longest_word(text: str, breaks: Breaks) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(piece) for word in _words(text, breaks) for piece in _pieces(word, breaks)), default=0)
+
+
+def _fit(natural: list[int], least: list[int], room: int) -> list[int]:
+    """Column widths within `room`: natural if they fit; never below `least`; the rest shared by need."""
+    if sum(natural) <= room:
+        return list(natural)
+    spare = room - sum(least)
+    if spare <= 0:
+        return list(least)
+    need = [n - low for n, low in zip(natural, least)]
+    share = [spare * n // sum(need) for n in need]
+    for i in sorted(range(len(need)), key=lambda i: need[i] - share[i], reverse=True)[: spare - sum(share)]:
+        share[i] += 1
+    return [low + s for low, s in zip(least, share)]
+
+
+def _wrap(text: str, width: int, breaks: Breaks) -> str:
+    """`text` with line breaks so that no line is wider than `width`, breaking only where `_pieces` allows."""
+    from rich.cells import cell_len
+
+    lines = []
+    for paragraph in text.splitlines() or [""]:
+        line = ""
+        for word in _words(paragraph, breaks):
+            for n, piece in enumerate(_pieces(word, breaks)):
+                glue = "" if n else " "
+                if line and cell_len(line) + len(glue) + cell_len(piece) > width:
+                    lines.append(line)
+                    line = piece
+                else:
+                    line = f"{line}{glue}{piece}" if line else piece
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def duration(seconds: float) -> str:
@@ -66,6 +242,8 @@ class Progress:
     """
 
     def __init__(self, label: str, stream=None, every_s: float = QUIET_EVERY_S):
+        from rich.console import Console
+
         self._label = label
         self._console = Console(file=stream or sys.stderr, markup=False, highlight=False)
         self._live = self._console.is_terminal
@@ -79,6 +257,7 @@ class Progress:
 
     @property
     def elapsed_s(self) -> float:
+        """Seconds since the job began."""
         return time.monotonic() - self._started
 
     def update(self, text: str, force: bool = False) -> None:

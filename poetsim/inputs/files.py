@@ -20,11 +20,12 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from poetsim.errors import UserInputError
+
+if TYPE_CHECKING:
+    import yaml
 
 #: Size caps per kind of file, in bytes: far above any real file, far below harm.
 MAX_SCENARIO_BYTES = 1 << 20
@@ -100,6 +101,8 @@ def _no_constant(name: str):
 
 def parse_yaml(text: str, where: str | Path) -> Any:
     """A YAML document (safe types only); UserInputError for bad syntax, deep nesting or alias bombs."""
+    import yaml  # on first use: the commands that read no YAML start without it
+
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -119,7 +122,7 @@ def parse_yaml(text: str, where: str | Path) -> Any:
         loader.dispose()
 
 
-def _expanded_size(root: yaml.Node) -> int:
+def _expanded_size(root: "yaml.Node") -> int:
     """How many values the document holds once every alias is expanded, without expanding it.
 
     Aliases make the node graph a DAG, so sizes are memoised per node and computed in
@@ -148,7 +151,9 @@ def _expanded_size(root: yaml.Node) -> int:
     return sizes[id(root)]
 
 
-def _children(node: yaml.Node) -> list[yaml.Node]:
+def _children(node: "yaml.Node") -> list["yaml.Node"]:
+    import yaml
+
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)
     if isinstance(node, yaml.MappingNode):
@@ -166,8 +171,10 @@ def load_yaml(path: str | Path, what: str, max_bytes: int) -> Any:
     return parse_yaml(read_text(path, what, max_bytes), path)
 
 
-def _yaml_reason(exc: yaml.YAMLError) -> str:
+def _yaml_reason(exc: "yaml.YAMLError") -> str:
     """PyYAML's problem and where it is, without its multi-line excerpt."""
+    import yaml
+
     if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
         mark = exc.problem_mark
         return f"{exc.problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else exc.problem

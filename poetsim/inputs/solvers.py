@@ -7,12 +7,13 @@ import importlib.util
 import shutil
 
 from poetsim.errors import SolverUnavailableError, UserInputError
+from poetsim.extras import SOLVERS as SOLVERS_EXTRA
 
 #: Solver name -> (the program it runs or the Python module it imports, how to install it).
 SOLVERS = {
     "highs": ("highspy", "pip install highspy"),
-    "scip": ("pyscipopt", "pip install 'poetsim[solvers]'"),
-    "gurobi": ("gurobipy", "pip install 'poetsim[solvers]'"),
+    "scip": ("pyscipopt", SOLVERS_EXTRA.install),
+    "gurobi": ("gurobipy", SOLVERS_EXTRA.install),
     "glpk": ("glpsol", "apt install glpk-utils"),
     "cbc": ("cbc", "apt install coinor-cbc"),
 }

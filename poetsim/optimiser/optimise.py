@@ -33,6 +33,7 @@ from poetsim.optimiser.search import COVER_SHARE, Search
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Moves, Schedule, Timing
 from poetsim.status import Status
+from poetsim.strategies import KEEP_ALL
 
 
 def optimise(
@@ -77,7 +78,7 @@ def optimise(
         return _empty(moves, timing, solver, Status.INFEASIBLE, run.cover.message, clock)
     run.raise_bound(run.cover.bound_j, "the eviction cover")
     best = run.best
-    best.offer(plan_from_decisions(graph, {}), "keep-all")
+    best.offer(plan_from_decisions(graph, {}), KEEP_ALL.name)
     run.first_plan = cover_plan(graph, costs, budgets, timing, run.cover, clock.ends_at)
     best.offer(run.first_plan, "the cover's choice")
     for schedule in starts:

@@ -23,6 +23,7 @@ from poetsim.optimiser.plans.incumbent import Incumbent
 from poetsim.optimiser.plans.polish import polish
 from poetsim.schedule.model import Moves, Timing
 from poetsim.status import Status
+from poetsim.strategies import KEEP_ALL
 
 #: Shares of the time left that the plain cover, the placement of its choice and the timed cover
 #: may take (each stops sooner when it is solved; docs/optimiser.md has their measured times).
@@ -617,7 +618,7 @@ class Search:
     def bare(self) -> "SolveOutcome":
         """The MILP alone, as POET states it: no cover, no plans, no start."""
         self.build()
-        self.raise_bound(self.keep_all_j, "keep-all")  # the overhead is never negative
+        self.raise_bound(self.keep_all_j, KEEP_ALL.name)  # the overhead is never negative
         self.full_solve()
         return self.outcome()
 
@@ -708,7 +709,7 @@ class Search:
         gap_overhead = proven_gap / overhead_j if overhead_j > 0 else 0.0
         optimal = self.solver_status is Status.OPTIMAL or self.proven()
         status = Status.OPTIMAL if optimal else Status.FEASIBLE
-        by = self.bound_by or "keep-all"
+        by = self.bound_by or KEEP_ALL.name
         if optimal and self.form is None:
             message = f"proven optimal with no solver run: {candidate.source} meets the lower bound from {by}"
         elif self.solver_status is Status.OPTIMAL:

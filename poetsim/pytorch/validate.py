@@ -281,7 +281,7 @@ def write_validation(validation: Validation, directory: Path, chart: bool = True
     frame.to_csv(directory / "validation.csv", index=False)
     paths = [directory / "result.json", directory / "validation.csv"]
     if chart and frame["measured_runtime_s"].notna().any():
-        from poetsim.pytorch.chart import save_validation_chart
+        from poetsim.report.validation import save_validation_chart
 
         paths += save_validation_chart(validation, directory)
     return paths

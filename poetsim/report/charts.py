@@ -20,6 +20,7 @@ import altair as alt
 import pandas as pd
 
 from poetsim.errors import ScheduleError, UserInputError
+from poetsim.folders import RunFolder
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.report import page
 from poetsim.report.framing import footer_text, framed, save_images
@@ -262,7 +263,7 @@ def save_run_charts(run: "Run", directory: Path, title: str) -> list[Path]:
     ]
     body += [f"<div class='chart' id='chart-{stem}'></div>" for stem in charts]
     body.append(f"<p class='footer'>{html.escape(footer)}</p>")
-    target = directory / "run.html"
+    target = RunFolder(directory).run_html
     page_title = f"poetsim run: {title} ({problem.graph.name} on {problem.platform.name})"
     target.write_text(page.page(page_title, "\n".join(body), {f"chart-{s}": spec for s, spec in specs.items()}), encoding="utf-8")
     return [target, *paths]

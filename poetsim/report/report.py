@@ -19,6 +19,7 @@ import pandas as pd
 from poetsim.analysis import paper
 from poetsim.analysis.results import has_schedule
 from poetsim.errors import UserInputError
+from poetsim.folders import StudyFolder
 from poetsim.report import page, tables
 from poetsim.report.framing import footer_text, save_images
 from poetsim.report.sweep_charts import SweepChart, pareto_chart, platform_chart, prediction_chart, ram_chart, runtime_chart
@@ -59,7 +60,7 @@ def build_report(results: pd.DataFrame, directory: Path, scenario_name: str) -> 
     specs = {chart.stem: chart.chart.to_dict() for chart in charts if chart.chart is not None}
     for stem, spec in specs.items():
         save_images(spec, directory, stem)
-    target = directory / "report.html"
+    target = StudyFolder(directory).report_html
     target.write_text(
         _page(scenario_name, frame, charts, specs, footer, _paper_section(scenario_name, results)), encoding="utf-8"
     )

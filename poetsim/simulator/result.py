@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from poetsim.folders import RunFolder
 from poetsim.schedule.model import Budgets, Figures
 from poetsim.simulator.trace import EVENTS, WAIT_CAUSES, Trace
 
@@ -198,5 +199,5 @@ def write_trace(result: SimulationResult, directory: Path) -> None:
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    result.trace.to_csv(directory / "trace.csv", index=False)
-    (directory / "summary.json").write_text(json.dumps(result.summary(), indent=1) + "\n")
+    result.trace.to_csv(RunFolder(directory).trace_csv, index=False)
+    RunFolder(directory).summary_json.write_text(json.dumps(result.summary(), indent=1) + "\n")

@@ -48,6 +48,7 @@ from poetsim.errors import (
     UnavailableError,
     UserInputError,
 )
+from poetsim.folders import POINTS_DIR, RunFolder, StudyFolder
 from poetsim.inputs.files import check_output_dir
 from poetsim.inputs.scenario import Point, Scenario
 from poetsim.pipeline import Run, adopt_schedule, problem_for_point, result_row, run_strategy, write_run
@@ -66,8 +67,6 @@ from poetsim.sweeps.workers import Died, ProcessPool, Raised
 from poetsim.tolerances import cheaper, same
 from poetsim.units import number_text
 
-#: Where a point keeps its schedule, trace and result, under the sweep's folder.
-POINTS_DIR = "points"
 #: How often the sweep looks up from waiting for points to see whether it was asked to stop.
 POLL_S = 0.2
 #: Longest point folder name before it is cut and given a hash (file systems allow 255 bytes).
@@ -215,7 +214,7 @@ def plan_sweep(scenario: Scenario, directory: Path, resume: bool = False) -> Swe
     """
     directory = Path(directory)
     check_output_dir(directory, "--out")
-    runs = RunsFile(directory / "runs.csv")
+    runs = RunsFile(StudyFolder(directory).runs_csv)
     if runs.path.exists() and not resume:
         raise UserInputError(f"{runs.path} exists: pass --resume to continue it, or choose another --out")
     done = frozenset(runs.done_keys()) if resume and runs.path.exists() else frozenset()
@@ -304,7 +303,7 @@ def carry_across_grid(scenario: Scenario, directory: Path) -> int:
     row, so that the result does not depend on which point ran first; runs.csv is rewritten
     atomically (the unchanged rows byte for byte) and each changed point's result.json with it.
     """
-    runs = RunsFile(directory / "runs.csv")
+    runs = RunsFile(StudyFolder(directory).runs_csv)
     rows = [ResultRow.from_dict(record, str(runs.path)) for record in runs.records()]
     points = {point.key: point for point in scenario.points()}
     donors = _Donors(scenario, directory, points, rows)
@@ -324,7 +323,7 @@ def carry_across_grid(scenario: Scenario, directory: Path) -> int:
     carried = apply_implied(adopted)
     changed = {position: new for position, (old, new) in enumerate(zip(rows, carried)) if new is not old}
     for row in changed.values():
-        result = directory / POINTS_DIR / point_slug(points[row.point_key]) / "result.json" if row.point_key in points else None
+        result = StudyFolder(directory).point(point_slug(points[row.point_key])).result_json if row.point_key in points else None
         if result is not None and result.exists():
             result.write_text(json.dumps(row.to_dict(), indent=1) + "\n")
     if changed:
@@ -394,7 +393,7 @@ class _Donors:
     def schedule(self, row: ResultRow) -> Schedule | None:
         """`row`'s saved schedule (read once), or None if it cannot be read."""
         if row.point_key not in self._schedules:
-            path = self.directory / POINTS_DIR / point_slug(self.points[row.point_key]) / "schedule.json"
+            path = StudyFolder(self.directory).point(point_slug(self.points[row.point_key])).schedule_json
             try:
                 self._schedules[row.point_key] = load_json(path)
             except PoetsimError:
@@ -603,7 +602,7 @@ def _twin_run(job: PointJob, problem: Problem, fields: dict) -> tuple[Run, Resul
     schedule = None
     if twin.status.has_schedule:
         try:
-            schedule = load_json(job.twin_dir / "schedule.json")
+            schedule = load_json(RunFolder(job.twin_dir).schedule_json)
         except PoetsimError:
             return None
     message = (
@@ -639,8 +638,8 @@ def _starts(start_dirs: tuple[Path, ...]) -> tuple[Schedule, ...]:
     found = []
     for directory in start_dirs:
         try:
-            if (directory / "schedule.json").is_file():
-                found.append(load_json(directory / "schedule.json"))
+            if RunFolder(directory).schedule_json.is_file():
+                found.append(load_json(RunFolder(directory).schedule_json))
         except (PoetsimError, OSError):
             continue
     return tuple(found)
@@ -665,7 +664,8 @@ def save_scenario_copy(scenario: Scenario, directory: Path) -> None:
     }
     if "strategies" in data:
         data["strategies"] = list(scenario.strategies)
-    path, temporary = directory / "scenario.yaml", directory / "scenario.yaml.tmp"
+    path = StudyFolder(directory).scenario_yaml
+    temporary = path.with_name(path.name + ".tmp")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         temporary.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")

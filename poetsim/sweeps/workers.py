@@ -17,13 +17,9 @@ Here:
 """
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import signal
-import sys
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -31,12 +27,12 @@ from multiprocessing import connection, get_context, resource_tracker
 from typing import Any
 
 from poetsim.errors import InternalError
+from poetsim.processes import die_with_parent
 
 #: How many times a job may lose its worker before it is given up as `Died`.
 MAX_DEATHS = 2
 #: How long `close` waits after SIGTERM before it sends SIGKILL.
 TERM_GRACE_S = 1.0
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -238,22 +234,3 @@ def _serve(conn, function: Callable[[Any], Any], parent_pid: int) -> None:
             return
         except Exception as exc:  # noqa: BLE001 - an answer that does not pickle
             conn.send(("raised", InternalError(f"a worker's answer could not be sent back: {type(exc).__name__}: {exc}")))
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """End this process when `parent_pid` ends: PR_SET_PDEATHSIG on Linux, and a watchdog everywhere."""
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() != parent_pid:  # the parent ended before the death signal was armed
-        os._exit(1)
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(1.0)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    threading.Thread(target=watch, name="poetsim-parent-watchdog", daemon=True).start()

@@ -34,6 +34,7 @@ from poetsim.optimiser.plans.plan import Accounting, Plan, account, figures, sta
 from poetsim.optimiser.plans.rules import Mode, plan_from_decisions, reads
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Figures, Schedule, Timing
+from poetsim.strategies import CAPUCHIN
 
 #: Added time below this share of the iteration counts as none (float sums in another order).
 HIDDEN_RTOL = 1e-12
@@ -101,7 +102,7 @@ def capuchin_schedule(graph: TrainingGraph, costs: CostTable, ram_bytes: int, ti
             )
         )
         state = trial
-    schedule = to_schedule(state.plan, graph, costs, timing, {"strategy": "capuchin", "evictions": str(len(evictions))})
+    schedule = to_schedule(state.plan, graph, costs, timing, {"strategy": CAPUCHIN.name, "evictions": str(len(evictions))})
     return CapuchinResult(schedule, state.plan, state.figures, tuple(evictions), state.figures.peak_ram_bytes <= ram_bytes)
 
 

@@ -38,6 +38,7 @@ from poetsim.optimiser.baselines.pofo_tables import Rec, RecAll, RecCk, Tables, 
 from poetsim.optimiser.plans.plan import Plan, figures, to_schedule
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Figures, Schedule, Timing
+from poetsim.strategies import POFO
 
 __all__ = ["PofoSolution", "pofo_schedule", "plan_of", "plan_figures", "Turn", "TopAll", "TopCk", "RecAll", "RecCk"]
 
@@ -80,7 +81,7 @@ def pofo_schedule(
         limit, fits = max(limit + 1, math.ceil(limit * 1.25)), False
     plan = plan_of(chain, graph, tree)
     schedule = to_schedule(
-        plan, graph, costs, timing, {"strategy": "pofo", "blocks": str(len(chain.blocks)), "limit_bytes": str(limit)}
+        plan, graph, costs, timing, {"strategy": POFO.name, "blocks": str(len(chain.blocks)), "limit_bytes": str(limit)}
     )
     return PofoSolution(schedule, plan, tree, makespan_s, limit, fits, len(chain.blocks), solver.slot_bytes)
 

@@ -17,6 +17,7 @@ from poetsim.optimiser.plans.plan import Accounting, Plan, account, figures, to_
 from poetsim.optimiser.plans.rules import Mode, plan_from_decisions, reads, uses
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Figures, Moves, Schedule, Timing
+from poetsim.strategies import CHECKPOINT_SQRT, KEEP_ALL
 from poetsim.tolerances import cheaper
 
 #: The single-move restrictions, whose greedy plans also start a solve that may use both moves.
@@ -29,7 +30,7 @@ _REPLAYS_PER_MODE = 4
 
 def keep_all(graph: TrainingGraph, costs: CostTable, timing: Timing) -> tuple[Schedule, Figures]:
     """Every node computed once and kept until its last reader: the reference of budgets."""
-    return _result(plan_from_decisions(graph, {}), graph, costs, timing, "keep-all")
+    return _result(plan_from_decisions(graph, {}), graph, costs, timing, KEEP_ALL.name)
 
 
 def checkpoint_sqrt(graph: TrainingGraph, costs: CostTable, timing: Timing) -> tuple[Schedule, Figures]:
@@ -41,7 +42,7 @@ def checkpoint_sqrt(graph: TrainingGraph, costs: CostTable, timing: Timing) -> t
     the backward pass first needs it, then kept until its last reader, so each segment is
     recomputed once, as in the paper.
     """
-    return _result(plan_from_decisions(graph, checkpoint_decisions(graph)), graph, costs, timing, "checkpoint-sqrt")
+    return _result(plan_from_decisions(graph, checkpoint_decisions(graph)), graph, costs, timing, CHECKPOINT_SQRT.name)
 
 
 def checkpoint_decisions(graph: TrainingGraph) -> dict:

@@ -276,7 +276,7 @@ class _Solver:
     """A HiGHS process (this file run as a script) and the parent's end of its pipe.
 
     It is in a session of its own, so a Ctrl-C at the terminal reaches only its parent, which
-    decides; it dies with its parent (`poetsim.sweeps.workers.die_with_parent`).
+    decides; it dies with its parent (`poetsim.processes.die_with_parent`).
     """
 
     def __init__(self):
@@ -492,7 +492,7 @@ def _completed_start(job: HighsJob, ends_at: float | None) -> list[float] | None
 
 def _serve(fd: int, parent_pid: int) -> None:
     """The HiGHS process: solve each job that comes down the pipe until it closes."""
-    from poetsim.sweeps.workers import die_with_parent
+    from poetsim.processes import die_with_parent
 
     die_with_parent(parent_pid)
     conn = Connection(fd)

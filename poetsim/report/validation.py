@@ -1,4 +1,4 @@
-"""The closed loop's chart: predicted against measured step time and peak, across RAM budgets.
+"""The closed loop's chart (`poetsim validate-run`): predicted against measured step time and peak, across RAM budgets.
 
 Three panels: the step time across RAM budgets (as a share of the keep-all peak; predicted:
 hollow points on a dashed line, measured: filled points), measured against predicted step time
@@ -6,6 +6,8 @@ hollow points on a dashed line, measured: filled points), measured against predi
 median run), and the activation peak across budgets (predicted and
 measured, with the budget as a grey tick). Strategies keep the registry's colours.
 Written as HTML with the JavaScript inline (opens offline) and PNG, like every poetsim chart.
+It reads a `poetsim.pytorch.validate.Validation` by its fields alone, so that drawing stays in
+this package and this package never imports the PyTorch layer above it.
 """
 
 from pathlib import Path

@@ -31,6 +31,22 @@ class SolverUnavailableError(PoetsimError):
     exit_code = 4
 
 
+class ToolMissingError(PoetsimError):
+    """A program poetsim runs is not installed (the cross-compiler, QEMU); the message says what to install."""
+
+    exit_code = 4
+
+
+class DeviceError(PoetsimError):
+    """The emulated device refused or failed a step, or measured figures that differ from the prediction.
+
+    The message names the cause: the runtime's status with its stage, instruction and node, a
+    timeout, or each figure that disagrees.
+    """
+
+    exit_code = 7
+
+
 class SimulationError(PoetsimError):
     """A schedule cannot be replayed (missing input, overdraft, bad page-in)."""
 

@@ -6,6 +6,7 @@ for a figure is rejected, so that no number in poetsim is unexplained.
 """
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import (
     BaseModel,
@@ -106,6 +107,20 @@ class Storage(_Frozen):
     )
 
 
+class Device(_Frozen):
+    """The core `poetsim device` builds its runtime for, and the clock that turns its counts into time."""
+
+    core: Literal["cortex-m4f", "cortex-m0plus"] = Field(
+        description="The runtime's build target: cortex-m4f (hardware single-precision floats) or cortex-m0plus "
+        "(ARMv6-M, software floats); docs/device.md."
+    )
+    clock_hz: float = Field(
+        gt=0,
+        le=1e11,
+        description="Core clock: a step's emulated instruction count / clock_hz is its time (an instruction a cycle).",
+    )
+
+
 class Platform(_Frozen):
     """A device: RAM, compute engine, storage, DMA and memory bus, with sources."""
 
@@ -122,6 +137,9 @@ class Platform(_Frozen):
     )
     memory_bus_bytes_per_s: float = Field(
         ge=1, le=MAX_RATE, description="RAM bandwidth shared by compute and transfers; only the simulator uses it."
+    )
+    device: Device | None = Field(
+        default=None, description="For `poetsim device`: the core to emulate and its clock (microcontroller profiles)."
     )
     notes: tuple[str, ...] = Field(default=(), description="What a user of this profile should know.")
     sources: dict[str, str] = Field(

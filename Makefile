@@ -23,14 +23,16 @@ $(STAMP): pyproject.toml
 # From Debian, installed only when missing (needs root): GLPK's glpsol (glpk-utils), chromium
 # for the browser test (Playwright drives it; its own browser download is not used), and for
 # `poetsim device` the emulated Cortex-M (qemu-system-arm), the cross-compiler
-# (gcc-arm-none-eabi) and its C library with semihosting (libnewlib-arm-none-eabi).
+# (gcc-arm-none-eabi) and its C library (libnewlib-arm-none-eabi); the host's gcc builds the
+# runtime's decoder under sanitizers for the tests.
 debian:
 	@missing=""; \
 	command -v glpsol >/dev/null 2>&1 || missing="$$missing glpk-utils"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v qemu-system-arm >/dev/null 2>&1 || missing="$$missing qemu-system-arm"; \
 	command -v arm-none-eabi-gcc >/dev/null 2>&1 || missing="$$missing gcc-arm-none-eabi"; \
-	[ -e /usr/lib/arm-none-eabi/newlib/librdimon.a ] || missing="$$missing libnewlib-arm-none-eabi"; \
+	[ -e /usr/lib/arm-none-eabi/newlib/libc_nano.a ] || missing="$$missing libnewlib-arm-none-eabi"; \
+	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing with apt-get"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \

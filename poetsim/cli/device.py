@@ -68,15 +68,18 @@ def run(
     when a check fails or the device refuses the schedule.
     """
     from poetsim import api
-    from poetsim.device.run import Session, run_on_device
+    from poetsim.device.run import Session, check_runnable, run_on_device
     from poetsim.inputs.scenario import load_scenario
     from poetsim.schedule.formats import load_schedule
 
     api.check_out(out_dir)
     if schedule is not None and not schedule.is_file():
         raise UserInputError(f"--schedule: no such file {schedule}")
+    loaded = load_scenario(scenario)
+    if schedule is not None and strategy is None:
+        strategy = loaded.strategies[0]  # not used: a given schedule is run, so nothing to note
     choice = api.choose(
-        load_scenario(scenario),
+        loaded,
         model=model,
         platform=platform,
         ram=ram,
@@ -88,6 +91,7 @@ def run(
     for text in choice.notes:
         note(text)
     problem = choice.problem
+    check_runnable(problem)
     if schedule is not None:
         picked = load_schedule(schedule)
         label = schedule.name

@@ -179,6 +179,12 @@ def target_of(platform: Platform) -> tuple[Target, float]:
     return TARGETS[platform.device.core], platform.device.clock_hz
 
 
+def check_runnable(problem: Problem) -> tuple[Target, float, DeviceProgram]:
+    """The target, clock and program of `problem`; UserInputError at once if the device cannot run it."""
+    target, clock_hz = target_of(problem.platform)
+    return target, clock_hz, device_program(problem.graph)
+
+
 def execute(
     runtime: Runtime,
     program: DeviceProgram,
@@ -271,9 +277,8 @@ def run_on_device(
 ) -> DeviceRun:
     """Run `schedule` (checked against `problem` first) on the emulated device and compare (module doc)."""
     session = session or Session()
+    target, clock_hz, program = check_runnable(problem)
     predicted = check_schedule(schedule, problem.graph, problem.costs, problem.timing, problem.budgets)
-    target, clock_hz = target_of(problem.platform)
-    program = device_program(problem.graph)
     tensors = make_tensors(program, session.seed)
     blob = encode_binary(schedule)
     with tempfile.TemporaryDirectory(prefix="poetsim-device-") as scratch:

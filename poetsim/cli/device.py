@@ -173,3 +173,110 @@ def _print_run(result, label: str) -> None:
         )
     )
     out.print(DEVICE_ASSUMPTIONS + ".", style="dim")
+
+
+@command("profile", group=device)
+def profile(
+    platform: str = typer.Option(..., "--platform", help="The datasheet profile (name or YAML) whose core to measure."),
+    out_file: Path = typer.Option(..., "--out", help="The measured profile YAML to write."),
+    name: str | None = typer.Option(None, "--name", help="The new profile's name (default: <platform>-qemu)."),
+    timeout: float = TimeoutOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the fits as one JSON document."),
+) -> None:
+    """Measure each operation kind on the platform's emulated core and write a platform profile.
+
+    Probe networks of the runtime's operations run at several sizes (keep-all steps); each graph
+    op kind's time (instructions at the profile's clock) is fitted as a fixed cost per call plus
+    FLOPs over a rate. The profile written is the datasheet profile with those compute costs;
+    powers, storage and memory bus are kept with their sources. Predictions made with it rest on
+    measured costs.
+    """
+    import tempfile
+
+    from poetsim.device.profile import profile_device, write_profile
+    from poetsim.inputs.files import check_output_file
+    from poetsim.inputs.profiles import load_platform
+
+    check_output_file(out_file, "--out")
+    base = load_platform(platform)
+    with tempfile.TemporaryDirectory(prefix="poetsim-profile-") as work:
+        measured, fits = profile_device(base, name or f"{base.name}-qemu", Path(work), timeout)
+    write_profile(measured, out_file, f"poetsim device profile --platform {platform}")
+    if as_json:
+        emit_json(
+            {
+                op: {"call_s": f.call_s, "flops_per_s": f.flops_per_s, "samples": f.samples, "worst_error": f.worst_error}
+                for op, f in fits.items()
+            }
+        )
+        return
+    out.print(
+        table(
+            ("op", "call (us)", "rate (MFLOP/s)", "samples", "largest error"),
+            [
+                (op, f"{1e6 * f.call_s:.3f}", f"{f.flops_per_s / 1e6:.4g}", f.samples, f"{100 * f.worst_error:.1f} %")
+                for op, f in fits.items()
+            ],
+            title=f"{measured.name}: compute costs measured on {base.device.core if base.device else ''} at "
+            f"{(base.device.clock_hz if base.device else 0) / 1e6:g} MHz",
+            right=("call (us)", "rate (MFLOP/s)", "samples", "largest error"),
+        )
+    )
+    out.print(f"wrote {out_file}", soft_wrap=True)
+    out.print(DEVICE_ASSUMPTIONS + ".", style="dim")
+
+
+@command("sweep", group=device)
+def sweep(
+    target: Path = typer.Argument(
+        ..., help="A scenario YAML (swept first, with compare's baselines) or a sweep's results folder."
+    ),
+    out_dir: Path | None = typer.Option(None, "--out", help="Results folder for a scenario (default build/<scenario name>/)."),
+    seed: int = SeedOpt,
+    timeout: float = TimeoutOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the device table as JSON records."),
+) -> None:
+    """Run every schedule of a sweep on the emulated device and record it in runs.csv.
+
+    Given a scenario, it is swept first (poetsim sweep); a results folder is taken as it is. Then
+    compare's baselines are added (poetsim compare) and each row with a schedule runs on its
+    platform's emulated core and gains the device_* columns: checks passed, measured peak,
+    traffic, recomputations, and measured beside predicted compute time; compare.csv and
+    compare.txt are written again with them, and `poetsim report` shows them. Exits 7 if any
+    row's checks fail.
+    """
+    from poetsim import api
+    from poetsim.analysis.results import load_results
+    from poetsim.cli.app import records
+    from poetsim.cli.terminal import Progress
+    from poetsim.device.study import device_sweep, device_table
+
+    if target.suffix in (".yaml", ".yml"):
+        api.check_out(out_dir)
+        scenario = api.load_scenario(target)
+        directory = out_dir or api.default_out(scenario)
+        with Progress(f"sweeping {scenario.name}") as progress:
+            api.sweep(scenario, directory, resume=True, on_row=lambda row, done, total: progress.update(f"{done}/{total} points"))
+    else:
+        directory = target
+        if not (directory / "runs.csv").is_file():
+            raise UserInputError(f"{directory}: not a sweep's results folder (no runs.csv; run `poetsim sweep` first)")
+    api.compare(directory)  # the baselines compare sets beside each strategy are run on the device too
+    with Progress("running schedules on the device") as progress:
+        rows = device_sweep(
+            directory, seed, timeout, on_row=lambda row, done, total: progress.update(f"{done}/{total} schedules")
+        )
+    api.compare(directory)  # compare.csv and compare.txt again, now with the device's verdicts
+    shown = device_table(load_results(directory))
+    if as_json:
+        emit_json(records(shown))
+    else:
+        out.print(table(list(shown.columns), shown.itertuples(index=False), title=f"{directory}: measured beside predicted"))
+        out.print(f"updated {directory}/runs.csv; each point folder has device.json", soft_wrap=True)
+        out.print(DEVICE_ASSUMPTIONS + ".", style="dim")
+    failed = [row for row in rows if row.device_ok is False]
+    if failed:
+        first = failed[0]
+        raise DeviceError(
+            f"{len(failed)} of {len(rows)} schedules failed on the device; first {first.point_key}: {first.device_message}"
+        )

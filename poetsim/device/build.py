@@ -1,7 +1,7 @@
 """Cross-compiling the runtime, once per content: objects by a hash of sources and flags, an ELF per arena.
 
 The C sources ship inside the package (`poetsim/device/runtime/`). Objects are compiled once
-for a target and kept under `build/device/<target>/<hash>/`, the hash covering every source,
+for a target and kept under `build/runtime/<target>/<hash>/`, the hash covering every source,
 the linker script, the flags and the compiler's version; the arena's size is a link-time symbol
 (link.ld), so a new RAM budget costs a link, not a compile. Files are written beside their
 final name and renamed into place, so that processes building at once never see half a file.
@@ -29,7 +29,7 @@ COMPILER = "arm-none-eabi-gcc"
 #: RAM of the boards (SSRAM2/3) less what the runtime keeps besides the arena: its state, stack and margin.
 BOARD_RAM_BYTES = 4 * 2**20
 RUNTIME_RAM_BYTES = 64 * 2**10
-DEFAULT_CACHE = Path("build") / "device"
+DEFAULT_CACHE = Path("build") / "runtime"
 
 
 @dataclass(frozen=True)

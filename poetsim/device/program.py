@@ -10,13 +10,14 @@ Operand order is the runtime's: a backward node reads its upstream gradients fir
 node id, summed in that order), then the forward tensors its derivative needs, by role.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 
 from poetsim.device.formats import MAX_NODES, Kind, NodeRecord
 from poetsim.errors import InternalError, UserInputError
 from poetsim.graphs.graph import TrainingGraph
-from poetsim.graphs.layers import Layer, Network
+from poetsim.graphs.layers import Layer, Network, Tensor
 from poetsim.graphs.zoo import record_model
 
 #: The graph ops the runtime executes, and their kinds.
@@ -128,6 +129,14 @@ def device_program(graph: TrainingGraph) -> DeviceProgram:
     # Every model of the runtime's operations is an image model (sequence models need embeddings).
     rebuilt = record_model(recorder, int(meta.get("batch_size", "1")), int(meta.get("input_size", "0")) or None)
     _same_graph(graph, rebuilt)
+    return _Builder(graph, recorder).program()
+
+
+def network_program(name: str, build: Callable[[Network], Tensor]) -> DeviceProgram:
+    """The program of a network that `build` records (returning its logits) from the runtime's
+    operations: how `poetsim device profile` makes the networks it measures."""
+    recorder = _Recorder(name)
+    graph = recorder.build(build(recorder), meta={"model": name})
     return _Builder(graph, recorder).program()
 
 

@@ -251,6 +251,12 @@ def _page(
         _list(no_schedule_summary(frame)) or "<p>Every run has a schedule.</p>",
         "</details>",
     ]
+    if "device_ok" in frame and frame["device_ok"].notna().any():
+        ran = int(frame["device_ok"].notna().sum())
+        parts.append(
+            f"<details open><summary>Run on the emulated device ({ran} schedules, poetsim device sweep; docs/device.md): "
+            f"measured beside predicted</summary>{tables.device_runs(frame)}</details>"
+        )
     failed = int((~frame["ok"]).sum())
     if failed:
         parts.append(f"<details><summary>Runs without a schedule ({failed})</summary>{tables.failed_runs(frame)}</details>")

@@ -63,52 +63,66 @@ void poet_linear_grad(const float *const *g, uint32_t ng, const float *x, const 
     }
 }
 
-/* The input rows a kernel row ky of output row oy reads, as [lo, hi) of ky for which the row is
- * inside the image: taps in the padding are skipped, not multiplied by zero. */
-static void window(uint32_t out, uint32_t stride, uint32_t pad, uint32_t k, uint32_t size, uint32_t *lo, uint32_t *hi)
+/* The outputs [lo, hi) of a sliding window whose tap `tap` falls inside an input of `size`: output
+ * o reads input o * stride + tap - pad, so taps in the padding are skipped, not multiplied by zero. */
+static void span(uint32_t tap, uint32_t stride, uint32_t pad, uint32_t size, uint32_t outputs, uint32_t *lo, uint32_t *hi)
 {
-    int32_t start = (int32_t)(out * stride) - (int32_t)pad;
-    int32_t first = start < 0 ? -start : 0;
-    int32_t last = (int32_t)size - start;
-    if (last > (int32_t)k) {
-        last = (int32_t)k;
+    int32_t first = (int32_t)pad - (int32_t)tap; /* o * stride >= first */
+    int32_t last = (int32_t)size - 1 + (int32_t)pad - (int32_t)tap; /* o * stride <= last */
+    uint32_t begin = first <= 0 ? 0u : ((uint32_t)first + stride - 1u) / stride;
+    uint32_t end = last < 0 ? 0u : (uint32_t)last / stride + 1u;
+    if (end > outputs) {
+        end = outputs;
     }
-    if (last < first) {
-        last = first;
+    *lo = begin;
+    *hi = end > begin ? end : begin;
+}
+
+/* Convolutions run weight by weight over whole output rows, so that the work per multiply-add is
+ * nearly the same whatever the kernel size, stride or channel count: each output sums its bias,
+ * then its taps in (channel, row, column) order. */
+/* Each tap's span of output rows and columns, computed once per call (k <= POET_MAX_KERNEL). */
+typedef struct {
+    uint32_t oy0[POET_MAX_KERNEL], oy1[POET_MAX_KERNEL], ox0[POET_MAX_KERNEL], ox1[POET_MAX_KERNEL];
+} spans;
+
+static void conv_spans(const poet_conv_shape *s, spans *sp)
+{
+    for (uint32_t t = 0; t < s->k; ++t) {
+        span(t, s->stride, s->pad, s->h, s->oh, &sp->oy0[t], &sp->oy1[t]);
+        span(t, s->stride, s->pad, s->w, s->ow, &sp->ox0[t], &sp->ox1[t]);
     }
-    *lo = (uint32_t)first;
-    *hi = (uint32_t)last;
 }
 
 void poet_conv(const float *x, const float *w, const float *b, float *y, const poet_conv_shape *s)
 {
-    const uint32_t k = s->k, kk = s->k * s->k, plane = s->h * s->w;
-    float *out = y;
+    const uint32_t k = s->k, kk = k * k, plane = s->h * s->w, outputs = s->oh * s->ow;
+    spans sp;
+    conv_spans(s, &sp);
     for (uint32_t n = 0; n < s->n; ++n) {
-        const float *xn = x + n * s->c * plane;
         for (uint32_t o = 0; o < s->o; ++o) {
-            const float *wo = w + o * s->c * kk;
-            for (uint32_t oy = 0; oy < s->oh; ++oy) {
-                uint32_t ky0, ky1;
-                window(oy, s->stride, s->pad, k, s->h, &ky0, &ky1);
-                int32_t iy0 = (int32_t)(oy * s->stride) - (int32_t)s->pad;
-                for (uint32_t ox = 0; ox < s->ow; ++ox) {
-                    uint32_t kx0, kx1;
-                    window(ox, s->stride, s->pad, k, s->w, &kx0, &kx1);
-                    int32_t ix0 = (int32_t)(ox * s->stride) - (int32_t)s->pad;
-                    float acc = b ? b[o] : 0.0f;
-                    for (uint32_t c = 0; c < s->c; ++c) {
-                        const float *xc = xn + c * plane;
-                        const float *wc = wo + c * kk;
-                        for (uint32_t ky = ky0; ky < ky1; ++ky) {
-                            const float *xrow = xc + (uint32_t)(iy0 + (int32_t)ky) * s->w;
-                            const float *wrow = wc + ky * k;
-                            for (uint32_t kx = kx0; kx < kx1; ++kx) {
-                                acc += xrow[(uint32_t)(ix0 + (int32_t)kx)] * wrow[kx];
+            float *yo = y + (n * s->o + o) * outputs;
+            const float bias = b ? b[o] : 0.0f;
+            for (uint32_t i = 0; i < outputs; ++i) {
+                yo[i] = bias;
+            }
+            for (uint32_t c = 0; c < s->c; ++c) {
+                const float *xc = x + (n * s->c + c) * plane;
+                const float *wc = w + (o * s->c + c) * kk;
+                for (uint32_t ky = 0; ky < k; ++ky) {
+                    const uint32_t oy0 = sp.oy0[ky], oy1 = sp.oy1[ky];
+                    for (uint32_t kx = 0; kx < k; ++kx) {
+                        const uint32_t ox0 = sp.ox0[kx], ox1 = sp.ox1[kx];
+                        const float wv = wc[ky * k + kx];
+                        for (uint32_t oy = oy0; oy < oy1; ++oy) {
+                            const float *xrow = xc + (oy * s->stride + ky - s->pad) * s->w;
+                            float *yrow = yo + oy * s->ow;
+                            uint32_t ix = ox0 * s->stride + kx - s->pad;
+                            for (uint32_t ox = ox0; ox < ox1; ++ox, ix += s->stride) {
+                                yrow[ox] += wv * xrow[ix];
                             }
                         }
                     }
-                    *out++ = acc;
                 }
             }
         }
@@ -118,7 +132,9 @@ void poet_conv(const float *x, const float *w, const float *b, float *y, const p
 void poet_conv_grad(const float *const *g, uint32_t ng, const float *x, const float *w, float *dw, float *db, float *dx,
                     const poet_conv_shape *s)
 {
-    const uint32_t k = s->k, kk = s->k * s->k, plane = s->h * s->w;
+    const uint32_t k = s->k, kk = k * k, plane = s->h * s->w, outputs = s->oh * s->ow;
+    spans sp;
+    conv_spans(s, &sp);
     memset(dw, 0, (size_t)s->o * s->c * kk * sizeof(float));
     if (db) {
         memset(db, 0, (size_t)s->o * sizeof(float));
@@ -126,44 +142,44 @@ void poet_conv_grad(const float *const *g, uint32_t ng, const float *x, const fl
     if (dx) {
         memset(dx, 0, (size_t)s->n * s->c * plane * sizeof(float));
     }
-    uint32_t at = 0;
     for (uint32_t n = 0; n < s->n; ++n) {
-        const float *xn = x + n * s->c * plane;
-        float *dxn = dx ? dx + n * s->c * plane : NULL;
         for (uint32_t o = 0; o < s->o; ++o) {
-            const float *wo = w + o * s->c * kk;
-            float *dwo = dw + o * s->c * kk;
-            for (uint32_t oy = 0; oy < s->oh; ++oy) {
-                uint32_t ky0, ky1;
-                window(oy, s->stride, s->pad, k, s->h, &ky0, &ky1);
-                int32_t iy0 = (int32_t)(oy * s->stride) - (int32_t)s->pad;
-                for (uint32_t ox = 0; ox < s->ow; ++ox) {
-                    uint32_t kx0, kx1;
-                    window(ox, s->stride, s->pad, k, s->w, &kx0, &kx1);
-                    int32_t ix0 = (int32_t)(ox * s->stride) - (int32_t)s->pad;
-                    float gv = grad_at(g, ng, at++);
-                    if (db) {
-                        db[o] += gv;
-                    }
-                    for (uint32_t c = 0; c < s->c; ++c) {
-                        for (uint32_t ky = ky0; ky < ky1; ++ky) {
-                            uint32_t row = c * plane + (uint32_t)(iy0 + (int32_t)ky) * s->w;
-                            const float *xrow = xn + row;
-                            float *dwrow = dwo + c * kk + ky * k;
-                            if (dxn) {
-                                const float *wrow = wo + c * kk + ky * k;
-                                float *dxrow = dxn + row;
-                                for (uint32_t kx = kx0; kx < kx1; ++kx) {
-                                    uint32_t ix = (uint32_t)(ix0 + (int32_t)kx);
-                                    dwrow[kx] += gv * xrow[ix];
-                                    dxrow[ix] += gv * wrow[kx];
+            const uint32_t go = (n * s->o + o) * outputs; /* this output plane in every upstream gradient */
+            if (db) {
+                float sum = db[o];
+                for (uint32_t i = 0; i < outputs; ++i) {
+                    sum += grad_at(g, ng, go + i);
+                }
+                db[o] = sum;
+            }
+            for (uint32_t c = 0; c < s->c; ++c) {
+                const float *xc = x + (n * s->c + c) * plane;
+                const float *wc = w + (o * s->c + c) * kk;
+                float *dwc = dw + (o * s->c + c) * kk;
+                float *dxc = dx ? dx + (n * s->c + c) * plane : NULL;
+                for (uint32_t ky = 0; ky < k; ++ky) {
+                    const uint32_t oy0 = sp.oy0[ky], oy1 = sp.oy1[ky];
+                    for (uint32_t kx = 0; kx < k; ++kx) {
+                        const uint32_t ox0 = sp.ox0[kx], ox1 = sp.ox1[kx];
+                        const float wv = wc[ky * k + kx];
+                        float acc = dwc[ky * k + kx];
+                        for (uint32_t oy = oy0; oy < oy1; ++oy) {
+                            const uint32_t row = (oy * s->stride + ky - s->pad) * s->w;
+                            const uint32_t grow = go + oy * s->ow;
+                            uint32_t ix = ox0 * s->stride + kx - s->pad;
+                            if (dxc) {
+                                for (uint32_t ox = ox0; ox < ox1; ++ox, ix += s->stride) {
+                                    const float gv = grad_at(g, ng, grow + ox);
+                                    acc += gv * xc[row + ix];
+                                    dxc[row + ix] += gv * wv;
                                 }
                             } else {
-                                for (uint32_t kx = kx0; kx < kx1; ++kx) {
-                                    dwrow[kx] += gv * xrow[(uint32_t)(ix0 + (int32_t)kx)];
+                                for (uint32_t ox = ox0; ox < ox1; ++ox, ix += s->stride) {
+                                    acc += grad_at(g, ng, grow + ox) * xc[row + ix];
                                 }
                             }
                         }
+                        dwc[ky * k + kx] = acc;
                     }
                 }
             }
@@ -197,6 +213,22 @@ void poet_add_grad(const float *const *g, uint32_t ng, float *dy, uint32_t count
     for (uint32_t i = 0; i < count; ++i) {
         dy[i] = grad_at(g, ng, i);
     }
+}
+
+/* The taps [lo, hi) of the window of output `out` that fall inside an input of `size`. */
+static void window(uint32_t out, uint32_t stride, uint32_t pad, uint32_t k, uint32_t size, uint32_t *lo, uint32_t *hi)
+{
+    int32_t start = (int32_t)(out * stride) - (int32_t)pad;
+    int32_t first = start < 0 ? -start : 0;
+    int32_t last = (int32_t)size - start;
+    if (last > (int32_t)k) {
+        last = (int32_t)k;
+    }
+    if (last < first) {
+        last = first;
+    }
+    *lo = (uint32_t)first;
+    *hi = (uint32_t)last;
 }
 
 void poet_maxpool(const float *x, float *y, uint32_t *index, const poet_pool_shape *s)

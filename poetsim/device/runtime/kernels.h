@@ -12,6 +12,9 @@
 
 #include <stdint.h>
 
+/* The largest window side (program.c refuses larger ones). */
+#define POET_MAX_KERNEL 16u
+
 typedef struct {
     uint32_t n, c, h, w, o, oh, ow, k, stride, pad;
 } poet_conv_shape;

@@ -3,6 +3,8 @@
 
 #include <stddef.h>
 
+#include "kernels.h"
+
 typedef struct {
     uint8_t known;
     uint8_t backward; /* takes upstream gradients */
@@ -104,7 +106,7 @@ static uint32_t window_out(uint32_t size, uint32_t k, uint32_t stride, uint32_t 
  * kernel (so no window lies wholly in the padding). */
 static int window_ok(uint32_t h, uint32_t w, uint32_t oh, uint32_t ow, uint32_t k, uint32_t stride, uint32_t pad)
 {
-    return h > 0u && w > 0u && k > 0u && stride > 0u && pad <= k / 2u && k <= 16u && stride <= 16u &&
+    return h > 0u && w > 0u && k > 0u && stride > 0u && pad <= k / 2u && k <= POET_MAX_KERNEL && stride <= 16u &&
            oh == window_out(h, k, stride, pad) && ow == window_out(w, k, stride, pad) && oh > 0u && ow > 0u;
 }
 

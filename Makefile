@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 DEMO   := build/demo/resnet18
 GUARD  := build/guard/mcu
 
-.PHONY: setup debian demo test lint test-slow guard bench paper agreement clean
+.PHONY: setup debian demo test lint test-slow guard bench paper agreement device-study clean
 
 setup: $(STAMP) debian
 
@@ -78,6 +78,13 @@ paper: setup
 # The simulator against the optimiser on every shipped scenario (docs/simulator.md).
 agreement: setup
 	$(BIN)/python -m benchmarks.simulator --shipped
+
+# The device study (docs/device.md): every schedule of scenarios/device.yaml run on the emulated
+# microcontrollers, measured beside predicted, then its report (shipped in results/device/).
+device-study: setup
+	rm -rf build/device
+	$(BIN)/poetsim device sweep scenarios/device.yaml --out build/device
+	$(BIN)/poetsim report build/device
 
 clean:
 	rm -rf $(VENV) .pytest_cache build

@@ -143,3 +143,29 @@ def test_the_runtime_fits_a_microcontroller_s_flash_and_keeps_little_ram_of_its_
     assert sizes["text"] < 32 * 1024
     assert sizes["data"] + sizes["bss"] < 16 * 1024
     assert sizes["arena"] == 4096
+
+
+def test_compute_only_timing_lands_page_ins_at_the_stage_end_and_keeps_the_predicted_peak():
+    problem = build_problem("mcu_cnn", "mkr1000", parse_ram("65%"), 1.5, timing="compute-only")
+    run = run_strategy(problem, "hybrid", time_limit_s=30, simulate=False)
+    assert run.schedule is not None and run.checked is not None
+    assert run.checked.page_ins > 0 and run.checked.recomputations > 0
+    result = run_on_device(problem, run.schedule)
+    assert result.ok, result.failed
+    assert result.step.raw.fields["timing"] == 0
+
+
+def test_both_cores_give_the_same_gradients_bit_for_bit(tmp_path):
+    """IEEE single precision without fused multiply-add, in hardware on the M4F and in software on the M0+."""
+    problem = build_problem("mcu_cnn", "nrf52840", parse_ram("100%"), 1.0)
+    program = device_program(problem.graph)
+    schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
+    tensors = make_tensors(program, seed=7)
+    steps = [
+        execute(
+            build_runtime(TARGETS[core], problem.budgets.ram_bytes), program, tensors, encode_binary(schedule), tmp_path / core
+        )
+        for core in ("cortex-m4f", "cortex-m0plus")
+    ]
+    assert steps[0].same_bits(steps[1])
+    assert steps[0].instructions("step") < steps[1].instructions("step")  # software floats take more

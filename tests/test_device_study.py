@@ -126,3 +126,19 @@ def test_an_older_runs_csv_without_device_columns_loads_and_is_brought_up_to_dat
     assert "device_ok" not in load_results(tmp_path).columns
     RunsFile(tmp_path / "runs.csv").tidy()
     assert tuple((tmp_path / "runs.csv").read_text().splitlines()[0].split(",")) == COLUMNS
+
+
+@pytest.mark.slow
+def test_the_device_study_reproduces_its_shipped_results(tmp_path):
+    """`poetsim device sweep scenarios/device.yaml` again: the same schedules, peaks, traffic and instruction times."""
+    result = poetsim("device", "sweep", ROOT / "scenarios" / "device.yaml", "--out", tmp_path / "device")
+    assert result.returncode == 0, result.stderr
+    fresh = load_results(tmp_path / "device").set_index("point_key")
+    shipped = load_results(STUDY).set_index("point_key")
+    assert set(fresh.index) == set(shipped.index)
+    ran = shipped.index[shipped["device_ok"].notna()]
+    for column in ("device_peak_ram_bytes", "device_page_out_bytes", "device_page_in_bytes", "device_recomputations"):
+        assert (fresh.loc[ran, column] == shipped.loc[ran, column]).all(), column
+    assert fresh.loc[ran, "device_compute_s"].to_numpy() == pytest.approx(
+        shipped.loc[ran, "device_compute_s"].to_numpy(), rel=1e-9
+    )

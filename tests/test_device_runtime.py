@@ -15,7 +15,7 @@ from poetsim.errors import DeviceError
 from poetsim.pipeline import run_strategy
 from poetsim.schedule.checker import check_schedule
 from poetsim.schedule.formats import encode_binary
-from poetsim.schedule.model import Free, Schedule
+from poetsim.schedule.model import Compute, Free, PageOut, Schedule
 from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
 
@@ -169,3 +169,20 @@ def test_both_cores_give_the_same_gradients_bit_for_bit(tmp_path):
     ]
     assert steps[0].same_bits(steps[1])
     assert steps[0].instructions("step") < steps[1].instructions("step")  # software floats take more
+
+
+def test_an_output_freed_twice_while_being_paged_out_holds_both_buffers_to_the_stage_end():
+    """PageOut(0), Free(0), Compute(0), Free(0) in one stage: under overlap timing both copies of the
+    batch stay until the stage ends (the checker's rule), so the arena's peak holds them both."""
+    base = build_problem("mlp", "nrf52840", parse_ram("100%"), 2.0, batch_size=2)
+    keep_all, _ = optimiser.keep_all(base.graph, base.costs, base.timing)
+    stages = list(keep_all.stages)
+    stages[5] = (PageOut(0), Free(0), Compute(0), Free(0)) + stages[5]
+    stages[6] = (Compute(0),) + stages[6]
+    schedule = Schedule(keep_all.graph_name, keep_all.num_nodes, keep_all.timing, tuple(stages))
+    peak = int(check_schedule(schedule, base.graph, base.costs, base.timing).peak_ram_bytes)
+    assert peak > base.graph.keep_all_peak_bytes
+    problem = build_problem("mlp", "nrf52840", parse_ram(f"{peak}B"), 2.0, batch_size=2)
+    result = run_on_device(problem, schedule)
+    assert result.ok, result.failed
+    assert result.step.raw.fields["peak_bytes"] == peak == result.ram_budget_bytes

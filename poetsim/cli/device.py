@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from poetsim.assumptions import DEVICE_ASSUMPTIONS
 from poetsim.cli.app import app, command, emit_json, note, out
 from poetsim.cli.options import (
     BatchOpt,
@@ -22,16 +23,10 @@ from poetsim.cli.options import (
 from poetsim.cli.terminal import table
 from poetsim.errors import DeviceError, UserInputError
 
-#: What a device figure measures, where users read it (tables, --help, docs/device.md).
-DEVICE_ASSUMPTIONS = (
-    "Device: the runtime (poetsim/device/runtime, C99, no heap) on QEMU's emulated Cortex-M; time is the "
-    "emulated instruction count at the profile's clock, one instruction a cycle (QEMU is not cycle-accurate: no "
-    "wait states or stalls); weights, their gradients, the batch and paged activations live outside the arena, "
-    "which is exactly the RAM budget; paging copies to an emulated flash region, its time is the profile's, not "
-    "measured; docs/device.md"
+device = typer.Typer(
+    help="Run schedules on an emulated microcontroller (QEMU Cortex-M) and hold them to the prediction.",
+    epilog=f"{DEVICE_ASSUMPTIONS}.",
 )
-
-device = typer.Typer(help="Run schedules on an emulated microcontroller (QEMU Cortex-M) and hold them to the prediction.")
 app.add_typer(device, name="device")
 
 TimeoutOpt = typer.Option(120.0, "--timeout", min=1.0, help="Seconds the emulator may run one step before it is stopped.")

@@ -18,6 +18,7 @@ import pandas as pd
 
 from poetsim.analysis import paper
 from poetsim.analysis.results import has_schedule
+from poetsim.assumptions import DEVICE_ASSUMPTIONS
 from poetsim.errors import UserInputError
 from poetsim.report import page, tables
 from poetsim.report.framing import footer_text, save_images
@@ -255,7 +256,8 @@ def _page(
         ran = int(frame["device_ok"].notna().sum())
         parts.append(
             f"<details open><summary>Run on the emulated device ({ran} schedules, poetsim device sweep; docs/device.md): "
-            f"measured beside predicted</summary>{tables.device_runs(frame)}</details>"
+            f"measured beside predicted</summary>{tables.device_runs(frame)}"
+            f"<p class='note'>{esc(DEVICE_ASSUMPTIONS)}.</p></details>"
         )
     failed = int((~frame["ok"]).sum())
     if failed:

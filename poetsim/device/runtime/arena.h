@@ -13,10 +13,12 @@
 
 #include "poet.h"
 
-/* Block ids: a node's output is block `node`; while a freed output is still being paged out
- * (overlap timing) its bytes move to block `node + POET_MAX_NODES`, so that the node may be
- * computed again in the same stage without the two colliding. */
-#define POET_ARENA_BLOCKS (2u * POET_MAX_NODES)
+/* Block ids: a node's output is block `node`. Under overlap timing an output freed while it is
+ * being paged out keeps its bytes to the end of the stage, as block `node + d * POET_MAX_NODES`
+ * for its d-th such free in the stage (d = 1 or 2: a node is computed at most once more in a
+ * stage, so it can be freed twice), and the node may be computed again meanwhile. */
+#define POET_DEFERRED_MAX 2u
+#define POET_ARENA_BLOCKS ((1u + POET_DEFERRED_MAX) * POET_MAX_NODES)
 
 typedef struct {
     uint8_t *base;

@@ -32,7 +32,7 @@ typedef struct {
     uint8_t stored[POET_MAX_NODES];
     uint8_t paging_out[POET_MAX_NODES];
     uint8_t paging_in[POET_MAX_NODES];
-    uint8_t deferred[POET_MAX_NODES]; /* freed while being paged out: bytes held to the stage end */
+    uint8_t deferred[POET_MAX_NODES]; /* frees while being paged out this stage: bytes held to its end */
     uint16_t outs[POET_MAX_NODES];
     uint16_t ins[POET_MAX_NODES];
     uint32_t n_outs, n_ins;
@@ -248,9 +248,9 @@ static int release(uint32_t i)
         return POET_E_NOT_RESIDENT;
     }
     M.resident[i] = 0;
-    if (M.overlap && M.paging_out[i]) {
-        poet_arena_rename(&M.arena, i, i + POET_MAX_NODES);
-        M.deferred[i] = 1;
+    if (M.overlap && M.paging_out[i] && M.deferred[i] < POET_DEFERRED_MAX) {
+        M.deferred[i]++;
+        poet_arena_rename(&M.arena, i, i + M.deferred[i] * POET_MAX_NODES);
     } else {
         poet_arena_free(&M.arena, i);
     }
@@ -276,10 +276,10 @@ static int close_stage(void)
         uint32_t i = M.outs[n];
         M.paging_out[i] = 0;
         M.stored[i] = 1;
-        if (M.deferred[i]) {
-            M.deferred[i] = 0;
-            poet_arena_free(&M.arena, i + POET_MAX_NODES);
+        for (uint32_t d = 1; d <= M.deferred[i]; ++d) {
+            poet_arena_free(&M.arena, i + d * POET_MAX_NODES);
         }
+        M.deferred[i] = 0;
     }
     M.n_ins = M.n_outs = 0;
     return POET_OK;

@@ -118,7 +118,7 @@ def test_a_thousand_bad_schedules_each_give_a_clean_status_and_the_checker_s_ver
     files = _files(base, len(problem.graph), 1000)
     assert len(files) == 1000 and sum(len(f) < len(base[0]) and base[0].startswith(f) for f in files) >= len(base[0])
     room = max(len(f) for f in files) + 16  # poisoned bytes after even the longest file
-    image, _ = pack_image(
+    image = pack_image(
         pack_program(program.records), bytes(room), tensors.weight_bytes(), tensors.batch_bytes(), sum(problem.graph.output_bytes)
     )
     (tmp_path / "base.bin").write_bytes(image)
@@ -148,7 +148,7 @@ def test_valid_schedules_run_to_the_end_on_the_host(harness, cnn, tmp_path):
     program = device_program(problem.graph)
     tensors = make_tensors(program)
     blobs = [encode_binary(schedule), encode_binary(keep_all)]
-    image, _ = pack_image(
+    image = pack_image(
         pack_program(program.records), bytes(max(map(len, blobs))), tensors.weight_bytes(), tensors.batch_bytes(), 1 << 20
     )
     (tmp_path / "base.bin").write_bytes(image)

@@ -116,7 +116,7 @@ def test_a_step_past_its_timeout_is_stopped_and_reaped(cnn, tmp_path):
     problem, schedule, _ = cnn
     program = device_program(problem.graph)
     tensors = make_tensors(program)
-    image, _ = pack_image(
+    image = pack_image(
         pack_program(program.records), encode_binary(schedule), tensors.weight_bytes(), tensors.batch_bytes(), 1 << 20
     )
     runtime = build_runtime(TARGETS["cortex-m0plus"], problem.budgets.ram_bytes)

@@ -37,7 +37,6 @@ FORMAT_VERSION = 1
 REGIONS = ("program", "schedule", "weights", "batch", "grads", "storage")
 IMAGE_HEADER_BYTES = 4 * (3 + 2 * len(REGIONS))
 NODE_WORDS = 4 + MAX_OPERANDS + MAX_DIMS + 2
-PROGRAM_HEADER_BYTES = 16
 
 
 class Kind(IntEnum):
@@ -148,25 +147,13 @@ def pack_program(records: tuple[NodeRecord, ...]) -> bytes:
     return header + b"".join(record.pack() for record in records)
 
 
-@dataclass(frozen=True)
-class Layout:
-    """Where each region of the image lies in external memory: (offset, bytes) by name."""
-
-    regions: dict[str, tuple[int, int]]
-    image_bytes: int
-
-    @property
-    def total_bytes(self) -> int:
-        """External memory used, to the end of the last region."""
-        return max(offset + size for offset, size in self.regions.values())
-
-
 def _align(value: int, to: int = 8) -> int:
     return (value + to - 1) // to * to
 
 
-def pack_image(program: bytes, schedule: bytes, weights: bytes, batch: bytes, storage_bytes: int) -> tuple[bytes, Layout]:
-    """The image to load and where its regions lie; gradients and storage follow it, unloaded."""
+def pack_image(program: bytes, schedule: bytes, weights: bytes, batch: bytes, storage_bytes: int) -> bytes:
+    """The image to load: its header and the four regions the host fills; the header places the
+    gradients and the storage after them, where the runtime writes (they are not loaded)."""
     regions: dict[str, tuple[int, int]] = {}
     at = _align(IMAGE_HEADER_BYTES)
     for name, data in (("program", program), ("schedule", schedule), ("weights", weights), ("batch", batch)):
@@ -184,7 +171,7 @@ def pack_image(program: bytes, schedule: bytes, weights: bytes, batch: bytes, st
     for name, data in (("program", program), ("schedule", schedule), ("weights", weights), ("batch", batch)):
         offset = regions[name][0]
         image[offset : offset + len(data)] = data
-    return bytes(image), Layout(regions, image_bytes)
+    return bytes(image)
 
 
 @dataclass(frozen=True)

@@ -56,14 +56,12 @@ class OpFit:
     samples: int
     worst_error: float  # largest |predicted - measured| / measured over its samples
 
-    def seconds(self, flops: float) -> float:
-        return self.call_s + flops / self.flops_per_s
-
 
 def _probe_cnn(batch: int, side: int, width: int):
     """mcu_cnn's structure at another width and image side."""
 
     def build(net: Network) -> Tensor:
+        """Record the probe into `net`; its logits."""
         x = net.input((batch, 1, side, side), labels=batch)
         x = net.relu(net.conv(x, width, 3, stride=2, padding=1, bias=True, name="conv1"), name="relu1")
         x = net.relu(net.conv(x, width, 3, padding=1, bias=True, name="conv2"), name="relu2")
@@ -81,6 +79,7 @@ def _probe_mlp(batch: int, side: int, hidden: int):
     """A two-hidden-layer MLP at another width and input size."""
 
     def build(net: Network) -> Tensor:
+        """Record the probe into `net`; its logits."""
         x = net.flatten(net.input((batch, 1, side, side), labels=batch))
         x = net.relu(net.linear(x, hidden, name="fc1"), name="relu1")
         x = net.relu(net.linear(x, hidden // 2, name="fc2"), name="relu2")

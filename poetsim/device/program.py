@@ -49,16 +49,19 @@ class _Recorder(Network):
         self.settings: dict[int, dict] = {}
 
     def conv(self, x, out_channels, kernel, *, stride=1, padding=0, groups=1, bias=False, name=None, op="conv"):
+        """`Network.conv`, keeping the window, stride, padding, groups and bias."""
         t = super().conv(x, out_channels, kernel, stride=stride, padding=padding, groups=groups, bias=bias, name=name, op=op)
         self.settings[t.layer] = {"kernel": kernel, "stride": stride, "padding": padding, "groups": groups, "bias": bias}
         return t
 
     def linear(self, x, out_features, *, bias=True, tied=False, name=None):
+        """`Network.linear`, keeping the bias and whether the weights are tied."""
         t = super().linear(x, out_features, bias=bias, tied=tied, name=name)
         self.settings[t.layer] = {"bias": bias, "tied": tied}
         return t
 
     def maxpool(self, x, kernel, *, stride=None, padding=0, name=None):
+        """`Network.maxpool`, keeping the window, stride and padding."""
         t = super().maxpool(x, kernel, stride=stride, padding=padding, name=name)
         self.settings[t.layer] = {"kernel": kernel, "stride": stride or kernel, "padding": padding}
         return t
@@ -80,6 +83,7 @@ class ParamBlock:
 
     @property
     def floats(self) -> int:
+        """Floats of the block: the weights and the bias."""
         return prod(self.weight_shape) + self.bias
 
 
@@ -100,11 +104,8 @@ class DeviceProgram:
 
     @property
     def weight_floats(self) -> int:
+        """Floats of every layer's weights and biases: the size of the weights region."""
         return sum(block.floats for block in self.params)
-
-    def node_of(self, kind: Kind) -> list[int]:
-        """Ids of the nodes of one kind."""
-        return [i for i, r in enumerate(self.records) if r.kind is kind]
 
 
 def device_program(graph: TrainingGraph) -> DeviceProgram:
@@ -165,6 +166,7 @@ class _Builder:
         self.offsets: dict[int, int] = {}
 
     def program(self) -> DeviceProgram:
+        """Every node's record, in node order, and the weights' layout."""
         forward = [self._forward(i, layer) for i, layer in enumerate(self.layers)]
         records: list[NodeRecord | None] = [None] * len(self.graph)
         for i, record in enumerate(forward):

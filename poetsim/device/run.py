@@ -105,10 +105,12 @@ class DeviceRun:
 
     @property
     def ok(self) -> bool:
+        """Whether every check passed."""
         return all(check.ok for check in self.checks)
 
     @property
     def failed(self) -> list[Check]:
+        """The checks that did not pass."""
         return [check for check in self.checks if not check.ok]
 
     @property
@@ -195,7 +197,7 @@ def execute(
 ) -> Step:
     """Run `schedule` (binary) once; DeviceError naming the runtime's status if it refuses or fails."""
     storage = sum(program.graph.output_bytes)
-    image, _ = pack_image(pack_program(program.records), schedule, tensors.weight_bytes(), tensors.batch_bytes(), storage)
+    image = pack_image(pack_program(program.records), schedule, tensors.weight_bytes(), tensors.batch_bytes(), storage)
     output = run_image(runtime, image, folder, timeout_s)
     raw = parse_result(output.result)
     if raw.fields["status"] != 0 or output.grads is None:
@@ -211,6 +213,7 @@ def describe_failure(raw: RawResult, program: DeviceProgram) -> str:
     names = [node.name for node in program.graph.nodes]
 
     def name(node: int) -> str:
+        """'node 20 (block.relu2.grad)', or the bare id of a node outside the graph."""
         return f"node {node} ({names[node]})" if node < len(names) else f"node {node}"
 
     if status == 2:

@@ -25,15 +25,6 @@ from poetsim.schedule.formats import load_json
 from poetsim.status import Status
 from poetsim.sweeps.runner import POINTS_DIR, point_slug
 
-#: The device columns the compare table and the report show, in order.
-DEVICE_COLUMNS = (
-    "device_ok",
-    "device_peak_ram_bytes",
-    "device_compute_s",
-    "device_predicted_compute_s",
-    "device_gradients_equal",
-)
-
 
 def device_columns(run: DeviceRun) -> dict:
     """The `device_*` fields of a row from a device run."""

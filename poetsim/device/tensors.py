@@ -22,6 +22,7 @@ class StepTensors:
     labels: np.ndarray  # int32, one per loss row
 
     def weight_bytes(self) -> bytes:
+        """The weights region: every layer's weights, then its bias, as little-endian float32."""
         return self.weights.astype("<f4").tobytes()
 
     def batch_bytes(self) -> bytes:

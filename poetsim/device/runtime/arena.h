@@ -36,6 +36,7 @@ typedef struct {
     uint8_t held[POET_ARENA_BLOCKS];
 } poet_arena;
 
+/* An empty arena over [base, base + bytes). */
 void poet_arena_init(poet_arena *a, uint8_t *base, uint32_t bytes);
 /* Allocate `size` bytes as block `id` (not held): POET_OK or POET_E_ARENA_FULL. */
 int poet_arena_alloc(poet_arena *a, uint32_t id, uint32_t size);

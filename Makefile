@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 DEMO   := build/demo/resnet18
 GUARD  := build/guard/mcu
 
-.PHONY: setup debian demo test lint test-slow guard bench paper agreement clean
+.PHONY: setup debian demo test lint test-slow guard bench paper agreement device-study clean
 
 setup: $(STAMP) debian
 
@@ -21,12 +21,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,torch,solvers,browser]'
 	touch $(STAMP)
 
-# From Debian, installed only when missing (needs root): GLPK's glpsol (glpk-utils), and chromium
-# for the browser test (Playwright drives it; its own browser download is not used).
+# From Debian, installed only when missing (needs root): GLPK's glpsol (glpk-utils), chromium
+# for the browser test (Playwright drives it; its own browser download is not used), and for
+# `poetsim device` the emulated Cortex-M (qemu-system-arm), the cross-compiler
+# (gcc-arm-none-eabi) and its C library (libnewlib-arm-none-eabi); the host's gcc builds the
+# runtime's decoder under sanitizers for the tests.
 debian:
 	@missing=""; \
 	command -v glpsol >/dev/null 2>&1 || missing="$$missing glpk-utils"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v qemu-system-arm >/dev/null 2>&1 || missing="$$missing qemu-system-arm"; \
+	command -v arm-none-eabi-gcc >/dev/null 2>&1 || missing="$$missing gcc-arm-none-eabi"; \
+	[ -e /usr/lib/arm-none-eabi/newlib/libc_nano.a ] || missing="$$missing libnewlib-arm-none-eabi"; \
+	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing with apt-get"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
@@ -74,6 +81,13 @@ paper: setup
 # The simulator against the optimiser on every shipped scenario (docs/simulator.md).
 agreement: setup
 	$(BIN)/python -m benchmarks.simulator --shipped
+
+# The device study (docs/device.md): every schedule of scenarios/device.yaml run on the emulated
+# microcontrollers, measured beside predicted, then its report (shipped in results/device/).
+device-study: setup
+	rm -rf build/device
+	$(BIN)/poetsim device sweep scenarios/device.yaml --out build/device
+	$(BIN)/poetsim report build/device
 
 clean:
 	rm -rf $(VENV) .pytest_cache build

@@ -2,7 +2,7 @@
 
     python -m benchmarks                 # all, from the repository's root:
                                          # solver, simulator, sweep, sweep-loaded, pytorch, faults,
-                                         # certify, scaling, covers, startup
+                                         # certify, scaling, covers, startup, device
     python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.
@@ -11,7 +11,7 @@ Speed targets are checked here, never by timed assertions in tests.
 import sys
 from pathlib import Path
 
-from benchmarks import certify, faults, simulator, solver, startup, sweep
+from benchmarks import certify, device, faults, simulator, solver, startup, sweep
 
 OUT = Path("results/bench")
 
@@ -38,6 +38,7 @@ def main(argv: list[str]) -> int:
         "scaling": lambda: certify.scaling(OUT / "scaling.csv"),
         "covers": lambda: certify.cover_ab(OUT / "covers.csv"),
         "startup": lambda: startup.run(OUT / "startup.csv"),
+        "device": lambda: device.run(OUT / "device.csv"),
     }
     chosen = argv or list(benches)
     unknown = [name for name in chosen if name not in benches]

@@ -1,8 +1,9 @@
 """poetsim: simulate and explore energy-optimal on-device training schedules (POET).
 
 The public API (`poetsim.api`): `load_scenario`, `solve`, `simulate`, `sweep`, `compare`, each
-returning typed results (`Run`, `SweepResult`, `StrategyComparison`), and `from_torch` (needs PyTorch);
-the command line is built on it. Names are imported on first use, so that `import poetsim` (and
+returning typed results (`Run`, `SweepResult`, `StrategyComparison`), `from_torch` (needs PyTorch) and
+`run_on_device` (a schedule on an emulated microcontroller, `DeviceRun`; docs/device.md); the
+command line is built on it. Names are imported on first use, so that `import poetsim` (and
 the start of every command) stays light.
 """
 
@@ -24,6 +25,8 @@ _PUBLIC = {
     "ResultRow": "poetsim.runs",
     "Status": "poetsim.status",
     "from_torch": "poetsim.pytorch.capture",
+    "DeviceRun": "poetsim.device.run",
+    "run_on_device": "poetsim.device.run",
 }
 
 

@@ -34,3 +34,12 @@ SIMULATOR_ASSUMPTIONS = (
     "barrier mode (default) ends a stage when its computes and transfers end, as the overlap model does; "
     "free-running does not"
 )
+
+#: What a figure measured on the emulated device means (poetsim device; docs/device.md).
+DEVICE_ASSUMPTIONS = (
+    "Device: the runtime (poetsim/device/runtime, C99, no heap) on QEMU's emulated Cortex-M; time is the "
+    "emulated instruction count at the profile's clock, one instruction a cycle (QEMU is not cycle-accurate: no "
+    "wait states or stalls); weights, their gradients, the batch and paged activations live outside the arena, "
+    "which is exactly the RAM budget; paging copies to an emulated flash region, its time is the profile's, not "
+    "measured; docs/device.md"
+)

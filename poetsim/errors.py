@@ -35,6 +35,20 @@ class SolverUnavailableError(NotInstalledError):
     """The requested MILP solver is not installed, or not licensed for the model; the message says which."""
 
 
+class ToolMissingError(NotInstalledError):
+    """A program poetsim runs is not installed (the cross-compiler, QEMU); the message says what to install."""
+
+
+class DeviceError(PoetsimError):
+    """The emulated device refused or failed a step, or measured figures that differ from the prediction.
+
+    The message names the cause: the runtime's status with its stage, instruction and node, a
+    timeout, or each figure that disagrees.
+    """
+
+    exit_code = 7
+
+
 class SimulationError(PoetsimError):
     """A schedule cannot be replayed (missing input, overdraft, bad page-in)."""
 

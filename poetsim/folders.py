@@ -55,6 +55,11 @@ class RunFolder:
         """The run's page: figures, the simulated timeline and the schedule grid."""
         return self.path / "run.html"
 
+    @property
+    def device_json(self) -> Path:
+        """The step on the emulated device, measured beside predicted (`poetsim device sweep`)."""
+        return self.path / "device.json"
+
 
 @dataclass(frozen=True)
 class StudyFolder:

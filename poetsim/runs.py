@@ -47,6 +47,7 @@ class ResultRow:
     schedule under the scenario's timing model; `simulated_*` are the simulator's. `bound_j` is a
     proven lower bound on this strategy's least energy at this point, `gap_overhead` the share of
     the overhead that is not proven (0 for a proven optimum; read it before trusting a figure).
+    `device_*` are filled by `poetsim device sweep` (docs/device.md) and empty otherwise.
     """
 
     # The point: which scenario, and its coordinates in the grid.
@@ -104,6 +105,21 @@ class ResultRow:
     simulated_mode: str | None = None  # barrier or free-running (poetsim.simulator.Mode)
     schedule_bytes: int | None = None
     wall_s: float | None = None
+    # The emulated device (`poetsim device sweep`): the schedule run by the runtime on QEMU's Cortex-M.
+    device_ok: bool | None = None  # every check passed: gradients, reference, peak, budget, traffic, recomputations
+    device_message: str | None = None  # the checks that failed, or why the device could not run the schedule
+    device_target: str | None = None  # the emulated core: cortex-m4f or cortex-m0plus
+    device_peak_ram_bytes: int | None = None  # the arena's measured peak
+    device_page_outs: int | None = None
+    device_page_out_bytes: int | None = None
+    device_page_ins: int | None = None
+    device_page_in_bytes: int | None = None
+    device_recomputations: int | None = None
+    device_gradients_equal: bool | None = None  # bitwise equal to the keep-all step's on the same device
+    device_reference_error: float | None = None  # largest difference from the NumPy step, share of the tensor's scale
+    device_compute_s: float | None = None  # measured: emulated instructions of the computes at the profile's clock
+    device_predicted_compute_s: float | None = None  # the same computes as the profile predicts them
+    device_step_s: float | None = None  # the whole step's instructions at the clock
 
     def to_dict(self) -> dict:
         """The row as plain values (the status as its word), for JSON."""

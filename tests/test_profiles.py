@@ -62,6 +62,7 @@ def test_shipped_profile_loads_with_a_source_for_every_figure(name):
     assert platform.name == name
     assert platform.title and platform.notes and platform.storage.kind
     expected = NUMERIC_FIELDS | ({"compute.energy_flops_per_s"} if platform.compute.energy_flops_per_s else set())
+    expected |= {"device.clock_hz"} if platform.device else set()
     assert set(platform.sources) == expected
     assert all(len(text) > 20 for text in platform.sources.values())
 

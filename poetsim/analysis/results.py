@@ -129,7 +129,9 @@ def headline(frame: pd.DataFrame) -> pd.DataFrame:
     Rows are sorted with RAM as a number (largest budget first); there is one text column per
     strategy, in registry order, as `cell_text` writes it, followed by the numbers behind each
     cell (`<strategy> overhead %`, `<strategy> energy J`, `<strategy> status`, `<strategy> gap`),
-    so that the CSV keeps every digit and the text stays short.
+    so that the CSV keeps every digit and the text stays short. Rows run on the emulated device
+    (`poetsim device sweep`) mark their cell with the device's verdict and add
+    `<strategy> device compute / predicted`.
     """
     if frame.empty:
         return pd.DataFrame(columns=HEADLINE_KEYS)
@@ -142,6 +144,16 @@ def headline(frame: pd.DataFrame) -> pd.DataFrame:
     for column in ("overhead_pct", "gap_overhead", "predicted_total_j"):
         data[column] = pd.to_numeric(data.get(column), errors="coerce")
     data["cell"] = [cell_text(str(s), o, g) for s, o, g in zip(data["status"], data["overhead_pct"], data["gap_overhead"])]
+    on_device = "device_ok" in data and data["device_ok"].notna().any()
+    if on_device:
+        # Schedules run by `poetsim device sweep`: whether the device held to the prediction.
+        marks = data["device_ok"].map(
+            lambda v: "" if pd.isna(v) else (" [device ok]" if str(v).lower() == "true" else " [device FAILED]")
+        )
+        data["cell"] = data["cell"] + marks
+        data["device_ratio"] = pd.to_numeric(data["device_compute_s"], errors="coerce") / pd.to_numeric(
+            data["device_predicted_compute_s"], errors="coerce"
+        )
     names = sorted(data["strategy"].astype(str).unique(), key=lambda n: (strategies.rank(n), n))
     keys = ["model", "platform", "timing", "runtime_x", "ram"]
     rows = []
@@ -157,6 +169,8 @@ def headline(frame: pd.DataFrame) -> pd.DataFrame:
                 row[f"{name} energy J"] = found["predicted_total_j"]
                 row[f"{name} status"] = found["status"]
                 row[f"{name} gap"] = found["gap_overhead"]
+                if on_device:
+                    row[f"{name} device compute / predicted"] = found["device_ratio"]
             else:
                 row[name] = ""
         rows.append(row)

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 EXIT_CODES = (
     "Exit codes: 0 done; 1 a regression found by `check`, or no schedule before the time limit; "
     "2 bad input (a file, field or option; one line names it); 3 infeasible budgets; "
-    "4 a solver or an install extra not installed (the line names it); 5 simulation error; 6 invalid schedule; "
+    "4 a solver, an install extra or the device toolchain not installed (the line names it); "
+    "5 simulation error; 6 invalid schedule; "
+    "7 the emulated device refused or failed a step, or disagreed with the prediction; "
     "69 the Dask scheduler or its workers gone; "
     "70 internal error (a bug); 74 a file refused by the machine (disk full, read-only, permissions); "
     "75 another poetsim writes into that results folder; 130/143 stopped by SIGINT/SIGTERM "

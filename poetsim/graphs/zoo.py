@@ -79,6 +79,25 @@ def _mlp(net: Network, batch: int, side: int) -> Tensor:
     return net.linear(x, 10, name="fc3")
 
 
+def _mcu_cnn(net: Network, batch: int, side: int) -> Tensor:
+    """Grey side x side images through a strided 3x3 stem, a 3x3 convolution, a residual block of
+    two 3x3 convolutions, a strided 1x1 convolution and 2x2 max pooling, to 10 classes.
+
+    Small enough to train on a microcontroller (3,426 parameters), and made of the operations the
+    device runtime executes (poetsim.device): convolutions 3x3 and 1x1, stride 1 and 2, with
+    padding and bias; ReLU; a residual add; max pooling; flatten; a dense layer.
+    """
+    x = net.input((batch, 1, side, side), labels=batch)
+    x = net.relu(net.conv(x, 8, 3, stride=2, padding=1, bias=True, name="conv1"), name="relu1")
+    x = net.relu(net.conv(x, 8, 3, padding=1, bias=True, name="conv2"), name="relu2")
+    out = net.relu(net.conv(x, 8, 3, padding=1, bias=True, name="block.conv1"), name="block.relu1")
+    out = net.conv(out, 8, 3, padding=1, bias=True, name="block.conv2")
+    x = net.relu(net.add(out, x, name="block.add"), name="block.relu2")
+    x = net.relu(net.conv(x, 16, 1, stride=2, bias=True, name="conv3"), name="relu3")
+    x = net.maxpool(x, 2, name="pool")
+    return net.linear(net.flatten(x), 10, name="fc")
+
+
 def _basic_block(net: Network, x: Tensor, planes: int, stride: int, name: str) -> Tensor:
     """ResNet-18's block: two 3x3 conv-BN, the shortcut added, then ReLU."""
     out = net.relu(
@@ -251,6 +270,18 @@ MODELS: dict[str, ModelSpec] = {
             PublishedFigures(535_040, 535_818, _CONV_OPS, "computed by hand (poetsim.graphs.zoo comment)"),
         ),
         ModelSpec(
+            "mcu_cnn",
+            "residual CNN for microcontrollers, 28x28 grey images",
+            1,
+            28,
+            None,
+            # By hand, at 28x28: conv1 8x14x14 outputs x 9 taps = 14,112 MACs; conv2 and the block's
+            # two convolutions 8x14x14 x 72 = 112,896 each; conv3 16x7x7 x 8 = 6,272; fc 144 x 10 =
+            # 1,440; total 360,512. Params: conv1 8*9+8 = 80; conv2 and the block's 8*72+8 = 584
+            # each; conv3 16*8+16 = 144; fc 144*10+10 = 1,450; total 3,426.
+            PublishedFigures(360_512, 3_426, _CONV_OPS, "computed by hand (poetsim.graphs.zoo comment)"),
+        ),
+        ModelSpec(
             "vgg16",
             "VGG-16 (torchvision), ImageNet 224",
             1,
@@ -354,6 +385,7 @@ MODELS: dict[str, ModelSpec] = {
 
 _BUILDERS: dict[str, Callable[[Network, int, int], Tensor]] = {
     "mlp": _mlp,
+    "mcu_cnn": _mcu_cnn,
     "vgg16": _vgg16,
     "resnet18": lambda net, b, s: _resnet(net, b, s, (2, 2, 2, 2), False, False, 1000),
     "resnet18_cifar": lambda net, b, s: _resnet(net, b, s, (2, 2, 2, 2), False, True, 10),
@@ -381,6 +413,14 @@ def build_model(name: str, batch_size: int = 1, input_size: int | None = None, s
     other one, a non-positive size, or a size the network cannot take raises UserInputError
     naming the option.
     """
+    _spec(name)
+    return record_model(Network(name), batch_size, input_size, seq_len)
+
+
+def record_model(net: Network, batch_size: int = 1, input_size: int | None = None, seq_len: int | None = None) -> TrainingGraph:
+    """`build_model` of zoo model `net.name`, recorded into the empty `net`: a Network subclass may
+    keep more of each layer than the graph does (poetsim.device keeps window sizes and strides)."""
+    name = net.name
     spec = _spec(name)
     _check_positive("batch_size", batch_size)
     if spec.input_size is not None:
@@ -392,7 +432,6 @@ def build_model(name: str, batch_size: int = 1, input_size: int | None = None, s
         raise UserInputError(f"{other} does not apply to {name}; it takes {option}")
     size = default if size is None else size
     _check_positive(option, size)
-    net = Network(name)
     try:
         logits = _BUILDERS[name](net, batch_size, size)
     except ShapeError as err:

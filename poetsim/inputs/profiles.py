@@ -6,6 +6,7 @@ for a figure is rejected, so that no number in poetsim is unexplained.
 """
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import (
     BaseModel,
@@ -61,11 +62,24 @@ class Compute(_Frozen):
         "its energy is power_w x that time. Other nodes use flops_per_s.",
     )
 
+    op_call_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="Optional fixed seconds per call of an operator kind (loop set-up, the runtime's dispatch), as "
+        "`poetsim device profile` measures them: a node whose op is listed in op_flops_per_s takes op_call_s + "
+        "FLOPs / its rate. Each kind listed here needs a rate in op_flops_per_s.",
+    )
+
     @model_validator(mode="after")
     def _op_rates_positive(self) -> "Compute":
         bad = sorted(op for op, rate in self.op_flops_per_s.items() if not 1 <= rate <= MAX_RATE)
         if bad:
             raise ValueError(f"op_flops_per_s.{bad[0]}: must be between 1 and {MAX_RATE:g} FLOP/s")
+        bad = sorted(op for op, call_s in self.op_call_s.items() if not 0 <= call_s <= MAX_LATENCY_S)
+        if bad:
+            raise ValueError(f"op_call_s.{bad[0]}: must be between 0 and {MAX_LATENCY_S:g} s")
+        unrated = sorted(set(self.op_call_s) - set(self.op_flops_per_s))
+        if unrated:
+            raise ValueError(f"op_call_s.{unrated[0]}: the kind has no rate in op_flops_per_s")
         return self
 
     @property
@@ -74,13 +88,15 @@ class Compute(_Frozen):
         return self.power_w / (self.energy_flops_per_s or self.flops_per_s)
 
     def seconds(self, op: str, flops: float) -> float:
-        """Compute time of `flops` FLOPs of an operator of kind `op`."""
-        return flops / self.op_flops_per_s.get(op, self.flops_per_s)
+        """Compute time of `flops` FLOPs of an operator of kind `op` (its fixed cost per call included)."""
+        if op in self.op_flops_per_s:
+            return self.op_call_s.get(op, 0.0) + flops / self.op_flops_per_s[op]
+        return flops / self.flops_per_s
 
     def joules(self, op: str, flops: float) -> float:
         """Compute energy of `flops` FLOPs of kind `op`: at its measured rate, power_w x time."""
         if op in self.op_flops_per_s:
-            return self.power_w * flops / self.op_flops_per_s[op]
+            return self.power_w * self.seconds(op, flops)
         return flops * self.joules_per_flop
 
 
@@ -106,6 +122,20 @@ class Storage(_Frozen):
     )
 
 
+class Device(_Frozen):
+    """The core `poetsim device` builds its runtime for, and the clock that turns its counts into time."""
+
+    core: Literal["cortex-m4f", "cortex-m0plus"] = Field(
+        description="The runtime's build target: cortex-m4f (hardware single-precision floats) or cortex-m0plus "
+        "(ARMv6-M, software floats); docs/device.md."
+    )
+    clock_hz: float = Field(
+        gt=0,
+        le=1e11,
+        description="Core clock: a step's emulated instruction count / clock_hz is its time (an instruction a cycle).",
+    )
+
+
 class Platform(_Frozen):
     """A device: RAM, compute engine, storage, DMA and memory bus, with sources."""
 
@@ -122,6 +152,9 @@ class Platform(_Frozen):
     )
     memory_bus_bytes_per_s: float = Field(
         ge=1, le=MAX_RATE, description="RAM bandwidth shared by compute and transfers; only the simulator uses it."
+    )
+    device: Device | None = Field(
+        default=None, description="For `poetsim device`: the core to emulate and its clock (microcontroller profiles)."
     )
     notes: tuple[str, ...] = Field(default=(), description="What a user of this profile should know.")
     sources: dict[str, str] = Field(

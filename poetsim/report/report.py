@@ -18,6 +18,7 @@ import pandas as pd
 
 from poetsim.analysis import paper
 from poetsim.analysis.results import has_schedule
+from poetsim.assumptions import DEVICE_ASSUMPTIONS
 from poetsim.errors import UserInputError
 from poetsim.folders import StudyFolder
 from poetsim.report import page, tables
@@ -251,6 +252,13 @@ def _page(
         _list(no_schedule_summary(frame)) or "<p>Every run has a schedule.</p>",
         "</details>",
     ]
+    if "device_ok" in frame and frame["device_ok"].notna().any():
+        ran = int(frame["device_ok"].notna().sum())
+        parts.append(
+            f"<details open><summary>Run on the emulated device ({ran} schedules, poetsim device sweep; docs/device.md): "
+            f"measured beside predicted</summary>{tables.device_runs(frame)}"
+            f"<p class='note'>{esc(DEVICE_ASSUMPTIONS)}.</p></details>"
+        )
     failed = int((~frame["ok"]).sum())
     if failed:
         parts.append(f"<details><summary>Runs without a schedule ({failed})</summary>{tables.failed_runs(frame)}</details>")

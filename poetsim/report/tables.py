@@ -216,6 +216,35 @@ def _run_cell(value, shown) -> str:
     return f"<td data-sort='{float(number)!r}'>{format(float(number) * scale, fmt)}</td>"
 
 
+def device_runs(frame: pd.DataFrame) -> str:
+    """Every run that `poetsim device sweep` executed on the emulated device: measured beside predicted."""
+    ran = frame[frame["device_ok"].notna()]
+    ratio = pd.to_numeric(ran["device_compute_s"], errors="coerce") / pd.to_numeric(
+        ran["device_predicted_compute_s"], errors="coerce"
+    )
+    ran = ran.assign(
+        device_checks=ran["device_ok"].map(lambda v: "ok" if str(v).lower() == "true" else "FAILED"), device_ratio=ratio
+    )
+    count: Shown = (1, ",.0f")
+    columns: list[tuple[str, str, Shown]] = [
+        ("model", "model_label", "text"),
+        ("platform", "platform_label", "text"),
+        ("strategy", "strategy", "text"),
+        ("RAM budget (bytes)", "ram_budget_bytes", count),
+        ("checks", "device_checks", "text"),
+        ("peak RAM predicted (bytes)", "predicted_peak_ram_bytes", count),
+        ("peak RAM on the device (bytes)", "device_peak_ram_bytes", count),
+        ("recomputations", "device_recomputations", count),
+        ("page-outs", "device_page_outs", count),
+        ("bytes paged out", "device_page_out_bytes", count),
+        ("compute predicted (s)", "device_predicted_compute_s", (1, ".4g")),
+        ("compute on the device (s)", "device_compute_s", (1, ".4g")),
+        ("device / predicted", "device_ratio", (1, ".3f")),
+        ("failed checks", "device_message", "message"),
+    ]
+    return runs_table(ran, "device-runs", columns)
+
+
 def failed_runs(frame: pd.DataFrame) -> str:
     """Every run without a schedule, with its status and reason."""
     failed = frame[~frame["ok"]]

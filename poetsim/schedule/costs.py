@@ -8,8 +8,9 @@ and the simulator share. Rules (docs/cost-model.md states them for users):
   arithmetic or by the bytes it moves over the memory bus, here its inputs and its output;
 - compute energy = FLOPs x compute.power_w / (compute.energy_flops_per_s or flops_per_s)
 - a profile may give measured rates per operator kind (compute.op_flops_per_s, written by
-  `poetsim profile`): a node whose op is listed takes FLOPs / its kind's rate as the arithmetic
-  side of its roofline, and compute.power_w x that arithmetic time as energy
+  `poetsim profile` and `poetsim device profile`): a node whose op is listed takes FLOPs / its
+  kind's rate, plus its kind's fixed cost per call where compute.op_call_s lists one, as the
+  arithmetic side of its roofline, and compute.power_w x that arithmetic time as energy
 - page-in time  = storage.page_in.latency_s + output_bytes / storage.page_in.bytes_per_s
 - page-in energy = page-in time x storage.power_w (likewise page-out)
 - a node whose op is "input" (the data batch) is not computed but read from storage: its

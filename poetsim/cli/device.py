@@ -1,0 +1,277 @@
+"""`poetsim device ...`: run schedules on an emulated microcontroller, and measure it as a profile.
+
+The library (poetsim.device) is imported when a command runs, so that `poetsim --help` stays fast.
+"""
+
+from pathlib import Path
+
+import typer
+
+from poetsim.assumptions import DEVICE_ASSUMPTIONS
+from poetsim.cli.app import app, command, emit_json, note, out
+from poetsim.cli.options import (
+    BatchOpt,
+    ModelOpt,
+    PlatformOpt,
+    RamOpt,
+    RuntimeOpt,
+    SolverOpt,
+    StrategyOpt,
+    TimeLimitOpt,
+    TimingOpt,
+)
+from poetsim.cli.terminal import table
+from poetsim.errors import DeviceError, UserInputError
+
+device = typer.Typer(
+    help="Run schedules on an emulated microcontroller (QEMU Cortex-M) and hold them to the prediction.",
+    epilog=f"{DEVICE_ASSUMPTIONS}.",
+)
+app.add_typer(device, name="device")
+
+TimeoutOpt = typer.Option(120.0, "--timeout", min=1.0, help="Seconds the emulator may run one step before it is stopped.")
+SeedOpt = typer.Option(0, "--seed", help="Seed of the weights and the batch.")
+
+
+@command("run", group=device)
+def run(
+    scenario: Path = typer.Argument(..., help="Scenario YAML."),
+    model: ModelOpt = None,
+    platform: PlatformOpt = None,
+    strategy: StrategyOpt = None,
+    ram: RamOpt = None,
+    runtime: RuntimeOpt = None,
+    timing: TimingOpt = None,
+    solver: SolverOpt = None,
+    time_limit: TimeLimitOpt = None,
+    batch_size: BatchOpt = None,
+    schedule: Path | None = typer.Option(
+        None, "--schedule", help="Run this schedule (schedule.json or schedule.bin) instead of solving; it is checked first."
+    ),
+    seed: int = SeedOpt,
+    timeout: float = TimeoutOpt,
+    out_dir: Path | None = typer.Option(None, "--out", help="Keep the emulator's files here (image.bin, result.bin, grads.bin)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
+) -> None:
+    """Solve (or load) one schedule and run it on the emulated microcontroller of the platform.
+
+    The runtime executes the schedule instruction by instruction in an arena of exactly the RAM
+    budget, paging to an emulated flash; it runs the keep-all schedule too. Reported, and checked:
+    the gradients bitwise equal to keep-all's and within 1e-4 of a NumPy reference, the arena's
+    peak equal to the prediction and within the budget, bytes paged and recomputations as
+    scheduled. Measured instruction time is shown beside the predicted compute time. Exits 7
+    when a check fails or the device refuses the schedule.
+    """
+    from poetsim import api
+    from poetsim.device.run import Session, check_runnable, run_on_device
+    from poetsim.inputs.scenario import load_scenario
+    from poetsim.schedule.formats import load_schedule
+
+    api.check_out(out_dir)
+    if schedule is not None and not schedule.is_file():
+        raise UserInputError(f"--schedule: no such file {schedule}")
+    loaded = load_scenario(scenario)
+    if schedule is not None and strategy is None:
+        strategy = loaded.strategies[0]  # not used: a given schedule is run, so nothing to note
+    choice = api.choose(
+        loaded,
+        model=model,
+        platform=platform,
+        ram=ram,
+        runtime=runtime,
+        strategy=strategy,
+        timing=timing,
+        batch_size=batch_size,
+    )
+    for text in choice.notes:
+        note(text)
+    problem = choice.problem
+    check_runnable(problem)
+    if schedule is not None:
+        picked = load_schedule(schedule)
+        label = schedule.name
+    else:
+        solved = api.require_schedule(api.solve(scenario, solver=solver, time_limit_s=time_limit, choice=choice))
+        assert solved.schedule is not None
+        picked, label = solved.schedule, choice.strategy
+    result = run_on_device(problem, picked, out_dir=out_dir, session=Session(seed=seed, timeout_s=timeout))
+    if as_json:
+        emit_json({"schedule": label, **result.summary()})
+    else:
+        _print_run(result, label)
+    if not result.ok:
+        raise DeviceError(
+            "the device disagreed with the prediction: " + "; ".join(f"{c.name}: {c.detail}" for c in result.failed)
+        )
+
+
+def _print_run(result, label: str) -> None:
+    summary = result.summary()
+    out.print(
+        table(
+            ("check", "", "detail"),
+            [(c.name, "ok" if c.ok else "FAILED", c.detail) for c in result.checks],
+            title=f"{label} on {result.model} / {result.platform}: {result.target} at {result.clock_hz / 1e6:g} MHz "
+            f"({result.timing} timing)",
+        )
+    )
+    by_op: dict[str, list[float]] = {}
+    for node in result.nodes:
+        row = by_op.setdefault(node.op, [0, 0.0, 0.0])
+        row[0] += node.computes
+        row[1] += node.measured_s
+        row[2] += node.predicted_s
+    rows = [(op, n, f"{m:.6g}", f"{p:.6g}", f"{m / p:.3f}" if p else "") for op, (n, m, p) in by_op.items()]
+    rows.append(
+        (
+            "all but the batch read",
+            sum(n.computes for n in result.nodes if n.op != "input"),
+            f"{result.compute_s:.6g}",
+            f"{result.predicted_compute_s:.6g}",
+            f"{result.compute_s / result.predicted_compute_s:.3f}",
+        )
+    )
+    out.print(
+        table(
+            ("operation", "computes", "measured s", "predicted s", "ratio"),
+            rows,
+            title="compute time by operation (measured: emulated instructions at the clock)",
+            right=("computes", "measured s", "predicted s", "ratio"),
+        )
+    )
+    instr = summary["instructions"]
+    out.print(
+        table(
+            ("figure", "value"),
+            [
+                ("arena", f"{summary['arena_bytes']:,} bytes (the RAM budget); keep-all peak {summary['keep_all_peak_bytes']:,}"),
+                ("compaction", f"{summary['compactions']} times, {summary['moved_bytes']:,} bytes moved"),
+                (
+                    "step",
+                    f"{instr['step']:,.0f} instructions = {result.step_s:.6g} s; "
+                    f"predicted runtime {result.predicted.runtime_s:.6g} s",
+                ),
+                (
+                    "  of which",
+                    f"compute {instr['compute']:,.0f}, copies to and from storage {instr['transfer']:,.0f}, "
+                    f"compaction {instr['compact']:,.0f}",
+                ),
+                ("schedule", f"{summary['schedule_bytes']} bytes (binary)"),
+                (
+                    "runtime RAM",
+                    f"{summary['runtime_static_bytes']:,} bytes of state, "
+                    f"{summary['runtime_stack_bytes']:,} bytes of stack at most",
+                ),
+                ("loss", ", ".join(f"{v:.6g}" for v in summary["losses"])),
+                ("emulator", f"{summary['emulator_wall_s']:.2f} s wall for the step"),
+            ],
+        )
+    )
+    out.print(DEVICE_ASSUMPTIONS + ".", style="dim")
+
+
+@command("profile", group=device)
+def profile(
+    platform: str = typer.Option(..., "--platform", help="The datasheet profile (name or YAML) whose core to measure."),
+    out_file: Path = typer.Option(..., "--out", help="The measured profile YAML to write."),
+    name: str | None = typer.Option(None, "--name", help="The new profile's name (default: <platform>-qemu)."),
+    timeout: float = TimeoutOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the fits as one JSON document."),
+) -> None:
+    """Measure each operation kind on the platform's emulated core and write a platform profile.
+
+    Probe networks of the runtime's operations run at several sizes (keep-all steps); each graph
+    op kind's time (instructions at the profile's clock) is fitted as a fixed cost per call plus
+    FLOPs over a rate. The profile written is the datasheet profile with those compute costs;
+    powers, storage and memory bus are kept with their sources. Predictions made with it rest on
+    measured costs.
+    """
+    import tempfile
+
+    from poetsim.device.profile import profile_device, write_profile
+    from poetsim.inputs.files import check_output_file
+    from poetsim.inputs.profiles import load_platform
+
+    check_output_file(out_file, "--out")
+    base = load_platform(platform)
+    with tempfile.TemporaryDirectory(prefix="poetsim-profile-") as work:
+        measured, fits = profile_device(base, name or f"{base.name}-qemu", Path(work), timeout)
+    write_profile(measured, out_file, f"poetsim device profile --platform {platform}")
+    if as_json:
+        emit_json(
+            {
+                op: {"call_s": f.call_s, "flops_per_s": f.flops_per_s, "samples": f.samples, "worst_error": f.worst_error}
+                for op, f in fits.items()
+            }
+        )
+        return
+    out.print(
+        table(
+            ("op", "call (us)", "rate (MFLOP/s)", "samples", "largest error"),
+            [
+                (op, f"{1e6 * f.call_s:.3f}", f"{f.flops_per_s / 1e6:.4g}", f.samples, f"{100 * f.worst_error:.1f} %")
+                for op, f in fits.items()
+            ],
+            title=f"{measured.name}: compute costs measured on {base.device.core if base.device else ''} at "
+            f"{(base.device.clock_hz if base.device else 0) / 1e6:g} MHz",
+            right=("call (us)", "rate (MFLOP/s)", "samples", "largest error"),
+        )
+    )
+    out.print(f"wrote {out_file}", soft_wrap=True)
+    out.print(DEVICE_ASSUMPTIONS + ".", style="dim")
+
+
+@command("sweep", group=device)
+def sweep(
+    target: Path = typer.Argument(
+        ..., help="A scenario YAML (swept first, with compare's baselines) or a sweep's results folder."
+    ),
+    out_dir: Path | None = typer.Option(None, "--out", help="Results folder for a scenario (default build/<scenario name>/)."),
+    seed: int = SeedOpt,
+    timeout: float = TimeoutOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the device table as JSON records."),
+) -> None:
+    """Run every schedule of a sweep on the emulated device and record it in runs.csv.
+
+    Given a scenario, it is swept first (poetsim sweep); a results folder is taken as it is. Then
+    compare's baselines are added (poetsim compare) and each row with a schedule runs on its
+    platform's emulated core and gains the device_* columns: checks passed, measured peak,
+    traffic, recomputations, and measured beside predicted compute time; compare.csv and
+    compare.txt are written again with them, and `poetsim report` shows them. Exits 7 if any
+    row's checks fail.
+    """
+    from poetsim import api
+    from poetsim.analysis.results import load_results
+    from poetsim.cli.app import records
+    from poetsim.cli.terminal import Progress
+    from poetsim.device.study import device_sweep, device_table
+
+    if target.suffix in (".yaml", ".yml"):
+        api.check_out(out_dir)
+        scenario = api.load_scenario(target)
+        directory = out_dir or api.default_out(scenario)
+        with Progress(f"sweeping {scenario.name}") as progress:
+            api.sweep(scenario, directory, resume=True, on_row=lambda row, done, total: progress.update(f"{done}/{total} points"))
+    else:
+        directory = target
+        if not (directory / "runs.csv").is_file():
+            raise UserInputError(f"{directory}: not a sweep's results folder (no runs.csv; run `poetsim sweep` first)")
+    api.compare(directory)  # the baselines compare sets beside each strategy are run on the device too
+    with Progress("running schedules on the device") as progress:
+        rows = device_sweep(
+            directory, seed, timeout, on_row=lambda row, done, total: progress.update(f"{done}/{total} schedules")
+        )
+    api.compare(directory)  # compare.csv and compare.txt again, now with the device's verdicts
+    shown = device_table(load_results(directory))
+    if as_json:
+        emit_json(records(shown))
+    else:
+        out.print(table(list(shown.columns), shown.itertuples(index=False), title=f"{directory}: measured beside predicted"))
+        out.print(f"updated {directory}/runs.csv; each point folder has device.json", soft_wrap=True)
+        out.print(DEVICE_ASSUMPTIONS + ".", style="dim")
+    failed = [row for row in rows if row.device_ok is False]
+    if failed:
+        first = failed[0]
+        raise DeviceError(
+            f"{len(failed)} of {len(rows)} schedules failed on the device; first {first.point_key}: {first.device_message}"
+        )

@@ -1,0 +1,185 @@
+"""The host reference of a device step: the same forward and backward pass in NumPy, float64.
+
+Independent of the runtime's C (other code, other precision, other summation order), so the
+device's gradients are held to it within a tolerance, not bitwise: `REFERENCE_RTOL` of each
+gradient tensor's largest magnitude. The loss is the mean softmax cross-entropy over the
+labels, as PyTorch's default; max pooling picks the first largest value of a window.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from poetsim.device.formats import Kind
+from poetsim.device.program import DeviceProgram
+from poetsim.device.tensors import StepTensors
+
+#: Largest difference from the reference allowed, as a share of the reference tensor's largest
+#: magnitude: float32 sums of up to a few thousand terms stay far within it.
+REFERENCE_RTOL = 1e-4
+
+
+@dataclass(frozen=True)
+class ReferenceStep:
+    """The reference's per-row losses and weight gradients (flat, laid out as the weights)."""
+
+    losses: np.ndarray
+    grads: np.ndarray
+
+
+def reference_step(program: DeviceProgram, tensors: StepTensors) -> ReferenceStep:
+    """One forward and backward pass of `program` on `tensors`, in float64."""
+    weights = tensors.weights.astype(np.float64)
+    grads = np.zeros_like(weights)
+    forward = [(i, r) for i, r in enumerate(program.records) if r.kind in _FORWARD_KINDS]
+    values: dict[int, np.ndarray] = {}
+    saved: dict[int, Any] = {}
+    losses = np.zeros(0)
+    for i, r in forward:
+        if r.kind is Kind.INPUT:
+            values[i] = tensors.data.astype(np.float64)
+        elif r.kind is Kind.LOSS:
+            logits = values[r.inputs[0]].reshape(r.dims[0], r.dims[1])
+            losses, probs = _cross_entropy(logits, tensors.labels)
+            saved[i] = probs
+        else:
+            values[i], saved[i] = _LAYERS[r.kind](r, [values[j] for j in r.inputs], weights)
+    # Backward: the gradient of each layer's output, summed over its readers.
+    upstream: dict[int, np.ndarray] = {}
+    for i, r in reversed(forward):
+        if r.kind is Kind.INPUT:
+            continue
+        if r.kind is Kind.LOSS:
+            probs = saved[i]
+            onehot = np.eye(r.dims[1])[tensors.labels]
+            received = [(probs - onehot) / r.dims[0]]
+        else:
+            received = _BACKWARD[r.kind](r, upstream.pop(i), [values[j] for j in r.inputs], saved[i], weights, grads)
+        for j, g in zip(r.inputs, received):
+            if j != 0 and g is not None:
+                g = g.reshape(values[j].shape)
+                upstream[j] = upstream[j] + g if j in upstream else g
+    return ReferenceStep(losses, grads)
+
+
+def _cross_entropy(logits: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    exp = np.exp(shifted)
+    probs = exp / exp.sum(axis=1, keepdims=True)
+    losses = np.log(exp.sum(axis=1)) - shifted[np.arange(len(labels)), labels]
+    return losses, probs
+
+
+def _params(r, weights: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray | None]:
+    count = int(np.prod(shape))
+    w = weights[r.param_offset : r.param_offset + count].reshape(shape)
+    b = weights[r.param_offset + count : r.param_offset + count + shape[0]] if r.bias else None
+    return w, b
+
+
+def _linear(r, inputs, weights):
+    m, k, n = r.dims[:3]
+    w, b = _params(r, weights, (n, k))
+    x = inputs[0].reshape(m, k)
+    return x @ w.T + (b if b is not None else 0.0), x
+
+
+def _linear_grad(r, g, inputs, x, weights, grads):
+    m, k, n = r.dims[:3]
+    w, _ = _params(r, weights, (n, k))
+    g = g.reshape(m, n)
+    count = n * k
+    grads[r.param_offset : r.param_offset + count] = (g.T @ x).ravel()
+    if r.bias:
+        grads[r.param_offset + count : r.param_offset + count + n] = g.sum(axis=0)
+    return [g @ w]
+
+
+def _windows(x: np.ndarray, k: int, stride: int, pad: int, fill: float) -> np.ndarray:
+    """(N, C, OH, OW, k, k) views of x's padded windows."""
+    padded = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=fill)
+    return sliding_window_view(padded, (k, k), axis=(2, 3))[:, :, ::stride, ::stride]
+
+
+def _conv(r, inputs, weights):
+    n, c, h, w_, o, oh, ow, k, stride, pad = r.dims
+    w, b = _params(r, weights, (o, c, k, k))
+    x = inputs[0].reshape(n, c, h, w_)
+    cols = _windows(x, k, stride, pad, 0.0)[:, :, :oh, :ow]
+    y = np.einsum("ncyxij,ocij->noyx", cols, w)
+    if b is not None:
+        y += b[None, :, None, None]
+    return y, cols
+
+
+def _conv_grad(r, g, inputs, cols, weights, grads):
+    n, c, h, w_, o, oh, ow, k, stride, pad = r.dims
+    w, _ = _params(r, weights, (o, c, k, k))
+    g = g.reshape(n, o, oh, ow)
+    count = o * c * k * k
+    grads[r.param_offset : r.param_offset + count] = np.einsum("noyx,ncyxij->ocij", g, cols).ravel()
+    if r.bias:
+        grads[r.param_offset + count : r.param_offset + count + o] = g.sum(axis=(0, 2, 3))
+    dcols = np.einsum("noyx,ocij->ncyxij", g, w)
+    dx = np.zeros((n, c, h + 2 * pad, w_ + 2 * pad))
+    for i in range(k):
+        for j in range(k):
+            dx[:, :, i : i + stride * oh : stride, j : j + stride * ow : stride] += dcols[..., i, j]
+    return [dx[:, :, pad : pad + h, pad : pad + w_]]
+
+
+def _relu(r, inputs, weights):
+    y = np.maximum(inputs[0], 0.0)
+    return y, y
+
+
+def _relu_grad(r, g, inputs, y, weights, grads):
+    return [np.where(y > 0, g, 0.0)]
+
+
+def _add(r, inputs, weights):
+    return inputs[0] + inputs[1], None
+
+
+def _add_grad(r, g, inputs, saved, weights, grads):
+    return [g, g]
+
+
+def _maxpool(r, inputs, weights):
+    planes, h, w, oh, ow, k, stride, pad = r.dims[:8]
+    x = inputs[0].reshape(1, planes, h, w)
+    windows = _windows(x, k, stride, pad, -np.inf)[:, :, :oh, :ow].reshape(planes, oh, ow, k * k)
+    first = windows.argmax(axis=-1)  # the first largest, rows then columns
+    y = np.take_along_axis(windows, first[..., None], axis=-1)[..., 0]
+    rows = np.arange(oh)[:, None] * stride - pad + first // k
+    cols = np.arange(ow)[None, :] * stride - pad + first % k
+    return y.reshape(inputs[0].shape[:2] + (oh, ow)), rows * w + cols
+
+
+def _maxpool_grad(r, g, inputs, index, weights, grads):
+    planes, h, w, oh, ow = r.dims[:5]
+    dx = np.zeros((planes, h * w))
+    g = g.reshape(planes, oh * ow)
+    flat = index.reshape(planes, oh * ow)
+    for p in range(planes):
+        np.add.at(dx[p], flat[p], g[p])
+    return [dx]
+
+
+_LAYERS = {
+    Kind.LINEAR: _linear,
+    Kind.CONV: _conv,
+    Kind.RELU: _relu,
+    Kind.ADD: _add,
+    Kind.MAXPOOL: _maxpool,
+}
+_FORWARD_KINDS = {Kind.INPUT, Kind.LOSS, *_LAYERS}
+_BACKWARD = {
+    Kind.LINEAR: _linear_grad,
+    Kind.CONV: _conv_grad,
+    Kind.RELU: _relu_grad,
+    Kind.ADD: _add_grad,
+    Kind.MAXPOOL: _maxpool_grad,
+}

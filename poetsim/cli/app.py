@@ -11,8 +11,9 @@ import functools
 import inspect
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
+import click
 import typer
 from typer.core import TyperCommand, TyperGroup
 
@@ -53,19 +54,20 @@ class _QuickHelp:
             option.default = False
         return option
 
+    def get_short_help_str(self, limit: int = 45) -> str:
+        """The first paragraph of the help, whole: the command list wraps it rather than cutting it at `limit`."""
+        command = cast(click.Command, self)
+        if command.short_help or not command.help:
+            return cast(click.Command, super()).get_short_help_str(limit)
+        return " ".join(inspect.cleandoc(command.help).split("\n\n")[0].split())
+
 
 class _Group(_QuickHelp, TyperGroup):
-    """The app's group, with the quick --help."""
+    """The app's group and its sub-groups: the quick --help, listed by their whole first paragraph."""
 
 
 class _Command(_QuickHelp, TyperCommand):
-    """Every command, with the quick --help, listed in `poetsim --help` by its whole first paragraph."""
-
-    def get_short_help_str(self, limit: int = 45) -> str:
-        """The first paragraph of the command's help, whole: the list wraps it rather than cutting it at `limit`."""
-        if self.short_help or not self.help:
-            return super().get_short_help_str(limit)
-        return " ".join(inspect.cleandoc(self.help).split("\n\n")[0].split())
+    """Every command: the quick --help, listed in its group's help by its whole first paragraph."""
 
 
 app = typer.Typer(
@@ -80,6 +82,15 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+def group(name: str, help: str, epilog: str | None = None) -> typer.Typer:
+    """A sub-app `poetsim NAME ...` whose commands register with `command(..., group=it)`."""
+    sub = typer.Typer(cls=_Group, help=help, epilog=epilog, rich_markup_mode=None, pretty_exceptions_enable=False)
+    app.add_typer(sub, name=name)
+    return sub
+
+
 #: stdout and stderr of every command (`poetsim.cli.terminal.Output`).
 out = Output()
 err = Output(stderr=True)
@@ -92,7 +103,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document i
 def command(name: str | None = None, *, group: typer.Typer | None = None) -> Callable[[Command], Command]:
     """Register a function as the command `name` (default: the function's name) behind the boundary.
 
-    `group` puts it in a sub-app (`poetsim GROUP NAME`) that its module adds with `app.add_typer`.
+    `group` puts it in a sub-app (`poetsim GROUP NAME`) made by `group()`.
     """
 
     def register(function: Command) -> Command:

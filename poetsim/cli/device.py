@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from poetsim.assumptions import DEVICE_ASSUMPTIONS
-from poetsim.cli.app import app, command, emit_json, note, out
+from poetsim.cli.app import command, emit_json, group, note, out
 from poetsim.cli.options import (
     BatchOpt,
     ModelOpt,
@@ -23,11 +23,11 @@ from poetsim.cli.options import (
 from poetsim.cli.terminal import table
 from poetsim.errors import DeviceError, UserInputError
 
-device = typer.Typer(
+device = group(
+    "device",
     help="Run schedules on an emulated microcontroller (QEMU Cortex-M) and hold them to the prediction.",
     epilog=f"{DEVICE_ASSUMPTIONS}.",
 )
-app.add_typer(device, name="device")
 
 TimeoutOpt = typer.Option(120.0, "--timeout", min=1.0, help="Seconds the emulator may run one step before it is stopped.")
 SeedOpt = typer.Option(0, "--seed", help="Seed of the weights and the batch.")

@@ -109,31 +109,42 @@ def _state_runs(states: pd.DataFrame) -> pd.DataFrame:
         node=("node", "first"), state=("state", "first"), first_stage=("stage", "min"), last_stage=("stage", "max")
     )
     runs["end_stage"] = runs["last_stage"] + 1
-    runs["node_end"] = runs["node"] + 1
     runs["state"] = runs["state"].astype(str)
     return runs.reset_index(drop=True)
 
 
-def schedule_chart(schedule: Schedule, graph: TrainingGraph, title: str, footer: str) -> alt.VConcatChart:
+def schedule_chart(
+    schedule: Schedule, graph: TrainingGraph, title: str, footer: str, width_px: float | None = None, wrap_chars: int = 0
+) -> alt.VConcatChart:
     """The schedule as POET's Figure 2: stages across, nodes down by name, each cell coloured by state.
+
+    `width_px` fits the whole chart (node names, grid and legend) into that many pixels, the legend
+    below the grid and the names shorter when it is narrow; by default the grid takes 8 px a stage.
 
     Node 0 is at the top, so the forward pass runs down the diagonal and the backward pass's
     reuse of early activations shows as long "in RAM", "on storage" or recompute rows. A rule
     marks where the backward pass begins (after the loss, in stages and in nodes).
     """
     runs = _state_runs(stage_states(schedule, graph))
+    # "nothing" is the grid's background, drawn once, not as half the cells' runs.
+    runs = runs[runs["state"] != "nothing"].reset_index(drop=True)
     labels = [f"{node.id} {node.name}" for node in graph.nodes]
     runs["label"] = [labels[i] for i in runs["node"]]
-    runs["name"] = [graph.nodes[i].name for i in runs["node"]]
     height = min(_MAX_GRID_PX, max(240, _ROW_PX * len(graph)))
-    width = min(1000, max(360, 8 * len(schedule.stages)))
+    narrow = width_px is not None and width_px < 600
+    label_px = 90 if narrow else 220
+    if width_px is None:
+        width = min(1000, max(360, 8 * len(schedule.stages)))
+    else:
+        width = int(width_px - label_px - (20 if narrow else 200))
+    legend_at = "bottom" if narrow else "right"
     x_scale = alt.Scale(domain=[0, len(schedule.stages)], nice=False, zero=True)
     y = alt.Y(
         "label:N",
         sort=labels,
         title=None,
         scale=alt.Scale(domain=labels),
-        axis=alt.Axis(labelFontSize=11, labelLimit=220, labelOverlap="parity", ticks=False),
+        axis=alt.Axis(labelFontSize=11, labelLimit=label_px, labelOverlap="parity", ticks=False),
     )
     base = alt.Chart(runs)
     grid = base.mark_rect(stroke=None).encode(
@@ -143,17 +154,21 @@ def schedule_chart(schedule: Schedule, graph: TrainingGraph, title: str, footer:
         color=alt.Color(
             "state:N",
             scale=alt.Scale(domain=list(STATES), range=list(STATE_COLOURS)),
-            legend=alt.Legend(title="state of the node's output", orient="right"),
+            legend=alt.Legend(title="state of the node's output", orient=legend_at, columns=2 if narrow else 1),
         ),
         tooltip=[
-            "node:Q",
-            "name:N",
+            alt.Tooltip("label:N", title="node"),
             "state:N",
             alt.Tooltip("first_stage:Q", title="from stage"),
             alt.Tooltip("last_stage:Q", title="to stage"),
         ],
     )
-    layers = [grid]
+    background = (
+        alt.Chart(pd.DataFrame({"state": ["nothing"]}))
+        .mark_rect(color=STATE_COLOURS[STATES.index("nothing")])
+        .encode(x=alt.value(0), x2=alt.value(width), y=alt.value(0), y2=alt.value(height))
+    )
+    layers = [background, grid]
     transfers = runs[runs["state"].isin(list(TRANSFER_SHAPES))].copy()
     if len(transfers):
         transfers["middle"] = (transfers["first_stage"] + transfers["end_stage"]) / 2
@@ -166,9 +181,9 @@ def schedule_chart(schedule: Schedule, graph: TrainingGraph, title: str, footer:
                 shape=alt.Shape(
                     "state:N",
                     scale=alt.Scale(domain=list(TRANSFER_SHAPES), range=list(TRANSFER_SHAPES.values())),
-                    legend=alt.Legend(title="transfer", orient="right"),
+                    legend=alt.Legend(title="transfer", orient=legend_at),
                 ),
-                tooltip=["node:Q", "name:N", "state:N", alt.Tooltip("first_stage:Q", title="stage")],
+                tooltip=[alt.Tooltip("label:N", title="node"), "state:N", alt.Tooltip("first_stage:Q", title="stage")],
             )
         )
     loss = _loss_node(graph)
@@ -193,7 +208,7 @@ def schedule_chart(schedule: Schedule, graph: TrainingGraph, title: str, footer:
         f"{_count(counts['page_out'], 'page-out')} (up triangles), {_count(counts['page_in'], 'page-in')} "
         f"(down triangles); {schedule.timing.value} timing"
     )
-    return framed(alt.layer(*layers).properties(width=width, height=height), title, footer, subtitle)
+    return framed(alt.layer(*layers).properties(width=width, height=height), title, footer, subtitle, wrap_chars)
 
 
 def _count(number: int, noun: str) -> str:

@@ -1,5 +1,5 @@
-"""The report's tables as HTML: the headline pivot, runtime budgets side by side, the runs
-without a schedule, and every run (sortable and filterable by the page's script).
+"""The report's tables as HTML: the headline pivot and every run (sortable and filterable by the
+page's script).
 
 Every value is escaped here (`html.escape`): model, platform, scenario names and messages come
 from users' files. Numbers carry their raw value in `data-sort`, so sorting is by number.
@@ -28,22 +28,28 @@ def headline_table(frame: pd.DataFrame) -> tuple[str, str]:
     One tab per model, timing and runtime budget (those that vary); in each, one row per
     platform and RAM budget (largest first) and one column per strategy in registry order, the
     cell as `results.cell_text` writes it (`*`: not proven optimal). The lowest overhead of a
-    row is bold; a status word stands where there is no schedule. The first tab shows first.
+    row is bold; a status word stands where there is no schedule. The tab with the most
+    schedules opens first.
     """
     table = headline(frame.assign(model=frame["model_label"], platform=frame["platform_label"]))
     strategies = [c for c in table.columns if f"{c} status" in table.columns]
     tab_keys = ["model", "timing", "runtime_x"]
     tabs = list(table.groupby(tab_keys, dropna=False, sort=False))
     varying = [k for k in tab_keys if table[k].nunique(dropna=False) > 1]
+    # The tab that opens is the one with the most schedules: a runtime budget at which every
+    # budget below keep-all is infeasible says least.
+    schedules = [sum(int(rows[f"{s} status"].astype(str).isin(WITH_SCHEDULE).sum()) for s in strategies) for _, rows in tabs]
+    opened = schedules.index(max(schedules)) if schedules else 0
     inputs, panels, style = [], [], []
     for number, (key, rows) in enumerate(tabs):
         name = " · ".join(_tab_part(k, v) for k, v in zip(tab_keys, key) if k in varying or k == "runtime_x")
-        checked = " checked" if number == 0 else ""
+        checked = " checked" if number == opened else ""
         inputs.append(
             f"<input type='radio' name='headline-tab' id='headline-tab-{number}'{checked}>"
             f"<label for='headline-tab-{number}'>{_esc(name)}</label>"
         )
-        panels.append(f"<div class='tab-panel' id='headline-panel-{number}'>{_headline_rows(rows, strategies)}</div>")
+        rows_html = _headline_rows(rows, strategies)
+        panels.append(f"<div class='tab-panel' id='headline-panel-{number}'><div class='scroll'>{rows_html}</div></div>")
         style.append(f"#headline-tab-{number}:checked ~ .tab-panels #headline-panel-{number} {{ display: block; }}")
     body = (
         f"<div class='tabs'>{''.join(inputs)}<div class='tab-panels'>{''.join(panels)}</div></div>"
@@ -107,39 +113,6 @@ def _cell_tip(strategy: str, row, status: str) -> str:
     if status in WITH_SCHEDULE and pd.notna(gap) and gap > 0:
         parts.append(f"{100 * gap:.3g} % of the overhead not proven")
     return "; ".join(parts)
-
-
-def runtime_table(frame: pd.DataFrame) -> str:
-    """Each strategy's cell at every runtime budget side by side, per model, platform and RAM.
-
-    For sweeps with too few runtime budgets to draw a curve: the table says what the chart would.
-    """
-    table = headline(frame.assign(model=frame["model_label"], platform=frame["platform_label"]))
-    strategies = [c for c in table.columns if f"{c} status" in table.columns]
-    runtimes = sorted(table["runtime_x"].dropna().unique())
-    keys = ["model", "platform", "timing", "ram"]
-    top = "".join(f"<th colspan='{len(runtimes)}'>{_esc(s)}</th>" for s in strategies)
-    sub = "".join(f"<th>{r:g}x</th>" for _ in strategies for r in runtimes)
-    lines = [
-        "<div class='scroll'><table><thead>",
-        f"<tr><th class='text' rowspan='2'>model</th><th class='text' rowspan='2'>platform</th>"
-        f"<th class='text' rowspan='2'>timing</th><th rowspan='2'>RAM</th>{top}</tr><tr>{sub}</tr></thead><tbody>",
-    ]
-    for key, rows in table.groupby(keys, dropna=False, sort=False):
-        by_runtime = {r["runtime_x"]: r for _, r in rows.iterrows()}
-        share = rows["ram_share"].max()
-        ram = f"{100 * share:.3g} %" if pd.notna(share) else str(key[3])
-        cells = [f"<td class='text'>{_esc(str(v))}</td>" for v in key[:3]] + [f"<td>{_esc(ram)}</td>"]
-        for strategy in strategies:
-            for runtime in runtimes:
-                row = by_runtime.get(runtime)
-                text = "" if row is None else str(row.get(strategy) or "")
-                status = "" if row is None else str(row.get(f"{strategy} status", ""))
-                css = " class='none'" if text and status not in WITH_SCHEDULE else ""
-                cells.append(f"<td{css}>{_esc(text)}</td>")
-        lines.append(f"<tr>{''.join(cells)}</tr>")
-    lines.append("</tbody></table></div>")
-    return "".join(lines)
 
 
 def _mib_columns(frame: pd.DataFrame) -> Unit:
@@ -214,19 +187,3 @@ def _run_cell(value, shown) -> str:
         return "<td data-sort=''></td>"
     scale, fmt = shown
     return f"<td data-sort='{float(number)!r}'>{format(float(number) * scale, fmt)}</td>"
-
-
-def failed_runs(frame: pd.DataFrame) -> str:
-    """Every run without a schedule, with its status and reason."""
-    failed = frame[~frame["ok"]]
-    columns: list[tuple[str, str, Shown]] = [
-        ("model", "model_label", "text"),
-        ("platform", "platform_label", "text"),
-        ("strategy", "strategy", "text"),
-        ("RAM budget (% of keep-all)", "ram_fraction", (100, ".3g")),
-        ("RAM as written", "ram", "text"),
-        ("runtime budget (x)", "runtime_x", (1, "g")),
-        ("status", "status", "text"),
-        ("reason", "message", "message"),
-    ]
-    return runs_table(failed, "runs-without-schedule", columns)

@@ -14,7 +14,7 @@ of equal cells, the timeline as merged bars and a peak-preserving RAM envelope.
 
 import html
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import altair as alt
 import pandas as pd
@@ -137,7 +137,7 @@ def schedule_chart(
         width = min(1000, max(360, 8 * len(schedule.stages)))
     else:
         width = int(width_px - label_px - (20 if narrow else 200))
-    legend_at = "bottom" if narrow else "right"
+    legend_at: Literal["bottom", "right"] = "bottom" if narrow else "right"
     x_scale = alt.Scale(domain=[0, len(schedule.stages)], nice=False, zero=True)
     y = alt.Y(
         "label:N",

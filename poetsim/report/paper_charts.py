@@ -121,9 +121,16 @@ def table3_chart(comparison: PaperComparison) -> Draw | None:
             color=alt.Color("source:N", scale=alt.Scale(domain=sources, range=palette), legend=None),
             tooltip=["metric:N", "source:N", alt.Tooltip("value:Q", format="+.3g")],
         )
-        text = dict(fontSize=11, color="#222222")
-        right = base.transform_filter("datum.value >= 0").mark_text(align="left", dx=4, **text).encode(text="text:N")
-        left = base.transform_filter("datum.value < 0").mark_text(align="right", dx=-4, **text).encode(text="text:N")
+        right = (
+            base.transform_filter("datum.value >= 0")
+            .mark_text(align="left", dx=4, fontSize=11, color="#222222")
+            .encode(text="text:N")
+        )
+        left = (
+            base.transform_filter("datum.value < 0")
+            .mark_text(align="right", dx=-4, fontSize=11, color="#222222")
+            .encode(text="text:N")
+        )
         zero = base.mark_rule(color="#666666").encode(x=alt.datum(0), y=alt.value(0), y2=alt.value("height"))
         chart = (
             alt.layer(zero, bars, right, left, data=data)

@@ -89,7 +89,7 @@ def write_schedule_views(frame: pd.DataFrame, sweep_dir: Path | None, directory:
         name = f"{row['strategy']} at {where_text(row, frame)}"
         point = points.get(str(row.get("point_key")))
         path = None if point is None else Path(sweep_dir) / POINTS_DIR / point_slug(point) / "schedule.json"
-        if path is None or not path.exists():
+        if point is None or path is None or not path.exists():
             missing.append(f"{name}: the sweep did not keep its schedule")
             continue
         try:
@@ -125,31 +125,28 @@ def _specs(anchor: str, name: str, run) -> dict:
     """The point's charts as responsive specs, by element id, without the footer (the page has it)."""
     problem = run.problem
     charts = {}
+    layouts = ((WIDE_PX, 0), (NARROW_PX, NARROW_WRAP_CHARS))
     if run.simulated is not None:
-        charts[f"{anchor}-timeline"] = page.responsive(
-            *(
-                timeline_chart(
-                    run.simulated,
-                    problem.budgets.ram_bytes,
-                    f"{name}: simulated timeline",
-                    "",
-                    deadline_s=problem.budgets.runtime_s,
-                    width_px=width,
-                    wrap_chars=wrap,
-                ).to_dict(validate=False)
-                for width, wrap in ((WIDE_PX - 180, 0), (NARROW_PX - 60, NARROW_WRAP_CHARS))
-            ),
-            WIDE_PX,
+        wide, narrow = (
+            timeline_chart(
+                run.simulated,
+                problem.budgets.ram_bytes,
+                f"{name}: simulated timeline",
+                "",
+                deadline_s=problem.budgets.runtime_s,
+                width_px=width - 180 if width == WIDE_PX else width - 60,
+                wrap_chars=wrap,
+            ).to_dict(validate=False)
+            for width, wrap in layouts
         )
-    charts[f"{anchor}-grid"] = page.responsive(
-        *(
-            schedule_chart(run.schedule, problem.graph, f"{name}: schedule", "", width_px=width, wrap_chars=wrap).to_dict(
-                validate=False
-            )
-            for width, wrap in ((WIDE_PX, 0), (NARROW_PX, NARROW_WRAP_CHARS))
-        ),
-        WIDE_PX,
+        charts[f"{anchor}-timeline"] = page.responsive(wide, narrow, 0.75 * WIDE_PX)
+    wide, narrow = (
+        schedule_chart(run.schedule, problem.graph, f"{name}: schedule", "", width_px=width, wrap_chars=wrap).to_dict(
+            validate=False
+        )
+        for width, wrap in layouts
     )
+    charts[f"{anchor}-grid"] = page.responsive(wide, narrow, 0.75 * WIDE_PX)
     return charts
 
 

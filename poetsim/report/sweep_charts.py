@@ -154,7 +154,8 @@ def pareto_chart(frame: pd.DataFrame) -> SweepChart:
     ticks = scale.ticks(max(float(data["overhead_pct"].max()), scale.constant))
     order = list(dict.fromkeys(data["panel"]))
     domain, colours = strategy_colours(data["group"])
-    focus = integrated_strategy() if integrated_strategy() in domain else domain[0]
+    integrated = integrated_strategy()
+    focus = integrated if integrated is not None and integrated in domain else domain[0]
     rings = [g for g in domain if g != focus]
     sizes = {g: 110 + 90 * i for i, g in enumerate(rings)}
     data["size"] = data["group"].map(sizes).fillna(45)

@@ -672,7 +672,8 @@ def summary(found: list[PaperComparison]) -> str:
     """'3 of 9 claims hold under poetsim's cost model; 2 hold in part, 4 do not hold.'"""
     claims = [claim for comparison in found for claim in comparison.claims]
     counts = {v: sum(1 for c in claims if c.verdict is v) for v in Verdict}
-    rest = [f"{counts[v]} {'do not hold' if v is Verdict.FAILS else v.value}" for v in list(Verdict)[1:] if counts[v]]
+    plural = {Verdict.PARTLY: "hold in part", Verdict.FAILS: "do not hold", Verdict.UNJUDGED: "cannot be judged"}
+    rest = [f"{counts[v]} {plural[v]}" for v in plural if counts[v]]
     return (
         f"{counts[Verdict.HOLDS]} of {len(claims)} claims hold under poetsim's cost model"
         + ("; " + ", ".join(rest) if rest else "")

@@ -25,6 +25,11 @@ def _wrap(width_px: float) -> int:
     return NARROW_WRAP_CHARS if width_px < NARROW_BELOW_PX else 0
 
 
+def _legend(width_px: float) -> alt.Legend:
+    """Beside the chart on a desktop, below it on a phone, where the room is."""
+    return alt.Legend(orient="bottom" if width_px < NARROW_BELOW_PX else "right")
+
+
 def _panel_px(width_px: float, across: int) -> int:
     return int(max(220, min(560, (width_px - 120) / across - 30)))
 
@@ -66,7 +71,9 @@ def figure5_chart(comparison: PaperComparison) -> Draw | None:
 
     def draw(footer: str, width_px: float) -> alt.TopLevelMixin:
         x = alt.X("ram:N", sort=order, title="RAM budget (% of keep-all's peak)", axis=alt.Axis(labelAngle=0))
-        colour = alt.Color("strategy:N", scale=alt.Scale(domain=domain, range=colours), title="poetsim")
+        colour = alt.Color(
+            "strategy:N", scale=alt.Scale(domain=domain, range=colours), title="poetsim", legend=_legend(width_px)
+        )
         points = alt.Chart(data).encode(x=x, y=y, color=colour, tooltip=["strategy:N", "ram:N", "overhead_pct:Q"])
         layers = [
             alt.Chart(band)
@@ -167,7 +174,7 @@ def figure4_chart(comparison: PaperComparison) -> Draw | None:
         base = alt.Chart().encode(
             x=alt.X("x:Q", title="runtime budget (x plain pass)", scale=alt.Scale(zero=False, padding=10)),
             y=y,
-            color=alt.Color("strategy:N", scale=alt.Scale(domain=domain, range=colours), title="poetsim"),
+            color=alt.Color("strategy:N", scale=alt.Scale(domain=domain, range=colours), title="poetsim", legend=_legend(width_px)),
             tooltip=["strategy:N", "runtime_x:Q", "status:N", alt.Tooltip("overhead_pct:Q", format=".4g")],
         )
         chart = (
@@ -237,8 +244,10 @@ def figure3_chart(comparison: PaperComparison) -> Draw | None:
             .encode(
                 x=x,
                 y=y,
-                color=alt.Color("platform:N", scale=alt.Scale(domain=domain, range=colours)),
-                shape=alt.Shape("platform:N", scale=alt.Scale(domain=domain, range=shapes[: len(domain)])),
+                color=alt.Color("platform:N", scale=alt.Scale(domain=domain, range=colours), legend=_legend(width_px)),
+                shape=alt.Shape(
+                    "platform:N", scale=alt.Scale(domain=domain, range=shapes[: len(domain)]), legend=_legend(width_px)
+                ),
                 tooltip=[
                     "model:N",
                     "platform:N",

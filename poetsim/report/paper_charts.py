@@ -71,9 +71,7 @@ def figure5_chart(comparison: PaperComparison) -> Draw | None:
 
     def draw(footer: str, width_px: float) -> alt.TopLevelMixin:
         x = alt.X("ram:N", sort=order, title="RAM budget (% of keep-all's peak)", axis=alt.Axis(labelAngle=0))
-        colour = alt.Color(
-            "strategy:N", scale=alt.Scale(domain=domain, range=colours), title="poetsim", legend=_legend(width_px)
-        )
+        colour = alt.Color("strategy:N", scale=alt.Scale(domain=domain, range=colours), title="poetsim", legend=_legend(width_px))
         points = alt.Chart(data).encode(x=x, y=y, color=colour, tooltip=["strategy:N", "ram:N", "overhead_pct:Q"])
         layers = [
             alt.Chart(band)
@@ -174,7 +172,9 @@ def figure4_chart(comparison: PaperComparison) -> Draw | None:
         base = alt.Chart().encode(
             x=alt.X("x:Q", title="runtime budget (x plain pass)", scale=alt.Scale(zero=False, padding=10)),
             y=y,
-            color=alt.Color("strategy:N", scale=alt.Scale(domain=domain, range=colours), title="poetsim", legend=_legend(width_px)),
+            color=alt.Color(
+                "strategy:N", scale=alt.Scale(domain=domain, range=colours), title="poetsim", legend=_legend(width_px)
+            ),
             tooltip=["strategy:N", "runtime_x:Q", "status:N", alt.Tooltip("overhead_pct:Q", format=".4g")],
         )
         chart = (

@@ -77,6 +77,9 @@ def build_report(results: pd.DataFrame, directory: Path, scenario_name: str, swe
     specs = {}
     for chart in charts:
         if chart.draw is None:
+            # A chart of an earlier report of this folder would contradict this one: it goes.
+            for stale in (directory / f"{chart.stem}.png", directory / f"{chart.stem}.svg"):
+                stale.unlink(missing_ok=True)
             continue
         wide_px = MAIN_WIDTH_PX if chart.stem == MAIN_CHART else WIDE_WIDTH_PX
         save_images(chart.draw(footer, wide_px).to_dict(), directory, chart.stem)
@@ -85,6 +88,7 @@ def build_report(results: pd.DataFrame, directory: Path, scenario_name: str, swe
             chart.draw("", NARROW_PX).to_dict(validate=False),
             _WIDE_MIN_SHARE * wide_px,
         )
+    (directory / "schedules.html").unlink(missing_ok=True)
     views = write_schedule_views(frame, sweep_dir, directory, scenario_name, footer)
     target = directory / "report.html"
     body = _body(scenario_name, frame, charts, footer, views.links, views.note, _paper_section(scenario_name, results))
@@ -216,8 +220,10 @@ def _body(
             continue
         if chart.draw is not None:
             parts.append(f"<section class='chart' id='chart-{chart.stem}' aria-label='{esc(chart.heading)}'></section>")
-        else:
+        elif chart.stem == "prediction":  # a difference that is only rounding is a sentence, not a chart
             parts.append(f"<section id='note-{chart.stem}'><h2>{esc(chart.heading)}</h2><p>{esc(chart.note)}</p></section>")
+        else:
+            parts.append(f"<p class='note' id='note-{chart.stem}'>{esc(chart.heading)}: {esc(chart.note)}</p>")
     if paper_section:
         parts.append(paper_section)
     parts += [

@@ -221,8 +221,8 @@ def pareto_chart(frame: pd.DataFrame) -> SweepChart:
 
 
 def _joules(value: float) -> str:
-    """An energy at a precision that tells panels apart: '0.135 J', '702 J', '10.0 mJ'."""
-    if value < 0.01:
+    """An energy at a precision that tells panels apart: '0.135 J', '702 J', '10 mJ'."""
+    if value < 0.1:
         return f"{1000 * value:.3g} mJ"
     return f"{value:.3g} J"
 

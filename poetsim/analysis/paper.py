@@ -5,129 +5,70 @@ peak memory on each platform), Figure 4 (energy across runtime budgets), Figure 
 Capuchin on ResNet-18 / Cortex-A72) and Table 3 (POET against POFO on ResNet-18 / Jetson TX2).
 Each function here reads the results of the matching scenario (`scenarios/paper_*.yaml`) as
 `poetsim.analysis.results.load_results` gives them and returns a `PaperComparison`: a table of poetsim's
-figures per point, and the paper's claims, each marked as holding or not under poetsim's cost
-model with the reason in numbers. `render_html` turns one into an escaped HTML fragment for the
-report, `render_markdown` into text for docs. docs/paper.md states the paper's numbers and their
-sources, and what poetsim decided where the papers leave a choice open.
+figures per point, and the paper's claims, each judged under poetsim's cost model (holds, holds
+in part, does not hold, cannot be judged) with the reason in numbers. What claims are made of and
+how they are written out is `poetsim.analysis.claims`. docs/paper.md states the paper's numbers
+and their sources, and what poetsim decided where the papers leave a choice open.
 """
 
-import html
-import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import TypeAlias
 
 import pandas as pd
 
+from poetsim.analysis.claims import (
+    PAPER_NUMBERS,
+    SOURCE,
+    Claim,
+    PaperComparison,
+    PaperNumber,
+    Verdict,
+    judge_size,
+    render_claim,
+    render_claims,
+    render_html,
+    render_markdown,
+    render_section,
+    render_table,
+    span,
+    summary,
+)
 from poetsim.analysis.results import has_schedule, load_results
 from poetsim.errors import UserInputError
 from poetsim.status import Status
 from poetsim.tolerances import exceeds
 
-SOURCE = "Patil et al., POET, ICML 2022 (arXiv 2207.07697)"
+# The claims' parts and writers are `poetsim.analysis.claims`; they are named here too, so that
+# one import gives a reader of the comparisons all of them.
+__all__ = [
+    "BUILDERS",
+    "PAPER_NUMBERS",
+    "SOURCE",
+    "Claim",
+    "PaperComparison",
+    "PaperNumber",
+    "Verdict",
+    "comparisons",
+    "figure3",
+    "figure4",
+    "figure5",
+    "frame_of",
+    "judge_size",
+    "render_claim",
+    "render_claims",
+    "render_html",
+    "render_markdown",
+    "render_section",
+    "render_table",
+    "summary",
+    "table3",
+]
+
 #: The Cortex-M class devices of the paper, by their shipped profile names.
 MICROCONTROLLERS = ("mkr1000", "nrf52840")
 #: Overheads (in percent of keep-all) this close count as equal: sums taken in another order.
 OVERHEAD_PCT_ATOL = 1e-7
-#: A size within this factor of the paper's (same sign) holds in part; further off, it does not hold.
-PART_FACTOR = 2.0
-
-
-@dataclass(frozen=True)
-class PaperNumber:
-    """A number the paper states: its range (low = high for one value), how it is written, and
-    where in the paper it is. `half_step` is half the unit of its last digit: 13 stands for
-    12.5 to 13.5, so a figure of poetsim's within that is the paper's number."""
-
-    low: float
-    high: float
-    text: str
-    exhibit: str
-    half_step: float
-
-    @property
-    def source(self) -> str:
-        """'Patil et al., POET, ICML 2022 (arXiv 2207.07697), Figure 5'."""
-        return f"{SOURCE}, {self.exhibit}"
-
-
-#: The numbers the paper states, each with the exhibit that states it (docs/paper.md). Figures 3
-#: and 4 are curves without numbers in the text; their claims are judged on what the paper's
-#: model implies (see the claims).
-PAPER_NUMBERS = {
-    "fig5_capuchin": PaperNumber(73.0, 141.0, "+73 % to +141 %", "Figure 5", 0.5),
-    "fig5_poet": PaperNumber(0.0, 1.0, "< 1 %", "Figure 5", 0.0),
-    "table3_peak": PaperNumber(-8.3, -8.3, "-8.3 %", "Table 3", 0.05),
-    "table3_throughput": PaperNumber(13.0, 13.0, "+13 %", "Table 3", 0.5),
-}
-
-
-class Verdict(str, Enum):
-    """How a claim fares under poetsim's cost model."""
-
-    HOLDS = "holds"
-    PARTLY = "holds in part"
-    FAILS = "does not hold"
-    UNJUDGED = "cannot be judged"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One claim of the paper, the paper's number, poetsim's, and how it fares here.
-
-    `qualifier` says in a few words where a claim holds only in part or why it does not hold
-    ('same sign, smaller'); `reason` gives the numbers behind the verdict.
-    """
-
-    where: str  # the exhibit: "Figure 5"
-    statement: str  # the claim in words
-    paper: str  # the paper's number, as it states it
-    poetsim: str  # poetsim's figure for the same thing
-    verdict: Verdict
-    reason: str
-    qualifier: str = ""
-
-
-def _times(factor: float) -> str:
-    """'2.2' or '2,150': a factor at a precision a reader can take in."""
-    return f"{factor:.2g}" if factor < 10 else f"{factor:,.0f}"
-
-
-@dataclass(frozen=True)
-class PaperComparison:
-    """One exhibit of the paper: poetsim's figures per point and the claims judged on them."""
-
-    key: str
-    title: str
-    scenario: str
-    table: pd.DataFrame
-    claims: tuple[Claim, ...]
-
-
-def judge_size(number: PaperNumber, values: list[float], unit: str = " %") -> tuple[Verdict, str]:
-    """A size the paper states against poetsim's values: holds where the ranges meet; in part
-    where poetsim's has the same sign and comes within PART_FACTOR of it; otherwise not."""
-    values = [v for v in values if v is not None and not pd.isna(v)]
-    if not values:
-        return Verdict.UNJUDGED, "no value to compare"
-    low, high = min(values), max(values)
-    paper_low, paper_high = number.low - number.half_step, number.high + number.half_step
-    if low <= paper_high and high >= paper_low:
-        return Verdict.HOLDS, ""
-    if (low > 0) != (number.low > 0) or (high < 0) != (number.high < 0):
-        return Verdict.FAILS, f"opposite sign: {_span(values, unit)} against the paper's {number.text}"
-    ours, theirs = (high, number.low) if high < number.low else (low, number.high)
-    ratio = abs(theirs) / abs(ours) if ours else math.inf
-    word = "smaller" if abs(ours) < abs(theirs) else "larger"
-    factor = max(ratio, 1 / ratio) if ratio else math.inf
-    if factor <= PART_FACTOR:
-        return Verdict.PARTLY, f"same sign, {word}: {_span(values, unit)} against the paper's {number.text}"
-    return Verdict.FAILS, f"same sign but {_times(factor)} times {word}: {_span(values, unit)} against the paper's {number.text}"
 
 
 #: A runs.csv path, a results folder, a frame, or a list of those.
@@ -167,16 +108,6 @@ def _value(row, column: str):
     if row is None or not bool(row["ok_"]) or column not in row or pd.isna(row[column]):
         return None
     return row[column]
-
-
-def _span(values: list[float], unit: str = " %", digits: int = 3) -> str:
-    """'0.02-0.04 %' (or one value) of the values, or 'no schedule'."""
-    values = [v for v in values if v is not None]
-    if not values:
-        return "no schedule"
-    low, high = min(values), max(values)
-    text = f"{low:.{digits}g}" if math.isclose(low, high, rel_tol=1e-3) else f"{low:.{digits}g} to {high:.{digits}g}"
-    return text + unit
 
 
 def _points(frame: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, pd.DataFrame]]:
@@ -249,14 +180,14 @@ def _fig5_claims(table: pd.DataFrame, frame: pd.DataFrame) -> list[Claim]:
         paging = (rows["predicted_page_in_j"] + rows["predicted_page_out_j"]).mean()
         recompute = rows["predicted_recompute_j"].mean()
         why = (
-            f"Capuchin's schedules run in {_span(list(below['capuchin_runtime_x'].dropna()), 'x', 4)} of a plain pass "
-            f"with {_span(list(rows['predicted_page_ins']), '', 3)} page-ins and "
-            f"{_span(list(rows['predicted_recomputations']), '', 3)} recomputations; on average they spend "
+            f"Capuchin's schedules run in {span(list(below['capuchin_runtime_x'].dropna()), 'x', 4)} of a plain pass "
+            f"with {span(list(rows['predicted_page_ins']), '', 3)} page-ins and "
+            f"{span(list(rows['predicted_recomputations']), '', 3)} recomputations; on average they spend "
             f"{extra:.3g} J above keep-all ({100 * extra / rows['keep_all_energy_j'].mean():.3g} %), of which paging "
             f"{paging:.3g} J and recomputation {recompute:.3g} J. Its swaps hide behind compute, and a transfer costs "
             "only the storage's power for its duration, so evicting costs little energy under poetsim's model"
         )
-        claims = [Claim("Figure 5", capuchin_statement, capuchin_number.text, _span(capuchin), verdict, why, qualifier)]
+        claims = [Claim("Figure 5", capuchin_statement, capuchin_number.text, span(capuchin), verdict, why, qualifier)]
     else:
         claims = [
             Claim(
@@ -276,7 +207,7 @@ def _fig5_claims(table: pd.DataFrame, frame: pd.DataFrame) -> list[Claim]:
         )
         verdict = Verdict.HOLDS if within == len(hybrid) else Verdict.PARTLY if within else Verdict.FAILS
         qualifier = "" if verdict is Verdict.HOLDS else f"under 1 % at {within} of {len(hybrid)} budgets"
-        claims.append(Claim("Figure 5", poet_statement, poet_number.text, _span(hybrid), verdict, why, qualifier))
+        claims.append(Claim("Figure 5", poet_statement, poet_number.text, span(hybrid), verdict, why, qualifier))
     else:
         claims.append(
             Claim(
@@ -384,8 +315,8 @@ def _table3_claims(table: pd.DataFrame) -> list[Claim]:
         ]
     peaks, speeds = list(pairs["peak_difference_pct"]), list(pairs["throughput_difference_pct"])
     recompute = (
-        f"hybrid recomputes {_span(list(pairs['hybrid_recomputations']), '', 3)} nodes, POFO "
-        f"{_span(list(pairs['pofo_recomputations']), '', 3)}"
+        f"hybrid recomputes {span(list(pairs['hybrid_recomputations']), '', 3)} nodes, POFO "
+        f"{span(list(pairs['pofo_recomputations']), '', 3)}"
     )
     peak_why = (
         "both schedules fit the same budget, and neither program minimises memory: hybrid minimises energy "
@@ -399,8 +330,8 @@ def _table3_claims(table: pd.DataFrame) -> list[Claim]:
     peak_verdict, peak_qualifier = judge_size(peak_number, peaks)
     speed_verdict, speed_qualifier = judge_size(speed_number, speeds)
     return [
-        Claim("Table 3", peak_statement, peak_number.text, _span(peaks, " %", 3), peak_verdict, peak_why, peak_qualifier),
-        Claim("Table 3", speed_statement, speed_number.text, _span(speeds, " %", 3), speed_verdict, speed_why, speed_qualifier),
+        Claim("Table 3", peak_statement, peak_number.text, span(peaks, " %", 3), peak_verdict, peak_why, peak_qualifier),
+        Claim("Table 3", speed_statement, speed_number.text, span(speeds, " %", 3), speed_verdict, speed_why, speed_qualifier),
     ]
 
 
@@ -460,7 +391,7 @@ def _fig4_claim(table: pd.DataFrame) -> Claim:
                     f"{platform} at {ram}: {budgets[k - 1]:g}x {energies[k - 1]:.6g} J, {budgets[k]:g}x "
                     f"{energies[k]:.6g} J (unproven share of overhead {_share(gaps[k])})"
                 )
-    poetsim = f"energy falls by {_span(drops, ' %', 3)} from the tightest to the loosest deadline with a schedule"
+    poetsim = f"energy falls by {span(drops, ' %', 3)} from the tightest to the loosest deadline with a schedule"
     if rises:
         return Claim(
             "Figure 4",
@@ -654,124 +585,3 @@ def comparisons(results: Mapping[str, Results]) -> list[PaperComparison]:
         grouped.setdefault(BUILDERS[name], []).append(frame_of(found))
     order = [figure3, figure4, figure5, table3]
     return [builder(frames) for builder in order if builder in grouped for frames in [grouped[builder]]]
-
-
-def _cell(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) >= 1000):
-        return f"{value:,.0f}"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def summary(found: list[PaperComparison]) -> str:
-    """'3 of 9 claims hold under poetsim's cost model; 2 hold in part, 4 do not hold.'"""
-    claims = [claim for comparison in found for claim in comparison.claims]
-    counts = {v: sum(1 for c in claims if c.verdict is v) for v in Verdict}
-    plural = {Verdict.PARTLY: "hold in part", Verdict.FAILS: "do not hold", Verdict.UNJUDGED: "cannot be judged"}
-    rest = [f"{counts[v]} {plural[v]}" for v in plural if counts[v]]
-    return (
-        f"{counts[Verdict.HOLDS]} of {len(claims)} claims hold under poetsim's cost model"
-        + ("; " + ", ".join(rest) if rest else "")
-        + "."
-    )
-
-
-def css_class(verdict: Verdict) -> str:
-    """The verdict as a CSS class: 'holds-in-part'."""
-    return verdict.value.replace(" ", "-")
-
-
-def render_claim(claim: Claim) -> str:
-    """One claim as an HTML card: the verdict (coloured, with its qualifier), the paper's figure and
-    its source, poetsim's figure, and the reason; every string escaped."""
-    e = html.escape
-    qualifier = f" <span class='qualifier'>({e(claim.qualifier)})</span>" if claim.qualifier else ""
-    number = next((n for n in PAPER_NUMBERS.values() if n.text == claim.paper and n.exhibit == claim.where), None)
-    source = f"{SOURCE}, {claim.where}" if number is None else number.source
-    return (
-        f"<div class='claim {css_class(claim.verdict)}'><p><span class='verdict {css_class(claim.verdict)}'>"
-        f"{e(claim.verdict.value)}</span>{qualifier} <b>{e(claim.where)}</b>: {e(claim.statement)}</p><dl>"
-        f"<dt>paper</dt><dd>{e(claim.paper)} <span class='note'>({e(source)})</span></dd>"
-        f"<dt>poetsim</dt><dd>{e(claim.poetsim)}</dd><dt>why</dt><dd>{e(claim.reason)}</dd></dl></div>"
-    )
-
-
-def render_table(comparison: PaperComparison) -> str:
-    """poetsim's figures per point of one exhibit as an HTML table in its own scroll box."""
-    e = html.escape
-    if comparison.table.empty:
-        return ""
-    out = [
-        "<div class='scroll'><table class='figures'><thead><tr>"
-        + "".join(f"<th>{e(str(c).replace('_', ' '))}</th>" for c in comparison.table.columns)
-        + "</tr></thead><tbody>"
-    ]
-    for row in comparison.table.itertuples(index=False):
-        out.append("<tr>" + "".join(f"<td>{e(_cell(v))}</td>" for v in row) + "</tr>")
-    out.append("</tbody></table></div>")
-    return "".join(out)
-
-
-def render_html(comparison: PaperComparison) -> str:
-    """An HTML fragment: the claims with their verdicts, then poetsim's figures folded; every string escaped."""
-    e = html.escape
-    out = [
-        f'<section class="paper-comparison" id="paper-{e(comparison.key)}">',
-        f"<h3>{e(comparison.title)}</h3>",
-        *(render_claim(claim) for claim in comparison.claims),
-    ]
-    if not comparison.table.empty:
-        out.append(
-            f"<details><summary>poetsim's figures per point ({len(comparison.table)} rows, from "
-            f"{e(comparison.scenario)})</summary>{render_table(comparison)}</details>"
-        )
-    out.append("</section>")
-    return "\n".join(out)
-
-
-def render_claims(found: list[PaperComparison], link: str | None = None) -> str:
-    """The claims of these comparisons as one HTML section for a study's report: the summary, the
-    claims, and a link to the page of all exhibits (`link`, relative to the report)."""
-    e = html.escape
-    more = f" <a href='{e(link)}'>All of the paper's exhibits, with charts</a>." if link else ""
-    head = (
-        '<section class="paper" id="paper"><h2>The POET paper\'s claims on these results</h2>'
-        f"<p>{e(summary(found))} A verdict is about poetsim's cost model, not about the paper's "
-        f"measurements.{more}</p>"
-    )
-    claims = [render_claim(claim) for comparison in found for claim in comparison.claims]
-    return "\n".join([head, *claims, "</section>"])
-
-
-def render_section(found: list[PaperComparison]) -> str:
-    """All comparisons as one HTML section, each with its claims and its folded table."""
-    head = (
-        '<section class="paper" id="paper"><h2>The POET paper\'s comparisons</h2>'
-        f"<p>{html.escape(summary(found))} Each claim of {html.escape(SOURCE)} beside poetsim's figure for it, "
-        "judged under poetsim's cost model (docs/paper.md gives the sources).</p>"
-    )
-    return "\n".join([head, *(render_html(c) for c in found), "</section>"])
-
-
-def render_markdown(comparison: PaperComparison, columns: list[str] | None = None) -> str:
-    """The claims and (some of) the figures as Markdown tables, for docs."""
-    lines = [
-        f"**{comparison.title}** ({comparison.scenario})",
-        "",
-        "| claim | paper | poetsim | verdict | why |",
-        "|---|---|---|---|---|",
-    ]
-    for claim in comparison.claims:
-        verdict = claim.verdict.value + (f" ({claim.qualifier})" if claim.qualifier else "")
-        cells = [f"{claim.where}: {claim.statement}", claim.paper, claim.poetsim, verdict, claim.reason]
-        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
-    table = comparison.table if columns is None else comparison.table[columns]
-    if not table.empty:
-        lines += ["", "| " + " | ".join(map(str, table.columns)) + " |", "|" + "---|" * len(table.columns)]
-        lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join(lines)

@@ -12,7 +12,7 @@ import altair as alt
 import pandas as pd
 
 from poetsim import strategies
-from poetsim.analysis.paper import PAPER_NUMBERS, PaperComparison
+from poetsim.analysis.claims import PAPER_NUMBERS, PaperComparison
 from poetsim.report.framing import framed
 from poetsim.report.overhead import NARROW_BELOW_PX, Symlog, label_expr
 from poetsim.report.palette import platform_colours, strategy_colours

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from poetsim.analysis.paper import SOURCE, PaperComparison, css_class, render_claim, render_table, summary
+from poetsim.analysis.claims import SOURCE, PaperComparison, css_class, render_claim, render_table, summary
 from poetsim.assumptions import ASSUMPTIONS
 from poetsim.report import page
 from poetsim.report.paper_charts import BUILDERS

@@ -803,3 +803,15 @@ def test_the_headline_opens_on_the_runtime_budget_with_the_most_schedules():
     """At 1.5x recompute-only has a schedule at 25 % too, so the 1.5x tab opens."""
     headline, _ = headline_table(prepare(sweep_rows()))
     assert "id='headline-tab-1' checked" in headline and "id='headline-tab-0' checked" not in headline
+
+
+def test_measured_on_device_columns_join_the_table_of_runs_when_present(tmp_path):
+    """A runs.csv with `device_*` columns (figures measured on an emulator) shows them, in words and units."""
+    rows = sweep_rows()
+    rows["device_energy_j"] = rows["predicted_total_j"] * 1.05
+    rows["device_board"] = "qemu"
+    text = build_report(rows, tmp_path, "device").read_text(encoding="utf-8")
+    table = re.search(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+    assert "device energy (J)" in headers and "device board" in headers
+    assert ">107.1</td>" in table  # mkr1000's 102 J schedule, measured 5 % higher

@@ -149,8 +149,29 @@ def run_columns(frame: pd.DataFrame) -> list[tuple[str, str, Shown]]:
         (f"simulated peak RAM ({space.name})", "simulated_peak_ram_bytes", mb),
         ("stalls (s)", "simulated_stall_s", (1, ".3g")),
         ("solve time (s)", "solve_s", (1, ".3g")),
+        *device_columns(frame),
         ("message", "message", "message"),
     ]
+
+
+#: The unit a `device_*` column's name ends in, and how its header says it.
+_DEVICE_UNITS = {"_j": "J", "_s": "s", "_bytes": "bytes", "_pct": "%", "_w": "W"}
+
+
+def device_columns(frame: pd.DataFrame) -> list[tuple[str, str, Shown]]:
+    """The measured-on-device columns a runs.csv may carry (`device_*`), in the file's order:
+    'device_energy_j' shows as 'device energy (J)', a number; a column that is not numbers as text."""
+    columns: list[tuple[str, str, Shown]] = []
+    for name in (c for c in frame.columns if str(c).startswith("device_")):
+        stem, unit = str(name), ""
+        for suffix, word in _DEVICE_UNITS.items():
+            if stem.endswith(suffix):
+                stem, unit = stem[: -len(suffix)], f" ({word})"
+                break
+        numbers = pd.to_numeric(frame[name], errors="coerce")
+        numeric = numbers.notna().sum() == frame[name].notna().sum()
+        columns.append((stem.replace("_", " ") + unit, str(name), (1, ".6g") if numeric else "text"))
+    return columns
 
 
 def runs_table(frame: pd.DataFrame, table_id: str, columns: Sequence[tuple[str, str, Shown]] | None = None) -> str:

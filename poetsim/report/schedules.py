@@ -11,6 +11,7 @@ schedule was not kept are named on the page with the reason, never drawn from an
 """
 
 import html
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from poetsim.assumptions import SIMULATOR_ASSUMPTIONS
 from poetsim.errors import PoetsimError
 from poetsim.report import page
 from poetsim.report.charts import schedule_chart
-from poetsim.report.finding import where_text
+from poetsim.report.finding import integrated_strategy, where_text
 from poetsim.report.palette import strategy_order
 from poetsim.report.reach import GROUP, reach_table, tightest
 from poetsim.report.timeline import timeline_chart
@@ -30,9 +31,10 @@ PAGE = "schedules.html"
 WIDE_PX = 1100
 NARROW_PX = 350
 NARROW_WRAP_CHARS = 52
-#: At most this many points are drawn (the integrated strategy's first): each adds its trace and
-#: grid to the page.
+#: At most this many points are drawn, and no more once their chart data pass MAX_DATA_BYTES (the
+#: integrated strategy's first): each adds its trace and grid to the page.
 MAX_POINTS = 40
+MAX_DATA_BYTES = 2_500_000
 
 _SCRIPT = """
 const drawn = new Set();
@@ -84,9 +86,13 @@ def write_schedule_views(frame: pd.DataFrame, sweep_dir: Path | None, directory:
         return ScheduleViews(note=f"The sweep's scenario cannot be read here, so no schedule is replayed ({error}).")
     points = {point.key: point for point in scenario.points()}
     views = ScheduleViews()
-    sections, specs, missing = [], {}, []
+    sections, specs, missing, left = [], {}, [], 0
+    data: dict[str, int] = {}  # the page's datasets and their sizes: shared ones count once
     for number, (_, row) in enumerate(chosen.iterrows()):
         name = f"{row['strategy']} at {where_text(row, frame)}"
+        if sum(data.values()) > MAX_DATA_BYTES:
+            left += 1
+            continue
         point = points.get(str(row.get("point_key")))
         path = None if point is None else Path(sweep_dir) / POINTS_DIR / point_slug(point) / "schedule.json"
         if point is None or path is None or not path.exists():
@@ -101,8 +107,19 @@ def write_schedule_views(frame: pd.DataFrame, sweep_dir: Path | None, directory:
         views.links[str(row["point_key"])] = f"{PAGE}#{anchor}"
         sections.append((anchor, name, _section(anchor, name, row, run)))
         specs[anchor] = _specs(anchor, name, run)
+        for entry in specs[anchor].values():
+            for layout in (entry["wide"], entry["narrow"]):
+                for key, rows in layout.get("datasets", {}).items():
+                    data.setdefault(key, len(json.dumps(rows, default=str)))
+    notes = []
     if missing:
-        views.note = f"{len(missing)} chosen point(s) have no schedule view: " + "; ".join(missing) + "."
+        notes.append(f"{len(missing)} chosen point(s) have no schedule view: " + "; ".join(missing) + ".")
+    if left:
+        notes.append(
+            f"{left} more point(s) are not drawn, to keep this page small; their schedules are in the sweep's "
+            "points/ folder (`poetsim simulate` draws any of them)."
+        )
+    views.note = " ".join(notes)
     if sections:
         nav = reach_table(frame, {key: "#" + href.split("#")[1] for key, href in views.links.items()})
         _write(directory, title, footer, nav, sections, specs, views.note)
@@ -110,15 +127,19 @@ def write_schedule_views(frame: pd.DataFrame, sweep_dir: Path | None, directory:
 
 
 def _chosen(frame: pd.DataFrame) -> pd.DataFrame:
-    """The tightest point of each group and strategy, grouped, strategies in registry order."""
+    """The tightest point of each group and strategy, the integrated strategy's first, then the
+    others in registry order, each by group; at most MAX_POINTS."""
     best = tightest(frame)
     if best.empty:
         return best
-    order = {name: rank for rank, name in enumerate(strategy_order(best["strategy"]))}
-    best = best.assign(rank_=best["strategy"].map(order)).sort_values(GROUP + ["rank_"], na_position="last")
-    if len(best) > MAX_POINTS:
-        best = best.sort_values("rank_", kind="stable").head(MAX_POINTS).sort_values(GROUP + ["rank_"])
-    return best.drop(columns="rank_")
+    names = strategy_order(best["strategy"])
+    focus = integrated_strategy()
+    if focus in names:
+        names.remove(focus)
+        names.insert(0, focus)
+    order = {name: rank for rank, name in enumerate(names)}
+    best = best.assign(rank_=best["strategy"].map(order)).sort_values(["rank_", *GROUP], na_position="last", kind="stable")
+    return best.head(MAX_POINTS).drop(columns="rank_")
 
 
 def _specs(anchor: str, name: str, run) -> dict:

@@ -221,10 +221,10 @@ def pareto_chart(frame: pd.DataFrame) -> SweepChart:
 
 
 def _joules(value: float) -> str:
-    """An energy at a precision that tells panels apart: '0.135 J', '702 J', '10 mJ'."""
+    """An energy at a precision that tells panels apart: '0.135 J', '702 J', '23,100 J', '10 mJ'."""
     if value < 0.1:
         return f"{1000 * value:.3g} mJ"
-    return f"{value:.3g} J"
+    return f"{value:,.0f} J" if value >= 1000 else f"{value:.3g} J"
 
 
 def _non_dominated(points: pd.DataFrame) -> pd.Series:

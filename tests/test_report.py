@@ -815,3 +815,19 @@ def test_measured_on_device_columns_join_the_table_of_runs_when_present(tmp_path
     headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
     assert "device energy (J)" in headers and "device board" in headers
     assert ">107.1</td>" in table  # mkr1000's 102 J schedule, measured 5 % higher
+
+
+def test_one_ram_budget_puts_the_runtime_chart_in_the_main_place(tmp_path):
+    """With one RAM budget and three runtime budgets the RAM chart would be a column of bars: the
+    runtime chart stands beside the table instead, and the RAM chart's old files go."""
+    rows = sweep_rows()
+    third = rows[rows["runtime_x"] == 1.5].assign(runtime_x=2.0)
+    third["point_key"] = third["point_key"] + "|2x"
+    rows = pd.concat([rows, third], ignore_index=True)
+    rows = rows[rows["ram"] == "50%"]
+    (tmp_path / "overhead_ram.png").write_bytes(PNG_MAGIC)
+    text = build_report(rows, tmp_path, "one budget").read_text(encoding="utf-8")
+    row = text[text.index("<div class='row'>") : text.index("id='reach'")]
+    assert "id='chart-overhead_runtime'" in row and "chart-overhead_ram" not in text
+    assert "RAM budget 50 % of keep-all&#x27;s peak" in text
+    assert not (tmp_path / "overhead_ram.png").exists() and (tmp_path / "overhead_runtime.png").exists()

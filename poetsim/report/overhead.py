@@ -167,7 +167,8 @@ def overhead_chart(
     ]
     base = alt.Chart().encode(x=xenc, y=y, color=color, tooltip=tooltip)
     layers = _strip_frame(base, top + 0.45 * band, ceiling, y_scale, y_axis) if strip else []
-    layers += _bar_layers(base, max(4.0, 0.8 * step * panel_w / len(axis.values))) if bars else _point_layers(base)
+    outline = alt.Stroke("group:N", scale=alt.Scale(domain=domain, range=colours), legend=None)
+    layers += _bar_layers(base, max(4.0, 0.8 * step * panel_w / len(axis.values)), outline) if bars else _point_layers(base)
     layers += [_strip_layer(base, status) for status in strip]
     chart = alt.layer(*layers, data=data).properties(width=panel_w, height=PLOT_PX + (ceiling - top) / top * PLOT_PX)
     return _facet(chart, data, across), data, list(zip(domain, colours)), panel_w
@@ -318,13 +319,13 @@ def _point_layers(base) -> list:
     ]
 
 
-def _bar_layers(base, width_px: float) -> list:
+def _bar_layers(base, width_px: float, outline: alt.Stroke) -> list:
     """Bars from zero, for too few budgets: filled when proven, outlined when not, the bound a tick."""
     ok = base.transform_filter("datum.ok")
     unproven = ok.transform_filter("!datum.proven")
     return [
         ok.transform_filter("datum.proven").mark_bar(width=width_px).encode(y2=alt.datum(0)),
-        unproven.mark_bar(width=width_px, fill="white", strokeWidth=2).encode(y2=alt.datum(0), stroke="group:N"),
+        unproven.mark_bar(width=width_px, fill="white", strokeWidth=2).encode(y2=alt.datum(0), stroke=outline),
         unproven.mark_tick(thickness=2, size=width_px, orient="horizontal").encode(y="y_bound:Q"),
     ]
 

@@ -53,7 +53,8 @@ _NUMERIC = (
     "simulated_peak_ram_bytes",
 )
 _GROUP = ["model_label", "platform_label", "runtime_x", "timing"]
-#: The chart beside the headline table, and the others in the order they follow it.
+#: The chart beside the headline table, and the others in the order they follow it; with one RAM
+#: budget, the runtime chart takes the main chart's place.
 MAIN_CHART = "overhead_ram"
 _BUILDERS = (ram_chart, runtime_chart, pareto_chart, prediction_chart)
 #: A chart's wide layout is kept down to this share of its width (the browser scales it to fit);
@@ -74,6 +75,10 @@ def build_report(results: pd.DataFrame, directory: Path, scenario_name: str, swe
     directory.mkdir(parents=True, exist_ok=True)
     footer = footer_text(scenario_name, frame["timing"].dropna())
     charts = [build(frame) for build in _BUILDERS]
+    if frame["ram_fraction"].nunique() < 2 and any(c.stem == "overhead_runtime" and c.draw for c in charts):
+        # One RAM budget makes the RAM chart a column of bars: the runtime chart says the same, and more.
+        note = "one RAM budget swept; the runtime chart shows these runs."
+        charts = [SweepChart(c.stem, c.heading, None, note) if c.stem == MAIN_CHART else c for c in charts]
     specs = {}
     for chart in charts:
         if chart.draw is None:
@@ -81,7 +86,7 @@ def build_report(results: pd.DataFrame, directory: Path, scenario_name: str, swe
             for stale in (directory / f"{chart.stem}.png", directory / f"{chart.stem}.svg"):
                 stale.unlink(missing_ok=True)
             continue
-        wide_px = MAIN_WIDTH_PX if chart.stem == MAIN_CHART else WIDE_WIDTH_PX
+        wide_px = MAIN_WIDTH_PX if chart is _main(charts) else WIDE_WIDTH_PX
         save_images(chart.draw(footer, wide_px).to_dict(), directory, chart.stem)
         specs[f"chart-{chart.stem}"] = page.responsive(
             chart.draw("", wide_px).to_dict(validate=False),
@@ -184,11 +189,10 @@ def _body(
 ) -> str:
     """The page's body: the finding first, each figure once, the assumptions once at the foot."""
     esc = html.escape
-    by_stem = {c.stem: c for c in charts}
     headline, _ = tables.headline_table(frame)
-    main = by_stem[MAIN_CHART]
+    main = _main(charts)
     main_html = (
-        f"<div class='chart' id='chart-{MAIN_CHART}' aria-label='{esc(main.heading)}'></div>"
+        f"<div class='chart' id='chart-{main.stem}' aria-label='{esc(main.heading)}'></div>"
         if main.draw
         else f"<p class='note'>{esc(main.note)}</p>"
     )
@@ -216,7 +220,7 @@ def _body(
         + "</section>",
     ]
     for chart in charts:
-        if chart.stem == MAIN_CHART:
+        if chart.stem == main.stem:
             continue
         if chart.draw is not None:
             parts.append(f"<section class='chart' id='chart-{chart.stem}' aria-label='{esc(chart.heading)}'></section>")
@@ -234,16 +238,24 @@ def _body(
     return "\n".join(parts)
 
 
+def _main(charts: list[SweepChart]) -> SweepChart:
+    """The chart beside the headline table: the RAM chart, or the runtime chart when it stands in."""
+    by_stem = {c.stem: c for c in charts}
+    ram = by_stem[MAIN_CHART]
+    return by_stem["overhead_runtime"] if ram.draw is None and by_stem["overhead_runtime"].draw else ram
+
+
 def _scope(frame: pd.DataFrame) -> str:
     """What the study swept, in one line: models, platforms, budgets, strategies, runs."""
     models = ", ".join(sorted(frame["model_label"].astype(str).unique()))
     platforms = ", ".join(sorted(frame["platform_label"].astype(str).unique()))
     fractions = frame["ram_fraction"].dropna()
-    ram = (
-        f"RAM budgets {_ram_label(fractions.max(), None)} to {_ram_label(fractions.min(), None)} of keep-all's peak"
-        if len(fractions)
-        else "RAM budgets as written"
-    )
+    if fractions.nunique() > 1:
+        ram = f"RAM budgets {_ram_label(fractions.max(), None)} to {_ram_label(fractions.min(), None)} of keep-all's peak"
+    elif len(fractions):
+        ram = f"RAM budget {_ram_label(fractions.max(), None)} of keep-all's peak"
+    else:
+        ram = "RAM budgets as written"
     runtimes = ", ".join(f"{r:g}x" for r in sorted(frame["runtime_x"].dropna().unique()))
     return (
         f"{models} on {platforms}; {ram}; runtime budget {runtimes}; {frame['strategy'].nunique()} strategies; "

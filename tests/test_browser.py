@@ -269,13 +269,17 @@ def test_schedule_page_shows_one_point_at_a_time_with_its_timeline_and_grid(brow
     visit.assert_clean()
 
 
-def test_run_page_shows_figures_timeline_and_schedule(browser, site):
-    """The run page: its title, the figures and the timeline above the fold, legible, offline."""
-    visit = Visit(browser, site["run"], "#chart-schedule svg")
-    visit.shoot("run")
+@pytest.mark.parametrize("size", SIZES)
+def test_run_page_shows_figures_timeline_and_schedule(browser, site, size):
+    """The run page: its title, the figures above the fold and the timeline on the first screen, both
+    charts narrowed to a phone, legible, offline."""
+    visit = Visit(browser, site["run"], "#chart-schedule svg", SIZES[size])
+    visit.shoot(f"run-{size}")
     assert visit.page.title().startswith(f"poetsim run: {HOSTILE_SCENARIO}: hybrid ({HOSTILE_GRAPH} on {HOSTILE_PLATFORM}")
-    visit.assert_above_fold("table")
-    assert visit.box("#chart-timeline svg")["y"] < VIEWPORT["height"] / 2
+    visit.assert_above_fold("div.scroll")  # the figures, in a box of their own that scrolls on a phone
+    assert visit.box("#chart-timeline svg")["y"] < SIZES[size]["height"] * (0.5 if size == "desktop" else 0.9)
+    for chart in ("timeline", "schedule"):
+        assert visit.box(f"#chart-{chart} svg")["width"] <= SIZES[size]["width"]
     visit.assert_legible()
     visit.assert_clean()
 

@@ -23,6 +23,7 @@ from poetsim.errors import ScheduleError, UserInputError
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.report import page
 from poetsim.report.framing import footer_text, framed, save_images
+from poetsim.report.timeline import WIDTH_PX as TIMELINE_WIDTH_PX
 from poetsim.report.timeline import timeline_chart
 from poetsim.schedule.model import Compute, Free, PageIn, PageOut, Schedule
 
@@ -211,6 +212,11 @@ def schedule_chart(
     return framed(alt.layer(*layers).properties(width=width, height=height), title, footer, subtitle, wrap_chars)
 
 
+def grid_width(spec: dict) -> float:
+    """The plot width of a `schedule_chart` spec (the grid's, without names and legend), in px."""
+    return float(spec["vconcat"][0]["width"])
+
+
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
@@ -251,36 +257,41 @@ def save_run_charts(run: "Run", directory: Path, title: str) -> list[Path]:
         f"{problem.budgets.ram_bytes:,} bytes, runtime budget {problem.runtime_x:g}x)"
     )
     footer = footer_text(scenario, [problem.timing.value])
-    charts = {"schedule": schedule_chart(run.schedule, problem.graph, f"{title}: schedule", footer)}
-    if run.simulated is not None:
-        charts = {
-            "timeline": timeline_chart(
-                run.simulated,
-                problem.budgets.ram_bytes,
-                f"{title}: simulated timeline",
-                footer,
-                deadline_s=problem.budgets.runtime_s,
-            ),
-            **charts,
-        }
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    specs = {stem: chart.to_dict() for stem, chart in charts.items()}
     paths = []
-    for stem, spec in specs.items():
-        paths += save_images(spec, directory, stem)
+    # The files carry the footer (they travel alone); the page states it once, at its foot.
+    for stem, chart in _run_charts(run, title, footer).items():
+        paths += save_images(chart.to_dict(), directory, stem)
+    specs = {stem: chart.to_dict(validate=False) for stem, chart in _run_charts(run, title, "").items()}
     body = [
         f"<h1>{html.escape(title)}</h1>",
         f"<p class='lede'>{html.escape(scenario)}; {html.escape(problem.timing.value)} timing; "
         f"status {html.escape(str(run.status))}.</p>",
         _figures_table(run),
     ]
-    body += [f"<div class='chart' id='chart-{stem}'></div>" for stem in charts]
+    body += [f"<div class='chart' id='chart-{stem}'></div>" for stem in specs]
     body.append(f"<p class='footer'>{html.escape(footer)}</p>")
     target = directory / "run.html"
     page_title = f"poetsim run: {title} ({problem.graph.name} on {problem.platform.name})"
-    target.write_text(page.page(page_title, "\n".join(body), {f"chart-{s}": spec for s, spec in specs.items()}), encoding="utf-8")
+    # On a narrow window the page narrows both charts (`page.fitted`), so nothing scrolls sideways.
+    fits = {"timeline": (TIMELINE_WIDTH_PX, 60), "schedule": (grid_width(specs["schedule"]), 110)}
+    fitted = {f"chart-{s}": page.fitted(spec, *fits[s], below_px=0.75 * TIMELINE_WIDTH_PX) for s, spec in specs.items()}
+    target.write_text(page.page(page_title, "\n".join(body), fitted), encoding="utf-8")
     return [target, *paths]
+
+
+def _run_charts(run: "Run", title: str, footer: str) -> dict[str, alt.VConcatChart]:
+    """The timeline (if the run was simulated) and the schedule grid of a run, by file stem."""
+    problem = run.problem
+    assert run.schedule is not None  # `save_run_charts` refuses a run without one
+    charts = {}
+    if run.simulated is not None:
+        charts["timeline"] = timeline_chart(
+            run.simulated, problem.budgets.ram_bytes, f"{title}: simulated timeline", footer, deadline_s=problem.budgets.runtime_s
+        )
+    charts["schedule"] = schedule_chart(run.schedule, problem.graph, f"{title}: schedule", footer)
+    return charts
 
 
 def _figures_table(run: "Run") -> str:
@@ -307,7 +318,7 @@ def _figures_table(run: "Run") -> str:
             f"<tr><td class='text'>{name}</td><td>{_number(p)}</td><td>{_number(s)}</td><td>{difference}</td>"
             f"<td{' class=over' if over else ''}>{_number(b)}{' exceeded' if over else ''}</td></tr>"
         )
-    return f"<table>{head}{''.join(cells)}</table>"
+    return f"<div class='scroll'><table>{head}{''.join(cells)}</table></div>"
 
 
 def _number(value) -> str:

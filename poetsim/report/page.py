@@ -164,6 +164,17 @@ def responsive(wide: dict, narrow: dict, wide_px: float) -> dict:
     return {"wide": wide, "narrow": narrow, "wide_px": wide_px}
 
 
+def fitted(spec: dict, from_px: float, margin_px: float, below_px: float) -> dict:
+    """A single-view chart that the page narrows where its element is under `below_px` wide: the
+    plot's width (`from_px` in `spec`) becomes the element's width less `margin_px` (room for
+    axis labels), legends go below it, titles wrap shorter and ticks thin out.
+
+    Cheaper than a second layout (`responsive`) for a page of many such charts, which would
+    build every chart twice; only charts whose plots are plain widths (no facets) narrow well.
+    """
+    return {"spec": spec, "fit": {"from": from_px, "margin": margin_px, "below": below_px}}
+
+
 #: Numbers in a page's chart data keep this many significant digits: a tooltip shows at most 6,
 #: and 17-digit floats would double the size of a page of schedules.
 DATA_DIGITS = 6
@@ -175,7 +186,10 @@ def _hoisted(specs: dict[str, dict], datasets: dict[str, list]) -> dict[str, dic
     the names it needs in `data`."""
     entries = {}
     for element, spec in specs.items():
-        layouts = {k: v for k, v in spec.items() if k in ("wide", "narrow")} if "wide" in spec else {"spec": spec}
+        if "wide" in spec:
+            layouts = {k: v for k, v in spec.items() if k in ("wide", "narrow")}
+        else:
+            layouts = {"spec": spec["spec"] if "fit" in spec else spec}
         entry: dict = {"data": []}
         for name, layout in layouts.items():
             layout = dict(layout)
@@ -185,6 +199,8 @@ def _hoisted(specs: dict[str, dict], datasets: dict[str, list]) -> dict[str, dic
             entry[name] = layout
         if "wide" in spec:
             entry["wide_px"] = spec["wide_px"]
+        if "fit" in spec:
+            entry["fit"] = spec["fit"]
         entry["data"] = sorted(set(entry["data"]))
         entries[element] = entry
     return entries
@@ -198,12 +214,41 @@ def _rounded(row):
     return row
 
 
-#: Draws a chart entry (`_hoisted`) into the element whose id is given, a `responsive` pair by the
-#: element's width; `drawGroup` draws the charts of one group (charts drawn only when shown).
+#: Draws a chart entry (`_hoisted`) into the element whose id is given: a `responsive` pair by the
+#: element's width, a `fitted` chart narrowed where the element is narrow; `drawGroup` draws the
+#: charts of one group (charts drawn only when shown).
 _EMBED_SCRIPT = """
+function rewrap(lines, chars) {
+  const out = [];
+  let line = "";
+  for (const word of lines.join(" ").split(/\\s+/)) {
+    if (line && line.length + 1 + word.length > chars) { out.push(line); line = word; }
+    else line = line ? line + " " + word : word;
+  }
+  if (line) out.push(line);
+  return out;
+}
+function narrowed(node, width, from) {
+  if (Array.isArray(node)) return node.map(value => narrowed(value, width, from));
+  if (!node || typeof node !== "object") return node;
+  const out = {};
+  for (const [key, value] of Object.entries(node)) {
+    if (key === "width" && value === from) out[key] = width;
+    else if (key === "x2" && value && value.value === from) out[key] = {value: width};
+    else if (key === "labelLimit" && typeof value === "number") out[key] = Math.min(value, 90);
+    else if (key === "tickCount" && typeof value === "number") out[key] = Math.min(value, 5);
+    else if (key === "legend" && value && typeof value === "object")
+      out[key] = Object.assign({}, value, {orient: "bottom", columns: 2});
+    else if ((key === "subtitle" || key === "text") && Array.isArray(value)) out[key] = rewrap(value, Math.floor(width / 6.5));
+    else out[key] = narrowed(value, width, from);
+  }
+  return out;
+}
 function drawChart(id, entry) {
   const element = document.getElementById(id);
-  const spec = entry.wide ? (element.clientWidth >= entry.wide_px ? entry.wide : entry.narrow) : entry.spec;
+  let spec = entry.wide ? (element.clientWidth >= entry.wide_px ? entry.wide : entry.narrow) : entry.spec;
+  if (entry.fit && element.clientWidth < entry.fit.below)
+    spec = narrowed(spec, Math.max(150, element.clientWidth - entry.fit.margin), entry.fit.from);
   const data = {};
   for (const name of entry.data) data[name] = datasets[name];
   return vegaEmbed(element, Object.assign({}, spec, {datasets: data}), embedOptions).catch(error => console.error(error));

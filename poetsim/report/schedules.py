@@ -20,17 +20,18 @@ import pandas as pd
 from poetsim.assumptions import SIMULATOR_ASSUMPTIONS
 from poetsim.errors import PoetsimError
 from poetsim.report import page
-from poetsim.report.charts import schedule_chart
+from poetsim.report.charts import grid_width, schedule_chart
 from poetsim.report.finding import integrated_strategy, where_text
 from poetsim.report.palette import strategy_order
 from poetsim.report.reach import GROUP, reach_table, tightest
 from poetsim.report.timeline import timeline_chart
 
 PAGE = "schedules.html"
-#: The page's layouts: wide (a desktop) and narrow (a phone, less the page's margins), in px.
+#: The room a point's charts are drawn for (a desktop), the timeline's plot width in it, and the
+#: width below which the page narrows them (a phone or a narrow window), in px.
 WIDE_PX = 1100
-NARROW_PX = 350
-NARROW_WRAP_CHARS = 52
+TIMELINE_PX = WIDE_PX - 180
+NARROW_BELOW_PX = 0.75 * WIDE_PX
 #: At most this many points are drawn, and no more once their chart data pass MAX_DATA_BYTES (the
 #: integrated strategy's first): each adds its trace and grid to the page.
 MAX_POINTS = 40
@@ -108,9 +109,8 @@ def write_schedule_views(frame: pd.DataFrame, sweep_dir: Path | None, directory:
         sections.append((anchor, name, _section(anchor, name, row, run)))
         specs[anchor] = _specs(anchor, name, run)
         for entry in specs[anchor].values():
-            for layout in (entry["wide"], entry["narrow"]):
-                for key, rows in layout.get("datasets", {}).items():
-                    data.setdefault(key, len(json.dumps(rows, default=str)))
+            for key, rows in entry["spec"].get("datasets", {}).items():
+                data.setdefault(key, len(json.dumps(rows, default=str)))
     notes = []
     if missing:
         notes.append(f"{len(missing)} chosen point(s) have no schedule view: " + "; ".join(missing) + ".")
@@ -143,31 +143,23 @@ def _chosen(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _specs(anchor: str, name: str, run) -> dict:
-    """The point's charts as responsive specs, by element id, without the footer (the page has it)."""
+    """The point's charts, by element id, without the footer (the page has it); each drawn once,
+    wide, and narrowed by the page on a phone (`page.fitted`)."""
     problem = run.problem
     charts = {}
-    layouts = ((WIDE_PX, 0), (NARROW_PX, NARROW_WRAP_CHARS))
     if run.simulated is not None:
-        wide, narrow = (
-            timeline_chart(
-                run.simulated,
-                problem.budgets.ram_bytes,
-                f"{name}: simulated timeline",
-                "",
-                deadline_s=problem.budgets.runtime_s,
-                width_px=width - 180 if width == WIDE_PX else width - 60,
-                wrap_chars=wrap,
-            ).to_dict(validate=False)
-            for width, wrap in layouts
+        timeline = timeline_chart(
+            run.simulated,
+            problem.budgets.ram_bytes,
+            f"{name}: simulated timeline",
+            "",
+            deadline_s=problem.budgets.runtime_s,
+            width_px=TIMELINE_PX,
         )
-        charts[f"{anchor}-timeline"] = page.responsive(wide, narrow, 0.75 * WIDE_PX)
-    wide, narrow = (
-        schedule_chart(run.schedule, problem.graph, f"{name}: schedule", "", width_px=width, wrap_chars=wrap).to_dict(
-            validate=False
-        )
-        for width, wrap in layouts
-    )
-    charts[f"{anchor}-grid"] = page.responsive(wide, narrow, 0.75 * WIDE_PX)
+        charts[f"{anchor}-timeline"] = page.fitted(timeline.to_dict(validate=False), TIMELINE_PX, 60, NARROW_BELOW_PX)
+    grid = schedule_chart(run.schedule, problem.graph, f"{name}: schedule", "", width_px=WIDE_PX)
+    spec = grid.to_dict(validate=False)
+    charts[f"{anchor}-grid"] = page.fitted(spec, grid_width(spec), 110, NARROW_BELOW_PX)
     return charts
 
 

@@ -1,10 +1,12 @@
 """The pages poetsim writes, opened in a real browser: Debian's chromium, headless, driven by Playwright.
 
 A small sweep (the MCU scenario cut down, on a graph and a platform whose names are HTML and
-script) gives a report and the page of one run; the shipped ResNet-18 results give the report the
-README quotes. Each page is opened at 1400x900 and must load nothing but itself, log no error,
-have its title, show its finding above the fold, use no type under 11 px, fit 1400 px, and run
-no script smuggled in through a name. Screenshots go to build/screenshots/ for a person to look at.
+script) gives a report, its schedule page and the page of one run; the shipped ResNet-18 results
+give the report the README quotes, and the shipped paper_* results the paper page. Each page is
+opened at a desktop's 1400x900 and a phone's 390x844 and must load nothing but itself, log no
+error, have its title, show its finding on the first screen, use no type under 11 px, scroll no
+page sideways, and run no script smuggled in through a name. Screenshots go to build/screenshots/
+for a person to look at.
 
 Skipped, saying why, only when chromium is not installed (`apt-get install -y chromium`).
 """
@@ -19,12 +21,14 @@ import pandas as pd
 import pytest
 import yaml
 
+from poetsim.analysis import paper
 from poetsim.analysis.results import load_results
 from poetsim.graphs import zoo
 from poetsim.graphs.io import save_graph
 from poetsim.inputs.scenario import load_scenario
 from poetsim.pipeline import load_run, problem_for_point
 from poetsim.report import build_report, save_run_charts
+from poetsim.report.paper_page import write_paper_page
 from poetsim.status import Status
 from poetsim.sweeps.runner import point_slug, run_sweep
 
@@ -49,6 +53,9 @@ FLAGS = [
     "--disable-sync",
 ]
 VIEWPORT = {"width": 1400, "height": 900}
+PHONE = {"width": 390, "height": 844}
+SIZES = {"desktop": VIEWPORT, "phone": PHONE}
+PAPER_STUDIES = ("paper_fig3", "paper_fig3_mcu", "paper_fig4", "paper_fig5", "paper_table3")
 HOSTILE_GRAPH = "<img src=x onerror=window.__pwned=1>"
 HOSTILE_PLATFORM = "</script><script>window.__pwned=1</script>"
 HOSTILE_SCENARIO = "<svg onload=window.__pwned=1>mcu"
@@ -79,7 +86,7 @@ def site(tmp_path_factory) -> dict[str, Path]:
     scenario = load_scenario(root / "small.yaml")
     sweep = root / "sweep"
     run_sweep(scenario, sweep, jobs=2)
-    report = build_report(load_results(sweep), root / "report", HOSTILE_SCENARIO)
+    report = build_report(load_results(sweep), root / "report", HOSTILE_SCENARIO, sweep_dir=sweep)
     point = next(
         p
         for p in scenario.points()
@@ -88,8 +95,18 @@ def site(tmp_path_factory) -> dict[str, Path]:
     run = load_run(problem_for_point(scenario, point), sweep / "points" / point_slug(point) / "schedule.json")
     run = replace(run, strategy="hybrid", status=Status.OPTIMAL, message="")  # as `poetsim simulate` would have it
     run_page = save_run_charts(run, root / "run", f"{HOSTILE_SCENARIO}: hybrid")[0]
-    resnet = build_report(load_results(ROOT / "results" / "resnet18"), root / "resnet18", "resnet18")
-    return {"report": report, "run": run_page, "resnet18": resnet}
+    shipped = ROOT / "results" / "resnet18"
+    resnet = build_report(load_results(shipped), root / "resnet18", "resnet18", sweep_dir=shipped)
+    studies = {name: ROOT / "results" / name for name in PAPER_STUDIES}
+    found = paper.comparisons({name: load_results(folder) for name, folder in studies.items()})
+    paper_page = write_paper_page(found, root / "paper.html", studies)
+    return {
+        "report": report,
+        "schedules": report.parent / "schedules.html",
+        "run": run_page,
+        "resnet18": resnet,
+        "paper": paper_page,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -104,13 +121,15 @@ def browser():
 
 
 class Visit:
-    """One page opened in the browser, with what it logged and asked the network for."""
+    """One page opened in the browser at a window size, with what it logged and asked the network for."""
 
-    def __init__(self, context, path: Path, ready: str):
+    def __init__(self, context, path: Path, ready: str, size: dict | None = None):
+        self.viewport = size or VIEWPORT
         self.url = path.resolve().as_uri()
         self.errors: list[str] = []
         self.requests: list[str] = []
         self.page = context.new_page()
+        self.page.set_viewport_size(self.viewport)
         self.page.on("console", lambda message: message.type == "error" and self.errors.append(message.text))
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
         self.page.on("request", lambda request: self.requests.append(request.url))
@@ -130,13 +149,13 @@ class Visit:
     def assert_clean(self) -> None:
         """No error logged, nothing fetched but the page itself, no smuggled script run."""
         assert self.errors == []
-        assert set(self.requests) == {self.url}
+        assert {r.split("#")[0] for r in self.requests} == {self.url}
         assert self.page.evaluate("window.__pwned") is None
         assert self.page.locator("img").count() == 0
 
     def assert_legible(self) -> None:
         """Every piece of text, HTML or chart, is at least 11 px, and the page is no wider than the window."""
-        assert self.page.evaluate("document.documentElement.scrollWidth") <= VIEWPORT["width"]
+        assert self.page.evaluate("document.documentElement.scrollWidth") <= self.viewport["width"]
         sizes = self.page.evaluate("""() => {
             const small = [];
             for (const el of document.querySelectorAll('body *')) {
@@ -151,21 +170,37 @@ class Visit:
         assert sizes == []
 
     def assert_above_fold(self, selector: str) -> None:
+        """The element is wholly on the first screen."""
         box = self.box(selector)
         assert box is not None, f"{selector} is not on the page"
-        assert box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"], f"{selector} is not above the fold: {box}"
-        assert box["x"] >= 0 and box["x"] + box["width"] <= VIEWPORT["width"], f"{selector} is wider than the window: {box}"
+        assert box["y"] >= 0 and box["y"] + box["height"] <= self.viewport["height"], f"{selector} is not above the fold: {box}"
+        self.assert_within_width(selector)
+
+    def assert_starts_above_fold(self, selector: str) -> None:
+        """The element begins on the first screen (a tall chart may run on below it)."""
+        box = self.box(selector)
+        assert box is not None and 0 <= box["y"] < self.viewport["height"] - 100, f"{selector} starts below the fold: {box}"
+        self.assert_within_width(selector)
+
+    def assert_within_width(self, selector: str) -> None:
+        box = self.box(selector)
+        assert box["x"] >= 0 and box["x"] + box["width"] <= self.viewport["width"], f"{selector} is wider than the window: {box}"
 
 
-def test_report_opens_on_its_finding(browser, site):
-    """Title, the headline table and the main chart within 1400x900, legible, offline, no script from a name."""
-    visit = Visit(browser, site["report"], "#chart-overhead_ram svg")
-    visit.shoot("report")
+@pytest.mark.parametrize("size", SIZES)
+def test_report_opens_on_its_finding(browser, site, size):
+    """The title and the finding on the first screen (the main chart too, on a desktop), every chart
+    drawn in the layout that fits, nothing wider than the window, legible, offline, no script from a name."""
+    visit = Visit(browser, site["report"], "#chart-overhead_ram svg", SIZES[size])
+    visit.shoot(f"report-{size}")
     assert visit.page.title() == f"poetsim report: {HOSTILE_SCENARIO}"
-    visit.assert_above_fold("#headline-panel-0 table.headline")
-    visit.assert_above_fold("#chart-overhead_ram svg")
-    for chart in ("overhead_platform", "pareto", "prediction"):
-        assert visit.page.locator(f"#chart-{chart} svg").count() == 1
+    visit.assert_above_fold("#finding")
+    assert "has the lowest energy at" in visit.page.locator("#finding").inner_text()
+    if size == "desktop":
+        visit.assert_starts_above_fold("#chart-overhead_ram svg")
+    assert visit.page.locator(".chart").count() == visit.page.locator(".chart svg").count() >= 2
+    for chart in visit.page.locator(".chart svg").all():
+        assert chart.bounding_box()["width"] <= SIZES[size]["width"]
     visit.assert_legible()
     visit.assert_clean()
     assert HOSTILE_GRAPH in visit.page.locator("body").inner_text()  # shown as text, not run
@@ -174,9 +209,13 @@ def test_report_opens_on_its_finding(browser, site):
 def test_report_tables_switch_sort_and_filter_offline(browser, site):
     """The runtime tabs switch the headline; the table of every run filters and sorts without a network."""
     visit = Visit(browser, site["report"], "#chart-overhead_ram svg")
-    assert visit.page.locator("#headline-panel-1").is_hidden()
-    visit.page.click("label[for='headline-tab-1']")
-    assert visit.page.locator("#headline-panel-1").is_visible() and visit.page.locator("#headline-panel-0").is_hidden()
+    panels = visit.page.locator(".tab-panel")
+    opened = [i for i in range(panels.count()) if panels.nth(i).is_visible()]
+    assert len(opened) == 1 and panels.count() == 2
+    other = 1 - opened[0]
+    visit.page.click(f"label[for='headline-tab-{other}']")
+    assert visit.page.locator(f"#headline-panel-{other}").is_visible()
+    assert visit.page.locator(f"#headline-panel-{opened[0]}").is_hidden()
     runs = pd.read_csv(site["report"].parent.parent / "sweep" / "runs.csv")
     visit.page.click("summary:has-text('All runs')")
     visit.page.fill("input[data-table='all-runs']", "infeasible")
@@ -196,26 +235,75 @@ def _column_index(visit: Visit, header: str) -> int:
     return [re.sub(r"\s*[\u25b2\u25bc]$", "", h).strip() for h in headers].index(header)
 
 
-def test_run_page_shows_figures_timeline_and_schedule(browser, site):
-    """The run page: its title, the figures and the timeline above the fold, legible, offline."""
-    visit = Visit(browser, site["run"], "#chart-schedule svg")
-    visit.shoot("run")
+def test_a_schedule_is_one_click_from_the_report(browser, site):
+    """A cell of the tightest-budget table opens schedules.html at that point, its timeline and grid drawn."""
+    visit = Visit(browser, site["report"], "#chart-overhead_ram svg")
+    link = visit.page.locator("#reach table.reach a").first
+    anchor = link.get_attribute("href").split("#")[1]
+    link.click()
+    visit.page.wait_for_selector(f"section#{anchor}:not([hidden]) svg", timeout=30_000)
+    assert visit.page.url.endswith(f"schedules.html#{anchor}")
+    assert visit.page.locator("section.point:not([hidden])").count() == 1
+    assert visit.page.locator(f"section#{anchor} .chart svg").count() == 2  # the timeline and the grid
+    assert visit.errors == []
+    folder = site["report"].parent.resolve().as_uri()
+    assert all(r.startswith(folder) for r in visit.requests)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_schedule_page_shows_one_point_at_a_time_with_its_timeline_and_grid(browser, site, size):
+    """The page opens on its first point; another point's link shows that one instead, drawn then."""
+    visit = Visit(browser, site["schedules"], "section.point:not([hidden]) svg", SIZES[size])
+    visit.shoot(f"schedules-{size}")
+    assert visit.page.title() == f"poetsim schedules: {HOSTILE_SCENARIO}"
+    shown = visit.page.locator("section.point:not([hidden])")
+    assert shown.count() == 1 and shown.locator(".chart svg").count() == 2
+    links = visit.page.locator("nav table.reach a")
+    assert links.count() == visit.page.locator("section.point").count() >= 2
+    target = links.nth(1).get_attribute("href")
+    links.nth(1).click()
+    visit.page.wait_for_selector(f"section{target}:not([hidden]) svg", timeout=30_000)
+    assert visit.page.locator("section.point:not([hidden])").count() == 1
+    text = visit.page.locator(f"section{target}").inner_text()
+    assert "stall" not in text.split("stalls")[0]  # waits are named by cause; "stalls" only in the figures
+    visit.assert_legible()
+    visit.assert_clean()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_run_page_shows_figures_timeline_and_schedule(browser, site, size):
+    """The run page: its title, the figures above the fold and the timeline on the first screen, both
+    charts narrowed to a phone, legible, offline."""
+    visit = Visit(browser, site["run"], "#chart-schedule svg", SIZES[size])
+    visit.shoot(f"run-{size}")
     assert visit.page.title().startswith(f"poetsim run: {HOSTILE_SCENARIO}: hybrid ({HOSTILE_GRAPH} on {HOSTILE_PLATFORM}")
-    visit.assert_above_fold("table")
-    assert visit.box("#chart-timeline svg")["y"] < VIEWPORT["height"] / 2
+    visit.assert_above_fold("div.scroll")  # the figures, in a box of their own that scrolls on a phone
+    assert visit.box("#chart-timeline svg")["y"] < SIZES[size]["height"] * (0.5 if size == "desktop" else 0.9)
+    for chart in ("timeline", "schedule"):
+        assert visit.box(f"#chart-{chart} svg")["width"] <= SIZES[size]["width"]
     visit.assert_legible()
     visit.assert_clean()
 
 
-def test_resnet18_report_shows_the_readme_headline_without_scrolling(browser, site):
-    """The shipped ResNet-18 study at 1400x900: headline table and overhead chart above the fold, and
-    every cell of the README's headline (RAM 50 %, runtime 1.2x) in its place in the table."""
+@pytest.mark.parametrize("size", SIZES)
+def test_resnet18_report_opens_on_its_finding_at_either_size(browser, site, size):
+    """The shipped ResNet-18 study: its finding on the first screen, nothing wider than the window."""
+    visit = Visit(browser, site["resnet18"], "#chart-overhead_ram svg", SIZES[size])
+    visit.shoot(f"resnet18-report-{size}")
+    visit.assert_above_fold("#finding")
+    assert re.search(r"hybrid has the lowest energy at \d+ of the \d+ budget points", visit.page.locator("#finding").inner_text())
+    visit.assert_legible()
+    visit.assert_clean()
+
+
+def test_resnet18_report_shows_the_readme_headline(browser, site):
+    """At 1400x900 the main chart starts on the first screen, and every cell of the README's headline
+    (RAM 50 %, runtime 1.2x) is in its place in the table's 1.2x tab."""
     visit = Visit(browser, site["resnet18"], "#chart-overhead_ram svg")
-    visit.shoot("resnet18-report")
-    visit.assert_above_fold("#headline-panel-0 table.headline")
-    visit.assert_above_fold("#chart-overhead_ram svg")
-    visit.assert_legible()
-    visit.assert_clean()
+    visit.assert_starts_above_fold("#chart-overhead_ram svg")
+    visit.assert_starts_above_fold(".tab-panel:visible table.headline")
+    visit.page.click("label[for='headline-tab-0']")
+    assert visit.page.locator("label[for='headline-tab-0']").inner_text() == "runtime 1.2x"
     table = visit.page.locator("#headline-panel-0 table.headline")
     headers = table.locator("thead th").all_inner_texts()
     rows = [row.locator("td").all_inner_texts() for row in table.locator("tbody tr").all()]
@@ -228,6 +316,23 @@ def test_resnet18_report_shows_the_readme_headline_without_scrolling(browser, si
     assert readme, "the README's headline table was not found"
     for (platform, strategy), text in readme.items():
         assert at_half[platform][strategy] == text, (platform, strategy)
+    visit.assert_clean()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_paper_page_opens_on_its_verdicts_with_a_chart_per_exhibit(browser, site, size):
+    """The count of verdicts on the first screen, a drawn chart per exhibit, a coloured verdict on every
+    claim, the raw tables folded, nothing wider than the window, offline."""
+    visit = Visit(browser, site["paper"], "#chart-fig5 svg", SIZES[size])
+    visit.shoot(f"paper-{size}")
+    visit.assert_above_fold("#summary")
+    assert re.match(r"\d+ of \d+ claims hold under poetsim's cost model", visit.page.locator("#summary").inner_text())
+    assert visit.page.locator(".chart svg").count() == 4 == visit.page.locator(".chart").count()
+    claims = visit.page.locator("div.claim")
+    assert claims.count() >= 8 and claims.locator(".verdict").count() == claims.count()
+    assert visit.page.locator("details[open]").count() == 0
+    visit.assert_legible()
+    visit.assert_clean()
 
 
 def readme_headline() -> dict[tuple[str, str], str]:
@@ -242,3 +347,26 @@ def readme_headline() -> dict[tuple[str, str], str]:
         table.append([cell.strip() for cell in line.strip().strip("|").split("|")])
     header, body = table[0], table[2:]
     return {(row[0].split()[0], strategy): cell for row in body for strategy, cell in zip(header[1:], row[1:])}
+
+
+SHIPPED = {
+    "results/resnet18/report.html": "#finding",
+    "results/mcu/report.html": "#finding",
+    "results/resnet18/schedules.html": "section.point:not([hidden]) svg",
+    "results/paper.html": "#summary",
+}
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("shipped", SHIPPED)
+def test_shipped_pages_fit_the_window_and_open_on_their_finding(browser, shipped, size):
+    """The pages committed under results/ (regenerated by `poetsim report` and `poetsim paper`): no
+    error, nothing fetched, nothing scrolling sideways, every chart drawn, the finding on the first screen."""
+    visit = Visit(browser, ROOT / shipped, ".chart svg", SIZES[size])
+    first = SHIPPED[shipped]
+    if first.startswith("#"):
+        visit.assert_above_fold(first)
+    charts = visit.page.locator(".chart:visible")
+    assert charts.count() == visit.page.locator(".chart:visible svg").count() >= 1
+    assert visit.page.evaluate("document.documentElement.scrollWidth") <= SIZES[size]["width"]
+    visit.assert_clean()

@@ -9,6 +9,7 @@ import pytest
 from conftest import ROOT
 
 from poetsim.analysis import paper
+from poetsim.analysis.paper import Verdict
 from poetsim.errors import UserInputError
 from poetsim.inputs.scenario import load_scenario
 from poetsim.pipeline import result_row, run_strategy
@@ -80,8 +81,11 @@ def frame(*rows) -> pd.DataFrame:
     return pd.DataFrame([r.to_dict() for r in rows])
 
 
+HOLDS, PARTLY, FAILS, UNJUDGED = Verdict.HOLDS, Verdict.PARTLY, Verdict.FAILS, Verdict.UNJUDGED
+
+
 def verdicts(comparison) -> list:
-    return [claim.holds for claim in comparison.claims]
+    return [claim.verdict for claim in comparison.claims]
 
 
 # -- Figure 5 ---------------------------------------------------------------------------------------
@@ -97,12 +101,14 @@ def test_figure5_holds_when_capuchin_is_in_the_papers_range_and_poet_under_one_p
         row("capuchin", "25%", 130.0, Status.BASELINE),
     )
     comparison = paper.figure5(results)
-    assert verdicts(comparison) == [True, True, True]
+    assert verdicts(comparison) == [HOLDS, HOLDS, HOLDS]
     assert comparison.claims[0].poetsim == "90 to 130 %" and comparison.claims[1].poetsim == "0.4 to 0.8 %"
     assert list(comparison.table["ram"]) == ["100%", "50%", "25%"]
 
 
 def test_figure5_does_not_hold_when_capuchin_costs_little_and_says_why_in_numbers():
+    """Capuchin thousands of times below the paper's range does not hold; POET under 1 % at one of two
+    budgets holds in part; POET dearer than Capuchin at both budgets does not hold."""
     results = frame(
         row("hybrid", "50%", 0.2),
         row("capuchin", "50%", 0.03, Status.BASELINE, page_ins=10),
@@ -110,8 +116,10 @@ def test_figure5_does_not_hold_when_capuchin_costs_little_and_says_why_in_number
         row("capuchin", "35%", 0.05, Status.BASELINE, page_ins=15),
     )
     comparison = paper.figure5(results)
-    assert verdicts(comparison) == [False, False, False]
+    assert verdicts(comparison) == [FAILS, PARTLY, FAILS]
     capuchin, poet, lower = comparison.claims
+    assert capuchin.qualifier.startswith("same sign but 1,460 times smaller")
+    assert poet.qualifier == "under 1 % at 1 of 2 budgets"
     assert "10 to 15 page-ins" in capuchin.reason and "0.04 J above keep-all" in capuchin.reason
     assert "largest overhead is 2.5 %" in poet.reason
     assert "at 50% hybrid +0.2 % against capuchin +0.03 %" in lower.reason
@@ -120,22 +128,35 @@ def test_figure5_does_not_hold_when_capuchin_costs_little_and_says_why_in_number
 def test_figure5_with_capuchin_over_budget_is_not_judged_on_capuchin():
     results = frame(row("hybrid", "25%", 0.3), row("capuchin", "25%", status=Status.OVER_BUDGET, message="peak RAM over"))
     comparison = paper.figure5(results)
-    assert comparison.claims[0].holds is None and comparison.claims[2].holds is None
+    assert comparison.claims[0].verdict is UNJUDGED and comparison.claims[2].verdict is UNJUDGED
     assert comparison.table["capuchin_note"].iloc[0] == "peak RAM over"
 
 
 # -- Table 3 ----------------------------------------------------------------------------------------
 
 
-def test_table3_compares_peak_and_throughput_at_the_same_budget():
+def test_table3_holds_where_poetsim_meets_the_papers_numbers():
+    """-8.3 % peak and +13 % throughput against POFO are the paper's numbers: both hold."""
+    results = frame(
+        row("hybrid", "50%", 4.0, platform="jetson-tx2", peak=4585, runtime_s=1.0, budget=5000),
+        row("pofo", "50%", 12.0, Status.BASELINE, platform="jetson-tx2", peak=5000, runtime_s=1.13, budget=5000),
+    )
+    comparison = paper.table3(results)
+    assert verdicts(comparison) == [HOLDS, HOLDS]
+    assert comparison.table["peak_difference_pct"].iloc[0] == pytest.approx(-8.3)
+    assert comparison.table["throughput_difference_pct"].iloc[0] == pytest.approx(13.0)
+
+
+def test_table3_holds_in_part_where_only_the_sign_agrees():
+    """-10 % peak and +20 % throughput: the paper's signs, not its sizes (within a factor of 2): in part."""
     results = frame(
         row("hybrid", "50%", 4.0, platform="jetson-tx2", peak=450, runtime_s=1.0),
         row("pofo", "50%", 12.0, Status.BASELINE, platform="jetson-tx2", peak=500, runtime_s=1.2),
     )
-    comparison = paper.table3(results)
-    assert verdicts(comparison) == [True, True]
-    assert comparison.table["peak_difference_pct"].iloc[0] == pytest.approx(-10.0)
-    assert comparison.table["throughput_difference_pct"].iloc[0] == pytest.approx(20.0)
+    peak, speed = paper.table3(results).claims
+    assert (peak.verdict, speed.verdict) == (PARTLY, PARTLY)
+    assert peak.qualifier == "same sign, larger: -10 % against the paper's -8.3 %"
+    assert speed.qualifier == "same sign, larger: 20 % against the paper's +13 %"
 
 
 def test_table3_does_not_hold_where_pofo_is_faster_or_leaner():
@@ -144,7 +165,8 @@ def test_table3_does_not_hold_where_pofo_is_faster_or_leaner():
         row("pofo", "50%", 12.0, Status.BASELINE, platform="jetson-tx2", peak=450, runtime_s=1.0),
     )
     peak, speed = paper.table3(results).claims
-    assert (peak.holds, speed.holds) == (False, False)
+    assert (peak.verdict, speed.verdict) == (FAILS, FAILS)
+    assert peak.qualifier.startswith("opposite sign")
     assert "spent runtime that saves energy" in speed.reason
 
 
@@ -154,13 +176,20 @@ def test_table3_does_not_hold_where_pofo_is_faster_or_leaner():
 def test_figure4_holds_when_energy_never_rises_as_the_deadline_loosens():
     results = frame(*(row("hybrid", "50%", pct, runtime_x=x) for x, pct in ((1.0, 3.0), (1.2, 1.0), (1.5, 1.0))))
     (claim,) = paper.figure4(results).claims
-    assert claim.holds and "falls by 1.94 %" in claim.poetsim
+    assert claim.verdict is HOLDS and "falls by 1.94 %" in claim.poetsim
+
+
+def test_figure4_holds_only_in_part_where_energy_stays_flat():
+    """Energy that never rises but never falls is not the paper's falling curve: in part, and says so."""
+    results = frame(*(row("hybrid", "50%", 1.0, runtime_x=x) for x in (1.0, 1.2, 1.5)))
+    (claim,) = paper.figure4(results).claims
+    assert claim.verdict is PARTLY and claim.qualifier == "never rises, flat on 1 of 1 curves"
 
 
 def test_figure4_names_the_points_where_energy_rises_and_why():
     results = frame(row("hybrid", "50%", 1.0, runtime_x=1.2), row("hybrid", "50%", 1.5, runtime_x=1.5, gap=0.6))
     (claim,) = paper.figure4(results).claims
-    assert claim.holds is False
+    assert claim.verdict is FAILS
     assert "1.2x 101 J, 1.5x 101.5 J (unproven share of overhead 60 %)" in claim.reason
 
 
@@ -175,8 +204,8 @@ def test_figure3_says_resnet_and_bert_do_not_fit_a_microcontroller_with_the_reas
         row("hybrid", "28KiB", 3.0, budget=28672, model="mlp", platform="mkr1000"),
     )
     mcu, integrated = paper.figure3(results).claims
-    assert mcu.holds is False and "largest single working set" in mcu.reason
-    assert integrated.holds is None
+    assert mcu.verdict is FAILS and "largest single working set" in mcu.reason
+    assert integrated.verdict is UNJUDGED
 
 
 def test_figure3_integrated_search_on_real_mlp_runs_is_never_worse_than_either_move():
@@ -187,7 +216,7 @@ def test_figure3_integrated_search_on_real_mlp_runs_is_never_worse_than_either_m
         for s in ("hybrid", "paging-only", "recompute-only")
     ]
     comparison = paper.figure3(frame(*rows))
-    assert comparison.claims[1].holds is True
+    assert comparison.claims[1].verdict is HOLDS
     assert comparison.table["platform"].iloc[0] == "mkr1000"
 
 
@@ -206,7 +235,7 @@ def test_comparisons_read_runs_csv_files_and_merge_the_two_figure3_sweeps(tmp_pa
             runs.append(r)
     found = paper.comparisons({name: tmp_path / name for name in ("paper_fig5", "paper_fig3", "paper_fig3_mcu")})
     assert [c.key for c in found] == ["fig3", "fig5"]
-    assert len(found[0].table) == 2 and found[0].claims[1].holds is True
+    assert len(found[0].table) == 2 and found[0].claims[1].verdict is HOLDS
 
 
 def test_comparisons_refuse_a_scenario_they_do_not_read():
@@ -220,7 +249,8 @@ def test_render_html_escapes_every_string():
     fragment = paper.render_html(paper.figure5(results))
     assert "<script>" not in fragment and "&lt;script&gt;" in fragment
     assert fragment.startswith('<section class="paper-comparison" id="paper-fig5">')
-    assert fragment.count("<tr") == 1 + 3 + 1 + 1  # claims header, 3 claims, figures header, 1 point
+    assert fragment.count("<div class='claim ") == 3  # one card per claim
+    assert fragment.count("<tr") == 1 + 1 and "<details>" in fragment  # the figures, folded: header and 1 point
 
 
 def test_render_markdown_gives_the_claims_and_chosen_columns():
@@ -263,5 +293,32 @@ def test_the_paper_command_writes_its_page_with_json_too(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     claims = [k for c in json.loads(result.stdout) for k in c["claims"]]
-    assert {k["verdict"] for k in claims} <= {"holds", "does not hold", "not judged"} and claims
+    assert {k["verdict"] for k in claims} <= {v.value for v in Verdict} and claims
     assert "Capuchin" in page.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "values, verdict",
+    [
+        ([12.7, 20.0], HOLDS),  # reaches the paper's 13 (12.5 to 13.5)
+        ([7.3, 11.0], PARTLY),  # same sign, within a factor of 2
+        ([0.5], FAILS),  # same sign, 26 times smaller
+        ([10.0, 15.0], HOLDS),  # the range spans it
+        ([-3.0], FAILS),  # opposite sign
+        ([], UNJUDGED),
+    ],
+)
+def test_judge_size_holds_only_where_poetsim_reaches_the_papers_number(values, verdict):
+    assert paper.judge_size(paper.PAPER_NUMBERS["table3_throughput"], values)[0] is verdict
+
+
+def test_summary_counts_the_verdicts():
+    results = frame(row("hybrid", "50%", 0.2), row("capuchin", "50%", 0.03, Status.BASELINE))
+    found = [paper.figure5(results)]
+    assert paper.summary(found) == "1 of 3 claims hold under poetsim's cost model; 2 do not hold."
+
+
+def test_each_paper_number_cites_the_exhibit_that_states_it():
+    for number in paper.PAPER_NUMBERS.values():
+        assert number.source.startswith(paper.SOURCE) and number.exhibit in ("Figure 5", "Table 3")
+        assert number.low <= number.high

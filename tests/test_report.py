@@ -16,11 +16,13 @@ from poetsim.graphs.graph import Node, TrainingGraph
 from poetsim.inputs.profiles import load_platform
 from poetsim.pipeline import Problem, Run
 from poetsim.report import build_report, footer_text, save_chart, save_run_charts, schedule_chart, stage_states, timeline_chart
+from poetsim.report.finding import sentences
 from poetsim.report.overhead import overhead_chart
 from poetsim.report.page import script_json
 from poetsim.report.palette import platform_colours, strategy_colours
+from poetsim.report.reach import reach_table, tightest
 from poetsim.report.report import prepare, winners
-from poetsim.report.sweep_charts import pareto_chart, prediction_differences, runtime_chart
+from poetsim.report.sweep_charts import pareto_chart, prediction_chart, prediction_differences, runtime_chart
 from poetsim.report.tables import headline_table
 from poetsim.report.timeline import NEUTRAL_COLOURS, bus_lane, lanes
 from poetsim.schedule.checker import check_schedule
@@ -203,7 +205,7 @@ def test_timeline_has_compute_dma_and_bus_lanes_with_every_kind(simulated, tmp_p
     chart = timeline_chart(simulated, 360, "seven: timeline", FOOTER, deadline_s=10.0)
     rows = chart_rows(chart)
     kinds = {row["kind"] for row in rows if "kind" in row}
-    assert {"compute", "recompute", "page-in", "page-out", "stall", "bus: compute", "bus: both", "bus: transfers"} <= kinds
+    assert {"compute", "recompute", "page-in", "page-out", "wait: input", "bus: compute", "bus: both", "bus: transfers"} <= kinds
     assert {row["resource"] for row in rows if "resource" in row} == {"compute", "dma", "bus"}
     curve = [row for row in rows if "ram_bytes" in row and "label" not in row]
     assert max(row["ram_bytes"] for row in curve) == simulated.figures.peak_ram_bytes == 350
@@ -231,18 +233,29 @@ def test_bus_lane_says_who_is_on_the_bus_when(simulated):
     ]
 
 
+def test_timeline_names_each_wait_by_its_cause_and_its_subtitle_agrees(simulated):
+    """The 0.5 s wait for page-in of node 0 is drawn as "wait: input", and the subtitle counts it as a
+    stall: no bar says "stall" while the text says 0."""
+    spec = timeline_chart(simulated, None, "seven", FOOTER).to_dict()
+    kinds = {row["kind"] for row in chart_rows(timeline_chart(simulated, None, "seven", FOOTER)) if "kind" in row}
+    assert "stall" not in kinds and "wait: input" in kinds
+    assert simulated.stall_s == pytest.approx(0.5)
+    subtitle = " ".join(spec["vconcat"][0]["title"]["subtitle"])
+    assert "stalls (waits for an input or for RAM, which the stage model lacks) 0.5 s" in subtitle
+
+
 def test_timeline_highlights_overruns_and_keeps_short_events_visible(simulated):
     """Past a 6 s deadline and above a 300-byte budget is shaded; a stall in a long run is at least 3 px wide."""
     rows = chart_rows(timeline_chart(simulated, 300, "seven", FOOTER, deadline_s=6.0))
     assert any(row.get("label") == "2.5 s past the deadline" for row in rows)
     over = sorted(row["label"] for row in rows if "over the budget" in str(row.get("label")))
     assert over == ["40 bytes over the budget", "50 bytes over the budget"]  # 340 at 2-3 s, 350 at 6.5-7.5 s
-    stall = next(row for row in rows if row.get("kind") == "stall")
+    stall = next(row for row in rows if row.get("kind") == "wait: input")
     assert stall["end"] - stall["start"] == pytest.approx(0.5)
     trace = simulated.trace.copy()
     trace.loc[trace["kind"] == "stall", "end_s"] = 5.0 + 1e-6  # a 1 us stall in an 8.5 s run
     short = replace(simulated, trace=trace)
-    stall = next(row for row in chart_rows(timeline_chart(short, None, "seven", FOOTER)) if row.get("kind") == "stall")
+    stall = next(row for row in chart_rows(timeline_chart(short, None, "seven", FOOTER)) if row.get("kind") == "wait: input")
     assert (stall["end"] - stall["start"]) / 8.5 * 1000 >= 3 - 1e-9  # MIN_BAR_PX on a 1000 px axis
     assert stall["duration_s"] == pytest.approx(1e-6)  # the tooltip keeps the true duration
 
@@ -427,40 +440,58 @@ def specs_of(text: str) -> dict:
 
 
 def test_report_is_one_offline_page_with_a_png_and_an_svg_per_chart(report):
-    """report.html loads nothing from the network and carries the footer; each chart has a 2x PNG and an SVG.
+    """report.html loads nothing from the network and states the assumptions once, at its foot; each
+    chart has a 2x PNG and an SVG, which carry the footer themselves (they travel alone).
 
-    Two runtime budgets make no curve: the runtime chart is a table instead, so four charts."""
+    Two runtime budgets make no curve (the table's tabs compare them), so three charts."""
     page, text = report
     assert page.name == "report.html"
     assert_offline_html(page, footer=footer_text("unit sweep", ["overlap"]))
-    stems = ["overhead_platform", "overhead_ram", "pareto", "prediction"]
+    stems = ["overhead_ram", "pareto", "prediction"]
     assert sorted(p.stem for p in page.parent.glob("*.png")) == stems
     for stem in stems:
         assert_images(page.parent, stem)
+        assert "Assumptions: activation RAM only" in (page.parent / f"{stem}.svg").read_text(encoding="utf-8")
     specs = specs_of(text)
     assert sorted(specs) == [f"chart-{stem}" for stem in stems]
-    assert all("Assumptions: activation RAM only" in json.dumps(spec) for spec in specs.values())
+    assert text.count("Assumptions: activation RAM only") == 1
     assert "<title>poetsim report: unit sweep</title>" in text
 
 
-def test_report_opens_on_the_headline_then_the_main_chart_and_folds_the_rest(report):
-    """The headline table comes first, then the RAM chart; words, failures and all runs are folded."""
+def test_report_opens_on_its_finding_and_shows_each_figure_once(report):
+    """The finding comes before any table or chart; then the RAM chart and the headline; each chart
+    once; every run folded at the end."""
     _, text = report
     body = text[text.index("<body>") :]
     order = [
         body.index(marker)
         for marker in (
-            "class='headline'",
+            "id='finding'",
             "id='chart-overhead_ram'",
-            "id='chart-overhead_platform'",
-            "<summary>Findings in words",
-            "<summary>Runs without a schedule (",
+            "class='headline'",
+            "id='reach'",
+            "id='chart-pareto'",
+            "id='chart-prediction'",
             "<summary>All runs (",
         )
     ]
     assert order == sorted(order)
-    assert "<summary>Energy above keep-all at each runtime budget (2 budgets: a table, not a curve)" in body
-    assert body.count("<details>") == 4
+    assert body.index("id='finding'") < body.index("<table")
+    for chart in ("overhead_ram", "pareto", "prediction"):
+        assert body.count(f"id='chart-{chart}'") == 1
+    assert body.count("<details") == 1
+
+
+def test_each_chart_comes_in_a_wide_and_a_narrow_layout(report):
+    """A phone gets one panel per row; data the two layouts share is in the page once."""
+    _, text = report
+    specs = specs_of(text)
+    main = specs["chart-overhead_ram"]
+    assert set(main) == {"wide", "narrow", "wide_px", "data"}
+    assert '"columns": 1' in json.dumps(main["narrow"]) and '"columns": 1' not in json.dumps(main["wide"])
+    datasets = json.loads(re.search(r"const datasets = (\{.*?\});\n", text).group(1))
+    used = [name for entry in specs.values() for name in entry["data"]]
+    assert set(used) == set(datasets)
 
 
 def headline_cells(text: str, tab: int) -> dict:
@@ -639,33 +670,54 @@ def test_winners_are_computed_from_the_energies():
     assert table[("rpi4", 1.2, 1.0)] == "hybrid = keep-all = paging-only = recompute-only"
 
 
-def test_report_says_which_strategy_wins_where(report):
-    """The text names the winner per platform and RAM budget, as computed from the energies."""
+def test_finding_says_where_hybrid_wins_by_how_much_and_what_is_proven():
+    """Hybrid is cheapest at 10 of the 12 budget points with a schedule (paging-only beats it on
+    mkr1000 at 50 %); it saves up to 3 points against paging-only and 2.5 against recompute-only."""
+    said = sentences(prepare(sweep_rows()))
+    assert said[0].startswith("hybrid has the lowest energy at 10 of the 12 budget points where any strategy has a schedule")
+    assert "another strategy is cheaper at 2 (0 of these hybrid schedules are not proven optimal" in said[0]
+    assert "up to 3 % of keep-all energy against paging-only (2 % above keep-all against 5 % at" in said[1]
+    assert "up to 2.5 % of keep-all energy against recompute-only (0.5 % above keep-all against 3 % at rpi4, 50 % RAM" in said[1]
+    assert "it ties keep-all wherever they have one" in said[1]
+    assert said[2].startswith("Proven: 33 of the 34 solver schedules are optimal, and 2 budgets are proven infeasible")
+    assert "1 feasible" in said[2] and "1 failed" in said[2]
+
+
+def test_report_opens_on_the_finding(report):
     _, text = report
-    assert (
-        "resnet18-cifar on mkr1000, runtime budget 1.2x, overlap timing: lowest energy: hybrid at 25 %; paging-only at 50 %"
-    ) in text
-    assert "resnet18-cifar on rpi4, runtime budget 1.2x, overlap timing: lowest energy: hybrid at 25 % to 50 %" in text
+    finding = re.search(r"<div class='finding' id='finding'>(.*?)</div>", text, re.S).group(1)
+    assert "hybrid has the lowest energy at 10 of the 12 budget points" in finding
 
 
-def test_report_lists_infeasible_and_failed_points(report):
-    """Runs without a schedule are listed with their reason and where the strategy stops."""
+def test_reach_table_gives_the_tightest_budget_each_strategy_meets():
+    """Keep-all only at 100 %; recompute-only down to 50 % at 1.2x and 25 % at 1.5x; a cell links to its schedule."""
+    frame = prepare(sweep_rows())
+    best = tightest(frame).set_index(["platform_label", "runtime_x", "strategy"])["ram_label"]
+    assert best[("rpi4", 1.2, "keep-all")] == "100 %"
+    assert best[("rpi4", 1.2, "recompute-only")] == "50 %"
+    assert best[("rpi4", 1.5, "recompute-only")] == "25 %"
+    key = "rpi4|0.25|1.5|hybrid"
+    html_table = reach_table(frame, {key: "schedules.html#p1"})
+    assert "<a href='schedules.html#p1'>25 % · 2.000 %*</a>" in html_table
+    assert html_table.count("<a href") == 1
+
+
+def test_report_lists_failed_points_with_their_reasons(report):
+    """Runs without a schedule are in the table of every run, with their reason."""
     _, text = report
     assert "no schedule fits 250,000 bytes" in text
     assert "division by zero" in text
-    assert "recompute-only has no schedule (infeasible) at RAM budgets up to 25 % of keep-all" in text
-    assert "keep-all has no schedule (over-budget) at RAM budgets up to 50 % of keep-all; its first schedule is at 100 %" in text
 
 
-def test_report_without_simulation_skips_that_chart_and_says_so(tmp_path):
-    """No simulated energy: no prediction chart, and the page explains why."""
+def test_report_without_simulation_or_schedules_says_so(tmp_path):
+    """No simulated energy: no prediction chart, and the page says why; no sweep folder: no schedule view."""
     rows = sweep_rows(simulated=False)
     rows = rows[(rows["platform"] == "rpi4") & (rows["runtime_x"] == 1.2)]
     page = build_report(rows, tmp_path, "no sim")
     text = page.read_text(encoding="utf-8")
     assert "No simulated energy in the results" in text
-    assert "Only one platform in the results" in text
-    assert not (tmp_path / "prediction.png").exists()
+    assert "The results folder keeps no scenario.yaml, so the schedules cannot be replayed here." in text
+    assert not (tmp_path / "prediction.png").exists() and not (tmp_path / "schedules.html").exists()
     assert_images(tmp_path, "overhead_ram")
 
 
@@ -675,10 +727,10 @@ def test_three_runtime_budgets_make_a_runtime_chart_and_one_makes_a_single_tab()
     third = rows[rows["runtime_x"] == 1.5].assign(runtime_x=2.0)
     third["point_key"] = third["point_key"] + "|2x"
     frame = prepare(pd.concat([rows, third], ignore_index=True))
-    chart = runtime_chart(frame, FOOTER)
-    assert chart.chart is not None and '"1.2x"' in json.dumps(chart.chart.to_dict())
+    chart = runtime_chart(frame)
+    assert chart.draw is not None and '"1.2x"' in json.dumps(chart.draw(FOOTER, 1240).to_dict())
     single = prepare(rows[rows["runtime_x"] == 1.2])
-    assert runtime_chart(single, FOOTER).chart is None
+    assert runtime_chart(single).draw is None
     headline, style = headline_table(single)
     assert "id='headline-tab-0' checked" in headline and "headline-tab-1" not in headline
     assert "#headline-tab-0:checked ~ .tab-panels #headline-panel-0" in style
@@ -693,6 +745,89 @@ def test_pareto_front_keeps_only_non_dominated_schedules():
     """On mkr1000 at 1.2x: 25 % hybrid (102 J), 50 % paging-only (101 J), 100 % (100 J) form the front."""
     rows = sweep_rows()
     frame = prepare(rows[(rows["platform"] == "mkr1000") & (rows["runtime_x"] == 1.2)])
-    points = [row for rows in pareto_chart(frame, FOOTER).chart.to_dict()["datasets"].values() for row in rows]
+    points = [row for rows in pareto_chart(frame).draw(FOOTER, 1240).to_dict()["datasets"].values() for row in rows]
     front = sorted((round(p["peak"], 4), round(p["energy_j"], 6)) for p in points if p.get("front"))
     assert front == [(0.2425, 102.0), (0.485, 101.0), (0.97, 100.0)]
+
+
+def test_a_prediction_within_rounding_is_a_sentence_not_a_chart():
+    """Simulated figures within 1e-6 of the prediction: no chart, a sentence with the largest difference."""
+    rows = sweep_rows()
+    rows["simulated_total_j"] = rows["predicted_total_j"] * (1 + 2e-8)
+    rows["simulated_runtime_s"] = rows["predicted_runtime_s"]
+    chart = prediction_chart(prepare(rows))
+    assert chart.draw is None
+    assert chart.note.startswith("The simulator replays all 38 simulated schedules within rounding of the prediction")
+    assert "energy +2e-06 %" in chart.note
+
+
+def test_pareto_draws_ties_as_concentric_rings_not_translucent_marks():
+    """Hybrid is a filled dot drawn last; every other strategy a ring of its own size; nothing translucent;
+    energies share one scale (above each panel's keep-all) and every panel has its axes."""
+    rows = sweep_rows()
+    spec = pareto_chart(prepare(rows)).draw(FOOTER, 1240).to_dict()
+    marks = [layer for layer in _layers(spec) if isinstance(layer.get("mark"), dict) and layer["mark"]["type"] == "point"]
+    points = [m for m in marks if "size" in m.get("encoding", {}) or m["mark"].get("filled")]
+    assert all(m["mark"].get("opacity", 1) == 1 for m in marks)
+    assert points[-1]["mark"]["filled"] is True and "hybrid" in json.dumps(points[-1]["transform"])
+    sizes = {r["group"]: r["size"] for r in chart_rows(pareto_chart(prepare(rows)).draw(FOOTER, 1240)) if "size" in r}
+    assert len({sizes[g] for g in ("keep-all", "paging-only", "recompute-only")}) == 3
+    text = json.dumps(spec)
+    assert '"resolve": {"axis": {"x": "independent", "y": "independent"}}' in text
+    assert "keep-all 8 J" in text and "keep-all 100 J" in text  # each panel names its keep-all energy
+
+
+def test_a_narrow_overhead_chart_stacks_one_panel_per_row_and_every_panel_has_an_x_axis():
+    frame = prepare(sweep_rows())
+    chart, data, _, _ = overhead_chart(
+        frame,
+        x="ram_fraction",
+        label=lambda v: f"{100 * v:g}%",
+        x_title="RAM",
+        colour="strategy",
+        columns="platform_label",
+        rows=["runtime_x"],
+        width_px=350,
+    )
+    spec = chart.to_dict()
+    assert spec["columns"] == 1 and spec["resolve"] == {"axis": {"x": "independent"}}
+    assert set(data["column"]) == {
+        "mkr1000 · runtime 1.2x",
+        "mkr1000 · runtime 1.5x",
+        "rpi4 · runtime 1.2x",
+        "rpi4 · runtime 1.5x",
+    }
+
+
+def test_the_headline_opens_on_the_runtime_budget_with_the_most_schedules():
+    """At 1.5x recompute-only has a schedule at 25 % too, so the 1.5x tab opens."""
+    headline, _ = headline_table(prepare(sweep_rows()))
+    assert "id='headline-tab-1' checked" in headline and "id='headline-tab-0' checked" not in headline
+
+
+def test_measured_on_device_columns_join_the_table_of_runs_when_present(tmp_path):
+    """A runs.csv with `device_*` columns (figures measured on an emulator) shows them, in words and units."""
+    rows = sweep_rows()
+    rows["device_energy_j"] = rows["predicted_total_j"] * 1.05
+    rows["device_board"] = "qemu"
+    text = build_report(rows, tmp_path, "device").read_text(encoding="utf-8")
+    table = re.search(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+    assert "device energy (J)" in headers and "device board" in headers
+    assert ">107.1</td>" in table  # mkr1000's 102 J schedule, measured 5 % higher
+
+
+def test_one_ram_budget_puts_the_runtime_chart_in_the_main_place(tmp_path):
+    """With one RAM budget and three runtime budgets the RAM chart would be a column of bars: the
+    runtime chart stands beside the table instead, and the RAM chart's old files go."""
+    rows = sweep_rows()
+    third = rows[rows["runtime_x"] == 1.5].assign(runtime_x=2.0)
+    third["point_key"] = third["point_key"] + "|2x"
+    rows = pd.concat([rows, third], ignore_index=True)
+    rows = rows[rows["ram"] == "50%"]
+    (tmp_path / "overhead_ram.png").write_bytes(PNG_MAGIC)
+    text = build_report(rows, tmp_path, "one budget").read_text(encoding="utf-8")
+    row = text[text.index("<div class='row'>") : text.index("id='reach'")]
+    assert "id='chart-overhead_runtime'" in row and "chart-overhead_ram" not in text
+    assert "RAM budget 50 % of keep-all&#x27;s peak" in text
+    assert not (tmp_path / "overhead_ram.png").exists() and (tmp_path / "overhead_runtime.png").exists()

@@ -5,59 +5,71 @@ peak memory on each platform), Figure 4 (energy across runtime budgets), Figure 
 Capuchin on ResNet-18 / Cortex-A72) and Table 3 (POET against POFO on ResNet-18 / Jetson TX2).
 Each function here reads the results of the matching scenario (`scenarios/paper_*.yaml`) as
 `poetsim.analysis.results.load_results` gives them and returns a `PaperComparison`: a table of poetsim's
-figures per point, and the paper's claims, each marked as holding or not under poetsim's cost
-model with the reason in numbers. `render_html` turns one into an escaped HTML fragment for the
-report, `render_markdown` into text for docs. docs/paper.md states the paper's numbers and their
-sources, and what poetsim decided where the papers leave a choice open.
+figures per point, and the paper's claims, each judged under poetsim's cost model (holds, holds
+in part, does not hold, cannot be judged) with the reason in numbers. What claims are made of and
+how they are written out is `poetsim.analysis.claims`. docs/paper.md states the paper's numbers
+and their sources, and what poetsim decided where the papers leave a choice open.
 """
 
-import html
-import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
 import pandas as pd
 
+from poetsim.analysis.claims import (
+    PAPER_NUMBERS,
+    SOURCE,
+    Claim,
+    PaperComparison,
+    PaperNumber,
+    Verdict,
+    judge_size,
+    render_claim,
+    render_claims,
+    render_html,
+    render_markdown,
+    render_section,
+    render_table,
+    span,
+    summary,
+)
 from poetsim.analysis.results import has_schedule, load_results
 from poetsim.errors import UserInputError
+from poetsim.status import Status
 from poetsim.strategies import CAPUCHIN, HYBRID, PAGING_ONLY, POFO, RECOMPUTE_ONLY
 from poetsim.tolerances import exceeds
 
-SOURCE = "Patil et al., POET, ICML 2022 (arXiv 2207.07697)"
+# The claims' parts and writers are `poetsim.analysis.claims`; they are named here too, so that
+# one import gives a reader of the comparisons all of them.
+__all__ = [
+    "BUILDERS",
+    "PAPER_NUMBERS",
+    "SOURCE",
+    "Claim",
+    "PaperComparison",
+    "PaperNumber",
+    "Verdict",
+    "comparisons",
+    "figure3",
+    "figure4",
+    "figure5",
+    "frame_of",
+    "judge_size",
+    "render_claim",
+    "render_claims",
+    "render_html",
+    "render_markdown",
+    "render_section",
+    "render_table",
+    "summary",
+    "table3",
+]
+
 #: The Cortex-M class devices of the paper, by their shipped profile names.
 MICROCONTROLLERS = ("mkr1000", "nrf52840")
 #: Overheads (in percent of keep-all) this close count as equal: sums taken in another order.
 OVERHEAD_PCT_ATOL = 1e-7
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One claim of the paper, the paper's number, poetsim's, and whether it holds here."""
-
-    where: str  # the exhibit: "Figure 5"
-    statement: str  # the claim in words
-    paper: str  # the paper's number, as it states it
-    poetsim: str  # poetsim's figure for the same thing
-    holds: bool | None  # None: the results hold no row to judge it by
-    reason: str
-
-    @property
-    def verdict(self) -> str:
-        """'holds', 'does not hold', or 'not judged' (under poetsim's cost model)."""
-        return {True: "holds", False: "does not hold", None: "not judged"}[self.holds]
-
-
-@dataclass(frozen=True)
-class PaperComparison:
-    """One exhibit of the paper: poetsim's figures per point and the claims judged on them."""
-
-    key: str
-    title: str
-    scenario: str
-    table: pd.DataFrame
-    claims: tuple[Claim, ...]
 
 
 #: A runs.csv path, a results folder, a frame, or a list of those.
@@ -97,16 +109,6 @@ def _value(row, column: str):
     if row is None or not bool(row["ok_"]) or column not in row or pd.isna(row[column]):
         return None
     return row[column]
-
-
-def _span(values: list[float], unit: str = " %", digits: int = 3) -> str:
-    """'0.02-0.04 %' (or one value) of the values, or 'no schedule'."""
-    values = [v for v in values if v is not None]
-    if not values:
-        return "no schedule"
-    low, high = min(values), max(values)
-    text = f"{low:.{digits}g}" if math.isclose(low, high, rel_tol=1e-3) else f"{low:.{digits}g} to {high:.{digits}g}"
-    return text + unit
 
 
 def _points(frame: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, pd.DataFrame]]:
@@ -164,69 +166,57 @@ def _ratio(runtime_s, deadline_s, runtime_x):
 
 
 def _fig5_claims(table: pd.DataFrame, frame: pd.DataFrame) -> list[Claim]:
+    capuchin_number, poet_number = PAPER_NUMBERS["fig5_capuchin"], PAPER_NUMBERS["fig5_poet"]
+    capuchin_statement = "Capuchin needs 73 % to 141 % more energy than the full-memory baseline as RAM falls"
+    poet_statement = "POET needs less than 1 % more energy than the full-memory baseline"
     if table.empty:
-        return [Claim("Figure 5", "POET, Capuchin and the full-memory baseline", "", "", None, "no results for this exhibit")]
+        return [Claim("Figure 5", "POET, Capuchin and the full-memory baseline", "", "", Verdict.UNJUDGED, "no results")]
     below = table[table["ram_budget_bytes"] < table["keep_all_peak_bytes"]]
     capuchin = [v for v in below["capuchin_overhead_pct"] if v is not None and not pd.isna(v)]
     hybrid = [v for v in below["hybrid_overhead_pct"] if v is not None and not pd.isna(v)]
     rows = frame[(frame["strategy"] == CAPUCHIN.name) & frame["ok_"] & (frame["ram_budget_bytes"] < frame["keep_all_peak_bytes"])]
     if capuchin:
-        holds = max(capuchin) >= 73.0 and min(capuchin) <= 141.0
+        verdict, qualifier = judge_size(capuchin_number, capuchin)
         extra = (rows["predicted_total_j"] - rows["keep_all_energy_j"]).mean()
         paging = (rows["predicted_page_in_j"] + rows["predicted_page_out_j"]).mean()
         recompute = rows["predicted_recompute_j"].mean()
         why = (
-            f"Capuchin's schedules run in {_span(list(below['capuchin_runtime_x'].dropna()), 'x', 4)} of a plain pass "
-            f"with {_span(list(rows['predicted_page_ins']), '', 3)} page-ins and "
-            f"{_span(list(rows['predicted_recomputations']), '', 3)} recomputations; on average they spend "
+            f"Capuchin's schedules run in {span(list(below['capuchin_runtime_x'].dropna()), 'x', 4)} of a plain pass "
+            f"with {span(list(rows['predicted_page_ins']), '', 3)} page-ins and "
+            f"{span(list(rows['predicted_recomputations']), '', 3)} recomputations; on average they spend "
             f"{extra:.3g} J above keep-all ({100 * extra / rows['keep_all_energy_j'].mean():.3g} %), of which paging "
             f"{paging:.3g} J and recomputation {recompute:.3g} J. Its swaps hide behind compute, and a transfer costs "
             "only the storage's power for its duration, so evicting costs little energy under poetsim's model"
         )
-        claims = [
-            Claim(
-                "Figure 5",
-                "Capuchin needs 73 % to 141 % more energy than the full-memory baseline as RAM falls",
-                "73 % to 141 %",
-                _span(capuchin),
-                holds,
-                why,
-            )
-        ]
+        claims = [Claim("Figure 5", capuchin_statement, capuchin_number.text, span(capuchin), verdict, why, qualifier)]
     else:
         claims = [
             Claim(
                 "Figure 5",
-                "Capuchin needs 73 % to 141 % more energy than the full-memory baseline as RAM falls",
-                "73 % to 141 %",
+                capuchin_statement,
+                capuchin_number.text,
                 "no schedule",
-                None,
+                Verdict.UNJUDGED,
                 "Capuchin has no schedule below the full-memory budget here",
             )
         ]
     if hybrid:
         unproven = sum(1 for g in below["hybrid_gap_overhead"] if g is not None and not pd.isna(g) and g > 0)
+        within = sum(1 for v in hybrid if v < poet_number.high)
         why = f"hybrid's largest overhead is {max(hybrid):.3g} % over {len(hybrid)} budgets below keep-all" + (
             f"; {unproven} of them are not proven optimal, so the optimum may be lower still" if unproven else ""
         )
-        claims.append(
-            Claim(
-                "Figure 5",
-                "POET needs less than 1 % more energy than the full-memory baseline",
-                "< 1 %",
-                _span(hybrid),
-                max(hybrid) < 1.0,
-                why,
-            )
-        )
+        verdict = Verdict.HOLDS if within == len(hybrid) else Verdict.PARTLY if within else Verdict.FAILS
+        qualifier = "" if verdict is Verdict.HOLDS else f"under 1 % at {within} of {len(hybrid)} budgets"
+        claims.append(Claim("Figure 5", poet_statement, poet_number.text, span(hybrid), verdict, why, qualifier))
     else:
         claims.append(
             Claim(
                 "Figure 5",
-                "POET needs less than 1 % more energy than the full-memory baseline",
-                "< 1 %",
+                poet_statement,
+                poet_number.text,
                 "no schedule",
-                None,
+                Verdict.UNJUDGED,
                 "hybrid has no schedule below the full-memory budget here",
             )
         )
@@ -244,12 +234,14 @@ def _poet_beats(table: pd.DataFrame, other: str, where: str, statement: str) -> 
         if h is not None and o is not None and not pd.isna(h) and not pd.isna(o)
     ]
     if not pairs:
-        return Claim(where, statement, "POET lower", "no pair", None, f"no budget where both hybrid and {other} have a schedule")
+        return Claim(
+            where, statement, "POET lower", "no pair", Verdict.UNJUDGED, f"no budget where hybrid and {other} both have one"
+        )
     worse = [(r, h, o, g) for r, h, o, g in pairs if h > o + OVERHEAD_PCT_ATOL]
     poetsim = f"POET lower or equal at {len(pairs) - len(worse)} of {len(pairs)} budgets"
     if not worse:
         return Claim(
-            where, statement, "POET lower", poetsim, True, f"hybrid's energy is at most {other}'s at every budget both meet"
+            where, statement, "POET lower", poetsim, Verdict.HOLDS, f"hybrid's energy is at most {other}'s wherever both meet"
         )
     detail = "; ".join(
         f"at {r} hybrid +{h:.3g} % against {other} +{o:.3g} % (hybrid's unproven share of its overhead: "
@@ -261,9 +253,10 @@ def _poet_beats(table: pd.DataFrame, other: str, where: str, statement: str) -> 
         statement,
         "POET lower",
         poetsim,
-        False,
+        Verdict.PARTLY if len(worse) < len(pairs) else Verdict.FAILS,
         f"{detail}. A schedule that meets both budgets is one of hybrid's, so hybrid's optimum is never "
         "higher: the solver stopped at its time limit short of it",
+        f"lower or equal at {len(pairs) - len(worse)} of {len(pairs)} budgets",
     )
 
 
@@ -311,55 +304,35 @@ def table3(results: Results, model: str = "resnet18_cifar", platform: str = "jet
 
 
 def _table3_claims(table: pd.DataFrame) -> list[Claim]:
+    peak_number, speed_number = PAPER_NUMBERS["table3_peak"], PAPER_NUMBERS["table3_throughput"]
+    peak_statement = "POET's peak memory is 8.3 % lower than POFO's at the same budget"
+    speed_statement = "POET's throughput is 13 % higher than POFO's at the same budget"
     pairs = table.dropna(subset=["peak_difference_pct"]) if not table.empty else table
     if pairs.empty:
         reason = "no budget where both hybrid and POFO have a schedule in these results"
         return [
-            Claim(
-                "Table 3", "POET's peak memory is 8.3 % lower than POFO's at the same budget", "-8.3 %", "no pair", None, reason
-            ),
-            Claim("Table 3", "POET's throughput is 13 % higher than POFO's at the same budget", "+13 %", "no pair", None, reason),
+            Claim("Table 3", peak_statement, peak_number.text, "no pair", Verdict.UNJUDGED, reason),
+            Claim("Table 3", speed_statement, speed_number.text, "no pair", Verdict.UNJUDGED, reason),
         ]
     peaks, speeds = list(pairs["peak_difference_pct"]), list(pairs["throughput_difference_pct"])
     recompute = (
-        f"hybrid recomputes {_span(list(pairs['hybrid_recomputations']), '', 3)} nodes, POFO "
-        f"{_span(list(pairs['pofo_recomputations']), '', 3)}"
+        f"hybrid recomputes {span(list(pairs['hybrid_recomputations']), '', 3)} nodes, POFO "
+        f"{span(list(pairs['pofo_recomputations']), '', 3)}"
     )
     peak_why = (
         "both schedules fit the same budget, and neither program minimises memory: hybrid minimises energy "
         "and POFO time, so each peak lands wherever its objective puts it below the budget"
-        + (
-            f"; poetsim's difference has the paper's sign, its size {_span(peaks, ' %', 3)} against the paper's -8.3 %"
-            if all(p < 0 for p in peaks)
-            else ""
-        )
     )
     speed_why = (
         f"{recompute}: POFO keeps or recomputes a residual block as a whole (its chain model), while hybrid "
         "recomputes single cheap nodes and pages per tensor in any stage"
-        + (
-            f"; poetsim's difference has the paper's sign, its size {_span(speeds, ' %', 3)} against the paper's +13 %"
-            if all(s > 0 for s in speeds)
-            else "; where POFO is faster, hybrid spent runtime that saves energy (it minimises energy, not time)"
-        )
+        + ("" if all(s > 0 for s in speeds) else "; where POFO is faster, hybrid spent runtime that saves energy")
     )
+    peak_verdict, peak_qualifier = judge_size(peak_number, peaks)
+    speed_verdict, speed_qualifier = judge_size(speed_number, speeds)
     return [
-        Claim(
-            "Table 3",
-            "POET's peak memory is 8.3 % lower than POFO's at the same budget",
-            "-8.3 %",
-            _span(peaks, " %", 3),
-            all(p < 0 for p in peaks),
-            peak_why,
-        ),
-        Claim(
-            "Table 3",
-            "POET's throughput is 13 % higher than POFO's at the same budget",
-            "+13 %",
-            _span(speeds, " %", 3),
-            all(s > 0 for s in speeds),
-            speed_why,
-        ),
+        Claim("Table 3", peak_statement, peak_number.text, span(peaks, " %", 3), peak_verdict, peak_why, peak_qualifier),
+        Claim("Table 3", speed_statement, speed_number.text, span(speeds, " %", 3), speed_verdict, speed_why, speed_qualifier),
     ]
 
 
@@ -393,7 +366,8 @@ def figure4(results: Results, model: str = "resnet18_cifar") -> PaperComparison:
 
 
 def _fig4_claim(table: pd.DataFrame) -> Claim:
-    statement = "A looser runtime budget never costs POET energy: its energy falls or stays as the deadline loosens"
+    statement = "A looser runtime budget lets POET spend less energy: its energy falls as the deadline loosens"
+    paper_text = "a falling curve (no number)"
     hybrid = table[(table["strategy"] == HYBRID.name)] if not table.empty else table
     series = [(key, group.dropna(subset=["energy_j"])) for key, group in hybrid.groupby(["platform", "ram"], sort=False)]
     series = [(key, group) for key, group in series if len(group) >= 2]
@@ -401,39 +375,48 @@ def _fig4_claim(table: pd.DataFrame) -> Claim:
         return Claim(
             "Figure 4",
             statement,
-            "a falling curve (no number)",
+            paper_text,
             "no curve",
-            None,
+            Verdict.UNJUDGED,
             "hybrid has fewer than two runtime budgets with a schedule in these results",
         )
-    rises, drops = [], []
+    rises, drops, falling = [], [], []
     for (platform, ram), group in series:
         energies, budgets, gaps = list(group["energy_j"]), list(group["runtime_x"]), list(group["gap_overhead"])
         drops.append(100 * (1 - energies[-1] / energies[0]))
+        if exceeds(energies[0], energies[-1]):
+            falling.append(f"{platform} at {ram}")
         for k in range(1, len(energies)):
             if exceeds(energies[k], energies[k - 1]):
                 rises.append(
                     f"{platform} at {ram}: {budgets[k - 1]:g}x {energies[k - 1]:.6g} J, {budgets[k]:g}x "
                     f"{energies[k]:.6g} J (unproven share of overhead {_share(gaps[k])})"
                 )
-    poetsim = f"energy falls by {_span(drops, ' %', 3)} from the tightest to the loosest deadline with a schedule"
-    if not rises:
+    poetsim = f"energy falls by {span(drops, ' %', 3)} from the tightest to the loosest deadline with a schedule"
+    if rises:
         return Claim(
             "Figure 4",
             statement,
-            "a falling curve (no number)",
+            paper_text,
             poetsim,
-            True,
-            "hybrid's energy never rises as the runtime budget loosens",
+            Verdict.FAILS,
+            "; ".join(rises) + ". A schedule that meets a deadline meets every looser one, so the optimum "
+            "cannot rise: these points stopped at the solver's time limit before reaching it",
+            "energy rises where the solver stopped short",
         )
+    if len(falling) == len(series):
+        return Claim("Figure 4", statement, paper_text, poetsim, Verdict.HOLDS, "hybrid's energy falls on every curve")
+    flat = len(series) - len(falling)
     return Claim(
         "Figure 4",
         statement,
-        "a falling curve (no number)",
+        paper_text,
         poetsim,
-        False,
-        "; ".join(rises) + ". A schedule that meets a deadline meets every looser one, so the optimum "
-        "cannot rise: these points stopped at the solver's time limit before reaching it",
+        Verdict.PARTLY,
+        f"hybrid's energy never rises as the deadline loosens, but it stays flat on {flat} of {len(series)} curves"
+        + (f" (it falls on {', '.join(falling)})" if falling else "")
+        + ": where transfers already hide at the tightest deadline, more time buys nothing",
+        f"never rises, flat on {flat} of {len(series)} curves",
     )
 
 
@@ -490,37 +473,50 @@ def _fig3_mcu_claim(table: pd.DataFrame) -> Claim:
             statement,
             "fits a Cortex-M device",
             "no run",
-            None,
+            Verdict.UNJUDGED,
             "the results hold no ResNet-18 or BERT point on a microcontroller (scenarios/paper_fig3_mcu.yaml)",
         )
-    fitted = rows[rows["hybrid_status"].isin(["optimal", "feasible"])]
-    if not fitted.empty:
+    fitted = rows[has_schedule(rows["hybrid_status"].fillna(""))]
+    families = {m.split("_")[0] for m in rows["model"]}
+    fits = {m.split("_")[0] for m in fitted["model"]}
+    notes = sorted({str(n) for n in rows["note"] if n})
+    poetsim = (
+        f"{len(fitted)} of {len(rows)} points have a schedule"
+        if len(fitted)
+        else f"no schedule at any of {len(rows)} points (budgets up to {rows['ram_budget_bytes'].max():,.0f} bytes)"
+    )
+    if fits == families:
         return Claim(
             "Figure 3",
             statement,
             "fits a Cortex-M device",
-            f"{len(fitted)} of {len(rows)} points have a schedule",
-            True,
+            poetsim,
+            Verdict.HOLDS,
             "; ".join(f"{r.model} on {r.platform} at {r.ram}" for r in fitted.itertuples()),
         )
-    notes = sorted({str(n) for n in rows["note"] if n})
-    return Claim(
-        "Figure 3",
-        statement,
-        "fits a Cortex-M device",
-        f"no schedule at any of {len(rows)} points (budgets up to {rows['ram_budget_bytes'].max():,.0f} bytes)",
-        False,
+    reason = (
         "poetsim counts a layer's input and output in RAM while it computes, and the largest such "
         "working set of these graphs is above the device's SRAM; the paper's model does not check device "
-        "capacity. " + " | ".join(notes[:2]),
+        "capacity. " + " | ".join(notes[:2])
     )
+    if fits:
+        return Claim(
+            "Figure 3",
+            statement,
+            "fits a Cortex-M device",
+            poetsim,
+            Verdict.PARTLY,
+            reason,
+            f"{', '.join(sorted(fits))} fits, {', '.join(sorted(families - fits))} does not",
+        )
+    return Claim("Figure 3", statement, "fits a Cortex-M device", poetsim, Verdict.FAILS, reason, "neither fits the SRAM")
 
 
 def _fig3_integrated_claim(table: pd.DataFrame) -> Claim:
     statement = "The integrated search needs no more energy than paging alone or recomputation alone at any budget"
     if table.empty:
-        return Claim("Figure 3", statement, "POET's curve lowest", "no run", None, "no results for this exhibit")
-    compared, worse = 0, []
+        return Claim("Figure 3", statement, "POET's curve lowest", "no run", Verdict.UNJUDGED, "no results for this exhibit")
+    compared, worse, proven_worse = 0, [], 0
     for r in table.itertuples(index=False):
         singles = [(name, getattr(r, f"{name.replace('-', '_')}_energy_j")) for name in (PAGING_ONLY.name, RECOMPUTE_ONLY.name)]
         singles = [(name, e) for name, e in singles if e is not None and not pd.isna(e)]
@@ -530,18 +526,20 @@ def _fig3_integrated_claim(table: pd.DataFrame) -> Claim:
         best_name, best = min(singles, key=lambda item: item[1])
         if r.hybrid_energy_j is None or pd.isna(r.hybrid_energy_j):
             worse.append(f"{r.model} on {r.platform} at {r.ram}: {best_name} has a schedule, hybrid is {r.hybrid_status}")
+            proven_worse += r.hybrid_status == Status.INFEASIBLE.value
         elif exceeds(r.hybrid_energy_j, best):
             worse.append(
                 f"{r.model} on {r.platform} at {r.ram}: hybrid {r.hybrid_energy_j:.6g} J, {best_name} {best:.6g} J "
                 f"(hybrid's unproven share of overhead {_share(r.hybrid_gap_overhead)})"
             )
+            proven_worse += r.hybrid_status == Status.OPTIMAL.value
     if not compared:
         return Claim(
             "Figure 3",
             statement,
             "POET's curve lowest",
             "no pair",
-            None,
+            Verdict.UNJUDGED,
             "no budget where paging-only or recompute-only has a schedule",
         )
     poetsim = f"hybrid lowest or equal at {compared - len(worse)} of {compared} points"
@@ -551,7 +549,7 @@ def _fig3_integrated_claim(table: pd.DataFrame) -> Claim:
             statement,
             "POET's curve lowest",
             poetsim,
-            True,
+            Verdict.HOLDS,
             "wherever a single move has a schedule, hybrid's is at least as cheap",
         )
     return Claim(
@@ -559,10 +557,11 @@ def _fig3_integrated_claim(table: pd.DataFrame) -> Claim:
         statement,
         "POET's curve lowest",
         poetsim,
-        False,
+        Verdict.FAILS if proven_worse else Verdict.PARTLY,
         "; ".join(worse[:6])
         + (f"; and {len(worse) - 6} more" if len(worse) > 6 else "")
         + ". Hybrid's space contains both single-move spaces, so these are solves stopped at their time limit",
+        f"lowest or equal at {compared - len(worse)} of {compared} points",
     )
 
 
@@ -587,73 +586,3 @@ def comparisons(results: Mapping[str, Results]) -> list[PaperComparison]:
         grouped.setdefault(BUILDERS[name], []).append(frame_of(found))
     order = [figure3, figure4, figure5, table3]
     return [builder(frames) for builder in order if builder in grouped for frames in [grouped[builder]]]
-
-
-def _cell(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) >= 1000):
-        return f"{value:,.0f}"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def render_html(comparison: PaperComparison) -> str:
-    """An HTML fragment: the claims with their verdicts, then poetsim's figures; every string escaped."""
-    e = html.escape
-    out = [
-        f'<section class="paper-comparison" id="paper-{e(comparison.key)}">',
-        f"<h3>{e(comparison.title)}</h3>",
-        f"<p>Results of {e(comparison.scenario)}; paper: {e(SOURCE)}. A verdict is about poetsim's cost model, "
-        "not about the paper's measurements.</p>",
-        '<table class="claims"><thead><tr><th>claim</th><th>paper</th><th>poetsim</th><th>verdict</th><th>why</th>'
-        "</tr></thead><tbody>",
-    ]
-    for claim in comparison.claims:
-        out.append(
-            f'<tr class="{e(claim.verdict.replace(" ", "-"))}"><td>{e(claim.where)}: {e(claim.statement)}</td>'
-            f"<td>{e(claim.paper)}</td><td>{e(claim.poetsim)}</td><td>{e(claim.verdict)}</td><td>{e(claim.reason)}</td></tr>"
-        )
-    out.append("</tbody></table>")
-    if not comparison.table.empty:
-        out.append(
-            '<table class="figures"><thead><tr>'
-            + "".join(f"<th>{e(str(c))}</th>" for c in comparison.table.columns)
-            + "</tr></thead><tbody>"
-        )
-        for row in comparison.table.itertuples(index=False):
-            out.append("<tr>" + "".join(f"<td>{e(_cell(v))}</td>" for v in row) + "</tr>")
-        out.append("</tbody></table>")
-    out.append("</section>")
-    return "\n".join(out)
-
-
-def render_section(found: list[PaperComparison]) -> str:
-    """All comparisons as one HTML section for report.html, with a heading and a note on verdicts."""
-    head = (
-        '<section class="paper" id="paper"><h2>The POET paper\'s comparisons</h2>'
-        f"<p>Each claim of {html.escape(SOURCE)} beside poetsim's figure for it, judged under poetsim's cost "
-        "model (docs/paper.md gives the sources and what poetsim decided where the papers leave a choice).</p>"
-    )
-    return "\n".join([head, *(render_html(c) for c in found), "</section>"])
-
-
-def render_markdown(comparison: PaperComparison, columns: list[str] | None = None) -> str:
-    """The claims and (some of) the figures as Markdown tables, for docs."""
-    lines = [
-        f"**{comparison.title}** ({comparison.scenario})",
-        "",
-        "| claim | paper | poetsim | verdict | why |",
-        "|---|---|---|---|---|",
-    ]
-    for claim in comparison.claims:
-        cells = [f"{claim.where}: {claim.statement}", claim.paper, claim.poetsim, claim.verdict, claim.reason]
-        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
-    table = comparison.table if columns is None else comparison.table[columns]
-    if not table.empty:
-        lines += ["", "| " + " | ".join(map(str, table.columns)) + " |", "|" + "---|" * len(table.columns)]
-        lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join(lines)

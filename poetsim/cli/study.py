@@ -120,9 +120,10 @@ def report(
         None, "--out", help="Where to write report.html, the PNGs and the SVGs (default: the results folder)."
     ),
 ) -> None:
-    """Draw the sweep's report: report.html opens on the headline table beside the overhead chart.
+    """Draw the sweep's report: report.html opens on the finding, then the overhead chart and the table.
 
-    Every chart is also written as a PNG (2x) and an SVG.
+    Every chart is also written as a PNG (2x) and an SVG; the tightest budget each strategy meets
+    is replayed from the sweep's points/ into schedules.html.
     """
     from poetsim.analysis.results import load_results
     from poetsim.report.report import build_report
@@ -131,7 +132,8 @@ def report(
     check_output_dir(directory, "--out")
     frame = load_results(results)
     name = str(frame["scenario"].iloc[0]) if "scenario" in frame and len(frame) else directory.name
-    path = build_report(frame, directory, name)
+    sweep_dir = results.parent if results.name == "runs.csv" else results
+    path = build_report(frame, directory, name, sweep_dir=sweep_dir)
     out.print(f"report: {path}", soft_wrap=True)
 
 
@@ -141,23 +143,27 @@ def paper(
     html_out: Path | None = typer.Option(None, "--html", help="Also write the comparisons as an HTML page here."),
     as_json: JsonOpt = False,
 ) -> None:
-    """The POET paper's claims (Figures 3-5, Table 3) beside poetsim's figures, each judged under poetsim's model."""
+    """The POET paper's claims (Figures 3-5, Table 3) beside poetsim's figures, each judged under poetsim's model.
+
+    With --html, a page that opens on the count of verdicts, with a chart per exhibit that
+    overlays the paper's numbers on poetsim's, linked to each study's report.
+    """
     from poetsim.analysis import paper as exhibits
     from poetsim.analysis.results import load_results
 
     if html_out is not None:
         check_output_file(html_out, "--html")
-    found = {}
+    found, studies = {}, {}
     for folder in results:
         frame = load_results(folder)
-        found[str(frame["scenario"].iloc[0]) if len(frame) else Path(folder).name] = frame
+        name = str(frame["scenario"].iloc[0]) if len(frame) else Path(folder).name
+        found[name] = frame
+        studies[name] = folder.parent if folder.name == "runs.csv" else folder
     done = exhibits.comparisons(found)
     if html_out is not None:
-        from poetsim.report.page import page as html_page
+        from poetsim.report.paper_page import write_paper_page
 
-        html_out.write_text(
-            html_page("poetsim: the POET paper's comparisons", exhibits.render_section(done), {}, ""), encoding="utf-8"
-        )
+        write_paper_page(done, html_out, studies)
     if as_json:
         return emit_json(
             [
@@ -170,7 +176,8 @@ def paper(
                             "statement": k.statement,
                             "paper": k.paper,
                             "poetsim": k.poetsim,
-                            "verdict": k.verdict,
+                            "verdict": k.verdict.value,
+                            "qualifier": k.qualifier,
                             "reason": k.reason,
                         }
                         for k in c.claims
@@ -183,7 +190,16 @@ def paper(
         out.print(
             table(
                 ("claim", "paper", "poetsim", "verdict", "why"),
-                [(f"{k.where}: {k.statement}", k.paper, k.poetsim, k.verdict, k.reason) for k in comparison.claims],
+                [
+                    (
+                        f"{k.where}: {k.statement}",
+                        k.paper,
+                        k.poetsim,
+                        k.verdict.value + (f" ({k.qualifier})" if k.qualifier else ""),
+                        k.reason,
+                    )
+                    for k in comparison.claims
+                ],
                 title=comparison.title,
             )
         )

@@ -43,6 +43,7 @@ from poetsim.schedule.costs import INPUT_OP
 from poetsim.schedule.formats import encode_binary
 from poetsim.schedule.model import Compute, Figures, PageIn, PageOut, Schedule
 from poetsim.schedule.problem import Problem
+from poetsim.strategies import KEEP_ALL
 
 
 @dataclass(frozen=True)
@@ -267,7 +268,7 @@ class Session:
             peak = int(check_schedule(schedule, problem.graph, problem.costs, problem.timing).peak_ram_bytes)
             runtime = build_runtime(target, peak)
             self.keep_all_steps[key] = execute(
-                runtime, program, tensors, encode_binary(schedule), folder / "keep-all", self.timeout_s
+                runtime, program, tensors, encode_binary(schedule), folder / KEEP_ALL.name, self.timeout_s
             )
         return self.keep_all_steps[key]
 

@@ -14,7 +14,7 @@ of equal cells, the timeline as merged bars and a peak-preserving RAM envelope.
 
 import html
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import altair as alt
 import pandas as pd
@@ -24,6 +24,7 @@ from poetsim.folders import RunFolder
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.report import page
 from poetsim.report.framing import footer_text, framed, save_images
+from poetsim.report.timeline import WIDTH_PX as TIMELINE_WIDTH_PX
 from poetsim.report.timeline import timeline_chart
 from poetsim.schedule.model import Compute, Free, PageIn, PageOut, Schedule
 
@@ -110,31 +111,42 @@ def _state_runs(states: pd.DataFrame) -> pd.DataFrame:
         node=("node", "first"), state=("state", "first"), first_stage=("stage", "min"), last_stage=("stage", "max")
     )
     runs["end_stage"] = runs["last_stage"] + 1
-    runs["node_end"] = runs["node"] + 1
     runs["state"] = runs["state"].astype(str)
     return runs.reset_index(drop=True)
 
 
-def schedule_chart(schedule: Schedule, graph: TrainingGraph, title: str, footer: str) -> alt.VConcatChart:
+def schedule_chart(
+    schedule: Schedule, graph: TrainingGraph, title: str, footer: str, width_px: float | None = None, wrap_chars: int = 0
+) -> alt.VConcatChart:
     """The schedule as POET's Figure 2: stages across, nodes down by name, each cell coloured by state.
+
+    `width_px` fits the whole chart (node names, grid and legend) into that many pixels, the legend
+    below the grid and the names shorter when it is narrow; by default the grid takes 8 px a stage.
 
     Node 0 is at the top, so the forward pass runs down the diagonal and the backward pass's
     reuse of early activations shows as long "in RAM", "on storage" or recompute rows. A rule
     marks where the backward pass begins (after the loss, in stages and in nodes).
     """
     runs = _state_runs(stage_states(schedule, graph))
+    # "nothing" is the grid's background, drawn once, not as half the cells' runs.
+    runs = runs[runs["state"] != "nothing"].reset_index(drop=True)
     labels = [f"{node.id} {node.name}" for node in graph.nodes]
     runs["label"] = [labels[i] for i in runs["node"]]
-    runs["name"] = [graph.nodes[i].name for i in runs["node"]]
     height = min(_MAX_GRID_PX, max(240, _ROW_PX * len(graph)))
-    width = min(1000, max(360, 8 * len(schedule.stages)))
+    narrow = width_px is not None and width_px < 600
+    label_px = 90 if narrow else 220
+    if width_px is None:
+        width = min(1000, max(360, 8 * len(schedule.stages)))
+    else:
+        width = int(width_px - label_px - (20 if narrow else 200))
+    legend_at: Literal["bottom", "right"] = "bottom" if narrow else "right"
     x_scale = alt.Scale(domain=[0, len(schedule.stages)], nice=False, zero=True)
     y = alt.Y(
         "label:N",
         sort=labels,
         title=None,
         scale=alt.Scale(domain=labels),
-        axis=alt.Axis(labelFontSize=11, labelLimit=220, labelOverlap="parity", ticks=False),
+        axis=alt.Axis(labelFontSize=11, labelLimit=label_px, labelOverlap="parity", ticks=False),
     )
     base = alt.Chart(runs)
     grid = base.mark_rect(stroke=None).encode(
@@ -144,17 +156,21 @@ def schedule_chart(schedule: Schedule, graph: TrainingGraph, title: str, footer:
         color=alt.Color(
             "state:N",
             scale=alt.Scale(domain=list(STATES), range=list(STATE_COLOURS)),
-            legend=alt.Legend(title="state of the node's output", orient="right"),
+            legend=alt.Legend(title="state of the node's output", orient=legend_at, columns=2 if narrow else 1),
         ),
         tooltip=[
-            "node:Q",
-            "name:N",
+            alt.Tooltip("label:N", title="node"),
             "state:N",
             alt.Tooltip("first_stage:Q", title="from stage"),
             alt.Tooltip("last_stage:Q", title="to stage"),
         ],
     )
-    layers = [grid]
+    background = (
+        alt.Chart(pd.DataFrame({"state": ["nothing"]}))
+        .mark_rect(color=STATE_COLOURS[STATES.index("nothing")])
+        .encode(x=alt.value(0), x2=alt.value(width), y=alt.value(0), y2=alt.value(height))
+    )
+    layers = [background, grid]
     transfers = runs[runs["state"].isin(list(TRANSFER_SHAPES))].copy()
     if len(transfers):
         transfers["middle"] = (transfers["first_stage"] + transfers["end_stage"]) / 2
@@ -167,9 +183,9 @@ def schedule_chart(schedule: Schedule, graph: TrainingGraph, title: str, footer:
                 shape=alt.Shape(
                     "state:N",
                     scale=alt.Scale(domain=list(TRANSFER_SHAPES), range=list(TRANSFER_SHAPES.values())),
-                    legend=alt.Legend(title="transfer", orient="right"),
+                    legend=alt.Legend(title="transfer", orient=legend_at),
                 ),
-                tooltip=["node:Q", "name:N", "state:N", alt.Tooltip("first_stage:Q", title="stage")],
+                tooltip=[alt.Tooltip("label:N", title="node"), "state:N", alt.Tooltip("first_stage:Q", title="stage")],
             )
         )
     loss = _loss_node(graph)
@@ -194,7 +210,12 @@ def schedule_chart(schedule: Schedule, graph: TrainingGraph, title: str, footer:
         f"{_count(counts['page_out'], 'page-out')} (up triangles), {_count(counts['page_in'], 'page-in')} "
         f"(down triangles); {schedule.timing.value} timing"
     )
-    return framed(alt.layer(*layers).properties(width=width, height=height), title, footer, subtitle)
+    return framed(alt.layer(*layers).properties(width=width, height=height), title, footer, subtitle, wrap_chars)
+
+
+def grid_width(spec: dict) -> float:
+    """The plot width of a `schedule_chart` spec (the grid's, without names and legend), in px."""
+    return float(spec["vconcat"][0]["width"])
 
 
 def _count(number: int, noun: str) -> str:
@@ -237,36 +258,41 @@ def save_run_charts(run: "Run", directory: Path, title: str) -> list[Path]:
         f"{problem.budgets.ram_bytes:,} bytes, runtime budget {problem.runtime_x:g}x)"
     )
     footer = footer_text(scenario, [problem.timing.value])
-    charts = {"schedule": schedule_chart(run.schedule, problem.graph, f"{title}: schedule", footer)}
-    if run.simulated is not None:
-        charts = {
-            "timeline": timeline_chart(
-                run.simulated,
-                problem.budgets.ram_bytes,
-                f"{title}: simulated timeline",
-                footer,
-                deadline_s=problem.budgets.runtime_s,
-            ),
-            **charts,
-        }
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    specs = {stem: chart.to_dict() for stem, chart in charts.items()}
     paths = []
-    for stem, spec in specs.items():
-        paths += save_images(spec, directory, stem)
+    # The files carry the footer (they travel alone); the page states it once, at its foot.
+    for stem, chart in _run_charts(run, title, footer).items():
+        paths += save_images(chart.to_dict(), directory, stem)
+    specs = {stem: chart.to_dict(validate=False) for stem, chart in _run_charts(run, title, "").items()}
     body = [
         f"<h1>{html.escape(title)}</h1>",
         f"<p class='lede'>{html.escape(scenario)}; {html.escape(problem.timing.value)} timing; "
         f"status {html.escape(str(run.status))}.</p>",
         _figures_table(run),
     ]
-    body += [f"<div class='chart' id='chart-{stem}'></div>" for stem in charts]
+    body += [f"<div class='chart' id='chart-{stem}'></div>" for stem in specs]
     body.append(f"<p class='footer'>{html.escape(footer)}</p>")
     target = RunFolder(directory).run_html
     page_title = f"poetsim run: {title} ({problem.graph.name} on {problem.platform.name})"
-    target.write_text(page.page(page_title, "\n".join(body), {f"chart-{s}": spec for s, spec in specs.items()}), encoding="utf-8")
+    # On a narrow window the page narrows both charts (`page.fitted`), so nothing scrolls sideways.
+    fits = {"timeline": (TIMELINE_WIDTH_PX, 60), "schedule": (grid_width(specs["schedule"]), 110)}
+    fitted = {f"chart-{s}": page.fitted(spec, *fits[s], below_px=0.75 * TIMELINE_WIDTH_PX) for s, spec in specs.items()}
+    target.write_text(page.page(page_title, "\n".join(body), fitted), encoding="utf-8")
     return [target, *paths]
+
+
+def _run_charts(run: "Run", title: str, footer: str) -> dict[str, alt.VConcatChart]:
+    """The timeline (if the run was simulated) and the schedule grid of a run, by file stem."""
+    problem = run.problem
+    assert run.schedule is not None  # `save_run_charts` refuses a run without one
+    charts = {}
+    if run.simulated is not None:
+        charts["timeline"] = timeline_chart(
+            run.simulated, problem.budgets.ram_bytes, f"{title}: simulated timeline", footer, deadline_s=problem.budgets.runtime_s
+        )
+    charts["schedule"] = schedule_chart(run.schedule, problem.graph, f"{title}: schedule", footer)
+    return charts
 
 
 def _figures_table(run: "Run") -> str:
@@ -293,7 +319,7 @@ def _figures_table(run: "Run") -> str:
             f"<tr><td class='text'>{name}</td><td>{_number(p)}</td><td>{_number(s)}</td><td>{difference}</td>"
             f"<td{' class=over' if over else ''}>{_number(b)}{' exceeded' if over else ''}</td></tr>"
         )
-    return f"<table>{head}{''.join(cells)}</table>"
+    return f"<div class='scroll'><table>{head}{''.join(cells)}</table></div>"
 
 
 def _number(value) -> str:

@@ -32,22 +32,27 @@ def footer_text(scenario: str, timings: Iterable[str]) -> str:
     return f"Scenario: {scenario}. {ASSUMPTIONS}; timing: {', '.join(names)}."
 
 
-def framed(chart: ChartType, title: str, footer: str, subtitle: str | None = None) -> alt.VConcatChart:
+def framed(chart: ChartType, title: str, footer: str, subtitle: str | None = None, wrap_chars: int = 0) -> alt.VConcatChart:
     """`chart` with a title (and optional subtitle) on top and the footer below, left-aligned,
-    configured with the report's type sizes.
+    configured with the report's type sizes. An empty `footer` draws none: a page that states
+    the assumptions once at its foot embeds its charts without one, while the PNG and SVG files,
+    which travel alone, keep it. `wrap_chars` wraps the subtitle narrower (a chart for a phone).
 
     A one-chart vertical concatenation is the Vega-Lite way to have both a title and a
     bottom-anchored footer on any chart, faceted and layered ones included.
     """
-    head = alt.TitleParams(text=title, subtitle=_lines(subtitle) if subtitle else "", anchor="start")
+    width = wrap_chars or _FOOTER_WIDTH_CHARS
+    head = alt.TitleParams(text=_lines(title, width), subtitle=_lines(subtitle, width) if subtitle else "", anchor="start")
+    if not footer:
+        return alt.vconcat(chart.properties(title=head)).configure(**CHART_CONFIG)
     foot = alt.TitleParams(
-        text=_lines(footer), orient="bottom", anchor="start", fontSize=11, fontWeight="normal", color="#555555"
+        text=_lines(footer, width), orient="bottom", anchor="start", fontSize=11, fontWeight="normal", color="#555555"
     )
     return alt.vconcat(chart.properties(title=head), title=foot).configure(**CHART_CONFIG)
 
 
-def _lines(text: str) -> list[str]:
-    return textwrap.wrap(text, _FOOTER_WIDTH_CHARS) or [""]
+def _lines(text: str, width: int = _FOOTER_WIDTH_CHARS) -> list[str]:
+    return textwrap.wrap(text, width) or [""]
 
 
 def save_images(chart: alt.TopLevelMixin | dict, directory: Path, stem: str) -> list[Path]:

@@ -118,18 +118,21 @@ def overhead_chart(
     step = min(0.7 / max(len(groups), 1), 0.16)
     bars = len(axis.values) < MIN_CURVE_VALUES
     data = _points(frame, x, axis, colour, groups, scale, bounds, strip, top, band, step)
-    data["column"] = panel_labels(frame, [columns] if columns else [])
-    data["row"] = panel_labels(frame, rows)
+    narrow = width_px < NARROW_BELOW_PX
+    # A narrow chart (a phone) stacks every panel in one column, each named by all it varies in.
+    data["column"] = panel_labels(frame, ([columns] if columns else []) + (rows if narrow else []))
+    data["row"] = panel_labels(frame, [] if narrow else rows)
     data["panel"] = [" · ".join(p for p in (str(c), str(r)) if p) for c, r in zip(data["column"], data["row"])]
     data["segment"] = _segments(data)
-    across = _across(data, width_px)
-    panel_w = int(min(520, max(150, (width_px - _FRAME_PX) / across - _GAP_PX)))
+    across = 1 if narrow else _across(data, width_px)
+    room = width_px - (_NARROW_FRAME_PX if narrow else _FRAME_PX)
+    panel_w = int(min(520, max(150, room / across - _GAP_PX)))
     ceiling = top + (len(strip) + 0.6) * band if strip else top * 1.04
     strip_ticks = [(top + (i + 1) * band, status) for i, status in enumerate(strip)]
     y_scale = alt.Scale(domain=[0, ceiling], nice=False, zero=True)
     y_axis = alt.Axis(
         values=[p for p, _ in ticks + strip_ticks],
-        labelExpr=_label_expr(ticks + strip_ticks),
+        labelExpr=label_expr(ticks + strip_ticks),
         labelOverlap=False,
         gridColor="#eeeeee",
         title="energy above keep-all",
@@ -141,7 +144,7 @@ def overhead_chart(
         scale=alt.Scale(domain=[-0.5, len(axis.values) - 0.5], nice=False, zero=False),
         axis=alt.Axis(
             values=list(range(len(axis.values))),
-            labelExpr=_label_expr(list(enumerate(axis.labels))),
+            labelExpr=label_expr(list(enumerate(axis.labels))),
             grid=False,
             labelFlush=False,
             labelOverlap=False,
@@ -164,7 +167,8 @@ def overhead_chart(
     ]
     base = alt.Chart().encode(x=xenc, y=y, color=color, tooltip=tooltip)
     layers = _strip_frame(base, top + 0.45 * band, ceiling, y_scale, y_axis) if strip else []
-    layers += _bar_layers(base, max(4.0, 0.8 * step * panel_w / len(axis.values))) if bars else _point_layers(base)
+    outline = alt.Stroke("group:N", scale=alt.Scale(domain=domain, range=colours), legend=None)
+    layers += _bar_layers(base, max(4.0, 0.8 * step * panel_w / len(axis.values)), outline) if bars else _point_layers(base)
     layers += [_strip_layer(base, status) for status in strip]
     chart = alt.layer(*layers, data=data).properties(width=panel_w, height=PLOT_PX + (ceiling - top) / top * PLOT_PX)
     return _facet(chart, data, across), data, list(zip(domain, colours)), panel_w
@@ -175,6 +179,9 @@ _MIN_PANEL_PX = 170
 #: Room beside the panels for the row headers and the y axis, and between two panels, px.
 _FRAME_PX = 150
 _GAP_PX = 20
+#: A chart asked to fit less than this is laid out for a phone: one panel per row, no row headers.
+NARROW_BELOW_PX = 600
+_NARROW_FRAME_PX = 100
 
 
 def _across(data: pd.DataFrame, width_px: float) -> int:
@@ -277,7 +284,7 @@ def panel_labels(frame: pd.DataFrame, dims: list[str]) -> pd.Series:
     return pd.Series(pd.Categorical(labels, categories=ordered, ordered=True), index=frame.index)
 
 
-def _label_expr(ticks: list[tuple[float, str]]) -> str:
+def label_expr(ticks: list[tuple[float, str]]) -> str:
     """A Vega expression naming each tick value: labels are made by poetsim from numbers and
     status words, and written as JSON strings, so nothing from the data reaches the expression."""
     expr = "''"
@@ -312,13 +319,13 @@ def _point_layers(base) -> list:
     ]
 
 
-def _bar_layers(base, width_px: float) -> list:
+def _bar_layers(base, width_px: float, outline: alt.Stroke) -> list:
     """Bars from zero, for too few budgets: filled when proven, outlined when not, the bound a tick."""
     ok = base.transform_filter("datum.ok")
     unproven = ok.transform_filter("!datum.proven")
     return [
         ok.transform_filter("datum.proven").mark_bar(width=width_px).encode(y2=alt.datum(0)),
-        unproven.mark_bar(width=width_px, fill="white", strokeWidth=2).encode(y2=alt.datum(0), stroke="group:N"),
+        unproven.mark_bar(width=width_px, fill="white", strokeWidth=2).encode(y2=alt.datum(0), stroke=outline),
         unproven.mark_tick(thickness=2, size=width_px, orient="horizontal").encode(y="y_bound:Q"),
     ]
 
@@ -337,16 +344,18 @@ def _facet(chart, data: pd.DataFrame, across: int):
     columns = [str(c) for c in data["column"].cat.categories if c in set(data["column"])]
     rows = [str(r) for r in data["row"].cat.categories if r in set(data["row"])]
     header = alt.Header(labelFontSize=12, labelFontWeight="bold")
+    # Every panel draws its own x axis (the scale stays shared), so no panel is left without labels.
     if len(columns) > 1 and len(rows) > 1:
         return chart.facet(
             column=alt.Column("column:N", title=None, sort=columns, header=header),
             row=alt.Row(
                 "row:N", title=None, sort=rows, header=alt.Header(labelFontSize=12, labelFontWeight="bold", labelAngle=-90)
             ),
-        )
+        ).resolve_axis(x="independent")
     if len(columns) > 1 or len(rows) > 1:
         field, order = ("column", columns) if len(columns) > 1 else ("row", rows)
-        return chart.facet(facet=alt.Facet(f"{field}:N", title=None, sort=order, header=header), columns=across)
+        faceted = chart.facet(facet=alt.Facet(f"{field}:N", title=None, sort=order, header=header), columns=across)
+        return faceted.resolve_axis(x="independent")
     return chart
 
 

@@ -1,14 +1,15 @@
 """The HTML report of a sweep: one self-contained page that opens on its finding.
 
 `build_report` reads the sweep's results (the columns of `poetsim.runs.ResultRow`, as in a
-sweep's runs.csv) and writes `report.html` and, per chart, a PNG (at twice the pixel density) and
-an SVG. The page opens on the headline table (strategies side by side per platform and RAM
-budget, one tab per runtime budget) beside the main chart (energy above keep-all against the RAM
-budget); the other charts follow, and the findings in words, the runs without a schedule and the
-table of every run (sortable, filterable) are folded below. The Vega JavaScript is inline, so
-the page opens without internet. The findings are computed from the data: which strategy has the
-lowest energy at each RAM budget, and where each strategy has no schedule. Runs without a
-schedule are listed, never dropped.
+sweep's runs.csv) and writes `report.html`, a PNG (at twice the pixel density) and an SVG per
+chart, and, when the sweep kept its schedules, `schedules.html` (`poetsim.report.schedules`). The
+page opens on the finding in words (`poetsim.report.finding`), then the main chart (energy above
+keep-all against the RAM budget) beside the headline table; then how far down each strategy
+reaches, linked to its schedule; the Pareto front; how close the simulator is to the prediction
+(a sentence when the difference is rounding); and, folded, every run. Each figure appears once
+and the model's assumptions once, at the foot. Charts come in a wide and a narrow layout, so the
+page fits a desktop and a phone. The Vega JavaScript is inline, so the page opens without
+internet. Runs without a schedule are listed, never dropped.
 """
 
 import html
@@ -22,8 +23,20 @@ from poetsim.assumptions import DEVICE_ASSUMPTIONS
 from poetsim.errors import UserInputError
 from poetsim.folders import StudyFolder
 from poetsim.report import page, tables
+from poetsim.report.finding import sentences
 from poetsim.report.framing import footer_text, save_images
-from poetsim.report.sweep_charts import SweepChart, pareto_chart, platform_chart, prediction_chart, ram_chart, runtime_chart
+from poetsim.report.reach import reach_table
+from poetsim.report.schedules import write_schedule_views
+from poetsim.report.sweep_charts import (
+    MAIN_WIDTH_PX,
+    NARROW_PX,
+    WIDE_WIDTH_PX,
+    SweepChart,
+    pareto_chart,
+    prediction_chart,
+    ram_chart,
+    runtime_chart,
+)
 from poetsim.tolerances import exceeds
 
 _NUMERIC = (
@@ -42,37 +55,61 @@ _NUMERIC = (
     "simulated_peak_ram_bytes",
 )
 _GROUP = ["model_label", "platform_label", "runtime_x", "timing"]
-#: The chart beside the headline table, and the others in the order they follow it.
+#: The chart beside the headline table, and the others in the order they follow it; with one RAM
+#: budget, the runtime chart takes the main chart's place.
 MAIN_CHART = "overhead_ram"
-_BUILDERS = (ram_chart, platform_chart, runtime_chart, pareto_chart, prediction_chart)
+_BUILDERS = (ram_chart, runtime_chart, pareto_chart, prediction_chart)
+#: A chart's wide layout is kept down to this share of its width (the browser scales it to fit);
+#: below, the narrow layout is drawn.
+_WIDE_MIN_SHARE = 0.75
 
 
-def build_report(results: pd.DataFrame, directory: Path, scenario_name: str) -> Path:
+def build_report(results: pd.DataFrame, directory: Path, scenario_name: str, sweep_dir: Path | None = None) -> Path:
     """Write report.html and a PNG and an SVG per chart into `directory`; return the page's path.
 
-    Charts that the results cannot support (one platform only, no simulation, ...) are left out
-    and the page says why. UserInputError if the results are empty or lack strategy and status.
+    `sweep_dir` is the sweep's folder (scenario.yaml and points/): when given, the chosen points'
+    schedules are replayed into schedules.html beside the report. Charts that the results cannot
+    support are left out and the page says why. UserInputError if the results are empty or lack
+    strategy and status.
     """
     frame = prepare(results)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     footer = footer_text(scenario_name, frame["timing"].dropna())
-    charts = [build(frame, footer) for build in _BUILDERS]
-    specs = {chart.stem: chart.chart.to_dict() for chart in charts if chart.chart is not None}
-    for stem, spec in specs.items():
-        save_images(spec, directory, stem)
+    charts = [build(frame) for build in _BUILDERS]
+    if frame["ram_fraction"].nunique() < 2 and any(c.stem == "overhead_runtime" and c.draw for c in charts):
+        # One RAM budget makes the RAM chart a column of bars: the runtime chart says the same, and more.
+        note = "one RAM budget swept; the runtime chart shows these runs."
+        charts = [SweepChart(c.stem, c.heading, None, note) if c.stem == MAIN_CHART else c for c in charts]
+    specs = {}
+    for chart in charts:
+        if chart.draw is None:
+            # A chart of an earlier report of this folder would contradict this one: it goes.
+            for stale in (directory / f"{chart.stem}.png", directory / f"{chart.stem}.svg"):
+                stale.unlink(missing_ok=True)
+            continue
+        wide_px = MAIN_WIDTH_PX if chart is _main(charts) else WIDE_WIDTH_PX
+        save_images(chart.draw(footer, wide_px).to_dict(), directory, chart.stem)
+        specs[f"chart-{chart.stem}"] = page.responsive(
+            chart.draw("", wide_px).to_dict(validate=False),
+            chart.draw("", NARROW_PX).to_dict(validate=False),
+            _WIDE_MIN_SHARE * wide_px,
+        )
+    (directory / "schedules.html").unlink(missing_ok=True)
+    views = write_schedule_views(frame, sweep_dir, directory, scenario_name, footer)
     target = StudyFolder(directory).report_html
+    body = _body(scenario_name, frame, charts, footer, views.links, views.note, _paper_section(scenario_name, results))
     target.write_text(
-        _page(scenario_name, frame, charts, specs, footer, _paper_section(scenario_name, results)), encoding="utf-8"
+        page.page(f"poetsim report: {scenario_name}", body, specs, tables.headline_table(frame)[1]), encoding="utf-8"
     )
     return target
 
 
 def _paper_section(scenario_name: str, results: pd.DataFrame) -> str:
-    """For the scenarios that reproduce the POET paper's exhibits, its claims beside poetsim's figures."""
+    """For the scenarios that reproduce the POET paper's exhibits, its claims judged on these results."""
     if scenario_name not in paper.BUILDERS:
         return ""
-    return paper.render_section(paper.comparisons({scenario_name: results}))
+    return paper.render_claims(paper.comparisons({scenario_name: results}), link="../paper.html")
 
 
 def prepare(results: pd.DataFrame) -> pd.DataFrame:
@@ -126,8 +163,7 @@ def winners(frame: pd.DataFrame) -> pd.DataFrame:
     """Per model, platform, runtime budget, timing and RAM budget: the lowest-energy strategies.
 
     Columns: the group's, ram_fraction, ram_label and `winner` (strategies joined by " = " when
-    they tie). Only runs with a schedule compete; a budget where none has one is left out here
-    and reported by `no_schedule_summary`.
+    they tie). Only runs with a schedule compete; a budget where none has one is left out.
     """
     ok = frame[frame["ok"]]
     rows = []
@@ -144,114 +180,59 @@ def winners(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=_GROUP + ["ram_fraction", "ram_label", "winner"])
 
 
-def _winner_sentences(frame: pd.DataFrame) -> list[str]:
-    """One sentence per group: 'hybrid at 10 %-50 %; hybrid = keep-all at 100 %'."""
-    sentences = []
-    for key, rows in winners(frame).groupby(_GROUP, dropna=False, sort=True):
-        spans: list[list[str]] = []  # [winner, first RAM label, last RAM label]
-        previous = None
-        for _, row in rows.sort_values("ram_fraction").iterrows():
-            if row["winner"] == previous:
-                spans[-1][2] = row["ram_label"]
-            else:
-                spans.append([row["winner"], row["ram_label"], row["ram_label"]])
-            previous = row["winner"]
-        text = "; ".join(f"{w} at {a}" if a == b else f"{w} at {a} to {b}" for w, a, b in spans)
-        sentences.append(f"{_group_name(key)}: lowest energy: {text} (RAM as a share of keep-all peak).")
-    return sentences
-
-
-def _tally(frame: pd.DataFrame) -> str:
-    """Which strategy wins most budget points overall (ties count for every tied strategy)."""
-    table = winners(frame)
-    if table.empty:
-        return "No run has a schedule, so no strategy wins anywhere."
-    counts = table["winner"].str.split(" = ").explode().value_counts()
-    listed = ", ".join(f"{name} at {count}" for name, count in counts.items())
-    return f"Lowest energy over the {len(table)} budget point(s) with a schedule: {listed} (ties count for each tied strategy)."
-
-
-def no_schedule_summary(frame: pd.DataFrame) -> list[str]:
-    """Where each strategy has no schedule, per group: 'paging-only: none at or below 20 % (infeasible)'."""
-    sentences = []
-    for key, rows in frame.groupby(_GROUP, dropna=False, sort=True):
-        for strategy, runs in rows.groupby("strategy", sort=True):
-            failed = runs[~runs["ok"]].sort_values("ram_fraction")
-            if failed.empty:
-                continue
-            statuses = ", ".join(sorted(failed["status"].astype(str).unique()))
-            feasible = runs[runs["ok"]]["ram_fraction"]
-            if feasible.empty:
-                where = "at every RAM budget tried"
-            elif failed["ram_fraction"].notna().all() and failed["ram_fraction"].max() < feasible.min():
-                where = (
-                    f"at RAM budgets up to {failed['ram_label'].iloc[-1]} of keep-all; "
-                    f"its first schedule is at {_ram_label(feasible.min(), None)}"
-                )
-            else:
-                where = "at RAM " + ", ".join(failed["ram_label"])
-            sentences.append(f"{_group_name(key)}: {strategy} has no schedule ({statuses}) {where}.")
-    return sentences
-
-
-def _group_name(key) -> str:
-    model, platform, runtime_x, timing = key
-    runtime = "?" if pd.isna(runtime_x) else f"{runtime_x:g}x"
-    return f"{model} on {platform}, runtime budget {runtime}, {timing} timing"
-
-
-def _page(
+def _body(
     scenario_name: str,
     frame: pd.DataFrame,
     charts: list[SweepChart],
-    specs: dict[str, dict],
     footer: str,
+    links: dict[str, str],
+    schedules_note: str,
     paper_section: str = "",
 ) -> str:
-    """The whole HTML page: the finding first, the detail folded below."""
+    """The page's body: the finding first, each figure once, the assumptions once at the foot."""
     esc = html.escape
-    drawn = {c.stem: c for c in charts if c.chart is not None}
-    headline, tab_style = tables.headline_table(frame)
-    main = drawn.get(MAIN_CHART)
+    headline, _ = tables.headline_table(frame)
+    main = _main(charts)
     main_html = (
-        f"<div class='chart' id='chart-{MAIN_CHART}'></div>"
-        if main
-        else f"<p class='note'>{esc(next(c.note for c in charts if c.stem == MAIN_CHART))}</p>"
+        f"<div class='chart' id='chart-{main.stem}' aria-label='{esc(main.heading)}'></div>"
+        if main.draw
+        else f"<p class='note'>{esc(main.note)}</p>"
+    )
+    schedule_link = (
+        f"<a href='{esc(next(iter(links.values())).split('#')[0])}'>Schedules</a>: the timeline and node-by-stage grid "
+        "of the tightest budget each strategy meets (or click a cell of the table below)."
+        if links
+        else esc(schedules_note or "No schedule view.")
     )
     parts = [
         f"<h1>poetsim report: {esc(scenario_name)}</h1>",
-        f"<p class='lede'>{esc(_summary(frame))}</p>",
+        f"<p class='scope'>{esc(_scope(frame))}</p>",
+        "<div class='finding' id='finding'>" + "".join(f"<p>{esc(s)}</p>" for s in sentences(frame)) + "</div>",
+        f"<p class='note'>{schedule_link} <a href='#runs'>Every run</a>.</p>",
         "<div class='row'>",
-        f"<section class='headline-box'><h2>Energy above keep-all, strategies side by side</h2>{headline}</section>",
         f"<section class='main-chart'>{main_html}</section>",
+        f"<section class='headline-box'><h2>Energy above keep-all, strategies side by side</h2>{headline}</section>",
         "</div>",
+        "<section id='reach'><h2>Tightest RAM budget each strategy meets</h2>"
+        "<p class='note'>The smallest RAM budget (share of keep-all's peak) at which each strategy has a schedule, "
+        "and its energy above keep-all there; <i>none</i>: no schedule at any budget tried. "
+        + ("Click a cell for its schedule." if links else "")
+        + f"</p>{reach_table(frame, links)}"
+        + (f"<p class='note'>{esc(schedules_note)}</p>" if links and schedules_note else "")
+        + "</section>",
     ]
+    for chart in charts:
+        if chart.stem == main.stem:
+            continue
+        if chart.draw is not None:
+            parts.append(f"<section class='chart' id='chart-{chart.stem}' aria-label='{esc(chart.heading)}'></section>")
+        elif chart.stem == "prediction":  # a difference that is only rounding is a sentence, not a chart
+            parts.append(f"<section id='note-{chart.stem}'><h2>{esc(chart.heading)}</h2><p>{esc(chart.note)}</p></section>")
+        else:
+            parts.append(f"<p class='note' id='note-{chart.stem}'>{esc(chart.heading)}: {esc(chart.note)}</p>")
     if paper_section:
         parts.append(paper_section)
-    others = [c for c in charts if c.stem != MAIN_CHART]
-    for chart in others:
-        if chart.chart is not None:
-            parts.append(f"<section class='chart' id='chart-{chart.stem}' aria-label='{esc(chart.heading)}'></section>")
-    runtime_table = frame["runtime_x"].nunique() > 1 and "overhead_runtime" not in drawn
-    if runtime_table:
-        count = frame["runtime_x"].nunique()
-        parts.append(
-            f"<details><summary>Energy above keep-all at each runtime budget ({count} budgets: a table, "
-            f"not a curve)</summary>{tables.runtime_table(frame)}</details>"
-        )
-    skipped = [
-        f"{c.heading}: {c.note}" for c in others if c.chart is None and not (runtime_table and c.stem == "overhead_runtime")
-    ]
-    if skipped:
-        parts.append(f"<p class='note'>Not drawn: {esc(' '.join(skipped))}</p>")
-    parts += [
-        "<details><summary>Findings in words</summary>",
-        f"<p>{esc(_tally(frame))}</p>",
-        _list(_winner_sentences(frame)),
-        "<h3>Where strategies have no schedule</h3>",
-        _list(no_schedule_summary(frame)) or "<p>Every run has a schedule.</p>",
-        "</details>",
-    ]
+    parts += []
     if "device_ok" in frame and frame["device_ok"].notna().any():
         ran = int(frame["device_ok"].notna().sum())
         parts.append(
@@ -259,34 +240,34 @@ def _page(
             f"measured beside predicted</summary>{tables.device_runs(frame)}"
             f"<p class='note'>{esc(DEVICE_ASSUMPTIONS)}.</p></details>"
         )
-    failed = int((~frame["ok"]).sum())
-    if failed:
-        parts.append(f"<details><summary>Runs without a schedule ({failed})</summary>{tables.failed_runs(frame)}</details>")
     parts += [
-        f"<details><summary>All runs ({len(frame)}): sortable and filterable</summary>"
+        f"<details id='runs'><summary>All runs ({len(frame)}): sortable and filterable</summary>"
         f"{tables.runs_table(frame, 'all-runs')}</details>",
-        f"<p class='footer'>{esc(footer)}</p>",
+        f"<div class='footer'><p>{esc(footer)}</p></div>",
     ]
-    return page.page(
-        f"poetsim report: {scenario_name}", "\n".join(parts), {f"chart-{stem}": spec for stem, spec in specs.items()}, tab_style
-    )
+    return "\n".join(parts)
 
 
-def _summary(frame: pd.DataFrame) -> str:
+def _main(charts: list[SweepChart]) -> SweepChart:
+    """The chart beside the headline table: the RAM chart, or the runtime chart when it stands in."""
+    by_stem = {c.stem: c for c in charts}
+    ram = by_stem[MAIN_CHART]
+    return by_stem["overhead_runtime"] if ram.draw is None and by_stem["overhead_runtime"].draw else ram
+
+
+def _scope(frame: pd.DataFrame) -> str:
+    """What the study swept, in one line: models, platforms, budgets, strategies, runs."""
     models = ", ".join(sorted(frame["model_label"].astype(str).unique()))
     platforms = ", ".join(sorted(frame["platform_label"].astype(str).unique()))
+    fractions = frame["ram_fraction"].dropna()
+    if fractions.nunique() > 1:
+        ram = f"RAM budgets {_ram_label(fractions.max(), None)} to {_ram_label(fractions.min(), None)} of keep-all's peak"
+    elif len(fractions):
+        ram = f"RAM budget {_ram_label(fractions.max(), None)} of keep-all's peak"
+    else:
+        ram = "RAM budgets as written"
+    runtimes = ", ".join(f"{r:g}x" for r in sorted(frame["runtime_x"].dropna().unique()))
     return (
-        f"{len(frame)} runs ({_status_counts(frame)}) of {models} on {platforms}. Energies are the checked figures "
-        "of each schedule (the optimiser's prediction, replayed by the independent checker)."
+        f"{models} on {platforms}; {ram}; runtime budget {runtimes}; {frame['strategy'].nunique()} strategies; "
+        f"{len(frame)} runs. Energies are the checked figures of each schedule."
     )
-
-
-def _status_counts(frame: pd.DataFrame) -> str:
-    counts = frame["status"].astype(str).value_counts()
-    return ", ".join(f"{count} {status}" for status, count in counts.items())
-
-
-def _list(items: list[str]) -> str:
-    if not items:
-        return ""
-    return "<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in items) + "</ul>"

@@ -1,96 +1,87 @@
-"""Charts of a sweep: energy overhead against the budgets (POET's Figures 3-5), the Pareto front
-of RAM against energy, and how far the simulator is from the prediction.
+"""Charts of a sweep: energy overhead against the budgets (POET's Figures 3 and 4), the Pareto
+front of peak RAM against energy, and how far the simulator is from the prediction.
 
 Each builder takes the prepared results frame of `poetsim.report.report` (one row per run, with
 `ok`, `ram_fraction`, `model_label`, `platform_label`, `ram_label` and `timing` added) and returns
-a `SweepChart`: the chart, or None with the reason it is not drawn. The overhead charts are made
-by `poetsim.report.overhead`; runs without a schedule are drawn in their strip, so an infeasible
+a `SweepChart`: a function that draws the chart at a given width with a given footer, or None
+with the reason it is not drawn. The report draws each chart three times: wide and narrow for
+the page (which picks one by the room it has, and states the footer once at its foot) and wide
+with the footer for the PNG and SVG files, which travel alone. The overhead charts are made by
+`poetsim.report.overhead`; runs without a schedule are drawn in their strip, so an infeasible
 budget is seen where it lies. The others say in their subtitle how many runs they leave out.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import altair as alt
 import pandas as pd
 
-from poetsim.report.charts import framed
-from poetsim.report.key import Entry, colour_entries, key_chart, shape_entries
-from poetsim.report.overhead import MIN_CURVE_VALUES, marker_entries, overhead_chart, panel_labels
-from poetsim.report.palette import platform_colours, strategy_colours, strategy_order, strip_order
+from poetsim.report.finding import integrated_strategy
+from poetsim.report.framing import framed
+from poetsim.report.key import Entry, colour_entries, key_chart
+from poetsim.report.overhead import (
+    MIN_CURVE_VALUES,
+    NARROW_BELOW_PX,
+    Symlog,
+    label_expr,
+    marker_entries,
+    overhead_chart,
+    panel_labels,
+)
+from poetsim.report.palette import strategy_colours, strip_order
 
-#: Room for the charts: the main chart sits beside the headline table, the others span the page.
+#: Room for the charts: the main chart sits beside the headline table, the others span the page;
+#: NARROW_PX is a phone's width less the page's margins.
 MAIN_WIDTH_PX = 720
 WIDE_WIDTH_PX = 1240
-_PLATFORM_SHAPES = ("circle", "square", "triangle-up", "diamond", "triangle-down", "cross", "triangle-left", "triangle-right")
+NARROW_PX = 350
+#: Characters per line of a title or subtitle in a narrow chart.
+NARROW_WRAP_CHARS = 52
+#: A simulated figure this close to the prediction (relative) differs by rounding only: the
+#: tolerance within which the checker must agree with the optimiser (`pipeline.CHECK_RTOL`).
+ROUNDING_RTOL = 1e-6
+
+#: Draws a chart: (footer, width in px) -> the chart.
+Draw = Callable[[str, float], alt.TopLevelMixin]
 
 
 @dataclass(frozen=True)
 class SweepChart:
-    """One chart of the report: the chart, or None and why it is not drawn."""
+    """One chart of the report: how to draw it, or None and why it is not drawn (`note`)."""
 
     stem: str
     heading: str
-    chart: alt.TopLevelMixin | None
+    draw: Draw | None
     note: str = ""
 
 
-def ram_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
+def _wrap(width_px: float) -> int:
+    return NARROW_WRAP_CHARS if width_px < NARROW_BELOW_PX else 0
+
+
+def ram_chart(frame: pd.DataFrame) -> SweepChart:
     """Energy overhead against the RAM budget, one colour per strategy (POET's Figure 3)."""
     heading = "Energy above keep-all against the RAM budget"
     return _overhead(
-        frame,
-        footer,
-        "overhead_ram",
-        heading,
-        x="ram_fraction",
-        colour="strategy",
-        columns="platform_label",
-        rows=["model_label", "runtime_x", "timing"],
-        width_px=MAIN_WIDTH_PX,
+        frame, "overhead_ram", heading, x="ram_fraction", columns="platform_label", rows=["model_label", "runtime_x", "timing"]
     )
 
 
-def runtime_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
+def runtime_chart(frame: pd.DataFrame) -> SweepChart:
     """Energy overhead against the runtime budget, one colour per strategy (POET's Figure 4).
 
-    With fewer than 3 runtime budgets there is no curve to draw: the report shows the
-    runtime table (`tables.runtime_table`) instead, and this says so.
+    With fewer than 3 runtime budgets there is no curve to draw: the headline table's tabs (one
+    per runtime budget) say what the chart would, and this says so.
     """
     heading = "Energy above keep-all against the runtime budget"
     count = frame["runtime_x"].nunique()
-    if count < 2:
-        return SweepChart("overhead_runtime", heading, None, "Only one runtime budget in the results: no curve to draw.")
     if count < MIN_CURVE_VALUES:
-        return SweepChart("overhead_runtime", heading, None, f"{count} runtime budgets: shown as a table, not as a curve.")
-    return _overhead(
-        frame,
-        footer,
-        "overhead_runtime",
-        heading,
-        x="runtime_x",
-        colour="strategy",
-        columns="platform_label",
-        rows=["model_label", "ram_fraction", "timing"],
-        width_px=WIDE_WIDTH_PX,
-    )
-
-
-def platform_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
-    """Energy overhead against the RAM budget, one colour per platform (POET's Figure 5)."""
-    heading = "Energy above keep-all per platform"
-    if frame["platform_label"].nunique() < 2:
-        return SweepChart("overhead_platform", heading, None, "Only one platform in the results: no comparison to draw.")
-    return _overhead(
-        frame,
-        footer,
-        "overhead_platform",
-        heading,
-        x="ram_fraction",
-        colour="platform_label",
-        columns="strategy",
-        rows=["model_label", "runtime_x", "timing"],
-        width_px=WIDE_WIDTH_PX,
-    )
+        return SweepChart(
+            "overhead_runtime", heading, None, f"{count} runtime budget(s): no curve; the table's tabs compare them."
+        )
+    rows = ["model_label", "ram_fraction", "timing"]
+    return _overhead(frame, "overhead_runtime", heading, x="runtime_x", columns="platform_label", rows=rows)
 
 
 _AXES = {
@@ -99,85 +90,141 @@ _AXES = {
 }
 
 
-def _overhead(frame, footer, stem, heading, *, x, colour, columns, rows, width_px) -> SweepChart:
+def _overhead(frame, stem, heading, *, x, columns, rows) -> SweepChart:
     title, label, name = _AXES[x]
     if frame[x].nunique() < 1:
         return SweepChart(stem, heading, None, f"No {name} is known in the results: nothing to draw.")
     placed = frame[frame[x].notna()]
-    chart, data, groups, panel_w = overhead_chart(
-        placed, x=x, label=label, x_title=title, colour=colour, columns=columns, rows=rows, width_px=width_px
-    )
-    statuses = strip_order(data["strip"].dropna())
-    unproven = bool((data["ok"] & ~data["proven"]).any())
-    few = placed[x].nunique() < MIN_CURVE_VALUES
-    subtitle = (
-        ("Bars: fewer than 3 budgets swept, so no curve. " if few else "")
-        + "Symmetric-log axis: linear near 0, logarithmic above. Each colour keeps its place beside every budget, "
-        "so equal results sit side by side; runs without a schedule are in the grey strip on top."
-    )
     unplaced = int(frame[x].isna().sum())
-    if unplaced:
-        subtitle += f" {unplaced} run(s) without a known {name} are not drawn (listed below)."
-    key = key_chart(
-        colour_entries(groups) + marker_entries(statuses, unproven, bars=few), width_px=min(width_px - 40, 3 * panel_w + 100)
-    )
-    body = alt.vconcat(key, chart, spacing=2)
-    return SweepChart(stem, heading, framed(body, heading, footer, subtitle))
+
+    def draw(footer: str, width_px: float) -> alt.TopLevelMixin:
+        chart, data, groups, panel_w = overhead_chart(
+            placed, x=x, label=label, x_title=title, colour="strategy", columns=columns, rows=rows, width_px=width_px
+        )
+        statuses = strip_order(data["strip"].dropna())
+        unproven = bool((data["ok"] & ~data["proven"]).any())
+        few = placed[x].nunique() < MIN_CURVE_VALUES
+        subtitle = (
+            ("Bars: fewer than 3 budgets swept, so no curve. " if few else "")
+            + "y: symmetric-log (linear near 0, logarithmic above). Strategies sit side by side at each budget, "
+            "so equal results stay visible; runs without a schedule are in the grey strip on top."
+        )
+        if unplaced:
+            subtitle += f" {unplaced} run(s) without a known {name} are not drawn."
+        entries = colour_entries(groups) + marker_entries(statuses, unproven, bars=few)
+        key = key_chart(entries, width_px=min(width_px - 40, 3 * panel_w + 100))
+        return framed(alt.vconcat(key, chart, spacing=2), heading, footer, subtitle, _wrap(width_px))
+
+    return SweepChart(stem, heading, draw)
 
 
-def pareto_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
-    """Every schedule's peak RAM against its energy, with the front of the non-dominated ones."""
+def pareto_chart(frame: pd.DataFrame) -> SweepChart:
+    """Every schedule's peak RAM against its energy above keep-all, with the front of the
+    non-dominated ones, one panel per platform (and runtime budget, model, timing).
+
+    Energy is drawn above each panel's own keep-all, on the overhead charts' symmetric-log axis,
+    so panels whose energies differ by orders of magnitude (a microcontroller's millijoules, a
+    Pi's hundreds of joules) share one scale; each panel's title gives its keep-all energy. The
+    integrated strategy is a filled dot drawn last; every other strategy is a ring of its own
+    size, so schedules that tie show as concentric rings, none hidden.
+    """
     heading = "Pareto front: peak RAM against energy"
     ok = frame[frame["ok"] & frame["predicted_peak_ram_bytes"].notna() & frame["keep_all_peak_bytes"].notna()]
     if ok.empty:
         return SweepChart("pareto", heading, None, "No run has a schedule with a recorded peak RAM: no front to draw.")
+    dims = ["model_label", "platform_label", "runtime_x", "timing"]
+    panel = panel_labels(ok, dims)
+    keep_all = ok.groupby(panel.astype(str), observed=True)["keep_all_energy_j"].max()
+    titles = {p: (f"{p} · " if p else "") + f"keep-all {_joules(keep_all[p])}" for p in keep_all.index}
     data = pd.DataFrame(
         {
-            "panel": panel_labels(ok, ["model_label", "platform_label", "runtime_x", "timing"]),
+            "panel": [titles[str(p)] for p in panel],
+            "order": panel.cat.codes,
             "peak": ok["predicted_peak_ram_bytes"] / ok["keep_all_peak_bytes"],
+            "overhead_pct": ok["overhead_pct"],
             "energy_j": ok["predicted_total_j"],
             "group": ok["strategy"].astype(str),
             "ram": ok["ram_label"],
         }
     )
-    data = data.sort_values(["panel", "peak", "energy_j"])
-    data["front"] = _non_dominated(data)
-    base = alt.Chart().encode(
-        x=alt.X(
-            "peak:Q", title="peak RAM (share of the keep-all peak)", axis=alt.Axis(format=".0%"), scale=alt.Scale(zero=False)
-        ),
-        y=alt.Y("energy_j:Q", title="energy per iteration (J)", scale=alt.Scale(zero=False)),
-        tooltip=[
-            alt.Tooltip("group:N", title="strategy"),
-            alt.Tooltip("ram:N", title="RAM budget"),
-            alt.Tooltip("peak:Q", format=".3p"),
-            alt.Tooltip("energy_j:Q", format=".6g"),
-            "front:N",
-        ],
-    )
+    data = data.sort_values(["order", "peak", "energy_j"])
+    data["front"] = _non_dominated(data.assign(panel=data["order"]))
+    scale = Symlog.for_values(data["overhead_pct"].dropna())
+    data["y"] = [scale.position(v) for v in data["overhead_pct"]]
+    ticks = scale.ticks(max(float(data["overhead_pct"].max()), scale.constant))
+    order = list(dict.fromkeys(data["panel"]))
     domain, colours = strategy_colours(data["group"])
-    colour = alt.Color("group:N", scale=alt.Scale(domain=domain, range=colours), title="strategy", legend=None)
-    on_front = base.transform_filter("datum.front")
-    layers = [
-        base.mark_point(filled=True, opacity=0.45, size=40).encode(color=colour),
-        on_front.mark_line(interpolate="step-after", color="black", strokeWidth=1),
-        on_front.mark_point(filled=True, size=75, stroke="black", strokeWidth=1).encode(color=colour),
-    ]
+    integrated = integrated_strategy()
+    focus = integrated if integrated is not None and integrated in domain else domain[0]
+    rings = [g for g in domain if g != focus]
+    sizes = {g: 110 + 90 * i for i, g in enumerate(rings)}
+    data["size"] = data["group"].map(sizes).fillna(45)
     omitted = int((~frame["ok"]).sum())
-    subtitle = "Black steps: schedules that no other schedule beats in both peak RAM and energy."
-    if omitted:
-        subtitle += f" {omitted} run(s) without a schedule are not drawn (listed below)."
-    panels = data["panel"].nunique()
-    width = 320 if panels == 1 else int(min(300, (WIDE_WIDTH_PX - 80) / min(3, panels) - 40))
-    chart = alt.layer(*layers, data=data).properties(width=width, height=200)
-    if panels > 1:
-        order = [str(p) for p in data["panel"].cat.categories if p in set(data["panel"])]
-        chart = chart.facet(
-            facet=alt.Facet("panel:N", title=None, sort=order, header=alt.Header(labelFontSize=12, labelFontWeight="bold")),
-            columns=min(3, panels),
-        ).resolve_scale(y="independent")
-    key = key_chart(colour_entries(list(zip(domain, colours))), width_px=min(3, panels) * (width + 90))
-    return SweepChart("pareto", heading, framed(alt.vconcat(key, chart, spacing=4), heading, footer, subtitle))
+
+    def draw(footer: str, width_px: float) -> alt.TopLevelMixin:
+        narrow = width_px < NARROW_BELOW_PX
+        panels = len(order)
+        across = 1 if narrow else min(3, panels)
+        width = int(width_px - 110) if narrow else int(min(320, (width_px - 80) / across - 70))
+        base = alt.Chart().encode(
+            x=alt.X(
+                "peak:Q",
+                title="peak RAM (share of keep-all's)",
+                axis=alt.Axis(format=".0%", labelOverlap=True),
+                scale=alt.Scale(zero=False, padding=8),
+            ),
+            y=alt.Y(
+                "y:Q",
+                title="energy above keep-all",
+                scale=alt.Scale(domain=[0, ticks[-1][0]], nice=False),
+                axis=alt.Axis(values=[t for t, _ in ticks], labelExpr=label_expr(ticks), gridColor="#eeeeee"),
+            ),
+            tooltip=[
+                alt.Tooltip("group:N", title="strategy"),
+                alt.Tooltip("ram:N", title="RAM budget"),
+                alt.Tooltip("peak:Q", title="peak RAM", format=".3p"),
+                alt.Tooltip("overhead_pct:Q", title="above keep-all %", format=".4g"),
+                alt.Tooltip("energy_j:Q", title="energy J", format=".6g"),
+                "front:N",
+            ],
+        )
+        colour = alt.Color("group:N", scale=alt.Scale(domain=domain, range=colours), legend=None)
+        layers = [
+            base.transform_filter("datum.front").mark_line(interpolate="step-after", color="black", strokeWidth=1),
+            base.transform_filter(alt.datum.group != focus)
+            .mark_point(filled=False, strokeWidth=2, opacity=1)
+            .encode(color=colour, size=alt.Size("size:Q", scale=None)),
+            base.transform_filter(alt.datum.group == focus).mark_point(filled=True, size=45, opacity=1).encode(color=colour),
+        ]
+        chart = alt.layer(*layers, data=data).properties(width=width, height=170 if narrow else 190)
+        if panels > 1:
+            chart = chart.facet(
+                facet=alt.Facet("panel:N", title=None, sort=order, header=alt.Header(labelFontSize=12, labelFontWeight="bold")),
+                columns=across,
+            ).resolve_axis(x="independent", y="independent")
+        entries = [Entry(focus, dict(shape="circle", filled=True, size=60, color=colours[domain.index(focus)], opacity=1))]
+        entries += [
+            Entry(g, dict(shape="circle", filled=False, size=70, strokeWidth=2, color=colours[domain.index(g)], opacity=1))
+            for g in rings
+        ]
+        key = key_chart(entries, width_px=min(width_px - 40, across * (width + 90)))
+        subtitle = (
+            f"Black steps: schedules no other beats in both peak RAM and energy. {focus}: filled dots; the others: "
+            "rings of their own size, so equal schedules show as concentric rings. Energy is above each panel's "
+            "keep-all (in its title), on one symmetric-log scale."
+        )
+        if omitted:
+            subtitle += f" {omitted} run(s) without a schedule are not drawn."
+        return framed(alt.vconcat(key, chart, spacing=4), heading, footer, subtitle, _wrap(width_px))
+
+    return SweepChart("pareto", heading, draw)
+
+
+def _joules(value: float) -> str:
+    """An energy at a precision that tells panels apart: '0.135 J', '702 J', '23,100 J', '10 mJ'."""
+    if value < 0.1:
+        return f"{1000 * value:.3g} mJ"
+    return f"{value:,.0f} J" if value >= 1000 else f"{value:.3g} J"
 
 
 def _non_dominated(points: pd.DataFrame) -> pd.Series:
@@ -230,51 +277,66 @@ def prediction_differences(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def prediction_chart(frame: pd.DataFrame, footer: str) -> SweepChart:
-    """Per simulated run, how far the simulator's energy, makespan and peak RAM are from the prediction (%)."""
-    heading = "Simulated against predicted: difference per run"
+def prediction_chart(frame: pd.DataFrame) -> SweepChart:
+    """Per simulated run, how far the simulator's energy, makespan and peak RAM are from the prediction (%).
+
+    Where every difference is within rounding (`ROUNDING_RTOL`) there is nothing to see in a
+    chart: the note says so in a sentence, with the largest differences.
+    """
+    heading = "Simulated against predicted"
     if "simulated_total_j" not in frame.columns or frame["simulated_total_j"].isna().all():
-        return SweepChart("prediction", heading, None, "No simulated energy in the results: no comparison to draw.")
+        return SweepChart("prediction", heading, None, "No simulated energy in the results: the simulator was not run.")
     data = prediction_differences(frame)
     if data.empty:
-        return SweepChart("prediction", heading, None, "No run with a schedule was simulated: no comparison to draw.")
+        return SweepChart("prediction", heading, None, "No run with a schedule was simulated.")
     figures = [label for label, _, _ in PREDICTION_FIGURES if label in set(data["figure"])]
-    s_domain, s_colours = strategy_colours(data["strategy"])
-    p_domain, _ = platform_colours(data["platform"])
-    shapes = [_PLATFORM_SHAPES[i % len(_PLATFORM_SHAPES)] for i in range(len(p_domain))]
-    points = (
-        alt.Chart(data)
-        .mark_point(filled=True, size=55, opacity=0.85)
-        .encode(
-            x=alt.X("difference_pct:Q", title="simulated minus predicted (% of the prediction)"),
-            y=alt.Y("figure:N", sort=figures, title=None, axis=alt.Axis(labelFontSize=12, labelFontWeight="bold")),
-            yOffset=alt.YOffset("strategy:N", sort=strategy_order(data["strategy"])),
-            color=alt.Color("strategy:N", scale=alt.Scale(domain=s_domain, range=s_colours), legend=None),
-            shape=alt.Shape("platform:N", scale=alt.Scale(domain=p_domain, range=shapes), legend=None),
-            tooltip=[
-                "figure:N",
-                "strategy:N",
-                "platform:N",
-                "model:N",
-                "ram:N",
-                "runtime:N",
-                alt.Tooltip("predicted:Q", format=".6g"),
-                alt.Tooltip("simulated:Q", format=".6g"),
-                alt.Tooltip("difference_pct:Q", title="difference %", format="+.3f"),
-            ],
-        )
-    )
-    zero = alt.Chart(pd.DataFrame({"difference_pct": [0.0]})).mark_rule(color="#666666").encode(x="difference_pct:Q")
-    chart = alt.layer(zero, points).properties(width=900, height=70 * len(figures))
     worst = []
     for figure in figures:
         differences = data.loc[data["figure"] == figure, "difference_pct"]
-        worst.append(f"{figure} {differences.loc[differences.abs().idxmax()]:+.3g} %")
-    subtitle = f"One point per run and figure; largest differences: {', '.join(worst)}."
+        worst.append(f"{figure} {differences.loc[differences.abs().idxmax()]:+.2g} %")
+    runs = int(data[["strategy", "platform", "model", "ram", "runtime"]].drop_duplicates().shape[0])
     unsimulated = int((frame["ok"] & frame["simulated_total_j"].isna()).sum())
-    if unsimulated:
-        subtitle += f" {unsimulated} run(s) with a schedule were not simulated."
-    platforms = shape_entries(list(zip(p_domain, shapes)))
-    platforms[0] = Entry(platforms[0].text, platforms[0].mark, line_break=True)
-    key = key_chart(colour_entries(list(zip(s_domain, s_colours))) + platforms, width_px=900)
-    return SweepChart("prediction", heading, framed(alt.vconcat(key, chart, spacing=4), heading, footer, subtitle))
+    left = f" {unsimulated} run(s) with a schedule were not simulated." if unsimulated else ""
+    if (data["difference_pct"].abs() <= 100 * ROUNDING_RTOL).all():
+        return SweepChart(
+            "prediction",
+            heading,
+            None,
+            f"The simulator replays all {runs} simulated schedules within rounding of the prediction (largest "
+            f"differences: {', '.join(worst)}; rounding is below {100 * ROUNDING_RTOL:g} %).{left}",
+        )
+    s_domain, s_colours = strategy_colours(data["strategy"])
+    subtitle = f"One point per run and figure; largest differences: {', '.join(worst)}.{left}"
+
+    def draw(footer: str, width_px: float) -> alt.TopLevelMixin:
+        points = (
+            alt.Chart(data)
+            .mark_point(filled=True, size=55, opacity=1)
+            .encode(
+                x=alt.X(
+                    "difference_pct:Q",
+                    title="simulated minus predicted (% of the prediction)",
+                    axis=alt.Axis(format="~g", labelOverlap=True),
+                ),
+                y=alt.Y("figure:N", sort=figures, title=None, axis=alt.Axis(labelFontSize=12, labelFontWeight="bold")),
+                yOffset=alt.YOffset("strategy:N", sort=s_domain),
+                color=alt.Color("strategy:N", scale=alt.Scale(domain=s_domain, range=s_colours), legend=None),
+                tooltip=[
+                    "figure:N",
+                    "strategy:N",
+                    "platform:N",
+                    "model:N",
+                    "ram:N",
+                    "runtime:N",
+                    alt.Tooltip("predicted:Q", format=".6g"),
+                    alt.Tooltip("simulated:Q", format=".6g"),
+                    alt.Tooltip("difference_pct:Q", title="difference %", format="+.3g"),
+                ],
+            )
+        )
+        zero = alt.Chart(pd.DataFrame({"difference_pct": [0.0]})).mark_rule(color="#666666").encode(x="difference_pct:Q")
+        chart = alt.layer(zero, points).properties(width=int(min(900, width_px - 100)), height=70 * len(figures))
+        key = key_chart(colour_entries(list(zip(s_domain, s_colours))), width_px=min(900, width_px - 40))
+        return framed(alt.vconcat(key, chart, spacing=4), heading, footer, subtitle, _wrap(width_px))
+
+    return SweepChart("prediction", heading, draw)

@@ -1,5 +1,5 @@
-"""The report's tables as HTML: the headline pivot, runtime budgets side by side, the runs
-without a schedule, and every run (sortable and filterable by the page's script).
+"""The report's tables as HTML: the headline pivot and every run (sortable and filterable by the
+page's script).
 
 Every value is escaped here (`html.escape`): model, platform, scenario names and messages come
 from users' files. Numbers carry their raw value in `data-sort`, so sorting is by number.
@@ -28,22 +28,28 @@ def headline_table(frame: pd.DataFrame) -> tuple[str, str]:
     One tab per model, timing and runtime budget (those that vary); in each, one row per
     platform and RAM budget (largest first) and one column per strategy in registry order, the
     cell as `results.cell_text` writes it (`*`: not proven optimal). The lowest overhead of a
-    row is bold; a status word stands where there is no schedule. The first tab shows first.
+    row is bold; a status word stands where there is no schedule. The tab with the most
+    schedules opens first.
     """
     table = headline(frame.assign(model=frame["model_label"], platform=frame["platform_label"]))
     strategies = [c for c in table.columns if f"{c} status" in table.columns]
     tab_keys = ["model", "timing", "runtime_x"]
     tabs = list(table.groupby(tab_keys, dropna=False, sort=False))
     varying = [k for k in tab_keys if table[k].nunique(dropna=False) > 1]
+    # The tab that opens is the one with the most schedules: a runtime budget at which every
+    # budget below keep-all is infeasible says least.
+    schedules = [sum(int(rows[f"{s} status"].astype(str).isin(WITH_SCHEDULE).sum()) for s in strategies) for _, rows in tabs]
+    opened = schedules.index(max(schedules)) if schedules else 0
     inputs, panels, style = [], [], []
     for number, (key, rows) in enumerate(tabs):
         name = " · ".join(_tab_part(k, v) for k, v in zip(tab_keys, key) if k in varying or k == "runtime_x")
-        checked = " checked" if number == 0 else ""
+        checked = " checked" if number == opened else ""
         inputs.append(
             f"<input type='radio' name='headline-tab' id='headline-tab-{number}'{checked}>"
             f"<label for='headline-tab-{number}'>{_esc(name)}</label>"
         )
-        panels.append(f"<div class='tab-panel' id='headline-panel-{number}'>{_headline_rows(rows, strategies)}</div>")
+        rows_html = _headline_rows(rows, strategies)
+        panels.append(f"<div class='tab-panel' id='headline-panel-{number}'><div class='scroll'>{rows_html}</div></div>")
         style.append(f"#headline-tab-{number}:checked ~ .tab-panels #headline-panel-{number} {{ display: block; }}")
     body = (
         f"<div class='tabs'>{''.join(inputs)}<div class='tab-panels'>{''.join(panels)}</div></div>"
@@ -109,39 +115,6 @@ def _cell_tip(strategy: str, row, status: str) -> str:
     return "; ".join(parts)
 
 
-def runtime_table(frame: pd.DataFrame) -> str:
-    """Each strategy's cell at every runtime budget side by side, per model, platform and RAM.
-
-    For sweeps with too few runtime budgets to draw a curve: the table says what the chart would.
-    """
-    table = headline(frame.assign(model=frame["model_label"], platform=frame["platform_label"]))
-    strategies = [c for c in table.columns if f"{c} status" in table.columns]
-    runtimes = sorted(table["runtime_x"].dropna().unique())
-    keys = ["model", "platform", "timing", "ram"]
-    top = "".join(f"<th colspan='{len(runtimes)}'>{_esc(s)}</th>" for s in strategies)
-    sub = "".join(f"<th>{r:g}x</th>" for _ in strategies for r in runtimes)
-    lines = [
-        "<div class='scroll'><table><thead>",
-        f"<tr><th class='text' rowspan='2'>model</th><th class='text' rowspan='2'>platform</th>"
-        f"<th class='text' rowspan='2'>timing</th><th rowspan='2'>RAM</th>{top}</tr><tr>{sub}</tr></thead><tbody>",
-    ]
-    for key, rows in table.groupby(keys, dropna=False, sort=False):
-        by_runtime = {r["runtime_x"]: r for _, r in rows.iterrows()}
-        share = rows["ram_share"].max()
-        ram = f"{100 * share:.3g} %" if pd.notna(share) else str(key[3])
-        cells = [f"<td class='text'>{_esc(str(v))}</td>" for v in key[:3]] + [f"<td>{_esc(ram)}</td>"]
-        for strategy in strategies:
-            for runtime in runtimes:
-                row = by_runtime.get(runtime)
-                text = "" if row is None else str(row.get(strategy) or "")
-                status = "" if row is None else str(row.get(f"{strategy} status", ""))
-                css = " class='none'" if text and status not in WITH_SCHEDULE else ""
-                cells.append(f"<td{css}>{_esc(text)}</td>")
-        lines.append(f"<tr>{''.join(cells)}</tr>")
-    lines.append("</tbody></table></div>")
-    return "".join(lines)
-
-
 def _mib_columns(frame: pd.DataFrame) -> Unit:
     peak = pd.to_numeric(frame.get("keep_all_peak_bytes"), errors="coerce").max()
     return Unit.ram(peak if pd.notna(peak) else 0)
@@ -176,8 +149,29 @@ def run_columns(frame: pd.DataFrame) -> list[tuple[str, str, Shown]]:
         (f"simulated peak RAM ({space.name})", "simulated_peak_ram_bytes", mb),
         ("stalls (s)", "simulated_stall_s", (1, ".3g")),
         ("solve time (s)", "solve_s", (1, ".3g")),
+        *device_columns(frame),
         ("message", "message", "message"),
     ]
+
+
+#: The unit a `device_*` column's name ends in, and how its header says it.
+_DEVICE_UNITS = {"_j": "J", "_s": "s", "_bytes": "bytes", "_pct": "%", "_w": "W"}
+
+
+def device_columns(frame: pd.DataFrame) -> list[tuple[str, str, Shown]]:
+    """The measured-on-device columns a runs.csv may carry (`device_*`), in the file's order:
+    'device_energy_j' shows as 'device energy (J)', a number; a column that is not numbers as text."""
+    columns: list[tuple[str, str, Shown]] = []
+    for name in (c for c in frame.columns if str(c).startswith("device_")):
+        stem, unit = str(name), ""
+        for suffix, word in _DEVICE_UNITS.items():
+            if stem.endswith(suffix):
+                stem, unit = stem[: -len(suffix)], f" ({word})"
+                break
+        numbers = pd.to_numeric(frame[name], errors="coerce")
+        numeric = numbers.notna().sum() == frame[name].notna().sum()
+        columns.append((stem.replace("_", " ") + unit, str(name), (1, ".6g") if numeric else "text"))
+    return columns
 
 
 def runs_table(frame: pd.DataFrame, table_id: str, columns: Sequence[tuple[str, str, Shown]] | None = None) -> str:
@@ -243,19 +237,3 @@ def device_runs(frame: pd.DataFrame) -> str:
         ("failed checks", "device_message", "message"),
     ]
     return runs_table(ran, "device-runs", columns)
-
-
-def failed_runs(frame: pd.DataFrame) -> str:
-    """Every run without a schedule, with its status and reason."""
-    failed = frame[~frame["ok"]]
-    columns: list[tuple[str, str, Shown]] = [
-        ("model", "model_label", "text"),
-        ("platform", "platform_label", "text"),
-        ("strategy", "strategy", "text"),
-        ("RAM budget (% of keep-all)", "ram_fraction", (100, ".3g")),
-        ("RAM as written", "ram", "text"),
-        ("runtime budget (x)", "runtime_x", (1, "g")),
-        ("status", "status", "text"),
-        ("reason", "message", "message"),
-    ]
-    return runs_table(failed, "runs-without-schedule", columns)

@@ -32,12 +32,27 @@ KIND_COLOURS = {
     "recompute": "#E69F00",
     "page-in": "#009E73",
     "page-out": "#D55E00",
-    "stall": "#000000",
+    "wait: input": "#000000",
+    "wait: RAM": "#444444",
+    "wait: transfers at stage end": "#AAAAAA",
+    "wait: DMA channel": "#8C564B",
+    "wait: source transfer": "#F0E442",
+    "bus contention": "#882255",
     "bus: compute": "#9CC3E0",
     "bus: transfers": "#8FD1BC",
     "bus: both": "#CC79A7",
 }
 KINDS = tuple(KIND_COLOURS)
+#: The legend's word for each cause of a wait (`poetsim.simulator.trace.EVENTS`): a trace row of
+#: kind `stall` is a wait, and only those for an input or for RAM are stalls the stage model lacks.
+WAIT_KINDS = {
+    "input": "wait: input",
+    "ram": "wait: RAM",
+    "barrier": "wait: transfers at stage end",
+    "channel": "wait: DMA channel",
+    "source": "wait: source transfer",
+    "bus": "bus contention",
+}
 #: Colours of kinds the chart does not know, in turn.
 NEUTRAL_COLOURS = ("#999999", "#666666", "#BBBBBB", "#444444")
 VIOLATION_COLOUR = "#D55E00"
@@ -47,7 +62,9 @@ WIDTH_PX = 1000
 # data, and a 100k-row trace would make a 20 MB page that no browser draws quickly.
 MAX_BARS = 3000
 MAX_RAM_POINTS = 2000
-_LANE_ORDER = ("compute", "waiting for RAM", "dma", "bus")
+_LANE_ORDER = ("compute", "waiting for RAM", "dma", "DMA queue", "bus", "bus contention")
+#: The lane of each trace resource, in words.
+_LANE_NAMES = {"ram": "waiting for RAM", "dma-queue": "DMA queue", "contention": "bus contention"}
 
 
 @dataclass(frozen=True)
@@ -70,21 +87,28 @@ class Unit:
 
 
 def timeline_chart(
-    sim_result: "SimulationResult", budget_ram_bytes: int | None, title: str, footer: str, deadline_s: float | None = None
+    sim_result: "SimulationResult",
+    budget_ram_bytes: int | None,
+    title: str,
+    footer: str,
+    deadline_s: float | None = None,
+    width_px: float = WIDTH_PX,
+    wrap_chars: int = 0,
 ) -> alt.VConcatChart:
-    """The simulated iteration: lanes over time above the RAM curve, with the deadline and budget."""
+    """The simulated iteration: lanes over time above the RAM curve, with the deadline and budget,
+    `width_px` wide (`wrap_chars` wraps the subtitle for a narrow chart)."""
     bars, coarsened = merged_bars(lanes(sim_result.trace))
     ram = ram_envelope(sim_result.ram_curve)
     end_s = max(sim_result.makespan_s, deadline_s or 0.0, float(bars["end_s"].max()) if len(bars) else 0.0)
     time = Unit.time(end_s)
     peak = float(ram["ram_bytes"].max()) if len(ram) else 0.0
     space = Unit.ram(max(peak, budget_ram_bytes or 0))
-    bars = _drawn(bars, time, end_s)
+    bars = _drawn(bars, time, end_s, width_px)
     x = alt.X(
         "start:Q",
         title=f"time ({time.name})",
         scale=alt.Scale(domain=[0, end_s / time.size], nice=False),
-        axis=alt.Axis(tickCount=16),
+        axis=alt.Axis(tickCount=16 if width_px >= 600 else 5),
     )
     kinds = list(dict.fromkeys([k for k in KINDS if k in set(bars["kind"])] + sorted(set(bars["kind"]) - set(KINDS))))
     colours = [KIND_COLOURS.get(k) or NEUTRAL_COLOURS[i % len(NEUTRAL_COLOURS)] for i, k in enumerate(kinds)]
@@ -100,7 +124,9 @@ def timeline_chart(
                 "kind:N",
                 scale=alt.Scale(domain=kinds, range=colours),
                 sort=kinds,
-                legend=alt.Legend(title="activity", orient="right"),
+                legend=alt.Legend(
+                    title="activity", orient="right" if width_px >= 600 else "bottom", columns=1 if width_px >= 600 else 2
+                ),
             ),
             order=alt.Order("layer:Q"),
             tooltip=[
@@ -117,14 +143,17 @@ def timeline_chart(
     lane_layers = [lane_chart]
     if deadline_s is not None:
         lane_layers += _deadline_layers(deadline_s, sim_result.makespan_s, time)
-    lanes_panel = alt.layer(*lane_layers).properties(width=WIDTH_PX, height=26 * max(1, len(lane_names)))
-    ram_panel = _ram_panel(ram, budget_ram_bytes, time, space, end_s)
+    lanes_panel = alt.layer(*lane_layers).properties(width=width_px, height=26 * max(1, len(lane_names)))
+    ram_panel = _ram_panel(ram, budget_ram_bytes, time, space, end_s, width_px)
     body = alt.vconcat(lanes_panel, ram_panel, spacing=6).resolve_scale(x="shared", color="independent")
-    return framed(body, title, footer, _subtitle(sim_result, budget_ram_bytes, deadline_s, coarsened, time, space))
+    subtitle = _subtitle(sim_result, budget_ram_bytes, deadline_s, coarsened, time, space)
+    return framed(body, title, footer, subtitle, wrap_chars)
 
 
 def lanes(trace: pd.DataFrame) -> pd.DataFrame:
     """The trace's bars (no alloc or free events), kinds spelt as in the legend, lanes named.
+
+    A wait (kind `stall`) is named by its cause (`WAIT_KINDS`), so the legend says what it waited for.
 
     DMA transfers are put on the first channel free at their start (greedy interval
     partitioning), so overlapping transfers are side by side instead of hiding each other. A
@@ -132,7 +161,12 @@ def lanes(trace: pd.DataFrame) -> pd.DataFrame:
     """
     bars = trace[~trace["kind"].isin(("alloc", "free"))].copy()
     bars["kind"] = bars["kind"].astype(str).str.replace("_", "-")
-    bars["resource"] = bars["resource"].astype(str).replace({"ram": "waiting for RAM"})
+    if "cause" in bars:
+        waits = bars["kind"] == "stall"
+        bars = bars[~waits | (bars["end_s"] > bars["time_s"])].copy()  # a wait of no time is not a bar
+        waits = bars["kind"] == "stall"
+        bars.loc[waits, "kind"] = [WAIT_KINDS.get(str(c), f"wait: {c}") for c in bars.loc[waits, "cause"]]
+    bars["resource"] = bars["resource"].astype(str).replace(_LANE_NAMES)
     dma = bars[bars["resource"] == "dma"].sort_values("time_s", kind="stable")
     channel_ends_s: list[float] = []
     channels = []
@@ -231,11 +265,11 @@ def ram_envelope(ram_curve: pd.DataFrame) -> pd.DataFrame:
     return curve.loc[keep].sort_values("time_s", kind="stable").reset_index(drop=True)
 
 
-def _drawn(bars: pd.DataFrame, time: Unit, end_s: float) -> pd.DataFrame:
+def _drawn(bars: pd.DataFrame, time: Unit, end_s: float, width_px: float) -> pd.DataFrame:
     """Bars in display units, short events widened to MIN_BAR_PX and drawn above plain computes."""
     bars = bars.copy()
     bars["duration_s"] = bars["end_s"] - bars["time_s"]
-    minimum_s = end_s * MIN_BAR_PX / WIDTH_PX
+    minimum_s = end_s * MIN_BAR_PX / width_px
     widen = ~bars["kind"].isin(("compute",)) & ~bars["kind"].astype(str).str.startswith("bus") & (bars["duration_s"] < minimum_s)
     shown_end_s = bars["end_s"].where(~widen, bars["time_s"] + minimum_s)
     bars["start"] = bars["time_s"] / time.size
@@ -268,7 +302,7 @@ def _deadline_layers(deadline_s: float, makespan_s: float, time: Unit) -> list:
     return layers
 
 
-def _ram_panel(ram: pd.DataFrame, budget_ram_bytes: int | None, time: Unit, space: Unit, end_s: float):
+def _ram_panel(ram: pd.DataFrame, budget_ram_bytes: int | None, time: Unit, space: Unit, end_s: float, width_px: float):
     """RAM in use over time (a step line), the budget as a dashed rule, RAM above it shaded."""
     curve = pd.DataFrame(
         {
@@ -282,7 +316,7 @@ def _ram_panel(ram: pd.DataFrame, budget_ram_bytes: int | None, time: Unit, spac
         "start:Q",
         title=f"time ({time.name})",
         scale=alt.Scale(domain=[0, end_s / time.size], nice=False),
-        axis=alt.Axis(tickCount=16),
+        axis=alt.Axis(tickCount=16 if width_px >= 600 else 5),
     )
     line = (
         alt.Chart(curve)
@@ -298,7 +332,7 @@ def _ram_panel(ram: pd.DataFrame, budget_ram_bytes: int | None, time: Unit, spac
     )
     layers = [line]
     if budget_ram_bytes is not None:
-        over = _over_budget(ram, budget_ram_bytes, time, space, end_s)
+        over = _over_budget(ram, budget_ram_bytes, time, space, end_s, width_px)
         if len(over):
             layers.insert(
                 0,
@@ -318,17 +352,19 @@ def _ram_panel(ram: pd.DataFrame, budget_ram_bytes: int | None, time: Unit, spac
             .mark_rule(color=VIOLATION_COLOUR, strokeDash=[6, 3], strokeWidth=2)
             .encode(y="ram:Q", tooltip=["label:N"])
         )
-    return alt.layer(*layers).properties(width=WIDTH_PX, height=170)
+    return alt.layer(*layers).properties(width=width_px, height=170)
 
 
-def _over_budget(ram: pd.DataFrame, budget_ram_bytes: int, time: Unit, space: Unit, end_s: float) -> pd.DataFrame:
+def _over_budget(
+    ram: pd.DataFrame, budget_ram_bytes: int, time: Unit, space: Unit, end_s: float, width_px: float
+) -> pd.DataFrame:
     """The steps of the RAM curve above the budget, as rectangles between the budget and the curve."""
     starts = ram["time_s"].to_numpy()
     ends = list(starts[1:]) + [end_s]
     rows = [
         {
             "start": s / time.size,
-            "end": max(e, s + end_s * MIN_BAR_PX / WIDTH_PX) / time.size,
+            "end": max(e, s + end_s * MIN_BAR_PX / width_px) / time.size,
             "ram": v / space.size,
             "budget": budget_ram_bytes / space.size,
             "label": f"{v - budget_ram_bytes:,.0f} bytes over the budget",
@@ -345,7 +381,12 @@ def _subtitle(sim_result, budget_ram_bytes, deadline_s, coarsened: bool, time: U
     if deadline_s is not None:
         verdict = "over" if sim_result.makespan_s > deadline_s else "within"
         parts[-1] += f", {verdict} the deadline of {deadline_s / time.size:.4g} {time.name} (red dashes)"
-    parts.append(f"stalls {sim_result.stall_s / time.size:.4g} {time.name}")
+    waits = sim_result.waits_s
+    barrier = waits.get("barrier", 0.0)
+    parts.append(
+        f"stalls (waits for an input or for RAM, which the stage model lacks) {sim_result.stall_s / time.size:.4g} "
+        f"{time.name}; waits at stage ends for transfers (the stage model counts them) {barrier / time.size:.4g} {time.name}"
+    )
     if len(ram):
         peak = f"peak RAM {ram.max() / space.size:.4g} {space.name}"
         if budget_ram_bytes is not None:

@@ -25,7 +25,7 @@ from torch import fx, nn
 
 from poetsim.errors import UserInputError
 from poetsim.graphs.graph import TrainingGraph
-from poetsim.pytorch import grouping
+from poetsim.pytorch import grouping, randomness
 
 #: The torch release whose AOTAutograd graphs this importer reads (it uses an API marked unstable).
 SUPPORTED_TORCH = "2.13"
@@ -113,7 +113,9 @@ def from_torch(
     cross-entropy against random class labels, one per row of the output (`labels` gives
     them). The graph is what every other poetsim command takes; `capture` keeps the aten
     graph too, for the executor. UserInputError names the module when the model cannot be
-    captured (data-dependent control flow, an unsupported or random op, inputs that do not fit).
+    captured (data-dependent control flow, an unsupported op, inputs that do not fit). Random
+    ops (dropout, stochastic depth) are captured with the model's own probabilities and redrawn
+    exactly on recomputation (poetsim.pytorch.randomness).
     """
     return capture(module, example_inputs, loss, labels, name, meta).graph
 
@@ -350,6 +352,6 @@ def _trace(step: TrainingStep, batch: tuple[torch.Tensor, ...], name: str):
     """The joint forward-backward aten graph of `step` on `batch`, with module-call labels."""
     from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 
-    with _attributed(name, step) as tracker, contextlib.ExitStack() as stack:
+    with _attributed(name, step) as tracker, contextlib.ExitStack() as stack, randomness.eager_dropout():
         gm = aot_export_joint_with_descriptors(stack, step, batch).graph_module
     return gm, dict(tracker.calls)

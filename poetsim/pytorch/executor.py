@@ -17,11 +17,13 @@ It follows the schedule's timing model, which says when bytes are held and how t
 What it holds is measured, not replayed: the activation bytes are the sizes of the storages
 of the tensors the executor keeps (deduplicated), summed at the same moments at which the
 checker takes its peak (stage starts and right after each compute or page-in allocates).
-Parameters, their gradients, static tensors and normalisation statistics are held outside that
-figure, as in the cost model; the process's peak RSS is reported beside it. A schedule that
+Parameters, their gradients, static tensors, normalisation statistics and the generator states
+saved for random nodes (poetsim.pytorch.randomness) are held outside that figure, as in the
+cost model; the process's peak RSS is reported beside it. A schedule that
 cannot run stops with one ScheduleError naming the stage, the instruction and the node.
 """
 
+import contextlib
 import copy
 import functools
 import os
@@ -36,7 +38,7 @@ import torch
 from torch import fx
 
 from poetsim.errors import InternalError, ScheduleError, UserInputError
-from poetsim.pytorch import swap
+from poetsim.pytorch import randomness, swap
 from poetsim.pytorch.capture import Capture
 from poetsim.schedule.model import Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
 
@@ -73,6 +75,7 @@ class Execution:
     differing_gradients: tuple[str, ...]
     buffers_equal: bool | None
     peak_activation_bytes: int
+    random_state_bytes: int
     peak_rss_bytes: int | None
     start_rss_bytes: int | None
     total_s: float
@@ -169,8 +172,11 @@ def execute(
     torch.use_deterministic_algorithms(True)
     try:
         # The plain step runs first: it gives the reference gradients and warms every kernel up,
-        # so that the timed run does not pay for first calls.
+        # so that the timed run does not pay for first calls. The scheduled step then draws its
+        # random numbers from where the plain one started.
+        generator_state = torch.get_rng_state()
         reference = _plain_step(capture) if check_gradients else None
+        torch.set_rng_state(generator_state)
         machine = _Machine(capture, timing, swap_dir, durable, budget_bytes)
         start_rss = _reset_peak_rss()
         machine.run(schedule)
@@ -193,6 +199,7 @@ def execute(
         differing_gradients=differing,
         buffers_equal=buffers_equal,
         peak_activation_bytes=machine.peak_bytes,
+        random_state_bytes=machine.random.nbytes,
         peak_rss_bytes=peak_rss,
         start_rss_bytes=start_rss,
         total_s=machine.total_s,
@@ -247,6 +254,7 @@ class _Machine:
         self.records: list[Record] = []
         self.stage_s: list[float] = []
         self.mismatched: list[str] = []
+        self.random = randomness.RandomStates()
         self.total_s = 0.0
         self._prepare()
 
@@ -279,7 +287,7 @@ class _Machine:
                 return fallback[n]
             raise InternalError(f"op {op.name} reads {n.name}, which no node provides")
 
-        target = op.target
+        target = randomness.kernel(op.target)
         assert callable(target), f"op {op.name} is not a function call"  # programs hold call_function nodes only
         return target(*fx.node.map_arg(op.args, value), **fx.node.map_arg(op.kwargs, value))
 
@@ -348,8 +356,9 @@ class _Machine:
             buffers = swap.allocate(self.batch)
             self.batch_bytes_read += swap.read_into(self.batch.path, buffers)
             local.update(swap.rebuild(self.batch, buffers))
-        for op in program.ops:
-            local[op] = self._run_op(op, local, self.shared)
+        with self.random.drawing(k) if program.random else contextlib.nullcontext():
+            for op in program.ops:
+                local[op] = self._run_op(op, local, self.shared)
         end = self._now()
         for op in program.statistics:
             self.shared[op] = local[op]

@@ -12,7 +12,7 @@ from poetsim.inputs.profiles import load_platform  # noqa: E402
 from poetsim.pytorch.architectures import StochasticDepth  # noqa: E402
 from poetsim.pytorch.capture import capture, from_torch  # noqa: E402
 from poetsim.pytorch.executor import execute  # noqa: E402
-from poetsim.pytorch.randomness import state_bytes  # noqa: E402
+from poetsim.pytorch.randomness import out_of_order, state_bytes  # noqa: E402
 from poetsim.schedule.checker import check_schedule  # noqa: E402
 from poetsim.schedule.costs import node_costs  # noqa: E402
 from poetsim.schedule.model import Timing  # noqa: E402
@@ -121,3 +121,9 @@ def test_a_random_op_with_a_generator_of_its_own_is_refused_in_one_line():
     with pytest.raises(UserInputError, match=r"random op aten.bernoulli draws from a torch.Generator of its own") as error:
         from_torch(_OwnGenerator(), torch.randn(3, 4))
     assert "\n" not in str(error.value)
+
+
+def test_draws_out_of_the_nodes_order_are_found():
+    """The importer refuses a graph whose random ops' nodes, in eager order, go back to an earlier node."""
+    assert out_of_order([1, 1, 4, 9]) is None
+    assert out_of_order([1, 4, 3, 9]) == 2

@@ -2,10 +2,10 @@
 
 `app` is the typer app with every command registered: the catalogue (models, platforms, graph,
 validate), one point (solve, simulate), a study (sweep, compare, report, paper, check) and the
-PyTorch commands (import-torch, execute, profile, validate-run).
+PyTorch commands (import-torch, execute, profile, validate-run, train).
 """
 
-from poetsim.cli import catalogue, solving, study, torch  # noqa: F401  (each registers its commands)
+from poetsim.cli import catalogue, solving, study, torch, train  # noqa: F401  (each registers its commands)
 from poetsim.cli.app import app
 
 __all__ = ["app"]

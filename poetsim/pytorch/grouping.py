@@ -50,7 +50,7 @@ from poetsim.errors import UserInputError
 from poetsim.graphs.graph import Node
 from poetsim.pytorch.flops import op_flops, op_name
 from poetsim.pytorch.kinds import MODULE_KINDS, RANDOM_KIND, op_kind
-from poetsim.pytorch.randomness import draws_random_numbers, state_bytes
+from poetsim.pytorch.randomness import draws_random_numbers, out_of_order, state_bytes
 
 #: Outputs (getitem indices) of normalisation ops that are statistics, held with the parameters.
 _STATISTICS = {"_native_batch_norm_legit_functional": {1, 2, 3, 4}, "native_batch_norm": {1, 2}, "native_layer_norm": {1, 2}}
@@ -423,7 +423,13 @@ class _Grouping:
                         keeps[self.group[i]].add(i)
         names = self._names(order, members)
         random = set(self.random)
-        self._check_draw_order(ids)
+        late = out_of_order([ids[self.group[n]] for n in self.random])
+        if late is not None:
+            n = self.random[late]
+            raise UserInputError(
+                f"{self.name}: {self._where(n)}: random op aten.{op_name(n.target)} draws after a later layer's, "
+                "so a scheduled step would not draw the random numbers of a plain one"
+            )
         first_reader = self._first_param_readers(order, members)
         by_position = self.position.__getitem__
         nodes, programs = [], []
@@ -474,19 +480,6 @@ class _Grouping:
                 "random_state_bytes": str(random_nodes * state_bytes()),
             },
         )
-
-    def _check_draw_order(self, ids: dict[tuple, int]) -> None:
-        """Refuse a graph whose nodes would draw random numbers in another order than eager PyTorch:
-        first computes run in node order, and the executor redraws only what a node drew first."""
-        last = -1
-        for n in self.random:
-            node = ids[self.group[n]]
-            if node < last:
-                raise UserInputError(
-                    f"{self.name}: {self._where(n)}: random op aten.{op_name(n.target)} draws after a later "
-                    "layer's, so a scheduled step would not draw the random numbers of a plain one"
-                )
-            last = node
 
     def _bytes(self, values: set[fx.Node]) -> int:
         """Bytes of the distinct storages behind `values`."""

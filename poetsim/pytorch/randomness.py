@@ -44,6 +44,18 @@ def draws_random_numbers(n: fx.Node) -> bool:
     return True
 
 
+def out_of_order(nodes: list[int]) -> int | None:
+    """The first index at which the nodes of the random ops, in graph order, go back to an
+    earlier node (None if they never do): first computes run in node order, and a node redraws
+    only what it drew first, so eager PyTorch's order of draws must be the nodes' order."""
+    last = -1
+    for index, node in enumerate(nodes):
+        if node < last:
+            return index
+        last = node
+    return None
+
+
 def _bernoulli_like(self: torch.Tensor, p: float, *, generator=None) -> torch.Tensor:
     """`aten.bernoulli.p` as eager's in-place `bernoulli_` draws it: into a tensor laid out like `self`."""
     return torch.empty_like(self).bernoulli_(p, generator=generator)

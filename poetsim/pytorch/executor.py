@@ -256,6 +256,7 @@ class Machine:
         outputs.update({n: ("buffer", name) for n, name in capture.buffer_updates})
         outputs[capture.loss] = ("loss", "loss")
         self.outputs_of = [[(op, outputs[op]) for op in p.ops if op in outputs] for p in capture.programs]
+        self.releases = [_releases(p, outputs) for p in capture.programs]
         self.input_node = next((n.id for n in self.graph.nodes if n.op == "input"), None)
         self.shared: dict[fx.Node, object] = {}
         self.store: dict[int, dict] = {}
@@ -402,8 +403,10 @@ class Machine:
         if k == self.input_node:
             local.update(self._read_batch())
         with self.random.drawing(k) if program.random else contextlib.nullcontext():
-            for op in program.ops:
+            for op, released in zip(program.ops, self.releases[k]):
                 local[op] = self._run_op(op, local, self.shared)
+                for value in released:  # as eager PyTorch frees a temporary after its last use
+                    del local[value]
         end = self._now()
         for op in program.statistics:
             self.shared[op] = local[op]
@@ -521,6 +524,23 @@ class Machine:
 
     def _note_peak(self) -> None:
         self.peak_bytes = max(self.peak_bytes, self.held_bytes)
+
+
+def _releases(program, outputs: dict) -> list[list[fx.Node]]:
+    """For each op of a node, the node's temporaries to drop after it: values the node makes or
+    reads that no later op of the node reads and that it neither keeps, records nor outputs."""
+    kept = set(program.keeps) | set(program.statistics) | set(outputs)
+    last: dict[fx.Node, int] = {}
+    for index, op in enumerate(program.ops):
+        for value in op.all_input_nodes:
+            last[value] = index
+        last.setdefault(op, index)
+    released: list[list[fx.Node]] = [[] for _ in program.ops]
+    mine = set(program.ops) | set(program.reads)
+    for value, index in last.items():
+        if value in mine and value not in kept:
+            released[index].append(value)
+    return released
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 DEMO   := build/demo/resnet18
 GUARD  := build/guard/mcu
 
-.PHONY: setup debian demo test lint test-slow guard bench paper agreement device-study clean
+.PHONY: setup debian demo test lint test-slow guard bench paper agreement device-study outside-graphs clean
 
 setup: $(STAMP) debian
 
@@ -88,6 +88,18 @@ device-study: setup
 	rm -rf build/device
 	$(BIN)/poetsim device sweep scenarios/device.yaml --out build/device
 	$(BIN)/poetsim report build/device
+
+# The outside architectures (poetsim.pytorch.architectures) captured at batch 8 into
+# scenarios/graphs/outside/, which scenarios/outside.yaml sweeps; the same every time (random
+# weights do not change a graph, only shapes do).
+OUTSIDE_IMAGES := mobilenet_v1 mobilenet_v3_small shufflenet_v2 efficientnet_b0 densenet_bc resnext29 squeezenet1_1 vit_tiny
+outside-graphs: setup
+	for m in $(OUTSIDE_IMAGES); do \
+		$(BIN)/poetsim import-torch poetsim.pytorch.architectures:$$m --input-shape 8,3,32,32 \
+			--out scenarios/graphs/outside/$$m.json || exit $$?; \
+	done
+	$(BIN)/poetsim import-torch poetsim.pytorch.architectures:text_transformer --input-shape 8,64 \
+		--input-dtype int64 --input-high 4096 --out scenarios/graphs/outside/text_transformer.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache build

@@ -2,7 +2,7 @@
 
     python -m benchmarks                 # all, from the repository's root:
                                          # solver, simulator, sweep, sweep-loaded, pytorch, faults,
-                                         # certify, scaling, covers, startup, device
+                                         # certify, scaling, covers, startup, device, train
     python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.
@@ -27,6 +27,11 @@ def main(argv: list[str]) -> int:
         print(f"== pytorch closed loop: {OUT / 'pytorch_validate.csv'}")
         return pytorch.run_validation(OUT / "pytorch_validate.csv")
 
+    def train_bench():
+        from benchmarks import train  # needs torch: imported only when asked for
+
+        return train.run(OUT / "train.csv")
+
     benches = {
         "solver": lambda: solver.run(OUT / "solver.csv"),
         "simulator": lambda: simulator.run(OUT / "simulator.csv"),
@@ -39,6 +44,7 @@ def main(argv: list[str]) -> int:
         "covers": lambda: certify.cover_ab(OUT / "covers.csv"),
         "startup": lambda: startup.run(OUT / "startup.csv"),
         "device": lambda: device.run(OUT / "device.csv"),
+        "train": train_bench,
     }
     chosen = argv or list(benches)
     unknown = [name for name in chosen if name not in benches]

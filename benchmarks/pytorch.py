@@ -14,8 +14,16 @@ in the profile, whose compute rates are re-measured on keep-all runs taken in th
 Targets: gradients bitwise equal to loss.backward() in every run, the activation peak equal to
 the prediction and within the budget, the step time within 15 % of the prediction.
 
-    python -m benchmarks pytorch             # both parts
-    python -m benchmarks.pytorch import      # one part: import or validate
+Random ops (results/bench/pytorch_random.csv): the nine outside architectures
+(poetsim.pytorch.architectures, their committed graphs under scenarios/graphs/outside/) with
+their own dropout and stochastic depth. For each: the capture's time, its random nodes, the
+bytes of the generator states saved to redraw them (what poetsim holds) beside the bytes of the
+noise tensors they draw (what keeping the masks through the step instead would hold), a
+checkpoint-sqrt step (every segment recomputed) executed with its gradients compared, and the
+time one save and one restore of the generator's state take.
+
+    python -m benchmarks pytorch             # import and validate
+    python -m benchmarks.pytorch import      # one part: import, validate or random
 """
 
 import json
@@ -35,6 +43,8 @@ from poetsim.pytorch.validate import validate_run, write_validation
 
 DEFAULT_OUT = Path("results/bench/pytorch.csv")
 VALIDATE_OUT = Path("results/bench/pytorch_validate.csv")
+RANDOM_OUT = Path("results/bench/pytorch_random.csv")
+OUTSIDE = Path("scenarios/graphs/outside")
 FACTORIES = "poetsim.pytorch.models"
 #: (row name, factory, input shapes, dtype, int high, zoo model, zoo options)
 TARGETS = (
@@ -172,6 +182,70 @@ def run_validation(
     return frame
 
 
+def run_random(out_csv: Path = RANDOM_OUT, threads: int = 1) -> pd.DataFrame:
+    """Random ops in the outside architectures (see the module docstring); one row per architecture."""
+    import tempfile
+    import timeit
+
+    import torch
+
+    from poetsim.inputs.profiles import load_platform
+    from poetsim.optimiser import checkpoint_sqrt
+    from poetsim.pytorch.executor import execute
+    from poetsim.pytorch.randomness import draws_random_numbers
+    from poetsim.pytorch.source import capture_graph_file
+    from poetsim.schedule.costs import node_costs
+    from poetsim.schedule.model import Timing
+
+    state = torch.get_rng_state()
+    calls = 2000
+    save_us = 1e6 * timeit.timeit(torch.get_rng_state, number=calls) / calls
+    restore_us = 1e6 * timeit.timeit(lambda: torch.set_rng_state(state), number=calls) / calls
+    rows = []
+    for path in sorted(OUTSIDE.glob("*.json")):
+        start = time.perf_counter()
+        captured = capture_graph_file(path)
+        capture_s = time.perf_counter() - start
+        graph = captured.graph
+        noise = [
+            op.meta["val"].untyped_storage().nbytes()
+            for op in captured.fx_graph.nodes
+            if op.op == "call_function" and draws_random_numbers(op)
+        ]
+        schedule, _ = checkpoint_sqrt(graph, node_costs(graph, load_platform("rpi4")), Timing.OVERLAP)
+        with tempfile.TemporaryDirectory() as swap:
+            result = execute(captured, schedule, Path(swap), threads=threads)
+        random = {k for k, program in enumerate(captured.programs) if program.random}
+        meta = dict(graph.meta)
+        rows.append(
+            {
+                "model": graph.name,
+                "nodes": len(graph),
+                "params": int(meta["param_count"]),
+                "keep_all_peak_bytes": graph.keep_all_peak_bytes,
+                "capture_s": round(capture_s, 2),
+                "random_ops": len(noise),
+                "random_nodes": len(random),
+                "state_bytes": int(meta["random_state_bytes"]),
+                "noise_bytes": sum(noise),
+                "recomputations": sum(r.kind == "recompute" for r in result.records),
+                "random_recomputations": sum(r.kind == "recompute" and r.node in random for r in result.records),
+                "gradients_equal": result.gradients_equal,
+                "buffers_equal": result.buffers_equal,
+                "step_s": round(result.total_s, 4),
+                "plain_step_s": round(result.reference_s or float("nan"), 4),
+                "state_save_us": round(save_us, 2),
+                "state_restore_us": round(restore_us, 2),
+                "threads": threads,
+                "machine": machine(),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out_csv, index=False)
+    return frame
+
+
 def _summary(frame: pd.DataFrame) -> dict:
     executed = frame[frame["measured_runtime_s"].notna()]
     return {
@@ -198,3 +272,5 @@ if __name__ == "__main__":
         print(run().to_string(index=False))
     if "validate" in parts:
         print(run_validation().to_string(index=False))
+    if "random" in parts:
+        print(run_random().to_string(index=False))

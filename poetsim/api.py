@@ -25,16 +25,15 @@ from typing import TYPE_CHECKING
 
 from poetsim import strategies
 from poetsim.analysis import COMPARE_BASELINES
-from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, UserInputError
+from poetsim.errors import UserInputError
 from poetsim.folders import StudyFolder
 from poetsim.inputs.files import check_output_dir
 from poetsim.inputs.scenario import FILE_SUFFIXES, Scenario, load_scenario
-from poetsim.pipeline import Run, baseline_starts, load_run, run_strategy, write_run
+from poetsim.pipeline import Run, baseline_starts, load_run, require_schedule, run_strategy, write_run
 from poetsim.runs import ResultRow
 from poetsim.schedule.formats import load_schedule
 from poetsim.schedule.model import Schedule, Timing
 from poetsim.schedule.problem import Problem, build_problem
-from poetsim.status import Status
 from poetsim.sweeps.dask_pool import NO_WORKER_WAIT_S
 from poetsim.sweeps.runner import plan_sweep, run_sweep
 from poetsim.units import RamSpec, number_text, parse_ram, parse_runtime
@@ -50,6 +49,7 @@ __all__ = [
     "compare",
     "default_out",
     "load_scenario",
+    "require_schedule",
     "simulate",
     "solve",
     "sweep",
@@ -323,24 +323,6 @@ def simulate(
         on_progress=on_progress,
         mode=mode,
     )
-
-
-def require_schedule(run: Run) -> Run:
-    """The run if it has a checked schedule; otherwise the error its status means (one line)."""
-    if run.ok:
-        return run
-    if run.status is Status.INFEASIBLE:
-        message = (
-            run.message
-            if run.message.startswith("infeasible")
-            else (f"infeasible: no {run.strategy} schedule meets the budgets ({run.message})")
-        )
-        raise InfeasibleBudgetError(message)
-    if run.status is Status.OVER_BUDGET:
-        raise InfeasibleBudgetError(f"over-budget: the {run.strategy} schedule misses the budgets: {run.message}")
-    if run.status is Status.INVALID:
-        raise InternalError(f"invalid schedule: {run.message}")
-    raise PoetsimError(f"{run.status}: {run.message}")
 
 
 def simulate_out(choice: Choice, run: Run, mode: str = "barrier") -> Path:

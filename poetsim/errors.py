@@ -19,6 +19,14 @@ class UserInputError(PoetsimError):
     exit_code = 2
 
 
+class NotApplicableError(UserInputError):
+    """A strategy that cannot schedule this graph at all (POFO on a graph that is not a chain).
+
+    Asked for alone it is bad input (exit 2); a command that runs several strategies skips it
+    with one line saying why and goes on.
+    """
+
+
 class InfeasibleBudgetError(PoetsimError):
     """No schedule meets the RAM and runtime budgets; the message says what would."""
 

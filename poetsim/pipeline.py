@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from poetsim import optimiser, strategies
-from poetsim.errors import InternalError, PoetsimError
+from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError
 from poetsim.folders import RunFolder
 from poetsim.inputs.scenario import Point, Scenario
 from poetsim.optimiser import SolveOutcome
@@ -302,3 +302,21 @@ def compare_prediction(run: Run) -> dict:
         raise InternalError("compare_prediction needs a checked and simulated run")
     comparison = compare(run.checked, run.problem.timing, run.simulated, run.problem.budgets)
     return {"strategy": run.strategy, "status": run.status.value, **comparison.to_dict()}
+
+
+def require_schedule(run: Run) -> Run:
+    """The run if it has a checked schedule; otherwise the error its status means (one line)."""
+    if run.ok:
+        return run
+    if run.status is Status.INFEASIBLE:
+        message = (
+            run.message
+            if run.message.startswith("infeasible")
+            else (f"infeasible: no {run.strategy} schedule meets the budgets ({run.message})")
+        )
+        raise InfeasibleBudgetError(message)
+    if run.status is Status.OVER_BUDGET:
+        raise InfeasibleBudgetError(f"over-budget: the {run.strategy} schedule misses the budgets: {run.message}")
+    if run.status is Status.INVALID:
+        raise InternalError(f"invalid schedule: {run.message}")
+    raise PoetsimError(f"{run.status}: {run.message}")

@@ -197,17 +197,6 @@ def test_data_dependent_control_flow_is_one_line_naming_the_module(labels):
     assert "\n" not in str(error.value)
 
 
-def test_dropout_is_refused_naming_the_module():
-    net = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5), nn.Linear(4, 2))
-    with pytest.raises(UserInputError, match=r"module '1'.*random op"):
-        from_torch(net, torch.randn(3, 4))
-
-
-def test_dropout_of_probability_zero_is_a_copy():
-    nodes = by_name(from_torch(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.0), nn.Linear(4, 2)), torch.randn(3, 4)))
-    assert nodes["1"].op == "clone"
-
-
 def test_inputs_that_do_not_fit_name_the_module():
     with pytest.raises(UserInputError, match=r"module '1'.*do not fit"):  # '0' is the flatten
         from_torch(models.mlp(), torch.randn(2, 1, 20, 20))

@@ -173,3 +173,35 @@ def test_profile_and_validate_run_write_their_files(app, tmp_path):
     rows = json.loads((tmp_path / "loop" / "result.json").read_text())["rows"]
     assert rows[0]["gradients_equal"] and rows[0]["peak_equal"]
     assert (tmp_path / "loop" / "validation.html").exists() and (tmp_path / "loop" / "graph.json").exists()
+
+
+def test_validate_run_with_its_default_strategies_skips_pofo_on_a_graph_that_is_no_chain(app, tmp_path):
+    """Every strategy of the registry by default: POFO refuses the tiny CNN's residual block; the run goes on."""
+    result = CliRunner().invoke(
+        app,
+        [
+            "validate-run",
+            TINY,
+            "--input-shape",
+            "2,3,8,8",
+            "--ram",
+            "100%",
+            "--profile",
+            "rpi4",
+            "--time-limit",
+            "5",
+            "--repeats",
+            "1",
+            "--threads",
+            "1",
+            "--swap-dir",
+            str(tmp_path / "swap"),
+            "--out",
+            str(tmp_path / "loop"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "pofo: skipped, it does not apply to this graph" in result.output
+    rows = json.loads((tmp_path / "loop" / "result.json").read_text())["rows"]
+    assert {row["strategy"]: row["status"] for row in rows}["pofo"] == "skipped"
+    assert all(row["gradients_equal"] for row in rows if row["status"] != "skipped")

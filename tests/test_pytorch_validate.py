@@ -89,3 +89,29 @@ def test_recalibrated_predictions_use_rates_measured_in_the_timed_rounds(tmp_pat
     assert keep_all.predicted_runtime_s == pytest.approx(node_costs(tiny.graph, profile).plain_runtime_s)
     assert keep_all.predicted_runtime_s != pytest.approx(node_costs(tiny.graph, rpi4).plain_runtime_s)
     assert "profile" not in result.to_dict()
+
+
+def test_a_strategy_that_does_not_apply_to_the_graph_is_skipped_in_one_row(tmp_path):
+    """POFO applies to chains only; the tiny CNN's residual block is no chain: POFO is skipped once,
+    with one progress line saying why, and the other strategies run at every budget."""
+    torch.manual_seed(0)
+    tiny = capture(models.tiny_cnn(), (torch.randn(2, 3, 8, 8),), name="tiny")
+    lines: list[str] = []
+    result = validate_run(
+        tiny,
+        load_platform("rpi4"),
+        rams=("100%", "60%"),
+        strategies=("pofo", "keep-all"),
+        swap_dir=tmp_path,
+        threads=1,
+        repeats=1,
+        on_progress=lines.append,
+    )
+    assert [(r.strategy, r.ram, r.status) for r in result.rows] == [
+        ("pofo", "100%", "skipped"),
+        ("keep-all", "100%", "baseline"),
+        ("keep-all", "60%", "over-budget"),
+    ]
+    assert "not a chain of blocks" in result.rows[0].message
+    skipped = [line for line in lines if "skipped" in line]
+    assert len(skipped) == 1 and "pofo" in skipped[0] and "not a chain" in skipped[0]

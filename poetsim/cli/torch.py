@@ -82,6 +82,13 @@ def import_torch(
         f"{summary['backward_flops'] / 1e9:.4g} GFLOP backward, keep-all peak "
         f"{summary['keep_all_peak_bytes']:,} bytes, parameters {summary['param_bytes']:,} bytes"
     )
+    random = int(dict(captured.graph.meta).get("random_nodes", "0"))
+    if random:
+        console.print(
+            f"{random} random node(s) (dropout, stochastic depth): a recomputation redraws the same numbers from the "
+            f"generator state saved at the first compute ({dict(captured.graph.meta)['random_state_bytes']} bytes, "
+            "held with the parameters)"
+        )
     console.print(f"wrote {out}")
 
 

@@ -1,10 +1,11 @@
-"""Bring your own PyTorch model: import one training step as a poetsim graph, run a schedule for real.
+"""Bring your own PyTorch model: import one training step as a poetsim graph, run a schedule for real, train with it.
 
 `from_torch` (capture.py) imports a model; `execute` (executor.py) runs one training step
 instruction by instruction following a poetsim schedule; `profile_host` (host.py) measures this
-machine as a platform profile; `validate_run` (validate.py) closes the loop. Everything here
-needs torch (the CPU build); `commands.py` holds the CLI commands and imports torch only when
-one of them runs.
+machine as a platform profile; `validate_run` (validate.py) closes the loop; `scheduled` and
+`fit` (training.py) train with a schedule in an ordinary loop. Everything here needs torch (the
+CPU build); the CLI commands (poetsim.cli.torch, poetsim.cli.train) import torch only when one
+of them runs.
 """
 
 import importlib
@@ -15,6 +16,9 @@ _EXPORTS = {
     "execute": "poetsim.pytorch.executor",
     "profile_host": "poetsim.pytorch.host",
     "validate_run": "poetsim.pytorch.validate",
+    "scheduled": "poetsim.pytorch.training",
+    "fit": "poetsim.pytorch.training",
+    "ScheduledModule": "poetsim.pytorch.training",
 }
 
 __all__ = sorted(_EXPORTS)

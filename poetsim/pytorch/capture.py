@@ -25,7 +25,7 @@ from torch import fx, nn
 
 from poetsim.errors import UserInputError
 from poetsim.graphs.graph import TrainingGraph
-from poetsim.pytorch import grouping
+from poetsim.pytorch import grouping, randomness
 
 #: The torch release whose AOTAutograd graphs this importer reads (it uses an API marked unstable).
 SUPPORTED_TORCH = "2.13"
@@ -113,7 +113,9 @@ def from_torch(
     cross-entropy against random class labels, one per row of the output (`labels` gives
     them). The graph is what every other poetsim command takes; `capture` keeps the aten
     graph too, for the executor. UserInputError names the module when the model cannot be
-    captured (data-dependent control flow, an unsupported or random op, inputs that do not fit).
+    captured (data-dependent control flow, an unsupported op, inputs that do not fit). Random
+    ops (dropout, stochastic depth) are captured with the model's own probabilities and redrawn
+    exactly on recomputation (poetsim.pytorch.randomness).
     """
     return capture(module, example_inputs, loss, labels, name, meta).graph
 
@@ -130,19 +132,19 @@ def capture(
     _check_torch_version()
     if not isinstance(module, nn.Module):
         raise UserInputError(f"the model must be a torch.nn.Module, got {type(module).__name__}")
-    inputs = _as_inputs(example_inputs)
+    inputs = as_inputs(example_inputs)
     name = name or type(module).__name__
-    loss_module = _loss_module(loss)
+    loss = loss_module(loss)
     if labels is None:
         labels = default_labels(module, inputs, name)
-    step = TrainingStep(module, loss_module)
+    step = TrainingStep(module, loss)
     gm, calls = _trace(step, inputs + (labels,), name)
     built = grouping.build(gm, calls, name)
     info = {
         "imported_from": "torch",
         "torch_version": torch.__version__,
-        "inputs": ";".join(_describe(t) for t in inputs),
-        "labels": _describe(labels),
+        "inputs": ";".join(describe(t) for t in inputs),
+        "labels": describe(labels),
         **(meta or {}),
     }
     graph = TrainingGraph.create(name, built.nodes, meta={**built.meta, **info})
@@ -187,14 +189,16 @@ def _check_torch_version() -> None:
         raise UserInputError(f"poetsim's PyTorch import needs torch {SUPPORTED_TORCH} (the CPU build), found {torch.__version__}")
 
 
-def _as_inputs(example_inputs) -> tuple[torch.Tensor, ...]:
+def as_inputs(example_inputs) -> tuple[torch.Tensor, ...]:
+    """The model's inputs as a tuple of detached tensors (a tensor alone is one input)."""
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
         raise UserInputError("example_inputs must be a tensor or a tuple of tensors")
     return tuple(t.detach() for t in inputs)
 
 
-def _loss_module(loss) -> nn.Module:
+def loss_module(loss) -> nn.Module:
+    """The loss as a module: cross-entropy by default, an nn.Module as it is, a function wrapped."""
     if loss is None:
         return nn.CrossEntropyLoss()
     if isinstance(loss, nn.Module):
@@ -204,7 +208,7 @@ def _loss_module(loss) -> nn.Module:
     raise UserInputError(f"loss must be an nn.Module or a function of (output, labels), got {type(loss).__name__}")
 
 
-def _describe(t: torch.Tensor) -> str:
+def describe(t: torch.Tensor) -> str:
     """A tensor's shape and dtype as 'int64[8]' or 'float32[8,3,32,32]'."""
     return f"{str(t.dtype).removeprefix('torch.')}[{','.join(map(str, t.shape))}]"
 
@@ -311,18 +315,22 @@ def _attributed(name: str, step: nn.Module):
     UserInputError naming the module call that raised it."""
     tracker = _CallTracker()
     handles = tracker.install(step)
+    where = None
     try:
         with fx_traceback.preserve_node_meta():
-            yield tracker
+            try:
+                yield tracker
+            finally:  # calls an error left open are closed while their node meta is still the tracer's
+                where = tracker.active
+                for _, context in reversed(tracker.stack):
+                    context.close()
+                tracker.stack.clear()
     except UserInputError:
         raise
     except Exception as error:  # noqa: BLE001 - any failure of the user's model is reported, with its module
-        where = tracker.active
         module = f"module '{where}'" if where else "the model"
         raise UserInputError(f"{name}: {module}: {_explain(error)}") from None
     finally:
-        for _, context in reversed(tracker.stack):
-            context.close()
         for handle in handles:
             handle.remove()
 
@@ -350,6 +358,6 @@ def _trace(step: TrainingStep, batch: tuple[torch.Tensor, ...], name: str):
     """The joint forward-backward aten graph of `step` on `batch`, with module-call labels."""
     from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 
-    with _attributed(name, step) as tracker, contextlib.ExitStack() as stack:
+    with _attributed(name, step) as tracker, contextlib.ExitStack() as stack, randomness.eager_dropout():
         gm = aot_export_joint_with_descriptors(stack, step, batch).graph_module
     return gm, dict(tracker.calls)

@@ -17,11 +17,13 @@ It follows the schedule's timing model, which says when bytes are held and how t
 What it holds is measured, not replayed: the activation bytes are the sizes of the storages
 of the tensors the executor keeps (deduplicated), summed at the same moments at which the
 checker takes its peak (stage starts and right after each compute or page-in allocates).
-Parameters, their gradients, static tensors and normalisation statistics are held outside that
-figure, as in the cost model; the process's peak RSS is reported beside it. A schedule that
+Parameters, their gradients, static tensors, normalisation statistics and the generator states
+saved for random nodes (poetsim.pytorch.randomness) are held outside that figure, as in the
+cost model; the process's peak RSS is reported beside it. A schedule that
 cannot run stops with one ScheduleError naming the stage, the instruction and the node.
 """
 
+import contextlib
 import copy
 import functools
 import os
@@ -36,7 +38,7 @@ import torch
 from torch import fx
 
 from poetsim.errors import InternalError, ScheduleError, UserInputError
-from poetsim.pytorch import swap
+from poetsim.pytorch import randomness, swap
 from poetsim.pytorch.capture import Capture
 from poetsim.schedule.model import Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
 
@@ -73,6 +75,7 @@ class Execution:
     differing_gradients: tuple[str, ...]
     buffers_equal: bool | None
     peak_activation_bytes: int
+    random_state_bytes: int
     peak_rss_bytes: int | None
     start_rss_bytes: int | None
     total_s: float
@@ -169,9 +172,12 @@ def execute(
     torch.use_deterministic_algorithms(True)
     try:
         # The plain step runs first: it gives the reference gradients and warms every kernel up,
-        # so that the timed run does not pay for first calls.
+        # so that the timed run does not pay for first calls. The scheduled step then draws its
+        # random numbers from where the plain one started.
+        generator_state = torch.get_rng_state()
         reference = _plain_step(capture) if check_gradients else None
-        machine = _Machine(capture, timing, swap_dir, durable, budget_bytes)
+        torch.set_rng_state(generator_state)
+        machine = Machine(capture, timing, swap_dir, durable, budget_bytes)
         start_rss = _reset_peak_rss()
         machine.run(schedule)
         peak_rss = _peak_rss_bytes() if start_rss is not None else None
@@ -193,6 +199,7 @@ def execute(
         differing_gradients=differing,
         buffers_equal=buffers_equal,
         peak_activation_bytes=machine.peak_bytes,
+        random_state_bytes=machine.random.nbytes,
         peak_rss_bytes=peak_rss,
         start_rss_bytes=start_rss,
         total_s=machine.total_s,
@@ -219,10 +226,25 @@ class _Stage:
     deferred_values: list = field(default_factory=list)
 
 
-class _Machine:
-    """The executor's state: resident nodes' tensors, what is on storage, bytes held, records."""
+class Machine:
+    """The executor's state: resident nodes' tensors, what is on storage, bytes held, records.
 
-    def __init__(self, capture: Capture, timing: Timing, swap_dir: Path, durable: bool, budget_bytes: int | None):
+    `run` plays a whole schedule; `start`, `run_stages` and `close` play it in parts, as
+    training does (the forward stages when the model is called, the rest at `loss.backward()`).
+    With `batch` (the step's inputs and labels, in memory) the input node copies them at its
+    compute; without, they are written to a file in the swap folder and read back, as a device
+    reads its batch from storage.
+    """
+
+    def __init__(
+        self,
+        capture: Capture,
+        timing: Timing,
+        swap_dir: Path,
+        durable: bool,
+        budget_bytes: int | None,
+        batch: tuple[torch.Tensor, ...] | None = None,
+    ):
         self.capture = capture
         self.graph = capture.graph
         self.overlap = timing is Timing.OVERLAP
@@ -234,6 +256,7 @@ class _Machine:
         outputs.update({n: ("buffer", name) for n, name in capture.buffer_updates})
         outputs[capture.loss] = ("loss", "loss")
         self.outputs_of = [[(op, outputs[op]) for op in p.ops if op in outputs] for p in capture.programs]
+        self.releases = [_releases(p, outputs) for p in capture.programs]
         self.input_node = next((n.id for n in self.graph.nodes if n.op == "input"), None)
         self.shared: dict[fx.Node, object] = {}
         self.store: dict[int, dict] = {}
@@ -247,7 +270,11 @@ class _Machine:
         self.records: list[Record] = []
         self.stage_s: list[float] = []
         self.mismatched: list[str] = []
+        self.random = randomness.RandomStates()
         self.total_s = 0.0
+        self.loss_value: torch.Tensor | None = None
+        self.io: ThreadPoolExecutor | None = None
+        self.memory_batch = batch
         self._prepare()
 
     # -- set-up: parameters, constants and the batch file --------------------------------------
@@ -265,6 +292,12 @@ class _Machine:
             self.shared[n] = torch.ones((), dtype=loss_val.dtype if loss_val is not None else torch.float32)
         for n in capture.static_ops:
             self.shared[n] = self._run_op(n, self.shared)
+        for n, name in capture.buffer_updates:  # a static update: BatchNorm's num_batches_tracked + 1
+            value = self.shared.get(n)
+            if isinstance(value, torch.Tensor):
+                self.buffers[name] = value
+        if self.memory_batch is not None:
+            return
         batch = dict(zip(capture.data, capture.inputs))
         storages, layouts = swap.layout(batch)
         path = self.swap_dir / BATCH_FILE
@@ -279,13 +312,28 @@ class _Machine:
                 return fallback[n]
             raise InternalError(f"op {op.name} reads {n.name}, which no node provides")
 
-        target = op.target
+        target = randomness.kernel(op.target)
         assert callable(target), f"op {op.name} is not a function call"  # programs hold call_function nodes only
         return target(*fx.node.map_arg(op.args, value), **fx.node.map_arg(op.kwargs, value))
 
     # -- the run ---------------------------------------------------------------------------------
 
     def run(self, schedule: Schedule) -> None:
+        """Play every stage of `schedule`, then check that every gradient was computed."""
+        self.start()
+        try:
+            self.run_stages(schedule, range(len(schedule.stages)))
+        finally:
+            self.close()
+        self.check_complete()
+
+    def start(self) -> None:
+        """Start the clock and, under overlap, the I/O thread."""
+        self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="poetsim-dma") if self.overlap else None
+        self.t0 = time.perf_counter()
+
+    def run_stages(self, schedule: Schedule, stages: range) -> None:
+        """Play the stages `stages` of `schedule`, in order."""
         # Each handler takes the instruction kind it is listed under, hence `Any` for the instruction.
         handlers: dict[type[Instruction], Callable[[_Stage, Any], None]] = {
             Compute: self._compute,
@@ -293,25 +341,33 @@ class _Machine:
             PageOut: self._page_out,
             PageIn: self._page_in,
         }
-        self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="poetsim-dma") if self.overlap else None
-        self.t0 = time.perf_counter()
-        try:
-            for t, instructions in enumerate(schedule.stages):
-                stage = _Stage(t, self._now())
-                self._note_peak()
-                for ins in instructions:
-                    handler = handlers.get(type(ins))
-                    if handler is None:
-                        raise ScheduleError(f"stage {t}: unknown instruction {ins!r}")
-                    handler(stage, ins)
-                self._end_stage(stage)
-            self.total_s = self._now()
-        finally:
-            if self.io is not None:
-                self.io.shutdown(wait=True)
-            for path in self.swap_dir.glob("node*.bin"):
-                path.unlink(missing_ok=True)
-            (self.swap_dir / BATCH_FILE).unlink(missing_ok=True)
+        for t in stages:
+            stage = _Stage(t, self._now())
+            self._note_peak()
+            for ins in schedule.stages[t]:
+                handler = handlers.get(type(ins))
+                if handler is None:
+                    raise ScheduleError(f"stage {t}: unknown instruction {ins!r}")
+                handler(stage, ins)
+            self._end_stage(stage)
+        self.total_s = self._now()
+
+    def seed_backward(self, gradient: torch.Tensor) -> None:
+        """Start the backward stages from `gradient`, the loss's gradient (1 for `loss.backward()`)."""
+        for n in self.capture.tangents:
+            self.shared[n] = gradient
+
+    def close(self) -> None:
+        """Stop the I/O thread and remove the page files (what is still held is dropped with the machine)."""
+        if self.io is not None:
+            self.io.shutdown(wait=True)
+            self.io = None
+        for path in self.swap_dir.glob("node*.bin"):
+            path.unlink(missing_ok=True)
+        (self.swap_dir / BATCH_FILE).unlink(missing_ok=True)
+
+    def check_complete(self) -> None:
+        """InternalError if a parameter's gradient was never computed."""
         missing = sorted({name for _, name in self.capture.grads} - set(self.grads))
         if missing:
             raise InternalError(f"the step computed no gradient for {', '.join(missing[:3])}")
@@ -345,11 +401,12 @@ class _Machine:
             local[value] = self.store[d][value]
         start = self._now()
         if k == self.input_node:
-            buffers = swap.allocate(self.batch)
-            self.batch_bytes_read += swap.read_into(self.batch.path, buffers)
-            local.update(swap.rebuild(self.batch, buffers))
-        for op in program.ops:
-            local[op] = self._run_op(op, local, self.shared)
+            local.update(self._read_batch())
+        with self.random.drawing(k) if program.random else contextlib.nullcontext():
+            for op, released in zip(program.ops, self.releases[k]):
+                local[op] = self._run_op(op, local, self.shared)
+                for value in released:  # as eager PyTorch frees a temporary after its last use
+                    del local[value]
         end = self._now()
         for op in program.statistics:
             self.shared[op] = local[op]
@@ -359,6 +416,7 @@ class _Machine:
             elif kind == "buffer":
                 self.buffers.setdefault(name, local[op])
             else:
+                self.loss_value = local[op]
                 self.loss = float(local[op])
         values = {v: local[v] for v in program.keeps}
         self.store[k] = values
@@ -368,6 +426,16 @@ class _Machine:
         self.node_bytes[k] = nbytes
         self.records.append(Record(stage.t, "compute" if k == stage.t else "recompute", k, self._name(k), start, end, nbytes))
         self._hold(stage, ins, nbytes)
+
+    def _read_batch(self) -> dict:
+        """The batch, read into fresh buffers: from its file, or copied from the caller's tensors."""
+        if self.memory_batch is not None:
+            values = {n: torch.empty_like(t).copy_(t) for n, t in zip(self.capture.data, self.memory_batch)}
+            self.batch_bytes_read += swap.storage_bytes(values.values())
+            return values
+        buffers = swap.allocate(self.batch)
+        self.batch_bytes_read += swap.read_into(self.batch.path, buffers)
+        return swap.rebuild(self.batch, buffers)
 
     def _free(self, stage: _Stage, ins: Free) -> None:
         self._check_node(stage, ins)
@@ -458,6 +526,23 @@ class _Machine:
         self.peak_bytes = max(self.peak_bytes, self.held_bytes)
 
 
+def _releases(program, outputs: dict) -> list[list[fx.Node]]:
+    """For each op of a node, the node's temporaries to drop after it: values the node makes or
+    reads that no later op of the node reads and that it neither keeps, records nor outputs."""
+    kept = set(program.keeps) | set(program.statistics) | set(outputs)
+    last: dict[fx.Node, int] = {}
+    for index, op in enumerate(program.ops):
+        for value in op.all_input_nodes:
+            last[value] = index
+        last.setdefault(op, index)
+    released: list[list[fx.Node]] = [[] for _ in program.ops]
+    mine = set(program.ops) | set(program.reads)
+    for value, index in last.items():
+        if value in mine and value not in kept:
+            released[index].append(value)
+    return released
+
+
 @dataclass(frozen=True)
 class _PlainStep:
     """The reference: gradients and buffers after a plain `loss.backward()`, and its time."""
@@ -479,18 +564,18 @@ def _plain_step(capture: Capture) -> _PlainStep:
     return _PlainStep(grads, {name: b.detach() for name, b in reference.named_buffers()}, seconds)
 
 
-def _compare(reference: _PlainStep, machine: _Machine) -> tuple[bool, tuple[str, ...], bool]:
+def _compare(reference: _PlainStep, machine: Machine) -> tuple[bool, tuple[str, ...], bool]:
     """Whether every gradient and updated buffer of the run has the reference's bits."""
     differing = []
     for name, expected in reference.grads.items():
         mine = machine.grads.get(name)
-        if (expected is None) != (mine is None) or (mine is not None and not _same_bits(expected, mine)):
+        if (expected is None) != (mine is None) or (mine is not None and not same_bits(expected, mine)):
             differing.append(name)
-    buffers_equal = all(_same_bits(reference.buffers[name], value) for name, value in machine.buffers.items())
+    buffers_equal = all(same_bits(reference.buffers[name], value) for name, value in machine.buffers.items())
     return not differing, tuple(differing), buffers_equal
 
 
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors have the same dtype, shape and bytes (NaNs and signed zeros included)."""
     if a.dtype != b.dtype or a.shape != b.shape:
         return False

@@ -32,6 +32,10 @@ block, an `F.relu` in a model's own code) is a node of its own, named `<path>.<o
   they are a few numbers per channel, and counting them in the layer's output would keep the
   whole output alive until the backward pass, which reads only the statistics.
 - Parameter bytes go on the first forward node that reads the parameter.
+- An op that draws random numbers (dropout's noise, stochastic depth's) is computed in its
+  layer, even when it reads only constants, and marks its node as random: a recomputation of
+  the node redraws the same numbers from the generator's state saved at its first compute
+  (poetsim.pytorch.randomness).
 """
 
 import heapq
@@ -45,34 +49,9 @@ from torch import fx
 from poetsim.errors import UserInputError
 from poetsim.graphs.graph import Node
 from poetsim.pytorch.flops import op_flops, op_name
+from poetsim.pytorch.kinds import MODULE_KINDS, RANDOM_KIND, op_kind
+from poetsim.pytorch.randomness import draws_random_numbers, out_of_order, state_bytes
 
-#: Op kinds (`Node.op`) by the dominant aten op of a node; others keep the aten name.
-_KINDS = {
-    "convolution": "conv",
-    "addmm": "linear",
-    "bmm": "matmul",
-    "baddbmm": "matmul",
-    "_native_batch_norm_legit_functional": "batchnorm",
-    "native_batch_norm": "batchnorm",
-    "native_layer_norm": "layernorm",
-    "relu": "relu",
-    "threshold": "relu",
-    "gelu": "gelu",
-    "tanh": "tanh",
-    "sigmoid": "sigmoid",
-    "add": "add",
-    "_softmax": "softmax",
-    "_log_softmax": "loss",
-    "nll_loss_forward": "loss",
-    "max_pool2d_with_indices": "maxpool",
-    "mean": "avgpool",
-    "avg_pool2d": "avgpool",
-    "_adaptive_avg_pool2d": "avgpool",
-    "_scaled_dot_product_flash_attention_for_cpu": "attention",
-    "embedding": "embedding",
-}
-#: Op kinds of leaf module calls whose dominant aten op would misname them.
-_MODULE_KINDS = {"MultiheadAttention": "attention", "ReLU6": "relu6"}
 #: Outputs (getitem indices) of normalisation ops that are statistics, held with the parameters.
 _STATISTICS = {"_native_batch_norm_legit_functional": {1, 2, 3, 4}, "native_batch_norm": {1, 2}, "native_layer_norm": {1, 2}}
 #: Ops that return a view of an argument although their schema does not say so.
@@ -89,13 +68,15 @@ class NodeProgram:
     they take; `keeps` the tensors of this node that other nodes read (what stays in RAM, is
     freed or paged); `statistics` the normalisation statistics it makes, held with the
     parameters. The input node has no compute ops: its data placeholders are read from
-    storage, then its views (a flatten of the batch) run.
+    storage, then its views (a flatten of the batch) run. `random` says whether its ops draw
+    random numbers (poetsim.pytorch.randomness: a recomputation redraws from a saved state).
     """
 
     ops: tuple[fx.Node, ...]
     reads: tuple[fx.Node, ...]
     keeps: tuple[fx.Node, ...]
     statistics: tuple[fx.Node, ...] = ()
+    random: bool = False
 
 
 @dataclass(frozen=True)
@@ -135,6 +116,7 @@ class _Grouping:
         self.params: list[tuple[fx.Node, str]] = []
         self.buffers: list[tuple[fx.Node, str]] = []
         self.tangents: list[fx.Node] = []
+        self.random: list[fx.Node] = []  # ops that draw random numbers, in graph order (few)
         data: list[tuple[int, fx.Node]] = []
         for n in self.nodes:
             if n.op == "placeholder":
@@ -185,17 +167,20 @@ class _Grouping:
         target = n.target
         inputs = n.all_input_nodes
         schema = getattr(target, "_schema", None)
-        if _draws_random_numbers(n):
-            raise UserInputError(
-                f"{self.name}: {self._where(n)}: random op aten.{op_name(target)} is not supported: recomputing it "
-                "would draw new random numbers (set dropout probabilities to 0, as poetsim's zoo does)"
-            )
         if schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
             raise UserInputError(
                 f"{self.name}: {self._where(n)}: in-place op aten.{op_name(target)} survived "
                 "functionalisation; poetsim cannot give its output to one node"
             )
-        if all(self.role[i] == "static" for i in inputs):
+        if draws_random_numbers(n):  # computed in its layer, even from constants alone: never once before the step
+            if n.kwargs.get("generator") is not None:
+                raise UserInputError(
+                    f"{self.name}: {self._where(n)}: random op aten.{op_name(target)} draws from a torch.Generator "
+                    "of its own; poetsim redraws recomputed random ops from the default generator only"
+                )
+            self.role[n] = "compute"
+            self.random.append(n)
+        elif all(self.role[i] == "static" for i in inputs):
             self.role[n] = "static"
         elif target is operator.getitem:
             producer = n.args[0]
@@ -437,6 +422,14 @@ class _Grouping:
                         reads[key].add(i)
                         keeps[self.group[i]].add(i)
         names = self._names(order, members)
+        random = set(self.random)
+        late = out_of_order([ids[self.group[n]] for n in self.random])
+        if late is not None:
+            n = self.random[late]
+            raise UserInputError(
+                f"{self.name}: {self._where(n)}: random op aten.{op_name(n.target)} draws after a later layer's, "
+                "so a scheduled step would not draw the random numbers of a plain one"
+            )
         first_reader = self._first_param_readers(order, members)
         by_position = self.position.__getitem__
         nodes, programs = [], []
@@ -462,12 +455,14 @@ class _Grouping:
                     reads=tuple(sorted(reads[key], key=by_position)),
                     keeps=tuple(sorted(keeps[key], key=by_position)),
                     statistics=tuple(n for n in group if self.role[n] == "statistic"),
+                    random=any(n in random for n in group),
                 )
             )
         output = next(n for n in self.nodes if n.op == "output")
         grads, updates, loss = self._outputs(output)
         static_ops = tuple(n for n in self.nodes if n.op == "call_function" and self.role[n] == "static")
         param_count = sum(p.meta["val"].numel() for p, _ in self.params)
+        random_nodes = sum(program.random for program in programs)
         return Built(
             nodes=tuple(nodes),
             programs=tuple(programs),
@@ -479,7 +474,11 @@ class _Grouping:
             grads=grads,
             buffer_updates=updates,
             loss=loss,
-            meta={"param_count": str(param_count)},
+            meta={
+                "param_count": str(param_count),
+                "random_nodes": str(random_nodes),
+                "random_state_bytes": str(random_nodes * state_bytes()),
+            },
         )
 
     def _bytes(self, values: set[fx.Node]) -> int:
@@ -527,23 +526,14 @@ class _Grouping:
         if key[1] == "loss":
             return "loss"
         call = self.calls.get(key[1])
-        if len(key) == 2 and call is not None and call.module_type in _MODULE_KINDS:
-            return _MODULE_KINDS[call.module_type]
+        if len(key) == 2 and call is not None and call.module_type in MODULE_KINDS:
+            return MODULE_KINDS[call.module_type]
         if not compute:
             return "op"
+        if any(n in self.random for n in compute):
+            return RANDOM_KIND
         dominant = compute[max(range(len(compute)), key=lambda k: (flops[k], -k))]
-        name = op_name(dominant.target)
-        if name == "convolution":
-            source, groups = dominant.args[0], dominant.args[8]  # aten.convolution(input, weight, ..., groups)
-            assert isinstance(source, fx.Node) and isinstance(groups, int)
-            channels = source.meta["val"].shape[1]
-            return "depthwise_conv" if groups > 1 and groups == channels else "conv"
-        if name == "mm":
-            weights = any(self.role[a] == "static" for a in dominant.all_input_nodes)
-            return "linear" if weights else "matmul"
-        if name == "hardtanh" and tuple(dominant.args[1:3]) == (0.0, 6.0):
-            return "relu6"  # F.relu6 is hardtanh(x, 0, 6); its backward reads its input, unlike ReLU's
-        return _KINDS.get(name, name.strip("_"))
+        return op_kind(dominant, reads_weights=any(self.role[a] == "static" for a in dominant.all_input_nodes))
 
     def _first_param_readers(self, order: list[tuple], members: dict) -> dict[fx.Node, tuple]:
         """For each parameter, the first forward group whose ops read it (through static ops)."""
@@ -579,18 +569,6 @@ class _Grouping:
         if loss is None:
             raise UserInputError(f"{self.name}: the captured step has no loss output")
         return tuple(grads), tuple(updates), loss
-
-
-def _draws_random_numbers(n: fx.Node) -> bool:
-    """Whether an op is random: tagged so by aten, unless its dropout probability is zero."""
-    target = n.target
-    if not isinstance(target, torch._ops.OpOverload) or torch.Tag.nondeterministic_seeded not in target.tags:
-        return False
-    for index, argument in enumerate(target._schema.arguments):
-        if argument.name in ("p", "dropout_p"):
-            value = n.kwargs.get(argument.name, n.args[index] if index < len(n.args) else argument.default_value)
-            return bool(value != 0)
-    return True
 
 
 def _values(n: fx.Node) -> tuple[tuple, dict]:

@@ -4,9 +4,10 @@ torchvision's own wheel on this project's package index is a CUDA build that can
 beside the CPU build of torch, so the two torchvision architectures poetsim measures itself
 against are written here in plain `torch.nn`, layer for layer and with torchvision's module
 names (`layer1.0.conv1`, `features.3.conv.1.0`), so that imported node names read as they
-would with torchvision. Dropout is left out (probability 0), as in poetsim's zoo: recomputing
-a random op would draw a new mask (docs/pytorch.md). Nothing is downloaded: every factory
-builds its model with random weights from torch's default initialisation.
+would with torchvision. Dropout is left out (probability 0), as in poetsim's zoo, so that each
+imported graph is the zoo's network (`poetsim.pytorch.architectures` has models with their
+dropout). Nothing is downloaded: every factory builds its model with random weights from
+torch's default initialisation.
 
 Each factory takes no argument, so `poetsim import-torch poetsim.pytorch.models:resnet18_cifar`
 can name it.

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from poetsim import strategies as registry
+from poetsim.errors import NotApplicableError
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.inputs.profiles import Platform
 from poetsim.pipeline import run_strategy
@@ -117,6 +118,8 @@ class Validation:
 
 
 DEFAULT_RAMS = ("100%", "70%", "50%", "35%")
+#: The status of a strategy that does not apply to the graph (POFO on a graph that is not a chain).
+SKIPPED = "skipped"
 
 
 @dataclass
@@ -156,7 +159,9 @@ def validate_run(
     turn, so that a slow minute of a shared machine falls on all points alike. A point's
     measured time is its fastest timed run, as the host profile's figures are the fastest of
     theirs (poetsim.pytorch.host); the median and the spread are reported beside it. Its peak
-    is the largest of all its runs. `on_progress` gets a line of text per step.
+    is the largest of all its runs. `on_progress` gets a line of text per step. A strategy that
+    does not apply to the graph (POFO on a graph that is not a chain) is skipped with one line
+    saying why: its row, at the first budget, has status `skipped`.
 
     With `recalibrate`, each round also runs the model's keep-all schedule, and the predictions
     use the profile's compute rates re-measured on the fastest of those runs
@@ -175,13 +180,22 @@ def validate_run(
         registry.get(name)
     say = on_progress or (lambda text: None)
     slots: list[ValidationRow | _Point] = []
+    skipped: set[str] = set()  # strategies that do not apply to the graph, whatever the budget
     for ram in rams:
         spec = ram if isinstance(ram, RamSpec) else parse_ram(str(ram))
         problem = make_problem(graph, platform, spec, runtime_x, timing)
         budget = problem.budgets.ram_bytes
         for name in names:
-            run = run_strategy(problem, name, time_limit_s=time_limit_s, simulate=False, threads=solver_threads)
             head = dict(strategy=name, ram=str(spec), ram_budget_bytes=budget, ram_percent=spec.percent)
+            if name in skipped:
+                continue
+            try:
+                run = run_strategy(problem, name, time_limit_s=time_limit_s, simulate=False, threads=solver_threads)
+            except NotApplicableError as error:
+                skipped.add(name)
+                slots.append(ValidationRow(**head, status=SKIPPED, message=str(error)))
+                say(f"{name:>16}: skipped, it does not apply to this graph: {str(error).removeprefix(f'{name}: ')}")
+                continue
             if not run.ok:
                 slots.append(ValidationRow(**head, status=str(run.status.value), message=run.message))
                 say(f"{name:>16} {spec}: {run.status.value} {run.message[:90]}")

@@ -23,7 +23,7 @@ How the blocks are found:
 from dataclasses import dataclass
 from functools import cached_property
 
-from poetsim.errors import UserInputError
+from poetsim.errors import NotApplicableError
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.optimiser.baselines.simple import forward_cut_points
 from poetsim.schedule.costs import INPUT_OP
@@ -129,10 +129,10 @@ class Chain:
 
 
 def chain_of_blocks(graph: TrainingGraph) -> Chain:
-    """The chain of blocks of `graph`; UserInputError naming the obstacle if it is no chain."""
+    """The chain of blocks of `graph`; NotApplicableError (a UserInputError) naming the obstacle if it is no chain."""
 
-    def refuse(reason: str) -> UserInputError:
-        return UserInputError(
+    def refuse(reason: str) -> NotApplicableError:
+        return NotApplicableError(
             f"pofo: graph '{graph.name}' is not a chain of blocks ({reason}); POFO's dynamic program applies only to chains"
         )
 

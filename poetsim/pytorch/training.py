@@ -1,0 +1,431 @@
+"""Train with a schedule: a module that trains like the original while its steps follow a poetsim schedule.
+
+    model = poetsim.pytorch.scheduled(net, (x,), platform="rpi4", ram="50%", strategy="hybrid")
+    optimiser = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    for x, y in loader:
+        optimiser.zero_grad()
+        loss = model(x, y)          # the schedule's forward stages, up to the loss
+        loss.backward()             # its backward stages: gradients land in .grad
+        optimiser.step()
+
+`scheduled` captures one training step of the model with its loss (cross-entropy unless `loss`
+is given: forward, loss and backward are one captured graph), solves it for the budgets on the
+platform (every schedule has passed the independent checker) or takes a saved schedule, and
+wraps the model. Called with the inputs and the labels in training mode, the wrapper runs the
+schedule's forward stages on the real tensors (poetsim.pytorch.executor.Machine): what it pages
+goes to files in `swap_dir` and comes back when a later stage needs it, what it recomputes is
+recomputed (random ops redrawn exactly), the rest is kept. It returns the loss, whose
+`backward()` runs the remaining stages from the loss's gradient and hands the parameter
+gradients to autograd, which accumulates them into `.grad` as it does for the original. The
+updated normalisation buffers are written back once, after the forward stages, whatever the
+schedule recomputes. In evaluation mode or without gradients the wrapper is the plain model:
+`model(x)` gives its output, `model(x, y)` the loss.
+
+A batch of another shape or dtype than the one solved for stops with one line naming both, or,
+with `on_new_shape="solve"`, is captured and solved for in turn (once per shape). `state_dict`
+and `load_state_dict` are the original model's.
+"""
+
+import contextlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from poetsim.errors import UserInputError
+from poetsim.inputs.profiles import Platform, load_platform
+from poetsim.pytorch.capture import Capture, capture, describe
+from poetsim.pytorch.executor import Machine, default_threads
+from poetsim.pytorch.validate import Prediction, predict
+from poetsim.schedule.model import Schedule, Timing
+from poetsim.units import RamSpec, parse_ram, parse_runtime
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one batch shape was solved to: the capture, its checked schedule and what it predicts."""
+
+    capture: Capture
+    schedule: Schedule
+    strategy: str
+    status: str
+    budget_bytes: int
+    predicted: Prediction
+    platform: str
+    forward_stages: int  # the stages up to the loss, run when the model is called
+
+    @property
+    def signature(self) -> tuple[str, ...]:
+        """The shapes and dtypes of the batch (inputs, then labels) it was solved for."""
+        return tuple(describe(t) for t in self.capture.inputs)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One scheduled training step as measured: its loss, time, activation peak and traffic."""
+
+    step: int
+    loss: float
+    step_s: float  # forward and backward stages, the caller's code in between apart
+    forward_s: float
+    backward_s: float
+    peak_activation_bytes: int
+    bytes_written: int
+    bytes_read: int
+    recomputations: int
+
+
+class ScheduledModule(nn.Module):
+    """The user's model, trained one scheduled step at a time (see the module docstring).
+
+    `model` is the original module (its parameters are this module's); `plan` the plan of the
+    shape first solved for; `last_step` the record of the last finished step.
+    """
+
+    def __init__(self, model: nn.Module, planner: "_Planner", plan: Plan):
+        super().__init__()
+        self.model = model
+        self.loss_function = planner.loss_module
+        self._planner = planner
+        self._plans = {plan.signature: plan}
+        self.plan = plan
+        self.last_step: StepRecord | None = None
+        self._pending: _Step | None = None
+        self._steps = 0
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        """`model(*inputs, labels)`: the loss of a scheduled step (training) or of a plain forward;
+        `model(*inputs)`: the model's output, outside training only."""
+        count = len(self.plan.capture.inputs) - 1
+        if len(args) not in (count, count + 1):
+            raise UserInputError(
+                f"the scheduled model takes its {count} input(s) and then the labels; got {len(args)} argument(s)"
+            )
+        inputs, labels = args[:count], (args[count] if len(args) > count else None)
+        if not self.training or not torch.is_grad_enabled():
+            output = self.model(*inputs)
+            return output if labels is None else self.loss_function(output, labels)
+        if labels is None:
+            raise UserInputError(
+                "in training the scheduled model is called with the inputs and the labels, model(*inputs, labels): "
+                "its schedule covers forward, loss and backward"
+            )
+        batch = tuple(t.detach() for t in args)
+        plan = self._plan_for(batch)
+        if self._pending is not None:
+            self._pending.discard()
+        self._steps += 1
+        step = _Step(self, plan, batch, self._steps)
+        self._pending = step
+        return _ScheduledStep.apply(step, *step.parameters)
+
+    def state_dict(self, *args, **kwargs):
+        """The original model's state dict (its keys, its tensors)."""
+        return self.model.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Load into the original model, as its own `load_state_dict` does."""
+        return self.model.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def _plan_for(self, batch: tuple[torch.Tensor, ...]) -> Plan:
+        signature = tuple(describe(t) for t in batch)
+        plan = self._plans.get(signature)
+        if plan is not None:
+            return plan
+        if not self._planner.solve_new_shapes:
+            raise UserInputError(
+                f"the batch is {', '.join(signature)}, the schedule was solved for {', '.join(self.plan.signature)} "
+                "(inputs, then labels); pass on_new_shape='solve' to solve for each new shape"
+            )
+        self._plans[signature] = plan = self._planner.plan(batch)
+        return plan
+
+
+class _Step:
+    """One scheduled step under way: the machine between the forward stages and `loss.backward()`."""
+
+    def __init__(self, owner: ScheduledModule, plan: Plan, batch: tuple[torch.Tensor, ...], number: int):
+        self.owner, self.plan, self.batch, self.number = owner, plan, batch, number
+        step_params = dict(plan.capture.step.named_parameters())
+        self.grad_names = tuple(name for _, name in plan.capture.grads)
+        self.parameters = tuple(step_params[name] for name in self.grad_names)
+        self.machine: Machine | None = None
+        self.discarded = False
+
+    def forward(self) -> torch.Tensor:
+        planner, plan = self.owner._planner, self.plan
+        machine = Machine(plan.capture, planner.timing, planner.swap_dir, planner.durable, plan.budget_bytes, batch=self.batch)
+        with planner.threads_set():
+            machine.start()
+            try:
+                machine.run_stages(plan.schedule, range(plan.forward_stages))
+            except BaseException:
+                machine.close()
+                raise
+        buffers = dict(plan.capture.step.named_buffers())
+        with torch.no_grad():
+            for name, value in machine.buffers.items():
+                buffers[name].copy_(value)
+        self.machine = machine
+        assert machine.loss_value is not None  # the loss node is a forward node
+        return machine.loss_value.detach()
+
+    def backward(self, gradient: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        machine = self.machine
+        if machine is None:
+            why = "a later call of the model discarded it" if self.discarded else "it already ran"
+            raise RuntimeError(
+                f"poetsim: the backward of scheduled step {self.number} cannot run: {why}; call loss.backward() once, "
+                "before the model's next training call"
+            )
+        plan = self.plan
+        machine.seed_backward(gradient.detach())
+        with self.owner._planner.threads_set():
+            try:
+                machine.run_stages(plan.schedule, range(plan.forward_stages, len(plan.schedule.stages)))
+            finally:
+                machine.close()
+        machine.check_complete()
+        forward_s = sum(machine.stage_s[: plan.forward_stages])
+        backward_s = sum(machine.stage_s[plan.forward_stages :])
+        self.owner.last_step = StepRecord(
+            step=self.number,
+            loss=machine.loss,
+            step_s=forward_s + backward_s,
+            forward_s=forward_s,
+            backward_s=backward_s,
+            peak_activation_bytes=machine.peak_bytes,
+            bytes_written=machine.bytes_written,
+            bytes_read=machine.bytes_read,
+            recomputations=sum(r.kind == "recompute" for r in machine.records),
+        )
+        self.machine = None
+        if self.owner._pending is self:
+            self.owner._pending = None
+        return tuple(machine.grads.get(name) for name in self.grad_names)
+
+    def discard(self) -> None:
+        """Drop a step whose backward never ran: its tensors and page files go."""
+        if self.machine is not None:
+            self.machine.close()
+            self.machine = None
+            self.discarded = True
+
+
+class _ScheduledStep(torch.autograd.Function):
+    """The loss of a scheduled step as an autograd node whose inputs are the trained parameters."""
+
+    @staticmethod
+    def forward(ctx, step: _Step, *parameters: torch.Tensor) -> torch.Tensor:
+        ctx.step = step
+        return step.forward()
+
+    @staticmethod
+    def backward(ctx, gradient: torch.Tensor):
+        return (None, *ctx.step.backward(gradient))
+
+
+@dataclass
+class _Planner:
+    """Captures and solves the model for a batch shape, with the settings `scheduled` was given."""
+
+    model: nn.Module
+    loss: object
+    loss_module: nn.Module
+    platform: Platform
+    ram: RamSpec
+    runtime_x: float
+    strategy: str
+    timing: Timing
+    time_limit_s: float | None
+    swap_dir: Path
+    durable: bool
+    threads: int
+    solve_new_shapes: bool
+    saved: Schedule | None
+    name: str
+
+    def plan(self, batch: tuple[torch.Tensor, ...], labels: torch.Tensor | None = None) -> Plan:
+        """The plan of one batch (the model's inputs and, unless `labels`, the labels last)."""
+        from poetsim.pipeline import baseline_starts, require_schedule, run_strategy
+        from poetsim.schedule.checker import check_schedule
+        from poetsim.schedule.problem import make_problem
+
+        inputs, labels = (batch, labels) if labels is not None else (batch[:-1], batch[-1])
+        mode = self.model.training
+        self.model.train()
+        try:
+            captured = capture(self.model, inputs, self.loss, labels, name=self.name)
+        finally:
+            self.model.train(mode)
+        graph = captured.graph
+        problem = make_problem(graph, self.platform, self.ram, self.runtime_x, self.timing)
+        if self.saved is not None:
+            schedule = self.saved
+            _check_names(schedule, graph)
+            check_schedule(schedule, graph, problem.costs, self.timing, problem.budgets)
+            strategy, status = str(dict(schedule.meta).get("strategy", "saved")), "saved"
+        else:
+            starts = baseline_starts(problem, self.strategy)
+            run = require_schedule(
+                run_strategy(problem, self.strategy, time_limit_s=self.time_limit_s, simulate=False, threads=1, starts=starts)
+            )
+            assert run.schedule is not None  # a run that is ok has a checked schedule
+            schedule, strategy, status = run.schedule, self.strategy, str(run.status.value)
+        forward = max(n.id for n in graph.nodes if not n.backward) + 1
+        return Plan(
+            capture=captured,
+            schedule=schedule,
+            strategy=strategy,
+            status=status,
+            budget_bytes=problem.budgets.ram_bytes,
+            predicted=predict(graph, schedule, problem.costs, self.timing),
+            platform=self.platform.name,
+            forward_stages=forward,
+        )
+
+    @contextlib.contextmanager
+    def threads_set(self):
+        """torch's thread count as the step runs (the cores less one, by default), restored after."""
+        before = torch.get_num_threads()
+        torch.set_num_threads(self.threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
+
+def _check_names(schedule: Schedule, graph) -> None:
+    names = tuple(getattr(schedule, "node_names", ()) or ())
+    if schedule.num_nodes != len(graph) or (names and names != tuple(n.name for n in graph.nodes)):
+        raise UserInputError(
+            f"the saved schedule is for {schedule.num_nodes} nodes of graph '{schedule.graph_name}', "
+            f"not for this model's {len(graph)} nodes: solve it again for this model and batch"
+        )
+
+
+def scheduled(
+    model: nn.Module,
+    example_inputs,
+    *,
+    labels: torch.Tensor | None = None,
+    loss=None,
+    platform: str | Path | Platform = "rpi4",
+    ram: str | RamSpec = "50%",
+    runtime: str | float = "1.2x",
+    strategy: str = "hybrid",
+    schedule: str | Path | Schedule | None = None,
+    timing: str | Timing = Timing.OVERLAP,
+    time_limit_s: float | None = 60.0,
+    swap_dir: str | Path = Path("build/swap"),
+    durable: bool = True,
+    threads: int | None = None,
+    on_new_shape: str = "error",
+    name: str | None = None,
+) -> ScheduledModule:
+    """`model` wrapped to train one scheduled step at a time (see the module docstring).
+
+    `example_inputs` are a batch of the model's inputs (a tensor or a tuple): the schedule is
+    solved for their shapes, with `labels` (random class labels by default) and `loss` (an
+    `nn.Module` or function of (output, labels); cross-entropy by default). The budgets are
+    `ram` (bytes, units or a percentage of the keep-all activation peak) and `runtime` (a
+    multiple of one plain pass, "1.2x") on `platform` (a shipped profile, a profile YAML such as
+    `poetsim profile` writes, or a Platform). `strategy` is any solved or baseline strategy of
+    poetsim's registry, or `schedule` a saved schedule.json/.bin of this model and batch (it must
+    pass the checker within the budgets). Page files go to `swap_dir` (on the device: its flash or
+    SD card), written with fsync and dropped from the page cache unless `durable` is False.
+    `threads` are torch's threads while a step runs (default: the cores less one, left to the
+    I/O thread). `on_new_shape` is "error" or "solve" (capture and solve each new batch shape).
+    `name` names the graph (default: the model's class).
+    UserInputError in one line for a model the capture cannot follow, naming the module;
+    InfeasibleBudgetError when no schedule meets the budgets.
+    """
+    from poetsim import strategies
+    from poetsim.pytorch.capture import as_inputs, loss_module
+    from poetsim.schedule.formats import load_schedule
+
+    if not isinstance(model, nn.Module):
+        raise UserInputError(f"the model must be a torch.nn.Module, got {type(model).__name__}")
+    if on_new_shape not in ("error", "solve"):
+        raise UserInputError(f"on_new_shape: use 'error' or 'solve', not '{on_new_shape}'")
+    strategies.get(strategy)
+    saved = load_schedule(Path(schedule)) if isinstance(schedule, (str, Path)) else schedule
+    if saved is not None and on_new_shape == "solve":
+        raise UserInputError("on_new_shape='solve' needs a strategy to solve with, not a saved schedule")
+    planner = _Planner(
+        model=model,
+        loss=loss,
+        loss_module=loss_module(loss),
+        platform=platform if isinstance(platform, Platform) else load_platform(platform),
+        ram=ram if isinstance(ram, RamSpec) else _parsed("ram", ram, parse_ram),
+        runtime_x=float(runtime) if isinstance(runtime, (int, float)) else _parsed("runtime", runtime, parse_runtime),
+        strategy=strategy,
+        timing=_timing(timing),
+        time_limit_s=time_limit_s,
+        swap_dir=Path(swap_dir),
+        durable=durable,
+        threads=threads or default_threads(),
+        solve_new_shapes=on_new_shape == "solve",
+        saved=saved,
+        name=name or type(model).__name__,
+    )
+    try:
+        planner.swap_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserInputError(f"{planner.swap_dir}: cannot create the swap folder: {error.strerror or error}") from None
+    inputs = as_inputs(example_inputs)
+    plan = planner.plan(inputs, labels if labels is not None else _labels(model, inputs, loss))
+    return ScheduledModule(model, planner, plan)
+
+
+def fit(
+    model: ScheduledModule,
+    batches: Iterable,
+    optimizer: torch.optim.Optimizer,
+    steps: int | None = None,
+    on_step: Callable[[StepRecord], None] | None = None,
+) -> tuple[StepRecord, ...]:
+    """Train on `batches` (a DataLoader, or any iterable of (inputs..., labels)): zero the
+    gradients, call the model, `loss.backward()`, `optimizer.step()`; at most `steps` steps.
+
+    Returns one record per step; `on_step` hears each as it finishes (progress, logging).
+    """
+    records = []
+    model.train()
+    for number, batch in enumerate(batches, start=1):
+        if steps is not None and number > steps:
+            break
+        tensors = (batch,) if isinstance(batch, torch.Tensor) else tuple(batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(*tensors)
+        loss.backward()
+        optimizer.step()
+        assert model.last_step is not None  # set by the backward that just ran
+        records.append(model.last_step)
+        if on_step is not None:
+            on_step(model.last_step)
+    return tuple(records)
+
+
+def _labels(model: nn.Module, inputs: tuple[torch.Tensor, ...], loss) -> torch.Tensor:
+    from poetsim.pytorch.capture import default_labels
+
+    if loss is not None:
+        raise UserInputError("with loss=, give labels= too: an example of what the loss takes beside the output")
+    return default_labels(model, inputs, type(model).__name__)
+
+
+def _parsed(option: str, text, parse):
+    try:
+        return parse(str(text))
+    except ValueError as error:
+        raise UserInputError(f"{option}: {error}") from None
+
+
+def _timing(value) -> Timing:
+    try:
+        return Timing(value)
+    except ValueError:
+        raise UserInputError(f"timing: use compute-only or overlap, not '{value}'") from None

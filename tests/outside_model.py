@@ -1,0 +1,32 @@
+"""A model written outside poetsim, for `poetsim train`: residual blocks with GELU and batch norm."""
+
+import torch
+from torch import nn
+
+
+class Residual(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.norm1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.norm2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = nn.functional.gelu(self.norm1(self.conv1(x)))
+        return nn.functional.gelu(x + self.norm2(self.conv2(y)))
+
+
+class SmallResNet(nn.Module):
+    def __init__(self, width: int = 8, classes: int = 10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.GELU())
+        self.blocks = nn.Sequential(Residual(width), Residual(width))
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(self.stem(x)).mean((2, 3)))
+
+
+def small_resnet() -> nn.Module:
+    return SmallResNet()

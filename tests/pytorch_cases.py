@@ -1,0 +1,44 @@
+"""Schedules for the PyTorch tests that recompute and page at once, made fast and checked.
+
+The MILP takes its time limit on graphs of a few hundred nodes; these tests need a schedule
+that does both moves in well under a second. `recompute_and_page` takes checkpoint-sqrt's
+schedule (which recomputes every segment in the backward pass) and pages one node out across
+the longest stretch of stages in which nothing reads it; the checker must accept the result.
+"""
+
+from poetsim.errors import ScheduleError
+from poetsim.graphs.graph import TrainingGraph
+from poetsim.optimiser import checkpoint_sqrt
+from poetsim.schedule.checker import check_schedule
+from poetsim.schedule.costs import CostTable
+from poetsim.schedule.model import Compute, Free, PageIn, PageOut, Schedule, Timing
+
+
+def recompute_and_page(graph: TrainingGraph, costs: CostTable, prefer=frozenset(), timing: Timing = Timing.OVERLAP) -> Schedule:
+    """Checkpoint-sqrt with one node paged out and back in across an idle stretch (nodes in `prefer` first)."""
+    schedule, _ = checkpoint_sqrt(graph, costs, timing)
+    reads: dict[int, set[int]] = {i: set() for i in range(len(graph))}
+    computes: dict[int, list[int]] = {i: [] for i in range(len(graph))}
+    for t, ins in schedule.instructions():
+        if isinstance(ins, Compute):
+            computes[ins.node].append(t)
+            for d in graph.nodes[ins.node].deps:
+                reads[d].add(t)
+    candidates = []
+    for i, stages in reads.items():
+        ordered = sorted(stages)
+        for a, b in zip(ordered, ordered[1:]):
+            if b - a >= 3 and not any(a < t <= b for t in computes[i]):
+                candidates.append((i not in prefer, -(b - a), i, a, b))
+    for _, _, i, a, b in sorted(candidates):
+        stages = [list(stage) for stage in schedule.stages]
+        stages[a + 1].insert(0, PageOut(i))
+        stages[a + 1].append(Free(i))
+        stages[b - 1].insert(0, PageIn(i))
+        paged = Schedule(schedule.graph_name, schedule.num_nodes, timing, tuple(tuple(s) for s in stages))
+        try:
+            check_schedule(paged, graph, costs, timing)
+        except ScheduleError:
+            continue
+        return paged
+    raise AssertionError(f"{graph.name}: no node can be paged across an idle stretch")

@@ -1,0 +1,300 @@
+"""Train with a schedule: the scheduled module trains bitwise as plain PyTorch does, in an ordinary loop."""
+
+import copy
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from pytorch_cases import recompute_and_page  # noqa: E402
+from torch import nn  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from poetsim.cli import app  # noqa: E402
+from poetsim.errors import UserInputError  # noqa: E402
+from poetsim.inputs.profiles import load_platform  # noqa: E402
+from poetsim.pytorch import models  # noqa: E402
+from poetsim.pytorch.capture import capture  # noqa: E402
+from poetsim.pytorch.executor import same_bits  # noqa: E402
+from poetsim.pytorch.source import ModelSource  # noqa: E402
+from poetsim.pytorch.training import fit, scheduled  # noqa: E402
+from poetsim.pytorch.trial import make_optimizer, run_trial  # noqa: E402
+from poetsim.schedule.checker import check_schedule  # noqa: E402
+from poetsim.schedule.costs import node_costs  # noqa: E402
+from poetsim.schedule.model import Compute, Timing  # noqa: E402
+
+SHAPE = (4, 3, 8, 8)
+
+
+class Net(nn.Module):
+    """Batch norm, 2-d dropout, a residual block, dropout: what a recomputed forward could get wrong."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.Dropout2d(0.15),
+            models.BasicBlock(8, 8),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Dropout(0.45),
+        )
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.fc(self.features(x))
+
+
+def batches(count: int, shape=SHAPE, seed: int = 1):
+    generator = torch.Generator().manual_seed(seed)
+    return [(torch.randn(shape, generator=generator), torch.randint(0, 10, shape[:1], generator=generator)) for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def saved():
+    """A checked schedule of Net at batch 4 that recomputes (dropout among what it recomputes) and
+    pages; the budget is its peak, to the byte."""
+    torch.manual_seed(0)
+    captured = capture(Net(), (torch.randn(SHAPE),), labels=torch.zeros(4, dtype=torch.int64), name="Net")
+    costs = node_costs(captured.graph, load_platform("rpi4"))
+    random = {k for k, program in enumerate(captured.programs) if program.random}
+    schedule = recompute_and_page(captured.graph, costs, prefer=random)
+    figures = check_schedule(schedule, captured.graph, costs, Timing.OVERLAP)
+    recomputed = {ins.node for t, ins in schedule.instructions() if isinstance(ins, Compute) and ins.node < t}
+    assert recomputed & random and figures.page_outs > 0
+    return schedule, int(figures.peak_ram_bytes)
+
+
+def wrapped(saved, tmp_path, model=None, **options):
+    schedule, peak = saved
+    torch.manual_seed(0)
+    model = model or Net()
+    example = (torch.randn(SHAPE),)
+    options = {"ram": str(peak), "runtime": "10x", "swap_dir": tmp_path, "threads": 1, **options}
+    return scheduled(model, example, labels=torch.zeros(4, dtype=torch.int64), schedule=schedule, **options)
+
+
+def train_plain(model, data, optimizer, micro: int = 1):
+    loss_of = nn.CrossEntropyLoss()
+    opt = make_optimizer(optimizer, model.parameters())
+    torch.manual_seed(5)
+    for start in range(0, len(data), micro):
+        opt.zero_grad(set_to_none=True)
+        for x, y in data[start : start + micro]:
+            (loss_of(model(x), y) / micro).backward()
+        opt.step()
+
+
+@pytest.fixture
+def deterministic():
+    before = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.set_num_threads(before[0])
+    torch.use_deterministic_algorithms(before[1])
+
+
+def assert_same_state(plain: nn.Module, trained: nn.Module) -> None:
+    ours = trained.state_dict()
+    differing = [name for name, value in plain.state_dict().items() if not same_bits(value, ours[name])]
+    assert not differing, differing
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_twenty_scheduled_steps_train_bitwise_as_plain_pytorch(saved, tmp_path, deterministic, optimizer):
+    """SGD with momentum and Adam: parameters, BatchNorm running statistics and num_batches_tracked
+    bitwise equal after 20 steps with dropout recomputed and tensors paged; every step's measured
+    activation peak equals the prediction, which is the budget."""
+    model = wrapped(saved, tmp_path)
+    plain = copy.deepcopy(model.model)
+    data = batches(20)
+    train_plain(plain, data, optimizer)
+    torch.manual_seed(5)
+    records = fit(model, data, make_optimizer(optimizer, model.parameters()))
+    assert len(records) == 20
+    assert_same_state(plain, model.model)
+    assert {r.peak_activation_bytes for r in records} == {model.plan.predicted.peak_ram_bytes} == {model.plan.budget_bytes}
+    assert all(r.recomputations > 0 and r.bytes_written > 0 for r in records)
+    assert not list(tmp_path.glob("*.bin")), "no page file is left behind"
+
+
+def test_gradient_accumulation_over_micro_batches_matches_plain(saved, tmp_path, deterministic):
+    """loss / 2 over two micro-batches per optimiser step: the scheduled backward starts from the
+    loss's own gradient (0.5), and autograd accumulates into .grad as for the original."""
+    model = wrapped(saved, tmp_path)
+    plain = copy.deepcopy(model.model)
+    data = batches(6)
+    train_plain(plain, data, "sgd", micro=2)
+    opt = make_optimizer("sgd", model.parameters())
+    torch.manual_seed(5)
+    for start in range(0, 6, 2):
+        opt.zero_grad(set_to_none=True)
+        for x, y in data[start : start + 2]:
+            (model(x, y) / 2).backward()
+        opt.step()
+    assert_same_state(plain, model.model)
+
+
+def test_outside_training_the_wrapper_is_the_plain_model(saved, tmp_path):
+    """Evaluation mode and no_grad run the original forward: its output, or its loss with labels."""
+    model = wrapped(saved, tmp_path)
+    x, y = batches(1)[0]
+    model.eval()
+    with torch.no_grad():
+        assert torch.equal(model(x), model.model(x))
+        assert torch.equal(model(x, y), nn.functional.cross_entropy(model.model(x), y))
+    model.train()
+    with pytest.raises(UserInputError, match=r"called with the inputs and the labels"):
+        model(x)
+
+
+def test_a_batch_of_another_shape_is_one_line_naming_both(saved, tmp_path):
+    model = wrapped(saved, tmp_path)
+    x, y = batches(1, shape=(2, 3, 8, 8))[0]
+    with pytest.raises(
+        UserInputError, match=r"the batch is float32\[2,3,8,8\], int64\[2\], .* float32\[4,3,8,8\], int64\[4\]"
+    ) as error:
+        model(x, y)
+    assert "\n" not in str(error.value) and "on_new_shape='solve'" in str(error.value)
+
+
+def test_a_new_shape_is_solved_for_when_asked(tmp_path, deterministic):
+    """on_new_shape='solve': the last, smaller batch of an epoch gets its own checked schedule."""
+    torch.manual_seed(0)
+    net = Net()
+    plain = copy.deepcopy(net)
+    model = scheduled(
+        net,
+        (torch.randn(SHAPE),),
+        ram="100%",
+        runtime="10x",
+        strategy="checkpoint-sqrt",
+        swap_dir=tmp_path,
+        threads=1,
+        on_new_shape="solve",
+    )
+    data = batches(2) + batches(1, shape=(2, 3, 8, 8), seed=2)
+    train_plain(plain, data, "sgd")
+    torch.manual_seed(5)
+    records = fit(model, data, make_optimizer("sgd", model.parameters()))
+    assert_same_state(plain, model.model)
+    assert records[-1].peak_activation_bytes < records[0].peak_activation_bytes
+
+
+def test_state_dict_saves_and_restores_as_the_original(saved, tmp_path):
+    model = wrapped(saved, tmp_path)
+    original = model.model
+    assert list(model.state_dict()) == list(original.state_dict())
+    torch.save(model.state_dict(), tmp_path / "state.pt")
+    fit(model, batches(2), make_optimizer("sgd", model.parameters()))
+    trained = copy.deepcopy(original.state_dict())
+    model.load_state_dict(torch.load(tmp_path / "state.pt"))
+    restored = Net()
+    restored.load_state_dict(torch.load(tmp_path / "state.pt"))
+    assert_same_state(restored, original)
+    assert not all(same_bits(trained[name], value) for name, value in original.state_dict().items())
+
+
+class _Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        y = self.fc(x)
+        return y * 2 if y.sum() > 0 else y
+
+
+def test_a_model_the_capture_cannot_follow_is_refused_in_one_line(tmp_path):
+    with pytest.raises(UserInputError, match=r"_Branchy: the model: data-dependent control flow") as error:
+        scheduled(_Branchy(), torch.randn(3, 4), swap_dir=tmp_path)
+    assert "\n" not in str(error.value)
+
+
+def test_a_step_whose_backward_was_overtaken_says_so(saved, tmp_path):
+    """Each scheduled step's backward runs before the model's next training call."""
+    model = wrapped(saved, tmp_path)
+    (x, y), (x2, y2) = batches(2)
+    first = model(x, y)
+    model(x2, y2)
+    with pytest.raises(RuntimeError, match=r"backward of scheduled step 1 cannot run: a later call of the model discarded it"):
+        first.backward()
+
+
+def test_poetsim_train_on_an_outside_model_equals_plain_training(tmp_path):
+    """The command on a model written outside poetsim (residual blocks, GELU, batch norm), POET's
+    hybrid schedule at 50 %: parameters equal plain training's, every peak within the budget."""
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "outside_model:small_resnet",
+            "--input-shape",
+            "4,3,8,8",
+            "--ram",
+            "50%",
+            "--strategy",
+            "hybrid",
+            "--runtime",
+            "2x",
+            "--steps",
+            "20",
+            "--time-limit",
+            "20",
+            "--threads",
+            "1",
+            "--swap-dir",
+            str(tmp_path),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["parameters_equal"] and report["buffers_equal"] and report["strategy"] == "hybrid"
+    assert len(report["records"]) == 20 and report["peaks_as_predicted"]
+    assert report["max_peak_bytes"] <= report["budget_bytes"] and report["within_budget"]
+
+
+def test_poetsim_train_refuses_an_unknown_optimiser_before_any_work(tmp_path):
+    result = CliRunner().invoke(
+        app, ["train", "poetsim.pytorch.models:tiny_cnn", "--input-shape", "2,3,8,8", "--optimizer", "rmsprop"]
+    )
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert "--optimizer: use sgd or adam, not 'rmsprop'" in result.output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_resnet18_trains_twenty_steps_at_half_the_peak_as_plain_pytorch(tmp_path, optimizer):
+    """ResNet-18 for CIFAR, batch 8, hybrid at 50 % of keep-all: 20 steps bitwise as plain training."""
+    source = ModelSource("poetsim.pytorch.models:resnet18_cifar", ((8, 3, 32, 32),), ("float32",))
+    trial = run_trial(
+        source, steps=20, optimizer=optimizer, ram="50%", runtime="1.2x", strategy="hybrid", swap_dir=tmp_path, time_limit_s=60
+    )
+    summary = trial.summary()
+    assert trial.parameters_equal and trial.buffers_equal, trial.differing
+    assert summary["peaks_as_predicted"] and summary["within_budget"]
+    assert any(r.bytes_written for r in trial.records)
+
+
+@pytest.mark.slow
+def test_the_transformer_trains_twenty_steps_at_half_the_peak_recomputing_only(tmp_path):
+    """The zoo's transformer (sequence 128, batch 4), recompute-only at 50 %: 20 Adam steps bitwise as plain training."""
+    source = ModelSource("poetsim.pytorch.models:transformer", ((4, 128),), ("int64",), 0, 8192)
+    trial = run_trial(
+        source,
+        steps=20,
+        optimizer="adam",
+        ram="50%",
+        runtime="1.5x",
+        strategy="recompute-only",
+        swap_dir=tmp_path,
+        time_limit_s=60,
+    )
+    summary = trial.summary()
+    assert trial.parameters_equal and trial.buffers_equal, trial.differing
+    assert summary["peaks_as_predicted"] and summary["within_budget"]
+    assert all(r.recomputations > 0 and r.bytes_written == 0 for r in trial.records)

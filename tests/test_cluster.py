@@ -55,13 +55,14 @@ class Cluster:
         self.address = ""
         self._client = None
 
-    def start(self, workers: int = 2) -> str:
-        """Start a scheduler on a free loopback port, then `workers` workers; its address."""
+    def start(self, workers: int = 2, python_args: tuple = (), env: dict | None = None) -> str:
+        """Start a scheduler on a free loopback port, then `workers` workers; its address.
+        (`python_args` and `env` start the scheduler another way.)"""
         here = self.folder("scheduler")
         info = here / f"scheduler-{len(self.processes)}.json"
+        command = [*python_args, "-m", "distributed.cli.dask_scheduler"] if python_args else [BIN / "dask", "scheduler"]
         self.scheduler = self._spawn(
-            [BIN / "dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", info],
-            here,
+            [*command, "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", info], here, env
         )
         deadline = time.monotonic() + HANG_S
         while not info.exists() or not info.read_text().strip().endswith("}"):
@@ -343,34 +344,51 @@ def test_a_scheduler_that_does_not_answer_is_one_line_and_nothing_is_written(cli
     assert not (client_dir / "results").exists()
 
 
-def test_scheduler_implies_dask_and_contradicting_it_is_one_line(client_dir):
-    code, err = finish(sweep(client_dir, MCU, "--scheduler", "tcp://127.0.0.1:9", "--executor", "process"))
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (("--executor", "process"), "--scheduler tcp://127.0.0.1:9: a scheduler serves --executor dask, not --executor process"),
+        (
+            ("-j", "4"),
+            "--jobs 4: with --scheduler the cluster's workers decide how many points run at once "
+            "(start them with `dask worker ADDRESS --nworkers N --nthreads 1`); leave --jobs out",
+        ),
+    ],
+)
+def test_an_option_that_contradicts_scheduler_is_one_line(client_dir, extra, message):
+    """--scheduler implies --executor dask (every other test here gives it alone); what contradicts it is refused."""
+    code, err = finish(sweep(client_dir, MCU, "--scheduler", "tcp://127.0.0.1:9", *extra))
     assert code == 2
-    assert err.strip().splitlines() == [
-        "poetsim: error: --scheduler tcp://127.0.0.1:9: a scheduler serves --executor dask, not --executor process"
-    ]
+    assert err.strip().splitlines() == [f"poetsim: error: {message}"]
+    assert not (client_dir / "results").exists()
 
 
-def test_a_worker_without_poetsim_is_refused_at_connect_naming_it(cluster, client_dir, tmp_path):
-    """A Python with Dask's packages but not poetsim's (no .pth files: not the editable install)."""
+@pytest.mark.parametrize("which", ["scheduler", "worker"])
+def test_a_scheduler_or_worker_without_poetsim_is_refused_at_connect_naming_it(cluster, client_dir, tmp_path, which):
+    """Started by a Python with Dask's packages but not poetsim (no .pth files: not its editable install)."""
     packages = sysconfig.get_paths()["purelib"]
     bare = {**os.environ, "PYTHONPATH": packages}
     probe = subprocess.run(
         [sys.executable, "-S", "-c", "import distributed, poetsim"], env=bare, cwd=tmp_path, capture_output=True
     )
     if probe.returncode == 0:
-        pytest.skip("poetsim is installed in site-packages itself here: no Python without it to start a worker with")
-    cluster.start(workers=0)
-    cluster.add_worker((sys.executable, "-S"), env=bare)
-    cluster.wait_for_workers(1)
-    (worker,) = cluster.client().nthreads()
+        pytest.skip("poetsim is installed in site-packages itself here: no Python without it to start a process with")
+    if which == "scheduler":
+        cluster.start(workers=1, python_args=(sys.executable, "-S"), env=bare)
+        named = f"the Dask scheduler {cluster.address}"
+    else:
+        cluster.start(workers=0)
+        cluster.add_worker((sys.executable, "-S"), env=bare)
+        cluster.wait_for_workers(1)
+        named = f"the Dask worker {next(iter(cluster.client().nthreads()))}"
     code, err = finish(sweep(client_dir, MCU, "--scheduler", cluster.address))
     assert code == 69
     (line,) = err.strip().splitlines()
     assert line.startswith(
-        f"poetsim: error: the Dask worker {worker} cannot import poetsim (ModuleNotFoundError: No module named 'poetsim'); "
+        f"poetsim: error: {named} cannot import poetsim (ModuleNotFoundError: No module named 'poetsim'); "
         "the client has poetsim 0."
     )
+    assert line.endswith("on the scheduler and every worker (docs/scale-out.md)")
     assert not (client_dir / "results").exists()
 
 
@@ -397,5 +415,5 @@ def test_a_worker_with_another_poetsim_is_refused_naming_both(cluster, client_di
     else:
         assert f"has poetsim {poetsim.__version__} from other source files (source " in line
     assert line.startswith("poetsim: error: the Dask worker tcp://127.0.0.1:")
-    assert line.endswith("on every worker (docs/scale-out.md)")
+    assert line.endswith("on the scheduler and every worker (docs/scale-out.md)")
     assert not (client_dir / "results").exists()

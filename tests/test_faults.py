@@ -426,7 +426,7 @@ def test_a_point_that_kills_its_dask_worker_twice_is_a_failed_row_and_the_rest_a
         killer = threading.Thread(target=kill_the_slow_point, daemon=True)
         killer.start()
         try:
-            path = run_sweep(scenario, tmp_path / "out", jobs=2, executor="dask", scheduler=cluster.scheduler_address)
+            path = run_sweep(scenario, tmp_path / "out", scheduler=cluster.scheduler_address)
         finally:
             stop.set()
             killer.join(5)

@@ -33,7 +33,9 @@ def _row_progress(progress: Progress):
 @command()
 def sweep(
     scenario: Path = typer.Argument(..., help="Scenario YAML; its lists make the grid."),
-    jobs: int | None = typer.Option(None, "-j", "--jobs", min=1, help="Parallel worker processes (default: the core count)."),
+    jobs: int | None = typer.Option(
+        None, "-j", "--jobs", min=1, help="Points run at once (default: the core count; with --scheduler, the cluster's workers)."
+    ),
     out_dir: Path | None = typer.Option(None, "--out", help="Results folder (default build/<scenario name>/)."),
     resume: bool = typer.Option(False, help="Continue a sweep: skip the points already in runs.csv."),
     time_limit: PointTimeLimitOpt = None,

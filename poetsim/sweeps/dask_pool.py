@@ -10,11 +10,14 @@ line; exit 69 unless said):
   before anything else (`scheduler_address`, exit 2);
 - a scheduler that does not answer within `CONNECT_TIMEOUT_S`: UnavailableError naming it,
   before anything is written;
-- a worker whose poetsim is not the client's (another version, other source files, none at
-  all), or whose Python, HiGHS or Dask differ: UnavailableError naming the worker and both
-  versions, as soon as the worker is seen (at connect, or when it joins; checked by
-  `poetsim.sweeps.environment.describe`, sent by value so that it runs without poetsim); each
-  point checks again where it runs, so no row ever comes from such a worker;
+- a scheduler or worker whose poetsim is not the client's (another version, other source
+  files, none at all), or whose Python, HiGHS or Dask differ: UnavailableError naming it and
+  both versions, as soon as it is seen (the scheduler at connect, since it unpickles each
+  point's task; a worker at connect or when it joins), by `poetsim.sweeps.environment.describe`
+  sent by value, so that it runs without poetsim. Each point checks again where it runs, so no
+  row ever comes from such a worker. (A worker without poetsim that is handed a point in the
+  second before it is checked cannot unpickle it and dies; Dask runs the point elsewhere, and
+  the worker is refused once seen.)
 - a worker dies while running a point: Dask runs the point again elsewhere; once it has
   killed `allowed-failures` + 1 workers (2 on the local cluster, the scheduler's own setting
   otherwise) it is reported as `Died` and the sweep records it as `failed`;
@@ -139,6 +142,7 @@ class DaskPool:
         self._checked_at = 0.0
         self._no_worker_since: float | None = None
         try:
+            self._check_scheduler()
             self._check_workers()
         except BaseException:
             self.close()
@@ -239,7 +243,7 @@ class DaskPool:
         if isinstance(error, PoetsimError):
             return Raised(error)
         cause = f"{type(error).__name__}: {_one_line(error)}"
-        return Raised(UnavailableError(f"a Dask worker could not run a point ({cause}); {REMEDY}"))
+        return Raised(UnavailableError(f"the Dask cluster could not run a point ({cause}); {REMEDY}"))
 
     def _check_workers(self) -> None:
         """Check the workers that joined since the last look; UnavailableError once the scheduler
@@ -262,21 +266,20 @@ class DaskPool:
         if now - self._no_worker_since >= self._wait_s:
             raise UnavailableError(f"{self._name} has had no worker for {self._wait_s:g} s")
 
+    def _check_scheduler(self) -> None:
+        """UnavailableError if the scheduler's poetsim (or Python, HiGHS, Dask) is not the client's:
+        it unpickles each point's task to hand it on."""
+        answer = self._by_value(lambda describe: self._client.run_on_scheduler(describe))
+        difference = environment.Environment.parse(answer).difference(self._wanted)
+        if difference:
+            raise UnavailableError(f"{self._name} {difference}; {REMEDY}")
+
     def _check_environments(self, workers: Iterable[str]) -> None:
         """UnavailableError naming the first of `workers` whose poetsim (or Python, HiGHS, Dask) is not the client's."""
-        import cloudpickle
-
         workers = sorted(workers)
         if not workers:
             return
-        # By value: a worker without poetsim (or with an older one) still runs it, and says so.
-        cloudpickle.register_pickle_by_value(environment)
-        try:
-            answers = self._client.run(environment.describe, workers=workers, on_error="return")
-        except (OSError, TimeoutError, CancelledError) as exc:
-            raise self._lost(timed_out=isinstance(exc, TimeoutError)) from None
-        finally:
-            cloudpickle.unregister_pickle_by_value(environment)
+        answers = self._by_value(lambda describe: self._client.run(describe, workers=workers, on_error="return"))
         for address, answer in sorted(answers.items()):
             if isinstance(answer, OSError):
                 continue  # it went away meanwhile; if it comes back, it is checked then
@@ -287,6 +290,19 @@ class DaskPool:
             if difference:
                 raise UnavailableError(f"the Dask worker {address} {difference}; {REMEDY}")
             self._checked.add(address)
+
+    def _by_value(self, call: Callable[[Callable[[], dict[str, str]]], Any]) -> Any:
+        """`call(describe)`, with `describe` sent by value: a process without poetsim (or with another
+        one) still runs it, and says so."""
+        import cloudpickle
+
+        cloudpickle.register_pickle_by_value(environment)
+        try:
+            return call(environment.describe)
+        except (OSError, TimeoutError, CancelledError) as exc:
+            raise self._lost(timed_out=isinstance(exc, TimeoutError)) from None
+        finally:
+            cloudpickle.unregister_pickle_by_value(environment)
 
     def _lost(self, timed_out: bool = False) -> UnavailableError:
         """The scheduler gone, in words: it stopped answering, or its connection closed."""

@@ -21,8 +21,10 @@ from typing import Any
 from poetsim.errors import UnavailableError
 from poetsim.sweeps.environment import Environment, here
 
-#: What the user does about a worker whose poetsim is not the client's.
-REMEDY = "install the client's poetsim, with the same Python, HiGHS and Dask, on every worker (docs/scale-out.md)"
+#: What the user does about a scheduler or worker whose poetsim is not the client's.
+REMEDY = (
+    "install the client's poetsim, with the same Python, HiGHS and Dask, on the scheduler and every worker (docs/scale-out.md)"
+)
 
 
 def run_checked(function: Callable[[Any], Any], job: Any, wanted: dict[str, str]) -> Any:

@@ -75,7 +75,8 @@ def run_sweep(
     """Run every point not yet done in `directory/runs.csv`; returns the path of runs.csv.
 
     `executor` is `process` (local worker processes) or `dask`; None means dask when a
-    `scheduler` address is given, process otherwise. Everything is checked before the first
+    `scheduler` address is given, process otherwise. `jobs` is how many points run at once
+    here (default: the core count); a cluster's workers decide it there. Everything is checked before the first
     write (`plan_sweep`, the scheduler's address), and a Dask cluster is reached and its
     workers checked before it too; the folder is then locked for the sweep's life
     (`FolderLock`), a resumed runs.csv is tidied (`RunsFile.tidy`: its failed rows go, so
@@ -87,9 +88,15 @@ def run_sweep(
     rows already written stay, and the message says how many.
     """
     executor, address = _executor(executor, scheduler)
+    if address is not None and jobs is not None:
+        raise UserInputError(
+            f"--jobs {jobs}: with --scheduler the cluster's workers decide how many points run at once "
+            "(start them with `dask worker ADDRESS --nworkers N --nthreads 1`); leave --jobs out"
+        )
     plan = plan_sweep(scenario, directory, resume)
     workers = max(1, jobs or os.cpu_count() or 1)
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    # A point's solver takes this machine's share of cores; on a cluster, the one thread its task has.
+    threads = 1 if address is not None else max(1, (os.cpu_count() or 1) // workers)
     limit_s = time_limit_s or scenario.time_limit_s
     with StopRequest() as stop, _pool(executor, workers, address, no_worker_wait_s) as pool:
         make_folder(plan.directory)

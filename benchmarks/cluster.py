@@ -1,0 +1,158 @@
+"""Benchmark of a sweep on a Dask cluster against the same sweep on local worker processes.
+
+A grid of a few hundred quick points (the MCU MLP over nine RAM budgets, four runtimes and five
+strategies: 360 points, most of them ending within a tenth of a second, so that what a point
+costs to send, run and write back shows) is swept three ways on this machine, two workers each:
+local processes (`--executor process -j 2`), a local Dask cluster (`--executor dask -j 2`), and
+an external cluster (`dask scheduler` and two `dask worker --nthreads 1` processes on the
+loopback address, started from a folder of their own, the way docs/scale-out.md starts them).
+Each row gives the sweep's wall time (the external cluster started beforehand: its start is
+its own column), seconds per point, the overhead per point against local processes, and
+whether its rows and point files equal the local processes' (timings aside). Run with
+`python -m benchmarks cluster`; writes results/bench/cluster.csv.
+"""
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.common import machine
+from poetsim.inputs.scenario import load_scenario
+from poetsim.sweeps.runner import run_sweep
+
+DEFAULT_OUT = Path("results/bench/cluster.csv")
+SCENARIO = """\
+name: cluster-bench
+model: mlp
+batch_size: 2
+platform: [mkr1000, nrf52840]
+budgets:
+  ram: [100%, 95%, 90%, 85%, 80%, 75%, 70%, 65%, 60%]
+  runtime: [1.0x, 1.25x, 1.5x, 2.0x]
+strategies: [hybrid, recompute-only, paging-only, keep-all, checkpoint-sqrt]
+time_limit_s: 30
+"""
+WORKERS = 2
+#: Columns that are times of a run, not results: left out when two sweeps' rows are compared.
+TIMINGS = {"build_s", "solve_s", "wall_s"}
+
+
+def run(out_csv: Path = DEFAULT_OUT) -> pd.DataFrame:
+    """Sweep the grid on each executor into a scratch folder; one CSV row per executor."""
+    with tempfile.TemporaryDirectory(prefix="poetsim-cluster-bench-") as scratch:
+        root = Path(scratch)
+        (root / "bench.yaml").write_text(SCENARIO)
+        scenario = load_scenario(root / "bench.yaml")
+        rows = [_sweep(scenario, root / "process", "process", None, 0.0)]
+        rows.append(_sweep(scenario, root / "dask-local", "dask", None, 0.0))
+        cluster = _Cluster(root / "cluster")
+        try:
+            start = time.perf_counter()
+            address = cluster.start(WORKERS)
+            rows.append(_sweep(scenario, root / "dask-external", "dask", address, time.perf_counter() - start))
+        finally:
+            cluster.close()
+        reference = Path(rows[0]["folder"])
+        for row in rows:
+            folder = Path(row.pop("folder"))
+            row["overhead_per_point_ms"] = round(1000 * (row["sweep_s"] - rows[0]["sweep_s"]) / row["points"], 2)
+            row["rows_equal"] = _rows(folder) == _rows(reference)
+            row["files_equal"] = _point_files(folder) == _point_files(reference)
+    result = pd.DataFrame(rows)
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    result.to_csv(out_csv, index=False)
+    return result
+
+
+def _sweep(scenario, folder: Path, executor: str, scheduler: str | None, cluster_start_s: float) -> dict:
+    load_start = os.getloadavg()[0]
+    start = time.perf_counter()
+    run_sweep(scenario, folder, jobs=WORKERS, executor=executor, scheduler=scheduler)
+    sweep_s = time.perf_counter() - start
+    points = len(scenario.points())
+    return {
+        "executor": "dask, external cluster" if scheduler else ("dask, local cluster" if executor == "dask" else "process"),
+        "workers": WORKERS,
+        "points": points,
+        "cluster_start_s": round(cluster_start_s, 2),
+        "sweep_s": round(sweep_s, 2),
+        "per_point_ms": round(1000 * sweep_s / points, 2),
+        "load_start": round(load_start, 2),
+        "load_end": round(os.getloadavg()[0], 2),
+        "machine": machine(),
+        "folder": str(folder),
+    }
+
+
+def _rows(folder: Path) -> dict[str, dict]:
+    with (folder / "runs.csv").open(newline="") as handle:
+        return {row["point_key"]: {k: v for k, v in row.items() if k not in TIMINGS} for row in csv.DictReader(handle)}
+
+
+def _point_files(folder: Path) -> dict[str, bytes]:
+    """Every point's files but result.json (which holds the timings), by path under points/."""
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted((folder / "points").rglob("*"))
+        if path.is_file() and path.name != "result.json"
+    }
+
+
+class _Cluster:
+    """`dask scheduler` and its workers on the loopback address, each in a session of its own."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        root.mkdir(parents=True)
+        self.processes: list[subprocess.Popen] = []
+
+    def start(self, workers: int) -> str:
+        bin_dir = Path(sys.executable).parent
+        info = self.root / "scheduler.json"
+        self._spawn(
+            [bin_dir / "dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", info]
+        )
+        deadline = time.monotonic() + 120
+        while not info.exists() or not info.read_text().strip().endswith("}"):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the benchmark's scheduler did not start")
+            time.sleep(0.05)
+        address = json.loads(info.read_text())["address"]
+        for _ in range(workers):
+            self._spawn(
+                [bin_dir / "dask", "worker", address, "--nthreads", "1", "--no-dashboard", "--local-directory", self.root]
+            )
+        from distributed import Client
+
+        with Client(address, set_as_default=False) as client:
+            client.wait_for_workers(workers, timeout=120)
+        return address
+
+    def close(self) -> None:
+        for process in self.processes:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _spawn(self, command: list) -> None:
+        self.processes.append(
+            subprocess.Popen(
+                list(map(str, command)),
+                cwd=self.root,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )

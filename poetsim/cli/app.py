@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 EXIT_CODES = (
     "Exit codes: 0 done; 1 a regression found by `check`, or no schedule before the time limit; "
     "2 bad input (a file, field or option; one line names it); 3 infeasible budgets; "
-    "4 solver not installed; 5 simulation error; 6 invalid schedule; 69 the Dask scheduler or its workers gone; "
+    "4 solver not installed; 5 simulation error; 6 invalid schedule; "
+    "69 the Dask cluster unavailable (its scheduler or workers gone, or another poetsim on them); "
     "70 internal error (a bug); 74 a file refused by the machine (disk full, read-only, permissions); "
     "75 another poetsim writes into that results folder; 130/143 stopped by SIGINT/SIGTERM "
     "(finished points kept; rerun with --resume)."

@@ -49,7 +49,7 @@ class ScheduleError(PoetsimError):
 
 class UnavailableError(PoetsimError):
     """The Dask cluster a sweep runs on cannot serve it: its scheduler unreachable or gone, no
-    worker, or a scheduler or worker with another poetsim than the client's.
+    worker, or a worker with another poetsim than the client's.
 
     Points already finished are kept; the message names the scheduler or the worker.
     """

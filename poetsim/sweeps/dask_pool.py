@@ -10,14 +10,14 @@ line; exit 69 unless said):
   before anything else (`scheduler_address`, exit 2);
 - a scheduler that does not answer within `CONNECT_TIMEOUT_S`: UnavailableError naming it,
   before anything is written;
-- a scheduler or worker whose poetsim is not the client's (another version, other source
-  files, none at all), or whose Python, HiGHS or Dask differ: UnavailableError naming it and
-  both versions, as soon as it is seen (the scheduler at connect, since it unpickles each
-  point's task; a worker at connect or when it joins), by `poetsim.sweeps.environment.describe`
-  sent by value, so that it runs without poetsim. Each point checks again where it runs, so no
-  row ever comes from such a worker. (A worker without poetsim that is handed a point in the
-  second before it is checked cannot unpickle it and dies; Dask runs the point elsewhere, and
-  the worker is refused once seen.)
+- a worker whose poetsim is not the client's (another version, other source files, none at
+  all), or whose Python, HiGHS or Dask differ: UnavailableError naming it and both versions,
+  as soon as the sweep sees it (at connect, or when it joins), by
+  `poetsim.sweeps.environment.describe` sent by value, so that it runs without poetsim. A
+  point's task is sent as bytes with a function sent by value (`point_task`): a worker handed
+  a point before it was checked answers "refused" instead of dying on it, and no row ever
+  comes from such a worker. The scheduler needs no poetsim (it passes points on as bytes),
+  only the client's Python and Dask, checked at connect;
 - a worker dies while running a point: Dask runs the point again elsewhere; once it has
   killed `allowed-failures` + 1 workers (2 on the local cluster, the scheduler's own setting
   otherwise) it is reported as `Died` and the sweep records it as `failed`;
@@ -34,6 +34,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import pickle
 import queue
 import signal
 import time
@@ -45,7 +46,7 @@ from typing import Any
 
 from poetsim.errors import PoetsimError, UnavailableError, UserInputError
 from poetsim.sweeps import environment
-from poetsim.sweeps.dask_worker import REMEDY, run_checked
+from poetsim.sweeps.dask_worker import DONE, REFUSED, REMEDY
 from poetsim.sweeps.workers import MAX_DEATHS, Died, Raised, sigint_blocked
 
 #: How long a sweep waits for a Dask worker to appear before it gives up.
@@ -105,7 +106,8 @@ class DaskPool:
         self._cluster = None
         self._own_processes: set[int] = set()
         self._wanted = environment.here()
-        self._wanted_fields = dataclasses.asdict(self._wanted)  # plain: pickled the same way wherever it goes
+        self._wanted_fields = dataclasses.asdict(self._wanted)  # plain: no poetsim needed to read it
+        self._task = point_task()
         self._checked: set[str] = set()
         self._error: UnavailableError | None = None
         _quiet_dask_logs()
@@ -150,8 +152,9 @@ class DaskPool:
 
     def submit(self, tag: Hashable, job: Any) -> None:
         key = f"poetsim {tag} {self._token}"  # names the point on the dashboard; the token keeps two sweeps' keys apart
+        payload = pickle.dumps((self._function, job))
         try:
-            future = self._client.submit(run_checked, self._function, job, self._wanted_fields, key=key, pure=False)
+            future = self._client.submit(self._task, payload, self._wanted_fields, key=key, pure=False)
         except (OSError, TimeoutError, CancelledError) as exc:
             raise self._lost(timed_out=isinstance(exc, TimeoutError)) from None
         self._futures[future.key] = (future, tag, job)
@@ -231,9 +234,11 @@ class DaskPool:
             return Died("its Dask task was cancelled on the cluster (by another client, or a restart of the scheduler)")
         try:
             if future.status == "finished":
-                answer = future.result()
+                kind, answer = future.result()
                 future.release()  # the cluster forgets it: never computed again for this sweep
-                return answer
+                if kind == DONE:
+                    return answer
+                return Raised(self._refusal(answer))
             error = future.exception()
         except (OSError, TimeoutError, CancelledError) as exc:
             raise self._lost(timed_out=isinstance(exc, TimeoutError)) from None
@@ -267,12 +272,21 @@ class DaskPool:
             raise UnavailableError(f"{self._name} has had no worker for {self._wait_s:g} s")
 
     def _check_scheduler(self) -> None:
-        """UnavailableError if the scheduler's poetsim (or Python, HiGHS, Dask) is not the client's:
-        it unpickles each point's task to hand it on."""
+        """UnavailableError if the scheduler's Python or Dask is not the client's (it needs no poetsim:
+        points pass it as bytes)."""
         answer = self._by_value(lambda describe: self._client.run_on_scheduler(describe))
-        difference = environment.Environment.parse(answer).difference(self._wanted)
+        difference = environment.Environment.parse(answer).difference(self._wanted, poetsim=False)
         if difference:
-            raise UnavailableError(f"{self._name} {difference}; {REMEDY}")
+            raise UnavailableError(f"{self._name} {difference}; run it with the client's Python and Dask")
+
+    def _refusal(self, address: str) -> UnavailableError:
+        """The error for a worker that refused a point: what differs there, as its check says."""
+        self._checked.discard(address)
+        try:
+            self._check_environments([address])
+        except UnavailableError as exc:
+            return exc
+        return UnavailableError(f"the Dask worker {address} refused a point: its poetsim is not the client's; {REMEDY}")
 
     def _check_environments(self, workers: Iterable[str]) -> None:
         """UnavailableError naming the first of `workers` whose poetsim (or Python, HiGHS, Dask) is not the client's."""
@@ -314,6 +328,27 @@ class DaskPool:
             with contextlib.suppress(OSError, TimeoutError):
                 self._cluster.close(timeout=2)
             self._cluster = None
+
+
+def point_task() -> Callable[[bytes, dict[str, str]], tuple[str, Any]]:
+    """The function each point's Dask task runs: `poetsim.sweeps.dask_worker.run_job` where the
+    worker can import it; (REFUSED, the worker's address) where it cannot.
+
+    Made here, inside a function, so that Dask sends it by value (a nested function cannot be
+    pickled by name): neither the scheduler nor a worker without poetsim then needs poetsim
+    to read a point's task, and such a worker answers instead of dying on it.
+    """
+
+    def run_point_task(payload: bytes, wanted: dict[str, str]) -> tuple[str, Any]:
+        try:
+            from poetsim.sweeps.dask_worker import run_job
+        except Exception:  # noqa: BLE001 - no poetsim, or another one: the client asks what there is
+            from distributed import get_worker
+
+            return REFUSED, get_worker().address  # a string: sent by value with the function
+        return run_job(payload, wanted)
+
+    return run_point_task
 
 
 def _quiet_dask_logs() -> None:

@@ -2,9 +2,11 @@
 the client's; and, on a local cluster's workers, a set-up that leaves Ctrl-C and the terminal
 to the sweep.
 
-A worker of an external cluster is checked when the sweep first sees it
-(`poetsim.sweeps.dask_pool`); `run_checked` checks again where the point runs, so a worker
-that joins between two looks never records a row computed by another poetsim.
+A point travels as bytes (the pickled function and job) with a small function that Dask sends
+by value (`poetsim.sweeps.dask_pool.point_task`), so neither the scheduler nor a worker needs
+poetsim to unpickle the task: the scheduler needs only Dask, and a worker whose poetsim is
+missing or not the client's answers "refused" (`run_job`) instead of dying on a task it cannot
+read. The sweep then names the worker and what differs, and stops.
 
 The terminal sends Ctrl-C to every process of the foreground group, a local cluster's workers
 included; a worker that took it would die with a traceback while the sweep closes the cluster
@@ -14,28 +16,27 @@ a traceback when the sweep stops it) would break the rule of one line per stoppe
 """
 
 import logging
+import pickle
 import signal
-from collections.abc import Callable
 from typing import Any
 
-from poetsim.errors import UnavailableError
 from poetsim.sweeps.environment import Environment, here
 
-#: What the user does about a scheduler or worker whose poetsim is not the client's.
-REMEDY = (
-    "install the client's poetsim, with the same Python, HiGHS and Dask, on the scheduler and every worker (docs/scale-out.md)"
-)
+#: What the user does about a worker whose poetsim is not the client's.
+REMEDY = "install the client's poetsim, with the same Python, HiGHS and Dask, on every worker (docs/scale-out.md)"
+#: The first item of a point task's answer: the point's outcome follows, or this worker's address.
+DONE, REFUSED = "done", "refused"
 
 
-def run_checked(function: Callable[[Any], Any], job: Any, wanted: dict[str, str]) -> Any:
-    """`function(job)`, if this worker's environment is `wanted` (the client's, as `describe` says
-    it); UnavailableError naming the worker and the difference otherwise."""
-    difference = here().difference(Environment.parse(wanted))
-    if difference:
+def run_job(payload: bytes, wanted: dict[str, str]) -> tuple[str, Any]:
+    """(DONE, function(job)) for `payload` = pickle of (function, job), if this worker's environment
+    is `wanted` (the client's, as `describe` says it); (REFUSED, this worker's address) otherwise."""
+    if here().difference(Environment.parse(wanted)):
         from distributed import get_worker
 
-        raise UnavailableError(f"the Dask worker {get_worker().address} {difference}; {REMEDY}")
-    return function(job)
+        return REFUSED, get_worker().address
+    function, job = pickle.loads(payload)
+    return DONE, function(job)
 
 
 def dask_setup(worker) -> None:

@@ -80,21 +80,26 @@ class Environment:
         fields = {name: str(found.get(name, "none")) for name in cls.__dataclass_fields__ if name != "error"}
         return cls(**fields, error=str(found.get("error", "")))
 
-    def difference(self, wanted: "Environment") -> str | None:
+    def difference(self, wanted: "Environment", poetsim: bool = True) -> str | None:
         """How this (a worker's) differs from `wanted` (the client's), in words; None if it does not.
 
-        poetsim first: its version, then its source; then Python, HiGHS and Dask.
+        poetsim first: its version, then its source; then Python, HiGHS and Dask. Without
+        `poetsim` (a scheduler, which only passes points on), Python and Dask alone.
         """
-        if self.error:
-            return f"cannot import poetsim ({self.error}); the client has poetsim {wanted.poetsim}"
-        if self.poetsim != wanted.poetsim:
-            return f"has poetsim {self.poetsim} where the client has poetsim {wanted.poetsim}"
-        if self.source != wanted.source:
-            return (
-                f"has poetsim {self.poetsim} from other source files (source {self.source[:SHOWN_DIGITS]}, "
-                f"the client's {wanted.source[:SHOWN_DIGITS]})"
-            )
-        for name, label in (("python", "Python"), ("highspy", "highspy"), ("distributed", "Dask distributed")):
+        if poetsim:
+            if self.error:
+                return f"cannot import poetsim ({self.error}); the client has poetsim {wanted.poetsim}"
+            if self.poetsim != wanted.poetsim:
+                return f"has poetsim {self.poetsim} where the client has poetsim {wanted.poetsim}"
+            if self.source != wanted.source:
+                return (
+                    f"has poetsim {self.poetsim} from other source files (source {self.source[:SHOWN_DIGITS]}, "
+                    f"the client's {wanted.source[:SHOWN_DIGITS]})"
+                )
+        labels = {"python": "Python", "highspy": "highspy", "distributed": "Dask distributed"}
+        if not poetsim:
+            del labels["highspy"]
+        for name, label in labels.items():
             if getattr(self, name) != getattr(wanted, name):
                 return f"has {label} {getattr(self, name)} where the client has {label} {getattr(wanted, name)}"
         return None

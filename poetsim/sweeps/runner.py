@@ -99,6 +99,8 @@ def run_sweep(
     threads = 1 if address is not None else max(1, (os.cpu_count() or 1) // workers)
     limit_s = time_limit_s or scenario.time_limit_s
     with StopRequest() as stop, _pool(executor, workers, address, no_worker_wait_s) as pool:
+        if stop.signum is not None:  # while a cluster was reached or started: nothing written yet
+            raise Interrupted(stop.signum, _kept(plan), plan.total)
         make_folder(plan.directory)
         with FolderLock(plan.directory):
             if resume:

@@ -459,3 +459,21 @@ def test_a_worker_with_another_poetsim_is_refused_naming_both(cluster, client_di
     assert line.startswith("poetsim: error: the Dask worker tcp://127.0.0.1:")
     assert line.endswith("on every worker (docs/scale-out.md)")
     assert not (client_dir / "results").exists()
+
+
+def test_an_environment_names_its_first_difference_poetsim_first_and_a_scheduler_needs_python_and_dask_alone():
+    from poetsim.sweeps.environment import Environment, describe, here
+
+    client = here()
+    assert client == Environment.parse(describe()) and client.error == "" and len(client.source) == 64
+    python = Environment.parse({**describe(), "python": "3.99", "highspy": "0.0.1"})
+    assert python.difference(client) == f"has Python 3.99 where the client has Python {client.python}"
+    highs = Environment.parse({**describe(), "highspy": "0.0.1", "distributed": "1.0"})
+    assert highs.difference(client) == f"has highspy 0.0.1 where the client has highspy {client.highspy}"
+    assert highs.difference(client, poetsim=False) == (
+        f"has Dask distributed 1.0 where the client has Dask distributed {client.distributed}"
+    )
+    missing = Environment.parse({**describe(), "poetsim": "none", "error": "ModuleNotFoundError: No module named 'poetsim'"})
+    assert missing.difference(client).startswith("cannot import poetsim (ModuleNotFoundError")
+    assert missing.difference(client, poetsim=False) is None  # a scheduler without poetsim serves
+    assert client.difference(client) is None

@@ -2,7 +2,7 @@
 
     python -m benchmarks                 # all, from the repository's root:
                                          # solver, simulator, sweep, sweep-loaded, pytorch, faults,
-                                         # certify, scaling, covers, startup, device, train
+                                         # cluster, certify, scaling, covers, startup, device, train
     python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.
@@ -11,7 +11,7 @@ Speed targets are checked here, never by timed assertions in tests.
 import sys
 from pathlib import Path
 
-from benchmarks import certify, device, faults, simulator, solver, startup, sweep
+from benchmarks import certify, cluster, device, faults, simulator, solver, startup, sweep
 
 OUT = Path("results/bench")
 
@@ -39,6 +39,7 @@ def main(argv: list[str]) -> int:
         "sweep-loaded": lambda: sweep.run_loaded(OUT / "sweep-loaded.csv"),
         "pytorch": pytorch_bench,
         "faults": lambda: faults.run(OUT / "faults.csv"),
+        "cluster": lambda: cluster.run(OUT / "cluster.csv"),
         "certify": lambda: certify.run(OUT / "certify.csv"),
         "scaling": lambda: certify.scaling(OUT / "scaling.csv"),
         "covers": lambda: certify.cover_ab(OUT / "covers.csv"),

@@ -351,7 +351,7 @@ def sweep(
     jobs: int | None = None,
     resume: bool = False,
     time_limit_s: float | None = None,
-    executor: str = "process",
+    executor: str | None = None,
     scheduler: str | None = None,
     batch_size: int | None = None,
     on_row: Callable[[ResultRow, int, int], None] | None = None,
@@ -361,6 +361,8 @@ def sweep(
 
     Every option and path is checked before anything is written; rows are appended to runs.csv
     as points finish, so a stopped sweep keeps them and `resume=True` runs exactly the rest.
+    `executor` is `process` (local worker processes) or `dask`; a `scheduler` address (a Dask
+    cluster's, `tcp://HOST:PORT`) implies `dask` (docs/scale-out.md).
     """
     scenario, _ = with_batch_size(_scenario(scenario), batch_size)
     directory = Path(out) if out is not None else default_out(scenario)

@@ -74,9 +74,10 @@ class ScheduleError(PoetsimError):
 
 
 class UnavailableError(PoetsimError):
-    """A service the run needs went away: the Dask scheduler, or every one of its workers.
+    """The Dask cluster a sweep runs on cannot serve it: its scheduler unreachable or gone, no
+    worker, or a worker with another poetsim than the client's.
 
-    Points already finished are kept; the message names the scheduler.
+    Points already finished are kept; the message names the scheduler or the worker.
     """
 
     exit_code = 69

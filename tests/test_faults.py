@@ -294,8 +294,8 @@ def test_a_read_only_disk_mid_sweep_stops_it_in_one_line(small_disk, tmp_path):
     assert len(keys_on_disk(out)) == 2
 
 
-def test_a_workers_failure_to_write_its_point_is_not_the_points_result(tmp_path):
-    """A worker's OSError writing the point folder stops the sweep (exit 74); no `failed` row says it."""
+def test_a_point_folder_the_machine_refuses_stops_the_sweep_and_is_not_the_points_result(tmp_path):
+    """An OSError writing a point's folder (the client writes it) stops the sweep (exit 74); no `failed` row says it."""
     scenario, out = small_mcu(tmp_path), tmp_path / "out"
     out.mkdir()
     (out / "points").write_text("a file where the points folder goes")
@@ -426,7 +426,7 @@ def test_a_point_that_kills_its_dask_worker_twice_is_a_failed_row_and_the_rest_a
         killer = threading.Thread(target=kill_the_slow_point, daemon=True)
         killer.start()
         try:
-            path = run_sweep(scenario, tmp_path / "out", jobs=2, executor="dask", scheduler=cluster.scheduler_address)
+            path = run_sweep(scenario, tmp_path / "out", scheduler=cluster.scheduler_address)
         finally:
             stop.set()
             killer.join(5)

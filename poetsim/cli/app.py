@@ -33,7 +33,7 @@ EXIT_CODES = (
     "4 a solver, an install extra or the device toolchain not installed (the line names it); "
     "5 simulation error; 6 invalid schedule; "
     "7 the emulated device refused or failed a step, or disagreed with the prediction; "
-    "69 the Dask scheduler or its workers gone; "
+    "69 the Dask cluster unavailable (its scheduler or workers gone, or another poetsim on them); "
     "70 internal error (a bug); 74 a file refused by the machine (disk full, read-only, permissions); "
     "75 another poetsim writes into that results folder; 130/143 stopped by SIGINT/SIGTERM "
     "(finished points kept; rerun with --resume)."

@@ -34,19 +34,27 @@ def _row_progress(progress: Progress):
 @command()
 def sweep(
     scenario: Path = typer.Argument(..., help="Scenario YAML; its lists make the grid."),
-    jobs: int | None = typer.Option(None, "-j", "--jobs", min=1, help="Parallel worker processes (default: the core count)."),
+    jobs: int | None = typer.Option(
+        None, "-j", "--jobs", min=1, help="Points run at once (default: the core count; with --scheduler, the cluster's workers)."
+    ),
     out_dir: Path | None = typer.Option(None, "--out", help="Results folder (default build/<scenario name>/)."),
     resume: bool = typer.Option(False, help="Continue a sweep: skip the points already in runs.csv."),
     time_limit: PointTimeLimitOpt = None,
     batch_size: BatchOpt = None,
-    executor: str = typer.Option("process", help="process (local worker processes) or dask."),
-    scheduler: str | None = typer.Option(None, help="Dask scheduler address (with --executor dask; default: a local cluster)."),
-    worker_wait: float = typer.Option(
-        60.0,
+    executor: str | None = typer.Option(
+        None, help="process (local worker processes; the default) or dask (the default with --scheduler)."
+    ),
+    scheduler: str | None = typer.Option(
+        None,
+        help="A Dask scheduler's address, tcp://HOST:PORT: run the points on its cluster (implies --executor dask; "
+        "without it, dask starts a local cluster). Workers need the same poetsim, not the results folder (docs/scale-out.md).",
+    ),
+    worker_wait: float | None = typer.Option(
+        None,
         "--worker-wait",
         min=0.1,
         max=86400.0,
-        help="With --executor dask: give up after this many seconds without any worker.",
+        help="With dask: give up after this many seconds without any worker (default 60).",
     ),
     as_json: JsonOpt = False,
 ) -> None:
@@ -56,10 +64,16 @@ def sweep(
     and failed points are rows too, and --resume runs the failed ones again. Schedules and
     traces go to <out>/points/. Every option and path is checked before anything is written.
     Ctrl-C or SIGTERM keeps every finished point and exits 130 or 143; one sweep at a time may
-    write into a folder (docs/dependability.md).
+    write into a folder (docs/dependability.md). With --scheduler the points run on a Dask
+    cluster, and this process alone writes the results folder (docs/scale-out.md).
     """
     from poetsim import api
+    from poetsim.errors import UserInputError
     from poetsim.inputs.scenario import load_scenario
+    from poetsim.sweeps.dask_pool import NO_WORKER_WAIT_S
+
+    if worker_wait is not None and executor != "dask" and scheduler is None:
+        raise UserInputError("--worker-wait: it applies to --executor dask (or --scheduler) only")
 
     spec = load_scenario(scenario)
     spec, notes = api.with_batch_size(spec, batch_size)
@@ -75,7 +89,7 @@ def sweep(
             executor=executor,
             scheduler=scheduler,
             on_row=_row_progress(progress),
-            no_worker_wait_s=worker_wait,
+            no_worker_wait_s=NO_WORKER_WAIT_S if worker_wait is None else worker_wait,
         )
     counts = result.counts()
     if as_json:

@@ -56,7 +56,7 @@ class RamSpec(NamedTuple):
         if self.bytes is not None:
             return self.bytes
         assert self.percent is not None
-        return int(round(self.percent * keep_all_peak_bytes / 100.0))
+        return round(self.percent * keep_all_peak_bytes / 100.0)
 
     @property
     def key(self) -> str:
@@ -90,7 +90,7 @@ def parse_bytes(text: str | int | float) -> int:
         raise ValueError(f"{text} is not a size poetsim can use (at most {MAX_BYTES:,} bytes)")
     if size < 1:
         raise ValueError("must be at least one byte")
-    return int(round(size))
+    return round(size)
 
 
 def parse_ram(text: str | int | float) -> RamSpec:

@@ -65,7 +65,7 @@ def _random_schedule(rng: random.Random, num_nodes: int) -> Schedule:
     stages = []
     for t in range(num_nodes):
         stage = [rng.choice(kinds)(rng.randrange(num_nodes)) for _ in range(rng.randrange(4))]
-        stages.append(tuple(stage) + (Compute(t),))
+        stages.append((*stage, Compute(t)))
     return Schedule("random", num_nodes, rng.choice(("overlap", "compute-only")), tuple(stages))
 
 

@@ -120,7 +120,7 @@ def test_a_step_past_its_timeout_is_stopped_and_reaped(cnn, tmp_path):
         pack_program(program.records), encode_binary(schedule), tensors.weight_bytes(), tensors.batch_bytes(), 1 << 20
     )
     runtime = build_runtime(TARGETS["cortex-m0plus"], problem.budgets.ram_bytes)
-    with pytest.raises(DeviceError, match="did not finish within 0.01 s"):
+    with pytest.raises(DeviceError, match=r"did not finish within 0\.01 s"):
         run_image(runtime, image, tmp_path, timeout_s=0.01)
     assert not _qemu_left(tmp_path)
     assert not [p for p in psutil.Process().children(recursive=True) if p.name() == "qemu-system-arm"]

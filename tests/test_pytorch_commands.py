@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("torch")
 
-from poetsim.cli import app as poetsim_app  # noqa: E402
+from poetsim.cli import app as poetsim_app
 
 TINY = "poetsim.pytorch.models:tiny_cnn"
 

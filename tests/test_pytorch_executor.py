@@ -119,7 +119,7 @@ def test_a_schedule_for_another_graph_is_refused(tiny, costs, tmp_path):
         schedule.num_nodes,
         schedule.timing,
         schedule.stages,
-        node_names=("input", "conv") + tuple(n.name for n in tiny.graph.nodes[2:]),
+        node_names=("input", "conv", *(n.name for n in tiny.graph.nodes[2:])),
     )
     with pytest.raises(ScheduleError, match="names node 1 'conv'"):
         execute(tiny, renamed, tmp_path)

@@ -569,7 +569,7 @@ def test_overhead_chart_sets_tied_strategies_side_by_side_on_a_symlog_axis():
         (frame["platform_label"] == "mkr1000") & (frame["strategy"] == "recompute-only") & (frame["ram_fraction"] == 0.5)
     ]
     assert point["y"].iloc[0] == pytest.approx(math.log1p(3.0 / constant))
-    axis = next(e["axis"] for e in _encodings(spec, "x") if "axis" in e and e["axis"])
+    axis = next(e["axis"] for e in _encodings(spec, "x") if e.get("axis"))
     assert axis["values"] == [0, 1, 2, 3]  # 10 %, 25 %, 50 %, 100 %: a tick on every budget swept
     assert all(f'"{label}"' in axis["labelExpr"] for label in ("10%", "25%", "50%", "100%"))
 

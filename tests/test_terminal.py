@@ -7,6 +7,7 @@ to match) or on a pipe.
 
 import fcntl
 import io
+import itertools
 import os
 import pty
 import re
@@ -104,7 +105,7 @@ def test_help_wraps_between_words_and_fills_its_lines():
             break
         paragraph.append(line)
     assert len(paragraph) >= 3
-    for line, following in zip(paragraph, paragraph[1:]):
+    for line, following in itertools.pairwise(paragraph):
         assert len(line) + 1 + len(following.split()[0]) > 78, (line, following)
     assert "Energy in joules; the overhead is relative to keep-all" in " ".join(" ".join(paragraph).split())
 

@@ -209,7 +209,7 @@ class Network:
         return self._record(
             "linear",
             (x,),
-            x.shape[:-1] + (out_features,),
+            (*x.shape[:-1], out_features),
             2 * macs,
             name=name,
             params=params,

@@ -138,7 +138,7 @@ def capture(
     if labels is None:
         labels = default_labels(module, inputs, name)
     step = TrainingStep(module, loss)
-    gm, calls = _trace(step, inputs + (labels,), name)
+    gm, calls = _trace(step, (*inputs, labels), name)
     built = grouping.build(gm, calls, name)
     info = {
         "imported_from": "torch",
@@ -161,7 +161,7 @@ def capture(
         buffer_updates=built.buffer_updates,
         loss=built.loss,
         step=step,
-        inputs=inputs + (labels,),
+        inputs=(*inputs, labels),
         calls=tuple(calls.values()),
     )
 

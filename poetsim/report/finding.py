@@ -51,7 +51,7 @@ def sentences(frame: pd.DataFrame) -> list[str]:
     if ok.empty:
         return ["No run has a schedule: every budget tried is below what any strategy can meet (see the table of runs)."]
     said = _wins(frame, focus) if focus is not None and focus in set(frame["strategy"]) else [_tally(ok)]
-    return said + [_proofs(frame)]
+    return [*said, _proofs(frame)]
 
 
 def _wins(frame: pd.DataFrame, focus: str) -> list[str]:

@@ -61,7 +61,7 @@ def figure5_chart(comparison: PaperComparison) -> Draw | None:
         if r[f"{name}_overhead_pct"] is not None and not pd.isna(r[f"{name}_overhead_pct"])
     ]
     data = pd.DataFrame(rows, columns=["ram", "strategy", "overhead_pct"])
-    scale, y = _symlog_axis(list(data["overhead_pct"]) + [capuchin.high, poet.high], "energy above keep-all")
+    scale, y = _symlog_axis([*data["overhead_pct"], capuchin.high, poet.high], "energy above keep-all")
     data["y"] = [scale.position(v) for v in data["overhead_pct"]]
     band = pd.DataFrame(
         [{"y": scale.position(capuchin.low), "y2": scale.position(capuchin.high), "text": f"paper: Capuchin {capuchin.text}"}]

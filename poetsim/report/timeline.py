@@ -360,7 +360,7 @@ def _over_budget(
 ) -> pd.DataFrame:
     """The steps of the RAM curve above the budget, as rectangles between the budget and the curve."""
     starts = ram["time_s"].to_numpy()
-    ends = list(starts[1:]) + [end_s]
+    ends = [*starts[1:], end_s]
     rows = [
         {
             "start": s / time.size,

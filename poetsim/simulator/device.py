@@ -55,7 +55,7 @@ class Buffer:
     released when its last transfer ends. Outputs no transfer touches need no Buffer (`PLAIN`).
     """
 
-    __slots__ = ("size_bytes", "node", "transfers", "landing", "freed_stage")
+    __slots__ = ("freed_stage", "landing", "node", "size_bytes", "transfers")
 
     def __init__(self, size_bytes: int, node: int):
         self.size_bytes = size_bytes
@@ -78,20 +78,20 @@ class Transfer:
     """
 
     __slots__ = (
-        "event",
-        "node",
-        "stage",
         "buffer",
-        "latency_s",
         "bus_s",
-        "rate_bytes_per_s",
-        "issued_s",
-        "granted_s",
-        "started_s",
         "bus_start_s",
         "due_s",
+        "event",
+        "granted_s",
+        "issued_s",
+        "latency_s",
+        "node",
         "phase",
+        "rate_bytes_per_s",
         "source",
+        "stage",
+        "started_s",
         "waiters",
     )
     # Set as the transfer moves on: when it got a channel, when it started running, and when its

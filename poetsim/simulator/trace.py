@@ -77,7 +77,7 @@ class Trace:
     are the graph's output sizes, from which each row's byte count is derived.
     """
 
-    __slots__ = ("rows", "output_bytes")
+    __slots__ = ("output_bytes", "rows")
 
     def __init__(self, output_bytes: tuple[int, ...]):
         self.rows = bytearray()

@@ -6,6 +6,7 @@ column is one new field here; a value that is not a field cannot be written (no 
 and an older runs.csv without a newer column still loads, the column then empty.
 """
 
+import contextlib
 import csv
 import errno
 import fcntl
@@ -339,10 +340,8 @@ class RunsFile:
 
 def _cut_back(fd: int, size: int) -> None:
     """Truncate a file to `size` after a failed append; best effort (the disk may refuse that too)."""
-    try:
+    with contextlib.suppress(OSError):
         os.ftruncate(fd, size)
-    except OSError:
-        pass
 
 
 def _replace_atomically(path: Path, data: bytes) -> None:
@@ -405,10 +404,8 @@ class FolderLock:
             os.close(fd)
             raise StorageError.from_os_error(exc, "lock", path) from None
         self._fd = fd
-        try:
+        with contextlib.suppress(OSError):  # the pid is a courtesy to the next writer; the lock itself holds
             path.write_text(f"{os.getpid()}\n", encoding="ascii")
-        except OSError:
-            pass  # the pid is a courtesy to the next writer; the lock itself holds
         return self
 
     def __exit__(self, *exc) -> None:

@@ -7,6 +7,7 @@ cluster loses (a worker, the scheduler, Ctrl-C). Cluster faults are one line wit
 code (docs/scale-out.md, docs/dependability.md).
 """
 
+import contextlib
 import csv
 import hashlib
 import json
@@ -136,10 +137,8 @@ class Cluster:
     def close(self) -> None:
         self.drop_client()
         for process in self.processes:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             process.wait()
 
     def _spawn(self, command: list, cwd: Path, env: dict | None = None) -> subprocess.Popen:

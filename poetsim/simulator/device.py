@@ -400,9 +400,10 @@ class Device:
         """
         if self.pending_bytes and self._due_bound_s <= self.now:
             self.advance_dma(self.now)
-        if self.ram_bytes + size_bytes > self.ram_capacity_bytes:
-            if not (self.waits_for_ram and self._wait_for_ram(size_bytes, node, stage)):
-                return False
+        if self.ram_bytes + size_bytes > self.ram_capacity_bytes and not (
+            self.waits_for_ram and self._wait_for_ram(size_bytes, node, stage)
+        ):
+            return False
         self.ram_bytes += size_bytes
         if self.ram_bytes > self.peak_ram_bytes:
             self.peak_ram_bytes = self.ram_bytes

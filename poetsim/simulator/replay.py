@@ -78,11 +78,9 @@ def simulate(
     except ValueError:
         raise UserInputError(f"unknown replay mode {mode!r} (use {' or '.join(m.value for m in Mode)})") from None
     stage_model = check_schedule(schedule, graph, costs, Timing.OVERLAP)
-    physical_bytes: float
+    physical_bytes: float = platform.ram_bytes if platform else math.inf
     if ram_capacity_bytes is not None:
         physical_bytes = ram_capacity_bytes
-    else:
-        physical_bytes = platform.ram_bytes if platform else math.inf
     capacity_bytes = min(physical_bytes, budgets.ram_bytes) if budgets is not None else physical_bytes
     if bus_bytes_per_s is None:
         bus_bytes_per_s = platform.memory_bus_bytes_per_s if platform else math.inf

@@ -375,7 +375,5 @@ def _child_pids() -> set[int]:
 
 
 def _kill(pid: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass

@@ -15,6 +15,7 @@ a traceback when the sweep stops it) would break the rule of one line per stoppe
 `dask_setup` is loaded by name through `distributed.worker.preload` for the local cluster.
 """
 
+import contextlib
 import logging
 import pickle
 import signal
@@ -42,7 +43,5 @@ def run_job(payload: bytes, wanted: dict[str, str]) -> tuple[str, Any]:
 def dask_setup(worker) -> None:
     """Called by Dask in each local worker process once it starts: ignore SIGINT, log nothing below CRITICAL."""
     logging.getLogger("distributed").setLevel(logging.CRITICAL)
-    try:
+    with contextlib.suppress(ValueError):  # not the process's main thread: leave SIGINT as it is
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the process's main thread: leave SIGINT as it is
-        pass

@@ -10,6 +10,7 @@ which differ only in storage) are solved once: the later takes the earlier's ans
 and simulated on its own platform.
 """
 
+import contextlib
 import hashlib
 import re
 from dataclasses import dataclass
@@ -117,10 +118,8 @@ def twin_points(scenario: Scenario) -> dict[str, str]:
     def signature(point: Point) -> object:
         if point.key not in signatures:
             inputs: object = point.key  # equal to no other point's, if the problem cannot be built
-            try:
+            with contextlib.suppress(PoetsimError):
                 inputs = problem_for_point(scenario, point).solver_inputs(strategies.get(point.strategy).moves)
-            except PoetsimError:
-                pass
             starts = tuple(signature(other) for other in prerequisites(point, cells[point.cell]))
             signatures[point.key] = (point.strategy, inputs, starts)
         return signatures[point.key]

@@ -183,10 +183,8 @@ class ProcessPool:
     @staticmethod
     def _send(worker: _Worker, item: tuple[Hashable, Any]) -> None:
         worker.job = item
-        try:
+        with contextlib.suppress(OSError, ValueError):  # the worker is gone; `collect` sees its sentinel and runs it again
             worker.conn.send(item[1])
-        except (OSError, ValueError):
-            pass  # the worker is gone; `collect` sees its sentinel and runs the job again
 
 
 def _start_without_sigint(process) -> None:

@@ -169,14 +169,7 @@ def _parse(value, kind):
     if base is Status:
         return Status.parse(str(value))
     if base is bool:
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in ("true", "1"):
-            return True
-        if text in ("false", "0"):
-            return False
-        raise ValueError(f"'{value}' is not true or false")
+        return _parse_bool(value)
     if base is int:
         number = float(value)
         if not math.isfinite(number) or number != int(number):
@@ -188,6 +181,18 @@ def _parse(value, kind):
             raise ValueError(f"'{value}' is not a number")
         return number
     return str(value)
+
+
+def _parse_bool(value: object) -> bool:
+    """A boolean cell: True or False as written by csv (or 1 and 0), or a bool itself."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1"):
+        return True
+    if text in ("false", "0"):
+        return False
+    raise ValueError(f"'{value}' is not true or false")
 
 
 def _optional(kind) -> bool:

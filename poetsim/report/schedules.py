@@ -108,9 +108,23 @@ def write_schedule_views(frame: pd.DataFrame, sweep_dir: Path | None, directory:
         views.links[str(row["point_key"])] = f"{PAGE}#{anchor}"
         sections.append((anchor, name, _section(anchor, name, row, run)))
         specs[anchor] = _specs(anchor, name, run)
-        for entry in specs[anchor].values():
-            for key, rows in entry["spec"].get("datasets", {}).items():
-                data.setdefault(key, len(json.dumps(rows, default=str)))
+        _count_datasets(data, specs[anchor])
+    views.note = _note(missing, left)
+    if sections:
+        nav = reach_table(frame, {key: "#" + href.split("#")[1] for key, href in views.links.items()})
+        _write(directory, title, footer, nav, sections, specs, views.note)
+    return views
+
+
+def _count_datasets(data: dict[str, int], specs: dict) -> None:
+    """Add the datasets of a point's charts to `data` with their sizes in JSON; a shared one counts once."""
+    for entry in specs.values():
+        for key, rows in entry["spec"].get("datasets", {}).items():
+            data.setdefault(key, len(json.dumps(rows, default=str)))
+
+
+def _note(missing: list[str], left: int) -> str:
+    """The page's note on the chosen points it does not draw: those without a schedule, and `left` more."""
     notes = []
     if missing:
         notes.append(f"{len(missing)} chosen point(s) have no schedule view: " + "; ".join(missing) + ".")
@@ -119,11 +133,7 @@ def write_schedule_views(frame: pd.DataFrame, sweep_dir: Path | None, directory:
             f"{left} more point(s) are not drawn, to keep this page small; their schedules are in the sweep's "
             "points/ folder (`poetsim simulate` draws any of them)."
         )
-    views.note = " ".join(notes)
-    if sections:
-        nav = reach_table(frame, {key: "#" + href.split("#")[1] for key, href in views.links.items()})
-        _write(directory, title, footer, nav, sections, specs, views.note)
-    return views
+    return " ".join(notes)
 
 
 def _chosen(frame: pd.DataFrame) -> pd.DataFrame:

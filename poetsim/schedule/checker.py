@@ -9,6 +9,7 @@ instructions + inputs read), with flat lists indexed by node id for the machine 
 """
 
 import math
+from collections.abc import Iterable
 from dataclasses import fields
 from typing import NoReturn
 
@@ -121,7 +122,7 @@ class _Replay:
         self._page_ins = 0
         self._page_outs = 0
 
-    def run(self, stages) -> None:
+    def run(self, stages: Iterable[tuple]) -> None:  # noqa: C901 - one pass per instruction in local variables, for speed (below)
         """Replay every stage: check what each instruction must satisfy (kind, node id, order), run
         it, then close its stage.
 

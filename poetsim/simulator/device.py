@@ -204,7 +204,7 @@ class Device:
         self._rows += pack_row(start, end, event, node, stage)
         return True
 
-    def _contended(self, work_s: float, rate_bytes_per_s: float) -> float:
+    def _contended(self, work_s: float, rate_bytes_per_s: float) -> float:  # noqa: C901 - the bus event loop, in one frame for speed
         """Step the operator and the transfers event by event while they share the bus; its end.
 
         Events: the operator's end, a transfer's latency ending (its demand joins the bus), a

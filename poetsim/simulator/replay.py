@@ -153,7 +153,7 @@ class _Replay:
         self.walker_end_s = device.now
         yield env.timeout(device.now - env.now)
 
-    def walk_free_running(self, env: simpy.Environment):
+    def walk_free_running(self, env: simpy.Environment):  # noqa: C901 - a step per instruction, in one frame for speed
         """Process: issue every instruction in order with no barrier; wait only for inputs and RAM."""
         device, sizes, buffers, deps = self.device, self.sizes, self.buffers, self.deps
         compute_s, moved, channels = self.costs.compute_s, self.moved, self.costs.dma_channels
@@ -206,7 +206,7 @@ class _Replay:
         otherwise they run on the device's DMA lanes beside the operators. Outputs freed while
         the stage pages them out are released at the barrier.
         """
-        device, sizes, compute_s, moved = self.device, self.sizes, self.costs.compute_s, self.moved
+        device, sizes = self.device, self.sizes
         leading = 1
         while type(stage[leading]) in (PageOut, PageIn):  # a Compute(t) follows them
             leading += 1
@@ -221,20 +221,7 @@ class _Replay:
         else:
             lanes_end_s = self._transfers_at_once(transfers, t)
         held: list[int] = []
-        stage_compute_s = 0.0
-        for ins in stage[leading:]:
-            k = ins.node
-            if type(ins) is Compute:
-                if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
-                    self._overdraft(ins, t, held=held)
-                stage_compute_s += compute_s[k]
-            else:
-                for paging in transfers:  # they are few: a scan beats a set
-                    if paging.node == k and type(paging) is PageOut:
-                        held.append(k)
-                        break
-                else:
-                    device.release(sizes[k], k, t, device.now)
+        stage_compute_s = self._beside_transfers(t, stage[leading:], transfers, held)
         if lanes_end_s is None:
             end_s = device.drain()
             for ins in transfers:  # nothing uses their buffers after the barrier: let them go now
@@ -248,6 +235,29 @@ class _Replay:
         if self.costs.dma_channels > 1:
             self._count_packing(stage_compute_s, transfers)
         return end_s
+
+    def _beside_transfers(self, t: int, rest: tuple, transfers: tuple, held: list[int]) -> float:
+        """Run the computes and frees that follow a paging stage's transfers; their compute time.
+
+        A freed output that the stage pages out joins `held` (its RAM returns at the barrier);
+        any other is released at once.
+        """
+        device, sizes, compute_s, moved = self.device, self.sizes, self.costs.compute_s, self.moved
+        stage_compute_s = 0.0
+        for ins in rest:
+            k = ins.node
+            if type(ins) is Compute:
+                if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
+                    self._overdraft(ins, t, held=held)
+                stage_compute_s += compute_s[k]
+            else:
+                for paging in transfers:  # they are few: a scan beats a set
+                    if paging.node == k and type(paging) is PageOut:
+                        held.append(k)
+                        break
+                else:
+                    device.release(sizes[k], k, t, device.now)
+        return stage_compute_s
 
     def _may_contend(self, stage: tuple, transfers: tuple) -> bool:
         """Whether an operator of `stage` and the stage's transfers may together ask more of the bus

@@ -90,6 +90,7 @@ class Case:
 
     @property
     def budgets(self) -> Budgets:
+        """The budgets given, else the schedule's own peak RAM and no runtime limit."""
         if self.given_budgets is not None:
             return self.given_budgets
         peak = check_schedule(self.schedule, self.graph, self.costs, Timing.OVERLAP).peak_ram_bytes
@@ -110,8 +111,11 @@ def training_chain(forward_nodes: int) -> TrainingGraph:
 
 
 def chain_schedule(graph: TrainingGraph) -> Schedule:
-    """Keep f_{L-1}; page even activations out after their forward use and back in before
-    their backward use; drop odd ones and recompute them from their (paged-in) predecessor."""
+    """A schedule of the training chain that both pages and recomputes.
+
+    It keeps f_{L-1}; pages even activations out after their forward use and back in before
+    their backward use; drops odd ones and recomputes them from their (paged-in) predecessor.
+    """
     length = (len(graph) - 1) // 2
     mode = ["keep" if i == length - 1 else ("page" if i % 2 == 0 else "recompute") for i in range(length)]
     stages: list[list[Instruction]] = [[] for _ in range(len(graph))]

@@ -95,7 +95,10 @@ def run(out_csv: Path = OUT, steps: int = 10, ram: str = "50%", runtime: str = "
     heap = _heap_bytes()
 
     class HeapPeak(TorchDispatchMode):
-        """The largest heap level above the start, less the gradients then held, after any aten op."""
+        """The largest heap level above the start, less the gradients then held, after any aten op.
+
+        `gradients()` gives the gradients held at the moment it is called.
+        """
 
         def __init__(self, gradients):
             super().__init__()

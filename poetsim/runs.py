@@ -391,6 +391,7 @@ class FolderLock:
         self._fd: int | None = None
 
     def __enter__(self) -> "FolderLock":
+        """Take the lock, or raise FolderBusyError naming the process that holds it."""
         path = self.directory / self.LOCK_FILE
         try:  # held open read-only: flock needs no more, and the disk may then turn read-only under it
             fd = os.open(path, os.O_RDONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
@@ -414,6 +415,7 @@ class FolderLock:
         return self
 
     def __exit__(self, *exc) -> None:
+        """Release the lock."""
         if self._fd is not None:
             os.close(self._fd)  # closing the file releases the lock
             self._fd = None

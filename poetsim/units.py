@@ -67,6 +67,7 @@ class RamSpec(NamedTuple):
         return f"{number_text(self.percent)}%"
 
     def __str__(self) -> str:
+        """The budget as the user wrote it, else its canonical key."""
         return self.text or self.key
 
 

@@ -64,8 +64,11 @@ MIN_FONT_PX = 11
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> dict[str, Path]:
-    """The pages to open: a report and a run page of a small sweep with hostile names, and the
-    report of the shipped ResNet-18 results (built into tmp, never over results/)."""
+    """The pages to open: a small sweep's report and run page, and the shipped ResNet-18 report.
+
+    The small sweep has hostile names; the shipped report is built into tmp, never over
+    results/.
+    """
     root = tmp_path_factory.mktemp("site")
     graph = zoo.build_model("mlp", batch_size=2)
     save_graph(replace(graph, name=HOSTILE_GRAPH), root / "mlp.json")
@@ -121,7 +124,11 @@ def browser():
 
 
 class Visit:
-    """One page opened in the browser at a window size, with what it logged and asked the network for."""
+    """One page opened in the browser at a window size, with what it logged and asked the network for.
+
+    The page at `path` opens in the browser `context`, in a window of `size` (VIEWPORT by default),
+    and counts as loaded once the `ready` selector matches.
+    """
 
     def __init__(self, context, path: Path, ready: str, size: dict | None = None):
         self.viewport = size or VIEWPORT
@@ -139,9 +146,11 @@ class Visit:
         self.page.wait_for_load_state("load")
 
     def box(self, selector: str) -> dict:
+        """The bounding box of the first element `selector` matches (None when it is not drawn)."""
         return self.page.locator(selector).first.bounding_box()
 
     def shoot(self, name: str) -> None:
+        """Save a screenshot of the window and one of the whole page as `name`.png and `name`-full.png."""
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
         self.page.screenshot(path=str(SCREENSHOTS / f"{name}-full.png"), full_page=True)
@@ -183,14 +192,18 @@ class Visit:
         self.assert_within_width(selector)
 
     def assert_within_width(self, selector: str) -> None:
+        """The element lies between the window's left and right edges."""
         box = self.box(selector)
         assert box["x"] >= 0 and box["x"] + box["width"] <= self.viewport["width"], f"{selector} is wider than the window: {box}"
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_report_opens_on_its_finding(browser, site, size):
-    """The title and the finding on the first screen (the main chart too, on a desktop), every chart
-    drawn in the layout that fits, nothing wider than the window, legible, offline, no script from a name."""
+    """The report opens on its title and finding, every chart drawn and legible, offline.
+
+    The title and the finding are on the first screen (the main chart too, on a desktop), every
+    chart drawn in the layout that fits, nothing wider than the window, no script from a name.
+    """
     visit = Visit(browser, site["report"], "#chart-overhead_ram svg", SIZES[size])
     visit.shoot(f"report-{size}")
     assert visit.page.title() == f"poetsim report: {HOSTILE_SCENARIO}"
@@ -272,8 +285,10 @@ def test_schedule_page_shows_one_point_at_a_time_with_its_timeline_and_grid(brow
 
 @pytest.mark.parametrize("size", SIZES)
 def test_run_page_shows_figures_timeline_and_schedule(browser, site, size):
-    """The run page: its title, the figures above the fold and the timeline on the first screen, both
-    charts narrowed to a phone, legible, offline."""
+    """The run page: its title, its figures and the timeline at once, both charts fitted to a phone.
+
+    The figures are above the fold and the timeline on the first screen; legible, offline.
+    """
     visit = Visit(browser, site["run"], "#chart-schedule svg", SIZES[size])
     visit.shoot(f"run-{size}")
     assert visit.page.title().startswith(f"poetsim run: {HOSTILE_SCENARIO}: hybrid ({HOSTILE_GRAPH} on {HOSTILE_PLATFORM}")
@@ -297,8 +312,11 @@ def test_resnet18_report_opens_on_its_finding_at_either_size(browser, site, size
 
 
 def test_resnet18_report_shows_the_readme_headline(browser, site):
-    """At 1400x900 the main chart starts on the first screen, and every cell of the README's headline
-    (RAM 50 %, runtime 1.2x) is in its place in the table's 1.2x tab."""
+    """The shipped ResNet-18 report shows the README's headline.
+
+    At 1400x900 the main chart starts on the first screen, and every cell of the README's
+    headline (RAM 50 %, runtime 1.2x) is in its place in the table's 1.2x tab.
+    """
     visit = Visit(browser, site["resnet18"], "#chart-overhead_ram svg")
     visit.assert_starts_above_fold("#chart-overhead_ram svg")
     visit.assert_starts_above_fold(".tab-panel:visible table.headline")
@@ -321,8 +339,11 @@ def test_resnet18_report_shows_the_readme_headline(browser, site):
 
 @pytest.mark.parametrize("size", SIZES)
 def test_paper_page_opens_on_its_verdicts_with_a_chart_per_exhibit(browser, site, size):
-    """The count of verdicts on the first screen, a drawn chart per exhibit, a coloured verdict on every
-    claim, the raw tables folded, nothing wider than the window, offline."""
+    """The paper page opens on its count of verdicts, with a drawn chart per exhibit.
+
+    A coloured verdict on every claim, the raw tables folded, nothing wider than the window,
+    offline.
+    """
     visit = Visit(browser, site["paper"], "#chart-fig5 svg", SIZES[size])
     visit.shoot(f"paper-{size}")
     visit.assert_above_fold("#summary")
@@ -360,8 +381,11 @@ SHIPPED = {
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("shipped", SHIPPED)
 def test_shipped_pages_fit_the_window_and_open_on_their_finding(browser, shipped, size):
-    """The pages committed under results/ (regenerated by `poetsim report` and `poetsim paper`): no
-    error, nothing fetched, nothing scrolling sideways, every chart drawn, the finding on the first screen."""
+    """The pages committed under results/ fit the window and open on their finding.
+
+    They are regenerated by `poetsim report` and `poetsim paper`: no error, nothing fetched,
+    nothing scrolling sideways, every chart drawn, the finding on the first screen.
+    """
     visit = Visit(browser, ROOT / shipped, ".chart svg", SIZES[size])
     first = SHIPPED[shipped]
     if first.startswith("#"):

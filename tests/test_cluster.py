@@ -1,5 +1,7 @@
-"""Sweeps on a real Dask cluster: `dask scheduler` and two `dask worker` processes on the loopback
-address, started from folders of their own, with the sweep run from a third and a relative --out.
+"""Sweeps on a real Dask cluster: a scheduler and two workers on the loopback address.
+
+`dask scheduler` and two `dask worker` processes start from folders of their own, and the sweep
+runs from a third with a relative --out.
 
 The client alone writes the results folder: every file lands there, none where the workers
 run, nothing changes once the client has exited, and each point is recorded once whatever the
@@ -58,7 +60,9 @@ class Cluster:
 
     def start(self, workers: int = 2, python_args: tuple = (), env: dict | None = None) -> str:
         """Start a scheduler on a free loopback port, then `workers` workers; its address.
-        (`python_args` and `env` start the scheduler another way.)"""
+
+        `python_args` and `env` start the scheduler another way.
+        """
         here = self.folder("scheduler")
         info = here / f"scheduler-{len(self.processes)}.json"
         command = [*python_args, "-m", "distributed.cli.dask_scheduler"] if python_args else [BIN / "dask", "scheduler"]
@@ -87,6 +91,7 @@ class Cluster:
         )
 
     def client(self):
+        """A client of the cluster's scheduler, made on first use."""
         if self._client is None:
             from distributed import Client
 
@@ -94,6 +99,7 @@ class Cluster:
         return self._client
 
     def wait_for_workers(self, count: int) -> None:
+        """Wait until `count` workers have joined (at most HANG_S)."""
         self.client().wait_for_workers(count, timeout=HANG_S)
 
     def kill_worker_running(self, fragment: str) -> bool:
@@ -119,22 +125,26 @@ class Cluster:
         wait_for(lambda: executing() == 0, "the workers to end the points they were running")
 
     def kill_scheduler(self) -> None:
+        """Kill the scheduler's process group (SIGKILL), dropping the client first."""
         self.drop_client()
         assert self.scheduler is not None
         os.killpg(self.scheduler.pid, signal.SIGKILL)
         self.scheduler.wait()
 
     def drop_client(self) -> None:
+        """Close the client, if there is one."""
         if self._client is not None:
             self._client.close(timeout=5)
             self._client = None
 
     def folder(self, name: str) -> Path:
+        """The folder `name` under the cluster's root, made if missing."""
         path = self.root / name
         path.mkdir(parents=True, exist_ok=True)
         return path
 
     def close(self) -> None:
+        """Kill every process of the cluster and remove its root."""
         self.drop_client()
         for process in self.processes:
             with contextlib.suppress(ProcessLookupError):
@@ -383,8 +393,10 @@ def test_an_option_that_contradicts_scheduler_is_one_line(client_dir, extra, mes
 
 @pytest.fixture
 def bare_python(tmp_path) -> dict:
-    """The environment of a Python with Dask's packages but not poetsim (run with -S: no .pth
-    files, so not poetsim's editable install)."""
+    """The environment of a Python with Dask's packages but not poetsim.
+
+    Run with -S: no .pth files, so not poetsim's editable install.
+    """
     bare = {**os.environ, "PYTHONPATH": sysconfig.get_paths()["purelib"]}
     probe = subprocess.run(
         [sys.executable, "-S", "-c", "import distributed, poetsim"], env=bare, cwd=tmp_path, capture_output=True
@@ -403,8 +415,11 @@ def test_a_scheduler_needs_no_poetsim(cluster, client_dir, bare_python):
 
 @pytest.mark.parametrize("joins", ["before the sweep", "mid-sweep"])
 def test_a_worker_without_poetsim_is_refused_naming_it_and_lives(cluster, client_dir, tmp_path, bare_python, joins):
-    """Refused when the sweep sees it or when it is handed a point, whichever comes first: it
-    answers (it cannot read the point, yet does not die on it), and the sweep stops in one line."""
+    """A worker without poetsim is refused, named, and lives on; the sweep stops in one line.
+
+    Refused when the sweep sees it or when it is handed a point, whichever comes first: it
+    answers (it cannot read the point, yet does not die on it).
+    """
     scenario = slow_scenario(tmp_path)
     cluster.start(workers=0 if joins == "before the sweep" else 1)
     if joins == "before the sweep":

@@ -1,6 +1,9 @@
-"""The runtime's decoder and engine on the host under AddressSanitizer and UBSan: 1,000 random,
-mutated and truncated schedule files, each a clean status, and the same verdict as poetsim's own
-decoder and checker. Also: the C structures have the sizes poetsim.device.formats reads."""
+"""The runtime's decoder and engine on the host under AddressSanitizer and UBSan.
+
+1,000 random, mutated and truncated schedule files, each a clean status, and the same verdict as
+poetsim's own decoder and checker. Also: the C structures have the sizes poetsim.device.formats
+reads.
+"""
 
 import random
 import shutil

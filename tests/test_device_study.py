@@ -1,5 +1,8 @@
-"""The device profile and study: measured profiles that match the emulated cores, predictions within
-10 % of the device, device columns in runs.csv, compare and the report."""
+"""The device profile and study.
+
+Measured profiles that match the emulated cores, predictions within 10 % of the device, device
+columns in runs.csv, compare and the report.
+"""
 
 import json
 import shutil

@@ -1,5 +1,7 @@
-"""Fault injection on real sweeps: signals at random moments, two writers, a full or read-only disk,
-dying workers, a Dask cluster without workers. What survives what: docs/dependability.md.
+"""Fault injection on real sweeps, and what survives what (docs/dependability.md).
+
+Signals at random moments, two writers, a full or read-only disk, dying workers, a Dask cluster
+without workers.
 
 Every case ends with the same invariant: runs.csv holds each finished point exactly once, with
 no torn row and no row that records the fault itself, and `--resume` completes the grid.

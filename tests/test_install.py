@@ -1,6 +1,7 @@
-"""The core installs alone: `pip install .` into a fresh virtual environment, without PyTorch,
-SCIP, gurobipy or Playwright, runs the core commands; a command that needs an extra says which
-in one line and exits 4.
+"""The core installs alone and runs; a command that needs an extra says which in one line.
+
+`pip install .` into a fresh virtual environment, without PyTorch, SCIP, gurobipy or Playwright,
+runs the core commands; a command that needs an extra exits 4.
 
 Slow (a fresh install takes minutes): `make test-slow`.
 """

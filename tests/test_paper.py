@@ -107,8 +107,11 @@ def test_figure5_holds_when_capuchin_is_in_the_papers_range_and_poet_under_one_p
 
 
 def test_figure5_does_not_hold_when_capuchin_costs_little_and_says_why_in_numbers():
-    """Capuchin thousands of times below the paper's range does not hold; POET under 1 % at one of two
-    budgets holds in part; POET dearer than Capuchin at both budgets does not hold."""
+    """Figure 5's claims do not hold, or hold in part, by the numbers.
+
+    Capuchin thousands of times below the paper's range does not hold; POET under 1 % at one of
+    two budgets holds in part; POET dearer than Capuchin at both budgets does not hold.
+    """
     results = frame(
         row("hybrid", "50%", 0.2),
         row("capuchin", "50%", 0.03, Status.BASELINE, page_ins=10),

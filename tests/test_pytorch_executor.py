@@ -42,8 +42,12 @@ def test_baselines_give_bitwise_gradients_and_the_predicted_peak(tiny, costs, tm
 
 
 def test_by_default_a_step_leaves_one_core_to_the_io_thread(tiny, costs, tmp_path):
-    """The I/O thread is the DMA channel the overlap model runs beside the computes: it gets a
-    core of its own (where there are two), and the step runs on the rest; torch's setting is back after."""
+    """By default a step leaves one core to the I/O thread.
+
+    The I/O thread is the DMA channel the overlap model runs beside the computes: it gets a core
+    of its own (where there are two), and the step runs on the rest; torch's setting is back
+    after.
+    """
     cores = len(os.sched_getaffinity(0))
     before = torch.get_num_threads()
     result = execute(tiny, keep_all(tiny.graph, costs, Timing.OVERLAP)[0], tmp_path, check_gradients=False)

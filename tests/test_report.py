@@ -195,8 +195,11 @@ def test_schedule_chart_embeds_runs_not_cells():
 
 @pytest.fixture
 def simulated(seven, mixed):
-    """The mixed schedule on the simulated device: page-out 2-3.5 s, page-in 4-5.5 s, a stall 5-5.5 s,
-    a recompute 6.5-7.5 s; makespan 8.5 s; peak 350 bytes."""
+    """The mixed schedule on the simulated device.
+
+    Page-out 2-3.5 s, page-in 4-5.5 s, a stall 5-5.5 s, a recompute 6.5-7.5 s; makespan 8.5 s;
+    peak 350 bytes.
+    """
     return simulate(mixed, seven, make_costs(seven), ram_capacity_bytes=10_000, mode="free-running")
 
 
@@ -219,8 +222,11 @@ def test_timeline_has_compute_dma_and_bus_lanes_with_every_kind(simulated, tmp_p
 
 
 def test_bus_lane_says_who_is_on_the_bus_when(simulated):
-    """Compute alone, then both with the page-out, compute, both with the page-in, the page-in alone
-    while compute stalls, then compute: hand-checked against the trace."""
+    """The bus lane says who is on the bus when, hand-checked against the trace.
+
+    Compute alone, then both with the page-out, compute, both with the page-in, the page-in
+    alone while compute stalls, then compute.
+    """
     bus = bus_lane(lanes(simulated.trace[simulated.trace["resource"] != "bus"]).query("resource != 'bus'"))
     spans = [(row.time_s, row.end_s, row.kind) for row in bus.itertuples()]
     assert spans == [
@@ -234,8 +240,11 @@ def test_bus_lane_says_who_is_on_the_bus_when(simulated):
 
 
 def test_timeline_names_each_wait_by_its_cause_and_its_subtitle_agrees(simulated):
-    """The 0.5 s wait for page-in of node 0 is drawn as "wait: input", and the subtitle counts it as a
-    stall: no bar says "stall" while the text says 0."""
+    """The timeline names each wait by its cause, and its subtitle agrees.
+
+    The 0.5 s wait for page-in of node 0 is drawn as "wait: input", and the subtitle counts it
+    as a stall: no bar says "stall" while the text says 0.
+    """
     spec = timeline_chart(simulated, None, "seven", FOOTER).to_dict()
     kinds = {row["kind"] for row in chart_rows(timeline_chart(simulated, None, "seven", FOOTER)) if "kind" in row}
     assert "stall" not in kinds and "wait: input" in kinds
@@ -311,8 +320,11 @@ def test_timeline_of_a_long_run_is_coarsened_but_keeps_the_peak():
 
 
 def test_save_run_charts_writes_one_page_with_both_charts(seven, mixed, tmp_path):
-    """A simulated run gets run.html (titled, the Vega bundle once, both charts, the figures) and a PNG
-    and an SVG of each chart; a hostile graph name is escaped everywhere."""
+    """A simulated run's charts: one run.html with both, and a PNG and an SVG of each.
+
+    run.html is titled, has the Vega bundle once, both charts and the figures; a hostile graph
+    name is escaped everywhere.
+    """
     hostile = replace(seven, name=HOSTILE)
     costs = make_costs(seven)
     problem = Problem(
@@ -356,8 +368,11 @@ ENERGY_J = {"rpi4": 8.0, "mkr1000": 100.0}
 
 
 def overheads(platform: str, runtime_x: float) -> dict:
-    """Overhead (%) per strategy and RAM fraction; None = infeasible. On mkr1000, paging-only
-    beats hybrid at 50 % (as when hybrid stops at a time limit with a gap)."""
+    """Overhead (%) per strategy and RAM fraction; None = infeasible.
+
+    On mkr1000, paging-only beats hybrid at 50 % (as when hybrid stops at a time limit with a
+    gap).
+    """
     return {
         "keep-all": {0.25: None, 0.5: None, 1.0: 0.0},
         "hybrid": {0.25: 2.0, 0.5: 1.5 if platform == "mkr1000" else 0.5, 1.0: 0.0},
@@ -367,9 +382,12 @@ def overheads(platform: str, runtime_x: float) -> dict:
 
 
 def sweep_rows(simulated: bool = True) -> pd.DataFrame:
-    """Result rows as a sweep writes them: 2 platforms x 2 runtimes x 4 strategies x 3 RAM budgets,
-    plus one point that failed before its budgets were resolved. Keep-all misses the smaller
-    budgets (over-budget); hybrid on rpi4 at 25 % and 1.5x is feasible, not proven: its bound is 0.5 %."""
+    """Result rows as a sweep writes them: 2 platforms x 2 runtimes x 4 strategies x 3 RAM budgets.
+
+    Plus one point that failed before its budgets were resolved. Keep-all misses the smaller
+    budgets (over-budget); hybrid on rpi4 at 25 % and 1.5x is feasible, not proven: its bound is
+    0.5 %.
+    """
     rows = []
     for platform, energy_j in ENERGY_J.items():
         for runtime_x in (1.2, 1.5):
@@ -440,10 +458,13 @@ def specs_of(text: str) -> dict:
 
 
 def test_report_is_one_offline_page_with_a_png_and_an_svg_per_chart(report):
-    """report.html loads nothing from the network and states the assumptions once, at its foot; each
-    chart has a 2x PNG and an SVG, which carry the footer themselves (they travel alone).
+    """report.html is one offline page with a PNG and an SVG per chart.
 
-    Two runtime budgets make no curve (the table's tabs compare them), so three charts."""
+    It loads nothing from the network and states the assumptions once, at its foot; each chart
+    has a 2x PNG and an SVG, which carry the footer themselves (they travel alone).
+
+    Two runtime budgets make no curve (the table's tabs compare them), so three charts.
+    """
     page, text = report
     assert page.name == "report.html"
     assert_offline_html(page, footer=footer_text("unit sweep", ["overlap"]))
@@ -459,8 +480,11 @@ def test_report_is_one_offline_page_with_a_png_and_an_svg_per_chart(report):
 
 
 def test_report_opens_on_its_finding_and_shows_each_figure_once(report):
-    """The finding comes before any table or chart; then the RAM chart and the headline; each chart
-    once; every run folded at the end."""
+    """The report opens on its finding and shows each figure once.
+
+    The finding comes before any table or chart; then the RAM chart and the headline; each chart
+    once; every run folded at the end.
+    """
     _, text = report
     body = text[text.index("<body>") :]
     order = [
@@ -671,8 +695,12 @@ def test_winners_are_computed_from_the_energies():
 
 
 def test_finding_says_where_hybrid_wins_by_how_much_and_what_is_proven():
-    """Hybrid is cheapest at 10 of the 12 budget points with a schedule (paging-only beats it on
-    mkr1000 at 50 %); it saves up to 3 points against paging-only and 2.5 against recompute-only."""
+    """The finding says where hybrid wins, by how much, and what is proven.
+
+    Hybrid is cheapest at 10 of the 12 budget points with a schedule (paging-only beats it on
+    mkr1000 at 50 %); it saves up to 3 points against paging-only and 2.5 against
+    recompute-only.
+    """
     said = sentences(prepare(sweep_rows()))
     assert said[0].startswith("hybrid has the lowest energy at 10 of the 12 budget points where any strategy has a schedule")
     assert "another strategy is cheaper at 2 (0 of these hybrid schedules are not proven optimal" in said[0]
@@ -762,8 +790,12 @@ def test_a_prediction_within_rounding_is_a_sentence_not_a_chart():
 
 
 def test_pareto_draws_ties_as_concentric_rings_not_translucent_marks():
-    """Hybrid is a filled dot drawn last; every other strategy a ring of its own size; nothing translucent;
-    energies share one scale (above each panel's keep-all) and every panel has its axes."""
+    """The Pareto chart draws ties as concentric rings, not translucent marks.
+
+    Hybrid is a filled dot drawn last; every other strategy a ring of its own size; nothing
+    translucent; energies share one scale (above each panel's keep-all) and every panel has its
+    axes.
+    """
     rows = sweep_rows()
     spec = pareto_chart(prepare(rows)).draw(FOOTER, 1240).to_dict()
     marks = [layer for layer in _layers(spec) if isinstance(layer.get("mark"), dict) and layer["mark"]["type"] == "point"]
@@ -818,8 +850,11 @@ def test_measured_on_device_columns_join_the_table_of_runs_when_present(tmp_path
 
 
 def test_one_ram_budget_puts_the_runtime_chart_in_the_main_place(tmp_path):
-    """With one RAM budget and three runtime budgets the RAM chart would be a column of bars: the
-    runtime chart stands beside the table instead, and the RAM chart's old files go."""
+    """With one RAM budget, the runtime chart takes the main place.
+
+    With one RAM budget and three runtime budgets the RAM chart would be a column of bars: the
+    runtime chart stands beside the table instead, and the RAM chart's old files go.
+    """
     rows = sweep_rows()
     third = rows[rows["runtime_x"] == 1.5].assign(runtime_x=2.0)
     third["point_key"] = third["point_key"] + "|2x"

@@ -1,5 +1,7 @@
-"""Terminal output: tables that fit a terminal and print whole in a pipe, help that wraps between
-words, progress in a terminal and in a log, and nothing for short work.
+"""Terminal output: tables, help, progress, and nothing for short work.
+
+Tables fit a terminal and print whole in a pipe, help wraps between words, progress shows in a
+terminal and in a log.
 
 The commands run as real processes, on a pseudo-terminal (a pty of the given size, COLUMNS set
 to match) or on a pipe.

@@ -152,8 +152,11 @@ def _align(value: int, to: int = 8) -> int:
 
 
 def pack_image(program: bytes, schedule: bytes, weights: bytes, batch: bytes, storage_bytes: int) -> bytes:
-    """The image to load: its header and the four regions the host fills; the header places the
-    gradients and the storage after them, where the runtime writes (they are not loaded)."""
+    """The image to load: its header and the four regions the host fills.
+
+    The header places the gradients and the storage after them, where the runtime writes (they
+    are not loaded).
+    """
     regions: dict[str, tuple[int, int]] = {}
     at = _align(IMAGE_HEADER_BYTES)
     for name, data in (("program", program), ("schedule", schedule), ("weights", weights), ("batch", batch)):

@@ -1,5 +1,6 @@
-"""Graph files: poetsim's own JSON format, import of the literature's node-link graphs, and
-`load_graph`, which accepts a zoo model name or a path anywhere a model is asked for.
+"""Graph files: poetsim's own JSON format, and import of the literature's node-link graphs.
+
+`load_graph` accepts a zoo model name or a path anywhere a model is asked for.
 
 poetsim-graph v1 (docs/graphs.md documents it for users):
     {"format": "poetsim-graph", "version": 1, "name": "...",

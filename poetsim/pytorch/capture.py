@@ -84,6 +84,7 @@ class TrainingStep(nn.Module):
         self.loss = loss
 
     def forward(self, *batch: torch.Tensor) -> torch.Tensor:
+        """The loss of the model on `batch`: the inputs, then the labels last."""
         *inputs, labels = batch
         return self.loss(self.model(*inputs), labels)
 
@@ -311,8 +312,10 @@ def _label_autograd_nodes(output, label: str, first_sequence_nr: int) -> None:
 
 @contextlib.contextmanager
 def _attributed(name: str, step: nn.Module):
-    """Label module calls while the block runs; an error inside the model becomes one
-    UserInputError naming the module call that raised it."""
+    """Label module calls while the block runs.
+
+    An error inside the model becomes one UserInputError naming the module call that raised it.
+    """
     tracker = _CallTracker()
     handles = tracker.install(step)
     where = None

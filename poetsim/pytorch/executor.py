@@ -59,6 +59,7 @@ class Record:
 
     @property
     def duration_s(self) -> float:
+        """How long the recorded event took."""
         return self.end_s - self.start_s
 
 
@@ -534,8 +535,11 @@ class Machine:
 
 
 def _releases(program, outputs: dict) -> list[list[fx.Node]]:
-    """For each op of a node, the node's temporaries to drop after it: values the node makes or
-    reads that no later op of the node reads and that it neither keeps, records nor outputs."""
+    """For each op of a node, the node's temporaries to drop after it.
+
+    They are the values the node makes or reads that no later op of the node reads and that it
+    neither keeps, records nor outputs.
+    """
     kept = set(program.keeps) | set(program.statistics) | set(outputs)
     last: dict[fx.Node, int] = {}
     for index, op in enumerate(program.ops):

@@ -310,8 +310,10 @@ class _Grouping:
         return self.group[max(producers, key=self.position.__getitem__)]
 
     def _split_tails(self, calls: list[fx.Node]) -> None:
-        """Move the ops at the end of each leaf layer that its backward needs nothing of into a
-        node of their own (module docstring), when they read only tensors the backward reads."""
+        """Move the ops at the end of each leaf layer that its backward needs nothing of into a node of their own.
+
+        Only ops that read nothing but tensors the backward reads are moved (module docstring).
+        """
         backward_reads: set[tuple] = set()  # storage keys of forward tensors that backward ops read
         for n in calls:
             if self.role[n] == "compute" and self.group[n][0] == "bwd":

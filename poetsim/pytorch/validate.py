@@ -113,6 +113,7 @@ class Validation:
     profile: Platform | None = field(default=None, repr=False, compare=False)  # the one the predictions used
 
     def to_dict(self) -> dict:
+        """The validation as plain data for result.json: the profile left out, the timing by its name."""
         data = asdict(replace(self, profile=None))
         del data["profile"]
         data["timing"] = Timing(self.timing).value

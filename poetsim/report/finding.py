@@ -1,5 +1,6 @@
-"""A study's finding in words, computed from its runs: what the integrated search wins, by how
-much, and what is proven.
+"""A study's finding in words, computed from its runs.
+
+What the integrated search wins, by how much, and what is proven.
 
 The report opens on these sentences, before any table or chart, so a reader learns the result
 in a few seconds and reads the rest as evidence. Every number in them is taken from the

@@ -66,8 +66,10 @@ class ScheduleViews:
 
 
 def write_schedule_views(frame: pd.DataFrame, sweep_dir: Path | None, directory: Path, title: str, footer: str) -> ScheduleViews:
-    """Replay the chosen points of `frame` (the report's prepared frame) from `sweep_dir` and write
-    `directory/schedules.html`; return the links to them and a note on what could not be drawn.
+    """Replay the chosen points of `frame` from `sweep_dir` and write `directory/schedules.html`.
+
+    `frame` is the report's prepared frame. Returns the links to the points drawn and a note on
+    what could not be drawn.
 
     Nothing is written when no point can be drawn (the note says why).
     """
@@ -137,8 +139,10 @@ def _note(missing: list[str], left: int) -> str:
 
 
 def _chosen(frame: pd.DataFrame) -> pd.DataFrame:
-    """The tightest point of each group and strategy, the integrated strategy's first, then the
-    others in registry order, each by group; at most MAX_POINTS."""
+    """The tightest point of each group and strategy; at most MAX_POINTS.
+
+    The integrated strategy's come first, then the others in registry order, each by group.
+    """
     best = tightest(frame)
     if best.empty:
         return best
@@ -153,8 +157,10 @@ def _chosen(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _specs(anchor: str, name: str, run) -> dict:
-    """The point's charts, by element id, without the footer (the page has it); each drawn once,
-    wide, and narrowed by the page on a phone (`page.fitted`)."""
+    """The point's charts, by element id, without the footer (the page has it).
+
+    Each is drawn once, wide, and narrowed by the page on a phone (`page.fitted`).
+    """
     problem = run.problem
     charts = {}
     if run.simulated is not None:

@@ -123,8 +123,10 @@ class _Replay:
         self._page_outs = 0
 
     def run(self, stages: Iterable[tuple]) -> None:  # noqa: C901 - one pass per instruction in local variables, for speed (below)
-        """Replay every stage: check what each instruction must satisfy (kind, node id, order), run
-        it, then close its stage.
+        """Replay every stage: check and run each instruction, then close its stage.
+
+        An instruction is checked for what it must satisfy (kind, node id, order) before it
+        runs.
 
         This loop runs once per instruction of every checked schedule and of every simulation, so
         it is written out in one piece, the machine state in local variables: a call per

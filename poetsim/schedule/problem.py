@@ -38,8 +38,10 @@ class Problem:
         return self.platform.ram_bytes - self.reserved_bytes
 
     def solver_inputs(self, moves: Moves) -> tuple:
-        """Everything a solve with `moves` reads, and nothing else: two problems with equal
-        solver inputs have the same schedules, energies and proofs for those moves.
+        """Everything a solve with `moves` reads, and nothing else.
+
+        Two problems with equal solver inputs have the same schedules, energies and proofs for
+        those moves.
 
         Without paging no schedule moves a byte to storage, so the storage costs (transfer time
         and energy, DMA channels) are left out: rpi4 and rpi4-nocache, which differ only there,

@@ -260,8 +260,11 @@ class _Replay:
         return stage_compute_s
 
     def _may_contend(self, stage: tuple, transfers: tuple) -> bool:
-        """Whether an operator of `stage` and the stage's transfers may together ask more of the bus
-        than it has (every channel busy at the stage's fastest transfer rate: exact for one channel)."""
+        """Whether an operator of `stage` and the stage's transfers may together ask more of the bus than it has.
+
+        The transfers are taken with every channel busy at the stage's fastest transfer rate:
+        exact for one channel.
+        """
         bandwidth = self.device.bus_bytes_per_s
         if bandwidth == math.inf:
             return False
@@ -349,9 +352,12 @@ class _Replay:
         )
 
     def _page_in_bytes_before(self, ins: Instruction, t: int) -> int:
-        """The bytes of stage t's page-ins issued before `ins`, a compute or a page-in: they hold their
-        buffers from their issue. Worked out only for an error message, from the stage's transfers (the
-        checker has made sure they lead the stage and page each node in at most once)."""
+        """The bytes of stage t's page-ins issued before `ins`, a compute or a page-in.
+
+        They hold their buffers from their issue. This is worked out only for an error message,
+        from the stage's transfers (the checker has made sure they lead the stage and page each
+        node in at most once).
+        """
         page_in_bytes = 0
         for issued in self.schedule.stages[t]:
             if issued is ins or type(issued) not in (PageOut, PageIn):

@@ -100,8 +100,10 @@ class Trace:
         return np.frombuffer(bytes(self.rows), dtype=np.dtype(_DTYPE))
 
     def _columns(self) -> dict:
-        """Every row as columns, derived allocations and byte counts included, by start time; ties in
-        recording order, an allocation just before the compute it belongs to."""
+        """Every row as columns, derived allocations and byte counts included, by start time.
+
+        Ties stay in recording order, an allocation just before the compute it belongs to.
+        """
         rows = self._recorded()
         computed = np.flatnonzero((rows["event"] == COMPUTE) | (rows["event"] == RECOMPUTE))
         allocs = rows[computed].copy()

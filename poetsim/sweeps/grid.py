@@ -1,5 +1,7 @@
-"""A sweep's grid: its points' folders and row fields, the order of a cell's points, the points
-that ask the solver one question, and the plan of what is left to run.
+"""A sweep's grid: its points' folders and row fields, their order, shared solves, and what is left.
+
+The order is that of a cell's points; the points that ask the solver one question share its
+solve; the plan says what is left to run.
 
 Points of one grid cell are ordered: a solved strategy runs after the strategies at the same
 cell whose schedules it may use (baselines it allows, and solved strategies with fewer moves),
@@ -42,6 +44,7 @@ class SweepPlan:
 
     @property
     def total(self) -> int:
+        """How many points the sweep has: those done and those to run."""
         return len(self.done_keys) + len(self.todo)
 
 

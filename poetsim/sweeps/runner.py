@@ -221,8 +221,10 @@ class _Grid:
 
 
 def _drive(plan: SweepPlan, pool: ProcessPool | DaskPool, limit_s: float, threads: int, stop: StopRequest) -> Iterator[ResultRow]:
-    """Run the plan's points on `pool`, each once its prerequisites are done; write each point's
-    folder as it comes back, then yield its row (the caller appends it to runs.csv).
+    """Run the plan's points on `pool`, each once its prerequisites are done.
+
+    Each point's folder is written as it comes back, then its row is yielded (the caller appends
+    it to runs.csv).
 
     On a stop request no job starts; the rows already returned are still yielded. A job that
     raised (an environment error in a worker) stops the sweep the same way, then is raised.

@@ -60,7 +60,9 @@ def _rows(work: Path):
             if name == "keep-all":
                 schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
             else:
-                schedule = run_strategy(problem, "hybrid", time_limit_s=30, simulate=False).schedule
+                run = run_strategy(problem, "hybrid", time_limit_s=30, simulate=False)
+                assert run.schedule is not None, run.message
+                schedule = run.schedule
             figures = check_schedule(schedule, problem.graph, problem.costs, problem.timing)
             runtime = build_runtime(target, problem.budgets.ram_bytes)
             sizes = code_sizes(runtime)

@@ -27,8 +27,8 @@ def recompute_and_page(graph: TrainingGraph, costs: CostTable, prefer=frozenset(
             for d in graph.nodes[ins.node].deps:
                 reads[d].add(t)
     candidates = []
-    for i, stages in reads.items():
-        ordered = sorted(stages)
+    for i, read_in in reads.items():
+        ordered = sorted(read_in)
         for a, b in itertools.pairwise(ordered):
             if b - a >= 3 and not any(a < t <= b for t in computes[i]):
                 candidates.append((i not in prefer, -(b - a), i, a, b))

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pytest
@@ -31,6 +32,9 @@ from poetsim.report import build_report, save_run_charts
 from poetsim.report.paper_page import write_paper_page
 from poetsim.status import Status
 from poetsim.sweeps.runner import point_slug, run_sweep
+
+if TYPE_CHECKING:
+    from playwright.sync_api import BrowserContext, ConsoleMessage, Dialog, FloatRect, ViewportSize
 
 sync_playwright = pytest.importorskip("playwright.sync_api", reason="needs the [browser] extra").sync_playwright
 
@@ -52,8 +56,8 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-VIEWPORT = {"width": 1400, "height": 900}
-PHONE = {"width": 390, "height": 844}
+VIEWPORT: "ViewportSize" = {"width": 1400, "height": 900}
+PHONE: "ViewportSize" = {"width": 390, "height": 844}
 SIZES = {"desktop": VIEWPORT, "phone": PHONE}
 PAPER_STUDIES = ("paper_fig3", "paper_fig3_mcu", "paper_fig4", "paper_fig5", "paper_table3")
 HOSTILE_GRAPH = "<img src=x onerror=window.__pwned=1>"
@@ -130,24 +134,35 @@ class Visit:
     and counts as loaded once the `ready` selector matches.
     """
 
-    def __init__(self, context, path: Path, ready: str, size: dict | None = None):
+    def __init__(self, context: "BrowserContext", path: Path, ready: str, size: "ViewportSize | None" = None):
         self.viewport = size or VIEWPORT
         self.url = path.resolve().as_uri()
         self.errors: list[str] = []
         self.requests: list[str] = []
         self.page = context.new_page()
         self.page.set_viewport_size(self.viewport)
-        self.page.on("console", lambda message: message.type == "error" and self.errors.append(message.text))
+
+        def on_console(message: "ConsoleMessage") -> None:
+            if message.type == "error":
+                self.errors.append(message.text)
+
+        def on_dialog(dialog: "Dialog") -> None:
+            self.errors.append(f"dialog: {dialog.message}")
+            dialog.dismiss()
+
+        self.page.on("console", on_console)
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
         self.page.on("request", lambda request: self.requests.append(request.url))
-        self.page.on("dialog", lambda dialog: (self.errors.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+        self.page.on("dialog", on_dialog)
         self.page.goto(self.url)
         self.page.wait_for_selector(ready, timeout=30_000)
         self.page.wait_for_load_state("load")
 
-    def box(self, selector: str) -> dict:
-        """The bounding box of the first element `selector` matches (None when it is not drawn)."""
-        return self.page.locator(selector).first.bounding_box()
+    def box(self, selector: str) -> "FloatRect":
+        """The bounding box of the first element `selector` matches; the test fails where none is drawn."""
+        found = self.page.locator(selector).first.bounding_box()
+        assert found is not None, f"{selector} is not on the page"
+        return found
 
     def shoot(self, name: str) -> None:
         """Save a screenshot of the window and one of the whole page as `name`.png and `name`-full.png."""
@@ -181,14 +196,13 @@ class Visit:
     def assert_above_fold(self, selector: str) -> None:
         """The element is wholly on the first screen."""
         box = self.box(selector)
-        assert box is not None, f"{selector} is not on the page"
         assert box["y"] >= 0 and box["y"] + box["height"] <= self.viewport["height"], f"{selector} is not above the fold: {box}"
         self.assert_within_width(selector)
 
     def assert_starts_above_fold(self, selector: str) -> None:
         """The element begins on the first screen (a tall chart may run on below it)."""
         box = self.box(selector)
-        assert box is not None and 0 <= box["y"] < self.viewport["height"] - 100, f"{selector} starts below the fold: {box}"
+        assert 0 <= box["y"] < self.viewport["height"] - 100, f"{selector} starts below the fold: {box}"
         self.assert_within_width(selector)
 
     def assert_within_width(self, selector: str) -> None:
@@ -213,7 +227,8 @@ def test_report_opens_on_its_finding(browser, site, size):
         visit.assert_starts_above_fold("#chart-overhead_ram svg")
     assert visit.page.locator(".chart").count() == visit.page.locator(".chart svg").count() >= 2
     for chart in visit.page.locator(".chart svg").all():
-        assert chart.bounding_box()["width"] <= SIZES[size]["width"]
+        box = chart.bounding_box()
+        assert box is not None and box["width"] <= SIZES[size]["width"]
     visit.assert_legible()
     visit.assert_clean()
     assert HOSTILE_GRAPH in visit.page.locator("body").inner_text()  # shown as text, not run
@@ -252,7 +267,9 @@ def test_a_schedule_is_one_click_from_the_report(browser, site):
     """A cell of the tightest-budget table opens schedules.html at that point, its timeline and grid drawn."""
     visit = Visit(browser, site["report"], "#chart-overhead_ram svg")
     link = visit.page.locator("#reach table.reach a").first
-    anchor = link.get_attribute("href").split("#")[1]
+    href = link.get_attribute("href")
+    assert href is not None
+    anchor = href.split("#")[1]
     link.click()
     visit.page.wait_for_selector(f"section#{anchor}:not([hidden]) svg", timeout=30_000)
     assert visit.page.url.endswith(f"schedules.html#{anchor}")

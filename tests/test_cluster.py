@@ -21,10 +21,14 @@ import sys
 import sysconfig
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from poetsim.inputs.scenario import load_scenario
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 MCU = ROOT / "scenarios" / "mcu.yaml"
@@ -56,7 +60,7 @@ class Cluster:
         self.processes: list[subprocess.Popen] = []
         self.scheduler: subprocess.Popen | None = None
         self.address = ""
-        self._client = None
+        self._client: Client | None = None
 
     def start(self, workers: int = 2, python_args: tuple = (), env: dict | None = None) -> str:
         """Start a scheduler on a free loopback port, then `workers` workers; its address.
@@ -90,7 +94,7 @@ class Cluster:
             env,
         )
 
-    def client(self):
+    def client(self) -> "Client":
         """A client of the cluster's scheduler, made on first use."""
         if self._client is None:
             from distributed import Client
@@ -488,6 +492,7 @@ def test_an_environment_names_its_first_difference_poetsim_first_and_a_scheduler
         f"has Dask distributed 1.0 where the client has Dask distributed {client.distributed}"
     )
     missing = Environment.parse({**describe(), "poetsim": "none", "error": "ModuleNotFoundError: No module named 'poetsim'"})
-    assert missing.difference(client).startswith("cannot import poetsim (ModuleNotFoundError")
+    why = missing.difference(client)
+    assert why is not None and why.startswith("cannot import poetsim (ModuleNotFoundError")
     assert missing.difference(client, poetsim=False) is None  # a scheduler without poetsim serves
     assert client.difference(client) is None

@@ -28,7 +28,7 @@ from poetsim.errors import ScheduleError, UserInputError
 from poetsim.pipeline import run_strategy
 from poetsim.schedule.checker import check_schedule
 from poetsim.schedule.formats import decode_binary, encode_binary
-from poetsim.schedule.model import Compute, Free, PageIn, PageOut, Schedule
+from poetsim.schedule.model import Compute, Free, PageIn, PageOut, Schedule, Timing
 from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
 
@@ -69,7 +69,7 @@ def _random_schedule(rng: random.Random, num_nodes: int) -> Schedule:
     for t in range(num_nodes):
         stage = [rng.choice(kinds)(rng.randrange(num_nodes)) for _ in range(rng.randrange(4))]
         stages.append((*stage, Compute(t)))
-    return Schedule("random", num_nodes, rng.choice(("overlap", "compute-only")), tuple(stages))
+    return Schedule("random", num_nodes, rng.choice((Timing.OVERLAP, Timing.COMPUTE_ONLY)), tuple(stages))
 
 
 def _files(base: list[bytes], num_nodes: int, count: int) -> list[bytes]:

@@ -1,6 +1,7 @@
 """Carried across a sweep's grid: schedules that fit other points, a relaxation's infeasibility and lower bound."""
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from test_sweep import small_scenario
@@ -177,7 +178,7 @@ def test_carry_across_grid_restores_what_a_time_limit_left_unproven(tmp_path):
     recompute = rows["nrf52840", "70%", 1.5, "recompute-only"]
     assert hybrid.status is Status.OPTIMAL and recompute.predicted_total_j == pytest.approx(hybrid.bound_j)
 
-    cut_short = {
+    cut_short: dict[tuple[str, str, float, str], dict[str, Any]] = {
         ("nrf52840", "70%", 1.0, "recompute-only"): dict(status=Status.NO_SOLUTION, message="timed out"),
         ("nrf52840", "70%", 1.5, "recompute-only"): dict(status=Status.FEASIBLE, bound_j=recompute.keep_all_energy_j),
     }
@@ -218,16 +219,14 @@ def test_a_schedule_made_on_another_platform_is_checked_under_this_ones_costs(tm
     folder = directory / POINTS_DIR / point_slug(points[solved.point_key])
     for file in folder.iterdir():
         file.unlink()
+    no_figures: dict[str, Any] = {
+        f"predicted_{name}": None
+        for name in ("total_j", "peak_ram_bytes", "runtime_s", "recomputations", "page_ins", "page_outs")
+    }
     runs.rewrite(
         {
             keys.index(("rpi4-nocache", "recompute-only")): replace(
-                solved,
-                status=Status.NO_SOLUTION,
-                message="timed out",
-                **{
-                    f"predicted_{name}": None
-                    for name in ("total_j", "peak_ram_bytes", "runtime_s", "recomputations", "page_ins", "page_outs")
-                },
+                solved, status=Status.NO_SOLUTION, message="timed out", **no_figures
             )
         }
     )

@@ -33,7 +33,7 @@ def core(tmp_path_factory) -> Path:
     return venv / "bin"
 
 
-def poetsim(core: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+def poetsim(core: Path, cwd: Path, *args: str | Path) -> subprocess.CompletedProcess:
     """The installed `poetsim` (its own script, so that the source tree is not on sys.path)."""
     return subprocess.run([str(core / "poetsim"), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=900)
 

@@ -221,4 +221,4 @@ def test_inputs_that_do_not_fit_name_the_module():
 
 def test_a_model_that_is_not_a_module_is_refused():
     with pytest.raises(UserInputError, match=r"torch\.nn\.Module"):
-        from_torch(lambda x: x, torch.randn(2))
+        from_torch(lambda x: x, torch.randn(2))  # type: ignore[arg-type]  # the wrong type is the point

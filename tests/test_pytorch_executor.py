@@ -62,6 +62,7 @@ def test_a_solved_paging_schedule_moves_the_predicted_bytes_through_real_files(t
     budgets = Budgets(int(0.6 * graph.keep_all_peak_bytes), 10 * costs.plain_runtime_s)
     outcome = optimise(graph, costs, budgets, Moves(recompute=False, page=True), timing, time_limit_s=10, threads=1)
     schedule = outcome.schedule
+    assert schedule is not None
     predicted = check_schedule(schedule, graph, costs, timing, budgets)
     result = execute(tiny, schedule, tmp_path, budget_bytes=budgets.ram_bytes)
     assert predicted.page_outs > 0

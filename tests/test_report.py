@@ -22,13 +22,14 @@ from poetsim.report.page import script_json
 from poetsim.report.palette import platform_colours, strategy_colours
 from poetsim.report.reach import reach_table, tightest
 from poetsim.report.report import prepare, winners
-from poetsim.report.sweep_charts import pareto_chart, prediction_chart, prediction_differences, runtime_chart
+from poetsim.report.sweep_charts import Draw, SweepChart, pareto_chart, prediction_chart, prediction_differences, runtime_chart
 from poetsim.report.tables import headline_table
 from poetsim.report.timeline import NEUTRAL_COLOURS, bus_lane, lanes
 from poetsim.schedule.checker import check_schedule
 from poetsim.schedule.costs import CostTable
-from poetsim.schedule.model import Budgets, Compute, Free, PageIn, PageOut, Schedule, Timing
+from poetsim.schedule.model import Budgets, Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
 from poetsim.simulator import simulate
+from poetsim.status import Status
 from poetsim.units import RamSpec
 
 C, F, PI, PO = Compute, Free, PageIn, PageOut
@@ -39,7 +40,7 @@ CDN_SCRIPT = re.compile(r"<script[^>]*src=[\"']https?://", re.IGNORECASE)
 # back in and 1 dropped and recomputed.
 DEPS = [(), (0,), (1,), (2,), (3,), (4, 0), (5, 1)]
 SIZES = [100, 200, 40, 10, 30, 50, 20]
-MIXED = [
+MIXED: list[list[Instruction]] = [
     [C(0)],
     [C(1)],
     [PO(0), F(0), C(2), F(1)],
@@ -107,6 +108,19 @@ def assert_offline_html(path, footer=FOOTER):
     assert html.escape(footer[:80]) in text or footer[:80] in text
 
 
+def searched(pattern: str, text: str, flags: int = 0) -> re.Match[str]:
+    """The first match of `pattern` in `text`; the test fails, naming the pattern, where there is none."""
+    found = re.search(pattern, text, flags)
+    assert found is not None, f"no match for {pattern!r}"
+    return found
+
+
+def drawn(chart: SweepChart) -> Draw:
+    """How to draw `chart`; the test fails, with the chart's note, where it is not drawn."""
+    assert chart.draw is not None, chart.note
+    return chart.draw
+
+
 def png_size(path) -> tuple[int, int]:
     data = path.read_bytes()
     assert data[:8] == PNG_MAGIC
@@ -116,7 +130,7 @@ def png_size(path) -> tuple[int, int]:
 def svg_size(path) -> tuple[float, float]:
     text = path.read_text(encoding="utf-8")
     assert text.lstrip().startswith("<svg")
-    width, height = re.search(r'<svg[^>]*width="([\d.]+)"[^>]*height="([\d.]+)"', text).groups()
+    width, height = searched(r'<svg[^>]*width="([\d.]+)"[^>]*height="([\d.]+)"', text).groups()
     return float(width), float(height)
 
 
@@ -172,7 +186,7 @@ def test_schedule_chart_names_layers_and_marks_the_loss_and_the_transfers():
         Node(4, "input_grad", "linear_grad", True, (3, 1), 40),
     ]
     graph = TrainingGraph.create("tiny", nodes)
-    stages = [[C(0)], [C(1), PO(0), F(0)], [C(2)], [PI(0), C(3), F(2)], [C(4), F(0), F(1), F(3), F(4)]]
+    stages: list[list[Instruction]] = [[C(0)], [C(1), PO(0), F(0)], [C(2)], [PI(0), C(3), F(2)], [C(4), F(0), F(1), F(3), F(4)]]
     schedule = Schedule("tiny", 5, Timing.OVERLAP, tuple(tuple(s) for s in stages))
     spec = schedule_chart(schedule, graph, "tiny", FOOTER).to_dict()
     text = json.dumps(spec)
@@ -332,7 +346,7 @@ def test_save_run_charts_writes_one_page_with_both_charts(seven, mixed, tmp_path
     )
     figures = check_schedule(mixed, seven, costs, Timing.OVERLAP)
     simulated = simulate(mixed, seven, costs, ram_capacity_bytes=10_000)
-    run = Run(problem, "hybrid", "optimal", "", mixed, figures, figures, figures, simulated=simulated)
+    run = Run(problem, "hybrid", Status.OPTIMAL, "", mixed, figures, figures, figures, simulated=simulated)
     paths = save_run_charts(run, tmp_path, "unit: hybrid")
     assert sorted(p.name for p in paths) == ["run.html", "schedule.png", "schedule.svg", "timeline.png", "timeline.svg"]
     assert_images(tmp_path, "schedule")
@@ -344,7 +358,7 @@ def test_save_run_charts_writes_one_page_with_both_charts(seven, mixed, tmp_path
     assert "<title>poetsim run: unit: hybrid (&lt;img" in text
     assert_no_raw(text)
     with pytest.raises(UserInputError, match="no schedule"):
-        save_run_charts(Run(problem, "hybrid", "infeasible", "too small"), tmp_path, "unit")
+        save_run_charts(Run(problem, "hybrid", Status.INFEASIBLE, "too small"), tmp_path, "unit")
 
 
 def assert_no_raw(text: str) -> None:
@@ -427,7 +441,7 @@ def sweep_rows(simulated: bool = True) -> pd.DataFrame:
                     if (platform, runtime_x, strategy, fraction) == ("rpi4", 1.5, "hybrid", 0.25):
                         row.update(status="feasible", bound_j=energy_j * 1.005, gap_overhead=0.75)
                     if simulated:
-                        row["simulated_total_j"] = total_j * 1.01 if ok else None
+                        row["simulated_total_j"] = total_j * 1.01 if total_j is not None else None
                         row["simulated_runtime_s"] = runtime_x * 1.02 if ok else None
                     rows.append(row)
     rows.append(
@@ -454,7 +468,7 @@ def report(tmp_path_factory):
 
 
 def specs_of(text: str) -> dict:
-    return json.loads(re.search(r"const specs = (\{.*?\});\n", text).group(1))
+    return json.loads(searched(r"const specs = (\{.*?\});\n", text).group(1))
 
 
 def test_report_is_one_offline_page_with_a_png_and_an_svg_per_chart(report):
@@ -513,14 +527,14 @@ def test_each_chart_comes_in_a_wide_and_a_narrow_layout(report):
     main = specs["chart-overhead_ram"]
     assert set(main) == {"wide", "narrow", "wide_px", "data"}
     assert '"columns": 1' in json.dumps(main["narrow"]) and '"columns": 1' not in json.dumps(main["wide"])
-    datasets = json.loads(re.search(r"const datasets = (\{.*?\});\n", text).group(1))
+    datasets = json.loads(searched(r"const datasets = (\{.*?\});\n", text).group(1))
     used = [name for entry in specs.values() for name in entry["data"]]
     assert set(used) == set(datasets)
 
 
 def headline_cells(text: str, tab: int) -> dict:
     """{(platform, RAM): {strategy: (text, css class)}} of one tab of the headline table."""
-    panel = re.search(rf"<div class='tab-panel' id='headline-panel-{tab}'>(.*?)</table>", text, re.S).group(1)
+    panel = searched(rf"<div class='tab-panel' id='headline-panel-{tab}'>(.*?)</table>", text, re.S).group(1)
     header = re.findall(r"<th[^>]*>([^<]*)</th>", panel)[2:]
     cells, platform = {}, None
     for row in re.findall(r"<tr[^>]*>(.*?)</tr>", panel.split("</thead>")[1], re.S):
@@ -549,7 +563,7 @@ def test_headline_puts_strategies_side_by_side_per_platform_and_ram(report):
 def test_table_of_all_runs_has_human_headers_units_and_sort_keys(report):
     """Every run is a row; headers say what and in which unit; numbers sort by their raw value."""
     _, text = report
-    table = re.search(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
+    table = searched(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
     headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
     assert {
         "RAM budget (% of keep-all)",
@@ -713,7 +727,7 @@ def test_finding_says_where_hybrid_wins_by_how_much_and_what_is_proven():
 
 def test_report_opens_on_the_finding(report):
     _, text = report
-    finding = re.search(r"<div class='finding' id='finding'>(.*?)</div>", text, re.S).group(1)
+    finding = searched(r"<div class='finding' id='finding'>(.*?)</div>", text, re.S).group(1)
     assert "hybrid has the lowest energy at 10 of the 12 budget points" in finding
 
 
@@ -773,7 +787,7 @@ def test_pareto_front_keeps_only_non_dominated_schedules():
     """On mkr1000 at 1.2x: 25 % hybrid (102 J), 50 % paging-only (101 J), 100 % (100 J) form the front."""
     rows = sweep_rows()
     frame = prepare(rows[(rows["platform"] == "mkr1000") & (rows["runtime_x"] == 1.2)])
-    points = [row for rows in pareto_chart(frame).draw(FOOTER, 1240).to_dict()["datasets"].values() for row in rows]
+    points = [row for rows in drawn(pareto_chart(frame))(FOOTER, 1240).to_dict()["datasets"].values() for row in rows]
     front = sorted((round(p["peak"], 4), round(p["energy_j"], 6)) for p in points if p.get("front"))
     assert front == [(0.2425, 102.0), (0.485, 101.0), (0.97, 100.0)]
 
@@ -797,12 +811,12 @@ def test_pareto_draws_ties_as_concentric_rings_not_translucent_marks():
     axes.
     """
     rows = sweep_rows()
-    spec = pareto_chart(prepare(rows)).draw(FOOTER, 1240).to_dict()
+    spec = drawn(pareto_chart(prepare(rows)))(FOOTER, 1240).to_dict()
     marks = [layer for layer in _layers(spec) if isinstance(layer.get("mark"), dict) and layer["mark"]["type"] == "point"]
     points = [m for m in marks if "size" in m.get("encoding", {}) or m["mark"].get("filled")]
     assert all(m["mark"].get("opacity", 1) == 1 for m in marks)
     assert points[-1]["mark"]["filled"] is True and "hybrid" in json.dumps(points[-1]["transform"])
-    sizes = {r["group"]: r["size"] for r in chart_rows(pareto_chart(prepare(rows)).draw(FOOTER, 1240)) if "size" in r}
+    sizes = {r["group"]: r["size"] for r in chart_rows(drawn(pareto_chart(prepare(rows)))(FOOTER, 1240)) if "size" in r}
     assert len({sizes[g] for g in ("keep-all", "paging-only", "recompute-only")}) == 3
     text = json.dumps(spec)
     assert '"resolve": {"axis": {"x": "independent", "y": "independent"}}' in text
@@ -843,7 +857,7 @@ def test_measured_on_device_columns_join_the_table_of_runs_when_present(tmp_path
     rows["device_energy_j"] = rows["predicted_total_j"] * 1.05
     rows["device_board"] = "qemu"
     text = build_report(rows, tmp_path, "device").read_text(encoding="utf-8")
-    table = re.search(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
+    table = searched(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
     headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
     assert "device energy (J)" in headers and "device board" in headers
     assert ">107.1</td>" in table  # mkr1000's 102 J schedule, measured 5 % higher

@@ -30,15 +30,15 @@ def check_schedule(
     schedule: Schedule,
     graph: TrainingGraph,
     costs: CostTable,
-    timing: Timing,
+    timing: Timing | str,
     budgets: Budgets | None = None,
 ) -> Figures:
     """Replay `schedule` on `graph` under `timing` and return its figures; ScheduleError if invalid.
 
-    `timing` is the model to account by, not necessarily the one the schedule was made for:
-    the rules of validity are the same under both, only RAM and time accounting differ, so a
-    schedule can be re-costed under the other model. With `budgets`, a peak RAM or a runtime
-    over budget is an error too, and its message says by how much.
+    `timing` (a Timing or its value) is the model to account by, not necessarily the one the
+    schedule was made for: the rules of validity are the same under both, only RAM and time
+    accounting differ, so a schedule can be re-costed under the other model. With `budgets`, a
+    peak RAM or a runtime over budget is an error too, and its message says by how much.
     """
     _check_shape(schedule, graph, costs)
     replay = _Replay(graph, costs, Timing(timing))

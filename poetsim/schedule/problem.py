@@ -65,10 +65,13 @@ def make_problem(
     platform: Platform,
     ram: RamSpec,
     runtime_x: float,
-    timing: Timing = Timing.OVERLAP,
+    timing: Timing | str = Timing.OVERLAP,
     reserve_training_state: str = "none",
 ) -> Problem:
-    """Derive the costs of `graph` on `platform` and resolve the budgets to bytes and seconds."""
+    """Derive the costs of `graph` on `platform` and resolve the budgets to bytes and seconds.
+
+    `timing` is a Timing or its value ("overlap", "compute-only").
+    """
     costs = node_costs(graph, platform)
     budgets = Budgets(ram_bytes=ram.resolve(graph.keep_all_peak_bytes), runtime_s=runtime_x * costs.plain_runtime_s)
     return Problem(graph, platform, costs, budgets, ram, runtime_x, Timing(timing), reserved_bytes(graph, reserve_training_state))
@@ -79,7 +82,7 @@ def build_problem(
     platform: str,
     ram: RamSpec,
     runtime_x: float,
-    timing: Timing = Timing.OVERLAP,
+    timing: Timing | str = Timing.OVERLAP,
     batch_size: int | None = None,
     input_size: int | None = None,
     seq_len: int | None = None,

@@ -139,7 +139,9 @@ class DaskPool:
             self._close_cluster()
             where = f"reach the Dask scheduler {scheduler}" if scheduler else "start a local Dask cluster"
             raise UnavailableError(f"cannot {where} ({_one_line(exc)})") from None
-        self.address = self._client.scheduler.address
+        scheduler_rpc = self._client.scheduler
+        assert scheduler_rpc is not None  # a client that has connected knows its scheduler
+        self.address = scheduler_rpc.address
         self._name = f"the Dask scheduler {scheduler}" if scheduler else f"the local Dask cluster's scheduler {self.address}"
         self._checked_at = 0.0
         self._no_worker_since: float | None = None

@@ -51,8 +51,9 @@ demo: setup
 test: setup lint guard
 	$(BIN)/python -m pytest -q
 
-# Style, types and layers: ruff (pyproject.toml's [tool.ruff]), mypy over the package, and
-# import-linter's contracts ([tool.importlinter]: who may import whom; docs/architecture.md).
+# Style, types and layers: ruff (pyproject.toml's [tool.ruff]), mypy over the package, its tests
+# and its benchmarks ([tool.mypy]), and import-linter's contracts ([tool.importlinter]: who may
+# import whom; docs/architecture.md).
 lint: setup
 	$(BIN)/ruff check poetsim benchmarks tests
 	$(BIN)/ruff format --check poetsim benchmarks tests

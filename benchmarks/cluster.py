@@ -13,6 +13,7 @@ wrote the rows and point files of the local processes (timings aside). Run with
 `python -m benchmarks cluster`; writes results/bench/cluster.csv.
 """
 
+import contextlib
 import csv
 import json
 import os
@@ -152,10 +153,8 @@ class _Cluster:
 
     def close(self) -> None:
         for process in self.processes:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             process.wait()
         shutil.rmtree(self.root, ignore_errors=True)
 

@@ -20,8 +20,10 @@ def machine(with_highs: bool = False) -> str:
 
 
 def write_rows(out_csv: Path, kind: type, rows: Iterable) -> pd.DataFrame:
-    """Write dataclass rows of `kind` to `out_csv` as each one finishes (an interrupted run keeps
-    what it measured), and return them as a frame."""
+    """Write dataclass rows of `kind` to `out_csv` as each one finishes, and return them as a frame.
+
+    An interrupted run keeps what it measured.
+    """
     out_csv = Path(out_csv)
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     names = [f.name for f in fields(kind)]

@@ -1,5 +1,4 @@
-"""Benchmark of the device runtime (issue 40): its size on the microcontroller, schedule bytes, and
-emulated steps per second.
+"""Benchmark of the device runtime (issue 40): its size, schedule bytes, and emulated steps per second.
 
 Rows, one per model, core and schedule (keep-all, and hybrid at 70 % of keep-all, 1.5x): the
 runtime's code in flash (.text + .data) and its own RAM beside the arena (.data + .bss, and the
@@ -61,7 +60,9 @@ def _rows(work: Path):
             if name == "keep-all":
                 schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
             else:
-                schedule = run_strategy(problem, "hybrid", time_limit_s=30, simulate=False).schedule
+                run = run_strategy(problem, "hybrid", time_limit_s=30, simulate=False)
+                assert run.schedule is not None, run.message
+                schedule = run.schedule
             figures = check_schedule(schedule, problem.graph, problem.costs, problem.timing)
             runtime = build_runtime(target, problem.budgets.ram_bytes)
             sizes = code_sizes(runtime)

@@ -33,8 +33,10 @@ import statistics
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 
@@ -52,6 +54,8 @@ from poetsim.schedule.formats import load_json
 from poetsim.schedule.model import Budgets, Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
 from poetsim.simulator import Mode, simulate
 from poetsim.sweeps.runner import point_slug
+
+_T = TypeVar("_T")
 
 DEFAULT_OUT = Path("results/bench/simulator.csv")
 SHIPPED_OUT = Path("results/bench/simulator_shipped.csv")
@@ -90,6 +94,7 @@ class Case:
 
     @property
     def budgets(self) -> Budgets:
+        """The budgets given, else the schedule's own peak RAM and no runtime limit."""
         if self.given_budgets is not None:
             return self.given_budgets
         peak = check_schedule(self.schedule, self.graph, self.costs, Timing.OVERLAP).peak_ram_bytes
@@ -110,8 +115,11 @@ def training_chain(forward_nodes: int) -> TrainingGraph:
 
 
 def chain_schedule(graph: TrainingGraph) -> Schedule:
-    """Keep f_{L-1}; page even activations out after their forward use and back in before
-    their backward use; drop odd ones and recompute them from their (paged-in) predecessor."""
+    """A schedule of the training chain that both pages and recomputes.
+
+    It keeps f_{L-1}; pages even activations out after their forward use and back in before
+    their backward use; drops odd ones and recomputes them from their (paged-in) predecessor.
+    """
     length = (len(graph) - 1) // 2
     mode = ["keep" if i == length - 1 else ("page" if i % 2 == 0 else "recompute") for i in range(length)]
     stages: list[list[Instruction]] = [[] for _ in range(len(graph))]
@@ -156,12 +164,13 @@ def cases(quick: bool = False) -> list[Case]:
         costs = node_costs(graph, tx2)
         budgets = Budgets(graph.keep_all_peak_bytes // 2, float("inf"))
         plan = greedy_plan(graph, costs, budgets, PAGING, Timing.OVERLAP)
+        assert plan is not None  # paging alone fits half the keep-all peak
         schedule = plans.to_schedule(plan, graph, costs, Timing.OVERLAP)
         found.append(Case("resnet18_cifar paging 50% jetson-tx2", schedule, graph, costs, tx2, budgets))
     return found
 
 
-def _best_cpu_s(run, repeats: int) -> tuple[float, float, object]:
+def _best_cpu_s(run: Callable[[], _T], repeats: int) -> tuple[float, float, _T]:
     """Best and median CPU seconds of `repeats` calls of `run`, and its last result."""
     times_s = []
     for _ in range(repeats):

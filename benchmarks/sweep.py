@@ -80,10 +80,12 @@ SHIPPED = Path("results/resnet18/runs.csv")
 
 
 def compare_with_shipped(path: Path, shipped: Path = SHIPPED) -> dict:
-    """How the solved rows of a sweep's runs.csv at `path` stand against the shipped ones: rows
-    whose status and energy are kept or moved, proofs lost and gained, unproven rows that moved,
-    the largest energy change (a share of the shipped energy), and rows kept whose
-    `gap_overhead` moved (a time-limited bound)."""
+    """How the solved rows of a sweep's runs.csv at `path` stand against the shipped ones.
+
+    Rows whose status and energy are kept or moved, proofs lost and gained, unproven rows that
+    moved, the largest energy change (a share of the shipped energy), and rows kept whose
+    `gap_overhead` moved (a time-limited bound).
+    """
     solved = strategies.names(Kind.SOLVED)
     new = load_results(path).set_index("point_key")
     old = load_results(shipped).set_index("point_key")
@@ -130,8 +132,11 @@ def run_loaded(
     shipped: Path = SHIPPED,
     hogs: int | None = None,
 ) -> pd.DataFrame:
-    """Sweep the study with `hogs` busy processes beside it (default one per core); one CSV row
-    comparing each solved point with the shipped run: statuses and energies kept or moved."""
+    """Sweep the study with `hogs` busy processes beside it (default one per core); one CSV row.
+
+    The row compares each solved point with the shipped run: statuses and energies kept or
+    moved.
+    """
     scenario = load_scenario(scenario_path)
     directory = out_csv.parent / f"sweep-loaded-{scenario.name}"
     shutil.rmtree(directory, ignore_errors=True)

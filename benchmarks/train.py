@@ -32,7 +32,9 @@ import copy
 import ctypes
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -40,6 +42,9 @@ from benchmarks.common import machine
 
 OUT = Path("results/bench/train.csv")
 FACTORY = "poetsim.pytorch.models:resnet18_cifar"
+#: One way to train: its name, its configuration, its model, its step on a batch, the parameter
+#: gradients it holds now, and its own columns.
+Way = tuple[str, str, Any, Callable[..., None], Callable[[], list], dict[str, Any]]
 
 
 def _heap_bytes():
@@ -79,7 +84,6 @@ def run(out_csv: Path = OUT, steps: int = 10, ram: str = "50%", runtime: str = "
     """Train plainly, with poetsim's schedules and with torch.utils.checkpoint; one row per way."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils.checkpoint import checkpoint_sequential
 
     from poetsim.pytorch.capture import TrainingStep, capture
     from poetsim.pytorch.executor import default_threads, same_bits
@@ -91,7 +95,10 @@ def run(out_csv: Path = OUT, steps: int = 10, ram: str = "50%", runtime: str = "
     heap = _heap_bytes()
 
     class HeapPeak(TorchDispatchMode):
-        """The largest heap level above the start, less the gradients then held, after any aten op."""
+        """The largest heap level above the start, less the gradients then held, after any aten op.
+
+        `gradients()` gives the gradients held at the moment it is called.
+        """
 
         def __init__(self, gradients):
             super().__init__()
@@ -113,10 +120,7 @@ def run(out_csv: Path = OUT, steps: int = 10, ram: str = "50%", runtime: str = "
     torch.use_deterministic_algorithms(True)
     loss_of = torch.nn.CrossEntropyLoss()
     swap = Path("build/swap-train")
-    ways = []  # (way, config, model, step(batch), gradients(), extra)
-
-    def grads_of(model):
-        return lambda: [p.grad for p in model.parameters() if p.grad is not None]
+    ways: list[Way] = []
 
     plain = copy.deepcopy(base)
     plain_step = TrainingStep(plain, loss_of)
@@ -127,7 +131,7 @@ def run(out_csv: Path = OUT, steps: int = 10, ram: str = "50%", runtime: str = "
             "keep every activation",
             plain,
             lambda b: plain_step(*b).backward(),
-            grads_of(plain),
+            _gradients_of(plain),
             {"activation_peak_bytes": keep_all},
         )
     )
@@ -144,7 +148,8 @@ def run(out_csv: Path = OUT, steps: int = 10, ram: str = "50%", runtime: str = "
             swap_dir=swap / strategy,
             threads=threads,
         )
-        peaks, running = [], []
+        peaks: list[int] = []
+        running: list[Any] = []
 
         def step(batch, wrapped=wrapped, peaks=peaks, running=running):
             loss = wrapped(*batch)
@@ -165,6 +170,30 @@ def run(out_csv: Path = OUT, steps: int = 10, ram: str = "50%", runtime: str = "
             "predicted_step_s": round(plan.predicted.runtime_s, 4),
         }
         ways.append(("poetsim", f"{strategy} ({plan.status}) at {ram}, {runtime} on {platform}", model, step, gradients, extra))
+    ways.extend(_checkpoint_ways(base, loss_of))
+
+    optimisers = [make_optimizer("sgd", model.parameters()) for _, _, model, _, _, _ in ways]
+    times, heap_peaks = _take_turns(ways, optimisers, batches, HeapPeak)
+    rows = _rows(ways, plain, times, heap_peaks if heap else None, same_bits)
+    frame = pd.DataFrame(rows)
+    frame["threads"] = threads
+    frame["machine"] = machine()
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out_csv, index=False)
+    return frame
+
+
+def _gradients_of(model: Any) -> Callable[[], list]:
+    """The parameter gradients `model` holds at the moment of the call."""
+    return lambda: [p.grad for p in model.parameters() if p.grad is not None]
+
+
+def _checkpoint_ways(base: Any, loss_of: Callable) -> list[Way]:
+    """The torch.utils.checkpoint ways: copies of `base` checkpointed in 2 to 14 segments."""
+    import torch
+    from torch.utils.checkpoint import checkpoint_sequential
+
+    ways: list[Way] = []
     for segments in range(2, 15):
         model = copy.deepcopy(base)
         for module in model.modules():  # a checkpoint's saved input must not be changed in place
@@ -188,26 +217,50 @@ def run(out_csv: Path = OUT, steps: int = 10, ram: str = "50%", runtime: str = "
             loss_of(checkpoint_sequential(blocks, segments, x, use_reentrant=False), labels).backward()
 
         ways.append(
-            ("torch.utils.checkpoint", f"checkpoint_sequential, {segments} segments", model, checkpointed, grads_of(model), {})
+            (
+                "torch.utils.checkpoint",
+                f"checkpoint_sequential, {segments} segments",
+                model,
+                checkpointed,
+                _gradients_of(model),
+                {},
+            )
         )
+    return ways
 
-    optimisers = [make_optimizer("sgd", model.parameters()) for _, _, model, _, _, _ in ways]
+
+def _take_turns(ways: list[Way], optimisers: list, batches: list, sampler: Callable) -> tuple[list[list[float]], list[int]]:
+    """Run the ways in turn, one step each per batch; each way's step times and its heap peak.
+
+    The first round warms up and is not timed; in the last, `sampler(gradients)` (a dispatch mode)
+    watches each way's step for its heap peak instead of a clock.
+    """
     times: list[list[float]] = [[] for _ in ways]
     heap_peaks = [0] * len(ways)
     for number, batch in enumerate(batches):
         for index, (_, _, _, step, gradients, _) in enumerate(ways):
             optimisers[index].zero_grad(set_to_none=True)
             if number == len(batches) - 1:
-                with HeapPeak(gradients) as sampler:
+                with sampler(gradients) as watching:
                     step(batch)
-                heap_peaks[index] = sampler.peak
+                heap_peaks[index] = watching.peak
             else:
                 start = time.perf_counter()
                 step(batch)
                 if number:
                     times[index].append(time.perf_counter() - start)
             optimisers[index].step()
+    return times, heap_peaks
 
+
+def _rows(
+    ways: list[Way], plain: Any, times: list[list[float]], heap_peaks: list[int] | None, same_bits: Callable[[Any, Any], bool]
+) -> list[dict]:
+    """One row per way: its step times, its heap peak and whether it trained as plain training did.
+
+    The heap peaks are None where the C library cannot measure them. A way trained as `plain`
+    did when its parameters (and, apart, its buffers) are bitwise equal to plain's after the steps.
+    """
     reference = plain.state_dict()
     buffer_names = {name for name, _ in plain.named_buffers()}
     rows = []
@@ -219,7 +272,7 @@ def run(out_csv: Path = OUT, steps: int = 10, ram: str = "50%", runtime: str = "
             "config": config,
             "step_s_median": round(statistics.median(times[index]), 4),
             "step_s_min": round(min(times[index]), 4),
-            "heap_peak_bytes": heap_peaks[index] if heap else None,
+            "heap_peak_bytes": heap_peaks[index] if heap_peaks is not None else None,
             "parameters_equal_plain": not differing - buffer_names,
             "buffers_equal_plain": not differing & buffer_names,
             **{k: v for k, v in extra.items() if k != "activation_peaks"},
@@ -228,12 +281,7 @@ def run(out_csv: Path = OUT, steps: int = 10, ram: str = "50%", runtime: str = "
             row["activation_peak_bytes"] = max(extra["activation_peaks"])
             row["peaks_as_predicted"] = set(extra["activation_peaks"]) == {extra["predicted_peak_bytes"]}
         rows.append(row)
-    frame = pd.DataFrame(rows)
-    frame["threads"] = threads
-    frame["machine"] = machine()
-    out_csv.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out_csv, index=False)
-    return frame
+    return rows
 
 
 if __name__ == "__main__":

@@ -74,8 +74,10 @@ class ScheduleError(PoetsimError):
 
 
 class UnavailableError(PoetsimError):
-    """The Dask cluster a sweep runs on cannot serve it: its scheduler unreachable or gone, no
-    worker, or a worker with another poetsim than the client's.
+    """The Dask cluster a sweep runs on cannot serve it.
+
+    Its scheduler is unreachable or gone, it has no worker, or a worker has another poetsim than
+    the client's.
 
     Points already finished are kept; the message names the scheduler or the worker.
     """
@@ -113,6 +115,7 @@ class Interrupted(PoetsimError):
     """A sweep stopped by SIGINT or SIGTERM, after recording every point already finished.
 
     The exit code is the shell's for the signal: 130 for SIGINT (Ctrl-C), 143 for SIGTERM.
+    `kept` of the sweep's `total` points have their rows.
     """
 
     label = "interrupted"

@@ -126,8 +126,10 @@ def adopt_schedule(
     mode: str = "barrier",
     status: Status = Status.FEASIBLE,
 ) -> Run | None:
-    """A run of `strategy` whose schedule was found elsewhere (another point of a sweep), checked
-    against this problem's budgets and simulated; None if the checker refuses it here.
+    """A run of `strategy` whose schedule was found elsewhere, checked here and simulated.
+
+    The schedule comes from another point of a sweep and is checked against this problem's
+    budgets; None if the checker refuses it here.
 
     The status is `status`, `feasible` unless the caller knows better: what proves a schedule
     optimal is the caller's to judge. Without a schedule (a point that shares the solve of

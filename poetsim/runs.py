@@ -6,6 +6,7 @@ column is one new field here; a value that is not a field cannot be written (no 
 and an older runs.csv without a newer column still loads, the column then empty.
 """
 
+import contextlib
 import csv
 import errno
 import fcntl
@@ -168,14 +169,7 @@ def _parse(value, kind):
     if base is Status:
         return Status.parse(str(value))
     if base is bool:
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in ("true", "1"):
-            return True
-        if text in ("false", "0"):
-            return False
-        raise ValueError(f"'{value}' is not true or false")
+        return _parse_bool(value)
     if base is int:
         number = float(value)
         if not math.isfinite(number) or number != int(number):
@@ -187,6 +181,18 @@ def _parse(value, kind):
             raise ValueError(f"'{value}' is not a number")
         return number
     return str(value)
+
+
+def _parse_bool(value: object) -> bool:
+    """A boolean cell: True or False as written by csv (or 1 and 0), or a bool itself."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1"):
+        return True
+    if text in ("false", "0"):
+        return False
+    raise ValueError(f"'{value}' is not true or false")
 
 
 def _optional(kind) -> bool:
@@ -339,10 +345,8 @@ class RunsFile:
 
 def _cut_back(fd: int, size: int) -> None:
     """Truncate a file to `size` after a failed append; best effort (the disk may refuse that too)."""
-    try:
+    with contextlib.suppress(OSError):
         os.ftruncate(fd, size)
-    except OSError:
-        pass
 
 
 def _replace_atomically(path: Path, data: bytes) -> None:
@@ -387,6 +391,7 @@ class FolderLock:
         self._fd: int | None = None
 
     def __enter__(self) -> "FolderLock":
+        """Take the lock, or raise FolderBusyError naming the process that holds it."""
         path = self.directory / self.LOCK_FILE
         try:  # held open read-only: flock needs no more, and the disk may then turn read-only under it
             fd = os.open(path, os.O_RDONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
@@ -405,13 +410,12 @@ class FolderLock:
             os.close(fd)
             raise StorageError.from_os_error(exc, "lock", path) from None
         self._fd = fd
-        try:
+        with contextlib.suppress(OSError):  # the pid is a courtesy to the next writer; the lock itself holds
             path.write_text(f"{os.getpid()}\n", encoding="ascii")
-        except OSError:
-            pass  # the pid is a courtesy to the next writer; the lock itself holds
         return self
 
     def __exit__(self, *exc) -> None:
+        """Release the lock."""
         if self._fd is not None:
             os.close(self._fd)  # closing the file releases the lock
             self._fd = None

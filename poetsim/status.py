@@ -33,6 +33,7 @@ class Status(str, Enum):
     FAILED = "failed"
 
     def __str__(self) -> str:
+        """The status as runs.csv writes it: 'optimal'."""
         return self.value
 
     @property

@@ -44,6 +44,7 @@ class Strategy:
 
     @property
     def kind(self) -> Kind:
+        """Baseline when a rule makes its schedule, solved when the MILP does."""
         return Kind.SOLVED if self.maker is None else Kind.BASELINE
 
     def build(self, problem: "Problem") -> Schedule:

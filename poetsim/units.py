@@ -56,7 +56,7 @@ class RamSpec(NamedTuple):
         if self.bytes is not None:
             return self.bytes
         assert self.percent is not None
-        return int(round(self.percent * keep_all_peak_bytes / 100.0))
+        return round(self.percent * keep_all_peak_bytes / 100.0)
 
     @property
     def key(self) -> str:
@@ -67,6 +67,7 @@ class RamSpec(NamedTuple):
         return f"{number_text(self.percent)}%"
 
     def __str__(self) -> str:
+        """The budget as the user wrote it, else its canonical key."""
         return self.text or self.key
 
 
@@ -90,7 +91,7 @@ def parse_bytes(text: str | int | float) -> int:
         raise ValueError(f"{text} is not a size poetsim can use (at most {MAX_BYTES:,} bytes)")
     if size < 1:
         raise ValueError("must be at least one byte")
-    return int(round(size))
+    return round(size)
 
 
 def parse_ram(text: str | int | float) -> RamSpec:

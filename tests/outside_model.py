@@ -5,6 +5,8 @@ from torch import nn
 
 
 class Residual(nn.Module):
+    """Two 3x3 convolutions with batch norm and GELU, and the identity added before the last GELU."""
+
     def __init__(self, channels: int):
         super().__init__()
         self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
@@ -13,11 +15,14 @@ class Residual(nn.Module):
         self.norm2 = nn.BatchNorm2d(channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """`x` plus the branch, through GELU."""
         y = nn.functional.gelu(self.norm1(self.conv1(x)))
         return nn.functional.gelu(x + self.norm2(self.conv2(y)))
 
 
 class SmallResNet(nn.Module):
+    """A stem, two residual blocks of `width` channels, global average pooling and a linear head."""
+
     def __init__(self, width: int = 8, classes: int = 10):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.GELU())
@@ -25,6 +30,7 @@ class SmallResNet(nn.Module):
         self.head = nn.Linear(width, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits of a batch of images."""
         return self.head(self.blocks(self.stem(x)).mean((2, 3)))
 
 

@@ -6,6 +6,8 @@ schedule (which recomputes every segment in the backward pass) and pages one nod
 the longest stretch of stages in which nothing reads it; the checker must accept the result.
 """
 
+import itertools
+
 from poetsim.errors import ScheduleError
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.optimiser import checkpoint_sqrt
@@ -25,9 +27,9 @@ def recompute_and_page(graph: TrainingGraph, costs: CostTable, prefer=frozenset(
             for d in graph.nodes[ins.node].deps:
                 reads[d].add(t)
     candidates = []
-    for i, stages in reads.items():
-        ordered = sorted(stages)
-        for a, b in zip(ordered, ordered[1:]):
+    for i, read_in in reads.items():
+        ordered = sorted(read_in)
+        for a, b in itertools.pairwise(ordered):
             if b - a >= 3 and not any(a < t <= b for t in computes[i]):
                 candidates.append((i not in prefer, -(b - a), i, a, b))
     for _, _, i, a, b in sorted(candidates):

@@ -8,8 +8,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_poetsim_sweep_is_the_function_after_another_public_name_was_used(tmp_path):
-    """Using `poetsim.solve` imports poetsim.api and its submodules; the package's name `sweep`
-    must still be the API function that the README calls next."""
+    """`poetsim.sweep` stays the API function after `poetsim.solve` imported poetsim.api.
+
+    Using `poetsim.solve` imports poetsim.api and its submodules; the package's name `sweep`
+    must still be the API function that the README calls next.
+    """
     script = (
         "import poetsim\n"
         "run = poetsim.solve('scenarios/mcu.yaml', platform='nrf52840', ram='100%', runtime='1.5x', "

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pytest
@@ -31,6 +32,9 @@ from poetsim.report import build_report, save_run_charts
 from poetsim.report.paper_page import write_paper_page
 from poetsim.status import Status
 from poetsim.sweeps.runner import point_slug, run_sweep
+
+if TYPE_CHECKING:
+    from playwright.sync_api import BrowserContext, ConsoleMessage, Dialog, FloatRect, ViewportSize
 
 sync_playwright = pytest.importorskip("playwright.sync_api", reason="needs the [browser] extra").sync_playwright
 
@@ -52,8 +56,8 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-VIEWPORT = {"width": 1400, "height": 900}
-PHONE = {"width": 390, "height": 844}
+VIEWPORT: "ViewportSize" = {"width": 1400, "height": 900}
+PHONE: "ViewportSize" = {"width": 390, "height": 844}
 SIZES = {"desktop": VIEWPORT, "phone": PHONE}
 PAPER_STUDIES = ("paper_fig3", "paper_fig3_mcu", "paper_fig4", "paper_fig5", "paper_table3")
 HOSTILE_GRAPH = "<img src=x onerror=window.__pwned=1>"
@@ -64,8 +68,11 @@ MIN_FONT_PX = 11
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> dict[str, Path]:
-    """The pages to open: a report and a run page of a small sweep with hostile names, and the
-    report of the shipped ResNet-18 results (built into tmp, never over results/)."""
+    """The pages to open: a small sweep's report and run page, and the shipped ResNet-18 report.
+
+    The small sweep has hostile names; the shipped report is built into tmp, never over
+    results/.
+    """
     root = tmp_path_factory.mktemp("site")
     graph = zoo.build_model("mlp", batch_size=2)
     save_graph(replace(graph, name=HOSTILE_GRAPH), root / "mlp.json")
@@ -121,27 +128,44 @@ def browser():
 
 
 class Visit:
-    """One page opened in the browser at a window size, with what it logged and asked the network for."""
+    """One page opened in the browser at a window size, with what it logged and asked the network for.
 
-    def __init__(self, context, path: Path, ready: str, size: dict | None = None):
+    The page at `path` opens in the browser `context`, in a window of `size` (VIEWPORT by default),
+    and counts as loaded once the `ready` selector matches.
+    """
+
+    def __init__(self, context: "BrowserContext", path: Path, ready: str, size: "ViewportSize | None" = None):
         self.viewport = size or VIEWPORT
         self.url = path.resolve().as_uri()
         self.errors: list[str] = []
         self.requests: list[str] = []
         self.page = context.new_page()
         self.page.set_viewport_size(self.viewport)
-        self.page.on("console", lambda message: message.type == "error" and self.errors.append(message.text))
+
+        def on_console(message: "ConsoleMessage") -> None:
+            if message.type == "error":
+                self.errors.append(message.text)
+
+        def on_dialog(dialog: "Dialog") -> None:
+            self.errors.append(f"dialog: {dialog.message}")
+            dialog.dismiss()
+
+        self.page.on("console", on_console)
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
         self.page.on("request", lambda request: self.requests.append(request.url))
-        self.page.on("dialog", lambda dialog: (self.errors.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+        self.page.on("dialog", on_dialog)
         self.page.goto(self.url)
         self.page.wait_for_selector(ready, timeout=30_000)
         self.page.wait_for_load_state("load")
 
-    def box(self, selector: str) -> dict:
-        return self.page.locator(selector).first.bounding_box()
+    def box(self, selector: str) -> "FloatRect":
+        """The bounding box of the first element `selector` matches; the test fails where none is drawn."""
+        found = self.page.locator(selector).first.bounding_box()
+        assert found is not None, f"{selector} is not on the page"
+        return found
 
     def shoot(self, name: str) -> None:
+        """Save a screenshot of the window and one of the whole page as `name`.png and `name`-full.png."""
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
         self.page.screenshot(path=str(SCREENSHOTS / f"{name}-full.png"), full_page=True)
@@ -172,25 +196,28 @@ class Visit:
     def assert_above_fold(self, selector: str) -> None:
         """The element is wholly on the first screen."""
         box = self.box(selector)
-        assert box is not None, f"{selector} is not on the page"
         assert box["y"] >= 0 and box["y"] + box["height"] <= self.viewport["height"], f"{selector} is not above the fold: {box}"
         self.assert_within_width(selector)
 
     def assert_starts_above_fold(self, selector: str) -> None:
         """The element begins on the first screen (a tall chart may run on below it)."""
         box = self.box(selector)
-        assert box is not None and 0 <= box["y"] < self.viewport["height"] - 100, f"{selector} starts below the fold: {box}"
+        assert 0 <= box["y"] < self.viewport["height"] - 100, f"{selector} starts below the fold: {box}"
         self.assert_within_width(selector)
 
     def assert_within_width(self, selector: str) -> None:
+        """The element lies between the window's left and right edges."""
         box = self.box(selector)
         assert box["x"] >= 0 and box["x"] + box["width"] <= self.viewport["width"], f"{selector} is wider than the window: {box}"
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_report_opens_on_its_finding(browser, site, size):
-    """The title and the finding on the first screen (the main chart too, on a desktop), every chart
-    drawn in the layout that fits, nothing wider than the window, legible, offline, no script from a name."""
+    """The report opens on its title and finding, every chart drawn and legible, offline.
+
+    The title and the finding are on the first screen (the main chart too, on a desktop), every
+    chart drawn in the layout that fits, nothing wider than the window, no script from a name.
+    """
     visit = Visit(browser, site["report"], "#chart-overhead_ram svg", SIZES[size])
     visit.shoot(f"report-{size}")
     assert visit.page.title() == f"poetsim report: {HOSTILE_SCENARIO}"
@@ -200,7 +227,8 @@ def test_report_opens_on_its_finding(browser, site, size):
         visit.assert_starts_above_fold("#chart-overhead_ram svg")
     assert visit.page.locator(".chart").count() == visit.page.locator(".chart svg").count() >= 2
     for chart in visit.page.locator(".chart svg").all():
-        assert chart.bounding_box()["width"] <= SIZES[size]["width"]
+        box = chart.bounding_box()
+        assert box is not None and box["width"] <= SIZES[size]["width"]
     visit.assert_legible()
     visit.assert_clean()
     assert HOSTILE_GRAPH in visit.page.locator("body").inner_text()  # shown as text, not run
@@ -239,7 +267,9 @@ def test_a_schedule_is_one_click_from_the_report(browser, site):
     """A cell of the tightest-budget table opens schedules.html at that point, its timeline and grid drawn."""
     visit = Visit(browser, site["report"], "#chart-overhead_ram svg")
     link = visit.page.locator("#reach table.reach a").first
-    anchor = link.get_attribute("href").split("#")[1]
+    href = link.get_attribute("href")
+    assert href is not None
+    anchor = href.split("#")[1]
     link.click()
     visit.page.wait_for_selector(f"section#{anchor}:not([hidden]) svg", timeout=30_000)
     assert visit.page.url.endswith(f"schedules.html#{anchor}")
@@ -272,8 +302,10 @@ def test_schedule_page_shows_one_point_at_a_time_with_its_timeline_and_grid(brow
 
 @pytest.mark.parametrize("size", SIZES)
 def test_run_page_shows_figures_timeline_and_schedule(browser, site, size):
-    """The run page: its title, the figures above the fold and the timeline on the first screen, both
-    charts narrowed to a phone, legible, offline."""
+    """The run page: its title, its figures and the timeline at once, both charts fitted to a phone.
+
+    The figures are above the fold and the timeline on the first screen; legible, offline.
+    """
     visit = Visit(browser, site["run"], "#chart-schedule svg", SIZES[size])
     visit.shoot(f"run-{size}")
     assert visit.page.title().startswith(f"poetsim run: {HOSTILE_SCENARIO}: hybrid ({HOSTILE_GRAPH} on {HOSTILE_PLATFORM}")
@@ -297,8 +329,11 @@ def test_resnet18_report_opens_on_its_finding_at_either_size(browser, site, size
 
 
 def test_resnet18_report_shows_the_readme_headline(browser, site):
-    """At 1400x900 the main chart starts on the first screen, and every cell of the README's headline
-    (RAM 50 %, runtime 1.2x) is in its place in the table's 1.2x tab."""
+    """The shipped ResNet-18 report shows the README's headline.
+
+    At 1400x900 the main chart starts on the first screen, and every cell of the README's
+    headline (RAM 50 %, runtime 1.2x) is in its place in the table's 1.2x tab.
+    """
     visit = Visit(browser, site["resnet18"], "#chart-overhead_ram svg")
     visit.assert_starts_above_fold("#chart-overhead_ram svg")
     visit.assert_starts_above_fold(".tab-panel:visible table.headline")
@@ -321,8 +356,11 @@ def test_resnet18_report_shows_the_readme_headline(browser, site):
 
 @pytest.mark.parametrize("size", SIZES)
 def test_paper_page_opens_on_its_verdicts_with_a_chart_per_exhibit(browser, site, size):
-    """The count of verdicts on the first screen, a drawn chart per exhibit, a coloured verdict on every
-    claim, the raw tables folded, nothing wider than the window, offline."""
+    """The paper page opens on its count of verdicts, with a drawn chart per exhibit.
+
+    A coloured verdict on every claim, the raw tables folded, nothing wider than the window,
+    offline.
+    """
     visit = Visit(browser, site["paper"], "#chart-fig5 svg", SIZES[size])
     visit.shoot(f"paper-{size}")
     visit.assert_above_fold("#summary")
@@ -360,8 +398,11 @@ SHIPPED = {
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("shipped", SHIPPED)
 def test_shipped_pages_fit_the_window_and_open_on_their_finding(browser, shipped, size):
-    """The pages committed under results/ (regenerated by `poetsim report` and `poetsim paper`): no
-    error, nothing fetched, nothing scrolling sideways, every chart drawn, the finding on the first screen."""
+    """The pages committed under results/ fit the window and open on their finding.
+
+    They are regenerated by `poetsim report` and `poetsim paper`: no error, nothing fetched,
+    nothing scrolling sideways, every chart drawn, the finding on the first screen.
+    """
     visit = Visit(browser, ROOT / shipped, ".chart svg", SIZES[size])
     first = SHIPPED[shipped]
     if first.startswith("#"):

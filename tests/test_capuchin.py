@@ -102,7 +102,7 @@ def test_capuchin_on_resnet18_is_a_checked_baseline_within_the_ram_budget(platfo
     problem = build_problem("resnet18_cifar", platform, parse_ram("50%"), 2.0, batch_size=2)
     run = run_strategy(problem, "capuchin", simulate=False)
     assert run.status is Status.BASELINE
-    assert run.checked.peak_ram_bytes <= problem.budgets.ram_bytes
+    assert run.checked is not None and run.checked.peak_ram_bytes <= problem.budgets.ram_bytes
 
 
 def test_capuchin_below_what_eviction_can_reach_is_reported_over_budget():

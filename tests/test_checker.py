@@ -10,7 +10,7 @@ from poetsim.errors import InternalError, PoetsimError, ScheduleError
 from poetsim.graphs.graph import Node, TrainingGraph
 from poetsim.schedule.checker import check_schedule, compare_figures
 from poetsim.schedule.costs import CostTable
-from poetsim.schedule.model import Budgets, Compute, Figures, Free, PageIn, PageOut, Schedule, Timing
+from poetsim.schedule.model import Budgets, Compute, Figures, Free, Instruction, PageIn, PageOut, Schedule, Timing
 
 C, F, PI, PO = Compute, Free, PageIn, PageOut
 BOTH = (Timing.COMPUTE_ONLY, Timing.OVERLAP)
@@ -355,15 +355,15 @@ def training_chain(num_forward: int) -> TrainingGraph:
     return make_graph(deps, [1000 + 10 * (i % 7) for i in range(len(deps))], f"chain-{len(deps)}")
 
 
-def checkpoint_stages(num_forward: int, every: int):
+def checkpoint_stages(num_forward: int, every: int) -> list[list[Instruction]]:
     """Keep every `every`-th forward output; each backward stage recomputes from its checkpoint."""
-    stages = [[C(0)]]
+    stages: list[list[Instruction]] = [[C(0)]]
     for i in range(1, num_forward):
-        stages.append([C(i)] + ([F(i - 1)] if (i - 1) % every else []))
+        stages.append([C(i), *([F(i - 1)] if (i - 1) % every else [])])
     stages.append([C(num_forward)])
     for j in range(num_forward - 1, -1, -1):
         node = len(stages)
-        stage = []
+        stage: list[Instruction] = []
         if j % every and j != num_forward - 1:
             checkpoint = j - j % every
             for k in range(checkpoint + 1, j + 1):

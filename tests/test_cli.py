@@ -102,8 +102,11 @@ def test_solve_json_reports_a_checked_schedule(tmp_path):
 
 
 def test_solve_says_what_its_time_before_the_milp_was_spent_on():
-    """The table's solver line: the time before any MILP run holds the covers and plans, not only
-    the model's build (a point proven by the covers builds no model at all)."""
+    """The table's solver line says what the time before the MILP was spent on.
+
+    The time before any MILP run holds the covers and plans, not only the model's build (a point
+    proven by the covers builds no model at all).
+    """
     result = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x", "--strategy", "hybrid")
     assert result.returncode == 0, result.stderr
     line = next(line for line in result.stdout.splitlines() if "solver" in line)

@@ -1,5 +1,7 @@
-"""Sweeps on a real Dask cluster: `dask scheduler` and two `dask worker` processes on the loopback
-address, started from folders of their own, with the sweep run from a third and a relative --out.
+"""Sweeps on a real Dask cluster: a scheduler and two workers on the loopback address.
+
+`dask scheduler` and two `dask worker` processes start from folders of their own, and the sweep
+runs from a third with a relative --out.
 
 The client alone writes the results folder: every file lands there, none where the workers
 run, nothing changes once the client has exited, and each point is recorded once whatever the
@@ -7,6 +9,7 @@ cluster loses (a worker, the scheduler, Ctrl-C). Cluster faults are one line wit
 code (docs/scale-out.md, docs/dependability.md).
 """
 
+import contextlib
 import csv
 import hashlib
 import json
@@ -18,10 +21,14 @@ import sys
 import sysconfig
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from poetsim.inputs.scenario import load_scenario
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 MCU = ROOT / "scenarios" / "mcu.yaml"
@@ -53,11 +60,13 @@ class Cluster:
         self.processes: list[subprocess.Popen] = []
         self.scheduler: subprocess.Popen | None = None
         self.address = ""
-        self._client = None
+        self._client: Client | None = None
 
     def start(self, workers: int = 2, python_args: tuple = (), env: dict | None = None) -> str:
         """Start a scheduler on a free loopback port, then `workers` workers; its address.
-        (`python_args` and `env` start the scheduler another way.)"""
+
+        `python_args` and `env` start the scheduler another way.
+        """
         here = self.folder("scheduler")
         info = here / f"scheduler-{len(self.processes)}.json"
         command = [*python_args, "-m", "distributed.cli.dask_scheduler"] if python_args else [BIN / "dask", "scheduler"]
@@ -85,7 +94,8 @@ class Cluster:
             env,
         )
 
-    def client(self):
+    def client(self) -> "Client":
+        """A client of the cluster's scheduler, made on first use."""
         if self._client is None:
             from distributed import Client
 
@@ -93,6 +103,7 @@ class Cluster:
         return self._client
 
     def wait_for_workers(self, count: int) -> None:
+        """Wait until `count` workers have joined (at most HANG_S)."""
         self.client().wait_for_workers(count, timeout=HANG_S)
 
     def kill_worker_running(self, fragment: str) -> bool:
@@ -118,28 +129,30 @@ class Cluster:
         wait_for(lambda: executing() == 0, "the workers to end the points they were running")
 
     def kill_scheduler(self) -> None:
+        """Kill the scheduler's process group (SIGKILL), dropping the client first."""
         self.drop_client()
         assert self.scheduler is not None
         os.killpg(self.scheduler.pid, signal.SIGKILL)
         self.scheduler.wait()
 
     def drop_client(self) -> None:
+        """Close the client, if there is one."""
         if self._client is not None:
             self._client.close(timeout=5)
             self._client = None
 
     def folder(self, name: str) -> Path:
+        """The folder `name` under the cluster's root, made if missing."""
         path = self.root / name
         path.mkdir(parents=True, exist_ok=True)
         return path
 
     def close(self) -> None:
+        """Kill every process of the cluster and remove its root."""
         self.drop_client()
         for process in self.processes:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             process.wait()
 
     def _spawn(self, command: list, cwd: Path, env: dict | None = None) -> subprocess.Popen:
@@ -384,8 +397,10 @@ def test_an_option_that_contradicts_scheduler_is_one_line(client_dir, extra, mes
 
 @pytest.fixture
 def bare_python(tmp_path) -> dict:
-    """The environment of a Python with Dask's packages but not poetsim (run with -S: no .pth
-    files, so not poetsim's editable install)."""
+    """The environment of a Python with Dask's packages but not poetsim.
+
+    Run with -S: no .pth files, so not poetsim's editable install.
+    """
     bare = {**os.environ, "PYTHONPATH": sysconfig.get_paths()["purelib"]}
     probe = subprocess.run(
         [sys.executable, "-S", "-c", "import distributed, poetsim"], env=bare, cwd=tmp_path, capture_output=True
@@ -404,8 +419,11 @@ def test_a_scheduler_needs_no_poetsim(cluster, client_dir, bare_python):
 
 @pytest.mark.parametrize("joins", ["before the sweep", "mid-sweep"])
 def test_a_worker_without_poetsim_is_refused_naming_it_and_lives(cluster, client_dir, tmp_path, bare_python, joins):
-    """Refused when the sweep sees it or when it is handed a point, whichever comes first: it
-    answers (it cannot read the point, yet does not die on it), and the sweep stops in one line."""
+    """A worker without poetsim is refused, named, and lives on; the sweep stops in one line.
+
+    Refused when the sweep sees it or when it is handed a point, whichever comes first: it
+    answers (it cannot read the point, yet does not die on it).
+    """
     scenario = slow_scenario(tmp_path)
     cluster.start(workers=0 if joins == "before the sweep" else 1)
     if joins == "before the sweep":
@@ -474,6 +492,7 @@ def test_an_environment_names_its_first_difference_poetsim_first_and_a_scheduler
         f"has Dask distributed 1.0 where the client has Dask distributed {client.distributed}"
     )
     missing = Environment.parse({**describe(), "poetsim": "none", "error": "ModuleNotFoundError: No module named 'poetsim'"})
-    assert missing.difference(client).startswith("cannot import poetsim (ModuleNotFoundError")
+    why = missing.difference(client)
+    assert why is not None and why.startswith("cannot import poetsim (ModuleNotFoundError")
     assert missing.difference(client, poetsim=False) is None  # a scheduler without poetsim serves
     assert client.difference(client) is None

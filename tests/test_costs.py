@@ -16,7 +16,7 @@ SD_OUT = (0.113e-3, 4440e3)
 
 
 def _graph(*, input_flops=0.0, fc_measured=None, input_measured=None) -> TrainingGraph:
-    """input (400 B) -> fc (2000 FLOP, 200 B) -> loss (10 FLOP) -> fc_grad (4000 FLOP)."""
+    """A four-node graph: input (400 B) -> fc (2000 FLOP, 200 B) -> loss (10 FLOP) -> fc_grad (4000 FLOP)."""
     return TrainingGraph.create(
         "tiny",
         [

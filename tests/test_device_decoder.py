@@ -1,6 +1,9 @@
-"""The runtime's decoder and engine on the host under AddressSanitizer and UBSan: 1,000 random,
-mutated and truncated schedule files, each a clean status, and the same verdict as poetsim's own
-decoder and checker. Also: the C structures have the sizes poetsim.device.formats reads."""
+"""The runtime's decoder and engine on the host under AddressSanitizer and UBSan.
+
+1,000 random, mutated and truncated schedule files, each a clean status, and the same verdict as
+poetsim's own decoder and checker. Also: the C structures have the sizes poetsim.device.formats
+reads.
+"""
 
 import random
 import shutil
@@ -25,7 +28,7 @@ from poetsim.errors import ScheduleError, UserInputError
 from poetsim.pipeline import run_strategy
 from poetsim.schedule.checker import check_schedule
 from poetsim.schedule.formats import decode_binary, encode_binary
-from poetsim.schedule.model import Compute, Free, PageIn, PageOut, Schedule
+from poetsim.schedule.model import Compute, Free, PageIn, PageOut, Schedule, Timing
 from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
 
@@ -65,8 +68,8 @@ def _random_schedule(rng: random.Random, num_nodes: int) -> Schedule:
     stages = []
     for t in range(num_nodes):
         stage = [rng.choice(kinds)(rng.randrange(num_nodes)) for _ in range(rng.randrange(4))]
-        stages.append(tuple(stage) + (Compute(t),))
-    return Schedule("random", num_nodes, rng.choice(("overlap", "compute-only")), tuple(stages))
+        stages.append((*stage, Compute(t)))
+    return Schedule("random", num_nodes, rng.choice((Timing.OVERLAP, Timing.COMPUTE_ONLY)), tuple(stages))
 
 
 def _files(base: list[bytes], num_nodes: int, count: int) -> list[bytes]:

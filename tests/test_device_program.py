@@ -1,5 +1,8 @@
-"""The device program and the host reference: zoo graphs as the runtime's operations, refusals in
-one line, and the NumPy reference step held to PyTorch's autograd."""
+"""The device program and the host reference.
+
+Zoo graphs as the runtime's operations, refusals in one line, and the NumPy reference step held
+to PyTorch's autograd.
+"""
 
 import numpy as np
 import pytest

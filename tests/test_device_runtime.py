@@ -1,5 +1,8 @@
-"""The runtime on QEMU's emulated Cortex-M: a CNN step that recomputes and pages, the arena's hard
-limit, bad schedules refused by the device itself, timeouts, and nothing left running."""
+"""The runtime on QEMU's emulated Cortex-M.
+
+A CNN step that recomputes and pages, the arena's hard limit, bad schedules refused by the
+device itself, timeouts, and nothing left running.
+"""
 
 import psutil
 import pytest
@@ -120,7 +123,7 @@ def test_a_step_past_its_timeout_is_stopped_and_reaped(cnn, tmp_path):
         pack_program(program.records), encode_binary(schedule), tensors.weight_bytes(), tensors.batch_bytes(), 1 << 20
     )
     runtime = build_runtime(TARGETS["cortex-m0plus"], problem.budgets.ram_bytes)
-    with pytest.raises(DeviceError, match="did not finish within 0.01 s"):
+    with pytest.raises(DeviceError, match=r"did not finish within 0\.01 s"):
         run_image(runtime, image, tmp_path, timeout_s=0.01)
     assert not _qemu_left(tmp_path)
     assert not [p for p in psutil.Process().children(recursive=True) if p.name() == "qemu-system-arm"]
@@ -172,8 +175,12 @@ def test_both_cores_give_the_same_gradients_bit_for_bit(tmp_path):
 
 
 def test_an_output_freed_twice_while_being_paged_out_holds_both_buffers_to_the_stage_end():
-    """PageOut(0), Free(0), Compute(0), Free(0) in one stage: under overlap timing both copies of the
-    batch stay until the stage ends (the checker's rule), so the arena's peak holds them both."""
+    """An output freed twice while being paged out holds both buffers until the stage ends.
+
+    PageOut(0), Free(0), Compute(0), Free(0) in one stage: under overlap timing both copies of
+    the batch stay until the stage ends (the checker's rule), so the arena's peak holds them
+    both.
+    """
     base = build_problem("mlp", "nrf52840", parse_ram("100%"), 2.0, batch_size=2)
     keep_all, _ = optimiser.keep_all(base.graph, base.costs, base.timing)
     stages = list(keep_all.stages)

@@ -1,5 +1,8 @@
-"""The device profile and study: measured profiles that match the emulated cores, predictions within
-10 % of the device, device columns in runs.csv, compare and the report."""
+"""The device profile and study.
+
+Measured profiles that match the emulated cores, predictions within 10 % of the device, device
+columns in runs.csv, compare and the report.
+"""
 
 import json
 import shutil
@@ -106,6 +109,7 @@ def test_device_sweep_fills_runs_csv_and_compare_and_the_report_show_it(tmp_path
     hybrid = next(row for row in rows.values() if (row.ram, row.strategy) == ("26KiB", "hybrid"))
     assert hybrid.device_ok and hybrid.device_gradients_equal and hybrid.device_target == "cortex-m0plus"
     assert hybrid.device_peak_ram_bytes == hybrid.predicted_peak_ram_bytes
+    assert hybrid.predicted_page_outs is not None
     assert hybrid.device_page_outs == hybrid.predicted_page_outs > 0
     infeasible = next(row for row in rows.values() if (row.ram, row.strategy) == ("16KiB", "hybrid"))
     assert infeasible.device_ok is None  # no schedule, nothing run

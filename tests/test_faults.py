@@ -1,10 +1,13 @@
-"""Fault injection on real sweeps: signals at random moments, two writers, a full or read-only disk,
-dying workers, a Dask cluster without workers. What survives what: docs/dependability.md.
+"""Fault injection on real sweeps, and what survives what (docs/dependability.md).
+
+Signals at random moments, two writers, a full or read-only disk, dying workers, a Dask cluster
+without workers.
 
 Every case ends with the same invariant: runs.csv holds each finished point exactly once, with
 no torn row and no row that records the fault itself, and `--resume` completes the grid.
 """
 
+import contextlib
 import csv
 import os
 import random
@@ -417,10 +420,8 @@ def test_a_point_that_kills_its_dask_worker_twice_is_a_failed_row_and_the_rest_a
                 for address, running in client.call_stack().items():
                     if any("|35%|" in str(key) for key in running):
                         pid = client.run(os.getpid, workers=[address], on_error="return").get(address)
-                        try:
+                        with contextlib.suppress(psutil.Error, TypeError, ValueError):  # gone already, or no pid came back
                             psutil.Process(pid).kill()
-                        except (psutil.Error, TypeError, ValueError):  # gone already, or no pid came back
-                            pass
                 time.sleep(0.1)
 
         killer = threading.Thread(target=kill_the_slow_point, daemon=True)

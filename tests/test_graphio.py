@@ -17,6 +17,8 @@ CHECKMATE_NODES = {
     "mobilenet_512_224x224x3_train.json": 185,
     "resnet50_256_224x224x3_train.json": 353,
 }
+#: The graphs, smallest first.
+BY_SIZE: list[tuple[str, int]] = sorted(CHECKMATE_NODES.items(), key=lambda kv: kv[1])
 
 
 def _tiny() -> TrainingGraph:
@@ -52,7 +54,7 @@ def test_load_graph_accepts_a_path(tmp_path):
     assert len(load_graph(str(path))) == 4
 
 
-@pytest.mark.parametrize("name,count", sorted(CHECKMATE_NODES.items(), key=lambda kv: kv[1]))
+@pytest.mark.parametrize("name,count", BY_SIZE)
 def test_imports_every_checkmate_graph(checkmate_graphs, name, count):
     """Each of the seven literature graphs imports with its published node count."""
     graph = read_graph_file(checkmate_graphs / name)

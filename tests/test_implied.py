@@ -1,6 +1,7 @@
 """Carried across a sweep's grid: schedules that fit other points, a relaxation's infeasibility and lower bound."""
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from test_sweep import small_scenario
@@ -102,9 +103,12 @@ def test_a_point_takes_the_cheapest_schedule_that_fits_its_budgets_and_moves():
 
 
 def test_a_point_left_without_a_schedule_takes_a_neighbours_checked_schedule(tmp_path):
-    """Recompute-only at 70 % and 1.5x, cut short with no schedule, takes hybrid's at the same
+    """A point left without a schedule takes a neighbour's, checked again, saved, and proven.
+
+    Recompute-only at 70 % and 1.5x, cut short with no schedule, takes hybrid's at the same
     point (it recomputes and never pages), checked again, saved in its folder, and proven
-    optimal by its own lower bound."""
+    optimal by its own lower bound.
+    """
     scenario = small_scenario(tmp_path)
     directory = tmp_path / "out"
     runs = RunsFile(run_sweep(scenario, directory, jobs=2))
@@ -159,8 +163,12 @@ def test_a_point_left_without_a_schedule_takes_a_neighbours_checked_schedule(tmp
 
 
 def test_carry_across_grid_restores_what_a_time_limit_left_unproven(tmp_path):
-    """The MCU sweep proves hybrid infeasible at 70 % and 1.0x and optimal at 70 % and 1.5x; a
-    recompute-only solve cut short at those points (as a busy machine can) is completed from them."""
+    """What a time limit left unproven is completed from the other points of the grid.
+
+    The MCU sweep proves hybrid infeasible at 70 % and 1.0x and optimal at 70 % and 1.5x; a
+    recompute-only solve cut short at those points (as a busy machine can) is completed from
+    them.
+    """
     scenario = small_scenario(tmp_path)
     runs = RunsFile(run_sweep(scenario, tmp_path / "out", jobs=2))
     records = runs.records()
@@ -170,7 +178,7 @@ def test_carry_across_grid_restores_what_a_time_limit_left_unproven(tmp_path):
     recompute = rows["nrf52840", "70%", 1.5, "recompute-only"]
     assert hybrid.status is Status.OPTIMAL and recompute.predicted_total_j == pytest.approx(hybrid.bound_j)
 
-    cut_short = {
+    cut_short: dict[tuple[str, str, float, str], dict[str, Any]] = {
         ("nrf52840", "70%", 1.0, "recompute-only"): dict(status=Status.NO_SOLUTION, message="timed out"),
         ("nrf52840", "70%", 1.5, "recompute-only"): dict(status=Status.FEASIBLE, bound_j=recompute.keep_all_energy_j),
     }
@@ -190,8 +198,11 @@ def test_carry_across_grid_restores_what_a_time_limit_left_unproven(tmp_path):
 
 
 def test_a_schedule_made_on_another_platform_is_checked_under_this_ones_costs(tmp_path):
-    """Recompute-only on rpi4 and rpi4-nocache (which differ only in page-out costs): with
-    rpi4-nocache's solve cut short, its point takes rpi4's schedule, checked and costed there."""
+    """A schedule made on another platform is checked and costed under this one's costs.
+
+    Recompute-only on rpi4 and rpi4-nocache (which differ only in page-out costs): with
+    rpi4-nocache's solve cut short, its point takes rpi4's schedule, checked and costed there.
+    """
     path = tmp_path / "two.yaml"
     path.write_text(
         "name: two\nmodel: mlp\nbatch_size: 2\nplatform: [rpi4, rpi4-nocache]\n"
@@ -208,16 +219,14 @@ def test_a_schedule_made_on_another_platform_is_checked_under_this_ones_costs(tm
     folder = directory / POINTS_DIR / point_slug(points[solved.point_key])
     for file in folder.iterdir():
         file.unlink()
+    no_figures: dict[str, Any] = {
+        f"predicted_{name}": None
+        for name in ("total_j", "peak_ram_bytes", "runtime_s", "recomputations", "page_ins", "page_outs")
+    }
     runs.rewrite(
         {
             keys.index(("rpi4-nocache", "recompute-only")): replace(
-                solved,
-                status=Status.NO_SOLUTION,
-                message="timed out",
-                **{
-                    f"predicted_{name}": None
-                    for name in ("total_j", "peak_ram_bytes", "runtime_s", "recomputations", "page_ins", "page_outs")
-                },
+                solved, status=Status.NO_SOLUTION, message="timed out", **no_figures
             )
         }
     )

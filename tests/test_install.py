@@ -1,6 +1,7 @@
-"""The core installs alone: `pip install .` into a fresh virtual environment, without PyTorch,
-SCIP, gurobipy or Playwright, runs the core commands; a command that needs an extra says which
-in one line and exits 4.
+"""The core installs alone and runs; a command that needs an extra says which in one line.
+
+`pip install .` into a fresh virtual environment, without PyTorch, SCIP, gurobipy or Playwright,
+runs the core commands; a command that needs an extra exits 4.
 
 Slow (a fresh install takes minutes): `make test-slow`.
 """
@@ -32,7 +33,7 @@ def core(tmp_path_factory) -> Path:
     return venv / "bin"
 
 
-def poetsim(core: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+def poetsim(core: Path, cwd: Path, *args: str | Path) -> subprocess.CompletedProcess:
     """The installed `poetsim` (its own script, so that the source tree is not on sys.path)."""
     return subprocess.run([str(core / "poetsim"), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=900)
 

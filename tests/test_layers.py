@@ -188,8 +188,11 @@ def test_relu6_backward_reads_its_input_and_relu_its_output():
 
 
 def test_fused_attention_keeps_no_probabilities_and_reads_its_inputs_and_output():
-    """PyTorch's scaled_dot_product_attention (flash attention on the CPU): the output holds the
-    context and one log-sum-exp per head and query; the backward reads q, k, v and the output."""
+    """PyTorch's fused attention keeps no probabilities and reads its inputs and output.
+
+    scaled_dot_product_attention (flash attention on the CPU): the output holds the context and
+    one log-sum-exp per head and query; the backward reads q, k, v and the output.
+    """
     net = Network("sdpa")
     ids = net.input((2, 5), labels=2, tokens=True)
     x = net.embedding(ids, 11, 8, max_positions=16, name="emb")

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -23,25 +24,31 @@ KEEP_ALL_PEAK = 1000
 
 
 def row(
-    strategy,
-    ram,
-    overhead_pct=None,
-    status=None,
-    runtime_x=1.2,
-    model="resnet18_cifar",
-    platform="rpi4",
-    peak=None,
-    runtime_s=None,
-    message="",
-    gap=None,
-    recomputations=0,
-    page_ins=0,
-    budget=None,
-):
-    """A runs.csv row: a schedule when `overhead_pct` is given, else the status alone."""
-    share = float(ram.rstrip("%")) / 100 if ram.endswith("%") else None
-    budget = budget if budget is not None else int(KEEP_ALL_PEAK * share)
-    fields = dict(
+    strategy: str,
+    ram: str,
+    overhead_pct: float | None = None,
+    status: Status | None = None,
+    runtime_x: float = 1.2,
+    model: str = "resnet18_cifar",
+    platform: str = "rpi4",
+    peak: int | None = None,
+    runtime_s: float | None = None,
+    message: str = "",
+    gap: float | None = None,
+    recomputations: int = 0,
+    page_ins: int = 0,
+    budget: int | None = None,
+) -> ResultRow:
+    """A runs.csv row: a schedule when `overhead_pct` is given, else the status alone.
+
+    A budget written as a share of keep-all (50%) resolves against KEEP_ALL_PEAK; one in bytes
+    comes as `budget`.
+    """
+    if budget is None:
+        assert ram.endswith("%"), f"{ram}: a budget in bytes comes as `budget`"
+        share = float(ram.rstrip("%")) / 100
+        budget = int(KEEP_ALL_PEAK * share)
+    fields: dict[str, Any] = dict(
         scenario="test",
         point_key=f"{model}-{platform}-{ram}-{runtime_x}-{strategy}",
         model=model,
@@ -107,8 +114,11 @@ def test_figure5_holds_when_capuchin_is_in_the_papers_range_and_poet_under_one_p
 
 
 def test_figure5_does_not_hold_when_capuchin_costs_little_and_says_why_in_numbers():
-    """Capuchin thousands of times below the paper's range does not hold; POET under 1 % at one of two
-    budgets holds in part; POET dearer than Capuchin at both budgets does not hold."""
+    """Figure 5's claims do not hold, or hold in part, by the numbers.
+
+    Capuchin thousands of times below the paper's range does not hold; POET under 1 % at one of
+    two budgets holds in part; POET dearer than Capuchin at both budgets does not hold.
+    """
     results = frame(
         row("hybrid", "50%", 0.2),
         row("capuchin", "50%", 0.03, Status.BASELINE, page_ins=10),

@@ -26,7 +26,7 @@ from optimiser_cases import cost_table, training_graph
 
 
 def tiny_resnet():
-    """input -> conv-bn-relu -> one residual block (conv-bn, add, relu) -> pool -> linear -> loss."""
+    """A tiny ResNet: input -> conv-bn-relu -> one residual block (conv-bn, add, relu) -> pool -> linear -> loss."""
     net = Network("tiny_resnet")
     x = net.input((1, 1, 4, 4), labels=1)
     x = net.relu(net.batchnorm(net.conv(x, 2, 3, padding=1, name="c1"), name="b1"), name="r1")
@@ -122,8 +122,12 @@ def test_a_plain_chain_is_one_block_per_layer_once_gradients_are_dealt_to_the_la
 
 
 def test_a_residual_block_is_one_block_ending_at_its_relu():
-    """The final ReLU is a cut of its own, but its gradient belongs to the next block's group, so
-    it merges back into its residual block; the next block's convolutions read it as their input."""
+    """A residual block is one POFO block, ending at its final ReLU.
+
+    The final ReLU is a cut of its own, but its gradient belongs to the next block's group, so
+    it merges back into its residual block; the next block's convolutions read it as their
+    input.
+    """
     graph = build_model("resnet18_cifar", batch_size=1)
     chain = chain_of_blocks(graph)
     names = [[graph.nodes[v].name for v in b.nodes] for b in chain.blocks]
@@ -186,9 +190,12 @@ def test_the_program_equals_brute_force_on_a_small_residual_network(timing, plat
 
 
 def test_offloading_is_chosen_when_it_is_free_and_memory_is_short():
-    """Compute-only timing: a page costs no time. Layers of 40 bytes peak at 204 bytes (four
-    layers and the 4-byte loss); at 200 the program offloads block 1's input instead of
-    recomputing anything, so its makespan stays one plain pass."""
+    """POFO offloads when a page is free and memory is short.
+
+    Compute-only timing: a page costs no time. Layers of 40 bytes peak at 204 bytes (four layers
+    and the 4-byte loss); at 200 the program offloads block 1's input instead of recomputing
+    anything, so its makespan stays one plain pass.
+    """
     graph = training_graph([40, 40, 40, 40], [1.0] * 4)
     T = len(graph)
     costs = cost_table(graph, [1.0] * T, [1.0] * T, [0.5] * T, [0.5] * T)
@@ -214,8 +221,11 @@ def test_resnet18_schedule_passes_the_checker_fits_and_its_makespan_is_the_progr
 
 
 def test_a_budget_no_schedule_meets_is_reported_over_budget():
-    """Below the smallest peak of the space the smallest limit that works is used; the pipeline
-    then reports the baseline over budget, saying by how much."""
+    """A budget no POFO schedule meets is reported as over budget, by how much.
+
+    Below the smallest peak of the space the smallest limit that works is used; the pipeline
+    then reports the baseline over budget, saying by how much.
+    """
     problem = build_problem("resnet18_cifar", "jetson-tx2", parse_ram("20%"), 1.2, batch_size=2)
     solution = pofo_schedule(problem.graph, problem.costs, problem.budgets.ram_bytes, problem.timing)
     assert not solution.fits and solution.limit_bytes > problem.budgets.ram_bytes

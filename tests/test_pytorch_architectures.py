@@ -1,5 +1,8 @@
-"""The outside architectures: each imports with its own dropout and stochastic depth, its committed
-graph is what the capture gives, and a step that recomputes and pages has plain PyTorch's gradients."""
+"""The outside architectures: their imports, their committed graphs, and scheduled steps.
+
+Each imports with its own dropout and stochastic depth, its committed graph is what the capture
+gives, and a step that recomputes and pages has plain PyTorch's gradients.
+"""
 
 import inspect
 from pathlib import Path

@@ -69,7 +69,10 @@ def test_backward_dependencies_follow_autograd(tiny):
 
 
 def test_a_module_called_twice_gives_two_nodes_and_container_ops_are_named_by_op(tiny):
-    """torchvision's basic block calls one ReLU module twice; `out += identity` is the block's own op."""
+    """A module called twice gives two nodes, and a container's own op is named by its op.
+
+    torchvision's basic block calls one ReLU module twice; `out += identity` is the block's own op.
+    """
     nodes = by_name(tiny.graph)
     assert {"3.relu", "3.relu#2", "3.add"} <= set(nodes)
     assert nodes["3.add"].op == "add"
@@ -96,8 +99,10 @@ def test_flops_count_convolutions_as_the_zoo_does(tiny):
 
 @pytest.fixture(scope="module")
 def zoo_pairs():
-    """torchvision's ResNet-18 and MobileNetV2 and the zoo's transformer imported, each beside
-    its zoo graph, at sizes small enough to capture in a second or two."""
+    """Outside models imported, each beside its zoo graph, small enough to capture in a second or two.
+
+    They are torchvision's ResNet-18 and MobileNetV2 and the zoo's transformer.
+    """
     torch.manual_seed(0)
     cases = {
         "resnet18": (models.resnet18(), torch.randn(2, 3, 32, 32), {"batch_size": 2, "input_size": 32}),
@@ -111,9 +116,12 @@ def zoo_pairs():
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "transformer"])
 def test_imported_keep_all_peak_and_flops_match_the_zoo(zoo_pairs, name):
-    """Both sides keep what PyTorch's autograd saves (max pooling's indices, ReLU6's input, fused
-    attention's log-sum-exp): the keep-all peaks agree to 0.01 % today (the rest is int64 labels
-    and token ids against the zoo's int32); FLOPs within the 2 % target."""
+    """Imported and zoo graphs agree on the keep-all peak and, within 2 %, on FLOPs.
+
+    Both sides keep what PyTorch's autograd saves (max pooling's indices, ReLU6's input, fused
+    attention's log-sum-exp): the keep-all peaks agree to 0.01 % (the rest is int64 labels and
+    token ids against the zoo's int32); FLOPs within the 2 % target.
+    """
     imported, reference = zoo_pairs[name]
     assert imported.keep_all_peak_bytes == pytest.approx(reference.keep_all_peak_bytes, rel=0.001)
     flops = imported.forward_flops + imported.backward_flops
@@ -121,8 +129,11 @@ def test_imported_keep_all_peak_and_flops_match_the_zoo(zoo_pairs, name):
 
 
 def test_relu6_keeps_a_copy_of_its_input_as_inplace_relu6_does_in_pytorch(zoo_pairs):
-    """torchvision's ReLU6(inplace=True): autograd saves its input before overwriting it, so the
-    ReLU6 node holds two tensors: that copy (its backward reads it) and its output."""
+    """An in-place ReLU6 keeps a copy of its input, as autograd does for it in PyTorch.
+
+    torchvision's ReLU6(inplace=True): autograd saves its input before overwriting it, so the
+    ReLU6 node holds two tensors: that copy (its backward reads it) and its output.
+    """
     graph = zoo_pairs["mobilenet_v2"][0]
     nodes = by_name(graph)
     relu6, bn = nodes["features.0.2"], nodes["features.0.1"]
@@ -132,8 +143,11 @@ def test_relu6_keeps_a_copy_of_its_input_as_inplace_relu6_does_in_pytorch(zoo_pa
 
 
 def test_attention_output_projection_is_a_node_whose_output_the_backward_does_not_keep(zoo_pairs):
-    """nn.MultiheadAttention's backward reads q, k, v and the attention kernel's output, not the
-    output projection's result: that is a node of its own, freed once the next layer read it."""
+    """The attention's output projection is a node whose output the backward does not keep.
+
+    nn.MultiheadAttention's backward reads q, k, v and the attention kernel's output, not the
+    output projection's result: that is a node of its own, freed once the next layer read it.
+    """
     graph = zoo_pairs["transformer"][0]
     nodes = by_name(graph)
     attention, projection = nodes["encoder.layers.0.self_attn"], nodes["encoder.layers.0.self_attn.out_proj"]
@@ -146,7 +160,10 @@ def test_attention_output_projection_is_a_node_whose_output_the_backward_does_no
 
 
 def test_depthwise_convolution_backward_is_twice_the_forward():
-    """torch's counter multiplies a depthwise weight gradient by the groups; poetsim does not."""
+    """A depthwise convolution's backward costs twice its forward, whatever torch's FLOP counter says.
+
+    torch's counter multiplies a depthwise weight gradient by the groups; poetsim does not.
+    """
     torch.manual_seed(0)
     net = nn.Sequential(nn.Conv2d(3, 8, 1), nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.Flatten(), nn.Linear(8 * 16, 4))
     nodes = by_name(from_torch(net, torch.randn(2, 3, 4, 4)))
@@ -203,5 +220,5 @@ def test_inputs_that_do_not_fit_name_the_module():
 
 
 def test_a_model_that_is_not_a_module_is_refused():
-    with pytest.raises(UserInputError, match="torch.nn.Module"):
-        from_torch(lambda x: x, torch.randn(2))
+    with pytest.raises(UserInputError, match=r"torch\.nn\.Module"):
+        from_torch(lambda x: x, torch.randn(2))  # type: ignore[arg-type]  # the wrong type is the point

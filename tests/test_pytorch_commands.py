@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("torch")
 
-from poetsim.cli import app as poetsim_app  # noqa: E402
+from poetsim.cli import app as poetsim_app
 
 TINY = "poetsim.pytorch.models:tiny_cnn"
 
@@ -124,7 +124,10 @@ def test_bad_input_is_one_line_and_exit_code_2(app, arguments, message):
 
 
 def test_profile_and_validate_run_write_their_files(app, tmp_path):
-    """profile calibrated on the tiny CNN; validate-run with that profile at one budget and strategy."""
+    """`poetsim profile` and `poetsim validate-run` write their files.
+
+    profile calibrated on the tiny CNN; validate-run with that profile at one budget and strategy.
+    """
     runner = CliRunner()
     swap = str(tmp_path / "swap")
     result = runner.invoke(

@@ -42,8 +42,12 @@ def test_baselines_give_bitwise_gradients_and_the_predicted_peak(tiny, costs, tm
 
 
 def test_by_default_a_step_leaves_one_core_to_the_io_thread(tiny, costs, tmp_path):
-    """The I/O thread is the DMA channel the overlap model runs beside the computes: it gets a
-    core of its own (where there are two), and the step runs on the rest; torch's setting is back after."""
+    """By default a step leaves one core to the I/O thread.
+
+    The I/O thread is the DMA channel the overlap model runs beside the computes: it gets a core
+    of its own (where there are two), and the step runs on the rest; torch's setting is back
+    after.
+    """
     cores = len(os.sched_getaffinity(0))
     before = torch.get_num_threads()
     result = execute(tiny, keep_all(tiny.graph, costs, Timing.OVERLAP)[0], tmp_path, check_gradients=False)
@@ -58,6 +62,7 @@ def test_a_solved_paging_schedule_moves_the_predicted_bytes_through_real_files(t
     budgets = Budgets(int(0.6 * graph.keep_all_peak_bytes), 10 * costs.plain_runtime_s)
     outcome = optimise(graph, costs, budgets, Moves(recompute=False, page=True), timing, time_limit_s=10, threads=1)
     schedule = outcome.schedule
+    assert schedule is not None
     predicted = check_schedule(schedule, graph, costs, timing, budgets)
     result = execute(tiny, schedule, tmp_path, budget_bytes=budgets.ram_bytes)
     assert predicted.page_outs > 0
@@ -119,7 +124,7 @@ def test_a_schedule_for_another_graph_is_refused(tiny, costs, tmp_path):
         schedule.num_nodes,
         schedule.timing,
         schedule.stages,
-        node_names=("input", "conv") + tuple(n.name for n in tiny.graph.nodes[2:]),
+        node_names=("input", "conv", *(n.name for n in tiny.graph.nodes[2:])),
     )
     with pytest.raises(ScheduleError, match="names node 1 'conv'"):
         execute(tiny, renamed, tmp_path)

@@ -1,5 +1,8 @@
-"""Random ops as they are: dropout, attention dropout, 2-d dropout and stochastic depth, captured
-with the models' own probabilities and redrawn exactly when a schedule recomputes them."""
+"""Random ops as they are: dropout, attention dropout, 2-d dropout and stochastic depth.
+
+They are captured with the models' own probabilities and redrawn exactly when a schedule
+recomputes them.
+"""
 
 import pytest
 
@@ -19,8 +22,11 @@ from poetsim.schedule.model import Timing  # noqa: E402
 
 
 class Noisy(nn.Module):
-    """Every kind of random op in one small model: 2-d dropout, stochastic depth, an encoder layer
-    (attention dropout and three dropouts), and dropout before the classifier."""
+    """Every kind of random op in one small model.
+
+    2-d dropout, stochastic depth, an encoder layer (attention dropout and three dropouts), and
+    dropout before the classifier, each with probability `p`.
+    """
 
     def __init__(self, p: float):
         super().__init__()
@@ -35,6 +41,7 @@ class Noisy(nn.Module):
         self.fc = nn.Linear(8, 10)
 
     def forward(self, x):
+        """The logits of a batch of images, through every random op."""
         x = self.drop2d(self.relu(self.bn(self.conv(x))))
         x = x + self.depth(self.conv2(x))
         x = self.encoder(x.flatten(2).transpose(1, 2))
@@ -67,9 +74,12 @@ def test_random_ops_are_captured_with_their_probabilities_without_drawing():
 
 @pytest.mark.parametrize("p", [0.15, 0.45, 0.5])
 def test_recomputed_and_paged_random_nodes_give_bitwise_gradients(tmp_path, p):
-    """At 0.15 and 0.45 torch's traced native_dropout rounds x * mask * scale differently from eager
-    dropout's x * (mask / (1 - p)): the capture follows the eager kernel, and every random node that
-    the schedule recomputes draws the mask it drew first."""
+    """Recomputed and paged random nodes give bitwise the plain step's gradients.
+
+    At 0.15 and 0.45 torch's traced native_dropout rounds x * mask * scale differently from
+    eager dropout's x * (mask / (1 - p)): the capture follows the eager kernel, and every random
+    node that the schedule recomputes draws the mask it drew first.
+    """
     captured = noisy(p)
     graph = captured.graph
     costs = node_costs(graph, load_platform("rpi4"))

@@ -48,9 +48,12 @@ def test_the_budgets_are_met_with_paging_and_recomputation(validation):
     ],
 )
 def test_mobilenet_and_transformer_run_as_scheduled_with_bitwise_gradients(tmp_path, factory, batch):
-    """Their nodes hold what autograd saves (ReLU6's copy of its input, the attention kernel's
+    """MobileNetV2 and the transformer run as scheduled, with bitwise gradients and the predicted peak.
+
+    Their nodes hold what autograd saves (ReLU6's copy of its input, the attention kernel's
     inputs and output, the output projection apart): recomputed, paged or kept, the step gives
-    the plain step's gradients and exactly the predicted peak."""
+    the plain step's gradients and exactly the predicted peak.
+    """
     torch.manual_seed(0)
     captured = capture(factory(), (batch(),), name=factory.__name__)
     result = validate_run(

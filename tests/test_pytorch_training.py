@@ -44,6 +44,7 @@ class Net(nn.Module):
         self.fc = nn.Linear(8, 10)
 
     def forward(self, x):
+        """The logits of a batch of images."""
         return self.fc(self.features(x))
 
 
@@ -54,8 +55,10 @@ def batches(count: int, shape=SHAPE, seed: int = 1):
 
 @pytest.fixture(scope="module")
 def saved():
-    """A checked schedule of Net at batch 4 that recomputes (dropout among what it recomputes) and
-    pages; the budget is its peak, to the byte."""
+    """A checked schedule of Net at batch 4 that recomputes and pages; the budget is its peak.
+
+    Dropout is among what it recomputes; the budget is its peak to the byte.
+    """
     torch.manual_seed(0)
     captured = capture(Net(), (torch.randn(SHAPE),), labels=torch.zeros(4, dtype=torch.int64), name="Net")
     costs = node_costs(captured.graph, load_platform("rpi4"))
@@ -105,9 +108,12 @@ def assert_same_state(plain: nn.Module, trained: nn.Module) -> None:
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_twenty_scheduled_steps_train_bitwise_as_plain_pytorch(saved, tmp_path, deterministic, optimizer):
-    """SGD with momentum and Adam: parameters, BatchNorm running statistics and num_batches_tracked
-    bitwise equal after 20 steps with dropout recomputed and tensors paged; every step's measured
-    activation peak equals the prediction, which is the budget."""
+    """Twenty scheduled steps train bitwise as plain PyTorch does, at the predicted peak.
+
+    SGD with momentum and Adam: parameters, BatchNorm running statistics and num_batches_tracked
+    bitwise equal after 20 steps with dropout recomputed and tensors paged; every step's
+    measured activation peak equals the prediction, which is the budget.
+    """
     model = wrapped(saved, tmp_path)
     plain = copy.deepcopy(model.model)
     data = batches(20)
@@ -122,8 +128,11 @@ def test_twenty_scheduled_steps_train_bitwise_as_plain_pytorch(saved, tmp_path, 
 
 
 def test_gradient_accumulation_over_micro_batches_matches_plain(saved, tmp_path, deterministic):
-    """loss / 2 over two micro-batches per optimiser step: the scheduled backward starts from the
-    loss's own gradient (0.5), and autograd accumulates into .grad as for the original."""
+    """Gradient accumulation over micro-batches matches plain PyTorch.
+
+    loss / 2 over two micro-batches per optimiser step: the scheduled backward starts from the
+    loss's own gradient (0.5), and autograd accumulates into .grad as for the original.
+    """
     model = wrapped(saved, tmp_path)
     plain = copy.deepcopy(model.model)
     data = batches(6)
@@ -225,8 +234,11 @@ def test_a_step_whose_backward_was_overtaken_says_so(saved, tmp_path):
 
 
 def test_poetsim_train_on_an_outside_model_equals_plain_training(tmp_path):
-    """The command on a model written outside poetsim (residual blocks, GELU, batch norm), POET's
-    hybrid schedule at 50 %: parameters equal plain training's, every peak within the budget."""
+    """`poetsim train` on an outside model equals plain training, every peak within the budget.
+
+    The command runs on a model written outside poetsim (residual blocks, GELU, batch norm),
+    with POET's hybrid schedule at 50 %.
+    """
     result = CliRunner().invoke(
         app,
         [

@@ -63,8 +63,11 @@ def test_results_are_written_as_json_csv_and_an_offline_chart(validation, tmp_pa
 
 
 def test_recalibrated_predictions_use_rates_measured_in_the_timed_rounds(tmp_path):
-    """With `recalibrate`, the profile's compute rates come from keep-all runs of the rounds, and
-    every prediction is costed on that profile (keep-all: one plain pass at the new rates)."""
+    """Recalibrated predictions use compute rates measured in the timed rounds.
+
+    With `recalibrate`, the profile's compute rates come from keep-all runs of the rounds, and
+    every prediction is costed on that profile (keep-all: one plain pass at the new rates).
+    """
     from poetsim.schedule.costs import node_costs
 
     torch.manual_seed(0)
@@ -92,8 +95,11 @@ def test_recalibrated_predictions_use_rates_measured_in_the_timed_rounds(tmp_pat
 
 
 def test_a_strategy_that_does_not_apply_to_the_graph_is_skipped_in_one_row(tmp_path):
-    """POFO applies to chains only; the tiny CNN's residual block is no chain: POFO is skipped once,
-    with one progress line saying why, and the other strategies run at every budget."""
+    """A strategy that does not apply to the graph is skipped in one row.
+
+    POFO applies to chains only; the tiny CNN's residual block is no chain: POFO is skipped
+    once, with one progress line saying why, and the other strategies run at every budget.
+    """
     torch.manual_seed(0)
     tiny = capture(models.tiny_cnn(), (torch.randn(2, 3, 8, 8),), name="tiny")
     lines: list[str] = []

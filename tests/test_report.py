@@ -22,13 +22,14 @@ from poetsim.report.page import script_json
 from poetsim.report.palette import platform_colours, strategy_colours
 from poetsim.report.reach import reach_table, tightest
 from poetsim.report.report import prepare, winners
-from poetsim.report.sweep_charts import pareto_chart, prediction_chart, prediction_differences, runtime_chart
+from poetsim.report.sweep_charts import Draw, SweepChart, pareto_chart, prediction_chart, prediction_differences, runtime_chart
 from poetsim.report.tables import headline_table
 from poetsim.report.timeline import NEUTRAL_COLOURS, bus_lane, lanes
 from poetsim.schedule.checker import check_schedule
 from poetsim.schedule.costs import CostTable
-from poetsim.schedule.model import Budgets, Compute, Free, PageIn, PageOut, Schedule, Timing
+from poetsim.schedule.model import Budgets, Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
 from poetsim.simulator import simulate
+from poetsim.status import Status
 from poetsim.units import RamSpec
 
 C, F, PI, PO = Compute, Free, PageIn, PageOut
@@ -39,7 +40,7 @@ CDN_SCRIPT = re.compile(r"<script[^>]*src=[\"']https?://", re.IGNORECASE)
 # back in and 1 dropped and recomputed.
 DEPS = [(), (0,), (1,), (2,), (3,), (4, 0), (5, 1)]
 SIZES = [100, 200, 40, 10, 30, 50, 20]
-MIXED = [
+MIXED: list[list[Instruction]] = [
     [C(0)],
     [C(1)],
     [PO(0), F(0), C(2), F(1)],
@@ -107,6 +108,19 @@ def assert_offline_html(path, footer=FOOTER):
     assert html.escape(footer[:80]) in text or footer[:80] in text
 
 
+def searched(pattern: str, text: str, flags: int = 0) -> re.Match[str]:
+    """The first match of `pattern` in `text`; the test fails, naming the pattern, where there is none."""
+    found = re.search(pattern, text, flags)
+    assert found is not None, f"no match for {pattern!r}"
+    return found
+
+
+def drawn(chart: SweepChart) -> Draw:
+    """How to draw `chart`; the test fails, with the chart's note, where it is not drawn."""
+    assert chart.draw is not None, chart.note
+    return chart.draw
+
+
 def png_size(path) -> tuple[int, int]:
     data = path.read_bytes()
     assert data[:8] == PNG_MAGIC
@@ -116,7 +130,7 @@ def png_size(path) -> tuple[int, int]:
 def svg_size(path) -> tuple[float, float]:
     text = path.read_text(encoding="utf-8")
     assert text.lstrip().startswith("<svg")
-    width, height = re.search(r'<svg[^>]*width="([\d.]+)"[^>]*height="([\d.]+)"', text).groups()
+    width, height = searched(r'<svg[^>]*width="([\d.]+)"[^>]*height="([\d.]+)"', text).groups()
     return float(width), float(height)
 
 
@@ -172,7 +186,7 @@ def test_schedule_chart_names_layers_and_marks_the_loss_and_the_transfers():
         Node(4, "input_grad", "linear_grad", True, (3, 1), 40),
     ]
     graph = TrainingGraph.create("tiny", nodes)
-    stages = [[C(0)], [C(1), PO(0), F(0)], [C(2)], [PI(0), C(3), F(2)], [C(4), F(0), F(1), F(3), F(4)]]
+    stages: list[list[Instruction]] = [[C(0)], [C(1), PO(0), F(0)], [C(2)], [PI(0), C(3), F(2)], [C(4), F(0), F(1), F(3), F(4)]]
     schedule = Schedule("tiny", 5, Timing.OVERLAP, tuple(tuple(s) for s in stages))
     spec = schedule_chart(schedule, graph, "tiny", FOOTER).to_dict()
     text = json.dumps(spec)
@@ -195,8 +209,11 @@ def test_schedule_chart_embeds_runs_not_cells():
 
 @pytest.fixture
 def simulated(seven, mixed):
-    """The mixed schedule on the simulated device: page-out 2-3.5 s, page-in 4-5.5 s, a stall 5-5.5 s,
-    a recompute 6.5-7.5 s; makespan 8.5 s; peak 350 bytes."""
+    """The mixed schedule on the simulated device.
+
+    Page-out 2-3.5 s, page-in 4-5.5 s, a stall 5-5.5 s, a recompute 6.5-7.5 s; makespan 8.5 s;
+    peak 350 bytes.
+    """
     return simulate(mixed, seven, make_costs(seven), ram_capacity_bytes=10_000, mode="free-running")
 
 
@@ -219,8 +236,11 @@ def test_timeline_has_compute_dma_and_bus_lanes_with_every_kind(simulated, tmp_p
 
 
 def test_bus_lane_says_who_is_on_the_bus_when(simulated):
-    """Compute alone, then both with the page-out, compute, both with the page-in, the page-in alone
-    while compute stalls, then compute: hand-checked against the trace."""
+    """The bus lane says who is on the bus when, hand-checked against the trace.
+
+    Compute alone, then both with the page-out, compute, both with the page-in, the page-in
+    alone while compute stalls, then compute.
+    """
     bus = bus_lane(lanes(simulated.trace[simulated.trace["resource"] != "bus"]).query("resource != 'bus'"))
     spans = [(row.time_s, row.end_s, row.kind) for row in bus.itertuples()]
     assert spans == [
@@ -234,8 +254,11 @@ def test_bus_lane_says_who_is_on_the_bus_when(simulated):
 
 
 def test_timeline_names_each_wait_by_its_cause_and_its_subtitle_agrees(simulated):
-    """The 0.5 s wait for page-in of node 0 is drawn as "wait: input", and the subtitle counts it as a
-    stall: no bar says "stall" while the text says 0."""
+    """The timeline names each wait by its cause, and its subtitle agrees.
+
+    The 0.5 s wait for page-in of node 0 is drawn as "wait: input", and the subtitle counts it
+    as a stall: no bar says "stall" while the text says 0.
+    """
     spec = timeline_chart(simulated, None, "seven", FOOTER).to_dict()
     kinds = {row["kind"] for row in chart_rows(timeline_chart(simulated, None, "seven", FOOTER)) if "kind" in row}
     assert "stall" not in kinds and "wait: input" in kinds
@@ -311,8 +334,11 @@ def test_timeline_of_a_long_run_is_coarsened_but_keeps_the_peak():
 
 
 def test_save_run_charts_writes_one_page_with_both_charts(seven, mixed, tmp_path):
-    """A simulated run gets run.html (titled, the Vega bundle once, both charts, the figures) and a PNG
-    and an SVG of each chart; a hostile graph name is escaped everywhere."""
+    """A simulated run's charts: one run.html with both, and a PNG and an SVG of each.
+
+    run.html is titled, has the Vega bundle once, both charts and the figures; a hostile graph
+    name is escaped everywhere.
+    """
     hostile = replace(seven, name=HOSTILE)
     costs = make_costs(seven)
     problem = Problem(
@@ -320,7 +346,7 @@ def test_save_run_charts_writes_one_page_with_both_charts(seven, mixed, tmp_path
     )
     figures = check_schedule(mixed, seven, costs, Timing.OVERLAP)
     simulated = simulate(mixed, seven, costs, ram_capacity_bytes=10_000)
-    run = Run(problem, "hybrid", "optimal", "", mixed, figures, figures, figures, simulated=simulated)
+    run = Run(problem, "hybrid", Status.OPTIMAL, "", mixed, figures, figures, figures, simulated=simulated)
     paths = save_run_charts(run, tmp_path, "unit: hybrid")
     assert sorted(p.name for p in paths) == ["run.html", "schedule.png", "schedule.svg", "timeline.png", "timeline.svg"]
     assert_images(tmp_path, "schedule")
@@ -332,7 +358,7 @@ def test_save_run_charts_writes_one_page_with_both_charts(seven, mixed, tmp_path
     assert "<title>poetsim run: unit: hybrid (&lt;img" in text
     assert_no_raw(text)
     with pytest.raises(UserInputError, match="no schedule"):
-        save_run_charts(Run(problem, "hybrid", "infeasible", "too small"), tmp_path, "unit")
+        save_run_charts(Run(problem, "hybrid", Status.INFEASIBLE, "too small"), tmp_path, "unit")
 
 
 def assert_no_raw(text: str) -> None:
@@ -356,8 +382,11 @@ ENERGY_J = {"rpi4": 8.0, "mkr1000": 100.0}
 
 
 def overheads(platform: str, runtime_x: float) -> dict:
-    """Overhead (%) per strategy and RAM fraction; None = infeasible. On mkr1000, paging-only
-    beats hybrid at 50 % (as when hybrid stops at a time limit with a gap)."""
+    """Overhead (%) per strategy and RAM fraction; None = infeasible.
+
+    On mkr1000, paging-only beats hybrid at 50 % (as when hybrid stops at a time limit with a
+    gap).
+    """
     return {
         "keep-all": {0.25: None, 0.5: None, 1.0: 0.0},
         "hybrid": {0.25: 2.0, 0.5: 1.5 if platform == "mkr1000" else 0.5, 1.0: 0.0},
@@ -367,9 +396,12 @@ def overheads(platform: str, runtime_x: float) -> dict:
 
 
 def sweep_rows(simulated: bool = True) -> pd.DataFrame:
-    """Result rows as a sweep writes them: 2 platforms x 2 runtimes x 4 strategies x 3 RAM budgets,
-    plus one point that failed before its budgets were resolved. Keep-all misses the smaller
-    budgets (over-budget); hybrid on rpi4 at 25 % and 1.5x is feasible, not proven: its bound is 0.5 %."""
+    """Result rows as a sweep writes them: 2 platforms x 2 runtimes x 4 strategies x 3 RAM budgets.
+
+    Plus one point that failed before its budgets were resolved. Keep-all misses the smaller
+    budgets (over-budget); hybrid on rpi4 at 25 % and 1.5x is feasible, not proven: its bound is
+    0.5 %.
+    """
     rows = []
     for platform, energy_j in ENERGY_J.items():
         for runtime_x in (1.2, 1.5):
@@ -409,7 +441,7 @@ def sweep_rows(simulated: bool = True) -> pd.DataFrame:
                     if (platform, runtime_x, strategy, fraction) == ("rpi4", 1.5, "hybrid", 0.25):
                         row.update(status="feasible", bound_j=energy_j * 1.005, gap_overhead=0.75)
                     if simulated:
-                        row["simulated_total_j"] = total_j * 1.01 if ok else None
+                        row["simulated_total_j"] = total_j * 1.01 if total_j is not None else None
                         row["simulated_runtime_s"] = runtime_x * 1.02 if ok else None
                     rows.append(row)
     rows.append(
@@ -436,14 +468,17 @@ def report(tmp_path_factory):
 
 
 def specs_of(text: str) -> dict:
-    return json.loads(re.search(r"const specs = (\{.*?\});\n", text).group(1))
+    return json.loads(searched(r"const specs = (\{.*?\});\n", text).group(1))
 
 
 def test_report_is_one_offline_page_with_a_png_and_an_svg_per_chart(report):
-    """report.html loads nothing from the network and states the assumptions once, at its foot; each
-    chart has a 2x PNG and an SVG, which carry the footer themselves (they travel alone).
+    """report.html is one offline page with a PNG and an SVG per chart.
 
-    Two runtime budgets make no curve (the table's tabs compare them), so three charts."""
+    It loads nothing from the network and states the assumptions once, at its foot; each chart
+    has a 2x PNG and an SVG, which carry the footer themselves (they travel alone).
+
+    Two runtime budgets make no curve (the table's tabs compare them), so three charts.
+    """
     page, text = report
     assert page.name == "report.html"
     assert_offline_html(page, footer=footer_text("unit sweep", ["overlap"]))
@@ -459,8 +494,11 @@ def test_report_is_one_offline_page_with_a_png_and_an_svg_per_chart(report):
 
 
 def test_report_opens_on_its_finding_and_shows_each_figure_once(report):
-    """The finding comes before any table or chart; then the RAM chart and the headline; each chart
-    once; every run folded at the end."""
+    """The report opens on its finding and shows each figure once.
+
+    The finding comes before any table or chart; then the RAM chart and the headline; each chart
+    once; every run folded at the end.
+    """
     _, text = report
     body = text[text.index("<body>") :]
     order = [
@@ -489,14 +527,14 @@ def test_each_chart_comes_in_a_wide_and_a_narrow_layout(report):
     main = specs["chart-overhead_ram"]
     assert set(main) == {"wide", "narrow", "wide_px", "data"}
     assert '"columns": 1' in json.dumps(main["narrow"]) and '"columns": 1' not in json.dumps(main["wide"])
-    datasets = json.loads(re.search(r"const datasets = (\{.*?\});\n", text).group(1))
+    datasets = json.loads(searched(r"const datasets = (\{.*?\});\n", text).group(1))
     used = [name for entry in specs.values() for name in entry["data"]]
     assert set(used) == set(datasets)
 
 
 def headline_cells(text: str, tab: int) -> dict:
     """{(platform, RAM): {strategy: (text, css class)}} of one tab of the headline table."""
-    panel = re.search(rf"<div class='tab-panel' id='headline-panel-{tab}'>(.*?)</table>", text, re.S).group(1)
+    panel = searched(rf"<div class='tab-panel' id='headline-panel-{tab}'>(.*?)</table>", text, re.S).group(1)
     header = re.findall(r"<th[^>]*>([^<]*)</th>", panel)[2:]
     cells, platform = {}, None
     for row in re.findall(r"<tr[^>]*>(.*?)</tr>", panel.split("</thead>")[1], re.S):
@@ -525,7 +563,7 @@ def test_headline_puts_strategies_side_by_side_per_platform_and_ram(report):
 def test_table_of_all_runs_has_human_headers_units_and_sort_keys(report):
     """Every run is a row; headers say what and in which unit; numbers sort by their raw value."""
     _, text = report
-    table = re.search(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
+    table = searched(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
     headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
     assert {
         "RAM budget (% of keep-all)",
@@ -569,7 +607,7 @@ def test_overhead_chart_sets_tied_strategies_side_by_side_on_a_symlog_axis():
         (frame["platform_label"] == "mkr1000") & (frame["strategy"] == "recompute-only") & (frame["ram_fraction"] == 0.5)
     ]
     assert point["y"].iloc[0] == pytest.approx(math.log1p(3.0 / constant))
-    axis = next(e["axis"] for e in _encodings(spec, "x") if "axis" in e and e["axis"])
+    axis = next(e["axis"] for e in _encodings(spec, "x") if e.get("axis"))
     assert axis["values"] == [0, 1, 2, 3]  # 10 %, 25 %, 50 %, 100 %: a tick on every budget swept
     assert all(f'"{label}"' in axis["labelExpr"] for label in ("10%", "25%", "50%", "100%"))
 
@@ -671,8 +709,12 @@ def test_winners_are_computed_from_the_energies():
 
 
 def test_finding_says_where_hybrid_wins_by_how_much_and_what_is_proven():
-    """Hybrid is cheapest at 10 of the 12 budget points with a schedule (paging-only beats it on
-    mkr1000 at 50 %); it saves up to 3 points against paging-only and 2.5 against recompute-only."""
+    """The finding says where hybrid wins, by how much, and what is proven.
+
+    Hybrid is cheapest at 10 of the 12 budget points with a schedule (paging-only beats it on
+    mkr1000 at 50 %); it saves up to 3 points against paging-only and 2.5 against
+    recompute-only.
+    """
     said = sentences(prepare(sweep_rows()))
     assert said[0].startswith("hybrid has the lowest energy at 10 of the 12 budget points where any strategy has a schedule")
     assert "another strategy is cheaper at 2 (0 of these hybrid schedules are not proven optimal" in said[0]
@@ -685,7 +727,7 @@ def test_finding_says_where_hybrid_wins_by_how_much_and_what_is_proven():
 
 def test_report_opens_on_the_finding(report):
     _, text = report
-    finding = re.search(r"<div class='finding' id='finding'>(.*?)</div>", text, re.S).group(1)
+    finding = searched(r"<div class='finding' id='finding'>(.*?)</div>", text, re.S).group(1)
     assert "hybrid has the lowest energy at 10 of the 12 budget points" in finding
 
 
@@ -745,7 +787,7 @@ def test_pareto_front_keeps_only_non_dominated_schedules():
     """On mkr1000 at 1.2x: 25 % hybrid (102 J), 50 % paging-only (101 J), 100 % (100 J) form the front."""
     rows = sweep_rows()
     frame = prepare(rows[(rows["platform"] == "mkr1000") & (rows["runtime_x"] == 1.2)])
-    points = [row for rows in pareto_chart(frame).draw(FOOTER, 1240).to_dict()["datasets"].values() for row in rows]
+    points = [row for rows in drawn(pareto_chart(frame))(FOOTER, 1240).to_dict()["datasets"].values() for row in rows]
     front = sorted((round(p["peak"], 4), round(p["energy_j"], 6)) for p in points if p.get("front"))
     assert front == [(0.2425, 102.0), (0.485, 101.0), (0.97, 100.0)]
 
@@ -762,15 +804,19 @@ def test_a_prediction_within_rounding_is_a_sentence_not_a_chart():
 
 
 def test_pareto_draws_ties_as_concentric_rings_not_translucent_marks():
-    """Hybrid is a filled dot drawn last; every other strategy a ring of its own size; nothing translucent;
-    energies share one scale (above each panel's keep-all) and every panel has its axes."""
+    """The Pareto chart draws ties as concentric rings, not translucent marks.
+
+    Hybrid is a filled dot drawn last; every other strategy a ring of its own size; nothing
+    translucent; energies share one scale (above each panel's keep-all) and every panel has its
+    axes.
+    """
     rows = sweep_rows()
-    spec = pareto_chart(prepare(rows)).draw(FOOTER, 1240).to_dict()
+    spec = drawn(pareto_chart(prepare(rows)))(FOOTER, 1240).to_dict()
     marks = [layer for layer in _layers(spec) if isinstance(layer.get("mark"), dict) and layer["mark"]["type"] == "point"]
     points = [m for m in marks if "size" in m.get("encoding", {}) or m["mark"].get("filled")]
     assert all(m["mark"].get("opacity", 1) == 1 for m in marks)
     assert points[-1]["mark"]["filled"] is True and "hybrid" in json.dumps(points[-1]["transform"])
-    sizes = {r["group"]: r["size"] for r in chart_rows(pareto_chart(prepare(rows)).draw(FOOTER, 1240)) if "size" in r}
+    sizes = {r["group"]: r["size"] for r in chart_rows(drawn(pareto_chart(prepare(rows)))(FOOTER, 1240)) if "size" in r}
     assert len({sizes[g] for g in ("keep-all", "paging-only", "recompute-only")}) == 3
     text = json.dumps(spec)
     assert '"resolve": {"axis": {"x": "independent", "y": "independent"}}' in text
@@ -811,15 +857,18 @@ def test_measured_on_device_columns_join_the_table_of_runs_when_present(tmp_path
     rows["device_energy_j"] = rows["predicted_total_j"] * 1.05
     rows["device_board"] = "qemu"
     text = build_report(rows, tmp_path, "device").read_text(encoding="utf-8")
-    table = re.search(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
+    table = searched(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
     headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
     assert "device energy (J)" in headers and "device board" in headers
     assert ">107.1</td>" in table  # mkr1000's 102 J schedule, measured 5 % higher
 
 
 def test_one_ram_budget_puts_the_runtime_chart_in_the_main_place(tmp_path):
-    """With one RAM budget and three runtime budgets the RAM chart would be a column of bars: the
-    runtime chart stands beside the table instead, and the RAM chart's old files go."""
+    """With one RAM budget, the runtime chart takes the main place.
+
+    With one RAM budget and three runtime budgets the RAM chart would be a column of bars: the
+    runtime chart stands beside the table instead, and the RAM chart's old files go.
+    """
     rows = sweep_rows()
     third = rows[rows["runtime_x"] == 1.5].assign(runtime_x=2.0)
     third["point_key"] = third["point_key"] + "|2x"

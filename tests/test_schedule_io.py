@@ -16,7 +16,7 @@ from poetsim.schedule.formats import (
     schedule_from_json,
     schedule_to_json,
 )
-from poetsim.schedule.model import Compute, Free, PageIn, PageOut, Schedule, Timing
+from poetsim.schedule.model import Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
 
 C, F, PO = Compute, Free, PageOut
 KINDS = (Compute, PageOut, PageIn, Free)
@@ -98,7 +98,7 @@ def test_binary_layout_is_the_documented_one():
 
 
 def test_binary_lists_compute_t_when_more_than_six_instructions_follow_it():
-    stage = (C(1), *(F(0) for _ in range(7)))
+    stage: tuple[Instruction, ...] = (C(1), *(F(0) for _ in range(7)))
     blob = encode_binary(Schedule("", 2, Timing.COMPUTE_ONLY, ((C(0),), stage)))
     assert blob == b"POET\x01\x00\x02\x02\x00" + bytes([8 << 3 | 7, 1 << 2]) + b"\x03" * 7
     assert decode_binary(blob).stages[1] == stage
@@ -115,11 +115,14 @@ def test_keep_all_schedule_of_a_133_node_chain_fits_in_a_few_hundred_bytes():
 
     Every node once, outputs freed after their last reader: 266 instructions in 377 bytes.
     """
-    forward, deps = 66, [[]] + [[i - 1] for i in range(1, 67)]
+    forward = 66
+    deps: list[list[int]] = [[], *([i - 1] for i in range(1, 67))]
     for j in range(forward - 1, -1, -1):
         deps.append([len(deps) - 1, j])
     last_use = [max([k for k, d in enumerate(deps) if i in d], default=i) for i in range(len(deps))]
-    stages = tuple((C(t), *(F(i) for i in sorted({*deps[t], t}) if last_use[i] == t)) for t in range(len(deps)))
+    stages: tuple[tuple[Instruction, ...], ...] = tuple(
+        (C(t), *(F(i) for i in sorted({*deps[t], t}) if last_use[i] == t)) for t in range(len(deps))
+    )
     blob = encode_binary(Schedule("chain-133", 133, Timing.OVERLAP, stages))
     assert len(blob) == 377
     assert decode_binary(blob, "chain-133").stages == stages

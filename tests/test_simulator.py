@@ -118,8 +118,11 @@ def three():
 
 
 def test_three_nodes_in_barrier_mode_run_as_the_stage_model(three):
-    """Stage 1 lasts the page-out's 2 s (the walker waits 2-3 s at the barrier), a is released at 3 s,
-    and c runs 3-4 s beside b alone: makespan 4 s, peak 3000 B, as the checker says."""
+    """Three nodes in barrier mode run as the stage model says.
+
+    Stage 1 lasts the page-out's 2 s (the walker waits 2-3 s at the barrier), a is released at
+    3 s, and c runs 3-4 s beside b alone: makespan 4 s, peak 3000 B, as the checker says.
+    """
     graph, costs, schedule = three
     result = simulate(schedule, graph, costs, budgets=Budgets(3000, 4.0))
     assert result.mode == "barrier"
@@ -148,8 +151,11 @@ def test_three_nodes_free_running_wait_for_the_ram_the_page_out_holds(three):
 
 
 def test_three_nodes_free_running_with_room_overlap_and_peak_at_4000_bytes(three):
-    """Budget 4000 B: c runs 2-3 s while a is still written out. Makespan 3 s (1 s under the stage
-    model, all overlap) and a peak of 4000 B, of which a's 1000 B were freed but still held."""
+    """Three nodes free-running with room: all overlap, and a peak of 4000 bytes.
+
+    Budget 4000 B: c runs 2-3 s while a is still written out. Makespan 3 s (1 s under the stage
+    model, all overlap) and a peak of 4000 B, of which a's 1000 B were freed but still held.
+    """
     graph, costs, schedule = three
     result = simulate(schedule, graph, costs, mode=FREE, budgets=Budgets(4000, 4.0))
     assert (result.makespan_s, result.figures.peak_ram_bytes) == (3.0, 4000)
@@ -215,11 +221,15 @@ def test_recomputation_is_charged_as_recompute_energy(six, six_costs):
 
 @pytest.mark.parametrize("channels, cause, overlap_s", [(1, "channel", -2.0), (2, "source", -0.25)])
 def test_free_running_page_in_waits_for_its_page_out_then_compute_waits_for_it(six, six_costs, channels, cause, overlap_s):
-    """Free-running: the page-out runs 3-4.5 s; the page-in issued at 4 s starts at 4.5 s (behind it on
-    one channel, or on a second channel waiting for its source) and lands at 7 s; compute 4, ready at
-    5 s, waits 5-7 s for its input: makespan 11 s. On one channel the stage model also says 11 s: the
-    -2 s of DMA-bound stages overlapped are paid back as a 2 s input wait. On two it says 9.25 s
-    (DMA time / 2, even for a single transfer), so only 0.25 s of DMA-bound stage is overlapped."""
+    """Free-running, a page-in waits for its page-out, then a compute waits for the page-in.
+
+    The page-out runs 3-4.5 s; the page-in issued at 4 s starts at 4.5 s (behind it on one
+    channel, or on a second channel waiting for its source) and lands at 7 s; compute 4, ready
+    at 5 s, waits 5-7 s for its input: makespan 11 s. On one channel the stage model also says
+    11 s: the -2 s of DMA-bound stages overlapped are paid back as a 2 s input wait. On two it
+    says 9.25 s (DMA time / 2, even for a single transfer), so only 0.25 s of DMA-bound stage is
+    overlapped.
+    """
     costs = replace(six_costs, dma_channels=channels)
     result = simulate(schedule_of(six, PAGING), six, costs, mode=FREE)
     assert rows(result, "stall", columns=("time_s", "end_s", "resource", "node", "cause")) == [
@@ -250,8 +260,11 @@ def test_free_running_allocation_waits_for_ram_a_page_out_holds(six, six_costs):
 
 
 def test_barrier_mode_stops_at_the_allocation_over_the_budget(six, six_costs):
-    """Budget 300 B: the stage model needs 340 B in stage 2 (0 is held until the stage ends), so the
-    replay stops there, naming the instruction, the bytes and why they are held."""
+    """Barrier mode stops at the allocation over the budget, and says why.
+
+    Budget 300 B: the stage model needs 340 B in stage 2 (0 is held until the stage ends), so
+    the replay stops there, naming the instruction, the bytes and why they are held.
+    """
     with pytest.raises(
         SimulationError,
         match=r"stage 2, Compute\(2\) at 3 s: RAM overdraft: needs 40 bytes but only 0 "
@@ -263,9 +276,12 @@ def test_barrier_mode_stops_at_the_allocation_over_the_budget(six, six_costs):
 
 @pytest.mark.parametrize("mode", list(Mode))
 def test_a_page_in_holds_its_buffer_from_its_issue(six, six_costs, mode):
-    """Budget 345 B, which the paper's model says the schedule keeps (peak 300 B): paging 0 back in at
-    stage 3 takes its 100 B at once beside 1's 200 B and 2's 40 B (that model counts them from
-    stage 4), so computing 3 needs 10 B with 5 B free. The replay stops and says why."""
+    """A page-in holds its buffer from its issue.
+
+    Budget 345 B, which the paper's model says the schedule keeps (peak 300 B): paging 0 back in
+    at stage 3 takes its 100 B at once beside 1's 200 B and 2's 40 B (that model counts them
+    from stage 4), so computing 3 needs 10 B with 5 B free. The replay stops and says why.
+    """
     stages = [[C(0)], [PO(0), C(1), F(0)], [C(2)], [PI(0), C(3), F(1), F(2)], [C(4), F(0), F(3)], [C(5), F(4), F(5)]]
     schedule = schedule_of(six, stages, Timing.COMPUTE_ONLY)
     assert check_schedule(schedule, six, six_costs, Timing.COMPUTE_ONLY).peak_ram_bytes == 300
@@ -286,8 +302,11 @@ def test_a_stall_past_the_deadline_is_reported_with_its_causes(six, six_costs):
 
 
 def test_the_device_keeps_a_page_out_for_page_ins_only_while_it_runs():
-    """A page-out is the source a page-in of its node copies while it runs; once it has ended the
-    device lets it go, so a long replay does not keep every transfer it ran."""
+    """The device keeps a page-out for page-ins only while it runs.
+
+    A page-out is the source a page-in of its node copies while it runs; once it has ended the
+    device lets it go, so a long replay does not keep every transfer it ran.
+    """
     device = Device(Trace((10,)), dma_channels=1, bus_bytes_per_s=math.inf, ram_capacity_bytes=100, waits_for_ram=True)
     page_out = Transfer(PAGE_OUT, 0, 0, Buffer(10, 0), 2.0, 0.0, 0.0, None)
     device.issue(page_out)
@@ -314,8 +333,11 @@ def contention_case(latency_s):
 
 @pytest.mark.parametrize("mode", list(Mode))
 def test_bus_contention_slows_both_activities_by_the_fluid_share(mode):
-    """Both run at 2/3 speed while they overlap: the page-out's 1 s ends at 2.5 s, compute 1 has
-    1 s left and ends at 3.5 s. Both waits for the bus are in the trace; +0.5 s is contention."""
+    """Bus contention slows both activities by the fluid share.
+
+    Both run at 2/3 speed while they overlap: the page-out's 1 s ends at 2.5 s, compute 1 has
+    1 s left and ends at 3.5 s. Both waits for the bus are in the trace; +0.5 s is contention.
+    """
     schedule, graph, costs, platform = contention_case(latency_s=0.0)
     result = simulate(schedule, graph, costs, platform, mode=mode)
     assert rows(result, "page_out", columns=("time_s", "end_s")) == [[1.0, pytest.approx(2.5)]]
@@ -331,8 +353,11 @@ def test_bus_contention_slows_both_activities_by_the_fluid_share(mode):
 
 
 def test_transfer_latency_does_not_use_the_bus():
-    """With 0.5 s latency the page-out joins the bus at 1.5 s; compute 1 has done 0.5 s alone.
-    Then both run at 2/3: the page-out's 1 s of bus work ends at 3.0 s, compute 1 at 3.5 s."""
+    """A transfer's latency does not use the bus.
+
+    With 0.5 s latency the page-out joins the bus at 1.5 s; compute 1 has done 0.5 s alone. Then
+    both run at 2/3: the page-out's 1 s of bus work ends at 3.0 s, compute 1 at 3.5 s.
+    """
     schedule, graph, costs, platform = contention_case(latency_s=0.5)
     result = simulate(schedule, graph, costs, platform)
     assert flat(rows(result, "page_out", columns=("time_s", "end_s"))) == pytest.approx([1.0, 3.0])
@@ -350,8 +375,11 @@ def test_no_slowdown_when_demand_fits_the_bus(bus_bytes_per_s):
 @settings(max_examples=25, deadline=None)
 @given(st.integers(3, 30), st.floats(1e6, 1e9), st.integers(1, 3), st.sampled_from(list(Mode)))
 def test_narrow_bus_never_speeds_anything_up_nor_exceeds_its_bandwidth(forward_nodes, bus_bytes_per_s, channels, mode):
-    """Fluid-bus invariants under heavy contention: no operator or transfer ends before its nominal
-    time, every stretch is a bus wait, and the bus never carries more than bandwidth x makespan."""
+    """A narrow bus never speeds anything up, nor carries more than its bandwidth.
+
+    Fluid-bus invariants under heavy contention: no operator or transfer ends before its nominal
+    time, every stretch is a bus wait, and the bus never carries more than bandwidth x makespan.
+    """
     graph, platform = training_chain(forward_nodes), load_platform("rpi4")
     platform = platform.model_copy(update={"memory_bus_bytes_per_s": bus_bytes_per_s})
     costs = replace(node_costs(graph, platform), dma_channels=channels)
@@ -377,8 +405,11 @@ def test_narrow_bus_never_speeds_anything_up_nor_exceeds_its_bandwidth(forward_n
     [(BARRIER, 1, 7.0, 4.0), (BARRIER, 2, 5.0, 2.0), (FREE, 1, 6.0, 4.0), (FREE, 2, 4.0, 2.0)],
 )
 def test_transfers_queue_for_dma_channels(mode, channels, makespan_s, second_start_s):
-    """Two 2 s page-outs issued at 2 s: one channel runs them back to back (the second waits for it),
-    two in parallel. The barrier holds stage 2 until they end; free-running goes on."""
+    """Transfers queue for the DMA channels.
+
+    Two 2 s page-outs issued at 2 s: one channel runs them back to back (the second waits for
+    it), two in parallel. The barrier holds stage 2 until they end; free-running goes on.
+    """
     graph = make_graph([(), (), (), ()], [10, 10, 10, 10], name="queue")
     costs = make_costs(graph, [1, 1, 1, 1], paging={0: (2.0, 1.0, 1.0, 1.0), 1: (2.0, 1.0, 1.0, 1.0)}, dma_channels=channels)
     stages = [[C(0)], [C(1)], [PO(0), PO(1), C(2), F(0), F(1)], [C(3), F(2), F(3)]]
@@ -459,8 +490,11 @@ def test_the_platform_ram_caps_the_budget(six, six_costs):
 
 @st.composite
 def paging_schedules(draw):
-    """(graph, costs, schedule): a random training graph and the greedy paging (or keep-all) plan
-    for a random RAM budget between its least feasible RAM and its keep-all peak."""
+    """(graph, costs, schedule): a random training graph and a paging plan for a random RAM budget.
+
+    The plan is the greedy paging one (or keep-all), for a budget between the graph's least
+    feasible RAM and its keep-all peak.
+    """
     graph, costs = draw(cases(min_forward=2, max_forward=5))
     low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
     budgets = Budgets(int(low + draw(st.floats(0.0, 1.0)) * (high - low)), math.inf)
@@ -473,8 +507,12 @@ def paging_schedules(draw):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(paging_schedules())
 def test_barrier_mode_on_an_ideal_bus_equals_the_checker(case):
-    """Invariant: energy, makespan and peak RAM equal the `overlap` figures (one channel), within the
-    checker's peak as the RAM budget; with two channels only whole-transfer packing is added."""
+    """Barrier mode on an ideal bus gives the checker's figures.
+
+    Invariant: energy, makespan and peak RAM equal the `overlap` figures (one channel), within
+    the checker's peak as the RAM budget; with two channels only whole-transfer packing is
+    added.
+    """
     graph, costs, schedule = case
     costs = replace(costs, dma_channels=1)
     checked = check_schedule(schedule, graph, costs, Timing.OVERLAP)
@@ -491,8 +529,11 @@ def test_barrier_mode_on_an_ideal_bus_equals_the_checker(case):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(paging_schedules(), st.sampled_from(list(Mode)), st.floats(5.0, 500.0), st.sampled_from([1, 2]))
 def test_the_breakdown_adds_up_and_the_peak_stays_within_the_budget(case, mode, bus_bytes_per_s, channels):
-    """Invariants on a contended bus, both modes: the causes sum to the makespan difference, the
-    peak never exceeds the RAM budget, and the waits in the trace add up to the waits reported."""
+    """The breakdown adds up, and the peak stays within the budget.
+
+    Invariants on a contended bus, both modes: the causes sum to the makespan difference, the
+    peak never exceeds the RAM budget, and the waits in the trace add up to the waits reported.
+    """
     graph, costs, schedule = case
     costs = replace(costs, dma_channels=channels)
     budget_bytes = int(check_schedule(schedule, graph, costs, Timing.OVERLAP).peak_ram_bytes)
@@ -529,8 +570,11 @@ def test_zoo_baselines_match_the_checker_on_the_device(baseline):
 
 
 def test_the_jetson_tx2_plain_pass_predicts_its_own_simulated_time():
-    """With roofline compute times, ResNet-18's keep-all pass on the TX2 (94 bus-bound nodes) takes
-    in simulation what the cost table says, within 0.5 % (here exactly)."""
+    """The Jetson TX2's plain pass takes in simulation the time its cost table predicts.
+
+    With roofline compute times, ResNet-18's keep-all pass on the TX2 (94 bus-bound nodes) takes
+    in simulation what the cost table says, within 0.5 % (here exactly).
+    """
     graph, tx2 = build_model("resnet18_cifar", batch_size=8), load_platform("jetson-tx2")
     costs = node_costs(graph, tx2)
     schedule, _ = optimiser.keep_all(graph, costs, Timing.OVERLAP)
@@ -590,8 +634,11 @@ def test_comparison_splits_the_difference_from_the_prediction_by_cause(three):
 
 
 def test_comparison_with_the_papers_timing_names_what_it_leaves_out(six, six_costs):
-    """Against compute-only timing (9 s, no static energy) the barrier replay's 11 s is the stage
-    model's transfer time (+2 s), and the energy difference is only the 5.5 J of static energy."""
+    """The comparison with the paper's timing names what that timing leaves out.
+
+    Against compute-only timing (9 s, no static energy) the barrier replay's 11 s is the stage
+    model's transfer time (+2 s), and the energy difference is only the 5.5 J of static energy.
+    """
     schedule = schedule_of(six, PAGING, Timing.COMPUTE_ONLY)
     budgets = Budgets(1000, 9.0)
     result = simulate(schedule, six, six_costs, budgets=budgets)

@@ -78,6 +78,8 @@ def test_poets_main_case_is_proven_optimal_in_both_timing_models(timing):
     p = build_problem("resnet18_cifar", "rpi4", parse_ram("50%"), 1.2, timing, batch_size=8)
     outcome = optimise(p.graph, p.costs, p.budgets, HYBRID, timing, time_limit_s=60.0)
     assert outcome.status == "optimal", outcome.message
+    assert outcome.schedule is not None and outcome.predicted is not None  # an optimal outcome has both
+    assert outcome.objective_j is not None and outcome.bound_j is not None
     checked = check_schedule(outcome.schedule, p.graph, p.costs, timing, p.budgets)
     assert compare_figures(outcome.predicted, checked) == []
     static_j = p.costs.static_power_w * p.costs.plain_runtime_s if timing is Timing.OVERLAP else 0.0

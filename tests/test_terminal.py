@@ -1,5 +1,7 @@
-"""Terminal output: tables that fit a terminal and print whole in a pipe, help that wraps between
-words, progress in a terminal and in a log, and nothing for short work.
+"""Terminal output: tables, help, progress, and nothing for short work.
+
+Tables fit a terminal and print whole in a pipe, help wraps between words, progress shows in a
+terminal and in a log.
 
 The commands run as real processes, on a pseudo-terminal (a pty of the given size, COLUMNS set
 to match) or on a pipe.
@@ -7,6 +9,7 @@ to match) or on a pipe.
 
 import fcntl
 import io
+import itertools
 import os
 import pty
 import re
@@ -104,7 +107,7 @@ def test_help_wraps_between_words_and_fills_its_lines():
             break
         paragraph.append(line)
     assert len(paragraph) >= 3
-    for line, following in zip(paragraph, paragraph[1:]):
+    for line, following in itertools.pairwise(paragraph):
         assert len(line) + 1 + len(following.split()[0]) > 78, (line, following)
     assert "Energy in joules; the overhead is relative to keep-all" in " ".join(" ".join(paragraph).split())
 

@@ -5,7 +5,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Hashable
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -34,8 +36,9 @@ def note_pid_then_sleep(path):
     time.sleep(60)
 
 
-def collect(pool, count, timeout_s=60):
-    ended, deadline = [], time.monotonic() + timeout_s
+def collect(pool: ProcessPool, count: int, timeout_s: float = 60) -> list[tuple[Hashable, Any, Any]]:
+    ended: list[tuple[Hashable, Any, Any]] = []
+    deadline = time.monotonic() + timeout_s
     while len(ended) < count:
         assert time.monotonic() < deadline, "jobs did not end"
         ended += pool.collect(0.2)

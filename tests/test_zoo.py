@@ -94,7 +94,7 @@ def test_large_models_build_in_well_under_a_second(name):
 
 
 def test_unknown_model_raises_user_input_error_listing_known_ones():
-    with pytest.raises(UserInputError, match="unknown model 'resnet19'.*resnet18"):
+    with pytest.raises(UserInputError, match=r"unknown model 'resnet19'.*resnet18"):
         build_model("resnet19")
     with pytest.raises(UserInputError, match="unknown model"):
         published_figures("nope")

@@ -21,9 +21,11 @@ PART_FACTOR = 2.0
 
 @dataclass(frozen=True)
 class PaperNumber:
-    """A number the paper states: its range (low = high for one value), how it is written, and
-    where in the paper it is. `half_step` is half the unit of its last digit: 13 stands for
-    12.5 to 13.5, so a figure of poetsim's within that is the paper's number."""
+    """A number the paper states: its range (low = high for one value), how it is written, and where.
+
+    `exhibit` says where in the paper it is. `half_step` is half the unit of its last digit: 13
+    stands for 12.5 to 13.5, so a figure of poetsim's within that is the paper's number.
+    """
 
     low: float
     high: float
@@ -57,6 +59,7 @@ class Verdict(str, Enum):
     UNJUDGED = "cannot be judged"
 
     def __str__(self) -> str:
+        """The verdict as a reader reads it: 'holds in part'."""
         return self.value
 
 
@@ -94,8 +97,11 @@ class PaperComparison:
 
 
 def judge_size(number: PaperNumber, values: list[float], unit: str = " %") -> tuple[Verdict, str]:
-    """A size the paper states against poetsim's values: holds where the ranges meet; in part
-    where poetsim's has the same sign and comes within PART_FACTOR of it; otherwise not."""
+    """A size the paper states against poetsim's values: holds, holds in part, or does not hold.
+
+    It holds where the ranges meet; in part where poetsim's has the same sign and comes within
+    PART_FACTOR of it; otherwise not.
+    """
     values = [v for v in values if v is not None and not pd.isna(v)]
     if not values:
         return Verdict.UNJUDGED, "no value to compare"
@@ -137,7 +143,7 @@ def _cell(value) -> str:
 
 
 def summary(found: list[PaperComparison]) -> str:
-    """'3 of 9 claims hold under poetsim's cost model; 2 hold in part, 4 do not hold.'"""
+    """The verdicts counted in one sentence: '3 of 9 claims hold under poetsim's cost model; 2 hold in part, ...'."""
     claims = [claim for comparison in found for claim in comparison.claims]
     counts = {v: sum(1 for c in claims if c.verdict is v) for v in Verdict}
     plural = {Verdict.PARTLY: "hold in part", Verdict.FAILS: "do not hold", Verdict.UNJUDGED: "cannot be judged"}
@@ -155,8 +161,11 @@ def css_class(verdict: Verdict) -> str:
 
 
 def render_claim(claim: Claim) -> str:
-    """One claim as an HTML card: the verdict (coloured, with its qualifier), the paper's figure and
-    its source, poetsim's figure, and the reason; every string escaped."""
+    """One claim as an HTML card, every string escaped.
+
+    The card holds the verdict (coloured, with its qualifier), the paper's figure and its
+    source, poetsim's figure, and the reason.
+    """
     e = html.escape
     qualifier = f" <span class='qualifier'>({e(claim.qualifier)})</span>" if claim.qualifier else ""
     number = next((n for n in PAPER_NUMBERS.values() if n.text == claim.paper and n.exhibit == claim.where), None)
@@ -170,7 +179,7 @@ def render_claim(claim: Claim) -> str:
 
 
 def render_table(comparison: PaperComparison) -> str:
-    """poetsim's figures per point of one exhibit as an HTML table in its own scroll box."""
+    """An HTML table, in its own scroll box, of poetsim's figures per point of one exhibit."""
     e = html.escape
     if comparison.table.empty:
         return ""
@@ -203,8 +212,11 @@ def render_html(comparison: PaperComparison) -> str:
 
 
 def render_claims(found: list[PaperComparison], link: str | None = None) -> str:
-    """The claims of these comparisons as one HTML section for a study's report: the summary, the
-    claims, and a link to the page of all exhibits (`link`, relative to the report)."""
+    """The claims of these comparisons as one HTML section for a study's report.
+
+    The section holds the summary, the claims, and a link to the page of all exhibits (`link`,
+    relative to the report).
+    """
     e = html.escape
     more = f" <a href='{e(link)}'>All of the paper's exhibits, with charts</a>." if link else ""
     head = (

@@ -35,6 +35,7 @@ class Verdict(str, Enum):
     MISSING = "missing"
 
     def __str__(self) -> str:
+        """The verdict as runs are labelled with it: 'lost-proof'."""
         return self.value
 
     @property

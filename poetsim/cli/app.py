@@ -11,11 +11,10 @@ import functools
 import inspect
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import click
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from poetsim import __version__
 from poetsim.assumptions import ASSUMPTIONS, SIMULATOR_ASSUMPTIONS, TIMING_HELP
@@ -40,7 +39,17 @@ EXIT_CODES = (
 )
 
 
-class _QuickHelp:
+if TYPE_CHECKING:
+    # The mixin's methods call on into typer's command, its next class at run time; typer's
+    # commands take the Context of the click that typer carries inside it.
+    from typer._click import Context as CommandContext
+
+    _CommandBase = TyperCommand
+else:
+    _CommandBase = object
+
+
+class _QuickHelp(_CommandBase):
     """A command or group whose --help flag defaults to False rather than None.
 
     typer builds a pydantic adapter (about 0.1 s of imports) to coerce a flag whose value is
@@ -48,7 +57,8 @@ class _QuickHelp:
     flag is taken as it is.
     """
 
-    def get_help_option(self, ctx):
+    def get_help_option(self, ctx: "CommandContext") -> TyperOption | None:
+        """The --help option, its default False where click left it None."""
         option = super().get_help_option(ctx)
         if option is not None and option.default is None:
             option.default = False
@@ -56,10 +66,9 @@ class _QuickHelp:
 
     def get_short_help_str(self, limit: int = 45) -> str:
         """The first paragraph of the help, whole: the command list wraps it rather than cutting it at `limit`."""
-        command = cast(click.Command, self)
-        if command.short_help or not command.help:
-            return cast(click.Command, super()).get_short_help_str(limit)
-        return " ".join(inspect.cleandoc(command.help).split("\n\n")[0].split())
+        if self.short_help or not self.help:
+            return super().get_short_help_str(limit)
+        return " ".join(inspect.cleandoc(self.help).split("\n\n")[0].split())
 
 
 class _Group(_QuickHelp, TyperGroup):

@@ -40,8 +40,11 @@ _UNIT = re.compile(r"(%|[A-Za-zµ]{1,5}(/[A-Za-z]{1,2})?)[,;:)]*")
 
 @dataclass(frozen=True)
 class Breaks:
-    """Where a cell's words may break: `glue` keeps a number with its unit ("94.4 MB/s") and
-    `hyphens` lets a word break after a hyphen between letters ("over-" "budget")."""
+    """Where a cell's words may break.
+
+    `glue` keeps a number with its unit ("94.4 MB/s") and `hyphens` lets a word break after a
+    hyphen between letters ("over-" "budget").
+    """
 
     glue: bool
     hyphens: bool
@@ -76,6 +79,7 @@ class Output:
 
     A table wider than the window (its columns cannot shrink below their longest word) is
     printed whole and the terminal wraps it, rather than Rich cropping it at the window's edge.
+    `stderr` picks stderr; the default is stdout.
     """
 
     def __init__(self, stderr: bool = False):
@@ -100,7 +104,8 @@ class FittedTable:
 
     Build it with `table` and `add_row`; its column widths are chosen when it is printed, from
     the width of that output: each column's natural width where everything fits, else its
-    longest word plus a share of the room left in proportion to what it lacks.
+    longest word plus a share of the room left in proportion to what it lacks. `title` is
+    printed above the table, and the columns named in `right` are right-aligned.
     """
 
     def __init__(self, headers: Sequence[str], title: str | None = None, right: Sequence[str] = ()):
@@ -114,8 +119,11 @@ class FittedTable:
         self.rows.append(tuple("" if cell is None else str(cell) for cell in cells))
 
     def layout(self, width: int) -> "tuple[list[int], Breaks]":
-        """The text width of each column in an output `width` characters wide (borders and padding
-        apart), and where its words may break: the fewest breaks that let the table fit."""
+        """The text width of each column in an output `width` characters wide, and where its words may break.
+
+        Borders and padding are apart; the layout is the one with the fewest breaks that let the
+        table fit.
+        """
         columns = [(header, *(row[i] if i < len(row) else "" for row in self.rows)) for i, header in enumerate(self.headers)]
         natural = [max(_line_width(text) for text in column) for column in columns]
         room = width - _frame_width(len(self.headers))
@@ -126,6 +134,7 @@ class FittedTable:
         return [max(_longest_word(text, _BREAKS[0]) for text in column) for column in columns], _BREAKS[0]
 
     def __rich_console__(self, console: "Console", options: "ConsoleOptions") -> Iterator[Any]:
+        """Draw the table at the console's width, its columns laid out by `layout` (rich's protocol)."""
         from rich.table import Table
 
         widths, breaks = self.layout(options.max_width)
@@ -224,7 +233,7 @@ def duration(seconds: float) -> str:
     seconds = max(0.0, seconds)
     if seconds < 60:
         return f"{seconds:.0f} s"
-    minutes, secs = divmod(int(round(seconds)), 60)
+    minutes, secs = divmod(round(seconds), 60)
     if minutes < 60:
         return f"{minutes} min {secs:02d} s"
     hours, minutes = divmod(minutes, 60)
@@ -238,7 +247,8 @@ class Progress:
     once; without one, a line is printed once `QUIET_EVERY_S` have passed since the job began or
     since the last line. Short work therefore prints nothing, so that an error stays one line.
     `force` and `close(text)` print a last line only where earlier lines were printed, so a long
-    job's log ends with its outcome.
+    job's log ends with its outcome. `label` names the job; `stream` is where it is shown
+    (stderr by default), and `every_s` stands for `QUIET_EVERY_S`.
     """
 
     def __init__(self, label: str, stream=None, every_s: float = QUIET_EVERY_S):
@@ -280,7 +290,9 @@ class Progress:
             self._console.print(f"poetsim: {self._label}: {text}", soft_wrap=True)
 
     def __enter__(self) -> "Progress":
+        """The progress itself; leaving the block closes it."""
         return self
 
     def __exit__(self, *exc) -> None:
+        """Close the progress: the live line goes."""
         self.close()

@@ -103,7 +103,7 @@ PROGRAM_CHECK_TEXT = {
 }
 
 # The result's words before the loss values and the per-node figures (poet_result in poet.h).
-_RESULT_FIELDS = (
+_RESULT_FIELDS = (  # noqa: SIM905 - the field names as one run of words, in poet_result's order
     "magic version status err_stage err_index err_node err_a err_b arena_bytes peak_bytes high_water_bytes "
     "live_end_bytes compactions moved_bytes page_out_bytes page_outs page_in_bytes page_ins computes recomputations "
     "schedule_bytes num_nodes timing stack_bytes static_bytes step_ticks_lo step_ticks_hi compute_ticks_lo "
@@ -152,8 +152,11 @@ def _align(value: int, to: int = 8) -> int:
 
 
 def pack_image(program: bytes, schedule: bytes, weights: bytes, batch: bytes, storage_bytes: int) -> bytes:
-    """The image to load: its header and the four regions the host fills; the header places the
-    gradients and the storage after them, where the runtime writes (they are not loaded)."""
+    """The image to load: its header and the four regions the host fills.
+
+    The header places the gradients and the storage after them, where the runtime writes (they
+    are not loaded).
+    """
     regions: dict[str, tuple[int, int]] = {}
     at = _align(IMAGE_HEADER_BYTES)
     for name, data in (("program", program), ("schedule", schedule), ("weights", weights), ("batch", batch)):

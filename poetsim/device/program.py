@@ -134,8 +134,10 @@ def device_program(graph: TrainingGraph) -> DeviceProgram:
 
 
 def network_program(name: str, build: Callable[[Network], Tensor]) -> DeviceProgram:
-    """The program of a network that `build` records (returning its logits) from the runtime's
-    operations: how `poetsim device profile` makes the networks it measures."""
+    """The program of a network that `build` records (returning its logits) from the runtime's operations.
+
+    This is how `poetsim device profile` makes the networks it measures.
+    """
     recorder = _Recorder(name)
     graph = recorder.build(build(recorder), meta={"model": name})
     return _Builder(graph, recorder).program()

@@ -12,6 +12,7 @@ not cycles (no wait states, no pipeline stalls, a multiply as long as an add), a
 that count at the platform's clock, one instruction per cycle.
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -106,8 +107,6 @@ def run_image(runtime: Runtime, image: bytes, folder: Path, timeout_s: float = D
 def _stop(process: subprocess.Popen) -> None:
     """Kill the emulator's process group if it still runs, and reap it."""
     if process.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     process.wait()

@@ -155,7 +155,7 @@ def _maxpool(r, inputs, weights):
     y = np.take_along_axis(windows, first[..., None], axis=-1)[..., 0]
     rows = np.arange(oh)[:, None] * stride - pad + first // k
     cols = np.arange(ow)[None, :] * stride - pad + first % k
-    return y.reshape(inputs[0].shape[:2] + (oh, ow)), rows * w + cols
+    return y.reshape((*inputs[0].shape[:2], oh, ow)), rows * w + cols
 
 
 def _maxpool_grad(r, g, inputs, index, weights, grads):

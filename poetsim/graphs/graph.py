@@ -96,6 +96,7 @@ class TrainingGraph:
         return cls(name=name, nodes=nodes, meta=tuple(sorted((meta or {}).items())))
 
     def __len__(self) -> int:
+        """How many nodes the graph has (T)."""
         return len(self.nodes)
 
     @cached_property
@@ -128,14 +129,17 @@ class TrainingGraph:
 
     @property
     def forward_flops(self) -> float:
+        """FLOPs of the forward nodes."""
         return sum(n.flops for n in self.nodes if not n.backward)
 
     @property
     def backward_flops(self) -> float:
+        """FLOPs of the backward nodes."""
         return sum(n.flops for n in self.nodes if n.backward)
 
     @property
     def param_bytes(self) -> int:
+        """Bytes of every node's parameters, held whatever the schedule (not activation memory)."""
         return sum(n.param_bytes for n in self.nodes)
 
     @cached_property

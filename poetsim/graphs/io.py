@@ -1,5 +1,6 @@
-"""Graph files: poetsim's own JSON format, import of the literature's node-link graphs, and
-`load_graph`, which accepts a zoo model name or a path anywhere a model is asked for.
+"""Graph files: poetsim's own JSON format, and import of the literature's node-link graphs.
+
+`load_graph` accepts a zoo model name or a path anywhere a model is asked for.
 
 poetsim-graph v1 (docs/graphs.md documents it for users):
     {"format": "poetsim-graph", "version": 1, "name": "...",
@@ -126,7 +127,7 @@ def save_graph(graph: TrainingGraph, path: Path) -> None:
     Path(path).write_text(json.dumps(graph_to_json(graph), indent=1) + "\n")
 
 
-def read_graph_file(path: Path, flops_per_cost_unit: float = DEFAULT_FLOPS_PER_COST_UNIT) -> TrainingGraph:
+def read_graph_file(path: str | Path, flops_per_cost_unit: float = DEFAULT_FLOPS_PER_COST_UNIT) -> TrainingGraph:
     """Read a poetsim-graph or node-link JSON file; UserInputError names the file and problem."""
     path = Path(path)
     data = load_json(path, "graph file", MAX_GRAPH_BYTES)

@@ -59,6 +59,7 @@ class Tensor:
 
     @property
     def elements(self) -> int:
+        """How many elements the tensor holds."""
         return prod(self.shape)
 
 
@@ -88,7 +89,8 @@ class Network:
     """Records forward layers with their shapes, then builds the training graph.
 
     The first call must be `input`. Layer names must be unique; unnamed layers are called
-    after their op and position. Shape mistakes raise `ShapeError` naming the layer.
+    after their op and position. Shape mistakes raise `ShapeError` naming the layer. `name`
+    is the graph's; every activation element takes `dtype_bytes`.
     """
 
     def __init__(self, name: str, dtype_bytes: int = 4):
@@ -209,7 +211,7 @@ class Network:
         return self._record(
             "linear",
             (x,),
-            x.shape[:-1] + (out_features,),
+            (*x.shape[:-1], out_features),
             2 * macs,
             name=name,
             params=params,
@@ -281,9 +283,12 @@ class Network:
         )
 
     def attention(self, x: Tensor, heads: int, *, name: str, fused: bool = False) -> Tensor:
-        """Multi-head self-attention: q, k, v, then scores, softmax and context as three nodes
-        (the probabilities are kept, as an implementation that materialises them does), or
-        with `fused` one `fused_attention` node (PyTorch's), then out."""
+        """Multi-head self-attention: q, k, v, then the attention, then out.
+
+        The attention is scores, softmax and context as three nodes (the probabilities are kept,
+        as an implementation that materialises them does), or with `fused` one `fused_attention`
+        node (PyTorch's).
+        """
         dim = x.shape[-1]
         q, k, v = (self.linear(x, dim, name=f"{name}.{p}") for p in "qkv")
         if fused:
@@ -321,8 +326,11 @@ class Network:
         )
 
     def relu(self, x: Tensor, *, name: str | None = None) -> Tensor:
-        """ReLU; the backward reads its own output as the mask (PyTorch: `threshold_backward(grad,
-        result, 0)`, so an in-place ReLU keeps no other copy)."""
+        """ReLU; the backward reads its own output as the mask.
+
+        That is PyTorch's `threshold_backward(grad, result, 0)`, so an in-place ReLU keeps no
+        other copy.
+        """
         return self._record("relu", (x,), x.shape, x.elements, name=name, saved=(self._next,))
 
     def relu6(self, x: Tensor, *, name: str | None = None) -> Tensor:
@@ -355,8 +363,9 @@ class Network:
         return self._record("add", (a, b), a.shape, a.elements, name=name)
 
     def maxpool(self, x: Tensor, kernel: int, *, stride: int | None = None, padding: int = 0, name: str | None = None) -> Tensor:
-        """Max pooling; its output holds the pooled values and the argmax indices, which the
-        backward reads together with its input x.
+        """Max pooling; its output holds the pooled values and the argmax indices.
+
+        The backward reads them together with its input x.
 
         That is PyTorch's rule: `max_pool2d_with_indices` returns int64 indices beside the
         values and its backward, `max_pool2d_with_indices_backward(grad, self, ..., indices)`,

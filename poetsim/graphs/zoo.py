@@ -80,8 +80,10 @@ def _mlp(net: Network, batch: int, side: int) -> Tensor:
 
 
 def _mcu_cnn(net: Network, batch: int, side: int) -> Tensor:
-    """Grey side x side images through a strided 3x3 stem, a 3x3 convolution, a residual block of
-    two 3x3 convolutions, a strided 1x1 convolution and 2x2 max pooling, to 10 classes.
+    """A small CNN for grey side x side images, to 10 classes.
+
+    A strided 3x3 stem, a 3x3 convolution, a residual block of two 3x3 convolutions, a strided
+    1x1 convolution and 2x2 max pooling.
 
     Small enough to train on a microcontroller (3,426 parameters), and made of the operations the
     device runtime executes (poetsim.device): convolutions 3x3 and 1x1, stride 1 and 2, with
@@ -126,7 +128,7 @@ def _shortcut(net: Network, x: Tensor, channels: int, stride: int, name: str) ->
 
 
 def _resnet(net: Network, batch: int, side: int, blocks: tuple[int, ...], bottleneck: bool, cifar: bool, classes: int) -> Tensor:
-    """torchvision's ResNets; `cifar` swaps in kuangliu/pytorch-cifar's 3x3 stem without max pooling."""
+    """The ResNets of torchvision; `cifar` swaps in kuangliu/pytorch-cifar's 3x3 stem without max pooling."""
     x = net.input((batch, 3, side, side), labels=batch)
     kernel, stride = (3, 1) if cifar else (7, 2)
     x = net.conv(x, 64, kernel, stride=stride, padding=kernel // 2, name="conv1")
@@ -142,7 +144,7 @@ def _resnet(net: Network, batch: int, side: int, blocks: tuple[int, ...], bottle
 
 
 def _vgg16(net: Network, batch: int, side: int) -> Tensor:
-    """torchvision's VGG-16 (configuration D, biased convolutions, no BN), dropout left out."""
+    """The VGG-16 of torchvision (configuration D, biased convolutions, no BN), dropout left out."""
     x = net.input((batch, 3, side, side), labels=batch)
     for stage, (width, convs) in enumerate(((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)), start=1):
         for i in range(1, convs + 1):
@@ -156,7 +158,7 @@ def _vgg16(net: Network, batch: int, side: int) -> Tensor:
 
 
 def _mobilenet_v2(net: Network, batch: int, side: int) -> Tensor:
-    """torchvision's MobileNetV2 at width 1.0: inverted residuals with ReLU6, linear bottlenecks.
+    """The MobileNetV2 of torchvision at width 1.0: inverted residuals with ReLU6, linear bottlenecks.
 
     ReLU6 keeps its input for the backward (`Network.relu6`, PyTorch's rule), so each
     conv-BN-ReLU6 holds three activations until the backward: the convolution's output (for
@@ -418,8 +420,11 @@ def build_model(name: str, batch_size: int = 1, input_size: int | None = None, s
 
 
 def record_model(net: Network, batch_size: int = 1, input_size: int | None = None, seq_len: int | None = None) -> TrainingGraph:
-    """`build_model` of zoo model `net.name`, recorded into the empty `net`: a Network subclass may
-    keep more of each layer than the graph does (poetsim.device keeps window sizes and strides)."""
+    """`build_model` of zoo model `net.name`, recorded into the empty `net`.
+
+    A Network subclass may keep more of each layer than the graph does (poetsim.device keeps
+    window sizes and strides).
+    """
     name = net.name
     spec = _spec(name)
     _check_positive("batch_size", batch_size)

@@ -49,6 +49,7 @@ class StochasticDepth(nn.Module):
         self.p = p
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """`x` with each row's branch kept or dropped in training; `x` itself in evaluation."""
         if not self.training or self.p == 0.0:
             return x
         survival = 1.0 - self.p
@@ -68,6 +69,7 @@ class SqueezeExcitation(nn.Module):
         self.scale_activation = gate()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """`x` with each channel rescaled by its gate."""
         scale = self.scale_activation(self.fc2(self.activation(self.fc1(self.avgpool(x)))))
         return x * scale
 
@@ -94,6 +96,7 @@ class MobileNetV1(nn.Module):
         self.fc = nn.Linear(inp, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits of a batch of images."""
         return self.fc(torch.flatten(self.avgpool(self.features(x)), 1))
 
 
@@ -120,6 +123,7 @@ class InvertedResidualSE(nn.Module):
         self.block = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The block's output, plus `x` where the shape allows a shortcut."""
         return x + self.block(x) if self.use_res_connect else self.block(x)
 
 
@@ -154,6 +158,7 @@ class MobileNetV3(nn.Module):
         self.classifier = nn.Sequential(nn.Linear(576, 1024), nn.Hardswish(), nn.Dropout(dropout), nn.Linear(1024, num_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits of a batch of images."""
         return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
 
 
@@ -173,8 +178,10 @@ def channel_shuffle(x: torch.Tensor, groups: int) -> torch.Tensor:
 
 
 class ShuffleUnit(nn.Module):
-    """ShuffleNetV2's unit: split the channels (stride 1) or copy the input (stride 2) into two
-    branches, convolve, concatenate, shuffle."""
+    """ShuffleNetV2's unit: split or copy the input into two branches, convolve, concatenate, shuffle.
+
+    Stride 1 splits the channels; stride 2 copies the input into both branches.
+    """
 
     def __init__(self, inp: int, out: int, stride: int):
         super().__init__()
@@ -188,6 +195,7 @@ class ShuffleUnit(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The two branches concatenated, their channels shuffled."""
         if self.stride == 1:
             x1, x2 = x.chunk(2, dim=1)
             out = torch.cat((x1, self.branch2(x2)), dim=1)
@@ -216,6 +224,7 @@ class ShuffleNetV2(nn.Module):
         self.fc = nn.Linear(channels[4], num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits of a batch of images."""
         x = self.conv5(self.stage4(self.stage3(self.stage2(self.conv1(x)))))
         return self.fc(x.mean([2, 3]))
 
@@ -245,6 +254,7 @@ class MBConv(nn.Module):
         self.stochastic_depth = StochasticDepth(drop)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The block's output, plus `x` through stochastic depth where the shape allows a shortcut."""
         out = self.block(x)
         return x + self.stochastic_depth(out) if self.use_res_connect else out
 
@@ -281,6 +291,7 @@ class EfficientNet(nn.Module):
         self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(1280, num_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits of a batch of images."""
         return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
 
 
@@ -306,6 +317,7 @@ class DenseLayer(nn.Module):
         self.dropout = nn.Dropout(drop)
 
     def forward(self, features: list[torch.Tensor]) -> torch.Tensor:
+        """The layer's k new channels, from the concatenation of `features`."""
         x = torch.cat(features, 1)
         x = self.conv1(self.relu1(self.norm1(x)))
         return self.dropout(self.conv2(self.relu2(self.norm2(x))))
@@ -319,6 +331,7 @@ class DenseBlock(nn.Module):
         self.layers = nn.ModuleList(DenseLayer(inp + i * growth, growth, drop) for i in range(layers))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The block's input and every layer's output, concatenated."""
         features = [x]
         for layer in self.layers:
             features.append(layer(features))
@@ -350,6 +363,7 @@ class DenseNet(nn.Module):
         self.classifier = nn.Linear(channels, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits of a batch of images."""
         x = self.relu(self.norm(self.features(self.conv0(x))))
         return self.classifier(torch.flatten(self.avgpool(x), 1))
 
@@ -380,6 +394,7 @@ class ResNeXtBlock(nn.Module):
             self.downsample = nn.Sequential(nn.Conv2d(inp, out, 1, stride, bias=False), nn.BatchNorm2d(out))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The bottleneck's output plus the shortcut, through ReLU."""
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))
@@ -413,6 +428,7 @@ class ResNeXt(nn.Module):
         self.fc = nn.Linear(inp, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits of a batch of images."""
         x = self.layer3(self.layer2(self.layer1(self.relu(self.bn1(self.conv1(x))))))
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
@@ -438,6 +454,7 @@ class Fire(nn.Module):
         self.expand3x3_activation = nn.ReLU(inplace=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The two expansions of the squeezed input, concatenated."""
         x = self.squeeze_activation(self.squeeze(x))
         return torch.cat((self.expand1x1_activation(self.expand1x1(x)), self.expand3x3_activation(self.expand3x3(x))), 1)
 
@@ -467,6 +484,7 @@ class SqueezeNet(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits of a batch of images."""
         return torch.flatten(self.classifier(self.features(x)), 1)
 
 
@@ -480,9 +498,12 @@ def squeezenet1_1() -> nn.Module:
 
 
 class VisionTransformer(nn.Module):
-    """ViT: 4x4 patches embedded by a strided convolution, a class token, learned positions with
-    dropout, pre-norm encoder layers (GELU; dropout on attention weights and after each sublayer),
-    a LayerNorm and a linear head on the class token."""
+    """ViT: 4x4 patches, a class token, learned positions, pre-norm encoder layers and a linear head.
+
+    The patches are embedded by a strided convolution; the positions carry dropout; the encoder
+    layers use GELU, with dropout on attention weights and after each sublayer; a LayerNorm
+    comes before the head, which reads the class token.
+    """
 
     def __init__(
         self,
@@ -506,6 +527,7 @@ class VisionTransformer(nn.Module):
         self.head = nn.Linear(dim, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits of a batch of images, read from the class token."""
         x = self.conv_proj(x).flatten(2).transpose(1, 2)
         x = torch.cat((self.class_token.expand(x.shape[0], -1, -1), x), dim=1)
         x = self.encoder(self.dropout(x + self.pos_embedding))
@@ -518,8 +540,11 @@ def vit_tiny() -> nn.Module:
 
 
 class TextClassifier(nn.Module):
-    """Token and learned position embeddings with dropout, `nn.TransformerEncoder` (post-norm, as in
-    Vaswani et al.; dropout 0.1 on attention weights and after each sublayer), mean pooling, a linear head."""
+    """A text classifier: embeddings, `nn.TransformerEncoder`, mean pooling, a linear head.
+
+    Token and learned position embeddings with dropout; the encoder is post-norm, as in Vaswani
+    et al., with dropout 0.1 on attention weights and after each sublayer.
+    """
 
     def __init__(
         self,
@@ -541,6 +566,7 @@ class TextClassifier(nn.Module):
         self.classifier = nn.Linear(dim, num_classes)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """The logits of a batch of token ids."""
         where = torch.arange(ids.shape[1], device=ids.device)
         x = self.dropout(self.tokens(ids) + self.positions(where))
         return self.classifier(self.encoder(x).mean(1))

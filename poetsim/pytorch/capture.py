@@ -84,6 +84,7 @@ class TrainingStep(nn.Module):
         self.loss = loss
 
     def forward(self, *batch: torch.Tensor) -> torch.Tensor:
+        """The loss of the model on `batch`: the inputs, then the labels last."""
         *inputs, labels = batch
         return self.loss(self.model(*inputs), labels)
 
@@ -138,7 +139,7 @@ def capture(
     if labels is None:
         labels = default_labels(module, inputs, name)
     step = TrainingStep(module, loss)
-    gm, calls = _trace(step, inputs + (labels,), name)
+    gm, calls = _trace(step, (*inputs, labels), name)
     built = grouping.build(gm, calls, name)
     info = {
         "imported_from": "torch",
@@ -161,7 +162,7 @@ def capture(
         buffer_updates=built.buffer_updates,
         loss=built.loss,
         step=step,
-        inputs=inputs + (labels,),
+        inputs=(*inputs, labels),
         calls=tuple(calls.values()),
     )
 
@@ -311,8 +312,10 @@ def _label_autograd_nodes(output, label: str, first_sequence_nr: int) -> None:
 
 @contextlib.contextmanager
 def _attributed(name: str, step: nn.Module):
-    """Label module calls while the block runs; an error inside the model becomes one
-    UserInputError naming the module call that raised it."""
+    """Label module calls while the block runs.
+
+    An error inside the model becomes one UserInputError naming the module call that raised it.
+    """
     tracker = _CallTracker()
     handles = tracker.install(step)
     where = None

@@ -59,6 +59,7 @@ class Record:
 
     @property
     def duration_s(self) -> float:
+        """How long the recorded event took."""
         return self.end_s - self.start_s
 
 
@@ -410,14 +411,7 @@ class Machine:
         end = self._now()
         for op in program.statistics:
             self.shared[op] = local[op]
-        for op, (kind, name) in self.outputs_of[k]:
-            if kind == "grad":
-                self.grads[name] = local[op]
-            elif kind == "buffer":
-                self.buffers.setdefault(name, local[op])
-            else:
-                self.loss_value = local[op]
-                self.loss = float(local[op])
+        self._take_outputs(k, local)
         values = {v: local[v] for v in program.keeps}
         self.store[k] = values
         nbytes = swap.storage_bytes(values.values())
@@ -426,6 +420,20 @@ class Machine:
         self.node_bytes[k] = nbytes
         self.records.append(Record(stage.t, "compute" if k == stage.t else "recompute", k, self._name(k), start, end, nbytes))
         self._hold(stage, ins, nbytes)
+
+    def _take_outputs(self, k: int, local: dict) -> None:
+        """Take node k's step outputs from its values: parameter gradients, the loss, updated buffers.
+
+        A buffer keeps its first computation's update: a recomputation does not update it twice.
+        """
+        for op, (kind, name) in self.outputs_of[k]:
+            if kind == "grad":
+                self.grads[name] = local[op]
+            elif kind == "buffer":
+                self.buffers.setdefault(name, local[op])
+            else:
+                self.loss_value = local[op]
+                self.loss = float(local[op])
 
     def _read_batch(self) -> dict:
         """The batch, read into fresh buffers: from its file, or copied from the caller's tensors."""
@@ -527,8 +535,11 @@ class Machine:
 
 
 def _releases(program, outputs: dict) -> list[list[fx.Node]]:
-    """For each op of a node, the node's temporaries to drop after it: values the node makes or
-    reads that no later op of the node reads and that it neither keeps, records nor outputs."""
+    """For each op of a node, the node's temporaries to drop after it.
+
+    They are the values the node makes or reads that no later op of the node reads and that it
+    neither keeps, records nor outputs.
+    """
     kept = set(program.keeps) | set(program.statistics) | set(outputs)
     last: dict[fx.Node, int] = {}
     for index, op in enumerate(program.ops):

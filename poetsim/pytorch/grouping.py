@@ -310,26 +310,16 @@ class _Grouping:
         return self.group[max(producers, key=self.position.__getitem__)]
 
     def _split_tails(self, calls: list[fx.Node]) -> None:
-        """Move the ops at the end of each leaf layer that its backward needs nothing of into a
-        node of their own (module docstring), when they read only tensors the backward reads."""
+        """Move the ops at the end of each leaf layer that its backward needs nothing of into a node of their own.
+
+        Only ops that read nothing but tensors the backward reads are moved (module docstring).
+        """
         backward_reads: set[tuple] = set()  # storage keys of forward tensors that backward ops read
         for n in calls:
             if self.role[n] == "compute" and self.group[n][0] == "bwd":
                 backward_reads.update(self.storage_key(i) for i in n.all_input_nodes if not self.outside(i))
         needed_roots = {key[0] for key in backward_reads}
-        layers: dict[tuple, list[fx.Node]] = {}  # leaf layers' forward ops; the loss stays one node
-        for n in calls:
-            key = self.group.get(n)
-            if (
-                self.role[n] == "compute"
-                and key is not None
-                and key[0] == "fwd"
-                and len(key) == 2
-                and key[1] != "loss"
-                and not self._is_backward(n)
-            ):
-                layers.setdefault(key, []).append(n)
-        for key, ops in layers.items():
+        for key, ops in self._leaf_layers(calls).items():
             in_layer = set(ops)
             needed = [n for n in ops if n in needed_roots]
             seen = set(needed)
@@ -352,6 +342,22 @@ class _Grouping:
                 self.tails[tail_key] = self._tail_name(tail, key[1])
                 for n in tail:
                     self.group[n] = tail_key
+
+    def _leaf_layers(self, calls: list[fx.Node]) -> dict[tuple, list[fx.Node]]:
+        """The forward compute ops of each leaf layer, by group key; the loss stays one node."""
+        layers: dict[tuple, list[fx.Node]] = {}
+        for n in calls:
+            key = self.group.get(n)
+            if (
+                self.role[n] == "compute"
+                and key is not None
+                and key[0] == "fwd"
+                and len(key) == 2
+                and key[1] != "loss"
+                and not self._is_backward(n)
+            ):
+                layers.setdefault(key, []).append(n)
+        return layers
 
     def _tail_name(self, tail: list[fx.Node], label: str) -> str:
         """The submodule (relative to `label`) whose parameters `tail` reads, else its first op's name."""

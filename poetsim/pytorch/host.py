@@ -319,6 +319,7 @@ class Interference:
     transfer_slowdown: float
 
     def note(self) -> str:
+        """The interference in words, for a profile's notes: what was measured and what it means for a prediction."""
         return (
             f"Measured, not modelled: while the I/O thread paged {format_bytes(INTERFERENCE_BYTES)} files without "
             f"pause, keep-all computes ran {_change(self.compute_slowdown)} and each transfer "
@@ -396,7 +397,7 @@ def memory_bus_bytes_per_s(size_bytes: int = 64 << 20, repeats: int = 5) -> floa
 
 
 def _fit(samples: list[tuple[int, float]]) -> TransferFit:
-    """time = latency + size / bandwidth, fitted to the fastest time per size (module docstring).
+    """A transfer's time as latency + size / bandwidth, fitted to the fastest time per size (module docstring).
 
     Least squares of the relative error (weights 1 / time^2), so that the small files, whose
     time is almost all latency, count as much as the large ones, whose time is bandwidth.

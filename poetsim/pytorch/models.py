@@ -32,6 +32,7 @@ class BasicBlock(nn.Module):
             self.downsample = nn.Sequential(nn.Conv2d(inplanes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The two convolutions plus the shortcut, through ReLU."""
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
         identity = x if self.downsample is None else self.downsample(x)
@@ -69,13 +70,14 @@ class ResNet(nn.Module):
         self.fc = nn.Linear(inplanes, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits of a batch of images."""
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
 def resnet18() -> nn.Module:
-    """torchvision's resnet18 (ImageNet, 1000 classes, 11,689,512 parameters)."""
+    """The resnet18 of torchvision (ImageNet, 1000 classes, 11,689,512 parameters)."""
     return ResNet()
 
 
@@ -89,7 +91,7 @@ def resnet18_cifar() -> nn.Module:
 
 
 def _conv_bn(inp: int, out: int, kernel: int, stride: int, groups: int = 1, relu: bool = True) -> nn.Sequential:
-    """torchvision's Conv2dNormActivation: convolution, BatchNorm and (optionally) ReLU6."""
+    """Convolution, BatchNorm and (optionally) ReLU6: torchvision's Conv2dNormActivation."""
     layers = [nn.Conv2d(inp, out, kernel, stride, kernel // 2, groups=groups, bias=False), nn.BatchNorm2d(out)]
     if relu:
         layers.append(nn.ReLU6(inplace=True))
@@ -112,6 +114,7 @@ class InvertedResidual(nn.Module):
         self.conv = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The block's output, plus `x` where the shape allows a shortcut."""
         return x + self.conv(x) if self.use_res_connect else self.conv(x)
 
 
@@ -133,12 +136,13 @@ class MobileNetV2(nn.Module):
         self.classifier = nn.Sequential(nn.Linear(1280, num_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits of a batch of images."""
         x = nn.functional.adaptive_avg_pool2d(self.features(x), (1, 1))
         return self.classifier(torch.flatten(x, 1))
 
 
 def mobilenet_v2() -> nn.Module:
-    """torchvision's mobilenet_v2 (ImageNet, 1000 classes)."""
+    """The mobilenet_v2 of torchvision (ImageNet, 1000 classes)."""
     return MobileNetV2()
 
 
@@ -168,6 +172,7 @@ class TransformerClassifier(nn.Module):
         self.classifier = nn.Linear(dim, classes)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """The logits of a batch of token ids, read from token 0."""
         where = torch.arange(ids.shape[1], device=ids.device)
         x = self.ln(self.tokens(ids) + self.positions(where))
         return self.classifier(self.encoder(x)[:, 0])

@@ -45,9 +45,11 @@ def draws_random_numbers(n: fx.Node) -> bool:
 
 
 def out_of_order(nodes: list[int]) -> int | None:
-    """The first index at which the nodes of the random ops, in graph order, go back to an
-    earlier node (None if they never do): first computes run in node order, and a node redraws
-    only what it drew first, so eager PyTorch's order of draws must be the nodes' order."""
+    """The first index at which the random ops' nodes, in graph order, go back to an earlier node.
+
+    None if they never do. First computes run in node order, and a node redraws only what it
+    drew first, so eager PyTorch's order of draws must be the nodes' order.
+    """
     last = -1
     for index, node in enumerate(nodes):
         if node < last:
@@ -121,8 +123,11 @@ class RandomStates:
 
     @contextlib.contextmanager
     def drawing(self, node: int) -> Iterator[None]:
-        """Run node `node`'s ops inside: the first time from the generator as it is (its state is
-        saved), again from the saved state, leaving the generator as it was before."""
+        """Run node `node`'s ops inside, drawing what the node drew the first time.
+
+        The first time from the generator as it is (its state is saved), again from the saved
+        state, leaving the generator as it was before.
+        """
         saved = self.states.get(node)
         if saved is None:
             self.states[node] = torch.get_rng_state()

@@ -38,6 +38,7 @@ class SwappedNode:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of all the storages together."""
         return sum(self.storage_bytes)
 
 

@@ -96,8 +96,11 @@ class ScheduledModule(nn.Module):
         self._steps = 0
 
     def forward(self, *args: torch.Tensor) -> torch.Tensor:
-        """`model(*inputs, labels)`: the loss of a scheduled step (training) or of a plain forward;
-        `model(*inputs)`: the model's output, outside training only."""
+        """The loss of a step with labels; the model's output without them (outside training only).
+
+        `model(*inputs, labels)`: the loss of a scheduled step (training) or of a plain forward;
+        `model(*inputs)`: the model's output.
+        """
         count = len(self.plan.capture.inputs) - 1
         if len(args) not in (count, count + 1):
             raise UserInputError(
@@ -288,7 +291,7 @@ class _Planner:
 
     @contextlib.contextmanager
     def threads_set(self):
-        """torch's thread count as the step runs (the cores less one, by default), restored after."""
+        """The thread count of torch as the step runs (the cores less one, by default), restored after."""
         before = torch.get_num_threads()
         torch.set_num_threads(self.threads)
         try:
@@ -387,8 +390,9 @@ def fit(
     steps: int | None = None,
     on_step: Callable[[StepRecord], None] | None = None,
 ) -> tuple[StepRecord, ...]:
-    """Train on `batches` (a DataLoader, or any iterable of (inputs..., labels)): zero the
-    gradients, call the model, `loss.backward()`, `optimizer.step()`; at most `steps` steps.
+    """Train on `batches` (a DataLoader, or any iterable of (inputs..., labels)); at most `steps` steps.
+
+    Each step zeroes the gradients, calls the model, `loss.backward()`, then `optimizer.step()`.
 
     Returns one record per step; `on_step` hears each as it finishes (progress, logging).
     """

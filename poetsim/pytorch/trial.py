@@ -100,8 +100,10 @@ def run_trial(
     on_plain_step: Callable[[int, float], None] | None = None,
     **settings,
 ) -> Trial:
-    """Train `steps` steps with a schedule (`settings` are `scheduled`'s: platform, ram, runtime,
-    strategy, swap_dir, threads, ...) and, with `compare`, plainly first (module docstring)."""
+    """Train `steps` steps with a schedule and, with `compare`, plainly first (module docstring).
+
+    `settings` are `scheduled`'s: platform, ram, runtime, strategy, swap_dir, threads, ...
+    """
     make_optimizer(optimizer, [torch.zeros(1, requires_grad=True)], lr)  # a bad name stops before any work
     module, _ = source.build()
     batches = synthetic_batches(source, module, steps)
@@ -161,7 +163,7 @@ def _train_plain(module: nn.Module, loss: nn.Module, batches, optimizer: str, lr
 
 @contextlib.contextmanager
 def _deterministic(threads: int):
-    """torch's thread count and deterministic algorithms for both runs, restored after."""
+    """The thread count of torch and its deterministic algorithms for both runs, restored after."""
     before = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)

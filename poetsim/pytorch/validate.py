@@ -10,9 +10,10 @@ written to `result.json`, `validation.csv` and a chart.
 
 import json
 import statistics
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -27,7 +28,8 @@ from poetsim.schedule.model import Compute, PageIn, PageOut, Schedule, Timing
 from poetsim.schedule.problem import make_problem
 from poetsim.units import RamSpec, parse_ram
 
-if TYPE_CHECKING:  # the executor imports torch; this module is imported without it
+if TYPE_CHECKING:  # the capture and the executor import torch; this module is imported without it
+    from poetsim.pytorch.capture import Capture
     from poetsim.pytorch.executor import Execution
 
 
@@ -111,6 +113,7 @@ class Validation:
     profile: Platform | None = field(default=None, repr=False, compare=False)  # the one the predictions used
 
     def to_dict(self) -> dict:
+        """The validation as plain data for result.json: the profile left out, the timing by its name."""
         data = asdict(replace(self, profile=None))
         del data["profile"]
         data["timing"] = Timing(self.timing).value
@@ -136,11 +139,11 @@ class _Point:
 
 
 def validate_run(
-    capture,
+    capture: "Capture",
     platform: Platform,
     *,
-    rams=DEFAULT_RAMS,
-    strategies=None,
+    rams: Iterable[str | RamSpec] = DEFAULT_RAMS,
+    strategies: Iterable[str] | None = None,
     runtime_x: float = 2.0,
     timing: Timing = Timing.OVERLAP,
     time_limit_s: float = 20.0,
@@ -150,7 +153,7 @@ def validate_run(
     solver_threads: int | None = 1,
     repeats: int = 5,
     recalibrate: bool = False,
-    on_progress=None,
+    on_progress: Callable[[str], object] | None = None,
 ) -> Validation:
     """Solve, execute and compare every strategy at every RAM budget (see the module docstring).
 
@@ -169,7 +172,6 @@ def validate_run(
     the speed of a shared machine drifts meanwhile (docs/pytorch.md). The schedules stay those
     solved with the given profile; `Validation.profile` is the one the predictions used.
     """
-
     from poetsim.pytorch.executor import default_threads, execute
     from poetsim.pytorch.host import keep_all_schedule, recalibrated
 
@@ -186,7 +188,7 @@ def validate_run(
         problem = make_problem(graph, platform, spec, runtime_x, timing)
         budget = problem.budgets.ram_bytes
         for name in names:
-            head = dict(strategy=name, ram=str(spec), ram_budget_bytes=budget, ram_percent=spec.percent)
+            head: dict[str, Any] = dict(strategy=name, ram=str(spec), ram_budget_bytes=budget, ram_percent=spec.percent)
             if name in skipped:
                 continue
             try:
@@ -213,6 +215,42 @@ def validate_run(
     points = [slot for slot in slots if isinstance(slot, _Point)]
     rounds = max(repeats, 1)
     keep_all = keep_all_schedule(graph) if recalibrate else None
+    calibration = _timed_rounds(capture, points, keep_all, rounds, swap_dir, timing, durable, threads, say)
+    if calibration:
+        fastest = min(calibration, key=lambda r: r.total_s)
+        platform = recalibrated(
+            platform,
+            graph,
+            fastest,
+            f"the fastest of {rounds} keep-all runs, one in each round of poetsim validate-run's timed runs",
+        )
+        costs = node_costs(graph, platform)
+        for point in points:
+            point.prediction = predict(graph, point.schedule, costs, timing)
+    rows = tuple(slot if isinstance(slot, ValidationRow) else _row(slot) for slot in slots)
+    return Validation(
+        graph.name, platform.name, timing, runtime_x, threads, durable, graph.keep_all_peak_bytes, rows, profile=platform
+    )
+
+
+def _timed_rounds(
+    capture: "Capture",
+    points: list[_Point],
+    keep_all: Schedule | None,
+    rounds: int,
+    swap_dir: Path,
+    timing: Timing,
+    durable: bool,
+    threads: int,
+    say: Callable[[str], object],
+) -> list["Execution"]:
+    """Run every point's schedule once in each of `rounds` rounds; the keep-all runs, if any.
+
+    Each run joins its point's `timed`. With a `keep_all` schedule, each round runs that first,
+    and those runs are returned for the recalibration; without one, the list is empty.
+    """
+    from poetsim.pytorch.executor import execute
+
     calibration = []
     for round_number in range(1, rounds + 1):
         if keep_all is not None:
@@ -233,21 +271,7 @@ def validate_run(
                 )
             )
         say(f"timed round {round_number} of {rounds}: every schedule ran once")
-    if calibration:
-        fastest = min(calibration, key=lambda r: r.total_s)
-        platform = recalibrated(
-            platform,
-            graph,
-            fastest,
-            f"the fastest of {rounds} keep-all runs, one in each round of poetsim validate-run's timed runs",
-        )
-        costs = node_costs(graph, platform)
-        for point in points:
-            point.prediction = predict(graph, point.schedule, costs, timing)
-    rows = tuple(slot if isinstance(slot, ValidationRow) else _row(slot) for slot in slots)
-    return Validation(
-        graph.name, platform.name, timing, runtime_x, threads, durable, graph.keep_all_peak_bytes, rows, profile=platform
-    )
+    return calibration
 
 
 def _row(point: _Point) -> ValidationRow:

@@ -1,5 +1,4 @@
-"""Charts of one run: the schedule as a stage-by-node grid, the simulated timeline, and the page
-that shows both.
+"""Charts of one run: the schedule as a stage-by-node grid, the simulated timeline, and their page.
 
 The grid is POET's Figure 2 (Patil et al., ICML 2022): for every stage (x) and node (y), what
 happens to that node's output. It is derived from the instruction list alone, by the semantics in
@@ -232,8 +231,11 @@ def _loss_node(graph: TrainingGraph) -> int | None:
 
 
 def save_chart(chart: alt.TopLevelMixin, directory: Path, stem: str, title: str | None = None) -> list[Path]:
-    """Write `stem.html` (a page with the Vega JavaScript inline, which opens offline),
-    `stem.png` (at twice the pixel density) and `stem.svg`; return the three paths."""
+    """Write `stem.html`, `stem.png` and `stem.svg`; return the three paths.
+
+    The page has the Vega JavaScript inline, so it opens offline; the PNG is at twice the pixel
+    density.
+    """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"{stem}.html"
@@ -244,8 +246,9 @@ def save_chart(chart: alt.TopLevelMixin, directory: Path, stem: str, title: str 
 
 
 def save_run_charts(run: "Run", directory: Path, title: str) -> list[Path]:
-    """The page of one run (`run.html`): its figures, the simulated timeline and the schedule grid;
-    with schedule.png/svg and, if the run was simulated, timeline.png/svg. Returns the paths.
+    """The page of one run (`run.html`): its figures, the simulated timeline and the schedule grid.
+
+    With it schedule.png/svg and, if the run was simulated, timeline.png/svg. Returns the paths.
 
     One page holds both charts, so the Vega JavaScript is in it once. A run without a schedule
     (infeasible, failed) has nothing to draw: UserInputError.

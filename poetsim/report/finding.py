@@ -1,5 +1,6 @@
-"""A study's finding in words, computed from its runs: what the integrated search wins, by how
-much, and what is proven.
+"""A study's finding in words, computed from its runs.
+
+What the integrated search wins, by how much, and what is proven.
 
 The report opens on these sentences, before any table or chart, so a reader learns the result
 in a few seconds and reads the rest as evidence. Every number in them is taken from the
@@ -51,7 +52,7 @@ def sentences(frame: pd.DataFrame) -> list[str]:
     if ok.empty:
         return ["No run has a schedule: every budget tried is below what any strategy can meet (see the table of runs)."]
     said = _wins(frame, focus) if focus is not None and focus in set(frame["strategy"]) else [_tally(ok)]
-    return said + [_proofs(frame)]
+    return [*said, _proofs(frame)]
 
 
 def _wins(frame: pd.DataFrame, focus: str) -> list[str]:

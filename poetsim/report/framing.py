@@ -1,6 +1,8 @@
-"""What every chart carries: a title, a subtitle that says how to read it, and the footer with
-the scenario and the model's assumptions, so a chart copied out of its page still says what it
-assumes. Also the files of a chart: PNG at twice the pixel density and SVG, for papers.
+"""What every chart carries: a title, a subtitle that says how to read it, and the footer.
+
+The footer holds the scenario and the model's assumptions, so a chart copied out of its page
+still says what it assumes. Also the files of a chart: PNG at twice the pixel density and SVG,
+for papers.
 """
 
 import textwrap
@@ -33,10 +35,12 @@ def footer_text(scenario: str, timings: Iterable[str]) -> str:
 
 
 def framed(chart: ChartType, title: str, footer: str, subtitle: str | None = None, wrap_chars: int = 0) -> alt.VConcatChart:
-    """`chart` with a title (and optional subtitle) on top and the footer below, left-aligned,
-    configured with the report's type sizes. An empty `footer` draws none: a page that states
-    the assumptions once at its foot embeds its charts without one, while the PNG and SVG files,
-    which travel alone, keep it. `wrap_chars` wraps the subtitle narrower (a chart for a phone).
+    """`chart` with a title (and optional subtitle) on top and the footer below, left-aligned.
+
+    It is configured with the report's type sizes. An empty `footer` draws none: a page that
+    states the assumptions once at its foot embeds its charts without one, while the PNG and SVG
+    files, which travel alone, keep it. `wrap_chars` wraps the subtitle narrower (a chart for a
+    phone).
 
     A one-chart vertical concatenation is the Vega-Lite way to have both a title and a
     bottom-anchored footer on any chart, faceted and layered ones included.

@@ -67,6 +67,7 @@ class Symlog:
         return cls(10.0 ** min(0, max(-4, exponent)))
 
     def position(self, value: float) -> float:
+        """Where `value` (an overhead in %) lies on the transformed axis."""
         return math.copysign(math.log1p(abs(value) / self.constant), value)
 
     def ticks(self, top: float) -> list[tuple[float, str]]:
@@ -89,20 +90,23 @@ class Axis:
 
     @classmethod
     def of(cls, values: pd.Series, label) -> "Axis":
+        """The axis of the distinct values in `values`, rounded to 9 digits, labelled by `label`."""
         distinct = sorted({round(float(v), 9) for v in values.dropna()})
         return cls(tuple(distinct), tuple(label(v) for v in distinct))
 
     def index(self, value: float) -> int:
+        """The position of `value` on the axis (rounded as the axis's values are)."""
         return self.values.index(round(float(value), 9))
 
 
 def overhead_chart(
     frame: pd.DataFrame, *, x: str, label, x_title: str, colour: str, columns: str | None, rows: list[str], width_px: float
 ) -> tuple[ChartType, pd.DataFrame, list[tuple[str, str]], int]:
-    """The chart of energy overhead (%) against `x`, one colour (and offset) per value of `colour`,
-    panels across by `columns` and down by `rows` (those that vary), about `width_px` wide; the
-    data it draws; each group's colour, for the key (the chart has no legend of its own:
-    `key_chart` is it); and the width of one panel.
+    """The chart of energy overhead (%) against `x`, its data, each group's colour, and a panel's width.
+
+    One colour (and offset) per value of `colour`, panels across by `columns` and down by `rows`
+    (those that vary), about `width_px` wide. The colours are for the key: the chart has no
+    legend of its own (`key_chart` is it).
 
     `frame` is the report's prepared frame restricted to rows with a known `x`.
     """
@@ -240,8 +244,10 @@ def _points(frame, x, axis, colour, groups, scale, bounds, strip, top, band, ste
 
 
 def _segments(data: pd.DataFrame) -> pd.Series:
-    """Which line each schedule is on: one per panel and group, broken where a budget between two
-    schedules has none (a line across it would claim a value there)."""
+    """Which line each schedule is on: one per panel and group, broken at a budget without a schedule.
+
+    A line across such a budget would claim a value there.
+    """
     order = data.assign(position=data["x"].round().astype(int)).sort_values(["panel", "group", "position"])
     segments, previous, number = {}, None, 0
     for index, row in order.iterrows():
@@ -285,8 +291,11 @@ def panel_labels(frame: pd.DataFrame, dims: list[str]) -> pd.Series:
 
 
 def label_expr(ticks: list[tuple[float, str]]) -> str:
-    """A Vega expression naming each tick value: labels are made by poetsim from numbers and
-    status words, and written as JSON strings, so nothing from the data reaches the expression."""
+    """A Vega expression naming each tick value.
+
+    The labels are made by poetsim from numbers and status words, and written as JSON strings,
+    so nothing from the data reaches the expression.
+    """
     expr = "''"
     for value, text in reversed(ticks):
         expr = f"abs(datum.value - {value!r}) < 1e-9 ? {json.dumps(str(text))} : {expr}"
@@ -339,8 +348,10 @@ def _strip_layer(base, status: str):
 
 
 def _facet(chart, data: pd.DataFrame, across: int):
-    """Panels across by `column` and down by `row` when both vary; wrapped `across` to a row when
-    only one does; one panel otherwise."""
+    """Panels across by `column` and down by `row` when both vary.
+
+    When only one does, they are wrapped `across` to a row; otherwise there is one panel.
+    """
     columns = [str(c) for c in data["column"].cat.categories if c in set(data["column"])]
     rows = [str(r) for r in data["row"].cat.categories if r in set(data["row"])]
     header = alt.Header(labelFontSize=12, labelFontWeight="bold")

@@ -119,9 +119,9 @@ for (const input of document.querySelectorAll("input.filter")) {
 
 
 def script_json(value) -> str:
-    """`value` as JSON that is safe inside a <script> element.
+    r"""`value` as JSON that is safe inside a <script> element.
 
-    `<`, `>` and `&` only occur inside JSON strings, where their \\u escapes mean the same; with
+    `<`, `>` and `&` only occur inside JSON strings, where their \u escapes mean the same; with
     them escaped, no data (a graph or platform named `</script><script>...`) can end the script.
     U+2028 and U+2029 are escaped too, since older JavaScript reads them as line ends.
     """
@@ -165,9 +165,10 @@ def responsive(wide: dict, narrow: dict, wide_px: float) -> dict:
 
 
 def fitted(spec: dict, from_px: float, margin_px: float, below_px: float) -> dict:
-    """A single-view chart that the page narrows where its element is under `below_px` wide: the
-    plot's width (`from_px` in `spec`) becomes the element's width less `margin_px` (room for
-    axis labels), legends go below it, titles wrap shorter and ticks thin out.
+    """A single-view chart that the page narrows where its element is under `below_px` wide.
+
+    The plot's width (`from_px` in `spec`) becomes the element's width less `margin_px` (room
+    for axis labels), legends go below it, titles wrap shorter and ticks thin out.
 
     Cheaper than a second layout (`responsive`) for a page of many such charts, which would
     build every chart twice; only charts whose plots are plain widths (no facets) narrow well.
@@ -181,9 +182,11 @@ DATA_DIGITS = 6
 
 
 def _hoisted(specs: dict[str, dict], datasets: dict[str, list]) -> dict[str, dict]:
-    """The specs with their data moved into `datasets` (by the name altair gave it, a hash of the
-    content), so data that two layouts or two charts share is in the page once; each entry keeps
-    the names it needs in `data`."""
+    """The specs with their data moved into `datasets`, so data that charts share is in the page once.
+
+    Each dataset is named as altair names it (a hash of the content), so data that two layouts
+    or two charts share is stored once; each entry keeps the names it needs in `data`.
+    """
     entries = {}
     for element, spec in specs.items():
         if "wide" in spec:
@@ -268,8 +271,10 @@ def page(
     groups: dict[str, dict[str, dict]] | None = None,
     script: str = "",
 ) -> str:
-    """A whole HTML page: `title` (escaped here), `body` (HTML, escaped by its maker), and the
-    Vega-Lite `specs` drawn into the elements whose ids are their keys (a spec, or a `responsive` pair).
+    """A whole HTML page: `title`, `body`, and the Vega-Lite `specs` drawn into their elements.
+
+    `title` is escaped here, `body` (HTML) by its maker; each spec (or `responsive` pair) is
+    drawn into the element whose id is its key.
 
     `groups` holds charts drawn only when the page's `script` calls `drawGroup(name)` (a page of
     many charts shows a few at a time); their data, like every chart's, is in the page once.

@@ -47,8 +47,10 @@ def _symlog_axis(values: list[float], title: str) -> tuple[Symlog, alt.Y]:
 
 
 def figure5_chart(comparison: PaperComparison) -> Draw | None:
-    """Hybrid's and Capuchin's energy above keep-all per RAM budget, under the paper's Capuchin
-    band (+73 % to +141 %) and its POET line (1 %)."""
+    """Hybrid's and Capuchin's energy above keep-all per RAM budget, under the paper's figures.
+
+    The paper's Capuchin band (+73 % to +141 %) and its POET line (1 %) are drawn beneath.
+    """
     table = comparison.table
     if table.empty:
         return None
@@ -61,7 +63,7 @@ def figure5_chart(comparison: PaperComparison) -> Draw | None:
         if r[f"{name}_overhead_pct"] is not None and not pd.isna(r[f"{name}_overhead_pct"])
     ]
     data = pd.DataFrame(rows, columns=["ram", "strategy", "overhead_pct"])
-    scale, y = _symlog_axis(list(data["overhead_pct"]) + [capuchin.high, poet.high], "energy above keep-all")
+    scale, y = _symlog_axis([*data["overhead_pct"], capuchin.high, poet.high], "energy above keep-all")
     data["y"] = [scale.position(v) for v in data["overhead_pct"]]
     band = pd.DataFrame(
         [{"y": scale.position(capuchin.low), "y2": scale.position(capuchin.high), "text": f"paper: Capuchin {capuchin.text}"}]
@@ -100,8 +102,10 @@ def figure5_chart(comparison: PaperComparison) -> Draw | None:
 
 
 def table3_chart(comparison: PaperComparison) -> Draw | None:
-    """POET against POFO: peak memory and throughput differences, the paper's bar beside poetsim's
-    at each budget."""
+    """POET against POFO: peak memory and throughput differences, the paper's bar beside poetsim's.
+
+    One pair of bars at each budget.
+    """
     table = comparison.table.dropna(subset=["peak_difference_pct"]) if not comparison.table.empty else comparison.table
     if table.empty:
         return None
@@ -154,8 +158,10 @@ def table3_chart(comparison: PaperComparison) -> Draw | None:
 
 
 def figure4_chart(comparison: PaperComparison) -> Draw | None:
-    """Each strategy's energy above keep-all against the runtime budget, one panel per platform and
-    RAM budget. The paper's Figure 4 is a curve without numbers: nothing of the paper's is drawn."""
+    """Each strategy's energy above keep-all against the runtime budget, a panel per platform and RAM.
+
+    The paper's Figure 4 is a curve without numbers: nothing of the paper's is drawn.
+    """
     table = comparison.table
     if table.empty or table["overhead_pct"].dropna().empty:
         return None
@@ -195,8 +201,10 @@ def figure4_chart(comparison: PaperComparison) -> Draw | None:
 
 
 def figure3_chart(comparison: PaperComparison) -> Draw | None:
-    """Per point, hybrid's energy above keep-all against the best single-move strategy's: below the
-    diagonal, the integrated search saves energy; on it, they tie."""
+    """Per point, hybrid's energy above keep-all against the best single-move strategy's.
+
+    Below the diagonal, the integrated search saves energy; on it, they tie.
+    """
     table = comparison.table
     if table.empty:
         return None

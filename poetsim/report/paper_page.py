@@ -29,8 +29,11 @@ SCENARIOS = {
 
 
 def write_paper_page(found: list[PaperComparison], target: Path, studies: Mapping[str, Path]) -> Path:
-    """Write the page to `target`; `studies` maps each scenario name to its results folder, whose
-    report.html the page links (by a path relative to the page)."""
+    """Write the page to `target`, linking each study's report.
+
+    `studies` maps each scenario name to its results folder, whose report.html the page links
+    (by a path relative to the page).
+    """
     target = Path(target)
     esc = html.escape
     specs = {}

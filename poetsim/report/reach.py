@@ -24,7 +24,7 @@ def tightest(frame: pd.DataFrame) -> pd.DataFrame:
     ok = frame[frame["ok"] & frame["ram_fraction"].notna()]
     if ok.empty:
         return ok
-    index = ok.groupby(GROUP + ["strategy"], dropna=False, sort=False)["ram_fraction"].idxmin()
+    index = ok.groupby([*GROUP, "strategy"], dropna=False, sort=False)["ram_fraction"].idxmin()
     return ok.loc[index.to_numpy()]
 
 

@@ -167,17 +167,17 @@ def winners(frame: pd.DataFrame) -> pd.DataFrame:
     """
     ok = frame[frame["ok"]]
     rows = []
-    for key, runs in ok.groupby(_GROUP + ["ram_fraction"], dropna=False, sort=True):
+    for key, runs in ok.groupby([*_GROUP, "ram_fraction"], dropna=False, sort=True):
         best = runs["predicted_total_j"].min()
         tied = [s for s, j in zip(runs["strategy"], runs["predicted_total_j"]) if not exceeds(j, best)]
         rows.append(
             dict(
-                zip(_GROUP + ["ram_fraction"], key),
+                zip([*_GROUP, "ram_fraction"], key),
                 ram_label=runs["ram_label"].iloc[0],
                 winner=" = ".join(sorted(str(s) for s in tied)),
             )
         )
-    return pd.DataFrame(rows, columns=_GROUP + ["ram_fraction", "ram_label", "winner"])
+    return pd.DataFrame(rows, columns=[*_GROUP, "ram_fraction", "ram_label", "winner"])
 
 
 def _body(

@@ -66,8 +66,10 @@ class ScheduleViews:
 
 
 def write_schedule_views(frame: pd.DataFrame, sweep_dir: Path | None, directory: Path, title: str, footer: str) -> ScheduleViews:
-    """Replay the chosen points of `frame` (the report's prepared frame) from `sweep_dir` and write
-    `directory/schedules.html`; return the links to them and a note on what could not be drawn.
+    """Replay the chosen points of `frame` from `sweep_dir` and write `directory/schedules.html`.
+
+    `frame` is the report's prepared frame. Returns the links to the points drawn and a note on
+    what could not be drawn.
 
     Nothing is written when no point can be drawn (the note says why).
     """
@@ -108,9 +110,23 @@ def write_schedule_views(frame: pd.DataFrame, sweep_dir: Path | None, directory:
         views.links[str(row["point_key"])] = f"{PAGE}#{anchor}"
         sections.append((anchor, name, _section(anchor, name, row, run)))
         specs[anchor] = _specs(anchor, name, run)
-        for entry in specs[anchor].values():
-            for key, rows in entry["spec"].get("datasets", {}).items():
-                data.setdefault(key, len(json.dumps(rows, default=str)))
+        _count_datasets(data, specs[anchor])
+    views.note = _note(missing, left)
+    if sections:
+        nav = reach_table(frame, {key: "#" + href.split("#")[1] for key, href in views.links.items()})
+        _write(directory, title, footer, nav, sections, specs, views.note)
+    return views
+
+
+def _count_datasets(data: dict[str, int], specs: dict) -> None:
+    """Add the datasets of a point's charts to `data` with their sizes in JSON; a shared one counts once."""
+    for entry in specs.values():
+        for key, rows in entry["spec"].get("datasets", {}).items():
+            data.setdefault(key, len(json.dumps(rows, default=str)))
+
+
+def _note(missing: list[str], left: int) -> str:
+    """The page's note on the chosen points it does not draw: those without a schedule, and `left` more."""
     notes = []
     if missing:
         notes.append(f"{len(missing)} chosen point(s) have no schedule view: " + "; ".join(missing) + ".")
@@ -119,16 +135,14 @@ def write_schedule_views(frame: pd.DataFrame, sweep_dir: Path | None, directory:
             f"{left} more point(s) are not drawn, to keep this page small; their schedules are in the sweep's "
             "points/ folder (`poetsim simulate` draws any of them)."
         )
-    views.note = " ".join(notes)
-    if sections:
-        nav = reach_table(frame, {key: "#" + href.split("#")[1] for key, href in views.links.items()})
-        _write(directory, title, footer, nav, sections, specs, views.note)
-    return views
+    return " ".join(notes)
 
 
 def _chosen(frame: pd.DataFrame) -> pd.DataFrame:
-    """The tightest point of each group and strategy, the integrated strategy's first, then the
-    others in registry order, each by group; at most MAX_POINTS."""
+    """The tightest point of each group and strategy; at most MAX_POINTS.
+
+    The integrated strategy's come first, then the others in registry order, each by group.
+    """
     best = tightest(frame)
     if best.empty:
         return best
@@ -143,8 +157,10 @@ def _chosen(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _specs(anchor: str, name: str, run) -> dict:
-    """The point's charts, by element id, without the footer (the page has it); each drawn once,
-    wide, and narrowed by the page on a phone (`page.fitted`)."""
+    """The point's charts, by element id, without the footer (the page has it).
+
+    Each is drawn once, wide, and narrowed by the page on a phone (`page.fitted`).
+    """
     problem = run.problem
     charts = {}
     if run.simulated is not None:

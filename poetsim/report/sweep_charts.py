@@ -1,5 +1,7 @@
-"""Charts of a sweep: energy overhead against the budgets (POET's Figures 3 and 4), the Pareto
-front of peak RAM against energy, and how far the simulator is from the prediction.
+"""Charts of a sweep: energy overhead against the budgets, the Pareto front, and the simulator's error.
+
+The overhead charts are POET's Figures 3 and 4; the Pareto front is peak RAM against energy; the
+last shows how far the simulator is from the prediction.
 
 Each builder takes the prepared results frame of `poetsim.report.report` (one row per run, with
 `ok`, `ram_fraction`, `model_label`, `platform_label`, `ram_label` and `timing` added) and returns
@@ -119,8 +121,9 @@ def _overhead(frame, stem, heading, *, x, columns, rows) -> SweepChart:
 
 
 def pareto_chart(frame: pd.DataFrame) -> SweepChart:
-    """Every schedule's peak RAM against its energy above keep-all, with the front of the
-    non-dominated ones, one panel per platform (and runtime budget, model, timing).
+    """Every schedule's peak RAM against its energy above keep-all, with the front of the non-dominated ones.
+
+    One panel per platform (and runtime budget, model, timing).
 
     Energy is drawn above each panel's own keep-all, on the overhead charts' symmetric-log axis,
     so panels whose energies differ by orders of magnitude (a microcontroller's millijoules, a

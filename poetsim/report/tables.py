@@ -1,5 +1,6 @@
-"""The report's tables as HTML: the headline pivot and every run (sortable and filterable by the
-page's script).
+"""The report's tables as HTML: the headline pivot and every run.
+
+The table of every run is sortable and filterable by the page's script.
 
 Every value is escaped here (`html.escape`): model, platform, scenario names and messages come
 from users' files. Numbers carry their raw value in `data-sort`, so sorting is by number.
@@ -159,8 +160,11 @@ _DEVICE_UNITS = {"_j": "J", "_s": "s", "_bytes": "bytes", "_pct": "%", "_w": "W"
 
 
 def device_columns(frame: pd.DataFrame) -> list[tuple[str, str, Shown]]:
-    """The measured-on-device columns a runs.csv may carry (`device_*`), in the file's order:
-    'device_energy_j' shows as 'device energy (J)', a number; a column that is not numbers as text."""
+    """The measured-on-device columns a runs.csv may carry (`device_*`), in the file's order.
+
+    'device_energy_j' shows as 'device energy (J)', a number; a column that is not numbers shows
+    as text.
+    """
     columns: list[tuple[str, str, Shown]] = []
     for name in (c for c in frame.columns if str(c).startswith("device_")):
         stem, unit = str(name), ""

@@ -76,10 +76,12 @@ class Unit:
 
     @classmethod
     def time(cls, span_s: float) -> "Unit":
+        """Milliseconds for a span under a second, else seconds."""
         return cls("ms", 1e-3) if span_s < 1 else cls("s", 1.0)
 
     @classmethod
     def ram(cls, peak_bytes: float) -> "Unit":
+        """The largest binary unit (GiB, MiB, else KiB) that a peak of `peak_bytes` fills at least once."""
         for name, size in (("GiB", 2**30), ("MiB", 2**20)):
             if peak_bytes >= size:
                 return cls(name, float(size))
@@ -95,8 +97,10 @@ def timeline_chart(
     width_px: float = WIDTH_PX,
     wrap_chars: int = 0,
 ) -> alt.VConcatChart:
-    """The simulated iteration: lanes over time above the RAM curve, with the deadline and budget,
-    `width_px` wide (`wrap_chars` wraps the subtitle for a narrow chart)."""
+    """The simulated iteration: lanes over time above the RAM curve, with the deadline and budget.
+
+    The chart is `width_px` wide (`wrap_chars` wraps the subtitle for a narrow chart).
+    """
     bars, coarsened = merged_bars(lanes(sim_result.trace))
     ram = ram_envelope(sim_result.ram_curve)
     end_s = max(sim_result.makespan_s, deadline_s or 0.0, float(bars["end_s"].max()) if len(bars) else 0.0)
@@ -220,8 +224,7 @@ def bus_lane(bars: pd.DataFrame) -> pd.DataFrame:
 
 
 def merged_bars(trace: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
-    """The bars, with same-lane same-kind bars less than a pixel apart merged when many; and
-    whether any were merged.
+    """The bars, with same-lane same-kind bars less than a pixel apart merged when many; and whether any were.
 
     Merging keeps every busy interval visible and the colours true; only the per-node tooltip is
     lost for merged bars (their node reads "n nodes").
@@ -360,7 +363,7 @@ def _over_budget(
 ) -> pd.DataFrame:
     """The steps of the RAM curve above the budget, as rectangles between the budget and the curve."""
     starts = ram["time_s"].to_numpy()
-    ends = list(starts[1:]) + [end_s]
+    ends = [*starts[1:], end_s]
     rows = [
         {
             "start": s / time.size,

@@ -9,6 +9,7 @@ instructions + inputs read), with flat lists indexed by node id for the machine 
 """
 
 import math
+from collections.abc import Iterable
 from dataclasses import fields
 from typing import NoReturn
 
@@ -29,15 +30,15 @@ def check_schedule(
     schedule: Schedule,
     graph: TrainingGraph,
     costs: CostTable,
-    timing: Timing,
+    timing: Timing | str,
     budgets: Budgets | None = None,
 ) -> Figures:
     """Replay `schedule` on `graph` under `timing` and return its figures; ScheduleError if invalid.
 
-    `timing` is the model to account by, not necessarily the one the schedule was made for:
-    the rules of validity are the same under both, only RAM and time accounting differ, so a
-    schedule can be re-costed under the other model. With `budgets`, a peak RAM or a runtime
-    over budget is an error too, and its message says by how much.
+    `timing` (a Timing or its value) is the model to account by, not necessarily the one the
+    schedule was made for: the rules of validity are the same under both, only RAM and time
+    accounting differ, so a schedule can be re-costed under the other model. With `budgets`, a
+    peak RAM or a runtime over budget is an error too, and its message says by how much.
     """
     _check_shape(schedule, graph, costs)
     replay = _Replay(graph, costs, Timing(timing))
@@ -121,9 +122,11 @@ class _Replay:
         self._page_ins = 0
         self._page_outs = 0
 
-    def run(self, stages) -> None:
-        """Replay every stage: check what each instruction must satisfy (kind, node id, order), run
-        it, then close its stage.
+    def run(self, stages: Iterable[tuple]) -> None:  # noqa: C901 - one pass per instruction in local variables, for speed (below)
+        """Replay every stage: check and run each instruction, then close its stage.
+
+        An instruction is checked for what it must satisfy (kind, node id, order) before it
+        runs.
 
         This loop runs once per instruction of every checked schedule and of every simulation, so
         it is written out in one piece, the machine state in local variables: a call per

@@ -53,6 +53,7 @@ class CostTable:
     moved_bytes: tuple[int, ...] | None = None
 
     def __len__(self) -> int:
+        """How many nodes the table costs."""
         return len(self.output_bytes)
 
     @property
@@ -66,8 +67,11 @@ class CostTable:
         return sum(self.compute_j)
 
     def keep_all_energy_j(self, timing: Timing) -> float:
-        """One plain pass's energy, the keep-all schedule's: every node computed once, and under
-        `overlap` static power for the plain runtime."""
+        """One plain pass's energy, the keep-all schedule's.
+
+        Every node is computed once, and under `overlap` static power is paid for the plain
+        runtime.
+        """
         static_w = self.static_power_w if Timing(timing) is Timing.OVERLAP else 0.0
         return self.plain_compute_j + static_w * self.plain_runtime_s
 

@@ -1,5 +1,6 @@
-"""The schedule: a typed instruction list per stage, the artefact the checker, the simulator
-and a device consume. No solver, no simulator here: only the records and their meaning.
+"""The schedule: a typed instruction list per stage, which the checker, the simulator and a device consume.
+
+No solver, no simulator here: only the records and their meaning.
 
 Stage t is the step in which node t is computed for the first time (stage form of Checkmate and
 POET). Within a stage the instructions come in this order:
@@ -173,6 +174,7 @@ class Figures:
 
     @property
     def total_j(self) -> float:
+        """The energy of the step: compute, recompute, both transfers and static."""
         return self.compute_j + self.recompute_j + self.page_in_j + self.page_out_j + self.static_j
 
 

@@ -38,8 +38,10 @@ class Problem:
         return self.platform.ram_bytes - self.reserved_bytes
 
     def solver_inputs(self, moves: Moves) -> tuple:
-        """Everything a solve with `moves` reads, and nothing else: two problems with equal
-        solver inputs have the same schedules, energies and proofs for those moves.
+        """Everything a solve with `moves` reads, and nothing else.
+
+        Two problems with equal solver inputs have the same schedules, energies and proofs for
+        those moves.
 
         Without paging no schedule moves a byte to storage, so the storage costs (transfer time
         and energy, DMA channels) are left out: rpi4 and rpi4-nocache, which differ only there,
@@ -63,10 +65,13 @@ def make_problem(
     platform: Platform,
     ram: RamSpec,
     runtime_x: float,
-    timing: Timing = Timing.OVERLAP,
+    timing: Timing | str = Timing.OVERLAP,
     reserve_training_state: str = "none",
 ) -> Problem:
-    """Derive the costs of `graph` on `platform` and resolve the budgets to bytes and seconds."""
+    """Derive the costs of `graph` on `platform` and resolve the budgets to bytes and seconds.
+
+    `timing` is a Timing or its value ("overlap", "compute-only").
+    """
     costs = node_costs(graph, platform)
     budgets = Budgets(ram_bytes=ram.resolve(graph.keep_all_peak_bytes), runtime_s=runtime_x * costs.plain_runtime_s)
     return Problem(graph, platform, costs, budgets, ram, runtime_x, Timing(timing), reserved_bytes(graph, reserve_training_state))
@@ -77,7 +82,7 @@ def build_problem(
     platform: str,
     ram: RamSpec,
     runtime_x: float,
-    timing: Timing = Timing.OVERLAP,
+    timing: Timing | str = Timing.OVERLAP,
     batch_size: int | None = None,
     input_size: int | None = None,
     seq_len: int | None = None,

@@ -55,7 +55,7 @@ class Buffer:
     released when its last transfer ends. Outputs no transfer touches need no Buffer (`PLAIN`).
     """
 
-    __slots__ = ("size_bytes", "node", "transfers", "landing", "freed_stage")
+    __slots__ = ("freed_stage", "landing", "node", "size_bytes", "transfers")
 
     def __init__(self, size_bytes: int, node: int):
         self.size_bytes = size_bytes
@@ -78,20 +78,20 @@ class Transfer:
     """
 
     __slots__ = (
-        "event",
-        "node",
-        "stage",
         "buffer",
-        "latency_s",
         "bus_s",
-        "rate_bytes_per_s",
-        "issued_s",
-        "granted_s",
-        "started_s",
         "bus_start_s",
         "due_s",
+        "event",
+        "granted_s",
+        "issued_s",
+        "latency_s",
+        "node",
         "phase",
+        "rate_bytes_per_s",
         "source",
+        "stage",
+        "started_s",
         "waiters",
     )
     # Set as the transfer moves on: when it got a channel, when it started running, and when its
@@ -204,7 +204,7 @@ class Device:
         self._rows += pack_row(start, end, event, node, stage)
         return True
 
-    def _contended(self, work_s: float, rate_bytes_per_s: float) -> float:
+    def _contended(self, work_s: float, rate_bytes_per_s: float) -> float:  # noqa: C901 - the bus event loop, in one frame for speed
         """Step the operator and the transfers event by event while they share the bus; its end.
 
         Events: the operator's end, a transfer's latency ending (its demand joins the bus), a
@@ -400,9 +400,10 @@ class Device:
         """
         if self.pending_bytes and self._due_bound_s <= self.now:
             self.advance_dma(self.now)
-        if self.ram_bytes + size_bytes > self.ram_capacity_bytes:
-            if not (self.waits_for_ram and self._wait_for_ram(size_bytes, node, stage)):
-                return False
+        if self.ram_bytes + size_bytes > self.ram_capacity_bytes and not (
+            self.waits_for_ram and self._wait_for_ram(size_bytes, node, stage)
+        ):
+            return False
         self.ram_bytes += size_bytes
         if self.ram_bytes > self.peak_ram_bytes:
             self.peak_ram_bytes = self.ram_bytes

@@ -78,11 +78,9 @@ def simulate(
     except ValueError:
         raise UserInputError(f"unknown replay mode {mode!r} (use {' or '.join(m.value for m in Mode)})") from None
     stage_model = check_schedule(schedule, graph, costs, Timing.OVERLAP)
-    physical_bytes: float
+    physical_bytes: float = platform.ram_bytes if platform else math.inf
     if ram_capacity_bytes is not None:
         physical_bytes = ram_capacity_bytes
-    else:
-        physical_bytes = platform.ram_bytes if platform else math.inf
     capacity_bytes = min(physical_bytes, budgets.ram_bytes) if budgets is not None else physical_bytes
     if bus_bytes_per_s is None:
         bus_bytes_per_s = platform.memory_bus_bytes_per_s if platform else math.inf
@@ -155,7 +153,7 @@ class _Replay:
         self.walker_end_s = device.now
         yield env.timeout(device.now - env.now)
 
-    def walk_free_running(self, env: simpy.Environment):
+    def walk_free_running(self, env: simpy.Environment):  # noqa: C901 - a step per instruction, in one frame for speed
         """Process: issue every instruction in order with no barrier; wait only for inputs and RAM."""
         device, sizes, buffers, deps = self.device, self.sizes, self.buffers, self.deps
         compute_s, moved, channels = self.costs.compute_s, self.moved, self.costs.dma_channels
@@ -208,7 +206,7 @@ class _Replay:
         otherwise they run on the device's DMA lanes beside the operators. Outputs freed while
         the stage pages them out are released at the barrier.
         """
-        device, sizes, compute_s, moved = self.device, self.sizes, self.costs.compute_s, self.moved
+        device, sizes = self.device, self.sizes
         leading = 1
         while type(stage[leading]) in (PageOut, PageIn):  # a Compute(t) follows them
             leading += 1
@@ -223,20 +221,7 @@ class _Replay:
         else:
             lanes_end_s = self._transfers_at_once(transfers, t)
         held: list[int] = []
-        stage_compute_s = 0.0
-        for ins in stage[leading:]:
-            k = ins.node
-            if type(ins) is Compute:
-                if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
-                    self._overdraft(ins, t, held=held)
-                stage_compute_s += compute_s[k]
-            else:
-                for paging in transfers:  # they are few: a scan beats a set
-                    if paging.node == k and type(paging) is PageOut:
-                        held.append(k)
-                        break
-                else:
-                    device.release(sizes[k], k, t, device.now)
+        stage_compute_s = self._beside_transfers(t, stage[leading:], transfers, held)
         if lanes_end_s is None:
             end_s = device.drain()
             for ins in transfers:  # nothing uses their buffers after the barrier: let them go now
@@ -251,9 +236,35 @@ class _Replay:
             self._count_packing(stage_compute_s, transfers)
         return end_s
 
+    def _beside_transfers(self, t: int, rest: tuple, transfers: tuple, held: list[int]) -> float:
+        """Run the computes and frees that follow a paging stage's transfers; their compute time.
+
+        A freed output that the stage pages out joins `held` (its RAM returns at the barrier);
+        any other is released at once.
+        """
+        device, sizes, compute_s, moved = self.device, self.sizes, self.costs.compute_s, self.moved
+        stage_compute_s = 0.0
+        for ins in rest:
+            k = ins.node
+            if type(ins) is Compute:
+                if not device.compute(COMPUTE if k == t else RECOMPUTE, k, t, sizes[k], compute_s[k], moved[k]):
+                    self._overdraft(ins, t, held=held)
+                stage_compute_s += compute_s[k]
+            else:
+                for paging in transfers:  # they are few: a scan beats a set
+                    if paging.node == k and type(paging) is PageOut:
+                        held.append(k)
+                        break
+                else:
+                    device.release(sizes[k], k, t, device.now)
+        return stage_compute_s
+
     def _may_contend(self, stage: tuple, transfers: tuple) -> bool:
-        """Whether an operator of `stage` and the stage's transfers may together ask more of the bus
-        than it has (every channel busy at the stage's fastest transfer rate: exact for one channel)."""
+        """Whether an operator of `stage` and the stage's transfers may together ask more of the bus than it has.
+
+        The transfers are taken with every channel busy at the stage's fastest transfer rate:
+        exact for one channel.
+        """
         bandwidth = self.device.bus_bytes_per_s
         if bandwidth == math.inf:
             return False
@@ -341,9 +352,12 @@ class _Replay:
         )
 
     def _page_in_bytes_before(self, ins: Instruction, t: int) -> int:
-        """The bytes of stage t's page-ins issued before `ins`, a compute or a page-in: they hold their
-        buffers from their issue. Worked out only for an error message, from the stage's transfers (the
-        checker has made sure they lead the stage and page each node in at most once)."""
+        """The bytes of stage t's page-ins issued before `ins`, a compute or a page-in.
+
+        They hold their buffers from their issue. This is worked out only for an error message,
+        from the stage's transfers (the checker has made sure they lead the stage and page each
+        node in at most once).
+        """
         page_in_bytes = 0
         for issued in self.schedule.stages[t]:
             if issued is ins or type(issued) not in (PageOut, PageIn):

@@ -44,6 +44,7 @@ class MakespanDelta:
 
     @property
     def total_s(self) -> float:
+        """The sum of the causes: the simulated makespan less the stage model's runtime."""
         return sum(getattr(self, f.name) for f in fields(self))
 
 
@@ -119,6 +120,7 @@ class SimulationResult:
 
     @property
     def makespan_s(self) -> float:
+        """The simulated iteration's length, the figures' runtime."""
         return self.figures.runtime_s
 
     def summary(self) -> dict:

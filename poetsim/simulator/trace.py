@@ -77,7 +77,7 @@ class Trace:
     are the graph's output sizes, from which each row's byte count is derived.
     """
 
-    __slots__ = ("rows", "output_bytes")
+    __slots__ = ("output_bytes", "rows")
 
     def __init__(self, output_bytes: tuple[int, ...]):
         self.rows = bytearray()
@@ -100,8 +100,10 @@ class Trace:
         return np.frombuffer(bytes(self.rows), dtype=np.dtype(_DTYPE))
 
     def _columns(self) -> dict:
-        """Every row as columns, derived allocations and byte counts included, by start time; ties in
-        recording order, an allocation just before the compute it belongs to."""
+        """Every row as columns, derived allocations and byte counts included, by start time.
+
+        Ties stay in recording order, an allocation just before the compute it belongs to.
+        """
         rows = self._recorded()
         computed = np.flatnonzero((rows["event"] == COMPUTE) | (rows["event"] == RECOMPUTE))
         allocs = rows[computed].copy()

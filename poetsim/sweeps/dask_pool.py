@@ -139,7 +139,9 @@ class DaskPool:
             self._close_cluster()
             where = f"reach the Dask scheduler {scheduler}" if scheduler else "start a local Dask cluster"
             raise UnavailableError(f"cannot {where} ({_one_line(exc)})") from None
-        self.address = self._client.scheduler.address
+        scheduler_rpc = self._client.scheduler
+        assert scheduler_rpc is not None  # a client that has connected knows its scheduler
+        self.address = scheduler_rpc.address
         self._name = f"the Dask scheduler {scheduler}" if scheduler else f"the local Dask cluster's scheduler {self.address}"
         self._checked_at = 0.0
         self._no_worker_since: float | None = None
@@ -151,6 +153,7 @@ class DaskPool:
             raise
 
     def submit(self, tag: Hashable, job: Any) -> None:
+        """Send `job` to the cluster as a task named after `tag`; its outcome comes back from `collect`."""
         key = f"poetsim {tag} {self._token}"  # names the point on the dashboard; the token keeps two sweeps' keys apart
         payload = pickle.dumps((self._function, job))
         try:
@@ -219,9 +222,11 @@ class DaskPool:
         self._close_cluster()
 
     def __enter__(self) -> "DaskPool":
+        """The pool itself; leaving the block closes it."""
         return self
 
     def __exit__(self, *exc) -> None:
+        """Close the pool, as `close` does."""
         self.close()
 
     def _outcome(self, future) -> Any:
@@ -251,8 +256,11 @@ class DaskPool:
         return Raised(UnavailableError(f"the Dask cluster could not run a point ({cause}); {REMEDY}"))
 
     def _check_workers(self) -> None:
-        """Check the workers that joined since the last look; UnavailableError once the scheduler
-        is gone, or has had no worker for `no_worker_wait_s`."""
+        """Check the workers that joined since the last look.
+
+        UnavailableError once the scheduler is gone, or has had no worker for
+        `no_worker_wait_s`.
+        """
         now = time.monotonic()
         if now - self._checked_at < _WORKER_CHECK_S:
             return
@@ -272,8 +280,10 @@ class DaskPool:
             raise UnavailableError(f"{self._name} has had no worker for {self._wait_s:g} s")
 
     def _check_scheduler(self) -> None:
-        """UnavailableError if the scheduler's Python or Dask is not the client's (it needs no poetsim:
-        points pass it as bytes)."""
+        """UnavailableError if the scheduler's Python or Dask is not the client's.
+
+        The scheduler needs no poetsim: points pass it as bytes.
+        """
         answer = self._by_value(lambda describe: self._client.run_on_scheduler(describe))
         difference = environment.Environment.parse(answer).difference(self._wanted, poetsim=False)
         if difference:
@@ -306,8 +316,10 @@ class DaskPool:
             self._checked.add(address)
 
     def _by_value(self, call: Callable[[Callable[[], dict[str, str]]], Any]) -> Any:
-        """`call(describe)`, with `describe` sent by value: a process without poetsim (or with another
-        one) still runs it, and says so."""
+        """`call(describe)`, with `describe` sent by value.
+
+        A process without poetsim (or with another one) still runs it, and says so.
+        """
         import cloudpickle
 
         cloudpickle.register_pickle_by_value(environment)
@@ -331,8 +343,10 @@ class DaskPool:
 
 
 def point_task() -> Callable[[bytes, dict[str, str]], tuple[str, Any]]:
-    """The function each point's Dask task runs: `poetsim.sweeps.dask_worker.run_job` where the
-    worker can import it; (REFUSED, the worker's address) where it cannot.
+    """The function each point's Dask task runs.
+
+    It is `poetsim.sweeps.dask_worker.run_job` where the worker can import it; (REFUSED, the
+    worker's address) where it cannot.
 
     Made here, inside a function, so that Dask sends it by value (a nested function cannot be
     pickled by name): neither the scheduler nor a worker without poetsim then needs poetsim
@@ -375,7 +389,5 @@ def _child_pids() -> set[int]:
 
 
 def _kill(pid: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass

@@ -1,6 +1,7 @@
-"""What runs on a Dask worker for a sweep: each point, after a check that the worker's poetsim is
-the client's; and, on a local cluster's workers, a set-up that leaves Ctrl-C and the terminal
-to the sweep.
+"""What runs on a Dask worker for a sweep: each point, and a local worker's set-up.
+
+Each point runs after a check that the worker's poetsim is the client's; on a local cluster's
+workers, a set-up leaves Ctrl-C and the terminal to the sweep.
 
 A point travels as bytes (the pickled function and job) with a small function that Dask sends
 by value (`poetsim.sweeps.dask_pool.point_task`), so neither the scheduler nor a worker needs
@@ -15,6 +16,7 @@ a traceback when the sweep stops it) would break the rule of one line per stoppe
 `dask_setup` is loaded by name through `distributed.worker.preload` for the local cluster.
 """
 
+import contextlib
 import logging
 import pickle
 import signal
@@ -29,8 +31,12 @@ DONE, REFUSED = "done", "refused"
 
 
 def run_job(payload: bytes, wanted: dict[str, str]) -> tuple[str, Any]:
-    """(DONE, function(job)) for `payload` = pickle of (function, job), if this worker's environment
-    is `wanted` (the client's, as `describe` says it); (REFUSED, this worker's address) otherwise."""
+    """Run a point's job if this worker's environment is `wanted`; else refuse it.
+
+    `payload` is the pickle of (function, job); the answer is (DONE, function(job)) if this
+    worker's environment is the client's, as `describe` says it, and (REFUSED, this worker's
+    address) otherwise.
+    """
     if here().difference(Environment.parse(wanted)):
         from distributed import get_worker
 
@@ -42,7 +48,5 @@ def run_job(payload: bytes, wanted: dict[str, str]) -> tuple[str, Any]:
 def dask_setup(worker) -> None:
     """Called by Dask in each local worker process once it starts: ignore SIGINT, log nothing below CRITICAL."""
     logging.getLogger("distributed").setLevel(logging.CRITICAL)
-    try:
+    with contextlib.suppress(ValueError):  # not the process's main thread: leave SIGINT as it is
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the process's main thread: leave SIGINT as it is
-        pass

@@ -138,8 +138,10 @@ class _Donors:
 def _adopt(
     scenario: Scenario, problem: Problem, directory: Path, point: Point, row: ResultRow, schedule: Schedule, donor: ResultRow
 ) -> ResultRow | None:
-    """`row` (a point of `problem`) with `donor`'s schedule, checked here, simulated and saved; None
-    if it does not check."""
+    """`row` (a point of `problem`) with `donor`'s schedule, checked here, simulated and saved.
+
+    None if it does not check.
+    """
     where = "" if donor.platform == row.platform else f" on {donor.platform}"
     found_by = f"the schedule of {implied_name(donor)}{where}"
     run = adopt_schedule(

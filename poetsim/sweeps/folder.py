@@ -1,5 +1,6 @@
-"""A sweep's results folder, as its client writes and reads it: the point folders, the schedules
-later points start from, and the scenario's copy.
+"""A sweep's results folder, as its client writes and reads it.
+
+It holds the point folders, the schedules later points start from, and the scenario's copy.
 
 Only the sweep's own process writes here (workers send their files back,
 `poetsim.sweeps.point`). A point's folder is written before its row is appended to runs.csv,
@@ -45,8 +46,10 @@ def write_point(directory: Path, point: Point, files: tuple[tuple[str, bytes], .
 
 
 def read_schedule(folder: Path) -> Schedule | None:
-    """The schedule a point saved in `folder`; None if it has none or it cannot be read (a start
-    is a hint, and a file cut short by a kill in an earlier run is skipped)."""
+    """The schedule a point saved in `folder`; None if it has none or it cannot be read.
+
+    A start is a hint, and a file cut short by a kill in an earlier run is skipped.
+    """
     try:
         if RunFolder(folder).schedule_json.is_file():
             return load_json(RunFolder(folder).schedule_json)

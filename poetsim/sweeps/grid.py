@@ -1,5 +1,7 @@
-"""A sweep's grid: its points' folders and row fields, the order of a cell's points, the points
-that ask the solver one question, and the plan of what is left to run.
+"""A sweep's grid: its points' folders and row fields, their order, shared solves, and what is left.
+
+The order is that of a cell's points; the points that ask the solver one question share its
+solve; the plan says what is left to run.
 
 Points of one grid cell are ordered: a solved strategy runs after the strategies at the same
 cell whose schedules it may use (baselines it allows, and solved strategies with fewer moves),
@@ -10,6 +12,7 @@ which differ only in storage) are solved once: the later takes the earlier's ans
 and simulated on its own platform.
 """
 
+import contextlib
 import hashlib
 import re
 from dataclasses import dataclass
@@ -41,6 +44,7 @@ class SweepPlan:
 
     @property
     def total(self) -> int:
+        """How many points the sweep has: those done and those to run."""
         return len(self.done_keys) + len(self.todo)
 
 
@@ -117,10 +121,8 @@ def twin_points(scenario: Scenario) -> dict[str, str]:
     def signature(point: Point) -> object:
         if point.key not in signatures:
             inputs: object = point.key  # equal to no other point's, if the problem cannot be built
-            try:
+            with contextlib.suppress(PoetsimError):
                 inputs = problem_for_point(scenario, point).solver_inputs(strategies.get(point.strategy).moves)
-            except PoetsimError:
-                pass
             starts = tuple(signature(other) for other in prerequisites(point, cells[point.cell]))
             signatures[point.key] = (point.strategy, inputs, starts)
         return signatures[point.key]

@@ -59,28 +59,35 @@ def relaxes(loose: ResultRow, tight: ResultRow) -> bool:
 
 
 def same_graph(a: ResultRow, b: ResultRow) -> bool:
-    """Whether two rows schedule the same graph under the same timing (the keep-all peak must
-    agree too, a check that the graph is the same): a schedule of one is an instruction list
-    for the other, on any platform."""
+    """Whether two rows schedule the same graph under the same timing.
+
+    The keep-all peak must agree too, a check that the graph is the same: a schedule of one is
+    then an instruction list for the other, on any platform.
+    """
     same = ("model", "timing", "reserved_bytes", "keep_all_peak_bytes")
     return all(getattr(a, name) == getattr(b, name) for name in same)
 
 
 def same_problem(a: ResultRow, b: ResultRow) -> bool:
-    """Whether two rows share graph, platform and timing (their keep-all energies must agree
-    too, a check that the costs are the same)."""
+    """Whether two rows share graph, platform and timing.
+
+    Their keep-all energies must agree too, a check that the costs are the same.
+    """
     return same_graph(a, b) and a.platform == b.platform and a.keep_all_energy_j == b.keep_all_energy_j
 
 
 def moves_used(row: ResultRow) -> Moves:
-    """What a row's schedule does, read from its figures: a hybrid schedule that never pages
-    uses the moves of recompute-only."""
+    """What a row's schedule does, read from its figures.
+
+    A hybrid schedule that never pages uses the moves of recompute-only.
+    """
     return Moves(recompute=bool(row.predicted_recomputations), page=bool(row.predicted_page_ins or row.predicted_page_outs))
 
 
 def schedule_donor(row: ResultRow, rows: list[ResultRow]) -> ResultRow | None:
-    """The row whose checked schedule is the cheapest to fit `row`'s budgets and moves, if it
-    costs less than `row`'s own; None when there is none (or `row` is proven already).
+    """The row whose checked schedule is the cheapest to fit `row`'s budgets and moves, if cheaper.
+
+    It must cost less than `row`'s own; None when there is none (or `row` is proven already).
 
     Any row with a schedule can give it: another strategy's, a baseline's, another budget's.
     What a schedule uses (recomputations, transfers) is read from its figures, not its strategy:
@@ -108,14 +115,19 @@ def schedule_donor(row: ResultRow, rows: list[ResultRow]) -> ResultRow | None:
 
 
 def is_open(row: ResultRow) -> bool:
-    """Whether a row is a solved strategy's that its solve left unproven, with its budgets known:
-    what another point's schedule or proof can improve."""
+    """Whether a row is a solved strategy's that its solve left unproven, with its budgets known.
+
+    Such a row is what another point's schedule or proof can improve.
+    """
     return row.status in _OPEN and _solved(row) and row.ram_budget_bytes is not None and row.deadline_s is not None
 
 
 def judged(row: ResultRow, bound_j: float, source: str) -> ResultRow:
-    """`row`, with a schedule, against a proven lower bound `bound_j` found by `source`: optimal
-    when within the gap (REL_GAP of the overhead), else feasible with the gap this leaves."""
+    """`row`, with a schedule, against a proven lower bound `bound_j` found by `source`.
+
+    It is optimal when within the gap (REL_GAP of the overhead), else feasible with the gap this
+    leaves.
+    """
     total_j, keep_all_j = row.predicted_total_j, row.keep_all_energy_j
     assert total_j is not None and keep_all_j is not None
     overhead_j = max(total_j - keep_all_j, 0.0)

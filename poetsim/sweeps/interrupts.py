@@ -26,6 +26,7 @@ class StopRequest:
             self.signum = signum
 
     def __enter__(self) -> "StopRequest":
+        """Take SIGINT and SIGTERM as stop requests (main thread only; an ignored signal stays ignored)."""
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 previous = signal.getsignal(signum)
@@ -34,6 +35,7 @@ class StopRequest:
         return self
 
     def __exit__(self, *exc) -> None:
+        """Put back the handlers the block replaced."""
         for signum, previous in self._saved.items():
             signal.signal(signum, previous)
         self._saved.clear()

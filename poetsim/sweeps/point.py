@@ -67,8 +67,11 @@ class PointOutcome:
 
 
 def input_files(scenario: Scenario) -> dict[str, InputFile]:
-    """The scenario's graph and platform files (paths; zoo and shipped names need none), read once
-    by the client; a file it cannot read is left out, and a worker then fails on it as the client would."""
+    """The scenario's graph and platform files, read once by the client.
+
+    Paths only: zoo and shipped names need none. A file the client cannot read is left out, and
+    a worker then fails on it as the client would.
+    """
     found = {}
     for spec in (*scenario.model, *scenario.platform):
         if Path(spec).is_absolute():
@@ -164,9 +167,11 @@ def _local_path(item: InputFile) -> str:
 
 
 def _twin_run(job: PointJob, problem: Problem, fields: dict) -> tuple[Run, ResultRow] | None:
-    """The run and row of a point that takes its twin's answer (`twin_points`); None when it
-    must solve on its own: no twin, the twin failed, or its schedule could not be read or does
-    not cost the same here (which would mean the two problems differ after all)."""
+    """The run and row of a point that takes its twin's answer (`twin_points`).
+
+    None when it must solve on its own: no twin, the twin failed, or its schedule could not be
+    read or does not cost the same here (which would mean the two problems differ after all).
+    """
     twin = job.twin
     if twin is None or twin.status is Status.FAILED:
         return None

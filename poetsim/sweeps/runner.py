@@ -152,7 +152,7 @@ def _kept(plan: SweepPlan) -> int:
         return len(plan.done_keys)
 
 
-def _pool(executor: str, workers: int, scheduler: str | None, no_worker_wait_s: float):
+def _pool(executor: str, workers: int, scheduler: str | None, no_worker_wait_s: float) -> ProcessPool | DaskPool:
     if executor == "dask":
         return DaskPool(run_point, workers, scheduler, no_worker_wait_s)
     return ProcessPool(workers, run_point)
@@ -173,6 +173,8 @@ class _Grid:
         self.inputs = input_files(plan.scenario)
         #: The rows known so far: a resumed runs.csv's rows of twins, then each row as it comes.
         self.rows = _done_rows(plan, set(self.twins.values()))
+        #: The points not started yet, each with the keys of the points it still waits for.
+        self.blocked = {point.key: self.waits(point) for point in plan.todo}
 
     def waits(self, point: Point) -> set[str]:
         """The keys of the points `point` must wait for: its prerequisites and its twin, unless done."""
@@ -180,6 +182,21 @@ class _Grid:
         if point.key in self.twins:
             keys.add(self.twins[point.key])
         return keys - self.plan.done_keys
+
+    def start_ready(self, pool: ProcessPool | DaskPool) -> int:
+        """Submit to `pool` the job of every point that waits for nothing more; how many started."""
+        started = 0
+        for key in [k for k, needs in self.blocked.items() if not needs]:
+            del self.blocked[key]
+            pool.submit(key, self.job(self.points[key]))
+            started += 1
+        return started
+
+    def finished(self, key: str, row: ResultRow) -> None:
+        """Record the row of the point `key`; the points that waited for it wait no more for it."""
+        self.rows[key] = row
+        for needs in self.blocked.values():
+            needs.discard(key)
 
     def job(self, point: Point) -> PointJob:
         """`point`'s job, with its starts and its twin's answer read from the results folder now."""
@@ -203,29 +220,21 @@ class _Grid:
         )
 
 
-def _drive(plan: SweepPlan, pool, limit_s: float, threads: int, stop: StopRequest) -> Iterator[ResultRow]:
-    """Run the plan's points on `pool`, each once its prerequisites are done; write each point's
-    folder as it comes back, then yield its row (the caller appends it to runs.csv).
+def _drive(plan: SweepPlan, pool: ProcessPool | DaskPool, limit_s: float, threads: int, stop: StopRequest) -> Iterator[ResultRow]:
+    """Run the plan's points on `pool`, each once its prerequisites are done.
+
+    Each point's folder is written as it comes back, then its row is yielded (the caller appends
+    it to runs.csv).
 
     On a stop request no job starts; the rows already returned are still yielded. A job that
     raised (an environment error in a worker) stops the sweep the same way, then is raised.
     """
     grid = _Grid(plan, limit_s, threads)
-    blocked = {point.key: grid.waits(point) for point in plan.todo}
-    running = 0
     error: BaseException | None = None
-
-    def start_ready() -> None:
-        nonlocal running
-        for key in [k for k, needs in blocked.items() if not needs]:
-            del blocked[key]
-            pool.submit(key, grid.job(grid.points[key]))
-            running += 1
-
-    start_ready()
+    running = grid.start_ready(pool)
     while running:
         halting = stop.signum is not None or error is not None
-        for key, job, outcome in pool.collect(0.0 if halting else POLL_S, dispatch=not halting):
+        for _, job, outcome in pool.collect(0.0 if halting else POLL_S, dispatch=not halting):
             running -= 1
             if isinstance(outcome, Raised):
                 error = error or outcome.error
@@ -242,13 +251,11 @@ def _drive(plan: SweepPlan, pool, limit_s: float, threads: int, stop: StopReques
                 )
             write_point(plan.directory, job.point, outcome.files)
             yield outcome.row
-            grid.rows[key] = outcome.row
-            for needs in blocked.values():
-                needs.discard(key)
+            grid.finished(job.point.key, outcome.row)
         if halting:
             break
         if stop.signum is None and error is None:
-            start_ready()
+            running += grid.start_ready(pool)
     if error is not None:
         raise error
 

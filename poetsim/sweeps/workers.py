@@ -105,6 +105,7 @@ class ProcessPool:
         self._deaths: dict[Hashable, int] = {}
 
     def submit(self, tag: Hashable, job: Any) -> None:
+        """Queue `job` under `tag`; it starts on the first free worker."""
         self._queue.append((tag, job))
         self._dispatch()
 
@@ -151,9 +152,11 @@ class ProcessPool:
         self._workers.clear()
 
     def __enter__(self) -> "ProcessPool":
+        """The pool itself; leaving the block closes it."""
         return self
 
     def __exit__(self, *exc) -> None:
+        """Close the pool: its workers end, whatever they were doing."""
         self.close()
 
     def _receive(self, worker: _Worker):
@@ -183,10 +186,8 @@ class ProcessPool:
     @staticmethod
     def _send(worker: _Worker, item: tuple[Hashable, Any]) -> None:
         worker.job = item
-        try:
+        with contextlib.suppress(OSError, ValueError):  # the worker is gone; `collect` sees its sentinel and runs it again
             worker.conn.send(item[1])
-        except (OSError, ValueError):
-            pass  # the worker is gone; `collect` sees its sentinel and runs the job again
 
 
 def _start_without_sigint(process) -> None:
@@ -197,9 +198,10 @@ def _start_without_sigint(process) -> None:
 
 @contextlib.contextmanager
 def sigint_blocked():
-    """Block SIGINT in this thread meanwhile: a Ctrl-C then waits (it is not lost), and the
-    processes started meanwhile inherit the block, so it never reaches them before they can
-    ignore it.
+    """Block SIGINT in this thread meanwhile.
+
+    A Ctrl-C then waits (it is not lost), and the processes started meanwhile inherit the block,
+    so it never reaches them before they can ignore it.
 
     (Ignoring SIGINT here meanwhile would not do: a native thread of this process, such as a
     BLAS pool's, may take the signal while it is ignored, and it is then lost.)

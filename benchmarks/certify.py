@@ -226,13 +226,14 @@ def cover_rows_one(
     `second_restore_bound` for recompute-only."""
     from poetsim import strategies
     from poetsim.optimiser.bounds.cover import cover_bound, second_restore_bound
+    from poetsim.optimiser.clock import Clock
 
     problem = build_problem(model, plat, parse_ram(ram), 1.2, timing, batch_size=batch_size)
     args = (problem.graph, problem.costs, problem.budgets, strategies.get(strategy).moves, timing)
     timed = []
     for first_rows in (None, 5):
         began = perf_counter()
-        cover = cover_bound(*args, time_limit_s=time_limit_s, first_rows=first_rows)
+        cover = cover_bound(*args, Clock(time_limit_s).allowance(), first_rows=first_rows)
         timed.append((perf_counter() - began, cover))
     (whole_s, whole), (grown_s, grown) = timed
     same = whole.infeasible == grown.infeasible and (
@@ -241,7 +242,7 @@ def cover_rows_one(
     twice_s = twice_j = None
     if strategy == "recompute-only":
         began = perf_counter()
-        twice = second_restore_bound(problem.graph, problem.costs, problem.budgets, timing, time_limit_s)
+        twice = second_restore_bound(problem.graph, problem.costs, problem.budgets, timing, Clock(time_limit_s).allowance())
         twice_s, twice_j = perf_counter() - began, twice.overhead_j
     return CoverRowsRow(
         model,

@@ -442,26 +442,6 @@ def test_ctrl_c_during_a_gurobi_solve_ends_it_and_prints_nothing_to_stdout():
     assert_ctrl_c_ends_it_quietly(GUROBI_UNTIL_INTERRUPTED, 3.0, str(Path(__file__).parent))
 
 
-@pytest.mark.parametrize("solver", ["highs", pytest.param("scip", marks=needs_scip), pytest.param("gurobi", marks=needs_gurobi)])
-def test_an_objective_floor_is_a_row_objective_at_least_the_floor(solver):
-    """`SolverSettings.objective_floor` adds the row objective >= floor (a bound from outside the
-    model): at the optimum it changes nothing; a floor above it makes the solver return a
-    schedule that costs at least the floor (extra recomputation), never the optimum below."""
-    from poetsim.optimiser.milp.formulation import formulate
-    from poetsim.optimiser.milp.solvers import SolverSettings, solve
-
-    graph, costs, budgets = skip_graph_case(7)
-    form = formulate(graph, costs, budgets, HYBRID, Timing.OVERLAP)
-    free = solve(form, solver, SolverSettings(1e-9, 0.0, 60.0, 1), None)
-    assert free.status == "optimal"
-    at = solve(form, solver, SolverSettings(1e-9, 0.0, 60.0, 1, objective_floor=free.objective), None)
-    assert at.objective == pytest.approx(free.objective, rel=1e-6)
-    floor = 1.2 * free.objective
-    above = solve(form, solver, SolverSettings(1e-2, 0.0, 60.0, 1, objective_floor=floor), None)
-    assert above.values is not None, above.status  # any schedule it returns must meet the row
-    assert form.objective(above.values) >= floor * (1 - 1e-6)
-
-
 SCIP_UNTIL_INTERRUPTED = until_interrupted(
     """
 from poetsim.optimiser.milp.formulation import formulate

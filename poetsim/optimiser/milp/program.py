@@ -24,6 +24,10 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from time import perf_counter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (this file also runs as the HiGHS process, which imports no poetsim module)
+    from poetsim.optimiser.allowance import Allowance
 
 #: The covers are solved to this relative gap, with no absolute gap: the bound they report is the
 #: solver's dual bound, and a tight gap keeps it next to the best solution.
@@ -37,11 +41,10 @@ FEASIBILITY_TOLERANCE = 1e-9
 #: 1.0 s with 1e-8 (0.2 s with the defaults). The cascade covers keep 1e-9: 1e-8 made
 #: ResNet-50's on the Pi slower (no proof in 40 s, against 23-27 s).
 LOOSER_FEASIBILITY_TOLERANCE = 1e-8
-#: HiGHS's presolve of a large program can take longer than its time limit: on the timed cover of
-#: ResNet-50 (875,000 nonzeros) it ran 26 s under a 10 s limit. A program with more nonzeros
-#: than this many per second of its time limit is not solved at all (it would be killed before
-#: it proved anything), and yields no bound.
-PRESOLVE_NONZEROS_PER_S = 30_000
+#: HiGHS's presolve of a large program can take longer than its budget, and checks no limit while
+#: it runs. A program with more nonzeros than this many per unit of its budget is not solved at
+#: all (it would be stopped before it proved anything), and yields no bound.
+PRESOLVE_NONZEROS_PER_UNIT = 30_000
 #: HiGHS's symmetry detection is off: on the cascade covers of MobileNetV2 and ResNet-50 it made
 #: presolve 2-3x slower, for no gain (docs/optimiser.md).
 DETECT_SYMMETRY = False
@@ -102,13 +105,13 @@ class Program:
 
     def solve(
         self,
-        time_limit_s: float | None,
+        allowance: "Allowance | None",
         enough: float | None = None,
         start: dict | None = None,
         rel_gap: float = REL_GAP,
         tolerance: float = FEASIBILITY_TOLERANCE,
     ) -> Solved:
-        """Minimise the cost with HiGHS (one thread, fixed seed) within `time_limit_s`.
+        """Minimise the cost with HiGHS (one thread, fixed seed) within `allowance` (None: to the end).
 
         With `enough`, a known lower bound of the cost from elsewhere, the solve stops as soon as
         it has a solution that costs no more (within REL_GAP): that solution is then optimal.
@@ -118,7 +121,8 @@ class Program:
 
         An infeasibility is believed only from a run without presolve (`run_checked`).
         """
-        if time_limit_s is not None and len(self.index) > PRESOLVE_NONZEROS_PER_S * time_limit_s:
+        time_limit_s = None if allowance is None else allowance.left()
+        if time_limit_s is not None and len(self.index) > PRESOLVE_NONZEROS_PER_UNIT * time_limit_s:
             return Solved(False, False, 0.0, None)
         limit_s = None if time_limit_s is None else max(time_limit_s, 0.01)
         given = [(self.columns[key], value) for key, value in (start or {}).items() if key in self.columns]
@@ -190,15 +194,14 @@ class HighsJob:
     """One HiGHS run for the HiGHS process: the model, options, start, and when to stop it.
 
     `stop_s` (from the run's start) and `enough` (a solution that costs no more is enough) are
-    applied by a callback; `extra_rows` are (lower, upper, columns, coefficients) added after the
-    model; `full_start` is a value per column, `partial_start` (columns, values) some of them.
+    applied by a callback; `full_start` is a value per column, `partial_start` (columns, values)
+    some of them.
     """
 
     model: dict
     options: dict
     stop_s: float | None = None
     enough: float | None = None
-    extra_rows: tuple = ()
     full_start: list | None = None
     partial_start: tuple | None = None
 
@@ -344,7 +347,6 @@ def _solve(job: HighsJob, watched: bool, conn) -> tuple:
     bound) for each better solution and ("progress", incumbent, dual bound) from the MIP
     callback: each time if `watched` (the parent may then send "stop"), else when the bound rose."""
     import highspy
-    import numpy as np
 
     began = perf_counter()
     ends_at = None if job.stop_s is None else began + job.stop_s
@@ -356,11 +358,6 @@ def _solve(job: HighsJob, watched: bool, conn) -> tuple:
 
     if refused(h.passModel(_highs_lp(job.model))):
         return ("kModelError", None, None, None, 0.0, "the model")
-    for lower, upper, columns, coefficients in job.extra_rows:
-        if refused(
-            h.addRow(lower, upper, len(columns), np.asarray(columns, dtype=np.int32), np.asarray(coefficients, dtype=np.float64))
-        ):
-            return ("kModelError", None, None, None, 0.0, "a row")
     for name, option in job.options.items():
         if refused(h.setOptionValue(name, option)):
             return ("kModelError", None, None, None, 0.0, f"option {name}")
@@ -451,7 +448,6 @@ def _completed_start(job: HighsJob, ends_at: float | None) -> list[float] | None
     the model's tolerances, and HiGHS takes such a start as it is, with no sub-MIP.
     """
     import highspy
-    import numpy as np
 
     m = job.model
     lower, upper = list(m["lower"]), list(m["upper"])
@@ -469,10 +465,6 @@ def _completed_start(job: HighsJob, ends_at: float | None) -> list[float] | None
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.passModel(_highs_lp(m, lower, upper))
-    for row_lower, row_upper, columns, coefficients in job.extra_rows:
-        h.addRow(
-            row_lower, row_upper, len(columns), np.asarray(columns, dtype=np.int32), np.asarray(coefficients, dtype=np.float64)
-        )
     for name in ("mip_feasibility_tolerance", "primal_feasibility_tolerance", "random_seed", "mip_rel_gap"):
         if name in job.options:
             h.setOptionValue(name, job.options[name])

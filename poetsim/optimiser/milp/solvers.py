@@ -40,8 +40,6 @@ class SolverResult:
 class SolverSettings:
     """Stopping rules of one solve: relative and absolute gap of the objective, time, threads.
 
-    `objective_floor` (model units), when given, is a proven lower bound on the objective from
-    outside the model (the eviction cover); HiGHS gets it as one row, objective >= floor.
     `ends_at` caps the solver's own limit at the time left when it starts, after the hand-off.
     """
 
@@ -49,7 +47,6 @@ class SolverSettings:
     mip_abs_gap: float
     time_limit_s: float | None
     threads: int
-    objective_floor: float | None = None
     ends_at: float | None = None  # a perf_counter() time the solve must end by, build and hand-off included
     #: Whether an infeasibility HiGHS reports is checked by a run without presolve (`_solve_highs`):
     #: off where the caller takes no proof from it (the MILP restricted to a cover's choice).
@@ -176,12 +173,6 @@ def _status(solver: str, name: str, has_solution: bool, optimal: str, infeasible
     raise InternalError(f"{solver} ended with status '{name}' on the POET model")
 
 
-def _costed(form: Formulation) -> list[tuple[int, float]]:
-    """The objective's terms, (column, cost) for each column that costs something: the row of an
-    objective floor (`SolverSettings.objective_floor`)."""
-    return [(col, c) for col, c in enumerate(form.col_cost) if c]
-
-
 def _objective_matches(form: Formulation, result: SolverResult) -> bool:
     if result.objective is None or result.values is None:
         return False
@@ -208,10 +199,6 @@ def _run_highs(
         form.row_value,
         form.col_binary,
     )
-    rows: tuple[tuple[float, float, list[int], list[float]], ...] = ()
-    if settings.objective_floor is not None and settings.objective_floor > 0:
-        costed = _costed(form)
-        rows = ((settings.objective_floor, float("inf"), [col for col, _ in costed], [c for _, c in costed]),)
     options: dict[str, float | int | str] = {
         "mip_rel_gap": settings.mip_rel_gap,
         "mip_abs_gap": settings.mip_abs_gap,
@@ -223,7 +210,7 @@ def _run_highs(
     limit_s = settings.limit_now_s()
     if limit_s is not None:
         options["time_limit"] = float(limit_s)
-    job = HighsJob(model=model, options=options, extra_rows=rows, full_start=None if start is None else list(start))
+    job = HighsJob(model=model, options=options, full_start=None if start is None else list(start))
     handoff_s = perf_counter() - began
     answer = (run_checked if settings.confirm_infeasible else run_highs)(job, limit_s, watch)
     if answer.rejected:
@@ -291,8 +278,6 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
             if lower == upper
             else _ranged(expr, lower, upper)
         )
-    if settings.objective_floor is not None and settings.objective_floor > 0:
-        model.addCons(quicksum(c * columns[col] for col, c in _costed(form)) >= settings.objective_floor)
     model.setParam("limits/gap", settings.mip_rel_gap)
     model.setParam("limits/absgap", settings.mip_abs_gap)
     if start is not None:
@@ -387,13 +372,6 @@ def _solve_gurobi(
                 model.addLConstr(expr, GRB.GREATER_EQUAL, lower)
             if upper != float("inf"):
                 model.addLConstr(expr, GRB.LESS_EQUAL, upper)
-        if settings.objective_floor is not None and settings.objective_floor > 0:
-            costed = _costed(form)
-            model.addLConstr(
-                gp.LinExpr([c for _, c in costed], [columns[col] for col, _ in costed]),
-                GRB.GREATER_EQUAL,
-                settings.objective_floor,
-            )
         if start is not None:
             for col, (x, binary) in enumerate(zip(start, form.col_binary)):
                 columns[col].Start = round(x) if binary else x

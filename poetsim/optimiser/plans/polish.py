@@ -14,9 +14,9 @@ worse, and each plan it returns is built with the same four sets per stage as ev
 """
 
 from dataclasses import replace
-from time import perf_counter
 
 from poetsim.graphs.graph import TrainingGraph
+from poetsim.optimiser.allowance import Allowance, spent
 from poetsim.optimiser.plans.plan import Plan, figures
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Timing
@@ -27,17 +27,17 @@ MAX_ROUNDS = 200
 
 
 def polish(
-    plan: Plan, graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, ends_at: float | None = None
+    plan: Plan, graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, allowance: Allowance | None = None
 ) -> Plan:
     """The plan after every bridge that saves energy and still fits, best saving first.
 
-    `ends_at` (a `perf_counter` time) stops the search there with the best plan so far.
+    `allowance` stops the search there with the best plan so far.
     """
     best_j = figures(plan, graph, costs, timing).total_j
     for _ in range(MAX_ROUNDS):
         found = None
         for candidate in bridges(plan, graph):
-            if ends_at is not None and perf_counter() >= ends_at:
+            if spent(allowance):
                 return plan if found is None else found  # the best this round had reached
             fig = figures(candidate, graph, costs, timing)
             if budgets.fits(fig) and fig.total_j < best_j:

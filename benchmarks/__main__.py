@@ -2,7 +2,7 @@
 
     python -m benchmarks                 # all, from the repository's root:
                                          # solver, simulator, sweep, sweep-loaded, pytorch, faults,
-                                         # certify, scaling, covers
+                                         # certify, scaling, covers, effort
     python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.
@@ -11,7 +11,7 @@ Speed targets are checked here, never by timed assertions in tests.
 import sys
 from pathlib import Path
 
-from benchmarks import certify, faults, simulator, solver, sweep
+from benchmarks import certify, effort, faults, simulator, solver, sweep
 
 OUT = Path("results/bench")
 
@@ -37,6 +37,7 @@ def main(argv: list[str]) -> int:
         "certify": lambda: certify.run(OUT / "certify.csv"),
         "scaling": lambda: certify.scaling(OUT / "scaling.csv"),
         "covers": lambda: certify.cover_ab(OUT / "covers.csv"),
+        "effort": lambda: effort.run(OUT / "effort.csv"),
     }
     chosen = argv or list(benches)
     unknown = [name for name in chosen if name not in benches]

@@ -7,12 +7,12 @@ from hypothesis import strategies as st
 from poetsim.graphs.graph import Node, TrainingGraph
 from poetsim.inputs.scenario import parse_ram
 from poetsim.optimiser import optimise
+from poetsim.optimiser.allowance import effort
 from poetsim.optimiser.bounds.cover import cover_bound, paging_floor_j, second_restore_bound
 from poetsim.optimiser.bounds.cover_model import CoverModel, CoverShape
 from poetsim.optimiser.bounds.cover_rows import cover_rows
 from poetsim.optimiser.bounds.events import Event, EventKind
 from poetsim.optimiser.bounds.timed_cover import timed_cover_bound
-from poetsim.optimiser.clock import Clock
 from poetsim.optimiser.plans.cover_plan import cover_plan, events_plan
 from poetsim.optimiser.plans.plan import figures, to_schedule
 from poetsim.schedule.checker import check_schedule
@@ -161,7 +161,7 @@ def test_a_transfer_that_cannot_hide_in_any_stage_is_priced_at_its_stall(moves, 
     assert priced.paged == {1} and not priced.recomputed
     status, optimum = milp_optimum(graph, costs, budgets, moves, OV)
     assert status == "optimal" and optimum - priced.keep_all_j == pytest.approx(1.4, rel=1e-7)
-    outcome = optimise(graph, costs, budgets, moves, OV, time_limit_s=30.0)
+    outcome = optimise(graph, costs, budgets, moves, OV, effort=30.0)
     assert outcome.status == "optimal" and outcome.objective_j == pytest.approx(optimum, rel=1e-9)
 
 
@@ -348,7 +348,7 @@ def test_the_cover_without_cascades_of_resnet50_is_solved_to_its_optimum():
     The optimum, 0.303 J above keep-all, was found by HiGHS with its default tolerances too."""
     p = build_problem("resnet50", "rpi4", parse_ram("50%"), 1.2, OV)
     rows = cover_rows(p.graph, p.budgets, HYBRID, OV)
-    solved = CoverModel(p.graph, p.costs, p.budgets, HYBRID, OV, rows, CoverShape(cascades=False)).solve(Clock(30.0).allowance())
+    solved = CoverModel(p.graph, p.costs, p.budgets, HYBRID, OV, rows, CoverShape(cascades=False)).solve(effort(30.0, 30.0))
     assert solved is not None
     assert solved.exact and solved.overhead_j == pytest.approx(0.3031865, rel=1e-4)
 
@@ -621,7 +621,7 @@ def test_the_quick_placement_rounds_prove_poets_main_case_under_overlap():
     third choice places with none, at the bound: optimal, 0.180285 J above keep-all, found by
     the placement search's quick rounds (the exact rounds never run)."""
     p = build_problem("resnet18_cifar", "rpi4", parse_ram("50%"), 1.2, OV, batch_size=8)
-    found = optimise(p.graph, p.costs, p.budgets, HYBRID, OV, time_limit_s=60)
+    found = optimise(p.graph, p.costs, p.budgets, HYBRID, OV, effort=60.0)
     assert found.status.value == "optimal" and found.found_by == "the placement search"
     assert found.objective_j - found.bound_j <= 1e-9 * found.objective_j
     keep_all_j = p.costs.plain_compute_j + p.costs.static_power_w * p.costs.plain_runtime_s

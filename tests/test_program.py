@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from poetsim.optimiser.allowance import Allowance
-from poetsim.optimiser.clock import Clock
+from poetsim.optimiser.allowance import Allowance, effort
 from poetsim.optimiser.milp import program
 from poetsim.optimiser.milp.program import Program
 
@@ -18,8 +17,8 @@ from poetsim.optimiser.milp.program import Program
 HANG_S = 30
 
 
-def _within(seconds: float) -> Allowance:
-    return Clock(seconds).allowance()
+def _within(units: float) -> Allowance:
+    return effort(units, units)
 
 
 def knapsack_cover() -> Program:

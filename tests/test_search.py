@@ -34,9 +34,8 @@ def test_where_no_milp_fits_a_greedy_cut_short_runs_again_and_gives_the_uncut_pl
     problem = build_problem("resnet18_cifar", "rpi4", parse_ram("35%"), 1.5, Timing.OVERLAP, batch_size=8)
     graph, costs, budgets = problem.graph, problem.costs, problem.budgets
     clock = Clock(600.0)
-    call = Search(
-        Task(graph, costs, budgets, moves, Timing.OVERLAP), SolveSettings("highs", 1e-4, 1), clock, Reporter(None, clock)
-    ).call
+    task = Task(graph, costs, budgets, moves, Timing.OVERLAP)
+    call = Search(task, SolveSettings("highs", 1e-4, 1), 600.0, clock, Reporter(None, clock)).call
     cut = steps._greedy(call, Found(), 0.0)  # nothing at all: every greedy stops before its first step
     assert cut.greedy_cut
     cut_j = call.standing.total_j

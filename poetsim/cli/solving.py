@@ -11,6 +11,7 @@ from poetsim.assumptions import ASSUMPTIONS, SIMULATOR_ASSUMPTIONS, TIMING_MODEL
 from poetsim.cli.app import command, emit_json, err, note, out
 from poetsim.cli.options import (
     BatchOpt,
+    EffortOpt,
     ModelOpt,
     PlatformOpt,
     RamOpt,
@@ -84,6 +85,7 @@ def solve(
     runtime: RuntimeOpt = None,
     timing: TimingOpt = None,
     solver: SolverOpt = None,
+    effort: EffortOpt = None,
     time_limit: TimeLimitOpt = None,
     batch_size: BatchOpt = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the result row)."),
@@ -115,7 +117,9 @@ def solve(
         _write_lp(choice, lp)
     run = _solve_with_progress(
         f"solving {choice.strategy}",
-        lambda show: api.solve(scenario, solver=solver, time_limit_s=time_limit, starts=starts, on_progress=show, choice=choice),
+        lambda show: api.solve(
+            scenario, solver=solver, effort=effort, time_limit_s=time_limit, starts=starts, on_progress=show, choice=choice
+        ),
     )
     row = result_row(run)
     if out_dir is not None:
@@ -217,6 +221,7 @@ def simulate(
     runtime: RuntimeOpt = None,
     timing: TimingOpt = None,
     solver: SolverOpt = None,
+    effort: EffortOpt = None,
     time_limit: TimeLimitOpt = None,
     batch_size: BatchOpt = None,
     schedule: Path | None = typer.Option(None, help="Replay this saved schedule.json instead of solving."),
@@ -253,7 +258,14 @@ def simulate(
     run = _solve_with_progress(
         f"simulating {choice.strategy}",
         lambda show: api.simulate(
-            scenario, solver=solver, time_limit_s=time_limit, schedule=schedule, on_progress=show, choice=choice, mode=mode
+            scenario,
+            solver=solver,
+            effort=effort,
+            time_limit_s=time_limit,
+            schedule=schedule,
+            on_progress=show,
+            choice=choice,
+            mode=mode,
         ),
     )
     api.require_schedule(run)

@@ -7,7 +7,7 @@ import typer
 
 from poetsim.analysis import GUARD_ATOL_J, GUARD_RTOL
 from poetsim.cli.app import JsonOpt, command, emit_json, err, note, out, records
-from poetsim.cli.options import BatchOpt, PointTimeLimitOpt
+from poetsim.cli.options import BatchOpt, PointEffortOpt, PointTimeLimitOpt
 from poetsim.cli.terminal import Progress, duration, table
 from poetsim.inputs.files import check_output_dir, check_output_file
 from poetsim.status import Status
@@ -36,6 +36,7 @@ def sweep(
     jobs: int | None = typer.Option(None, "-j", "--jobs", min=1, help="Parallel worker processes (default: the core count)."),
     out_dir: Path | None = typer.Option(None, "--out", help="Results folder (default build/<scenario name>/)."),
     resume: bool = typer.Option(False, help="Continue a sweep: skip the points already in runs.csv."),
+    effort: PointEffortOpt = None,
     time_limit: PointTimeLimitOpt = None,
     batch_size: BatchOpt = None,
     executor: str = typer.Option("process", help="process (local worker processes) or dask."),
@@ -70,6 +71,7 @@ def sweep(
             out_dir,
             jobs=jobs,
             resume=resume,
+            effort=effort,
             time_limit_s=time_limit,
             executor=executor,
             scheduler=scheduler,
@@ -90,6 +92,7 @@ def sweep(
 def compare(
     target: Path = typer.Argument(..., help="A sweep's results folder (or runs.csv), or a scenario YAML (its default folder)."),
     jobs: int | None = typer.Option(None, "-j", "--jobs", min=1, help="Parallel worker processes."),
+    effort: PointEffortOpt = None,
     time_limit: PointTimeLimitOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -102,7 +105,7 @@ def compare(
     from poetsim import api
 
     with Progress("compare") as progress:
-        result = api.compare(target, jobs=jobs, time_limit_s=time_limit, on_row=_row_progress(progress))
+        result = api.compare(target, jobs=jobs, effort=effort, time_limit_s=time_limit, on_row=_row_progress(progress))
     if as_json:
         return emit_json(records(result.table))
     out.print(api.headline_text(result.table), soft_wrap=True)

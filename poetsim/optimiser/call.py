@@ -34,8 +34,9 @@ class SolveSettings:
 
 @dataclass(frozen=True)
 class Call:
-    """What every step of one call shares: the task, the settings, the shares of the budget, the
-    call's whole budget and clock, its progress report and its standing (which the steps update)."""
+    """What every step of one call shares: the task, the settings, the shares of its effort, the
+    call's whole allowance and its clock (the guard), its progress report and its standing
+    (which the steps update)."""
 
     task: Task
     settings: SolveSettings
@@ -50,5 +51,5 @@ class Call:
         self.report(phase, self.standing.total_j, self.standing.bound_j)
 
     def done(self) -> bool:
-        """Whether the search is over: the incumbent proven, no schedule possible, or the budget spent."""
+        """Whether the search is over: the incumbent proven, no schedule possible, or the effort spent."""
         return self.standing.proven() or bool(self.standing.infeasible) or self.allowance.over()

@@ -1,15 +1,14 @@
-"""The clock of one `optimise` call, and the progress it reports on the way.
+"""The wall clock of one `optimise` call: its guard, and the progress it reports on the way.
 
-The call's allowances (`allowance.Allowance`) are read on this clock: every step draws on it, so the
-whole call ends within its limit, less a reserve for the solvers that check their own clocks
-only now and then and for turning the answer into a schedule.
+The call's steps are counted in work (`work.Work`), not seconds; the clock only guards the call
+against a machine far slower or busier than the effort was meant for. Once the guard trips the
+call returns within its limit, less a reserve for the solvers that check their own clocks only
+now and then and for turning the answer into a schedule.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter
-
-from poetsim.optimiser.allowance import Allowance
 
 #: What `optimise` reports while it works: (elapsed s, best schedule's total J or None, best proven
 #: bound on the total J or None, phase name).
@@ -18,32 +17,39 @@ Progress = Callable[[float, float | None, float | None, str], None]
 #: Progress is reported at most this often (the CLI prints each report).
 PROGRESS_EVERY_S = 1.0
 
-#: Time kept back at the end of a call: solvers check their clocks only now and then, and the
-#: answer is turned into a schedule after.
+#: Time kept back at the end of a guarded call: solvers check their clocks only now and then, and
+#: the answer is turned into a schedule after.
 RESERVE_SHARE = 0.03
 RESERVE_S = 0.2
 
 
 @dataclass
 class Clock:
-    """The seconds of one call since it began, against `limit_s` (None for no limit)."""
+    """The seconds of one call since it began, and its guard `limit_s` (None: no guard)."""
 
     limit_s: float | None
     began: float = field(default_factory=perf_counter)
 
-    def used(self) -> float:
+    def elapsed_s(self) -> float:
         """Seconds since the call began."""
         return perf_counter() - self.began
 
-    def elapsed_s(self) -> float:
-        """Seconds since the call began."""
-        return self.used()
-
-    def allowance(self) -> Allowance:
-        """The whole call's budget: the limit less the reserve (RESERVE_SHARE of it plus RESERVE_S)."""
+    def ends_at(self) -> float | None:
+        """The perf_counter() time at which the guard trips: the limit less the reserve
+        (RESERVE_SHARE of it plus RESERVE_S); None without a guard."""
         if self.limit_s is None:
-            return Allowance(self, None)
-        return Allowance(self, max(self.limit_s - RESERVE_SHARE * self.limit_s - RESERVE_S, 0.0))
+            return None
+        return self.began + max(self.limit_s - RESERVE_SHARE * self.limit_s - RESERVE_S, 0.0)
+
+    def left_s(self) -> float | None:
+        """Seconds until the guard trips (never negative); None without a guard."""
+        ends_at = self.ends_at()
+        return None if ends_at is None else max(ends_at - perf_counter(), 0.0)
+
+    def tripped(self) -> bool:
+        """Whether the guard has tripped."""
+        left = self.left_s()
+        return left is not None and left <= 0.0
 
 
 class Reporter:

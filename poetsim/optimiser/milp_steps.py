@@ -5,7 +5,6 @@ gap of the best bound.
 
 import math
 from dataclasses import replace
-from time import perf_counter
 
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.optimiser.allowance import Allowance
@@ -13,10 +12,10 @@ from poetsim.optimiser.call import Call
 from poetsim.optimiser.found import Found
 from poetsim.optimiser.milp.formulation import formulate, last_useful_stage
 from poetsim.optimiser.milp.rows import Formulation
-from poetsim.optimiser.milp.solvers import SolverResult, SolverSettings, Watch, solve
-from poetsim.optimiser.outcome import within_gap
+from poetsim.optimiser.milp.solvers import Known, SolverResult, SolverSettings, Watch, solve
 from poetsim.optimiser.plans import plan as plans
 from poetsim.optimiser.plans.cover_plan import admits, restricted
+from poetsim.optimiser.work import FORMULATE_UNITS_PER_NONZERO
 from poetsim.schedule.model import Moves
 
 #: Before the model is built, its nonzeros are taken as this many per S_ram column (one per output
@@ -50,6 +49,7 @@ def build(call: Call, found: Found) -> Found:
     task = call.task
     call.note("build")
     form = formulate(task.graph, task.costs, task.budgets, task.moves, task.timing)
+    call.allowance.charge(FORMULATE_UNITS_PER_NONZERO * len(form.row_index))
     return replace(found, form=form, build_s=call.clock.elapsed_s())
 
 
@@ -87,23 +87,33 @@ def _account(found: Found, result: SolverResult) -> Found:
 
 
 def _run(call: Call, form: Formulation, allowance: Allowance, phase: str, bound_holds: bool) -> SolverResult:
-    """One solver run of `form` within `allowance`, from the incumbent where the model admits it.
+    """One solver run of `form` within `allowance`, from the incumbent where the model admits it,
+    stopped as soon as the incumbent is within the gap of the best bound; its work is charged.
 
     A restricted model's bound is not a bound of the problem (`bound_holds` False): only its
     incumbents count then, and an infeasibility of it proves nothing.
     """
     call.note(phase)
-    left = call.allowance.left()
-    ends_at = None if left is None else perf_counter() + left
+    standing, guard = call.standing, call.clock
+    scale = form.energy_scale_j
+    known = Known(
+        incumbent=math.inf if standing.total_j is None else (standing.total_j - form.keep_all_j) / scale,
+        bound=-math.inf if standing.bound_j is None else (standing.bound_j - form.keep_all_j) / scale,
+        bound_holds=bound_holds,
+    )
     settings = SolverSettings(
         mip_rel_gap=call.settings.mip_rel_gap,
-        mip_abs_gap=call.standing.abs_gap_j / form.energy_scale_j,
-        time_limit_s=allowance.left(),
+        mip_abs_gap=standing.abs_gap_j / scale,
+        time_limit_s=guard.left_s(),
         threads=call.settings.threads,
-        ends_at=ends_at,
+        work=allowance.left(),
+        known=known,
+        ends_at=guard.ends_at(),
         confirm_infeasible=bound_holds,
     )
-    return solve(form, call.settings.solver, settings, _start(call, form), _watch(call, form, phase, bound_holds, ends_at))
+    result = solve(form, call.settings.solver, settings, _start(call, form), _watch(call, form, phase, bound_holds))
+    call.allowance.charge(result.work)
+    return result
 
 
 def _start(call: Call, form: Formulation) -> list[float] | None:
@@ -118,22 +128,13 @@ def _start(call: Call, form: Formulation) -> list[float] | None:
     return values if admits(form, values) else None
 
 
-def _watch(call: Call, form: Formulation, phase: str, bound_holds: bool, ends_at: float | None) -> Watch:
-    """The solver's watch: report progress, stop once the incumbent is within the gap of the bound."""
+def _watch(call: Call, form: Formulation, phase: str, bound_holds: bool) -> Watch:
+    """The solver's progress, reported with the standing's figures (for the display only)."""
     standing = call.standing
 
-    def seen(primal: float | None, dual: float | None) -> bool:
-        if ends_at is not None and perf_counter() > ends_at:
-            return True  # HiGHS's own limit is checked only now and then
+    def seen(primal: float | None, dual: float | None) -> None:
         incumbent = None if primal is None else form.keep_all_j + primal * form.energy_scale_j
         bound = None if dual is None or not bound_holds else form.keep_all_j + max(dual, 0.0) * form.energy_scale_j
         call.report(phase, incumbent, bound if bound is None or standing.bound_j is None else max(bound, standing.bound_j))
-        best = min(x for x in (incumbent, standing.total_j, math.inf) if x is not None)
-        floor = max(x for x in (bound, standing.bound_j, -math.inf) if x is not None)
-        return (
-            best < math.inf
-            and floor > -math.inf
-            and within_gap(best, floor, standing.keep_all_j, standing.rel_gap, standing.abs_gap_j)
-        )
 
     return seen

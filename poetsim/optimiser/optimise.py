@@ -6,10 +6,10 @@ rule-made plans, the placement search, further covers and plans, and the stage M
 cheapest proof to the dearest, until the incumbent is proven or the budget is spent.
 """
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from poetsim.effort import resolve_limits
 from poetsim.errors import UserInputError
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.inputs.solvers import check_available
@@ -30,6 +30,7 @@ def optimise(
     moves: Moves,
     timing: Timing = Timing.OVERLAP,
     solver: str = "highs",
+    effort: float | None = None,
     time_limit_s: float | None = None,
     mip_rel_gap: float = 1e-4,
     threads: int | None = None,
@@ -41,16 +42,23 @@ def optimise(
 
     `mip_rel_gap` is relative to the overhead above keep-all: "optimal" means no schedule is
     cheaper by more than that share of the overhead (plus a thousandth of the cheapest decision).
-    `time_limit_s` bounds the whole call (bound, plans, build, solves, rounding). `starts` are
+    `effort` bounds the work of the whole call in work units (`work`: about a second each on the
+    reference machine), so that the same inputs give the same answer on any machine and at any
+    load. `time_limit_s` is a wall-clock guard over the whole call: a call that reaches it
+    returns what it has, and its message says so. Either given alone derives the other
+    (`work.resolve_limits`); neither lets the call run until the incumbent is proven. `starts` are
     schedules of other strategies or baselines: the cheapest that uses only `moves` and fits
     becomes the incumbent, so the answer is never worse. `on_progress(elapsed_s, incumbent_j,
     bound_j, phase)` is called at most about once a second while the call works.
+
+    `threads` are HiGHS's for the stage MILP (default 1: the same answer on any machine).
 
     `warm_start=False` solves the bare MILP (no cover, no rule-made plans, no start, no
     restricted pass): a reference for tests and benchmarks.
     """
     timing = _parse(Timing, timing)
     check_available(solver)
+    effort, time_limit_s = resolve_limits(effort, time_limit_s)
     clock = Clock(time_limit_s)
     obvious = _obviously_infeasible(graph, costs, budgets)
     if obvious:
@@ -58,8 +66,8 @@ def optimise(
             moves, timing, solver, Status.INFEASIBLE, obvious, build_s=clock.elapsed_s(), wall_s=clock.elapsed_s()
         )
     task = Task(graph, costs, budgets, moves, timing)
-    settings = SolveSettings(solver, mip_rel_gap, threads or os.cpu_count() or 1)
-    search = Search(task, settings, clock, Reporter(on_progress, clock))
+    settings = SolveSettings(solver, mip_rel_gap, threads or 1)
+    search = Search(task, settings, effort, clock, Reporter(on_progress, clock))
     return search.run(starts) if warm_start else search.bare()
 
 

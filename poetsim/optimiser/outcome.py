@@ -38,6 +38,7 @@ class SolveOutcome:
     found_by: str = ""  # where the returned schedule came from (cover, a start, solver, ...)
     cover_bound_j: float | None = None  # the eviction cover's bound on the total energy
     wall_s: float = 0.0  # the whole call
+    work: float = 0.0  # the work units the whole call used (`work`: the same on any machine)
 
 
 def require_feasible(outcome: SolveOutcome) -> SolveOutcome:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from poetsim.optimiser import milp_steps, steps
+from poetsim.optimiser.allowance import Allowance
 from poetsim.optimiser.call import Call, SolveSettings, Task
 from poetsim.optimiser.clock import Clock, Reporter
 from poetsim.optimiser.found import Found
@@ -29,6 +30,7 @@ from poetsim.optimiser.placement import place
 from poetsim.optimiser.plans import plan as plans
 from poetsim.optimiser.shares import SHARES, Shares
 from poetsim.optimiser.standing import Standing
+from poetsim.optimiser.work import Work
 from poetsim.schedule.model import Schedule
 from poetsim.status import Status
 
@@ -42,9 +44,19 @@ MILP_STEPS: tuple[Step, ...] = (milp_steps.build, milp_steps.restricted_solve, m
 class Search:
     """One call's search: its `Call` (task, settings, budget, standing) and the steps it runs."""
 
-    def __init__(self, task: Task, settings: SolveSettings, clock: Clock, report: Reporter, shares: Shares = SHARES):
+    def __init__(
+        self,
+        task: Task,
+        settings: SolveSettings,
+        effort: float | None,
+        clock: Clock,
+        report: Reporter,
+        shares: Shares = SHARES,
+    ):
         standing = Standing(task.graph, task.costs, task.budgets, task.moves, task.timing, settings.mip_rel_gap)
-        self.call = Call(task, settings, shares, clock.allowance(), clock, report, standing)
+        self.work = Work(clock)
+        self.effort = effort
+        self.call = Call(task, settings, shares, Allowance(self.work, effort), clock, report, standing)
 
     def run(self, starts: Sequence[Schedule] = ()) -> SolveOutcome:
         """The whole search (module docstring) and its outcome."""
@@ -84,11 +96,13 @@ class Search:
             num_variables=form.num_columns if form else 0,
             num_constraints=form.num_rows if form else 0,
             cover_bound_j=None if found.cover is None else found.cover.bound_j,
+            work=self.work.done,
         )
         candidate = standing.best
         if candidate is None:
             status, message = self._unsolved(found)
             bound_j = None if status is Status.INFEASIBLE and standing.infeasible else standing.bound_j
+            message = self._guarded(message)
             return replace(common, status=status, bound_j=bound_j, message=message, wall_s=call.clock.elapsed_s())
         objective_j = candidate.total_j
         bound_j = min(standing.bound_j, objective_j) if standing.bound_j is not None else standing.keep_all_j
@@ -126,7 +140,7 @@ class Search:
             bound_j=bound_j,
             gap_total=proven_gap / objective_j if objective_j > 0 else 0.0,
             gap_overhead=gap_overhead,
-            message=message,
+            message=self._guarded(message),
             found_by=candidate.source,
             wall_s=call.clock.elapsed_s(),
         )
@@ -147,9 +161,19 @@ class Search:
                 f"no schedule: the {solver} MILP's solution breaks the budgets under the model's accounting, "
                 "and no other plan fits"
             )
-        limit_s = call.clock.limit_s
-        within = "" if limit_s is None else f" within the time limit of {limit_s:.1f} s"
+        within = "" if self.effort is None else f" within the effort of {self.effort:.6g} units"
         return Status.NO_SOLUTION, f"no schedule was found{within}"
+
+    def _guarded(self, message: str) -> str:
+        """`message`, and if the guard stopped the call before its effort was spent, that too: then
+        the answer depends on the machine's speed."""
+        if not self.work.guard_tripped:
+            return message
+        limit_s = self.call.clock.limit_s
+        return (
+            f"{message}; stopped by the time limit of {limit_s:.6g} s before the effort of {self.effort:.6g} units was "
+            "spent (the answer depends on the machine's speed)"
+        )
 
 
 def _middle(call: Call) -> tuple[Step, ...]:

@@ -246,8 +246,11 @@ def run_sweep(
     scheduler: str | None = None,
     on_row: Callable[[ResultRow, int, int], None] | None = None,
     no_worker_wait_s: float = NO_WORKER_WAIT_S,
+    effort: float | None = None,
 ) -> Path:
     """Run every point not yet done in `directory/runs.csv`; returns the path of runs.csv.
+
+    `effort` and `time_limit_s`, when given, replace the scenario's (`Scenario.with_limits`).
 
     Everything is checked before the first write (`plan_sweep`); the folder is then locked for
     the sweep's life (`FolderLock`), a resumed runs.csv is tidied (`RunsFile.tidy`: its failed
@@ -260,6 +263,7 @@ def run_sweep(
     """
     if executor not in ("process", "dask"):
         raise UserInputError(f"--executor: unknown executor '{executor}' (use process or dask)")
+    scenario = scenario.with_limits(effort, time_limit_s)
     plan = plan_sweep(scenario, directory, resume)
     _make_folder(plan.directory)
     with FolderLock(plan.directory), StopRequest() as stop:
@@ -269,7 +273,7 @@ def run_sweep(
         save_scenario_copy(scenario, plan.directory)
         workers = max(1, jobs or os.cpu_count() or 1)
         threads = max(1, (os.cpu_count() or 1) // workers)
-        limit_s = time_limit_s or scenario.time_limit_s
+        limit_s = scenario.time_limit_s
         finished = len(plan.done_keys)
         try:
             with _pool(executor, workers, scheduler, no_worker_wait_s) as pool:
@@ -569,6 +573,7 @@ def run_point(job: PointJob) -> ResultRow:
                 simulate=True,
                 threads=job.threads,
                 starts=_starts(job.start_dirs),
+                effort=job.scenario.effort,
             )
             row = result_row(run, **fields)
     except OSError as exc:

@@ -11,10 +11,11 @@ from dataclasses import replace
 from functools import partial
 
 from poetsim.graphs.graph import TrainingGraph
-from poetsim.optimiser.allowance import Allowance, spent
+from poetsim.optimiser.allowance import Allowance, charge, spent
 from poetsim.optimiser.plans.keeps import keep_more
 from poetsim.optimiser.plans.plan import Accounting, Plan, account, figures, to_schedule
 from poetsim.optimiser.plans.rules import Mode, plan_from_decisions, reads, uses
+from poetsim.optimiser.work import replay_units
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Figures, Moves, Schedule, Timing
 from poetsim.tolerances import cheaper
@@ -218,7 +219,7 @@ def greedy_plan(
     where that still fits and costs less (`keeps.keep_more`).
     """
     allowed = _allowed(moves)
-    replay = partial(_replay, graph, costs, timing, keep_recomputed=keep_recomputed)
+    replay = partial(_replay, graph, costs, timing, keep_recomputed=keep_recomputed, allowance=allowance)
     found = _fill(graph, costs, budgets, timing, {}, set(), allowed, replay, allowance)
     if found is None:
         return None
@@ -254,7 +255,7 @@ def rebuilt_plan(
     """
     allowed = [Mode.RECOMPUTE]
     lifted = replace(budgets, runtime_s=math.inf)
-    replay = partial(_replay, graph, costs, timing, keep_recomputed=False)
+    replay = partial(_replay, graph, costs, timing, keep_recomputed=False, allowance=allowance)
     found = _fill(graph, costs, lifted, timing, {}, set(), allowed, replay, allowance)
     if found is None:
         return None
@@ -311,6 +312,7 @@ def _with_keeps(graph, costs, budgets, timing, decisions, state, allowance: Allo
     at `allowance`), and its figures."""
 
     def with_keeps(keep):
+        charge(allowance, replay_units(len(graph)))
         plan = plan_from_decisions(graph, decisions, keep_recomputed=keep)
         return plan, figures(plan, graph, costs, timing)
 
@@ -338,7 +340,11 @@ def _polish(budgets, decisions, state, allowed, replay, allowance=None):
     return decisions, state
 
 
-def _replay(graph, costs, timing, decisions, keep_recomputed: bool = True) -> tuple[Plan, Figures, Accounting]:
+def _replay(
+    graph, costs, timing, decisions, keep_recomputed: bool = True, allowance: Allowance | None = None
+) -> tuple[Plan, Figures, Accounting]:
+    """The plan of `decisions`, its figures and accounting; one replay charged to `allowance`."""
+    charge(allowance, replay_units(len(graph)))
     plan = plan_from_decisions(graph, decisions, keep_recomputed=keep_recomputed)
     acc = account(plan, graph, costs, timing)
     return plan, figures(plan, graph, costs, timing, acc), acc

@@ -15,13 +15,14 @@ import math
 from dataclasses import replace
 
 from poetsim.graphs.graph import TrainingGraph
-from poetsim.optimiser.allowance import Allowance
+from poetsim.optimiser.allowance import Allowance, charge
 from poetsim.optimiser.bounds.cover import CoverBound
 from poetsim.optimiser.bounds.events import EventKind
 from poetsim.optimiser.milp.rows import Formulation
 from poetsim.optimiser.plans.keeps import repair_keeps
 from poetsim.optimiser.plans.plan import Plan, figures
 from poetsim.optimiser.plans.rules import Mode, plan_from_decisions, uses
+from poetsim.optimiser.work import replay_units
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Timing
 from poetsim.tolerances import exceeds
@@ -62,6 +63,7 @@ def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options, 
     for page_stages in page_stage_options:
 
         def replay(keep, page_stages=page_stages):
+            charge(allowance, replay_units(len(graph)))
             plan = plan_from_decisions(graph, decisions, page_stages, keep_recomputed=keep)
             return plan, figures(plan, graph, costs, timing)
 

@@ -16,8 +16,9 @@ worse, and each plan it returns is built with the same four sets per stage as ev
 from dataclasses import replace
 
 from poetsim.graphs.graph import TrainingGraph
-from poetsim.optimiser.allowance import Allowance, spent
+from poetsim.optimiser.allowance import Allowance, charge, spent
 from poetsim.optimiser.plans.plan import Plan, figures
+from poetsim.optimiser.work import replay_units
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Timing
 
@@ -39,6 +40,7 @@ def polish(
         for candidate in bridges(plan, graph):
             if spent(allowance):
                 return plan if found is None else found  # the best this round had reached
+            charge(allowance, replay_units(len(graph)))
             fig = figures(candidate, graph, costs, timing)
             if budgets.fits(fig) and fig.total_j < best_j:
                 found, best_j = candidate, fig.total_j

@@ -10,14 +10,17 @@ load; a wall-clock limit only guards against a machine far slower or busier than
 #: call, on an idle machine or one loaded twice over, never reaches it (a unit is about a second
 #: there, within a factor of two either way).
 GUARD_S_PER_UNIT = 10.0
+#: ... and at least this many seconds: a call of little effort still starts its solver processes
+#: and builds its model.
+GUARD_MIN_S = 10.0
 
 
 def resolve_limits(effort: float | None, time_limit_s: float | None) -> tuple[float | None, float | None]:
     """A call's effort (units) and guard (seconds) from what was stated: either derives the other
-    (the guard is GUARD_S_PER_UNIT seconds per unit of effort), both stand as stated, and neither
-    leaves the call unbounded (until proven)."""
+    (the guard is GUARD_S_PER_UNIT seconds per unit of effort, at least GUARD_MIN_S), both stand
+    as stated, and neither leaves the call unbounded (until proven)."""
     if effort is None and time_limit_s is not None:
         return time_limit_s / GUARD_S_PER_UNIT, time_limit_s
     if effort is not None and time_limit_s is None:
-        return effort, GUARD_S_PER_UNIT * effort
+        return effort, max(GUARD_S_PER_UNIT * effort, GUARD_MIN_S)
     return effort, time_limit_s

@@ -10,7 +10,8 @@
    greedy (`steps`), in the order `_middle` gives for the moves;
 4. the stage MILP (`milp_steps`): its build, the run confined to a cover's choice, the full run
    from the incumbent. Where the MILP is too large for what is left, the greedy runs again
-   instead if its own step was cut short.
+   instead if its own step was cut short;
+5. the incumbent polished until no single change improves it (`steps.settle`).
 
 It stops as soon as the incumbent is within the gap of the best bound, a cover proves that
 nothing fits, or the budget is spent; whatever stops it, the cheapest schedule found so far is
@@ -72,7 +73,7 @@ class Search:
                 found = steps.without_milp(call, found)
                 break
             found = step(call, found)
-        return self.outcome(found)
+        return self.outcome(steps.settle(call, found))
 
     def bare(self) -> SolveOutcome:
         """The MILP alone, as POET states it: no cover, no plans, no start."""

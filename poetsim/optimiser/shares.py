@@ -39,7 +39,8 @@ class Shares:
     second_restores: float = 0.7
     #: The greedy plans (they stop where they are when it is spent).
     greedy: float = 0.25
-    #: Polishing the incumbent.
+    #: Polishing the incumbent between the steps (the last polish, `steps.settle`, has no share:
+    #: it runs until no single change improves the schedule).
     polish: float = 0.1
     #: The rebuilt recompute-only greedy (`steps.rebuild`): it needs most of what is left to reach
     #: its best plan, where the stage MILP after it seldom finds more.

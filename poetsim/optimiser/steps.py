@@ -87,14 +87,32 @@ def _greedy(call: Call, found: Found, fraction: float) -> Found:
 
 
 def polish_step(call: Call, found: Found) -> Found:
-    """The incumbent polished (`polish`): outputs kept across a gap where a recomputation was."""
-    task, candidate = call.task, call.standing.best
-    if candidate is None or not task.moves.recompute:
-        return found
-    call.note("polish")
-    plan = polish(candidate.plan, task.graph, task.costs, task.budgets, task.timing, call.allowance.part(call.shares.polish))
-    call.standing.offer(plan, f"{candidate.source}, polished")
+    """The incumbent polished (`polish`) within a share of what is left: outputs kept where a
+    recomputation or a page-in was, or rebuilt where a page-in was."""
+    _polish(call, call.allowance.part(call.shares.polish))
     return found
+
+
+def settle(call: Call, found: Found) -> Found:
+    """The incumbent polished until no single change (`polish`) improves it, whatever is left of
+    the effort (its work is still counted): the schedule a call returns is a local optimum for
+    these changes, unless the guard stops the call first. The plan polished is the one its
+    schedule reads back as (`plan.from_schedule`: every output freed as early as it may be),
+    so that the changes are those of the schedule returned."""
+    _polish(call, Allowance(call.allowance.meter, None), as_returned=True)
+    return found
+
+
+def _polish(call: Call, allowance: Allowance, as_returned: bool = False) -> None:
+    task, candidate = call.task, call.standing.best
+    if candidate is None:
+        return
+    call.note("polish")
+    plan = candidate.plan
+    if as_returned:
+        plan = plans.from_schedule(plans.to_schedule(plan, task.graph, task.costs, task.timing), task.graph) or plan
+    polished = polish(plan, task.graph, task.costs, task.budgets, task.timing, allowance, task.moves)
+    call.standing.offer(polished, f"{candidate.source}, polished")
 
 
 def rebuild(call: Call, found: Found) -> Found:

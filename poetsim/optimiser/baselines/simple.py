@@ -115,7 +115,7 @@ def start_plan(
     `allowance` stops the greedies where they are: a greedy that has not
     reached the budget by then yields nothing, one that has is returned unpolished. With
     `first_fit` the first plan that fits is returned, trying the quickest rules first (the
-    paging greedy was the fastest on the zoo: 2 s on bert_base against 4 s for the hybrid one);
+    paging greedy is the fastest on the zoo's graphs);
     then only the greedies that drop recomputed cascades heed `allowance`, and if no plan fits, the
     greedies run again with the deadline lifted (each heeding `allowance`): a plan they make counts
     only if it fits the real budgets. `finished`, kept by the caller across calls, holds the
@@ -135,7 +135,7 @@ def start_plan(
         partial(greedy_plan, graph, costs, budgets, single, timing, None if first_fit else allowance) for single in greedies
     ]
     # Under tight budgets the greedy that keeps recomputed cascades finds no step that lowers the
-    # peak; the one that drops them again does (ResNet-18 at 35 % RAM, recompute-only, 1.5x).
+    # peak; the one that drops them again does.
     makers += [
         partial(greedy_plan, graph, costs, budgets, single, timing, allowance, keep_recomputed=False)
         for single in greedies
@@ -147,9 +147,7 @@ def start_plan(
         # often reached only through such changes, which the undoing and keeping steps then bring
         # back within the deadline. So when a first schedule is wanted and nothing fits, the
         # greedies run again with the deadline lifted; what they make must still fit the real
-        # budgets. On ResNet-18 (CIFAR), rpi4, 35 % RAM, recompute-only, 1.2x no plan fits within
-        # the deadline; with it lifted, one 113.8 J above keep-all that runs 15.5 s of the 16.0 s
-        # allowed, in 0.8 s. A search that has a schedule already spends its time elsewhere.
+        # budgets. A search that has a schedule already spends its effort elsewhere.
         lifted = replace(budgets, runtime_s=math.inf)
         best = _cheapest_fit(
             [
@@ -248,10 +246,8 @@ def rebuilt_plan(
     bars alone is often brought back within it by later undoing, `start_plan`); only plans
     within it are kept, each with its recomputed outputs kept where that pays, as the greedy
     does (`keeps.keep_more`), and the rebuilt plan is returned only where it is the cheaper.
-    Deterministic; `allowance` stops the search where it is, and `keeps_allowance` (the call's
-    deadline, as for `cover_plan`) the keeps after it. ResNet-18 (CIFAR, batch 8, Pi, 35 % RAM,
-    1.2x): the greedy's plan, 113.82 J above keep-all, becomes 72.999 J in about 3 s, where the
-    study shipped 97.76 J (docs/optimiser.md, section 3.3).
+    Deterministic; `allowance` stops the search where it is, and `keeps_allowance` (the call's,
+    as for `cover_plan`) the keeps after it (docs/optimiser.md, "Plans").
     """
     allowed = [Mode.RECOMPUTE]
     lifted = replace(budgets, runtime_s=math.inf)

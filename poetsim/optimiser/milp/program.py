@@ -5,13 +5,13 @@ The eviction covers (`cover`, `timed_cover`) are small next to the stage MILP, s
 with keyed columns and solved to a tight gap; what they need back is the proven bound, the
 status, and the values of the best solution by key.
 
-HiGHS runs in a process of its own, which is killed if it has not answered by the deadline.
-HiGHS checks its clock only here and there, and its presolve not everywhere: on a cascade cover
-of MobileNetV2 (24,687 columns, 145,790 nonzeros) one row of `strengthenInequalities` ran for
-minutes past a 9 s limit, and no HiGHS option leaves that rule out; the stage MILP of
-ResNet-18 CIFAR on the Jetson ran 49 s under a 14 s limit. While it works the process sends
-back each better solution and its dual bound (HiGHS's MIP callbacks), so a killed run still
-yields what it had proven and found. The process is started once and kept for the next run.
+HiGHS runs in a process of its own. A run is bounded by its work (a node limit, `work`) and
+stopped by its own progress (`gap_closed`, `enough`), so it stops at the same point on any
+machine; the process is killed only if it has not answered by the call's wall-clock guard,
+because HiGHS checks its clock only here and there, and its presolve not everywhere. While it
+works the process sends back each better solution and its dual bound (HiGHS's MIP callbacks),
+so a run killed at the guard still yields what it had proven and found. The process is started
+once and kept for the next run.
 """
 
 import atexit
@@ -35,24 +35,22 @@ REL_GAP = 1e-9
 #: Feasibility tolerances far below HiGHS's defaults: a covering row scaled to 1 then misses its
 #: excess by a fraction of a byte at most, and the LP bound of an integral root is the solution's.
 FEASIBILITY_TOLERANCE = 1e-9
-#: ... except where HiGHS 1.16 hangs on it: the cover without cascades of ResNet-50 (Pi and TX2,
-#: 50 %, 1.2x; 242 columns, 402 rows) gave no answer in 100 s under a 20 s limit with a MIP
-#: feasibility tolerance of 1e-9 (the primal one at 1e-9 alone was harmless), and was solved in
-#: 1.0 s with 1e-8 (0.2 s with the defaults). The cascade covers keep 1e-9: 1e-8 made
-#: ResNet-50's on the Pi slower (no proof in 40 s, against 23-27 s).
+#: ... except for the covers without cascades, where HiGHS 1.16 can stall on a MIP feasibility
+#: tolerance of 1e-9 (tests/test_cover.py has such a cover of ResNet-50); the cascade covers keep
+#: 1e-9, where 1e-8 made their proofs slower.
 LOOSER_FEASIBILITY_TOLERANCE = 1e-8
-#: HiGHS's presolve of a large program can take longer than its budget, and checks no limit while
-#: it runs. A program with more nonzeros than this many per unit of its budget is not solved at
-#: all (it would be stopped before it proved anything), and yields no bound.
+#: HiGHS's presolve of a large program can take longer than its allowance, and checks no limit
+#: while it runs. A program with more nonzeros than this many per unit of its allowance is not
+#: solved at all, and yields no bound.
 PRESOLVE_NONZEROS_PER_UNIT = 30_000
-#: HiGHS's symmetry detection is off: on the cascade covers of MobileNetV2 and ResNet-50 it made
-#: presolve 2-3x slower, for no gain (docs/optimiser.md).
+#: HiGHS's symmetry detection is off: on the larger cascade covers it made presolve several times
+#: slower, for no gain.
 DETECT_SYMMETRY = False
-#: HiGHS's RENS heuristic is off: after a restart, its sub-MIP on a cover of MobileNetV2 ran past
-#: any limit (HiGHS 1.16 checks none there); without it the run keeps to its node limit.
+#: HiGHS's RENS heuristic is off: after a restart, HiGHS 1.16 checks no limit in its sub-MIP,
+#: which on some covers runs for minutes; without it a run keeps to its node limit.
 RUN_RENS = False
-#: How long past its deadline a solve may take to send its answer before its process is killed.
-#: HiGHS stops within milliseconds of the interrupt its callback raises at the deadline.
+#: How long past the guard a solve may take to send its answer before its process is killed.
+#: HiGHS stops within milliseconds of the interrupt its callback raises at the guard.
 KILL_GRACE_S = 0.05
 #: The dual bound is sent back at most this often while HiGHS works (each better solution at once).
 BOUND_EVERY_S = 0.05

@@ -292,9 +292,8 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
     """Solve with SCIP (PySCIPOpt), in this process: the rows as linear constraints, the start
     (if any) offered as a solution, SCIP's own time limit.
 
-    Without a start SCIP is told to look for a schedule first (its feasibility emphasis): on
-    ResNet-18 (CIFAR) at 25 % RAM, recompute-only, where no heuristic finds a schedule, that is
-    the setting that proved the program infeasible (docs/optimiser.md, section 5).
+    Without a start SCIP is told to look for a schedule first (its feasibility emphasis): where
+    no heuristic finds a schedule, that is the setting that proves a program infeasible.
     """
     from pyscipopt import SCIP_PARAMEMPHASIS, Model, quicksum
 

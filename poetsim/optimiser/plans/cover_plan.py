@@ -38,8 +38,8 @@ def cover_plan(
 ) -> Plan | None:
     """The plan that restores what `cover` chose, or None if it misses the budgets (or the cover has no choice).
 
-    The per-output keeps (`keeps.repair_keeps`) stop at `allowance`, the
-    call's deadline: on ResNet-50 (TX2) they take 15-17 s of a 60 s call.
+    The per-output keeps (`keeps.repair_keeps`) stop when `allowance`, the call's, is spent: on
+    300-node graphs they can take a good part of it.
     """
     if cover.infeasible or not (cover.recomputed or cover.paged):
         return None

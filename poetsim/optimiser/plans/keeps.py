@@ -15,8 +15,8 @@ from poetsim.schedule.model import Budgets, Figures
 #: Replays a keep set (True: every output; a set: those) into a plan and its figures.
 Replay = Callable[[bool | frozenset[int]], tuple[Plan, Figures]]
 
-#: At most this many replays per repair: a cap on the work (ResNet-18: about 50 replays of 3 ms
-#: each; ResNet-50 on the TX2: hundreds of about 25 ms, 15-17 s for one plan, hence `allowance`).
+#: At most this many replays per repair: a cap on the work of one plan (tens of replays on graphs
+#: of ResNet-18's size, hundreds on 300-node ones, hence also `allowance`).
 REPAIR_REPLAYS = 600
 
 
@@ -26,10 +26,10 @@ def repair_keeps(
     """Keep recomputed outputs where RAM allows, drop them again where it does not.
 
     Keeping every recomputed output costs least but often breaks the RAM budget: a cascade
-    recomputed for one backward reader (ResNet-18: the chain of a residual stage, back to
-    `conv1`) then stays resident to the end of its stretch. Dropping all of them again fits but
-    recomputes the cascade for every reader (on ResNet-18 at 50 % RAM, 2.6 times the energy
-    above keep-all). Between the two: from keep-all-recomputed, stop keeping the output that
+    recomputed for one backward reader (the chain of a residual stage, back to the stem) then
+    stays resident to the end of its stretch. Dropping all of them again fits but recomputes the
+    cascade for every reader, at several times the energy. Between the two: from
+    keep-all-recomputed, stop keeping the output that
     takes the most bytes off the excess per joule added, until the plan fits; then keep again
     any output whose keeping still fits and costs less. A repair still over the RAM budget at
     `allowance` gives None; the keeping again stops there.

@@ -46,9 +46,14 @@ PRESOLVE_NONZEROS_PER_UNIT = 30_000
 #: HiGHS's symmetry detection is off: on the larger cascade covers it made presolve several times
 #: slower, for no gain.
 DETECT_SYMMETRY = False
-#: HiGHS's RENS heuristic is off: after a restart, HiGHS 1.16 checks no limit in its sub-MIP,
-#: which on some covers runs for minutes; without it a run keeps to its node limit.
-RUN_RENS = False
+#: HiGHS's heuristics that solve sub-MIPs (RENS, RINS, root reduced-cost fixing) are off: HiGHS
+#: 1.16 checks no limit in those sub-MIPs, which on some covers (dense covering rows, or after a
+#: restart) run for minutes; without them a run keeps to its node limit.
+SUB_MIP_HEURISTICS = {
+    "mip_heuristic_run_rens": False,
+    "mip_heuristic_run_rins": False,
+    "mip_heuristic_run_root_reduced_cost": False,
+}
 #: How long past the guard a solve may take to send its answer before its process is killed.
 #: HiGHS stops within milliseconds of the interrupt its callback raises at the guard.
 KILL_GRACE_S = 0.05
@@ -148,7 +153,7 @@ class Program:
             "threads": 1,
             "random_seed": 0,
             "mip_detect_symmetry": DETECT_SYMMETRY,
-            "mip_heuristic_run_rens": RUN_RENS,
+            **SUB_MIP_HEURISTICS,
             "mip_feasibility_tolerance": tolerance,
             "primal_feasibility_tolerance": tolerance,
         }

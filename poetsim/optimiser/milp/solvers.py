@@ -215,7 +215,7 @@ def _run_highs(
     """One HiGHS run, in the HiGHS process (`program.run_highs`: killed if it has not answered
     shortly after the guard), within its work (a node limit); its status is None after a solve
     error (see _solve_highs)."""
-    from poetsim.optimiser.milp.program import INFEASIBLE, RUN_RENS, HighsJob, model_arrays, run_checked, run_highs
+    from poetsim.optimiser.milp.program import INFEASIBLE, SUB_MIP_HEURISTICS, HighsJob, model_arrays, run_checked, run_highs
     from poetsim.optimiser.work import highs_units, node_limit
 
     began = perf_counter()
@@ -235,7 +235,7 @@ def _run_highs(
         "mip_abs_gap": settings.mip_abs_gap,
         "threads": settings.threads,
         "random_seed": 0,
-        "mip_heuristic_run_rens": RUN_RENS,
+        **SUB_MIP_HEURISTICS,
     }
     if not presolve:
         options["presolve"] = "off"

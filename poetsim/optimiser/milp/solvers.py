@@ -215,7 +215,15 @@ def _run_highs(
     """One HiGHS run, in the HiGHS process (`program.run_highs`: killed if it has not answered
     shortly after the guard), within its work (a node limit); its status is None after a solve
     error (see _solve_highs)."""
-    from poetsim.optimiser.milp.program import INFEASIBLE, SUB_MIP_HEURISTICS, HighsJob, model_arrays, run_checked, run_highs
+    from poetsim.optimiser.milp.program import (
+        INFEASIBLE,
+        NO_UNCHECKED_WORK,
+        HighsJob,
+        allows_restart,
+        model_arrays,
+        run_checked,
+        run_highs,
+    )
     from poetsim.optimiser.work import highs_units, node_limit
 
     began = perf_counter()
@@ -235,7 +243,8 @@ def _run_highs(
         "mip_abs_gap": settings.mip_abs_gap,
         "threads": settings.threads,
         "random_seed": 0,
-        **SUB_MIP_HEURISTICS,
+        **NO_UNCHECKED_WORK,
+        "mip_allow_restart": allows_restart(form.row_start),
     }
     if not presolve:
         options["presolve"] = "off"

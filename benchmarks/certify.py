@@ -7,7 +7,7 @@ Rows:
   units of effort (targets: `gap_overhead` <= 5 %, the whole call within 60 s plus 5 %, and
   never stopped by its wall-clock guard).
 
-`scaling` is the A/B of the model's units (docs/optimiser.md, section 3): the bare MILP (no
+`scaling` is the A/B of the model's units (docs/optimiser.md, section 2): the bare MILP (no
 cover, no start) in "balanced" and in "plain" units on a few graphs, each with the same limit.
 """
 

@@ -2,7 +2,7 @@
 
     python -m benchmarks                 # all, from the repository's root:
                                          # solver, simulator, sweep, sweep-loaded, pytorch, faults,
-                                         # cluster, certify, scaling, covers, startup, device, train
+                                         # cluster, certify, scaling, covers, effort, startup, device, train
     python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.
@@ -11,7 +11,7 @@ Speed targets are checked here, never by timed assertions in tests.
 import sys
 from pathlib import Path
 
-from benchmarks import certify, cluster, device, faults, simulator, solver, startup, sweep
+from benchmarks import certify, cluster, device, effort, faults, simulator, solver, startup, sweep
 
 OUT = Path("results/bench")
 
@@ -43,6 +43,7 @@ def main(argv: list[str]) -> int:
         "certify": lambda: certify.run(OUT / "certify.csv"),
         "scaling": lambda: certify.scaling(OUT / "scaling.csv"),
         "covers": lambda: certify.cover_ab(OUT / "covers.csv"),
+        "effort": lambda: effort.run(OUT / "effort.csv"),
         "startup": lambda: startup.run(OUT / "startup.csv"),
         "device": lambda: device.run(OUT / "device.csv"),
         "train": train_bench,

@@ -1,4 +1,4 @@
-"""Benchmark of the device runtime (issue 40): its size, schedule bytes, and emulated steps per second.
+"""Benchmark of the device runtime: its size, schedule bytes, and emulated steps per second.
 
 Rows, one per model, core and schedule (keep-all, and hybrid at 70 % of keep-all, 1.5x): the
 runtime's code in flash (.text + .data) and its own RAM beside the arena (.data + .bss, and the

@@ -215,6 +215,7 @@ def solve(
     starts: Sequence[Schedule] = (),
     on_progress: Callable | None = None,
     choice: Choice | None = None,
+    effort: float | None = None,
 ) -> Run:
     """Find the schedule of one point (the MILP for solved strategies, the rule for baselines), checked.
 
@@ -234,7 +235,7 @@ def solve(
         timing=timing,
         batch_size=batch_size,
     )
-    starts, limit_s = _with_baselines(choice, starts, time_limit_s)
+    starts, effort, limit_s = _with_baselines(choice, starts, effort, time_limit_s)
     return run_strategy(
         choice.problem,
         choice.strategy,
@@ -243,22 +244,25 @@ def solve(
         simulate=False,
         starts=starts,
         on_progress=on_progress,
+        effort=effort,
     )
 
 
 def _with_baselines(
     choice: Choice,
     starts: Sequence[Schedule],
+    effort: float | None,
     time_limit_s: float | None,
-) -> tuple[tuple[Schedule, ...], float | None]:
-    """`starts` plus the allowed baselines' schedules, and the time limit less the time they took
-    (2-3 s on 300-node graphs): the limit is the whole call's."""
-    limit_s = time_limit_s if time_limit_s is not None else choice.scenario.time_limit_s
+) -> tuple[tuple[Schedule, ...], float, float]:
+    """`starts` plus the allowed baselines' schedules, the effort, and the wall-clock guard.
+
+    The effort and the guard are the ones given, else the scenario's (`Scenario.with_limits`);
+    the guard is the whole call's, so the time the baselines took comes off it.
+    """
+    scenario = choice.scenario.with_limits(effort, time_limit_s)
     began = time.perf_counter()
     found = tuple(starts) + baseline_starts(choice.problem, choice.strategy)
-    if limit_s is not None:
-        limit_s = max(limit_s - (time.perf_counter() - began), 0.1)
-    return found, limit_s
+    return found, scenario.effort, max(scenario.time_limit_s - (time.perf_counter() - began), 0.1)
 
 
 def load_starts(paths: Sequence[Path], problem: Problem) -> tuple[Schedule, ...]:
@@ -291,6 +295,7 @@ def simulate(
     on_progress: Callable | None = None,
     choice: Choice | None = None,
     mode: str = "barrier",
+    effort: float | None = None,
 ) -> Run:
     """Solve (or load `schedule`, a saved schedule.json) and replay the schedule on the simulated device.
 
@@ -312,7 +317,7 @@ def simulate(
     )
     if schedule is not None:
         return load_run(choice.problem, Path(schedule), mode=mode)
-    starts, limit_s = _with_baselines(choice, (), time_limit_s)
+    starts, effort, limit_s = _with_baselines(choice, (), effort, time_limit_s)
     return run_strategy(
         choice.problem,
         choice.strategy,
@@ -322,6 +327,7 @@ def simulate(
         starts=starts,
         on_progress=on_progress,
         mode=mode,
+        effort=effort,
     )
 
 
@@ -356,6 +362,7 @@ def sweep(
     batch_size: int | None = None,
     on_row: Callable[[ResultRow, int, int], None] | None = None,
     no_worker_wait_s: float = NO_WORKER_WAIT_S,
+    effort: float | None = None,
 ) -> SweepResult:
     """Run every point of the scenario's grid into `out` (default build/<scenario name>/).
 
@@ -367,7 +374,16 @@ def sweep(
     scenario, _ = with_batch_size(_scenario(scenario), batch_size)
     directory = Path(out) if out is not None else default_out(scenario)
     runs_csv = run_sweep(
-        scenario, directory, jobs, resume, time_limit_s, executor, scheduler, on_row=on_row, no_worker_wait_s=no_worker_wait_s
+        scenario,
+        directory,
+        jobs,
+        resume,
+        time_limit_s,
+        executor,
+        scheduler,
+        on_row=on_row,
+        no_worker_wait_s=no_worker_wait_s,
+        effort=effort,
     )
     return SweepResult(directory, runs_csv, read_rows(runs_csv))
 
@@ -398,6 +414,7 @@ def compare(
     jobs: int | None = None,
     time_limit_s: float | None = None,
     on_row: Callable[[ResultRow, int, int], None] | None = None,
+    effort: float | None = None,
 ) -> StrategyComparison:
     """Strategies side by side for a sweep's results (a folder, or a scenario: its default folder).
 
@@ -408,7 +425,7 @@ def compare(
     wanted = tuple(dict.fromkeys(scenario.strategies + COMPARE_BASELINES))
     scenario = scenario.model_copy(update={"strategies": wanted})
     plan_sweep(scenario, directory, resume=True)
-    run_sweep(scenario, directory, jobs, True, time_limit_s, on_row=on_row)
+    run_sweep(scenario, directory, jobs, True, time_limit_s, on_row=on_row, effort=effort)
     from poetsim.analysis.results import headline, headline_text, load_results
 
     table = headline(load_results(directory))

@@ -78,13 +78,15 @@ def run_strategy(
     starts: Sequence[Schedule] = (),
     on_progress: Callable | None = None,
     mode: str = "barrier",
+    effort: float | None = None,
 ) -> Run:
     """Solve (or build, for a baseline), check and optionally simulate one strategy.
 
     `starts` are schedules of other strategies at the same point (a sweep passes those whose
     moves this strategy allows); `on_progress` hears from the solver while it works. `mode` is
     the simulator's replay mode (`poetsim.simulator.Mode`): `barrier`, the device that runs the
-    `overlap` stage model, or `free-running`.
+    `overlap` stage model, or `free-running`. `effort` (work units) and `time_limit_s` (the
+    wall-clock guard) bound the solve (`optimise`).
     """
     spec = strategies.get(strategy)
     keep_all_schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
@@ -105,6 +107,7 @@ def run_strategy(
             spec.moves,
             problem.timing,
             solver=solver,
+            effort=effort,
             time_limit_s=time_limit_s,
             threads=threads,
             starts=starts,

@@ -37,9 +37,9 @@ def test_a_proven_optimum_of_the_study_is_proven_again(case):
 
 
 def assert_proven_again(p, moves, overhead_j):
-    """`optimise` (60 s) proves `p` optimal again, the checker agrees with its figures, and the
+    """`optimise` (60 units of effort) proves `p` optimal again, the checker agrees with its figures, and the
     energy above keep-all is `overhead_j`; returns the outcome."""
-    outcome = optimise(p.graph, p.costs, p.budgets, moves, Timing.OVERLAP, time_limit_s=60.0)
+    outcome = optimise(p.graph, p.costs, p.budgets, moves, Timing.OVERLAP, effort=60.0)
     assert outcome.status == "optimal", outcome.message
     checked = check_schedule(outcome.schedule, p.graph, p.costs, Timing.OVERLAP, p.budgets)
     assert compare_figures(outcome.predicted, checked) == []

@@ -1,24 +1,30 @@
-"""Polishing a plan: keeping an output across a gap where RAM allows, instead of recomputing it."""
+"""Polishing a plan: single changes (keep instead of recompute or page, rebuild instead of page)
+that save energy within the budgets; the schedules the optimiser returns admit none."""
 
 import math
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from poetsim.graphs.io import load_graph
 from poetsim.inputs.profiles import load_platform
+from poetsim.optimiser import optimise
 from poetsim.optimiser.bounds.cover import cover_bound
 from poetsim.optimiser.plans import plan as plans
 from poetsim.optimiser.plans.cover_plan import cover_plan
-from poetsim.optimiser.plans.polish import polish
+from poetsim.optimiser.plans.polish import changes_of, polish
 from poetsim.optimiser.plans.rules import Mode, plan_from_decisions
 from poetsim.schedule.checker import check_schedule, compare_figures
 from poetsim.schedule.costs import node_costs
 from poetsim.schedule.model import Budgets, Moves, Timing
+from poetsim.schedule.problem import build_problem
+from poetsim.units import parse_ram
 
-from optimiser_cases import cases, relu_or_conv
+from optimiser_cases import HYBRID, MOVES, cascading_cases, cases, relu_or_conv
 
 RECOMPUTE = Moves(recompute=True, page=False)
+PAGING = Moves(recompute=False, page=True)
 
 
 def recomputations(plan, node: int) -> int:
@@ -79,3 +85,83 @@ def test_polishing_never_costs_energy_and_its_plans_pass_the_checker(case, data,
     checked = check_schedule(plans.to_schedule(after, graph, costs, timing), graph, costs, timing, budgets)
     assert compare_figures(plans.figures(after, graph, costs, timing), checked) == []
     assert checked.total_j <= before.total_j or math.isclose(checked.total_j, before.total_j)
+
+
+def test_a_paged_output_that_fits_in_ram_is_kept_instead():
+    """relu_or_conv, compute-only, r paged out and back in around `big`: with the budget at the
+    keep-all peak, keeping r costs nothing more than keep-all, and polishing keeps it."""
+    graph, costs = relu_or_conv(node_j=1.0, page_j=0.05)
+    paged = plan_from_decisions(graph, {(1, 2, 4): Mode.PAGE})
+    assert plans.figures(paged, graph, costs, Timing.COMPUTE_ONLY).page_ins == 1
+    budgets = Budgets(graph.keep_all_peak_bytes, 10 * costs.plain_runtime_s)
+    after = polish(paged, graph, costs, budgets, Timing.COMPUTE_ONLY)
+    fig = plans.figures(after, graph, costs, Timing.COMPUTE_ONLY)
+    assert fig.page_ins == fig.page_outs == fig.recomputations == 0
+    assert fig.total_j == pytest.approx(costs.plain_compute_j)
+
+
+def test_a_paged_output_dearer_to_page_than_to_rebuild_is_rebuilt_instead():
+    """relu_or_conv with paging at 5 J each way and r at 0.5 J, one byte below the keep-all peak
+    (r cannot stay): rebuilding r for its gradient, with its 1-byte input kept, costs 0.5 J where
+    paging cost 10 J; polishing finds it, and the checker agrees."""
+    graph, costs = relu_or_conv(node_j=0.5, page_j=5.0)
+    paged = plan_from_decisions(graph, {(1, 2, 4): Mode.PAGE})
+    budgets = Budgets(graph.keep_all_peak_bytes - 1, 10 * costs.plain_runtime_s)
+    assert budgets.fits(plans.figures(paged, graph, costs, Timing.COMPUTE_ONLY))
+    after = polish(paged, graph, costs, budgets, Timing.COMPUTE_ONLY)
+    checked = check_schedule(
+        plans.to_schedule(after, graph, costs, Timing.COMPUTE_ONLY), graph, costs, Timing.COMPUTE_ONLY, budgets
+    )
+    assert checked.page_ins == checked.page_outs == 0 and recomputations(after, 1) == 1
+    assert checked.total_j == pytest.approx(costs.plain_compute_j + 0.5)
+    assert polish(paged, graph, costs, budgets, Timing.COMPUTE_ONLY, moves=PAGING) == paged  # no rebuilding without recomputation
+
+
+def assert_no_single_change_improves(outcome, graph, costs, budgets, timing, moves) -> int:
+    """Every single change of the returned schedule (`changes_of`) is a schedule the checker
+    accepts and values as the model does, and none within the budgets is cheaper; how many
+    changes there were."""
+    plan = plans.from_schedule(outcome.schedule, graph)
+    returned = check_schedule(outcome.schedule, graph, costs, timing, budgets)
+    tolerance = 1e-9 * returned.total_j
+    count = 0
+    for change in changes_of(plan, graph, moves):
+        count += 1
+        checked = check_schedule(plans.to_schedule(change, graph, costs, timing), graph, costs, timing)
+        assert compare_figures(plans.figures(change, graph, costs, timing), checked) == []
+        assert not (budgets.fits(checked) and checked.total_j < returned.total_j - tolerance), "a single change improves it"
+    return count
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    case=st.one_of(cases(min_forward=3), cascading_cases()),
+    ram_share=st.floats(0.0, 1.0),
+    runtime_x=st.floats(1.0, 2.0),
+    timing=st.sampled_from(list(Timing)),
+    moves=st.sampled_from(MOVES),
+    effort=st.sampled_from([0.0, 0.02, None]),
+)
+def test_no_returned_schedule_is_improved_by_a_single_change(case, ram_share, runtime_x, timing, moves, effort):
+    """On random graphs, whatever stops the search (no effort at all, a little, or a proof), the
+    schedule it returns is a local optimum: no keep-instead-of-recompute, keep-instead-of-page or
+    recompute-instead-of-page change of it fits the budgets at less energy."""
+    graph, costs = case
+    low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
+    budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
+    outcome = optimise(graph, costs, budgets, moves, timing, effort=effort)
+    event(f"{outcome.status}")
+    assume(outcome.schedule is not None)
+    changes = assert_no_single_change_improves(outcome, graph, costs, budgets, timing, moves)
+    event("changes to try" if changes else "no change to try")
+
+
+@pytest.mark.parametrize("platform", ["rpi4", "jetson-tx2"])
+@pytest.mark.parametrize("ram", ["50%", "35%"])
+def test_mobilenet_v2s_unproven_schedules_are_improved_by_no_single_change(platform, ram):
+    """MobileNetV2 (96x96, batch 1; depthwise separable convolutions, inverted residuals), hybrid,
+    1.2x, 4 units of effort: the returned schedule is a local optimum for the three changes."""
+    p = build_problem("mobilenet_v2", platform, parse_ram(ram), 1.2, Timing.OVERLAP, input_size=96)
+    outcome = optimise(p.graph, p.costs, p.budgets, HYBRID, Timing.OVERLAP, effort=4.0)
+    assert outcome.schedule is not None, outcome.message
+    assert_no_single_change_improves(outcome, p.graph, p.costs, p.budgets, Timing.OVERLAP, HYBRID)

@@ -9,11 +9,16 @@ import time
 
 import pytest
 
+from poetsim.optimiser.allowance import Allowance, effort
 from poetsim.optimiser.milp import program
 from poetsim.optimiser.milp.program import Program
 
 #: A hang detector, not a speed claim.
 HANG_S = 30
+
+
+def _within(units: float) -> Allowance:
+    return effort(units, units)
 
 
 def knapsack_cover() -> Program:
@@ -26,7 +31,7 @@ def knapsack_cover() -> Program:
 
 def test_a_small_cover_is_solved_to_its_optimum_by_the_highs_process():
     """a + b + c (3 + 4 + 5) costs 12, b + d 12, c + d (5 + 6) 11: c and d are optimal."""
-    solved = knapsack_cover().solve(time_limit_s=10)
+    solved = knapsack_cover().solve(_within(10))
     assert not solved.infeasible and solved.exact
     assert solved.bound == pytest.approx(11.0)
     assert {key for key, value in solved.values.items() if value > 0.5} == {"c", "d"}
@@ -35,13 +40,13 @@ def test_a_small_cover_is_solved_to_its_optimum_by_the_highs_process():
 def test_an_uncoverable_row_is_proven_infeasible():
     p = Program()
     p.row([(p.column("a", 1.0), 3.0)], 10.0, math.inf)
-    solved = p.solve(time_limit_s=10)
+    solved = p.solve(_within(10))
     assert solved.infeasible and solved.values is None
 
 
 def test_enough_stops_at_a_solution_that_costs_no_more_and_calls_it_optimal():
     """With a known bound of 11 from elsewhere, the first solution of cost 11 is proven optimal."""
-    solved = knapsack_cover().solve(time_limit_s=10, enough=11.0)
+    solved = knapsack_cover().solve(_within(10), enough=11.0)
     assert solved.exact and solved.bound == pytest.approx(11.0)
 
 
@@ -53,14 +58,14 @@ def test_a_process_that_does_not_answer_by_the_deadline_is_killed_and_the_next_s
     os.kill(stuck.process.pid, signal.SIGSTOP)
     try:
         program._IDLE[:] = [stuck]
-        solved = knapsack_cover().solve(time_limit_s=0.5)
+        solved = knapsack_cover().solve(_within(0.5))
     finally:
         if stuck.process.poll() is None:
             os.kill(stuck.process.pid, signal.SIGKILL)
     assert not solved.infeasible and not solved.exact and solved.bound == 0.0 and solved.values is None
     assert stuck.process.poll() == -signal.SIGKILL
     assert stuck not in program._IDLE
-    assert knapsack_cover().solve(time_limit_s=10).exact
+    assert knapsack_cover().solve(_within(10)).exact
 
 
 def test_the_highs_process_is_in_a_session_of_its_own_so_ctrl_c_reaches_only_its_parent():
@@ -114,7 +119,7 @@ def _sixty_item_cover() -> tuple[Program, float]:
     p = Program()
     columns = [p.column(n, float(c)) for n, c in enumerate(costs)]
     p.row(zip(columns, map(float, sizes)), sum(sizes) // 2, math.inf)
-    optimum = p.solve(time_limit_s=HANG_S)
+    optimum = p.solve(_within(HANG_S))
     assert optimum.exact
     return p, optimum.bound
 

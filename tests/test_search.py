@@ -2,11 +2,15 @@
 
 import pytest
 
+from poetsim.optimiser import steps
 from poetsim.optimiser.baselines.simple import start_plan
+from poetsim.optimiser.call import SolveSettings, Task
 from poetsim.optimiser.clock import Clock, Reporter
+from poetsim.optimiser.found import Found
 from poetsim.optimiser.milp.formulation import formulate
+from poetsim.optimiser.milp_steps import milp_nonzeros_estimate
 from poetsim.optimiser.plans.plan import figures
-from poetsim.optimiser.search import Search, milp_nonzeros_estimate
+from poetsim.optimiser.search import Search
 from poetsim.schedule.model import Moves, Timing
 from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
@@ -30,17 +34,18 @@ def test_where_no_milp_fits_a_greedy_cut_short_runs_again_and_gives_the_uncut_pl
     problem = build_problem("resnet18_cifar", "rpi4", parse_ram("35%"), 1.5, Timing.OVERLAP, batch_size=8)
     graph, costs, budgets = problem.graph, problem.costs, problem.budgets
     clock = Clock(600.0)
-    search = Search(graph, costs, budgets, moves, Timing.OVERLAP, "highs", 1e-4, 1, clock, Reporter(None, clock))
-    search._greedy(0.0)  # no time at all: every greedy stops before its first step
-    assert search.greedy_cut
-    cut_j = search.best.total_j
-    search.without_milp()
-    assert not search.greedy_cut
+    task = Task(graph, costs, budgets, moves, Timing.OVERLAP)
+    call = Search(task, SolveSettings("highs", 1e-4, 1), 600.0, clock, Reporter(None, clock)).call
+    cut = steps._greedy(call, Found(), 0.0)  # nothing at all: every greedy stops before its first step
+    assert cut.greedy_cut
+    cut_j = call.standing.total_j
+    again = steps.without_milp(call, cut)
+    assert not again.greedy_cut
     uncut = start_plan(graph, costs, budgets, moves, Timing.OVERLAP)
     assert uncut is not None
     uncut_j = figures(uncut, graph, costs, Timing.OVERLAP).total_j
-    assert search.best.total_j <= uncut_j * (1 + 1e-12)
-    assert cut_j is None or search.best.total_j < cut_j
+    assert call.standing.total_j is not None and call.standing.total_j <= uncut_j * (1 + 1e-12)
+    assert cut_j is None or call.standing.total_j < cut_j
 
 
 def test_the_greedy_rules_that_ran_to_their_end_are_not_run_again():

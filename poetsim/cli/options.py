@@ -24,8 +24,50 @@ TimingOpt = Annotated[str | None, typer.Option(help=TIMING_HELP)]
 SolverOpt = Annotated[
     str | None, typer.Option(help=", ".join(SOLVERS) + " (default highs; gurobi beyond 2,000 columns needs a license).")
 ]
-TimeLimitOpt = Annotated[float | None, typer.Option("--time-limit", min=0.1, help="Solver time limit in seconds.")]
-PointTimeLimitOpt = Annotated[float | None, typer.Option("--time-limit", min=0.1, help="Solver time limit per point, seconds.")]
+EffortOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--effort",
+        min=0.01,
+        help=(
+            "Optimiser work in work units (about a second each on the reference machine, idle; the scenario's "
+            "effort by default): counted in work, not seconds, so the same answer on any machine and at any load."
+        ),
+    ),
+]
+TimeLimitOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--time-limit",
+        min=0.1,
+        help=(
+            "Wall-clock guard in seconds (default 10 s per unit of effort; alone, it sets the effort to a tenth of it). "
+            "A solve it stops says so: its answer then depends on the machine's speed."
+        ),
+    ),
+]
+PointEffortOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--effort",
+        min=0.01,
+        help=(
+            "Optimiser work per point in work units (about a second each on the reference machine, idle; the "
+            "scenario's effort by default): the same answer on any machine and at any load."
+        ),
+    ),
+]
+PointTimeLimitOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--time-limit",
+        min=0.1,
+        help=(
+            "Wall-clock guard per point, seconds (default 10 s per unit of effort; alone, it sets the effort to a "
+            "tenth of it). A point it stops says so: its answer then depends on the machine's speed."
+        ),
+    ),
+]
 BatchOpt = Annotated[
     int | None,
     typer.Option(

@@ -11,6 +11,7 @@ from poetsim.assumptions import ASSUMPTIONS, SIMULATOR_ASSUMPTIONS, TIMING_MODEL
 from poetsim.cli.app import command, emit_json, err, note, out
 from poetsim.cli.options import (
     BatchOpt,
+    EffortOpt,
     ModelOpt,
     PlatformOpt,
     RamOpt,
@@ -76,6 +77,7 @@ def solve(
     runtime: RuntimeOpt = None,
     timing: TimingOpt = None,
     solver: SolverOpt = None,
+    effort: EffortOpt = None,
     time_limit: TimeLimitOpt = None,
     batch_size: BatchOpt = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the result row)."),
@@ -113,6 +115,7 @@ def solve(
         run = api.solve(
             scenario,
             solver=solver,
+            effort=effort,
             time_limit_s=time_limit,
             starts=starts,
             on_progress=_solver_progress(progress, choice.strategy),
@@ -220,6 +223,7 @@ def simulate(
     runtime: RuntimeOpt = None,
     timing: TimingOpt = None,
     solver: SolverOpt = None,
+    effort: EffortOpt = None,
     time_limit: TimeLimitOpt = None,
     batch_size: BatchOpt = None,
     schedule: Path | None = typer.Option(None, help="Replay this saved schedule.json instead of solving."),
@@ -259,6 +263,7 @@ def simulate(
         run = api.simulate(
             scenario,
             solver=solver,
+            effort=effort,
             time_limit_s=time_limit,
             schedule=schedule,
             on_progress=_solver_progress(progress, choice.strategy),

@@ -7,7 +7,7 @@ import typer
 
 from poetsim.analysis import GUARD_ATOL_J, GUARD_RTOL
 from poetsim.cli.app import JsonOpt, command, emit_json, err, note, out, records
-from poetsim.cli.options import BatchOpt, PointTimeLimitOpt
+from poetsim.cli.options import BatchOpt, PointEffortOpt, PointTimeLimitOpt
 from poetsim.cli.terminal import Progress, duration, table
 from poetsim.folders import StudyFolder
 from poetsim.inputs.files import check_output_dir, check_output_file
@@ -39,6 +39,7 @@ def sweep(
     ),
     out_dir: Path | None = typer.Option(None, "--out", help="Results folder (default build/<scenario name>/)."),
     resume: bool = typer.Option(False, help="Continue a sweep: skip the points already in runs.csv."),
+    effort: PointEffortOpt = None,
     time_limit: PointTimeLimitOpt = None,
     batch_size: BatchOpt = None,
     executor: str | None = typer.Option(
@@ -85,6 +86,7 @@ def sweep(
             out_dir,
             jobs=jobs,
             resume=resume,
+            effort=effort,
             time_limit_s=time_limit,
             executor=executor,
             scheduler=scheduler,
@@ -105,6 +107,7 @@ def sweep(
 def compare(
     target: Path = typer.Argument(..., help="A sweep's results folder (or runs.csv), or a scenario YAML (its default folder)."),
     jobs: int | None = typer.Option(None, "-j", "--jobs", min=1, help="Parallel worker processes."),
+    effort: PointEffortOpt = None,
     time_limit: PointTimeLimitOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -118,7 +121,7 @@ def compare(
     from poetsim.analysis.results import HEADLINE_NOTE, headline_cells
 
     with Progress("compare") as progress:
-        result = api.compare(target, jobs=jobs, time_limit_s=time_limit, on_row=_row_progress(progress))
+        result = api.compare(target, jobs=jobs, effort=effort, time_limit_s=time_limit, on_row=_row_progress(progress))
     if as_json:
         return emit_json(records(result.table))
     headers, rows = headline_cells(result.table)

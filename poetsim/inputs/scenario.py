@@ -8,6 +8,7 @@
       ram: 50%                   # of the keep-all peak; or bytes (1048576) or units (256KiB); or a list
       runtime: 1.2x              # multiple of one plain forward+backward pass; or a list
     strategies: [hybrid, recompute-only, paging-only]
+    effort: 12                   # work units per solved point; the guard: time_limit_s (default 10 s per unit)
 
 Any of model, platform, ram and runtime may be a list: the scenario is then the grid of their
 combinations (`Scenario.points`). Errors name the file and the field path, one line each.
@@ -30,6 +31,7 @@ from pydantic import (
     model_validator,
 )
 
+from poetsim.effort import GUARD_S_PER_UNIT, resolve_limits
 from poetsim.errors import UserInputError
 from poetsim.graphs.io import load_graph
 from poetsim.inputs.files import MAX_GRAPH_BYTES, MAX_SCENARIO_BYTES, load_yaml, read_bytes
@@ -39,6 +41,9 @@ from poetsim.schedule.model import Timing
 from poetsim.schedule.problem import RESERVE_MULTIPLE, reserved_bytes
 from poetsim.strategies import REGISTRY, Kind, names
 from poetsim.units import RamSpec, number_text, parse_ram, parse_runtime
+
+#: A solved point's effort when the scenario states neither it nor a time limit.
+DEFAULT_EFFORT = 24.0
 
 #: Most points a scenario's grid may have: far more than any sweep can run.
 MAX_POINTS = 100_000
@@ -124,7 +129,21 @@ class Scenario(_Frozen):
     strategies: tuple[str, ...] = Field(default=names(Kind.SOLVED), max_length=MAX_LIST)
     timing: Timing = Timing.OVERLAP
     solver: str = "highs"
-    time_limit_s: float = Field(default=120.0, gt=0, le=1e6)
+    effort: float = Field(
+        default=DEFAULT_EFFORT,
+        gt=0,
+        le=1e6,
+        description=(
+            "Work per solved point, in work units (about a second each on the reference machine, idle): "
+            "the same answer on any machine and at any load."
+        ),
+    )
+    time_limit_s: float = Field(
+        default=GUARD_S_PER_UNIT * DEFAULT_EFFORT,
+        gt=0,
+        le=1e6,
+        description="Wall-clock guard per solved point, seconds; by default 10 s per unit of effort.",
+    )
     reserve_training_state: str = Field(
         default="none",
         description="Keep parameters, gradients and optimiser state in the RAM budget: none, sgd, momentum or adam.",
@@ -158,6 +177,29 @@ class Scenario(_Frozen):
     @classmethod
     def _no_repeats(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _unique(value, lambda v: v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _limits(cls, data: Any) -> Any:
+        """An effort or a guard stated alone derives the other (`work.resolve_limits`)."""
+        if not isinstance(data, dict) or ("effort" in data) == ("time_limit_s" in data):
+            return data
+        try:
+            effort, time_limit_s = resolve_limits(
+                None if data.get("effort") is None else float(data["effort"]),
+                None if data.get("time_limit_s") is None else float(data["time_limit_s"]),
+            )
+        except (TypeError, ValueError):
+            return data  # the fields' own validation says what is wrong
+        return {**data, "effort": effort, "time_limit_s": time_limit_s}
+
+    def with_limits(self, effort: float | None = None, time_limit_s: float | None = None) -> "Scenario":
+        """The scenario with the effort or the guard given elsewhere (the command line): either
+        alone derives the other, as in a scenario file."""
+        if effort is None and time_limit_s is None:
+            return self
+        effort, time_limit_s = resolve_limits(effort, time_limit_s)
+        return self.model_copy(update={"effort": effort, "time_limit_s": time_limit_s})
 
     @model_validator(mode="after")
     def _grid_size(self) -> "Scenario":

@@ -1,9 +1,9 @@
-"""One deadline for a whole `optimise` call, and the progress it reports on the way.
+"""The wall clock of one `optimise` call: its guard, and the progress it reports on the way.
 
-A time limit holds only if every step (the bound, the rule-made plans, the model's build, each
-solver run, the rounding) draws on the same clock: a step that took its own limit from the
-user's figure would let the call overrun by the sum of the steps (bert_base once ran 896 s
-under `--time-limit 60`).
+The call's steps are counted in work (`work.Work`), not seconds; the clock only guards the call
+against a machine far slower or busier than the effort was meant for. Once the guard trips the
+call returns within its limit, less a reserve for the solvers that check their own clocks only
+now and then and for turning the answer into a schedule.
 """
 
 from collections.abc import Callable
@@ -17,49 +17,39 @@ Progress = Callable[[float, float | None, float | None, str], None]
 #: Progress is reported at most this often (the CLI prints each report).
 PROGRESS_EVERY_S = 1.0
 
-
-#: Time kept back at the end of a call: solvers check their clocks only now and then (HiGHS
-#: overran a 6 s limit by 2 s on MobileNetV2), and the answer is turned into a schedule after.
+#: Time kept back at the end of a guarded call: solvers check their clocks only now and then, and
+#: the answer is turned into a schedule after.
 RESERVE_SHARE = 0.03
 RESERVE_S = 0.2
 
 
 @dataclass
 class Clock:
-    """The deadline of one call: started on creation, `limit_s` None for no limit.
-
-    Steps see the time left before the limit less a reserve (RESERVE_SHARE of the limit plus
-    RESERVE_S), so that the whole call ends within the limit even when a solver overruns a little.
-    """
+    """The seconds of one call since it began, and its guard `limit_s` (None: no guard)."""
 
     limit_s: float | None
     began: float = field(default_factory=perf_counter)
 
-    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the call began."""
+        return perf_counter() - self.began
+
     def ends_at(self) -> float | None:
-        """The perf_counter() time by which steps must be done (the limit less the reserve)."""
+        """The perf_counter() time at which the guard trips: the limit less the reserve
+        (RESERVE_SHARE of it plus RESERVE_S); None without a guard."""
         if self.limit_s is None:
             return None
         return self.began + max(self.limit_s - RESERVE_SHARE * self.limit_s - RESERVE_S, 0.0)
 
-    def elapsed_s(self) -> float:
-        return perf_counter() - self.began
-
     def left_s(self) -> float | None:
-        """Seconds left for steps (never negative); None without a limit."""
-        return None if self.ends_at is None else max(self.ends_at - perf_counter(), 0.0)
+        """Seconds until the guard trips (never negative); None without a guard."""
+        ends_at = self.ends_at()
+        return None if ends_at is None else max(ends_at - perf_counter(), 0.0)
 
-    def expired(self) -> bool:
+    def tripped(self) -> bool:
+        """Whether the guard has tripped."""
         left = self.left_s()
         return left is not None and left <= 0.0
-
-    def share_s(self, fraction: float, cap_s: float | None = None) -> float | None:
-        """A share of the time left, at most `cap_s`; None (no limit) when neither bounds it."""
-        left = self.left_s()
-        if left is None:
-            return cap_s
-        share = fraction * left
-        return share if cap_s is None else min(share, cap_s)
 
 
 class Reporter:

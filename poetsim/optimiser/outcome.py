@@ -23,21 +23,22 @@ class SolveOutcome:
     timing: Timing
     solver: str
     status: Status  # OPTIMAL, FEASIBLE (a schedule with a gap), INFEASIBLE or NO_SOLUTION
-    schedule: Schedule | None
-    predicted: Figures | None  # the model's figures of the returned schedule
-    objective_j: float | None  # total energy of the returned schedule per the model
-    bound_j: float | None  # best proven lower bound on total energy (the solver's or the cover's)
-    gap_total: float | None  # (objective - bound) / objective
-    gap_overhead: float | None  # (objective - bound) / (objective - keep-all energy)
-    build_s: float  # everything before the first solver run: cover, plans, model build
-    handoff_s: float
-    solve_s: float  # the solver runs (restricted and full)
-    num_variables: int
-    num_constraints: int
     message: str
+    schedule: Schedule | None = None
+    predicted: Figures | None = None  # the model's figures of the returned schedule
+    objective_j: float | None = None  # total energy of the returned schedule per the model
+    bound_j: float | None = None  # best proven lower bound on total energy (the solver's or the cover's)
+    gap_total: float | None = None  # (objective - bound) / objective
+    gap_overhead: float | None = None  # (objective - bound) / (objective - keep-all energy)
+    build_s: float = 0.0  # everything before the first solver run: cover, plans, model build
+    handoff_s: float = 0.0
+    solve_s: float = 0.0  # the solver runs (restricted and full)
+    num_variables: int = 0
+    num_constraints: int = 0
     found_by: str = ""  # where the returned schedule came from (cover, a start, solver, ...)
     cover_bound_j: float | None = None  # the eviction cover's bound on the total energy
     wall_s: float = 0.0  # the whole call
+    work: float = 0.0  # the work units the whole call used (`work`: the same on any machine)
 
 
 def require_feasible(outcome: SolveOutcome) -> SolveOutcome:
@@ -80,4 +81,5 @@ def infeasible_message(graph: TrainingGraph, costs: CostTable, budgets: Budgets,
 
 
 def pct(share: float | None) -> str:
+    """A share as a percentage of three significant digits, or "unknown"."""
     return "unknown" if share is None else f"{100 * share:.3g} %"

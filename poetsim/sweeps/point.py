@@ -106,6 +106,7 @@ def run_point(job: PointJob) -> PointOutcome:
                 simulate=True,
                 threads=job.threads,
                 starts=job.starts,
+                effort=job.scenario.effort,
             )
             row = result_row(run, **fields)
     except OSError as exc:

@@ -71,8 +71,11 @@ def run_sweep(
     scheduler: str | None = None,
     on_row: Callable[[ResultRow, int, int], None] | None = None,
     no_worker_wait_s: float = NO_WORKER_WAIT_S,
+    effort: float | None = None,
 ) -> Path:
     """Run every point not yet done in `directory/runs.csv`; returns the path of runs.csv.
+
+    `effort` and `time_limit_s`, when given, replace the scenario's (`Scenario.with_limits`).
 
     `executor` is `process` (local worker processes) or `dask`; None means dask when a
     `scheduler` address is given, process otherwise. `jobs` is how many points run at once
@@ -93,11 +96,12 @@ def run_sweep(
             f"--jobs {jobs}: with --scheduler the cluster's workers decide how many points run at once "
             "(start them with `dask worker ADDRESS --nworkers N --nthreads 1`); leave --jobs out"
         )
+    scenario = scenario.with_limits(effort, time_limit_s)
     plan = plan_sweep(scenario, directory, resume)
     workers = max(1, jobs or os.cpu_count() or 1)
     # A point's solver takes this machine's share of cores; on a cluster, the one thread its task has.
     threads = 1 if address is not None else max(1, (os.cpu_count() or 1) // workers)
-    limit_s = time_limit_s or scenario.time_limit_s
+    limit_s = scenario.time_limit_s
     with StopRequest() as stop, _pool(executor, workers, address, no_worker_wait_s) as pool:
         if stop.signum is not None:  # while a cluster was reached or started: nothing written yet
             raise Interrupted(stop.signum, _kept(plan), plan.total)

@@ -9,12 +9,13 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from time import perf_counter
 
 from poetsim.graphs.graph import TrainingGraph
+from poetsim.optimiser.allowance import Allowance, charge, spent
 from poetsim.optimiser.plans.keeps import keep_more
 from poetsim.optimiser.plans.plan import Accounting, Plan, account, figures, to_schedule
 from poetsim.optimiser.plans.rules import Mode, plan_from_decisions, reads, uses
+from poetsim.optimiser.work import replay_units
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Figures, Moves, Schedule, Timing
 from poetsim.strategies import CHECKPOINT_SQRT, KEEP_ALL
@@ -105,21 +106,21 @@ def start_plan(
     budgets: Budgets,
     moves: Moves,
     timing: Timing,
-    ends_at: float | None = None,
+    allowance: Allowance | None = None,
     first_fit: bool = False,
     finished: set[int] | None = None,
 ) -> Plan | None:
     """The cheapest plan that fits among keep-all, checkpoint-sqrt and the greedy (for hybrid, also
     the paging-only and recompute-only greedy); None if none does.
 
-    `ends_at` (a perf_counter() time) stops the greedies where they are: a greedy that has not
+    `allowance` stops the greedies where they are: a greedy that has not
     reached the budget by then yields nothing, one that has is returned unpolished. With
     `first_fit` the first plan that fits is returned, trying the quickest rules first (the
-    paging greedy was the fastest on the zoo: 2 s on bert_base against 4 s for the hybrid one);
-    then only the greedies that drop recomputed cascades heed `ends_at`, and if no plan fits, the
-    greedies run again with the deadline lifted (each heeding `ends_at`): a plan they make counts
+    paging greedy is the fastest on the zoo's graphs);
+    then only the greedies that drop recomputed cascades heed `allowance`, and if no plan fits, the
+    greedies run again with the deadline lifted (each heeding `allowance`): a plan they make counts
     only if it fits the real budgets. `finished`, kept by the caller across calls, holds the
-    rules that ran to their end before `ends_at`; they are not run again (a second call after a
+    rules that ran to their end before `allowance`; they are not run again (a second call after a
     first was cut short goes on with the rest).
     """
     makers: list[Callable[[], Plan | None]] = [lambda: plan_from_decisions(graph, {})]
@@ -131,27 +132,27 @@ def start_plan(
         # greedy's per-byte ranking can favour a mode that later steps make expensive.
         greedies = [PAGING, moves, RECOMPUTING] if first_fit else [moves, PAGING, RECOMPUTING]
     # A first fit is wanted whatever the clock says from the greedies that usually find one.
-    makers += [partial(greedy_plan, graph, costs, budgets, single, timing, None if first_fit else ends_at) for single in greedies]
-    # Under tight budgets the greedy that keeps recomputed cascades finds no step that lowers the
-    # peak; the one that drops them again does (ResNet-18 at 35 % RAM, recompute-only, 1.5x).
     makers += [
-        partial(greedy_plan, graph, costs, budgets, single, timing, ends_at, keep_recomputed=False)
+        partial(greedy_plan, graph, costs, budgets, single, timing, None if first_fit else allowance) for single in greedies
+    ]
+    # Under tight budgets the greedy that keeps recomputed cascades finds no step that lowers the
+    # peak; the one that drops them again does.
+    makers += [
+        partial(greedy_plan, graph, costs, budgets, single, timing, allowance, keep_recomputed=False)
         for single in greedies
         if single.recompute
     ]
-    best = _cheapest_fit(makers, graph, costs, budgets, timing, first_fit, finished, ends_at)
+    best = _cheapest_fit(makers, graph, costs, budgets, timing, first_fit, finished, allowance)
     if best is None and first_fit and math.isfinite(budgets.runtime_s):
         # Each greedy refuses a change that breaks the deadline on its own, yet the RAM budget is
         # often reached only through such changes, which the undoing and keeping steps then bring
         # back within the deadline. So when a first schedule is wanted and nothing fits, the
         # greedies run again with the deadline lifted; what they make must still fit the real
-        # budgets. On ResNet-18 (CIFAR), rpi4, 35 % RAM, recompute-only, 1.2x no plan fits within
-        # the deadline; with it lifted, one 113.8 J above keep-all that runs 15.5 s of the 16.0 s
-        # allowed, in 0.8 s. A search that has a schedule already spends its time elsewhere.
+        # budgets. A search that has a schedule already spends its effort elsewhere.
         lifted = replace(budgets, runtime_s=math.inf)
         best = _cheapest_fit(
             [
-                partial(greedy_plan, graph, costs, lifted, single, timing, ends_at, keep_recomputed=keep)
+                partial(greedy_plan, graph, costs, lifted, single, timing, allowance, keep_recomputed=keep)
                 for single in greedies
                 for keep in (True, False)
                 if keep or single.recompute
@@ -173,16 +174,16 @@ def _cheapest_fit(
     timing: Timing,
     first_fit: bool,
     finished: set[int] | None = None,
-    ends_at: float | None = None,
+    allowance: Allowance | None = None,
 ) -> Plan | None:
     """The cheapest plan of `makers` within `budgets` (with `first_fit`, the first), or None;
-    makers whose index is in `finished` are skipped, and those that end before `ends_at` join it."""
+    makers whose index is in `finished` are skipped, and those that end before `allowance` join it."""
     best = None
     for n, make in enumerate(makers):
         if finished is not None and n in finished:
             continue
         plan = make()
-        if finished is not None and not _late(ends_at):
+        if finished is not None and not spent(allowance):
             finished.add(n)
         if plan is None:
             continue
@@ -200,7 +201,7 @@ def greedy_plan(
     budgets: Budgets,
     moves: Moves,
     timing: Timing,
-    ends_at: float | None = None,
+    allowance: Allowance | None = None,
     keep_recomputed: bool = True,
 ) -> Plan | None:
     """Take the cheapest bytes off the RAM peak until the budget fits, then undo what is not needed.
@@ -217,12 +218,12 @@ def greedy_plan(
     where that still fits and costs less (`keeps.keep_more`).
     """
     allowed = _allowed(moves)
-    replay = partial(_replay, graph, costs, timing, keep_recomputed=keep_recomputed)
-    found = _fill(graph, costs, budgets, timing, {}, set(), allowed, replay, ends_at)
+    replay = partial(_replay, graph, costs, timing, keep_recomputed=keep_recomputed, allowance=allowance)
+    found = _fill(graph, costs, budgets, timing, {}, set(), allowed, replay, allowance)
     if found is None:
         return None
-    decisions, state = _polish(budgets, found[0], found[1], allowed, replay, ends_at)
-    if keep_recomputed or _late(ends_at):
+    decisions, state = _polish(budgets, found[0], found[1], allowed, replay, allowance)
+    if keep_recomputed or spent(allowance):
         return state[0]
     return _with_keeps(graph, costs, budgets, timing, decisions, state)[0]
 
@@ -232,8 +233,8 @@ def rebuilt_plan(
     costs: CostTable,
     budgets: Budgets,
     timing: Timing,
-    ends_at: float | None = None,
-    keeps_until: float | None = None,
+    allowance: Allowance | None = None,
+    keeps_allowance: Allowance | None = None,
 ) -> Plan | None:
     """The recompute-only greedy that drops recomputed cascades, improved by taking its changes
     out one at a time and filling the RAM budget again without each; None if no plan fits.
@@ -246,41 +247,39 @@ def rebuilt_plan(
     bars alone is often brought back within it by later undoing, `start_plan`); only plans
     within it are kept, each with its recomputed outputs kept where that pays, as the greedy
     does (`keeps.keep_more`), and the rebuilt plan is returned only where it is the cheaper.
-    Deterministic; `ends_at` stops the search where it is, and `keeps_until` (the call's
-    deadline, as for `cover_plan`) the keeps after it. ResNet-18 (CIFAR, batch 8, Pi, 35 % RAM,
-    1.2x): the greedy's plan, 113.82 J above keep-all, becomes 72.999 J in about 3 s, where the
-    study shipped 97.76 J (docs/optimiser.md, section 3.3).
+    Deterministic; `allowance` stops the search where it is, and `keeps_allowance` (the call's,
+    as for `cover_plan`) the keeps after it (docs/optimiser.md, "Plans").
     """
     allowed = [Mode.RECOMPUTE]
     lifted = replace(budgets, runtime_s=math.inf)
-    replay = partial(_replay, graph, costs, timing, keep_recomputed=False)
-    found = _fill(graph, costs, lifted, timing, {}, set(), allowed, replay, ends_at)
+    replay = partial(_replay, graph, costs, timing, keep_recomputed=False, allowance=allowance)
+    found = _fill(graph, costs, lifted, timing, {}, set(), allowed, replay, allowance)
     if found is None:
         return None
-    current = _polish(lifted, found[0], found[1], allowed, replay, ends_at)
+    current = _polish(lifted, found[0], found[1], allowed, replay, allowance)
     start = best = current if budgets.fits(current[1][1]) else None
     improved = True
-    while improved and not _late(ends_at):
+    while improved and not spent(allowance):
         improved = False
         for key in sorted(current[0]):
-            if _late(ends_at):
+            if spent(allowance):
                 break
             if key not in current[0]:
                 continue
             trial = {k: m for k, m in current[0].items() if k != key}
-            found = _fill(graph, costs, lifted, timing, trial, {(*key, mode) for mode in allowed}, allowed, replay, ends_at)
+            found = _fill(graph, costs, lifted, timing, trial, {(*key, mode) for mode in allowed}, allowed, replay, allowance)
             if found is None:
                 continue
-            decisions, state = _polish(lifted, found[0], found[1], allowed, replay, ends_at)
+            decisions, state = _polish(lifted, found[0], found[1], allowed, replay, allowance)
             if budgets.fits(state[1]) and (best is None or cheaper(state[1].total_j, best[1][1].total_j)):
                 current = best = decisions, state
                 improved = True
     if best is None:
         return None
-    rebuilt = _with_keeps(graph, costs, budgets, timing, best[0], best[1], ends_at=keeps_until)
+    rebuilt = _with_keeps(graph, costs, budgets, timing, best[0], best[1], allowance=keeps_allowance)
     if start is None or start is best:
         return rebuilt[0]
-    first = _with_keeps(graph, costs, budgets, timing, start[0], start[1], ends_at=keeps_until)
+    first = _with_keeps(graph, costs, budgets, timing, start[0], start[1], allowance=keeps_allowance)
     return min((rebuilt, first), key=lambda found: found[1].total_j)[0]
 
 
@@ -288,13 +287,13 @@ def _allowed(moves: Moves) -> list[Mode]:
     return [mode for mode, ok in ((Mode.RECOMPUTE, moves.recompute), (Mode.PAGE, moves.page)) if ok]
 
 
-def _fill(graph, costs, budgets, timing, decisions, banned, allowed, replay, ends_at):
+def _fill(graph, costs, budgets, timing, decisions, banned, allowed, replay, allowance):
     """The greedy's steps from `decisions` until the plan fits `budgets`: the decisions and
     their replayed state, or None (out of steps or of time)."""
     decisions = dict(decisions)
     state = replay(decisions)
     while not budgets.fits(state[1]):
-        if _late(ends_at):
+        if spent(allowance):
             return None
         step = _best_step(graph, costs, budgets, timing, decisions, state, allowed, banned, replay)
         if step is None:
@@ -304,34 +303,31 @@ def _fill(graph, costs, budgets, timing, decisions, banned, allowed, replay, end
     return decisions, state
 
 
-def _with_keeps(graph, costs, budgets, timing, decisions, state, ends_at: float | None = None) -> tuple[Plan, Figures]:
+def _with_keeps(graph, costs, budgets, timing, decisions, state, allowance: Allowance | None = None) -> tuple[Plan, Figures]:
     """The plan of `decisions` (replayed with recomputed outputs dropped: `state`) with each
     recomputed output kept where that still fits and costs less (`keeps.keep_more`, which stops
-    at `ends_at`), and its figures."""
+    at `allowance`), and its figures."""
 
     def with_keeps(keep):
+        charge(allowance, replay_units(len(graph)))
         plan = plan_from_decisions(graph, decisions, keep_recomputed=keep)
         return plan, figures(plan, graph, costs, timing)
 
-    return keep_more(with_keeps, budgets, state[:2], frozenset(), ends_at=ends_at)
+    return keep_more(with_keeps, budgets, state[:2], frozenset(), allowance=allowance)
 
 
-def _late(ends_at: float | None) -> bool:
-    return ends_at is not None and perf_counter() > ends_at
-
-
-def _polish(budgets, decisions, state, allowed, replay, ends_at=None):
+def _polish(budgets, decisions, state, allowed, replay, allowance=None):
     """Undo each change the budget no longer needs, then try the other mode for each change;
     the decisions and their replayed state."""
     for key in reversed(list(decisions)):
-        if _late(ends_at):
+        if spent(allowance):
             return decisions, state
         trial = {k: m for k, m in decisions.items() if k != key}
         trial_state = replay(trial)
         if budgets.fits(trial_state[1]):
             decisions, state = trial, trial_state
     for key, mode in list(decisions.items()):
-        if _late(ends_at):
+        if spent(allowance):
             return decisions, state
         for other in allowed:
             if other is not mode:
@@ -341,7 +337,11 @@ def _polish(budgets, decisions, state, allowed, replay, ends_at=None):
     return decisions, state
 
 
-def _replay(graph, costs, timing, decisions, keep_recomputed: bool = True) -> tuple[Plan, Figures, Accounting]:
+def _replay(
+    graph, costs, timing, decisions, keep_recomputed: bool = True, allowance: Allowance | None = None
+) -> tuple[Plan, Figures, Accounting]:
+    """The plan of `decisions`, its figures and accounting; one replay charged to `allowance`."""
+    charge(allowance, replay_units(len(graph)))
     plan = plan_from_decisions(graph, decisions, keep_recomputed=keep_recomputed)
     acc = account(plan, graph, costs, timing)
     return plan, figures(plan, graph, costs, timing, acc), acc

@@ -1,45 +1,28 @@
-"""The eviction cover with stages: when each restore happens, and what its transfers cost in time.
+"""The eviction cover with stages: when each transfer happens, and what it costs in time.
 
 The plain cover (`cover`) charges one restore per output and no time for paging. Under `overlap`
-timing that leaves out what often decides the optimum: a page-out must run in a stage before
-the output's absence and a page-in in one after it, and a stage whose transfers outlast its
-compute stalls, which costs static energy. Several outputs often have to leave RAM within a few
-short stages, and their transfers then cannot all hide. This cover states each restore as an
-event in a stage, so it can count those stalls; it also counts every restore an output needs
-(one per stretch it is absent over), not one in all.
+timing that leaves out what often decides the optimum: a page-out runs in a stage before the
+output's absence and a page-in in one after it, and a stage whose transfers outlast its compute
+stalls, which costs static energy. This cover states each page-out and page-in as an event in a
+stage, so it counts those stalls, and it counts a restore per stretch an output is absent over.
+Recomputations keep one column per output, as in the plain cover. docs/optimiser.md ("The timed
+cover") proves it a lower bound; its best solution also says in which stage to page, from which
+`cover_plan.events_plan` builds a schedule.
 
-Why it is still a lower bound: take any schedule within the budgets that, like every MILP
-solution, pages each output out at most once (a second page-out is never needed: storage keeps
-its copy). Set p_{i,s} = 1 when it recomputes i in stage s, o_{i,s} for a page-out and n_{i,s}
-for a page-in; set a^R_{t,i} = 1 when i is absent right after `Compute(t)` (in the sense of
-`cover`) and some recomputation of i comes in (t, j], j its next reader after t; else, if i is
-absent at t, a^P_{t,i} = 1. Then, by the argument of `cover`:
-- a^R_{t,i} <= sum p_{i,s} over s in (t, j];
-- a^P_{t,i} <= sum o_{i,s} over s in [i+1, t-1] (a page-out in stage t holds i at t under
-  `overlap`; under `compute-only` s = t is allowed, as a relaxation) and a^P_{t,i} <= sum n_{i,s}
-  over s in [t+1, j-1] under `overlap` ([t, j-1] under `compute-only`);
-- the covering row of stage t and the cascade rows hold as in `cover`, with the restore of a
-  dead input d counted among d's own events in (t, j];
-- the time beyond computing t once in stage s is max(recomputation time, DMA time / channels -
-  c_s) under `overlap`, so a column X_s at least both of these, summed, is at most the deadline's
-  slack and costs static power; under `compute-only` the recomputation time is within the slack;
-- the energy above keep-all is at least sum e_i p + p_out o + p_in n (+ static power x sum X_s).
-Events of outputs the cover does not consider, and time outside the stages it considers, only
-add. So the optimum of this program is a lower bound on the MILP's optimum; its best solution
-also says in which stage to page and to recompute, from which `cover_plan` builds a schedule.
-
-It is larger than the plain cover (a column per output and stage in each window), so `optimise`
-solves it only where the plain cover's plan does not meet the plain bound, within a time limit;
-a limit that ends it early still leaves a valid (HiGHS dual) bound.
+It is larger than the plain cover (a column per output and stage in each window), so the search
+solves it only where the plain cover's plan does not meet the plain bound, within a budget; a
+budget that ends it early still leaves a valid (HiGHS dual) bound.
 """
 
-import bisect
 import math
 from dataclasses import replace
-from time import perf_counter
+from enum import StrEnum
 
 from poetsim.graphs.graph import TrainingGraph
-from poetsim.optimiser.bounds.cover import CoverBound, CoverRow, counted_at, cover_rows, deadline_slack_s
+from poetsim.optimiser.allowance import Allowance
+from poetsim.optimiser.bounds.cover import CoverBound
+from poetsim.optimiser.bounds.cover_rows import CoverRow, counted_at, cover_rows, deadline_slack_s, next_reader
+from poetsim.optimiser.bounds.events import Event, EventKind
 from poetsim.optimiser.milp.program import REL_GAP, Program
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Moves, Timing
@@ -47,10 +30,37 @@ from poetsim.tolerances import exceeds
 
 #: A placement is a schedule, not a bound: it is solved to this gap, which is far quicker.
 PLACEMENT_REL_GAP = 1e-4
+#: The simplex iterations of the timed cover's root LP per line (`work.root_units`): its windows
+#: chain its rows, and its root takes several times the plain covers' (0.48 on ResNet-18's).
+ROOT_ITERATIONS_PER_LINE = 0.5
+
+
+class TimedCol(StrEnum):
+    """The kinds of the timed cover's columns besides its events (`EventKind`)."""
+
+    RECOMPUTED = "R"  # i recomputed, in no particular stage
+    ABSENT_RECOMPUTED = "aR"  # (t, i): absent at t, recomputed in (t, j]
+    ABSENT_PAGED = "aP"  # (t, i): absent at t, paged out before and in after
+    HELD = "h"  # (t, d): dead input d held at t for a cascade
+    REBUILT = "rR"  # (t, d, j): dead input d absent at t and recomputed before j
+    PAGED_BACK = "rP"  # (t, d, j): dead input d absent at t and paged back in before j
+    STAGE_EXTRA = "X"  # (s,): the stall of stage s, its DMA time beyond its compute (overlap)
+    BEYOND = "Y"  # (): the time beyond one plain pass (overlap)
+    OUTS_SO_FAR = "O"  # (i, s): i's page-outs in stages i+1..s (a running sum)
+    WINDOW = "W"  # (kind, i, last, s): i's events of `kind` in stages s..last (a running sum)
+
+
+#: The event kinds with a column per stage.
+_STAGED = (EventKind.PAGE_OUT, EventKind.PAGE_IN)
 
 
 def placement(
-    graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, plain: CoverBound, time_limit_s: float | None = None
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    timing: Timing,
+    plain: CoverBound,
+    allowance: Allowance | None = None,
 ) -> CoverBound:
     """The timed cover confined to the plain cover's choice: where to place its restores.
 
@@ -66,19 +76,19 @@ def placement(
         for row in plain.rows
     )
     # Only the moves the choice uses: a hybrid cover whose choice pages nothing would otherwise
-    # bring every output's paging events (ResNet-18 CIFAR, TX2, 50 %: 6.8 s against 0.3 s).
+    # bring every output's paging events, a program many times larger.
     moves = Moves(recompute=plain.moves.recompute and bool(plain.recomputed), page=plain.moves.page and bool(plain.paged))
-    found = timed_cover_bound(graph, costs, budgets, moves, timing, time_limit_s, plain.bound_j, rows, rel_gap=PLACEMENT_REL_GAP)
-    return replace(found, rows=plain.rows, kind="placement")
+    found = timed_cover_bound(graph, costs, budgets, moves, timing, allowance, plain.bound_j, rows, rel_gap=PLACEMENT_REL_GAP)
+    return replace(found, rows=plain.rows)
 
 
 def stalled(graph: TrainingGraph, costs: CostTable, cover: CoverBound) -> frozenset[int]:
     """The outputs whose transfers, as the timed cover placed them, outlast their stage's compute."""
     dma_s: dict[int, float] = {}
     nodes: dict[int, list[int]] = {}
-    for kind, i, s in cover.events:
-        if kind in ("o", "n"):
-            dma_s[s] = dma_s.get(s, 0.0) + (costs.page_out_s if kind == "o" else costs.page_in_s)[i]
+    for kind, i, s in (e.column for e in cover.events):
+        if kind in (EventKind.PAGE_OUT, EventKind.PAGE_IN):
+            dma_s[s] = dma_s.get(s, 0.0) + (costs.page_out_s if kind == EventKind.PAGE_OUT else costs.page_in_s)[i]
             nodes.setdefault(s, []).append(i)
     return frozenset(i for s, total in dma_s.items() if exceeds(total / costs.dma_channels, costs.compute_s[s]) for i in nodes[s])
 
@@ -89,11 +99,10 @@ def timed_cover_bound(
     budgets: Budgets,
     moves: Moves,
     timing: Timing,
-    time_limit_s: float | None = None,
+    allowance: Allowance | None = None,
     enough_j: float | None = None,
     rows: tuple[CoverRow, ...] | None = None,
-    start: tuple[tuple[str, int, int], ...] = (),
-    staged: bool = False,
+    start: tuple[Event, ...] = (),
     rel_gap: float = REL_GAP,
 ) -> CoverBound:
     """Solve the stage-indexed eviction cover (module docstring).
@@ -103,17 +112,16 @@ def timed_cover_bound(
     cover's if given; `start` gives events of a schedule to start from (another cover's).
     """
     timing = Timing(timing)
-    began = perf_counter()
     overlap = timing is Timing.OVERLAP
     keep_all_j = costs.keep_all_energy_j(timing)
     rows = cover_rows(graph, budgets, moves, timing) if rows is None else rows
-    model = _TimedModel(graph, costs, moves, overlap, staged)
+    model = _TimedModel(graph, costs, moves, overlap)
     for row in rows:
         model.add_stage(row)
     model.add_time_rows(deadline_slack_s(budgets, costs))
     enough = None if enough_j is None else (enough_j - keep_all_j) / model.energy_scale
-    left_s = None if time_limit_s is None else time_limit_s - (perf_counter() - began)
-    solved = model.program.solve(left_s, enough, {event: 1.0 for event in start}, rel_gap)
+    starts = {event.column: 1.0 for event in start}
+    solved = model.program.solve(allowance, enough, starts, rel_gap, root_iterations_per_line=ROOT_ITERATIONS_PER_LINE)
     if solved.infeasible:
         return CoverBound(
             moves,
@@ -125,17 +133,17 @@ def timed_cover_bound(
             True,
             True,
             rows,
-            perf_counter() - began,
             "infeasible: no placement of restores in stages covers the RAM excess within the deadline",
-            kind="timed cover",
         )
-    # Events: page-outs, page-ins, recomputations by stage ("p"), or, where recomputations have no
-    # stage, the stages at which an output is absent to be recomputed ("a").
+    # Events: page-outs, page-ins, recomputations by stage, or, where recomputations have no
+    # stage, the stages at which an output is absent to be recomputed.
     events = tuple(
         sorted(
-            (key[0] if key[0] != "aR" else "a", key[1], key[2]) if key[0] != "aR" else ("a", key[2], key[1])
+            Event(EventKind.ABSENT, key[2], key[1])
+            if key[0] == TimedCol.ABSENT_RECOMPUTED
+            else Event(EventKind(key[0]), key[1], key[2])
             for key, value in (solved.values or {}).items()
-            if key[0] in ("p", "o", "n", "aR") and value > 0.5
+            if key[0] in (*_STAGED, TimedCol.ABSENT_RECOMPUTED) and value > 0.5
         )
     )
     return CoverBound(
@@ -143,14 +151,12 @@ def timed_cover_bound(
         timing,
         keep_all_j,
         keep_all_j + solved.bound * model.energy_scale,
-        frozenset(i for kind, i, _ in events if kind in "pa"),
-        frozenset(i for kind, i, _ in events if kind == "n"),
+        frozenset(e.node for e in events if e.kind == EventKind.ABSENT),
+        frozenset(e.node for e in events if e.kind == EventKind.PAGE_IN),
         False,
         solved.exact,
         rows,
-        perf_counter() - began,
         "",
-        kind="timed cover",
         events=events,
     )
 
@@ -158,57 +164,50 @@ def timed_cover_bound(
 class _TimedModel:
     """The stage-indexed cover as a mixed 0-1 program (`program.Program`).
 
-    Columns: events ("p" | "o" | "n", i, s); absences ("aR" | "aP", t, i); cascade columns
-    ("h", t, d) (d held at t) and ("rR" | "rP", t, d, j) (d absent at t and restored before j);
-    ("X", s) the time stage s takes beyond computing s once (overlap only).
+    Columns: transfers (`EventKind.PAGE_OUT` or `PAGE_IN`, i, s); the rest by `TimedCol`.
     """
 
-    def __init__(self, graph: TrainingGraph, costs: CostTable, moves: Moves, overlap: bool, staged: bool):
-        self.graph, self.costs, self.moves, self.staged = graph, costs, moves, staged
+    def __init__(self, graph: TrainingGraph, costs: CostTable, moves: Moves, overlap: bool):
+        self.graph, self.costs, self.moves = graph, costs, moves
         self.late = 1 if overlap else 0  # overlap: a transfer in stage t holds i at t
         self.overlap = overlap
         self.energy_scale = (sum(costs.compute_j) / len(graph)) or 1.0
         self.time_scale = (sum(costs.compute_s) / len(graph)) or 1.0
         self.program = Program()
         self.held: dict[int, list[int]] = {}
-        self.recomputes_at: dict[int, list[tuple[int, float]]] = {}
+        self.recomputed: list[tuple[int, float]] = []  # (x^R_i, i's compute time)
         self.transfers_at: dict[int, list[tuple[int, float]]] = {}
         self.outs_of: dict[int, list[int]] = {}
         self.prefix_end: dict[int, int] = {}  # i -> last stage with a running sum
-        self.suffix_start: dict[tuple[str, int, int], int] = {}  # (kind, i, last) -> first such stage
+        self.suffix_start: dict[tuple[EventKind, int, int], int] = {}  # (kind, i, last) -> first such stage
 
-    def event(self, kind: str, i: int, s: int) -> int:
-        """The column of one recomputation ("p"), page-out ("o") or page-in ("n") of i in stage s."""
+    def event(self, kind: EventKind, i: int, s: int) -> int:
+        """The column of one page-out or page-in of i in stage s."""
         key = (kind, i, s)
         if key in self.program.columns:
             return self.program.columns[key]
         c = self.costs
-        price = {"p": c.compute_j, "o": c.page_out_j, "n": c.page_in_j}[kind][i]
-        col = self.program.column(key, price / self.energy_scale)
-        if kind == "p":
-            self.recomputes_at.setdefault(s, []).append((col, c.compute_s[i]))
-        else:
-            self.transfers_at.setdefault(s, []).append((col, (c.page_out_s if kind == "o" else c.page_in_s)[i]))
-            if kind == "o":
-                self.outs_of.setdefault(i, []).append(col)
+        out = kind == EventKind.PAGE_OUT
+        col = self.program.column(key, (c.page_out_j if out else c.page_in_j)[i] / self.energy_scale)
+        self.transfers_at.setdefault(s, []).append((col, (c.page_out_s if out else c.page_in_s)[i]))
+        if out:
+            self.outs_of.setdefault(i, []).append(col)
         return col
 
-    def within(self, absent: int, kind: str, i: int, first: int, last: int) -> None:
-        """absent <= the sum of i's events of `kind` in stages first..last (0 if there are none).
+    def recompute(self, absent: int, i: int) -> None:
+        """absent <= x^R_i: recomputations have one column per output, in no stage, as in the
+        plain cover (a relaxation of one per stage: its bound holds, and is found far sooner)."""
+        if (TimedCol.RECOMPUTED, i) not in self.program.columns:
+            col = self.program.column((TimedCol.RECOMPUTED, i), self.costs.compute_j[i] / self.energy_scale)
+            self.recomputed.append((col, self.costs.compute_s[i]))
+        self.program.row([(absent, 1.0), (self.program.columns[TimedCol.RECOMPUTED, i], -1.0)], -math.inf, 0.0)
 
-        Recomputations that are not `staged` are one column per output, as in the plain cover.
-        """
-        if kind == "p" and not self.staged:
-            if ("R", i) not in self.program.columns:
-                self.recomputes_at.setdefault(-1, []).append(
-                    (self.program.column(("R", i), self.costs.compute_j[i] / self.energy_scale), self.costs.compute_s[i])
-                )
-            self.program.row([(absent, 1.0), (self.program.columns["R", i], -1.0)], -math.inf, 0.0)
-            return
+    def within(self, absent: int, kind: EventKind, i: int, first: int, last: int) -> None:
+        """absent <= the sum of i's transfers of `kind` in stages first..last (0 if there are none)."""
         if first > last:
             self.program.row([(absent, 1.0)], -math.inf, 0.0)
             return
-        total = self._prefix(i, last) if kind == "o" else self._suffix(kind, i, first, last)
+        total = self._prefix(i, last) if kind == EventKind.PAGE_OUT else self._suffix(kind, i, first, last)
         self.program.row([(absent, 1.0), (total, -1.0)], -math.inf, 0.0)
 
     def _prefix(self, i: int, last: int) -> int:
@@ -221,32 +220,32 @@ class _TimedModel:
         s = self.prefix_end.get(i, i)
         while s < last:
             s += 1
-            col = program.column(("O", i, s), upper=math.inf, integer=False)
-            terms = [(col, 1.0), (self.event("o", i, s), -1.0)]
+            col = program.column((TimedCol.OUTS_SO_FAR, i, s), upper=math.inf, integer=False)
+            terms = [(col, 1.0), (self.event(EventKind.PAGE_OUT, i, s), -1.0)]
             if s > i + 1:
-                terms.append((program.columns["O", i, s - 1], -1.0))
+                terms.append((program.columns[TimedCol.OUTS_SO_FAR, i, s - 1], -1.0))
             program.row(terms, 0.0, 0.0)
         self.prefix_end[i] = max(s, self.prefix_end.get(i, i))
-        return program.columns["O", i, last]
+        return program.columns[TimedCol.OUTS_SO_FAR, i, last]
 
-    def _suffix(self, kind: str, i: int, first: int, last: int) -> int:
+    def _suffix(self, kind: EventKind, i: int, first: int, last: int) -> int:
         """A column equal to i's events of `kind` in stages first..last (windows sharing their end)."""
         program = self.program
         s = self.suffix_start.get((kind, i, last), last + 1)
         while s > first:
             s -= 1
-            col = program.column(("W", kind, i, last, s), upper=math.inf, integer=False)
+            col = program.column((TimedCol.WINDOW, kind, i, last, s), upper=math.inf, integer=False)
             terms = [(col, 1.0), (self.event(kind, i, s), -1.0)]
             if s < last:
-                terms.append((program.columns["W", kind, i, last, s + 1], -1.0))
+                terms.append((program.columns[TimedCol.WINDOW, kind, i, last, s + 1], -1.0))
             program.row(terms, 0.0, 0.0)
         self.suffix_start[kind, i, last] = min(s, self.suffix_start.get((kind, i, last), last + 1))
-        return program.columns["W", kind, i, last, first]
+        return program.columns[TimedCol.WINDOW, kind, i, last, first]
 
     def paged_around(self, absent: int, i: int, t: int, j: int) -> None:
         """Absent at t by paging: a page-out before t and a page-in after it, before reader j."""
-        self.within(absent, "o", i, i + 1, t - self.late)
-        self.within(absent, "n", i, t + self.late, j - 1)
+        self.within(absent, EventKind.PAGE_OUT, i, i + 1, t - self.late)
+        self.within(absent, EventKind.PAGE_IN, i, t + self.late, j - 1)
 
     def add_stage(self, row: CoverRow) -> None:
         """The covering row of stage t, its absences, and their cascades."""
@@ -255,40 +254,40 @@ class _TimedModel:
         terms = []
         by_recompute = set(row.by_recompute)
         for i in row.by_recompute:
-            j = _next_reader(graph, i, t)
-            absent = program.column(("aR", t, i))
+            j = next_reader(graph, i, t)
+            absent = program.column((TimedCol.ABSENT_RECOMPUTED, t, i))
             terms.append((absent, m[i]))
-            self.within(absent, "p", i, t + 1, j)
+            self.recompute(absent, i)
             dead = [d for d in graph.nodes[i].deps if d not in counted]
             self._needs(t, j, absent, dead, counted)
         for i in row.by_paging:
-            j = _next_reader(graph, i, t)
-            absent = program.column(("aP", t, i))
+            j = next_reader(graph, i, t)
+            absent = program.column((TimedCol.ABSENT_PAGED, t, i))
             terms.append((absent, m[i]))
             self.paged_around(absent, i, t, j)
             if i in by_recompute:
-                program.row([(absent, 1.0), (program.columns["aR", t, i], 1.0)], -math.inf, 1.0)
-        terms += [(program.columns["h", t, d], -m[d]) for d in self.held.get(t, ())]
+                program.row([(absent, 1.0), (program.columns[TimedCol.ABSENT_RECOMPUTED, t, i], 1.0)], -math.inf, 1.0)
+        terms += [(program.columns[TimedCol.HELD, t, d], -m[d]) for d in self.held.get(t, ())]
         program.row([(col, coef / row.excess_bytes) for col, coef in terms], 1.0, math.inf)
 
     def _needs(self, t: int, j: int, needy: int, dead: list[int], counted: set[int]) -> None:
         """A recomputation in (t, j] needs each dead input d: held at t, or restored in (t, j]."""
         program = self.program
         for d in dead:
-            if ("h", t, d) not in program.columns:
+            if (TimedCol.HELD, t, d) not in program.columns:
                 self.held.setdefault(t, []).append(d)
-            terms = [(needy, 1.0), (program.column(("h", t, d)), -1.0)]
+            terms = [(needy, 1.0), (program.column((TimedCol.HELD, t, d)), -1.0)]
             if self.moves.recompute:
-                made = ("rR", t, d, j) not in program.columns
-                again = program.column(("rR", t, d, j))
+                made = (TimedCol.REBUILT, t, d, j) not in program.columns
+                again = program.column((TimedCol.REBUILT, t, d, j))
                 terms.append((again, -1.0))
                 if made:
-                    self.within(again, "p", d, t + 1, j)
+                    self.recompute(again, d)
                     deeper = [e for e in self.graph.nodes[d].deps if e not in counted]
                     self._needs(t, j, again, deeper, counted)
             if self.moves.page and t >= d + 2:
-                made = ("rP", t, d, j) not in program.columns
-                back = program.column(("rP", t, d, j))
+                made = (TimedCol.PAGED_BACK, t, d, j) not in program.columns
+                back = program.column((TimedCol.PAGED_BACK, t, d, j))
                 terms.append((back, -1.0))
                 if made:
                     self.paged_around(back, d, t, j)
@@ -301,45 +300,23 @@ class _TimedModel:
             if len(outs) > 1:
                 program.row([(col, 1.0) for col in outs], -math.inf, 1.0)
         if not self.overlap:
-            timed = [(col, c / scale) for cols in self.recomputes_at.values() for col, c in cols if c > 0]
+            timed = [(col, c / scale) for col, c in self.recomputed if c > 0]
             if timed:
                 program.row(timed, -math.inf, slack_s / scale)
             return
         static_cost = self.costs.static_power_w * scale / self.energy_scale
         per_channel = 1.0 / self.costs.dma_channels
-        if self.staged:
-            extra = []
-            for s in sorted(set(self.recomputes_at) | set(self.transfers_at)):
-                col = program.column(("X", s), static_cost, upper=math.inf, integer=False)
-                extra.append((col, 1.0))
-                if s in self.recomputes_at:
-                    program.row([(col, 1.0)] + [(p, -c / scale) for p, c in self.recomputes_at[s]], 0.0, math.inf)
-                if s in self.transfers_at:
-                    program.row(
-                        [(col, 1.0)] + [(x, -d * per_channel / scale) for x, d in self.transfers_at[s]],
-                        -self.costs.compute_s[s] / scale,
-                        math.inf,
-                    )
-            if extra:
-                program.row(extra, -math.inf, slack_s / scale)
-            return
-        # Recomputations in no stage: the time beyond one pass, Y, is at least all recomputation
-        # time and at least all stall time (sum_s max(a_s, b_s) >= max(sum a_s, sum b_s)).
-        total = program.column(("Y",), static_cost, upper=math.inf, integer=False)
+        # The time beyond one pass, Y, is at least all recomputation time and at least all stall
+        # time (sum_s max(a_s, b_s) >= max(sum a_s, sum b_s)).
+        total = program.column((TimedCol.BEYOND,), static_cost, upper=math.inf, integer=False)
         stalls = []
         for s, transfers in sorted(self.transfers_at.items()):
-            col = program.column(("X", s), upper=math.inf, integer=False)
+            col = program.column((TimedCol.STAGE_EXTRA, s), upper=math.inf, integer=False)
             stalls.append((col, -1.0))
             program.row(
                 [(col, 1.0)] + [(x, -d * per_channel / scale) for x, d in transfers], -self.costs.compute_s[s] / scale, math.inf
             )
         program.row([(total, 1.0)] + stalls, 0.0, math.inf)
-        recomputed = [(col, -c / scale) for cols in self.recomputes_at.values() for col, c in cols if c > 0]
+        recomputed = [(col, -c / scale) for col, c in self.recomputed if c > 0]
         program.row([(total, 1.0)] + recomputed, 0.0, math.inf)
         program.row([(total, 1.0)], -math.inf, slack_s / scale)
-
-
-def _next_reader(graph: TrainingGraph, i: int, t: int) -> int:
-    """The first node after stage t that reads i (the cover only considers i with one)."""
-    readers = graph.consumers[i]
-    return readers[bisect.bisect_right(readers, t)]

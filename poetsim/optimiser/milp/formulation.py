@@ -20,7 +20,7 @@ compute time (`time_scale_s`) and joules by the mean compute energy of a node
 microcontroller, J on a Pi) and HiGHS's absolute tolerances (1e-6 .. 1e-9) stay far below the
 smallest decision. The objective is the energy OVERHEAD above keep-all (every node once, nothing
 paged), not the total: with the total in joules a relative gap is measured against a constant
-that dwarfs the decision, and HiGHS was seen calling a 0.004 % worse schedule optimal.
+that dwarfs the decision, and a schedule a few thousandths of a percent worse is called optimal.
 """
 
 from dataclasses import dataclass, field

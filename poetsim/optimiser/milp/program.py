@@ -5,13 +5,13 @@ The eviction covers (`cover`, `timed_cover`) are small next to the stage MILP, s
 with keyed columns and solved to a tight gap; what they need back is the proven bound, the
 status, and the values of the best solution by key.
 
-HiGHS runs in a process of its own, which is killed if it has not answered by the deadline.
-HiGHS checks its clock only here and there, and its presolve not everywhere: on a cascade cover
-of MobileNetV2 (24,687 columns, 145,790 nonzeros) one row of `strengthenInequalities` ran for
-minutes past a 9 s limit, and no HiGHS option leaves that rule out; the stage MILP of
-ResNet-18 CIFAR on the Jetson ran 49 s under a 14 s limit. While it works the process sends
-back each better solution and its dual bound (HiGHS's MIP callbacks), so a killed run still
-yields what it had proven and found. The process is started once and kept for the next run.
+HiGHS runs in a process of its own. A run is bounded by its work (a node limit, `work`) and
+stopped by its own progress (`gap_closed`, `enough`), so it stops at the same point on any
+machine; the process is killed only if it has not answered by the call's wall-clock guard,
+because HiGHS checks its clock only here and there, and its presolve not everywhere. While it
+works the process sends back each better solution and its dual bound (HiGHS's MIP callbacks),
+so a run killed at the guard still yields what it had proven and found. The process is started
+once and kept for the next run.
 """
 
 import atexit
@@ -20,10 +20,15 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from time import perf_counter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (this file also runs as the HiGHS process, which imports no poetsim module)
+    from poetsim.optimiser.allowance import Allowance
 
 #: The covers are solved to this relative gap, with no absolute gap: the bound they report is the
 #: solver's dual bound, and a tight gap keeps it next to the best solution.
@@ -31,22 +36,32 @@ REL_GAP = 1e-9
 #: Feasibility tolerances far below HiGHS's defaults: a covering row scaled to 1 then misses its
 #: excess by a fraction of a byte at most, and the LP bound of an integral root is the solution's.
 FEASIBILITY_TOLERANCE = 1e-9
-#: ... except where HiGHS 1.16 hangs on it: the cover without cascades of ResNet-50 (Pi and TX2,
-#: 50 %, 1.2x; 242 columns, 402 rows) gave no answer in 100 s under a 20 s limit with a MIP
-#: feasibility tolerance of 1e-9 (the primal one at 1e-9 alone was harmless), and was solved in
-#: 1.0 s with 1e-8 (0.2 s with the defaults). The cascade covers keep 1e-9: 1e-8 made
-#: ResNet-50's on the Pi slower (no proof in 40 s, against 23-27 s).
+#: ... except for the covers without cascades, where HiGHS 1.16 can stall on a MIP feasibility
+#: tolerance of 1e-9 (tests/test_cover.py has such a cover of ResNet-50); the cascade covers keep
+#: 1e-9, where 1e-8 made their proofs slower.
 LOOSER_FEASIBILITY_TOLERANCE = 1e-8
-#: HiGHS's presolve of a large program can take longer than its time limit: on the timed cover of
-#: ResNet-50 (875,000 nonzeros) it ran 26 s under a 10 s limit. A program with more nonzeros
-#: than this many per second of its time limit is not solved at all (it would be killed before
-#: it proved anything), and yields no bound.
-PRESOLVE_NONZEROS_PER_S = 30_000
-#: HiGHS's symmetry detection is off: on the cascade covers of MobileNetV2 and ResNet-50 it made
-#: presolve 2-3x slower, for no gain (docs/optimiser.md).
+#: HiGHS's presolve of a large program can take longer than its allowance, and checks no limit
+#: while it runs. A program with more nonzeros than this many per unit of its allowance is not
+#: solved at all, and yields no bound.
+PRESOLVE_NONZEROS_PER_UNIT = 30_000
+#: HiGHS's symmetry detection is off: on the larger cascade covers it made presolve several times
+#: slower, for no gain.
 DETECT_SYMMETRY = False
-#: How long past its deadline a solve may take to send its answer before its process is killed.
-#: HiGHS stops within milliseconds of the interrupt its callback raises at the deadline.
+#: HiGHS runs with none of the heuristics that solve sub-MIPs (RENS, RINS, root reduced-cost
+#: fixing): HiGHS 1.16 checks no limit in those sub-MIPs, which on some covers of MobileNetV2
+#: (dense covering rows) ran for minutes; without them a run keeps to its node limit.
+NO_UNCHECKED_WORK = {
+    "mip_heuristic_run_rens": False,
+    "mip_heuristic_run_rins": False,
+    "mip_heuristic_run_root_reduced_cost": False,
+}
+#: ... nor a restart in a program with a row of more terms than this: HiGHS 1.16 checks no limit
+#: in a restart's presolve either, which on such rows (a stall-priced cover of MobileNetV2 has
+#: rows of 1,525 terms) ran for minutes. Elsewhere restarts stay: a cover of ResNet-50 that a
+#: restart solves in 0.5 s takes 2.2 s without, and MobileNetV2's stall-priced covers many times that.
+RESTART_MAX_ROW_TERMS = 1000
+#: How long past the guard a solve may take to send its answer before its process is killed.
+#: HiGHS stops within milliseconds of the interrupt its callback raises at the guard.
 KILL_GRACE_S = 0.05
 #: The dual bound is sent back at most this often while HiGHS works (each better solution at once).
 BOUND_EVERY_S = 0.05
@@ -102,13 +117,14 @@ class Program:
 
     def solve(
         self,
-        time_limit_s: float | None,
+        allowance: "Allowance | None",
         enough: float | None = None,
         start: dict | None = None,
         rel_gap: float = REL_GAP,
         tolerance: float = FEASIBILITY_TOLERANCE,
+        root_iterations_per_line: float | None = None,
     ) -> Solved:
-        """Minimise the cost with HiGHS (one thread, fixed seed) within `time_limit_s`.
+        """Minimise the cost with HiGHS (one thread, fixed seed) within `allowance` (None: to the end).
 
         With `enough`, a known lower bound of the cost from elsewhere, the solve stops as soon as
         it has a solution that costs no more (within REL_GAP): that solution is then optimal.
@@ -116,11 +132,26 @@ class Program:
         `rel_gap` may be looser where only a good solution is wanted, not a bound; `tolerance` is
         HiGHS's primal and MIP feasibility tolerance.
 
+        The allowance is charged for the program's build and for the run (`work`); it bounds the
+        run's nodes (`work.node_limit`), and the call's guard its time. A program with more
+        nonzeros than PRESOLVE_NONZEROS_PER_UNIT per unit left, or whose root would outlast what
+        is left (`work.root_units`, with `root_iterations_per_line` if given), is not solved at all.
+
         An infeasibility is believed only from a run without presolve (`run_checked`).
         """
-        if time_limit_s is not None and len(self.index) > PRESOLVE_NONZEROS_PER_S * time_limit_s:
-            return Solved(False, False, 0.0, None)
-        limit_s = None if time_limit_s is None else max(time_limit_s, 0.01)
+        from poetsim.optimiser.work import BUILD_UNITS_PER_NONZERO, ROOT_ITERATIONS_PER_LINE, highs_units, node_limit, root_units
+
+        nonzeros, lines = len(self.index), len(self.cost) + len(self.row_lower)
+        left = None
+        if allowance is not None:
+            allowance.charge(BUILD_UNITS_PER_NONZERO * nonzeros)
+            left = allowance.left()
+            per_line = ROOT_ITERATIONS_PER_LINE if root_iterations_per_line is None else root_iterations_per_line
+            if left is not None and (
+                nonzeros > PRESOLVE_NONZEROS_PER_UNIT * left or root_units(nonzeros, lines, per_line) > left
+            ):
+                return Solved(False, False, 0.0, None)
+        limit_s = None if allowance is None else allowance.guard.left_s()
         given = [(self.columns[key], value) for key, value in (start or {}).items() if key in self.columns]
         options = {
             "mip_rel_gap": rel_gap,
@@ -128,11 +159,15 @@ class Program:
             "threads": 1,
             "random_seed": 0,
             "mip_detect_symmetry": DETECT_SYMMETRY,
+            **NO_UNCHECKED_WORK,
+            "mip_allow_restart": allows_restart(self.starts),
             "mip_feasibility_tolerance": tolerance,
             "primal_feasibility_tolerance": tolerance,
         }
+        if left is not None:
+            options["mip_max_nodes"] = node_limit(left, nonzeros, lines)
         if limit_s is not None:
-            options["time_limit"] = float(limit_s)
+            options["time_limit"] = max(float(limit_s), 0.01)
         job = HighsJob(
             model=model_arrays(
                 self.cost,
@@ -151,6 +186,8 @@ class Program:
             partial_start=([c for c, _ in given], [v for _, v in given]) if given else None,
         )
         answer = run_checked(job, limit_s)
+        if allowance is not None:
+            allowance.charge(highs_units(nonzeros, lines, answer.iterations, answer.nodes))
         if answer.rejected:
             from poetsim.errors import InternalError
 
@@ -166,6 +203,12 @@ class Program:
         if enough is not None and answer.objective is not None and answer.objective <= enough * (1 + REL_GAP) + 1e-12:
             bound, exact = max(bound, min(enough, answer.objective)), True
         return Solved(False, exact, max(bound, 0.0), values)
+
+
+def allows_restart(starts: Sequence[int]) -> bool:
+    """Whether a program whose rows begin at `starts` (CSR) may restart: no row longer than
+    RESTART_MAX_ROW_TERMS terms."""
+    return all(b - a <= RESTART_MAX_ROW_TERMS for a, b in zip(starts, starts[1:]))
 
 
 def model_arrays(cost, lower, upper, row_lower, row_upper, starts, index, value, integer) -> dict:
@@ -189,16 +232,20 @@ def model_arrays(cost, lower, upper, row_lower, row_upper, starts, index, value,
 class HighsJob:
     """One HiGHS run for the HiGHS process: the model, options, start, and when to stop it.
 
-    `stop_s` (from the run's start) and `enough` (a solution that costs no more is enough) are
-    applied by a callback; `extra_rows` are (lower, upper, columns, coefficients) added after the
-    model; `full_start` is a value per column, `partial_start` (columns, values) some of them.
+    `stop_s` (from the run's start: the call's guard), `enough` (a solution that costs no more is
+    enough) and `gap` are applied by a callback; `full_start` is a value per column,
+    `partial_start` (columns, values) some of them. `gap` is (incumbent, bound, bound_holds,
+    rel_gap, abs_gap) in model units: the run stops once its best solution, or `incumbent` if
+    lower, is within `rel_gap` of its value plus `abs_gap` of the higher of `bound` and (where
+    `bound_holds`) its own dual bound (`gap_closed`). Every rule but the guard depends only on
+    the run's own progress, so a run stops at the same point on any machine.
     """
 
     model: dict
     options: dict
     stop_s: float | None = None
     enough: float | None = None
-    extra_rows: tuple = ()
+    gap: tuple[float, float, bool, float, float] | None = None
     full_start: list | None = None
     partial_start: tuple | None = None
 
@@ -214,19 +261,21 @@ class HighsAnswer:
     values: list[float] | None  # the best solution, by column
     run_s: float  # HiGHS's run time (the wait, when killed)
     rejected: str = ""  # what HiGHS refused (an option, the model), if it did
+    iterations: int = 0  # simplex iterations, the start's completion included
+    nodes: int = 0  # branch-and-bound nodes, the start's completion included
 
 
 def run_highs(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer:
     """Run `job` in a HiGHS process; kill it if it has not answered KILL_GRACE_S past `limit_s`.
 
-    `watch(incumbent, bound)`, if given, hears each progress report of HiGHS's MIP callback
-    (either may be None) and returns True to stop the run; the answer still comes back.
+    `watch(incumbent, bound)`, if given, hears HiGHS's progress now and then (either may be
+    None), for the display only: what stops a run is in the job.
     """
     solver = _take()
     began = perf_counter()
     kill_at = None if limit_s is None else began + limit_s + KILL_GRACE_S
     dual, objective, values = None, None, None
-    answered = stopping = False
+    answered = False
     try:
         solver.conn.send((vars(job), watch is not None))  # fields: the process has no `poetsim` import of this module
         while True:
@@ -241,9 +290,8 @@ def run_highs(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer:
                 objective, values = message[1], message[2]
             if message[-1] is not None:
                 dual = message[-1] if dual is None else max(dual, message[-1])
-            if message[0] == "progress" and watch is not None and not stopping and watch(message[1], message[2]):
-                solver.conn.send("stop")
-                stopping = True
+            if message[0] == "progress" and watch is not None:
+                watch(message[1], message[2])
     except (EOFError, OSError) as exc:
         from poetsim.errors import InternalError
 
@@ -258,10 +306,10 @@ def run_highs(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer:
 
 def run_checked(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer:
     """`run_highs`, with an infeasibility believed only from a run without presolve: HiGHS 1.16's
-    presolve has called a feasible model infeasible (docs/optimiser.md, section 5, "Infeasible,
-    checked"). So an infeasible answer of a run with presolve is followed by one without, in the
-    time left, whose answer is returned (its run time the sum of both); if it ends first, it is
-    a stop, not a proof."""
+    presolve has called a feasible model infeasible (docs/optimiser.md, section 5). So an
+    infeasible answer of a run with presolve is followed by one without, within what is left of
+    the guard, whose answer is returned (its run time and tallies the sum of both); if it ends
+    first, it is a stop, not a proof."""
     began = perf_counter()
     answer = run_highs(job, limit_s, watch)
     if answer.status not in INFEASIBLE or answer.rejected or job.options.get("presolve") == "off":
@@ -269,7 +317,9 @@ def run_checked(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer
     left_s = None if limit_s is None else max(limit_s - (perf_counter() - began), 0.01)
     options = {**job.options, "presolve": "off", **({} if left_s is None else {"time_limit": left_s})}
     check = run_highs(replace(job, options=options, stop_s=left_s), left_s, watch)
-    return replace(check, run_s=answer.run_s + check.run_s)
+    return replace(
+        check, run_s=answer.run_s + check.run_s, iterations=answer.iterations + check.iterations, nodes=answer.nodes + check.nodes
+    )
 
 
 class _Solver:
@@ -341,10 +391,10 @@ def _end_idle() -> None:
 def _solve(job: HighsJob, watched: bool, conn) -> tuple:
     """Run HiGHS on `job` in this process (the HiGHS process's side of `run_highs`); the answer
     as the fields of a HighsAnswer. While it works it sends ("solution", cost, values, dual
-    bound) for each better solution and ("progress", incumbent, dual bound) from the MIP
-    callback: each time if `watched` (the parent may then send "stop"), else when the bound rose."""
+    bound) for each better solution, and ("progress", incumbent, dual bound) from the MIP
+    callback if `watched`, else ("bound", dual bound) when it rose, each at most every
+    BOUND_EVERY_S (for the display, and for a run killed at the guard: nothing else reads them)."""
     import highspy
-    import numpy as np
 
     began = perf_counter()
     ends_at = None if job.stop_s is None else began + job.stop_s
@@ -356,17 +406,12 @@ def _solve(job: HighsJob, watched: bool, conn) -> tuple:
 
     if refused(h.passModel(_highs_lp(job.model))):
         return ("kModelError", None, None, None, 0.0, "the model")
-    for lower, upper, columns, coefficients in job.extra_rows:
-        if refused(
-            h.addRow(lower, upper, len(columns), np.asarray(columns, dtype=np.int32), np.asarray(coefficients, dtype=np.float64))
-        ):
-            return ("kModelError", None, None, None, 0.0, "a row")
     for name, option in job.options.items():
         if refused(h.setOptionValue(name, option)):
             return ("kModelError", None, None, None, 0.0, f"option {name}")
     limit_s = job.options.get("time_limit")
     limit_ends_at = None if limit_s is None else began + float(limit_s)
-    start = _completed_start(job, limit_ends_at)
+    start, start_iterations, start_nodes = _completed_start(job, limit_ends_at)
     if start is not None:
         solution = highspy.HighsSolution()
         solution.col_value = start
@@ -375,7 +420,7 @@ def _solve(job: HighsJob, watched: bool, conn) -> tuple:
             return ("kModelError", None, None, None, 0.0, "setSolution")
     if limit_ends_at is not None:  # completing the start took some of the run's time
         h.setOptionValue("time_limit", max(limit_ends_at - perf_counter(), 0.01))
-    enough = job.enough
+    enough, gap = job.enough, job.gap
     sent = [-math.inf, 0.0]  # the last dual bound sent, and when
 
     def finite(x: float) -> float | None:
@@ -389,11 +434,14 @@ def _solve(job: HighsJob, watched: bool, conn) -> tuple:
             event.interrupt()
         elif enough is not None and primal is not None and primal <= enough * (1 + REL_GAP) + 1e-12:
             event.interrupt()
+        elif gap is not None and gap_closed(primal, dual, *gap):
+            event.interrupt()
+        if perf_counter() - sent[1] < BOUND_EVERY_S:
+            return
         if watched:
+            sent[1] = perf_counter()
             conn.send(("progress", primal, dual))
-            if conn.poll() and conn.recv() == "stop":
-                event.interrupt()
-        elif dual is not None and dual > sent[0] and perf_counter() - sent[1] >= BOUND_EVERY_S:
+        elif dual is not None and dual > sent[0]:
             sent[:] = dual, perf_counter()
             conn.send(("bound", dual))
 
@@ -415,7 +463,20 @@ def _solve(job: HighsJob, watched: bool, conn) -> tuple:
         list(h.getSolution().col_value) if solved else None,
         h.getRunTime(),
         "",
+        max(info.simplex_iteration_count, 0) + start_iterations,
+        max(info.mip_node_count, 0) + start_nodes,
     )
+
+
+def gap_closed(
+    primal: float | None, dual: float | None, incumbent: float, bound: float, bound_holds: bool, rel_gap: float, abs_gap: float
+) -> bool:
+    """Whether a run may stop: its best solution `primal`, or `incumbent` if lower, is within
+    `rel_gap` of its value plus `abs_gap` of the higher of `bound` and (where `bound_holds`) the
+    run's dual bound `dual` (model units: the overhead above keep-all, so never below 0)."""
+    best = min(primal if primal is not None else math.inf, incumbent)
+    floor = max(max(dual, 0.0) if dual is not None and bound_holds else -math.inf, bound)
+    return best < math.inf and floor > -math.inf and best - floor <= rel_gap * max(best, 0.0) + abs_gap
 
 
 def _highs_lp(m: dict, lower=None, upper=None):
@@ -437,7 +498,7 @@ def _highs_lp(m: dict, lower=None, upper=None):
     return lp
 
 
-def _completed_start(job: HighsJob, ends_at: float | None) -> list[float] | None:
+def _completed_start(job: HighsJob, ends_at: float | None) -> tuple[list[float] | None, int, int]:
     """The job's start as a whole solution that satisfies every row, or None if there is none.
 
     HiGHS completes a partial start, and repairs a whole one it finds infeasible, by solving a
@@ -448,10 +509,10 @@ def _completed_start(job: HighsJob, ends_at: float | None) -> list[float] | None
     is completed here, in an instance of its own with no callbacks: the given columns fixed
     (a whole start: its integer columns, rounded), the rest solved for, within HiGHS's own node
     limit for starts (`mip_max_start_nodes`) and the run's time. What comes back is feasible at
-    the model's tolerances, and HiGHS takes such a start as it is, with no sub-MIP.
+    the model's tolerances, and HiGHS takes such a start as it is, with no sub-MIP; with it come
+    the simplex iterations and nodes it took.
     """
     import highspy
-    import numpy as np
 
     m = job.model
     lower, upper = list(m["lower"]), list(m["upper"])
@@ -461,18 +522,14 @@ def _completed_start(job: HighsJob, ends_at: float | None) -> list[float] | None
     elif job.full_start is not None:
         fixed = [(c, float(round(v))) for c, (v, integer) in enumerate(zip(job.full_start, m["integer"])) if integer]
     else:
-        return None
+        return None, 0, 0
     for column, value in fixed:
         if not lower[column] - 1e-9 <= value <= upper[column] + 1e-9:
-            return None
+            return None, 0, 0
         lower[column] = upper[column] = value
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.passModel(_highs_lp(m, lower, upper))
-    for row_lower, row_upper, columns, coefficients in job.extra_rows:
-        h.addRow(
-            row_lower, row_upper, len(columns), np.asarray(columns, dtype=np.int32), np.asarray(coefficients, dtype=np.float64)
-        )
     for name in ("mip_feasibility_tolerance", "primal_feasibility_tolerance", "random_seed", "mip_rel_gap"):
         if name in job.options:
             h.setOptionValue(name, job.options[name])
@@ -481,13 +538,15 @@ def _completed_start(job: HighsJob, ends_at: float | None) -> list[float] | None
     if ends_at is not None:
         left_s = ends_at - perf_counter()
         if left_s <= 0:
-            return None
+            return None, 0, 0
         h.setOptionValue("time_limit", left_s)
     highspy.Highs.resetGlobalScheduler(True)
     h.run()
-    if h.getInfo().primal_solution_status != 2:  # kSolutionStatusFeasible
-        return None
-    return list(h.getSolution().col_value)
+    info = h.getInfo()
+    spent = max(info.simplex_iteration_count, 0), max(info.mip_node_count, 0)
+    if info.primal_solution_status != 2:  # kSolutionStatusFeasible
+        return None, *spent
+    return list(h.getSolution().col_value), *spent
 
 
 def _serve(fd: int, parent_pid: int) -> None:
@@ -501,8 +560,6 @@ def _serve(fd: int, parent_pid: int) -> None:
             message = conn.recv()
         except (EOFError, OSError):
             return
-        if message == "stop":
-            continue  # it came after its run had ended
         fields, watched = message
         conn.send(("done", _solve(HighsJob(**fields), watched, conn)))
 

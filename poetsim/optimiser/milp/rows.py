@@ -86,13 +86,6 @@ class Formulation:
         """'R[3,1]'-style names of all columns, in column order."""
         return [f"{fam.name}[{','.join(map(str, key))}]" for fam in self.variables for key in fam.keys]
 
-    @property
-    def objective_floor(self) -> float:
-        """A proven lower bound of the objective without solving: 0 when every costed column has a
-        non-negative cost and lower bound (the overhead above keep-all is never negative), else -inf."""
-        costed = [(c, low) for c, low in zip(self.col_cost, self.col_lower) if c]
-        return 0.0 if all(c > 0 and low >= 0 for c, low in costed) else float("-inf")
-
     def objective(self, values) -> float:
         """The objective (scaled overhead) at the column values `values`."""
         return sum(c * v for c, v in zip(self.col_cost, values) if c)

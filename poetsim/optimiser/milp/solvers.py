@@ -1,13 +1,17 @@
 """Hand a formulation to a MILP solver and read back what the solver itself reports.
 
 HiGHS (the default) receives the rows as arrays through highspy: no Pyomo expression is built,
-which on large graphs costs several times the solve (ResNet-18, CIFAR: 0.2 s to pass the arrays,
-3.0 s to build the Pyomo model; docs/optimiser.md). SCIP receives the same arrays through
+which on large graphs costs several times the solve. SCIP receives the same arrays through
 PySCIPOpt, and Gurobi through gurobipy, both in this process. GLPK and CBC go through the Pyomo
 model (`pyomo_model`), whose LP file their binaries read. Status, objective, bound and solve
 time are the solver's; nothing is assumed from the status alone.
+
+A run's work is bounded by what its solver can count on any machine: HiGHS's and SCIP's nodes,
+Gurobi's own work units; GLPK and CBC count nothing of the kind and are stopped by time. Each
+run also stops as soon as it, with what is known from outside it (`Known`), closes the gap.
 """
 
+import math
 import os
 import re
 import sys
@@ -34,23 +38,38 @@ class SolverResult:
     bound: float | None
     handoff_s: float
     solve_s: float
+    work: float = 0.0  # the work units the run did (`optimiser.work`)
+
+
+@dataclass(frozen=True)
+class Known:
+    """What is known of the objective from outside a run (model units): the cheapest schedule so
+    far (inf: none) and a proven lower bound (-inf: none). A run's own dual bound joins the
+    latter only where it `bound_holds` (not in a model restricted to a cover's choice)."""
+
+    incumbent: float = math.inf
+    bound: float = -math.inf
+    bound_holds: bool = True
 
 
 @dataclass(frozen=True)
 class SolverSettings:
-    """Stopping rules of one solve: relative and absolute gap of the objective, time, threads.
+    """Stopping rules of one solve: relative and absolute gap of the objective, the wall-clock
+    guard, threads; the work it may do, and what is known from outside it.
 
-    `objective_floor` (model units), when given, is a proven lower bound on the objective from
-    outside the model (the eviction cover); HiGHS gets it as one row, objective >= floor.
-    `ends_at` caps the solver's own limit at the time left when it starts, after the hand-off.
+    `time_limit_s` and `ends_at` (a perf_counter() time) are guards: a run that reaches either
+    stops where it is. `work` (work units, `optimiser.work`; None: no limit) is what stops a run
+    at the same point on any machine (HiGHS and SCIP: a node limit; Gurobi: its work limit;
+    GLPK and CBC: taken as seconds). `known` stops it once the gap closes with it.
     """
 
     mip_rel_gap: float
     mip_abs_gap: float
     time_limit_s: float | None
     threads: int
-    objective_floor: float | None = None
-    ends_at: float | None = None  # a perf_counter() time the solve must end by, build and hand-off included
+    work: float | None = None
+    known: Known | None = None
+    ends_at: float | None = None
     #: Whether an infeasibility HiGHS reports is checked by a run without presolve (`_solve_highs`):
     #: off where the caller takes no proof from it (the MILP restricted to a cover's choice).
     confirm_infeasible: bool = True
@@ -62,10 +81,19 @@ class SolverSettings:
         ]
         return max(min(limits), 0.01) if limits else None
 
+    def gap_closed(self, primal: float | None, dual: float | None) -> bool:
+        """Whether a run whose best solution is `primal` and dual bound `dual` may stop (`known`)."""
+        from poetsim.optimiser.milp.program import gap_closed
 
-#: What a solve reports while it runs: (incumbent, bound) in model units, either None when not
-#: known yet; it returns True to stop the solve at once (the caller knows a better bound).
-Watch = Callable[[float | None, float | None], bool]
+        known = self.known
+        if known is None:
+            return False
+        return gap_closed(primal, dual, known.incumbent, known.bound, known.bound_holds, self.mip_rel_gap, self.mip_abs_gap)
+
+
+#: What a solve reports while it runs, for the display: (incumbent, bound) in model units, either
+#: None when not known yet.
+Watch = Callable[[float | None, float | None], object]
 
 
 def solve(
@@ -86,8 +114,8 @@ def solve(
     return _solve_shell(form, solver, settings, start)
 
 
-#: A retry without the start (see _solve_highs) is not tried with less time than this left.
-RETRY_MIN_S = 5.0
+#: A retry without the start (see _solve_highs) is not tried with less work than this left.
+RETRY_MIN_UNITS = 5.0
 
 
 @contextmanager
@@ -129,34 +157,32 @@ def _solve_highs(
     """
     result = _run_highs(form, settings, start, watch)
     if result.status is None:
-        result = _run_highs(form, settings, start, watch, presolve=False)
-        if result.status is None:
+        again = _run_highs(form, _less(settings, result), start, watch, presolve=False)
+        if again.status is None:
             raise InternalError("HiGHS ended with a solve error on the POET model, with presolve on and off")
+        result = _after(result, again)
     if start is None or result.values is None or _objective_matches(form, result):
         return result
-    # The retry gets what is left of the limit, if anything; the first run's bound is not kept
+    # The retry gets what is left of the run's work, if enough; the first run's bound is not kept
     # (it may have pruned on the false value).
-    left = _left_s(settings, result)
-    if left is not None and left < RETRY_MIN_S:
-        return SolverResult(Status.NO_SOLUTION, None, None, None, result.handoff_s, result.solve_s)
-    settings = replace(settings, time_limit_s=left)
-    retry = _run_highs(form, settings, None, watch)
-    return SolverResult(
-        retry.status,
-        retry.values,
-        retry.objective,
-        retry.bound,
-        result.handoff_s + retry.handoff_s,
-        result.solve_s + retry.solve_s,
+    settings = _less(settings, result)
+    if settings.work is not None and settings.work < RETRY_MIN_UNITS:
+        return SolverResult(Status.NO_SOLUTION, None, None, None, result.handoff_s, result.solve_s, result.work)
+    return _after(result, _run_highs(form, settings, None, watch))
+
+
+def _less(settings: SolverSettings, spent: SolverResult) -> SolverSettings:
+    """`settings` with the work of `spent` taken from its work, and its time from the guard."""
+    work = None if settings.work is None else max(settings.work - spent.work, 0.0)
+    limit_s = None if settings.time_limit_s is None else max(settings.time_limit_s - spent.solve_s, 0.0)
+    return replace(settings, work=work, time_limit_s=limit_s)
+
+
+def _after(first: SolverResult, then: SolverResult) -> SolverResult:
+    """The answer of `then`, with the times and work of both runs."""
+    return replace(
+        then, handoff_s=first.handoff_s + then.handoff_s, solve_s=first.solve_s + then.solve_s, work=first.work + then.work
     )
-
-
-def _left_s(settings: SolverSettings, spent: SolverResult) -> float | None:
-    """What is left of the run's limit after `spent`, and of the call's time (None: no limit)."""
-    left = None if settings.time_limit_s is None else settings.time_limit_s - spent.solve_s
-    if settings.ends_at is not None:
-        left = min(left if left is not None else float("inf"), settings.ends_at - perf_counter())
-    return left
 
 
 #: HiGHS's statuses that end a solve early ("killed": the HiGHS process did not answer in time).
@@ -176,12 +202,6 @@ def _status(solver: str, name: str, has_solution: bool, optimal: str, infeasible
     raise InternalError(f"{solver} ended with status '{name}' on the POET model")
 
 
-def _costed(form: Formulation) -> list[tuple[int, float]]:
-    """The objective's terms, (column, cost) for each column that costs something: the row of an
-    objective floor (`SolverSettings.objective_floor`)."""
-    return [(col, c) for col, c in enumerate(form.col_cost) if c]
-
-
 def _objective_matches(form: Formulation, result: SolverResult) -> bool:
     if result.objective is None or result.values is None:
         return False
@@ -193,8 +213,18 @@ def _run_highs(
     form: Formulation, settings: SolverSettings, start: list[float] | None, watch: Watch | None = None, presolve: bool = True
 ) -> SolverResult:
     """One HiGHS run, in the HiGHS process (`program.run_highs`: killed if it has not answered
-    shortly after the time limit); its status is None after a solve error (see _solve_highs)."""
-    from poetsim.optimiser.milp.program import INFEASIBLE, HighsJob, model_arrays, run_checked, run_highs
+    shortly after the guard), within its work (a node limit); its status is None after a solve
+    error (see _solve_highs)."""
+    from poetsim.optimiser.milp.program import (
+        INFEASIBLE,
+        NO_UNCHECKED_WORK,
+        HighsJob,
+        allows_restart,
+        model_arrays,
+        run_checked,
+        run_highs,
+    )
+    from poetsim.optimiser.work import highs_units, node_limit
 
     began = perf_counter()
     model = model_arrays(
@@ -208,28 +238,34 @@ def _run_highs(
         form.row_value,
         form.col_binary,
     )
-    rows: tuple[tuple[float, float, list[int], list[float]], ...] = ()
-    if settings.objective_floor is not None and settings.objective_floor > 0:
-        costed = _costed(form)
-        rows = ((settings.objective_floor, float("inf"), [col for col, _ in costed], [c for _, c in costed]),)
     options: dict[str, float | int | str] = {
         "mip_rel_gap": settings.mip_rel_gap,
         "mip_abs_gap": settings.mip_abs_gap,
         "threads": settings.threads,
         "random_seed": 0,
+        **NO_UNCHECKED_WORK,
+        "mip_allow_restart": allows_restart(form.row_start),
     }
     if not presolve:
         options["presolve"] = "off"
+    nonzeros, lines = len(form.row_index), form.num_columns + form.num_rows
+    if settings.work is not None:
+        options["mip_max_nodes"] = node_limit(settings.work, nonzeros, lines)
     limit_s = settings.limit_now_s()
     if limit_s is not None:
         options["time_limit"] = float(limit_s)
-    job = HighsJob(model=model, options=options, extra_rows=rows, full_start=None if start is None else list(start))
+    known = settings.known
+    gap = None
+    if known is not None:
+        gap = (known.incumbent, known.bound, known.bound_holds, settings.mip_rel_gap, settings.mip_abs_gap)
+    job = HighsJob(model=model, options=options, stop_s=limit_s, gap=gap, full_start=None if start is None else list(start))
     handoff_s = perf_counter() - began
     answer = (run_checked if settings.confirm_infeasible else run_highs)(job, limit_s, watch)
+    work = highs_units(nonzeros, lines, answer.iterations, answer.nodes)
     if answer.rejected:
         raise InternalError(f"HiGHS rejected {answer.rejected} of the POET model")
     if answer.status == "kSolveError":
-        return SolverResult(None, None, None, None, handoff_s, answer.run_s)
+        return SolverResult(None, None, None, None, handoff_s, answer.run_s, work)
     has_solution = answer.values is not None
     status = _status("HiGHS", answer.status, has_solution, "kOptimal", INFEASIBLE, _HIGHS_STOPPED)
     values = answer.values if has_solution and status is not Status.INFEASIBLE else None
@@ -240,6 +276,7 @@ def _run_highs(
         bound=answer.dual_bound if status.has_schedule else None,
         handoff_s=handoff_s,
         solve_s=answer.run_s,
+        work=work,
     )
 
 
@@ -264,9 +301,8 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
     """Solve with SCIP (PySCIPOpt), in this process: the rows as linear constraints, the start
     (if any) offered as a solution, SCIP's own time limit.
 
-    Without a start SCIP is told to look for a schedule first (its feasibility emphasis): on
-    ResNet-18 (CIFAR) at 25 % RAM, recompute-only, where no heuristic finds a schedule, that is
-    the setting that proved the program infeasible (docs/optimiser.md, section 5).
+    Without a start SCIP is told to look for a schedule first (its feasibility emphasis): where
+    no heuristic finds a schedule, that is the setting that proves a program infeasible.
     """
     from pyscipopt import SCIP_PARAMEMPHASIS, Model, quicksum
 
@@ -291,8 +327,6 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
             if lower == upper
             else _ranged(expr, lower, upper)
         )
-    if settings.objective_floor is not None and settings.objective_floor > 0:
-        model.addCons(quicksum(c * columns[col] for col, c in _costed(form)) >= settings.objective_floor)
     model.setParam("limits/gap", settings.mip_rel_gap)
     model.setParam("limits/absgap", settings.mip_abs_gap)
     if start is not None:
@@ -304,6 +338,10 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
         model.setEmphasis(SCIP_PARAMEMPHASIS.FEASIBILITY)
     if limit_s is not None:
         model.setParam("limits/time", max(limit_s - (perf_counter() - began), 0.01))
+    if settings.work is not None:
+        from poetsim.optimiser.work import node_limit
+
+        model.setParam("limits/totalnodes", node_limit(settings.work, len(form.row_index), form.num_columns + form.num_rows))
     handoff_s = perf_counter() - began
     ran = perf_counter()
     with _stdout_silenced():  # SCIP's own SIGINT handler prints "pressed CTRL-C ..." with printf
@@ -321,13 +359,15 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
         values = [model.getSolVal(best, var) for var in columns]
     dual = model.getDualbound()
     bound = float(dual) if status.has_schedule and abs(dual) < model.infinity() else None
-    return SolverResult(
-        status, values, model.getSolObjVal(model.getBestSol()) if values is not None else None, bound, handoff_s, solve_s
-    )
+    from poetsim.optimiser.work import highs_units
+
+    work = highs_units(len(form.row_index), form.num_columns + form.num_rows, model.getNLPIterations(), model.getNNodes())
+    objective = model.getSolObjVal(model.getBestSol()) if values is not None else None
+    return SolverResult(status, values, objective, bound, handoff_s, solve_s, work)
 
 
 #: Gurobi's statuses that end a solve early; with a solution it is `feasible`, else `no-solution`
-#: (INTERRUPTED only when the watch stopped it: Ctrl-C is passed on).
+#: (INTERRUPTED only when the gap closed with what is known: Ctrl-C is passed on).
 _GUROBI_STOPPED = {
     "TIME_LIMIT",
     "NODE_LIMIT",
@@ -347,7 +387,9 @@ def _solve_gurobi(
 ) -> SolverResult:
     """Solve with Gurobi (gurobipy), in this process: one column per column, one linear row per
     finite side of each row, the start (binaries rounded) as its MIP start, Gurobi's own time
-    limit, and `watch` called from its MIP callback, which stops the solve when it says so.
+    limit as the guard and its own work limit (its work units, about seconds) as the work,
+    `watch` called from its MIP callback, which stops the solve once the gap closes with what
+    is known (`SolverSettings.known`).
 
     gurobipy from PyPI brings a size-limited license; a model above its limits is refused with
     `SolverUnavailableError`, which names the model's size (docs/optimiser.md, section 5).
@@ -387,26 +429,24 @@ def _solve_gurobi(
                 model.addLConstr(expr, GRB.GREATER_EQUAL, lower)
             if upper != float("inf"):
                 model.addLConstr(expr, GRB.LESS_EQUAL, upper)
-        if settings.objective_floor is not None and settings.objective_floor > 0:
-            costed = _costed(form)
-            model.addLConstr(
-                gp.LinExpr([c for _, c in costed], [columns[col] for col, _ in costed]),
-                GRB.GREATER_EQUAL,
-                settings.objective_floor,
-            )
         if start is not None:
             for col, (x, binary) in enumerate(zip(start, form.col_binary)):
                 columns[col].Start = round(x) if binary else x
         if limit_s is not None:
             model.setParam("TimeLimit", max(limit_s - (perf_counter() - began), 0.01))
+        if settings.work is not None:
+            model.setParam("WorkLimit", max(settings.work, 0.01))
         handoff_s = perf_counter() - began
         stopped: list[bool] = []
 
         def on_event(m, where) -> None:
-            if where != GRB.Callback.MIP or watch is None or stopped:
+            if where != GRB.Callback.MIP or stopped:
                 return
             best, bound = m.cbGet(GRB.Callback.MIP_OBJBST), m.cbGet(GRB.Callback.MIP_OBJBND)
-            if watch(best if best < GRB.INFINITY else None, bound if abs(bound) < GRB.INFINITY else None):
+            primal, dual = best if best < GRB.INFINITY else None, bound if abs(bound) < GRB.INFINITY else None
+            if watch is not None:
+                watch(primal, dual)
+            if settings.gap_closed(primal, dual):
                 stopped.append(True)
                 m.terminate()
 
@@ -448,7 +488,7 @@ def _solve_gurobi(
             stopped.clear()
             name = run()
             if broken():
-                return SolverResult(Status.NO_SOLUTION, None, None, None, handoff_s, perf_counter() - ran)
+                return SolverResult(Status.NO_SOLUTION, None, None, None, handoff_s, perf_counter() - ran, model.Work)
         solve_s = perf_counter() - ran
         has_solution = model.SolCount > 0
         status = _status("Gurobi", name, has_solution, "OPTIMAL", ("INFEASIBLE", "INF_OR_UNBD"), _GUROBI_STOPPED)
@@ -456,7 +496,7 @@ def _solve_gurobi(
             [columns[col].X for col in range(len(form.col_cost))] if has_solution and status is not Status.INFEASIBLE else None
         )
         bound = _finite(model.ObjBound) if status.has_schedule else None
-        return SolverResult(status, values, model.ObjVal if values is not None else None, bound, handoff_s, solve_s)
+        return SolverResult(status, values, model.ObjVal if values is not None else None, bound, handoff_s, solve_s, model.Work)
     finally:
         model.dispose()
         env.dispose()
@@ -486,13 +526,14 @@ def _solve_shell(form: Formulation, solver: str, settings: SolverSettings, start
     if solver == "glpk":
         # glpsol has a relative gap only (--mipgap), and no threads; its --tmlim is in whole seconds.
         opt.options["mipgap"] = settings.mip_rel_gap
-        limit_s = settings.limit_now_s()
+        limit_s = _shell_limit_s(settings)
         if limit_s is not None:
             opt.options["tmlim"] = max(1, int(limit_s))
     else:
         opt.options.update({"ratioGap": settings.mip_rel_gap, "allowableGap": settings.mip_abs_gap, "threads": settings.threads})
-        if settings.limit_now_s() is not None:
-            opt.options["sec"] = settings.limit_now_s()
+        limit_s = _shell_limit_s(settings)
+        if limit_s is not None:
+            opt.options["sec"] = limit_s
         if start is not None:
             for var, value in zip(columns, start):
                 var.set_value(round(value) if var.is_binary() else value, skip_validation=True)
@@ -526,7 +567,15 @@ def _solve_shell(form: Formulation, solver: str, settings: SolverSettings, start
         status = Status.OPTIMAL
     else:
         status = Status.FEASIBLE
-    return SolverResult(status, values, objective, bound, handoff_s, _solver_time_s(log_text, solver) or wall_s)
+    solve_s = _solver_time_s(log_text, solver) or wall_s
+    return SolverResult(status, values, objective, bound, handoff_s, solve_s, solve_s)
+
+
+def _shell_limit_s(settings: SolverSettings) -> float | None:
+    """GLPK's and CBC's time limit: they count no work of their own, so the run's work is taken as
+    seconds, within the guard."""
+    limits = [x for x in (settings.work, settings.limit_now_s()) if x is not None]
+    return min(limits) if limits else None
 
 
 def _reported_objective(solution) -> float | None:

@@ -15,23 +15,31 @@ import math
 from dataclasses import replace
 
 from poetsim.graphs.graph import TrainingGraph
+from poetsim.optimiser.allowance import Allowance, charge
 from poetsim.optimiser.bounds.cover import CoverBound
+from poetsim.optimiser.bounds.events import EventKind
 from poetsim.optimiser.milp.rows import Formulation
 from poetsim.optimiser.plans.keeps import repair_keeps
 from poetsim.optimiser.plans.plan import Plan, figures
 from poetsim.optimiser.plans.rules import Mode, plan_from_decisions, uses
+from poetsim.optimiser.work import replay_units
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Timing
 from poetsim.tolerances import exceeds
 
 
 def cover_plan(
-    graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, cover: CoverBound, ends_at: float | None = None
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    timing: Timing,
+    cover: CoverBound,
+    allowance: Allowance | None = None,
 ) -> Plan | None:
     """The plan that restores what `cover` chose, or None if it misses the budgets (or the cover has no choice).
 
-    The per-output keeps (`keeps.repair_keeps`) stop at `ends_at` (a `perf_counter` time), the
-    call's deadline: on ResNet-50 (TX2) they take 15-17 s of a 60 s call.
+    The per-output keeps (`keeps.repair_keeps`) stop when `allowance`, the call's, is spent: on
+    300-node graphs they can take a good part of it.
     """
     if cover.infeasible or not (cover.recomputed or cover.paged):
         return None
@@ -43,10 +51,10 @@ def cover_plan(
         hidden = _hidden_transfers(graph, costs, windows, decisions)
         tried += [_balanced_transfers(graph, costs, cover, decisions, hidden), hidden]
     tried.append({})  # as early out and as late in as the stretch allows
-    return _cheapest_fit(graph, costs, budgets, timing, decisions, tried, ends_at)
+    return _cheapest_fit(graph, costs, budgets, timing, decisions, tried, allowance)
 
 
-def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options, ends_at=None) -> Plan | None:
+def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options, allowance=None) -> Plan | None:
     """The cheapest plan that fits among the decisions replayed with each set of page stages, with
     recomputed outputs kept, dropped again, or kept where RAM allows (`keeps.repair_keeps`); None if
     none fits."""
@@ -55,6 +63,7 @@ def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options, 
     for page_stages in page_stage_options:
 
         def replay(keep, page_stages=page_stages):
+            charge(allowance, replay_units(len(graph)))
             plan = plan_from_decisions(graph, decisions, page_stages, keep_recomputed=keep)
             return plan, figures(plan, graph, costs, timing)
 
@@ -63,7 +72,7 @@ def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options, 
         if recomputes:
             tried.append(replay(False))
             if not budgets.fits(kept[1]):
-                tried.append(repair_keeps(replay, budgets, kept, ends_at))
+                tried.append(repair_keeps(replay, budgets, kept, allowance))
         for plan, fig in filter(None, tried):
             if budgets.fits(fig) and (best is None or fig.total_j < best[0]):
                 best = (fig.total_j, plan)
@@ -290,20 +299,17 @@ def events_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing
     the budgets."""
     if not cover.events:
         return None
-    page_out = {i: s for kind, i, s in cover.events if kind == "o"}
+    page_out = {e.node: e.stage for e in cover.events if e.kind == EventKind.PAGE_OUT}
     decisions, page_stages = {}, {}
-    for kind, i, s in cover.events:
+    for event in cover.events:
+        i, s = event.node, event.stage
         u = uses(graph, i)
-        if kind == "n":
+        if event.kind == EventKind.PAGE_IN:
             for a, b in zip(u, u[1:]):
                 if a < s < b:
                     decisions[i, a, b] = Mode.PAGE
                     page_stages[i, a, b] = (page_out.get(i, a), s)
-        elif kind == "p":
-            for a, b in zip(u, u[1:]):
-                if a < s <= b and b - a >= 2:
-                    decisions.setdefault((i, a, b), Mode.RECOMPUTE)
-        elif kind == "a":  # absent at stage s, to be recomputed before its next reader
+        elif event.kind == EventKind.ABSENT:  # absent at stage s, to be recomputed before its next reader
             for a, b in zip(u, u[1:]):
                 if a < s < b:
                     decisions.setdefault((i, a, b), Mode.RECOMPUTE)

@@ -7,36 +7,32 @@ again for its next reader, cascade and all. The plan makers here choose per outp
 """
 
 from collections.abc import Callable
-from time import perf_counter
 
+from poetsim.optimiser.allowance import Allowance, spent
 from poetsim.optimiser.plans.plan import Plan
 from poetsim.schedule.model import Budgets, Figures
 
 #: Replays a keep set (True: every output; a set: those) into a plan and its figures.
 Replay = Callable[[bool | frozenset[int]], tuple[Plan, Figures]]
 
-#: At most this many replays per repair: a cap on the work (ResNet-18: about 50 replays of 3 ms
-#: each; ResNet-50 on the TX2: hundreds of about 25 ms, 15-17 s for one plan, hence `ends_at`).
+#: At most this many replays per repair: a cap on the work of one plan (tens of replays on graphs
+#: of ResNet-18's size, hundreds on 300-node ones, hence also `allowance`).
 REPAIR_REPLAYS = 600
 
 
-def _late(ends_at: float | None) -> bool:
-    return ends_at is not None and perf_counter() >= ends_at
-
-
 def repair_keeps(
-    replay: Replay, budgets: Budgets, kept: tuple[Plan, Figures], ends_at: float | None = None
+    replay: Replay, budgets: Budgets, kept: tuple[Plan, Figures], allowance: Allowance | None = None
 ) -> tuple[Plan, Figures] | None:
     """Keep recomputed outputs where RAM allows, drop them again where it does not.
 
     Keeping every recomputed output costs least but often breaks the RAM budget: a cascade
-    recomputed for one backward reader (ResNet-18: the chain of a residual stage, back to
-    `conv1`) then stays resident to the end of its stretch. Dropping all of them again fits but
-    recomputes the cascade for every reader (on ResNet-18 at 50 % RAM, 2.6 times the energy
-    above keep-all). Between the two: from keep-all-recomputed, stop keeping the output that
+    recomputed for one backward reader (the chain of a residual stage, back to the stem) then
+    stays resident to the end of its stretch. Dropping all of them again fits but recomputes the
+    cascade for every reader, at several times the energy. Between the two: from
+    keep-all-recomputed, stop keeping the output that
     takes the most bytes off the excess per joule added, until the plan fits; then keep again
     any output whose keeping still fits and costs less. A repair still over the RAM budget at
-    `ends_at` (a `perf_counter` time) gives None; the keeping again stops there.
+    `allowance` gives None; the keeping again stops there.
     """
     plan, fig = kept
     keep = recomputed(plan)
@@ -47,7 +43,7 @@ def repair_keeps(
         over = fig.peak_ram_bytes - budgets.ram_bytes
         best = None
         for i in sorted(keep & recomputed(plan)):
-            if replays >= REPAIR_REPLAYS or _late(ends_at):
+            if replays >= REPAIR_REPLAYS or spent(allowance):
                 return None
             replays += 1
             trial = replay(keep - {i})
@@ -60,7 +56,7 @@ def repair_keeps(
             return None
         _, dropped, (plan, fig) = best
         keep = keep - {dropped}
-    return keep_more(replay, budgets, (plan, fig), keep, REPAIR_REPLAYS - replays, ends_at)
+    return keep_more(replay, budgets, (plan, fig), keep, REPAIR_REPLAYS - replays, allowance)
 
 
 def keep_more(
@@ -69,13 +65,13 @@ def keep_more(
     start: tuple[Plan, Figures],
     keep: frozenset[int],
     replays: int = REPAIR_REPLAYS,
-    ends_at: float | None = None,
+    allowance: Allowance | None = None,
 ) -> tuple[Plan, Figures]:
     """`start` (replayed from `keep`) with each recomputed output it drops kept instead, where the
-    plan still fits and costs less; at most `replays` replays, none after `ends_at`."""
+    plan still fits and costs less; at most `replays` replays, none after `allowance`."""
     plan, fig = start
     for i in sorted(recomputed(plan) - keep)[: max(replays, 0)]:
-        if _late(ends_at):
+        if spent(allowance):
             break
         trial = replay(keep | {i})
         if budgets.fits(trial[1]) and trial[1].total_j < fig.total_j:

@@ -66,7 +66,7 @@ def account(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing) 
     seconds, in_s, out_s = costs.compute_s.__getitem__, costs.page_in_s.__getitem__, costs.page_out_s.__getitem__
     frees, starts, afters, compute_s, dma_s = [], [], [], [], []
     # The bytes resident at each stage's start, kept up to date by what changes (set differences
-    # run in C; summing every resident output anew took most of a Capuchin baseline's time).
+    # run in C; summing every resident output anew would dominate the baselines' replays).
     before: frozenset[int] = frozenset()
     resident_bytes = 0
     for t, computed in enumerate(plan.computed):

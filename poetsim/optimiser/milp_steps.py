@@ -1,0 +1,140 @@
+"""The steps of one `optimise` call that run the stage MILP: its build, the run confined to a cover's
+choice, and the full run from the incumbent, each stopped as soon as the incumbent is within the
+gap of the best bound.
+"""
+
+import math
+from dataclasses import replace
+
+from poetsim.graphs.graph import TrainingGraph
+from poetsim.optimiser.allowance import Allowance
+from poetsim.optimiser.call import Call
+from poetsim.optimiser.found import Found
+from poetsim.optimiser.milp.formulation import formulate, last_useful_stage
+from poetsim.optimiser.milp.rows import Formulation
+from poetsim.optimiser.milp.solvers import Known, SolverResult, SolverSettings, Watch, solve
+from poetsim.optimiser.plans import plan as plans
+from poetsim.optimiser.plans.cover_plan import admits, restricted
+from poetsim.optimiser.work import FORMULATE_UNITS_PER_NONZERO
+from poetsim.schedule.model import Moves
+
+#: Before the model is built, its nonzeros are taken as this many per S_ram column (one per output
+#: and stage from its computation to its last useful stage), by (recompute, page): a little below
+#: what the zoo's graphs measure (`tests/test_search.py`), so that a build the budget left could
+#: not solve is skipped.
+NONZEROS_PER_COLUMN = {(False, True): 18, (True, False): 19, (True, True): 36}
+
+
+def milp_nonzeros_estimate(graph: TrainingGraph, moves: Moves) -> int:
+    """The stage MILP's nonzeros as `time_for_milp` takes them before it is built."""
+    last = last_useful_stage(graph)
+    columns = sum(max(last[i] - i, 0) for i in range(len(graph)))
+    return NONZEROS_PER_COLUMN[moves.recompute, moves.page] * columns
+
+
+def time_for_milp(call: Call, found: Found) -> bool:
+    """Whether enough is left for a MILP step: a short run finds nothing, and HiGHS overruns short
+    limits; nor does a run whose presolve alone would outlast what is left (before the build, by
+    `milp_nonzeros_estimate`, so that a build no solve could follow is skipped too)."""
+    left = call.allowance.left()
+    if left is None:
+        return True
+    form = found.form
+    nonzeros = len(form.row_index) if form is not None else milp_nonzeros_estimate(call.task.graph, call.task.moves)
+    return left >= call.shares.min_milp and nonzeros <= call.shares.milp_nonzeros_per_unit * left
+
+
+def build(call: Call, found: Found) -> Found:
+    """The stage MILP (`formulation`), built once for the runs after it."""
+    task = call.task
+    call.note("build")
+    form = formulate(task.graph, task.costs, task.budgets, task.moves, task.timing)
+    call.allowance.charge(FORMULATE_UNITS_PER_NONZERO * len(form.row_index))
+    return replace(found, form=form, build_s=call.clock.elapsed_s())
+
+
+def restricted_solve(call: Call, found: Found) -> Found:
+    """The MILP confined to the covers' choice, for a share of what is left: a fast upper bound."""
+    timed = found.timed_cover
+    choice = timed if timed is not None and timed.events else found.cover
+    form = found.form
+    assert choice is not None and form is not None, "the cover and the build come first"
+    if not choice.restores:
+        return found
+    narrow = restricted(form, call.task.graph, choice)
+    allowance = call.allowance.part(call.shares.restricted, call.shares.restricted_cap)
+    result = _run(call, narrow, allowance, "restricted solve", bound_holds=False)
+    if result.values is not None:
+        call.standing.offer(plans.from_columns(narrow, result.values), "the restricted solve")
+    return _account(found, result)
+
+
+def full_solve(call: Call, found: Found) -> Found:
+    """The full MILP from the incumbent, until the gap closes or the budget is spent."""
+    form = found.form
+    assert form is not None, "the build comes first"
+    result = _run(call, form, call.allowance, "solve", bound_holds=True)
+    solver = call.settings.solver
+    if result.values is not None:
+        call.standing.offer(plans.from_columns(form, result.values), solver)
+    if result.bound is not None and math.isfinite(result.bound) and result.status is not None and result.status.has_schedule:
+        call.standing.raise_bound(form.keep_all_j + max(result.bound, 0.0) * form.energy_scale_j, f"the {solver} MILP")
+    return replace(_account(found, result), solver_status=result.status)
+
+
+def _account(found: Found, result: SolverResult) -> Found:
+    return replace(found, handoff_s=found.handoff_s + result.handoff_s, solve_s=found.solve_s + result.solve_s)
+
+
+def _run(call: Call, form: Formulation, allowance: Allowance, phase: str, bound_holds: bool) -> SolverResult:
+    """One solver run of `form` within `allowance`, from the incumbent where the model admits it,
+    stopped as soon as the incumbent is within the gap of the best bound; its work is charged.
+
+    A restricted model's bound is not a bound of the problem (`bound_holds` False): only its
+    incumbents count then, and an infeasibility of it proves nothing.
+    """
+    call.note(phase)
+    standing, guard = call.standing, call.clock
+    scale = form.energy_scale_j
+    known = Known(
+        incumbent=math.inf if standing.total_j is None else (standing.total_j - form.keep_all_j) / scale,
+        bound=-math.inf if standing.bound_j is None else (standing.bound_j - form.keep_all_j) / scale,
+        bound_holds=bound_holds,
+    )
+    settings = SolverSettings(
+        mip_rel_gap=call.settings.mip_rel_gap,
+        mip_abs_gap=standing.abs_gap_j / scale,
+        time_limit_s=guard.left_s(),
+        threads=call.settings.threads,
+        work=allowance.left(),
+        known=known,
+        ends_at=guard.ends_at(),
+        confirm_infeasible=bound_holds,
+    )
+    result = solve(form, call.settings.solver, settings, _start(call, form), _watch(call, form, phase, bound_holds))
+    call.allowance.charge(result.work)
+    return result
+
+
+def _start(call: Call, form: Formulation) -> list[float] | None:
+    """The incumbent as column values of `form`, if it lies within the model's windows and bounds."""
+    best = call.standing.best
+    if best is None:
+        return None
+    try:
+        values = plans.to_columns(form, best.plan, call.task.graph, call.task.costs)
+    except KeyError:
+        return None
+    return values if admits(form, values) else None
+
+
+def _watch(call: Call, form: Formulation, phase: str, bound_holds: bool) -> Watch:
+    """The solver's progress, reported with the standing's figures (for the display only)."""
+    standing = call.standing
+
+    def seen(primal: float | None, dual: float | None) -> None:
+        incumbent = None if primal is None else form.keep_all_j + primal * form.energy_scale_j
+        bound = None if dual is None or not bound_holds else form.keep_all_j + max(dual, 0.0) * form.energy_scale_j
+        call.report(phase, incumbent, bound if bound is None or standing.bound_j is None else max(bound, standing.bound_j))
+
+    return seen

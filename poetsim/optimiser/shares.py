@@ -1,0 +1,63 @@
+"""How one `optimise` call divides its budget among its steps.
+
+Each step gets a share of what is left of the call's budget when it starts; what it does not use
+passes to the steps after it, and each stops sooner when it is done (docs/optimiser.md, "The
+search"). The shares are one frozen configuration, `SHARES`.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Shares:
+    """The shares of what is left that each step may use, and the limits of the MILP steps."""
+
+    #: The plain eviction cover, the ground of most proofs. Usually it needs a small part; the
+    #: share is large so that a cover that needs long is not cut before its proof.
+    cover: float = 0.6
+    #: The placement search (`placement`): the cover's choice placed in stages.
+    placement: float = 0.7
+    #: At most this many choices of the same cost are placed in one search.
+    placement_rounds: int = 10
+    #: A mixed choice's exact rounds get this share of the placement's budget, the single-move
+    #: searches the rest.
+    mixed_placement: float = 0.6
+    #: The placement's stall-priced cover, of what the quick rounds leave.
+    stall_cover: float = 0.7
+    #: ... and of that, its cover without cascades.
+    stall_no_cascade: float = 0.6
+    #: The covers that price page-ins' stalls too (`steps.page_in_bound`).
+    page_in_bound: float = 0.9
+    #: ... and, for the second of them, the share of its cover without cascades: its bound comes
+    #: from the cascade cover.
+    page_in_no_cascade: float = 0.2
+    #: The timed cover, which places transfers and can prove more.
+    timed: float = 0.6
+    #: ... with no schedule yet: then the timed cover is what can prove that none exists.
+    timed_no_schedule: float = 0.9
+    #: The recompute-only cover with second restores (`steps.second_restores`).
+    second_restores: float = 0.7
+    #: The greedy plans (they stop where they are when it is spent).
+    greedy: float = 0.25
+    #: Polishing the incumbent between the steps (the last polish, `steps.settle`, has no share:
+    #: it runs until no single change improves the schedule).
+    polish: float = 0.1
+    #: The rebuilt recompute-only greedy (`steps.rebuild`): it needs most of what is left to reach
+    #: its best plan, where the stage MILP after it seldom finds more.
+    rebuild: float = 0.8
+    #: The MILP restricted to the cover's choice, and its cap.
+    restricted: float = 0.25
+    restricted_cap: float = 60.0
+    #: The greedy plans once more, where no MILP step fits what is left and their first run was cut.
+    greedy_again: float = 0.8
+    #: A MILP step (build, restricted or full solve) starts only with this much left: a shorter
+    #: run finds nothing.
+    min_milp: float = 2.0
+    #: ... and only with this many nonzeros or fewer per unit left: no node limit stops HiGHS's
+    #: presolve and root, which on the stage MILPs of the zoo's larger graphs take minutes, and
+    #: where the MILP found nothing in the time the other steps leave it.
+    milp_nonzeros_per_unit: int = 2_000
+
+
+#: The configuration every call uses.
+SHARES = Shares()

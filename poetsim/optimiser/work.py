@@ -1,0 +1,86 @@
+"""The work of one `optimise` call, counted in work units from tallies that do not depend on the
+machine: plans replayed, nonzeros built, and each HiGHS run's simplex iterations and nodes.
+
+So a call's steps stop at the same points, and return the same schedule and bound, on a quiet and
+on a loaded machine. A work unit is calibrated to about one second of the reference machine (the
+2-core x86_64 CI machine, idle; docs/optimiser.md, "Effort"): an `effort` of 12 units takes about
+12 s there, longer on a slower or busier machine, the same answer either way.
+
+The wall clock stays as a guard (`clock.Clock`) that a normal call never reaches: once it trips,
+every allowance reads as spent, the call returns what it has, and its message says so.
+"""
+
+import math
+
+from poetsim.optimiser.clock import Clock
+
+#: One replay of a plan (`plans.plan.figures` of a rule-made plan), per node of the graph.
+REPLAY_UNITS_PER_NODE = 9e-6
+#: Building a cover program in Python, per nonzero.
+BUILD_UNITS_PER_NONZERO = 2e-6
+#: Building the stage MILP (`milp.formulation.formulate`), per nonzero.
+FORMULATE_UNITS_PER_NONZERO = 1e-6
+#: A HiGHS run: a fixed part (the hand-off to its process), a part per nonzero (presolve), and a
+#: part per simplex iteration and per node, each times the program's lines (rows and columns).
+#: Fitted to the CPU time of 172 runs in optimise calls on eight zoo graphs: the work of a run is
+#: within a factor of 4 of its CPU seconds either way, and the sum within 10 % of theirs.
+HIGHS_UNITS = 0.017
+HIGHS_UNITS_PER_NONZERO = 4e-7
+HIGHS_UNITS_PER_ITERATION_LINE = 1.2e-8
+HIGHS_UNITS_PER_NODE_LINE = 2.4e-7
+#: The simplex iterations a node is taken to need when a run's node limit is set from its
+#: allowance: many for a node, so that a run seldom outlasts its allowance.
+ITERATIONS_PER_NODE = 30
+#: The simplex iterations of a program's root LP, per line, as a run is priced before it starts:
+#: no node limit stops the root, so a program whose root would outlast its allowance is not run.
+#: The covers' roots took 0.03-0.25 iterations per line; the timed cover's, whose windows chain
+#: its rows, states its own (`timed_cover.ROOT_ITERATIONS_PER_LINE`).
+ROOT_ITERATIONS_PER_LINE = 0.1
+
+
+class Work:
+    """The work units one call has used, and the guard that ends it on the wall clock."""
+
+    def __init__(self, guard: Clock):
+        self.guard = guard
+        self.done = 0.0
+        self.guard_tripped = False
+
+    def used(self) -> float:
+        """The units used so far; infinite once the guard has tripped (every allowance is then spent)."""
+        if not self.guard_tripped and self.guard.tripped():
+            self.guard_tripped = True
+        return math.inf if self.guard_tripped else self.done
+
+    def charge(self, units: float) -> None:
+        """Count `units` of work done."""
+        self.done += units
+
+
+def highs_units(nonzeros: int, lines: int, iterations: int, nodes: int) -> float:
+    """The work of one HiGHS run of a program with `nonzeros` and `lines` (rows and columns), from
+    its own tallies: simplex iterations and branch-and-bound nodes."""
+    return (
+        HIGHS_UNITS
+        + HIGHS_UNITS_PER_NONZERO * nonzeros
+        + (HIGHS_UNITS_PER_ITERATION_LINE * iterations + HIGHS_UNITS_PER_NODE_LINE * nodes) * lines
+    )
+
+
+def node_limit(units: float, nonzeros: int, lines: int) -> int:
+    """The nodes a HiGHS run of a program with `nonzeros` and `lines` may explore within `units`
+    (at least one: the root, which no node limit stops)."""
+    per_node = (HIGHS_UNITS_PER_NODE_LINE + HIGHS_UNITS_PER_ITERATION_LINE * ITERATIONS_PER_NODE) * max(lines, 1)
+    spare = units - HIGHS_UNITS - HIGHS_UNITS_PER_NONZERO * nonzeros
+    return max(1, int(spare / per_node))
+
+
+def root_units(nonzeros: int, lines: int, iterations_per_line: float = ROOT_ITERATIONS_PER_LINE) -> float:
+    """The work of a HiGHS run's presolve and root LP, as priced before the run: the root takes
+    `iterations_per_line` simplex iterations per line (rows and columns)."""
+    return highs_units(nonzeros, lines, int(iterations_per_line * lines), 0)
+
+
+def replay_units(nodes: int) -> float:
+    """The work of one replay of a plan on a graph of `nodes` nodes."""
+    return REPLAY_UNITS_PER_NODE * nodes

@@ -193,10 +193,17 @@ def _hiding_stages(state: _State, costs: CostTable, i: int, found: tuple[int, in
 
 
 def _moved(plan: Plan, i: int, found: tuple[int, int] | None, stages: tuple[int, int]) -> Plan:
-    """The plan with node i's page-out moved later and its page-in earlier (kept in between)."""
+    """The plan with node i's page-out moved later and its page-in earlier (kept in between).
+
+    The stages were chosen on an earlier plan; a later decision may have changed where the rules
+    page the node (a recomputation of it in the page-out's stage puts the page-out a stage later).
+    Stages that no longer lie within the rules' transfers are dropped, and the rules' stay.
+    """
     if found is None or found == stages:
         return plan
     (out0, in0), (out, page_in) = found, stages
+    if not out0 <= out < page_in <= in0:
+        return plan
     kept, paged_out, paged_in = list(plan.kept), list(plan.paged_out), list(plan.paged_in)
     paged_out[out0] -= {i}
     paged_out[out] |= {i}

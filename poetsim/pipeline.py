@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from poetsim import optimiser, strategies
 from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError
@@ -208,6 +208,18 @@ def _verified(run: Run, schedule: Schedule) -> Run:
     return replace(run, schedule=schedule, checked=checked)
 
 
+def problem_fields(problem: Problem) -> dict[str, Any]:
+    """The fields of a result row that the problem alone gives: its graph, timing and budgets."""
+    return {
+        "model_name": problem.graph.name,
+        "timing": problem.timing.value,
+        "ram_budget_bytes": problem.budgets.ram_bytes,
+        "deadline_s": problem.budgets.runtime_s,
+        "reserved_bytes": problem.reserved_bytes,
+        "keep_all_peak_bytes": problem.graph.keep_all_peak_bytes,
+    }
+
+
 def result_row(run: Run, **point: object) -> ResultRow:
     """The ResultRow of a run; `point` gives the point's fields (scenario, point_key, model, ...)."""
     problem = run.problem
@@ -226,12 +238,7 @@ def result_row(run: Run, **point: object) -> ResultRow:
         **point,
         "status": run.status,
         "message": run.message,
-        "model_name": problem.graph.name,
-        "timing": problem.timing.value,
-        "ram_budget_bytes": problem.budgets.ram_bytes,
-        "deadline_s": problem.budgets.runtime_s,
-        "reserved_bytes": problem.reserved_bytes,
-        "keep_all_peak_bytes": problem.graph.keep_all_peak_bytes,
+        **problem_fields(problem),
         "keep_all_energy_j": run.keep_all.total_j if run.keep_all else None,
         "overhead_pct": overhead,
         **ResultRow.figure_columns("predicted", figures),

@@ -18,7 +18,9 @@ class Status(str, Enum):
     - `infeasible`: proven that no schedule of this strategy meets the budgets.
     - `over-budget`: a fixed rule's schedule misses the budgets (a fact about the rule, not a
       proof that nothing fits).
-    - `no-solution`: the time limit ran out before any schedule was found; not a proof.
+    - `no-solution`: the effort ran out before any schedule was found; not a proof.
+    - `not-applicable`: the strategy does not apply to this graph (POFO's dynamic program needs a
+      chain of blocks); the message says why. A fact about the graph, not a failure.
     - `invalid`: the independent checker rejected the optimiser's schedule (a bug in poetsim).
     - `failed`: the point could not be run; the message says why.
     """
@@ -29,6 +31,7 @@ class Status(str, Enum):
     INFEASIBLE = "infeasible"
     OVER_BUDGET = "over-budget"
     NO_SOLUTION = "no-solution"
+    NOT_APPLICABLE = "not-applicable"
     INVALID = "invalid"
     FAILED = "failed"
 
@@ -50,10 +53,11 @@ class Status(str, Enum):
     def is_proven(self) -> bool:
         """Whether the status is a fact that no machine's speed can change.
 
-        `optimal` and `infeasible` are proofs; a rule's schedule (`baseline`, `over-budget`) is
-        deterministic. `feasible` and `no-solution` depend on how far a solver got in its time.
+        `optimal` and `infeasible` are proofs; a rule's schedule (`baseline`, `over-budget`) and
+        a rule's refusal (`not-applicable`) are deterministic. `feasible` and `no-solution` depend
+        on the effort the search was given.
         """
-        return self in (Status.OPTIMAL, Status.INFEASIBLE, Status.BASELINE, Status.OVER_BUDGET)
+        return self in (Status.OPTIMAL, Status.INFEASIBLE, Status.BASELINE, Status.OVER_BUDGET, Status.NOT_APPLICABLE)
 
     @classmethod
     def parse(cls, text: str) -> "Status":
@@ -70,7 +74,8 @@ _MEANINGS = {
     Status.BASELINE: "a fixed rule's schedule that meets the budgets",
     Status.INFEASIBLE: "proven: nothing fits",
     Status.OVER_BUDGET: "the rule's schedule misses a budget",
-    Status.NO_SOLUTION: "time ran out before any schedule: not a proof",
+    Status.NO_SOLUTION: "the effort ran out before any schedule: not a proof",
+    Status.NOT_APPLICABLE: "the strategy does not apply to this graph",
     Status.INVALID: "the checker rejected it",
     Status.FAILED: "the point could not be run",
 }

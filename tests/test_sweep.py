@@ -119,6 +119,21 @@ def test_a_failing_point_is_a_row_not_a_crash(tmp_path):
     assert (frame[frame["model"] == "mlp"]["status"] != "failed").all()
 
 
+def test_a_strategy_that_does_not_apply_to_a_graph_is_a_row_saying_why_and_no_failure(tmp_path):
+    scenario_file = tmp_path / "pofo.yaml"
+    scenario_file.write_text(
+        "name: pofo\n"
+        f"model: [{ROOT / 'scenarios/graphs/outside/densenet_bc.json'}, mlp]\n"
+        "batch_size: 2\nplatform: rpi4\nbudgets:\n  ram: [50%]\n  runtime: [1.5x]\nstrategies: [pofo]\n"
+    )
+    frame = read_rows(run_sweep(load_scenario(scenario_file), tmp_path / "out", jobs=1).parent)
+    refused = frame[frame["model_name"] == "densenet_bc"].iloc[0]
+    assert refused["status"] == "not-applicable" and refused["timing"] == "overlap"
+    assert "is not a chain of blocks" in refused["message"]
+    assert frame[frame["model_name"] == "mlp"].iloc[0]["status"] in ("baseline", "over-budget")
+    assert RunsFile(tmp_path / "out" / "runs.csv").done_keys() == set(frame["point_key"])
+
+
 def test_dask_local_cluster_gives_the_same_rows(tmp_path):
     scenario = small_scenario(tmp_path)
     by_process = read_rows(run_sweep(scenario, tmp_path / "process", jobs=2).parent).set_index("point_key").sort_index()

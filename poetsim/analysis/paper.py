@@ -255,7 +255,7 @@ def _poet_beats(table: pd.DataFrame, other: str, where: str, statement: str) -> 
         poetsim,
         Verdict.PARTLY if len(worse) < len(pairs) else Verdict.FAILS,
         f"{detail}. A schedule that meets both budgets is one of hybrid's, so hybrid's optimum is never "
-        "higher: the solver stopped at its time limit short of it",
+        "higher: the search spent its effort short of it",
         f"lower or equal at {len(pairs) - len(worse)} of {len(pairs)} budgets",
     )
 
@@ -401,7 +401,7 @@ def _fig4_claim(table: pd.DataFrame) -> Claim:
             poetsim,
             Verdict.FAILS,
             "; ".join(rises) + ". A schedule that meets a deadline meets every looser one, so the optimum "
-            "cannot rise: these points stopped at the solver's time limit before reaching it",
+            "cannot rise: these points spent their effort before reaching it",
             "energy rises where the solver stopped short",
         )
     if len(falling) == len(series):
@@ -560,7 +560,7 @@ def _fig3_integrated_claim(table: pd.DataFrame) -> Claim:
         Verdict.FAILS if proven_worse else Verdict.PARTLY,
         "; ".join(worse[:6])
         + (f"; and {len(worse) - 6} more" if len(worse) > 6 else "")
-        + ". Hybrid's space contains both single-move spaces, so these are solves stopped at their time limit",
+        + ". Hybrid's space contains both single-move spaces, so these are searches that spent their effort short of it",
         f"lowest or equal at {compared - len(worse)} of {compared} points",
     )
 

@@ -193,7 +193,7 @@ def headline_columns(table: pd.DataFrame) -> list[str]:
 HEADLINE_NOTE = (
     "Energy above keep-all (every node computed once, nothing paged) per iteration. "
     "'*': a schedule not proven optimal; read its gap in compare.csv. "
-    + "; ".join(f"'{s}': {s.meaning}" for s in (Status.INFEASIBLE, Status.NO_SOLUTION, Status.OVER_BUDGET))
+    + "; ".join(f"'{s}': {s.meaning}" for s in (Status.INFEASIBLE, Status.NO_SOLUTION, Status.OVER_BUDGET, Status.NOT_APPLICABLE))
     + "."
 )
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 #: Exit codes, as --help and the README list them.
 EXIT_CODES = (
-    "Exit codes: 0 done; 1 a regression found by `check`, or no schedule before the time limit; "
+    "Exit codes: 0 done; 1 a regression found by `check`, or no schedule within the effort; "
     "2 bad input (a file, field or option; one line names it); 3 infeasible budgets; "
     "4 a solver, an install extra or the device toolchain not installed (the line names it); "
     "5 simulation error; 6 invalid schedule; "

@@ -109,7 +109,7 @@ def _beaten(ok: pd.DataFrame, focus: str, points) -> str:
     unproven = sum(1 for ours, _ in lost if str(ours["status"]) == Status.FEASIBLE.value)
     return (
         f"another strategy is cheaper at {len(lost)} ({unproven} of these {focus} schedules are not proven optimal: "
-        "the solver stopped at its time limit)"
+        "the search stopped when its effort was spent)"
     )
 
 

@@ -19,11 +19,12 @@ from poetsim.status import Status
 PLATFORM_COLOURS = ("#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", "#882255", "#44AA99", "#999933", "#AA4499")
 
 #: The shape of each status without a schedule in the overhead charts' strip. A hollow circle
-#: is "not known" (the solver ran out of time); filled shapes are facts.
+#: is "not known" (the search ran out of effort); filled shapes are facts.
 STATUS_SHAPES = {
     Status.INFEASIBLE.value: "cross",  # drawn turned by 45 degrees: an x, "proven impossible"
     Status.OVER_BUDGET.value: "square",
     Status.NO_SOLUTION.value: "circle",
+    Status.NOT_APPLICABLE.value: "triangle-up",
     Status.INVALID.value: "diamond",
     Status.FAILED.value: "triangle-down",
 }

@@ -19,6 +19,9 @@ from poetsim.tolerances import exceeds
 
 _esc = html.escape
 
+#: The statuses without a schedule whose words a headline table may show, explained under it.
+UNSCHEDULED = (Status.INFEASIBLE, Status.NO_SOLUTION, Status.OVER_BUDGET, Status.NOT_APPLICABLE)
+
 #: How a column of the table of runs shows its values: "text", "message", or (scale, number format).
 Shown: TypeAlias = str | tuple[float, str]
 
@@ -55,9 +58,11 @@ def headline_table(frame: pd.DataFrame) -> tuple[str, str]:
     body = (
         f"<div class='tabs'>{''.join(inputs)}<div class='tab-panels'>{''.join(panels)}</div></div>"
         "<p class='note'>Energy per iteration above keep-all (every node computed once, nothing paged). "
-        "<b>Bold</b>: lowest of its row. <b>*</b>: a schedule not proven optimal within the time limit, so an "
+        "<b>Bold</b>: lowest of its row. <b>*</b>: a schedule not proven optimal within its effort, so an "
         "upper bound on the optimum (hover a cell for its energy and gap). "
-        + "; ".join(f"<i>{s}</i>: {s.meaning}" for s in (Status.INFEASIBLE, Status.NO_SOLUTION, Status.OVER_BUDGET))
+        + "; ".join(
+            f"<i>{s}</i>: {s.meaning}" for s in (Status.INFEASIBLE, Status.NO_SOLUTION, Status.OVER_BUDGET, Status.NOT_APPLICABLE)
+        )
         + ".</p>"
     )
     return body, "\n".join(style)

@@ -1,13 +1,12 @@
 """What the points of a sweep tell about each other: schedules, infeasibility and bounds, carried across.
 
-Each solve proves what it can within its own time limit, and how far a time-limited step gets
-depends on the machine's speed. What the points of one grid say about each other does not,
-and once every point has its row, the sweep applies it (`sweep.carry_across_grid`):
+Each solve proves what it can within its own effort. What the points of one grid say about each
+other goes beyond any one solve, and once every point has its row, the sweep applies it (`sweep.carry_across_grid`):
 
 - *Schedules.* A checked schedule of one point that fits another point's budgets, uses only
   that point's moves and costs less than what that point's own solve found, is a schedule
   there too (`schedule_donor`). So more RAM or a longer deadline never costs energy in a
-  sweep's results, and a point whose solve ran out of time before finding a schedule takes one
+  sweep's results, and a point whose solve spent its effort before finding a schedule takes one
   from a neighbour where it fits: on the ResNet-18 study the recompute-only schedules found at
   35 % RAM, 1.5x run in 1.14-1.17x, within the 1.2x deadline that their own solves left
   without a schedule.

@@ -17,9 +17,9 @@ import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from poetsim.errors import PoetsimError, StorageError
+from poetsim.errors import NotApplicableError, PoetsimError, StorageError
 from poetsim.inputs.scenario import Point, Scenario
-from poetsim.pipeline import Run, adopt_schedule, problem_for_point, result_row, run_strategy, write_run
+from poetsim.pipeline import Run, adopt_schedule, problem_fields, problem_for_point, result_row, run_strategy, write_run
 from poetsim.runs import ResultRow
 from poetsim.schedule.model import Schedule
 from poetsim.schedule.problem import Problem
@@ -111,6 +111,9 @@ def run_point(job: PointJob) -> PointOutcome:
             row = result_row(run, **fields)
     except OSError as exc:
         raise StorageError.from_os_error(exc, "use") from None
+    except NotApplicableError as exc:  # raised once the problem is built: its fields are known
+        row = ResultRow(**fields, status=Status.NOT_APPLICABLE, message=_one_line(str(exc)))
+        row, run = replace(row, **problem_fields(problem)), None
     except PoetsimError as exc:
         row, run = ResultRow(**fields, status=Status.FAILED, message=_one_line(str(exc))), None
     except Exception as exc:  # noqa: BLE001 - a bug in one point must not end the sweep

@@ -2,7 +2,8 @@
 
     python -m benchmarks                 # all, from the repository's root:
                                          # solver, simulator, sweep, sweep-loaded, pytorch, faults,
-                                         # cluster, certify, scaling, covers, effort, startup, device, train
+                                         # cluster, certify, scaling, covers, effort, outside, startup,
+                                         # device, train
     python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.
@@ -11,7 +12,7 @@ Speed targets are checked here, never by timed assertions in tests.
 import sys
 from pathlib import Path
 
-from benchmarks import certify, cluster, device, effort, faults, simulator, solver, startup, sweep
+from benchmarks import certify, cluster, device, effort, faults, outside, simulator, solver, startup, sweep
 
 OUT = Path("results/bench")
 
@@ -44,6 +45,7 @@ def main(argv: list[str]) -> int:
         "scaling": lambda: certify.scaling(OUT / "scaling.csv"),
         "covers": lambda: certify.cover_ab(OUT / "covers.csv"),
         "effort": lambda: effort.run(OUT / "effort.csv"),
+        "outside": lambda: outside.run(OUT / "outside.csv"),
         "startup": lambda: startup.run(OUT / "startup.csv"),
         "device": lambda: device.run(OUT / "device.csv"),
         "train": train_bench,

@@ -185,8 +185,11 @@ def scaling(out_csv: Path, time_limit_s: float = LIMIT_S) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class CoverRowsRow:
-    """The eviction cover of one case solved whole and on the rows it needs: time and bound; for
-    recompute-only, also the cover with second restores (docs/optimiser.md, section 3.1)."""
+    """The eviction cover of one case solved whole and on the rows it needs.
+
+    Time and bound; for recompute-only, also the cover with second restores (docs/optimiser.md,
+    section 3.1).
+    """
 
     model: str
     batch_size: int | None
@@ -220,18 +223,21 @@ COVER_CASES = (
     ("resnet18_cifar", 8, "jetson-tx2", "25%", "hybrid", Timing.OVERLAP),
     ("resnet18_cifar", 8, "jetson-tx2", "70%", "paging-only", Timing.OVERLAP),
     ("transformer", None, "rpi4", "25%", "recompute-only", Timing.OVERLAP),
-) + tuple(
-    (model, None, plat, "50%", "hybrid", Timing.OVERLAP)
-    for model in ("resnet18", "resnet50", "mobilenet_v2", "bert_base", "gpt2_small", "transformer")
-    for plat in PLATFORMS
+    *(
+        (model, None, plat, "50%", "hybrid", Timing.OVERLAP)
+        for model in ("resnet18", "resnet50", "mobilenet_v2", "bert_base", "gpt2_small", "transformer")
+        for plat in PLATFORMS
+    ),
 )
 
 
 def cover_rows_one(
     model: str, batch_size: int | None, plat: str, ram: str, strategy: str, timing: Timing, time_limit_s: float = 120.0
 ) -> CoverRowsRow:
-    """`cover_bound` with every stage row from the start, then from the 5 of largest excess; and
-    `second_restore_bound` for recompute-only."""
+    """`cover_bound` with every stage row from the start, then from the 5 of largest excess.
+
+    And `second_restore_bound` for recompute-only.
+    """
     from poetsim import strategies
     from poetsim.optimiser.allowance import effort
     from poetsim.optimiser.bounds.cover import cover_bound, second_restore_bound

@@ -57,7 +57,7 @@ def test_checkpoint_sqrt_recomputes_each_dropped_node_once_on_a_chain():
 
 
 def test_checkpoint_boundaries_of_a_residual_block_are_its_ends_not_its_inside():
-    """relu -> conv -> bn -> relu -> add(relu) -> relu: only nodes no skip jumps over are cuts."""
+    """A chain relu -> conv -> bn -> relu -> add(relu) -> relu: only nodes no skip jumps over are cuts."""
     graph = build_model("resnet18_cifar", batch_size=1)
     forward = [n.id for n in graph.nodes if not n.backward]
     cut_names = {graph.nodes[forward[p]].name for p in forward_cut_points(graph, forward)}
@@ -132,9 +132,12 @@ def test_a_greedy_plan_reached_only_past_the_deadline_is_found_when_it_ends_with
 
 
 def test_the_rebuilt_greedy_undoes_early_changes_that_later_ones_made_costly():
-    """ResNet-18 study, Pi, 35 % RAM, 1.2x: the greedy (deadline lifted) ends 113.82 J above
-    keep-all, and the study shipped 97.76 J (that plan, polished); taking the greedy's
-    changes out one at a time and filling the budget again without each gives 72.999 J."""
+    """ResNet-18 study, Pi, 35 % RAM, 1.2x.
+
+    The greedy (deadline lifted) ends 113.82 J above keep-all, and the study shipped 97.76 J (that
+    plan, polished); taking the greedy's changes out one at a time and filling the budget again
+    without each gives 72.999 J.
+    """
     graph, costs, budgets, timing = resnet18_study_point("35%", "1.2x")
     keep_all_j = costs.keep_all_energy_j(timing)
     lifted = greedy_plan(graph, costs, replace(budgets, runtime_s=float("inf")), RECOMPUTING, timing, keep_recomputed=False)
@@ -151,8 +154,11 @@ def test_the_rebuilt_greedy_undoes_early_changes_that_later_ones_made_costly():
     case=cases(min_forward=3), ram_share=st.floats(0.0, 1.0), runtime_x=st.floats(1.0, 2.0), timing=st.sampled_from(list(Timing))
 )
 def test_the_rebuilt_greedy_recomputes_only_and_meets_both_budgets(case, ram_share, runtime_x, timing):
-    """On random graphs the rebuilt plan, when there is one, pages nothing, passes the checker
-    within both budgets, and is never dearer than the greedy it starts from when that fits."""
+    """On random graphs the rebuilt plan pages nothing, fits both budgets and is no dearer than the greedy.
+
+    On random graphs the rebuilt plan, when there is one, pages nothing, passes the checker within
+    both budgets, and is never dearer than the greedy it starts from when that fits.
+    """
     graph, costs = case
     low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
     budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)

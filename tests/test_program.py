@@ -30,7 +30,7 @@ def knapsack_cover() -> Program:
 
 
 def test_a_small_cover_is_solved_to_its_optimum_by_the_highs_process():
-    """a + b + c (3 + 4 + 5) costs 12, b + d 12, c + d (5 + 6) 11: c and d are optimal."""
+    """The cover a + b + c (3 + 4 + 5) costs 12, b + d 12, c + d (5 + 6) 11: c and d are optimal."""
     solved = knapsack_cover().solve(_within(10))
     assert not solved.infeasible and solved.exact
     assert solved.bound == pytest.approx(11.0)
@@ -51,8 +51,10 @@ def test_enough_stops_at_a_solution_that_costs_no_more_and_calls_it_optimal():
 
 
 def test_a_process_that_does_not_answer_by_the_deadline_is_killed_and_the_next_solve_gets_a_new_one():
-    """A HiGHS process stopped by SIGSTOP stands for one stuck in presolve, which checks no clock
-    in places: the solve returns no bound at its deadline, and that process is gone."""
+    """A HiGHS process stopped by SIGSTOP stands for one stuck in presolve, which checks no clock in places.
+
+    The solve returns no bound at its deadline, and that process is gone.
+    """
     program.prestart()
     stuck = next(solver for solver in program._IDLE if solver.usable())
     os.kill(stuck.process.pid, signal.SIGSTOP)
@@ -126,11 +128,14 @@ def _sixty_item_cover() -> tuple[Program, float]:
 
 @pytest.mark.parametrize("start", ["partial", "whole, one value fractional"])
 def test_no_dual_bound_the_highs_process_sends_exceeds_the_optimum_when_given_a_start(start):
-    """HiGHS 1.16 completes a partial start (and repairs a whole one it finds infeasible) with a
-    sub-MIP in the same instance, whose callbacks report the sub-MIP's dual bound: 595.5 and 1781
-    on this cover, whose optimum is 512. Such a report, kept when a run is killed, would be a
-    bound above the optimum. Every bound the process sends, and the one it ends with, is at most
-    the optimum."""
+    """No bound a HiGHS process reports, nor the one it ends with, is above the optimum.
+
+    HiGHS 1.16 completes a partial start (and repairs a whole one it finds infeasible) with a
+    sub-MIP in the same instance, whose callbacks report the sub-MIP's dual bound: 595.5 and 1781 on
+    this cover, whose optimum is 512. Such a report, kept when a run is killed, would be a bound
+    above the optimum. Every bound the process sends, and the one it ends with, is at most the
+    optimum.
+    """
     p, optimum = _sixty_item_cover()
     n = len(p.cost)
     job = program.HighsJob(
@@ -143,4 +148,4 @@ def test_no_dual_bound_the_highs_process_sends_exceeds_the_optimum_when_given_a_
     status, objective, dual, *_ = program._solve(job, False, pipe)
     assert status == "kOptimal" and objective == pytest.approx(optimum)
     sent = [message[-1] for message in pipe.sent if message[-1] is not None]
-    assert max(sent + [dual]) <= optimum + 1e-6
+    assert max([*sent, dual]) <= optimum + 1e-6

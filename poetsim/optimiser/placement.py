@@ -29,8 +29,11 @@ RECOMPUTE_ONLY = Moves(recompute=True, page=False)
 
 
 def place(call: Call, found: Found) -> Found:
-    """Stages for the plain cover's choice, and their plan: quick rounds first, then exact ones;
-    the stall-priced cover between them (returned as `Found.stall_cover`)."""
+    """Stages for the plain cover's choice, and their plan.
+
+    Quick rounds first, then exact ones; the stall-priced cover between them (returned as
+    `Found.stall_cover`).
+    """
     plain = found.cover
     assert plain is not None, "the cover comes first"
     allowance = call.allowance.part(call.shares.placement)
@@ -67,9 +70,10 @@ def place(call: Call, found: Found) -> Found:
 
 
 def _stall_cover(call: Call, found: Found, allowance: Allowance) -> CoverBound | None:
-    """The cover with each page-out's own stall priced (item 6), under `overlap` with paging: a
-    higher bound where some page-out cannot hide behind any stage it may run in, and a choice
-    that avoids such outputs, placed as in the quick rounds.
+    """The cover with each page-out's own stall priced (item 6), under `overlap` with paging.
+
+    A higher bound where some page-out cannot hide behind any stage it may run in, and a choice that
+    avoids such outputs, placed as in the quick rounds.
 
     Its choice is placed only when it pages something and differs from the plain cover's: a
     choice that pages nothing has no stall to avoid (it costs what the plain cover prices it at).
@@ -88,10 +92,12 @@ def _stall_cover(call: Call, found: Found, allowance: Allowance) -> CoverBound |
 
 
 def _search_choices(call: Call, found: Found, choice: CoverBound, moves: Moves, allowance: Allowance, exact: bool) -> None:
-    """Place `choice` (quick: by `cover_plan`; `exact`: by the timed cover confined to it); while
-    new outputs stall, avoid them and place the cover's next choice, until the incumbent is
-    proven or the budget or the choices run out. A choice that costs a little more than the
-    bound can still place without a stall: no proof then, but a good schedule."""
+    """Place `choice` (quick: by `cover_plan`; `exact`: by the timed cover confined to it).
+
+    While new outputs stall, avoid them and place the cover's next choice, until the incumbent is
+    proven or the budget or the choices run out. A choice that costs a little more than the bound
+    can still place without a stall: no proof then, but a good schedule.
+    """
     task = call.task
     avoid: frozenset[int] = frozenset()
     for round_ in range(call.shares.placement_rounds):
@@ -110,8 +116,10 @@ def _search_choices(call: Call, found: Found, choice: CoverBound, moves: Moves, 
 
 
 def _place_quick(call: Call, found: Found, choice: CoverBound) -> frozenset[int] | None:
-    """The plan of `choice` by `cover_plan`, offered; the outputs whose transfers stall in it
-    (None: no plan). Under compute-only, transfers take no time: nothing stalls."""
+    """The plan of `choice` by `cover_plan`, offered; the outputs whose transfers stall in it (None: no plan).
+
+    Under compute-only, transfers take no time: nothing stalls.
+    """
     task = call.task
     if choice is found.cover:
         plan = found.first_plan
@@ -124,10 +132,12 @@ def _place_quick(call: Call, found: Found, choice: CoverBound) -> frozenset[int]
 
 
 def _place_exact(call: Call, choice: CoverBound, round_: int, allowance: Allowance) -> frozenset[int] | None:
-    """The plan of the timed cover confined to `choice`, offered; the outputs whose transfers
-    stall in it (None: cut short by the budget, its stalls say nothing about the choice). The
-    first placement may take all that is left (it is the likeliest to succeed), later ones half:
-    a good placement is wanted, not its proof."""
+    """The plan of the timed cover confined to `choice`, offered.
+
+    The outputs whose transfers stall in it (None: cut short by the budget, its stalls say nothing
+    about the choice). The first placement may take all that is left (it is the likeliest to
+    succeed), later ones half: a good placement is wanted, not its proof.
+    """
     task = call.task
     placed = placement(task.graph, task.costs, task.budgets, task.timing, choice, allowance.part(1.0 if round_ == 0 else 0.5))
     plan = events_plan(task.graph, task.costs, task.budgets, task.timing, placed)

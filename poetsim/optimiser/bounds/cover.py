@@ -247,8 +247,9 @@ def second_restore_bound(
 
 
 def paging_floor_j(costs: CostTable, timing: Timing) -> float:
-    """A lower bound on every schedule that pages anything in: keep-all plus the cheapest page-out
-    and page-in of any output.
+    """A lower bound on every schedule that pages anything in.
+
+    Keep-all plus the cheapest page-out and page-in of any output.
 
     A page-in reads the copy a page-out made, so such a schedule pays both transfers' energy on
     top of computing each node once (and, under `overlap`, of static power for at least one plain
@@ -290,8 +291,11 @@ class _RowGeneration:
         self.counted: dict[int, set[int]] = {}
 
     def solve(self, cascades: bool, allowance: Allowance | None, one_move: bool, cascade_page_ins: bool) -> CoverSolution | None:
-        """The cover's optimum (None: infeasible). With `one_move`, x^R_i + x^P_i <= 1 holds for
-        every output (the quicker cover the placement search uses; no bound)."""
+        """The cover's optimum (None: infeasible).
+
+        With `one_move`, x^R_i + x^P_i <= 1 holds for every output (the quicker cover the placement
+        search uses; no bound).
+        """
         if cascades and not self.counted:
             self.counted = {t: counted_at(self.graph, t) for t in self.by_stage}
         both = cascades and self.moves.recompute and self.moves.page and not one_move
@@ -321,8 +325,7 @@ class _RowGeneration:
         return CoverModel(self.graph, self.costs, self.budgets, self.moves, self.timing, rows, shape)
 
     def _breaks(self, stages: set[int], found: CoverSolution, shape: CoverShape, allowance: Allowance | None) -> list[int]:
-        """The left-out stages whose rows the choice of `found` breaks (or that could not be
-        shown not to, within the budget)."""
+        """The left-out stages whose rows the choice of `found` breaks (or that could not be shown not to, within the budget)."""
         unsure = [t for t in sorted(stages) if not self._covered(t, found, shape.cascades)]
         if not shape.cascades or not unsure:
             return unsure  # the cover without cascades has no stage columns: nothing else can admit it
@@ -350,8 +353,10 @@ class _RowGeneration:
         return broken
 
     def _covered(self, t: int, found: CoverSolution, cascades: bool) -> bool:
-        """Whether the outputs the choice restores at row t without a need cover its excess: those
-        it pages (within their stall levels) and those it recomputes that need no dead input."""
+        """Whether the outputs the choice restores at row t without a need cover its excess.
+
+        Those it pages (within their stall levels) and those it recomputes that need no dead input.
+        """
         row, seen = self.by_stage[t], self.counted.get(t, ())
         m, deps = self.graph.output_bytes, self.graph.nodes
         free = {

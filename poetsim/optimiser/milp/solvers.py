@@ -43,9 +43,12 @@ class SolverResult:
 
 @dataclass(frozen=True)
 class Known:
-    """What is known of the objective from outside a run (model units): the cheapest schedule so
-    far (inf: none) and a proven lower bound (-inf: none). A run's own dual bound joins the
-    latter only where it `bound_holds` (not in a model restricted to a cover's choice)."""
+    """What is known of the objective from outside a run (model units).
+
+    The cheapest schedule so far (inf: none) and a proven lower bound (-inf: none). A run's own dual
+    bound joins the latter only where it `bound_holds` (not in a model restricted to a cover's
+    choice).
+    """
 
     incumbent: float = math.inf
     bound: float = -math.inf
@@ -54,8 +57,9 @@ class Known:
 
 @dataclass(frozen=True)
 class SolverSettings:
-    """Stopping rules of one solve: relative and absolute gap of the objective, the wall-clock
-    guard, threads; the work it may do, and what is known from outside it.
+    """Stopping rules of one solve: relative and absolute gap of the objective, the wall-clock guard, threads.
+
+    The work it may do, and what is known from outside it.
 
     `time_limit_s` and `ends_at` (a perf_counter() time) are guards: a run that reaches either
     stops where it is. `work` (work units, `optimiser.work`; None: no limit) is what stops a run
@@ -120,8 +124,9 @@ RETRY_MIN_UNITS = 5.0
 
 @contextmanager
 def _stdout_silenced():
-    """Point fd 1 at /dev/null for a call into a solver library that prints there by itself
-    (SCIP's SIGINT handler writes with printf, whatever its message settings).
+    """Point fd 1 at /dev/null for a call into a solver library that prints there by itself.
+
+    SCIP's SIGINT handler writes with printf, whatever its message settings.
 
     Only library code runs meanwhile: poetsim prints to stdout only after a solve, and its
     progress goes to stderr.
@@ -190,9 +195,11 @@ _HIGHS_STOPPED = {"kTimeLimit", "kIterationLimit", "kInterrupt", "kSolutionLimit
 
 
 def _status(solver: str, name: str, has_solution: bool, optimal: str, infeasible: tuple[str, ...], stopped: set[str]) -> Status:
-    """A solver's own end status as poetsim's: a stop before the end is `feasible` with a
-    solution, else `no-solution`. The objective is bounded below (non-negative costs, bounded
-    columns), so "infeasible or unbounded" can only be infeasible; any other status is a bug."""
+    """A solver's own end status as poetsim's: a stop before the end is `feasible` with a solution, else `no-solution`.
+
+    The objective is bounded below (non-negative costs, bounded columns), so "infeasible or
+    unbounded" can only be infeasible; any other status is a bug.
+    """
     if name == optimal:
         return Status.OPTIMAL
     if name in infeasible:
@@ -212,9 +219,11 @@ def _objective_matches(form: Formulation, result: SolverResult) -> bool:
 def _run_highs(
     form: Formulation, settings: SolverSettings, start: list[float] | None, watch: Watch | None = None, presolve: bool = True
 ) -> SolverResult:
-    """One HiGHS run, in the HiGHS process (`program.run_highs`: killed if it has not answered
-    shortly after the guard), within its work (a node limit); its status is None after a solve
-    error (see _solve_highs)."""
+    """One HiGHS run in the HiGHS process, within its work (a node limit).
+
+    The process (`program.run_highs`) is killed if it has not answered shortly after the guard. The
+    status is None after a solve error (see _solve_highs).
+    """
     from poetsim.optimiser.milp.program import (
         INFEASIBLE,
         NO_UNCHECKED_WORK,
@@ -298,8 +307,9 @@ _SCIP_STOPPED = {
 
 
 def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] | None) -> SolverResult:
-    """Solve with SCIP (PySCIPOpt), in this process: the rows as linear constraints, the start
-    (if any) offered as a solution, SCIP's own time limit.
+    """Solve with SCIP (PySCIPOpt), in this process.
+
+    The rows as linear constraints, the start (if any) offered as a solution, SCIP's own time limit.
 
     Without a start SCIP is told to look for a schedule first (its feasibility emphasis): where
     no heuristic finds a schedule, that is the setting that proves a program infeasible.
@@ -385,11 +395,12 @@ _GUROBI_STOPPED = {
 def _solve_gurobi(
     form: Formulation, settings: SolverSettings, start: list[float] | None, watch: Watch | None = None
 ) -> SolverResult:
-    """Solve with Gurobi (gurobipy), in this process: one column per column, one linear row per
-    finite side of each row, the start (binaries rounded) as its MIP start, Gurobi's own time
-    limit as the guard and its own work limit (its work units, about seconds) as the work,
-    `watch` called from its MIP callback, which stops the solve once the gap closes with what
-    is known (`SolverSettings.known`).
+    """Solve with Gurobi (gurobipy), in this process.
+
+    One column per column, one linear row per finite side of each row, the start (binaries rounded)
+    as its MIP start, Gurobi's own time limit as the guard and its own work limit (its work units,
+    about seconds) as the work, `watch` called from its MIP callback, which stops the solve once the
+    gap closes with what is known (`SolverSettings.known`).
 
     gurobipy from PyPI brings a size-limited license; a model above its limits is refused with
     `SolverUnavailableError`, which names the model's size (docs/optimiser.md, section 5).
@@ -469,8 +480,7 @@ def _solve_gurobi(
             return name
 
         def broken() -> bool:
-            """Whether the solution breaks a bound, a row or integrality by more than ten times
-            Gurobi's own tolerances."""
+            """Whether the solution breaks a bound, a row or integrality by more than ten times Gurobi's own tolerances."""
             return model.SolCount > 0 and (
                 max(model.BoundVio, model.ConstrVio) > 10 * model.Params.FeasibilityTol
                 or model.IntVio > 10 * model.Params.IntFeasTol
@@ -507,7 +517,7 @@ def _one_line(text: str) -> str:
 
 
 def _ranged(expr, lower: float, upper: float):
-    """lower <= expr <= upper, as PySCIPOpt writes a ranged row."""
+    """The row lower <= expr <= upper, as PySCIPOpt writes a ranged row."""
     return (lower <= expr) <= upper
 
 
@@ -572,8 +582,7 @@ def _solve_shell(form: Formulation, solver: str, settings: SolverSettings, start
 
 
 def _shell_limit_s(settings: SolverSettings) -> float | None:
-    """GLPK's and CBC's time limit: they count no work of their own, so the run's work is taken as
-    seconds, within the guard."""
+    """GLPK's and CBC's time limit: they count no work of their own, so the run's work is taken as seconds, within the guard."""
     limits = [x for x in (settings.work, settings.limit_now_s()) if x is not None]
     return min(limits) if limits else None
 

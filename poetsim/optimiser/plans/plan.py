@@ -54,6 +54,7 @@ class Accounting:
 
     @cached_property
     def peak_bytes(self) -> int:
+        """The plan's peak RAM: the most of any stage start and of any point right after a compute."""
         return max(max(s, *a.values()) for s, a in zip(self.start_bytes, self.after_bytes))
 
 
@@ -104,8 +105,11 @@ def stage_times_s(acc: Accounting, costs: CostTable, timing: Timing) -> list[flo
 
 
 def figures(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing, acc: Accounting | None = None) -> Figures:
-    """The model's figures of a plan: peak of U, runtime, energy by component, counts (from `acc`,
-    the plan's accounting, when the caller has it)."""
+    """The model's figures of a plan.
+
+    Peak of U, runtime, energy by component, counts (from `acc`, the plan's accounting, when the
+    caller has it).
+    """
     acc = acc if acc is not None else account(plan, graph, costs, timing)
     runtime_s = sum(stage_times_s(acc, costs, timing))
     recomputed = [k for t, computed in enumerate(plan.computed) for k in computed if k != t]
@@ -148,10 +152,12 @@ def to_schedule(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timi
 
 
 def from_schedule(schedule: Schedule, graph: TrainingGraph) -> Plan | None:
-    """The plan of an instruction list (what each stage computes, keeps, pages), or None if it is
-    not one of a plan's shape: a compute of a resident output, a page-in of one computed in the
-    same stage. The plan frees each output as early as the model allows, so its RAM is never
-    above the schedule's; the checker is the judge of the schedule itself."""
+    """The plan of an instruction list (what each stage computes, keeps, pages), or None if it is not one of a plan's shape.
+
+    A compute of a resident output, a page-in of one computed in the same stage. The plan frees each
+    output as early as the model allows, so its RAM is never above the schedule's; the checker is
+    the judge of the schedule itself.
+    """
     if schedule.num_nodes != len(graph) or len(schedule.stages) != len(graph):
         return None
     resident: set[int] = set()

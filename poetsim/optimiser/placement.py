@@ -41,9 +41,23 @@ def place(call: Call, found: Found) -> Found:
     searches: list[tuple[CoverBound | None, Moves]] = [(plain, plain.single_move or moves)]
     if plain.single_move is None and moves.recompute and moves.page:
         searches += [(None, PAGING_ONLY), (None, RECOMPUTE_ONLY)]
+    if _quick_rounds(call, found, searches, allowance):
+        return found
+    found = replace(found, stall_cover=_stall_cover(call, found, allowance))
+    if not call.done():
+        _exact_rounds(call, found, searches, allowance)
+    return found
+
+
+def _quick_rounds(call: Call, found: Found, searches: list[tuple[CoverBound | None, Moves]], allowance: Allowance) -> bool:
+    """The quick placement of each cover's choice, solving the single-move covers on first use.
+
+    `searches` gets each cover solved here in place of its None. True when the search is over:
+    the placement's allowance or the call's is spent, or the incumbent is proven.
+    """
     for n, (choice, single) in enumerate(searches):
         if allowance.over():
-            return found
+            return True
         if choice is None:
             task = call.task
             choice = cover_bound(task.graph, task.costs, task.budgets, single, task.timing, allowance)
@@ -51,22 +65,26 @@ def place(call: Call, found: Found) -> Found:
         if not choice.infeasible:
             _search_choices(call, found, choice, single, allowance, exact=False)
         if call.standing.proven() or call.allowance.over():
-            return found
-    found = replace(found, stall_cover=_stall_cover(call, found, allowance))
-    if call.done():
-        return found
+            return True
+    return False
+
+
+def _exact_rounds(call: Call, found: Found, searches: list[tuple[CoverBound | None, Moves]], allowance: Allowance) -> None:
+    """The exact placement of each feasible cover's choice, until an allowance is spent or a proof.
+
+    A mixed choice (the first of several) gets part of what is left, so that the single-move
+    searches get a turn.
+    """
     for n, (choice, single) in enumerate(searches):
         if allowance.over():
-            return found
-        # A mixed choice gets part of what is left, so that the single-move searches get a turn.
+            return
         search = allowance.part(call.shares.mixed_placement if n == 0 and len(searches) > 1 else 1.0)
-        assert choice is not None
+        assert choice is not None, "every cover was solved in the quick rounds"
         if choice.infeasible:
             continue
         _search_choices(call, found, choice, single, search, exact=True)
         if call.standing.proven() or call.allowance.over():
-            return found
-    return found
+            return
 
 
 def _stall_cover(call: Call, found: Found, allowance: Allowance) -> CoverBound | None:

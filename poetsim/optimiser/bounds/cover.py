@@ -137,22 +137,7 @@ def cover_bound(
         rows = tuple(row.without(avoid) for row in rows)
 
     def result(solution: CoverSolution | None = None, infeasible: str = "", message: str = "") -> CoverBound:
-        if infeasible:
-            return CoverBound(moves, timing, keep_all_j, None, frozenset(), frozenset(), True, True, rows, infeasible)
-        if solution is None:
-            return CoverBound(moves, timing, keep_all_j, keep_all_j, frozenset(), frozenset(), False, True, rows, message)
-        return CoverBound(
-            moves,
-            timing,
-            keep_all_j,
-            keep_all_j + solution.overhead_j,
-            solution.recomputed,
-            solution.paged,
-            False,
-            solution.exact,
-            rows,
-            message,
-        )
+        return _cover_bound(moves, timing, keep_all_j, rows, solution, infeasible, message)
 
     if not rows:
         return result(message="keep-all fits the RAM budget")
@@ -189,6 +174,38 @@ def cover_bound(
                 return result(infeasible=too_slow)
             found = _better(found, deeper)
     return result(found)
+
+
+def _cover_bound(
+    moves: Moves,
+    timing: Timing,
+    keep_all_j: float,
+    rows: tuple[CoverRow, ...],
+    solution: CoverSolution | None,
+    infeasible: str,
+    message: str,
+) -> CoverBound:
+    """The answer of `cover_bound`: a proof of infeasibility, keep-all's energy, or a solution's bound.
+
+    An `infeasible` message wins; without a solution (no row exceeds the budget) the bound is
+    keep-all itself, exact.
+    """
+    if infeasible:
+        return CoverBound(moves, timing, keep_all_j, None, frozenset(), frozenset(), True, True, rows, infeasible)
+    if solution is None:
+        return CoverBound(moves, timing, keep_all_j, keep_all_j, frozenset(), frozenset(), False, True, rows, message)
+    return CoverBound(
+        moves,
+        timing,
+        keep_all_j,
+        keep_all_j + solution.overhead_j,
+        solution.recomputed,
+        solution.paged,
+        False,
+        solution.exact,
+        rows,
+        message,
+    )
 
 
 def _better(plain: CoverSolution, deeper: CoverSolution) -> CoverSolution:

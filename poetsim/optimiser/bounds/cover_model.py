@@ -394,6 +394,25 @@ class CoverModel:
         ]
         if dma_s is not None and moved:
             self.program.row(moved, -math.inf, dma_s / self.time_scale)
+        stalled = self._stall_terms()
+        if self.stall_priced:  # Y: the time beyond a plain pass, at least the recomputations and the stalls
+            beyond = self.program.column(
+                (Col.BEYOND,), costs.static_power_w * self.time_scale / self.energy_scale, upper=math.inf, integer=False
+            )
+            for part in (timed, stalled):
+                if part:
+                    self.program.row([(beyond, 1.0)] + [(col, -c) for col, c in part], 0.0, math.inf)
+            self.program.row([(beyond, 1.0)], -math.inf, slack_s / self.time_scale)
+
+    def _stall_terms(self) -> list[tuple[int, float]]:
+        """The columns that stall, each with its stall in model units, for Y's row on stalls.
+
+        A page-out level or a page-in pair costs its stall; where the pair's output also has a
+        live input's stall column sl_i (maybe for the same page-in), a row holds sl_i at least at
+        the pair's price instead, so the largest counts once. Cascade and live stalls count as
+        they are.
+        """
+        columns = self.program.columns
         stall_s: dict[tuple, float] = {
             (Col.OUT_LEVEL, i, first): stall for i, levels in self.levels.items() for first, stall in levels
         }
@@ -405,7 +424,7 @@ class CoverModel:
                 for first, last, _ in pairs
             }
         )
-        stalled = []
+        stalled: list[tuple[int, float]] = []
         for key, col in list(columns.items()):
             price = stall_s.get(key, 0.0)
             if price <= 0:
@@ -415,14 +434,7 @@ class CoverModel:
             else:
                 stalled.append((col, price / self.time_scale))
         stalled += [(col, 1.0) for key, col in columns.items() if key[0] in (Col.CASCADE_STALL, Col.LIVE_STALL)]
-        if self.stall_priced:  # Y: the time beyond a plain pass, at least the recomputations and the stalls
-            beyond = self.program.column(
-                (Col.BEYOND,), costs.static_power_w * self.time_scale / self.energy_scale, upper=math.inf, integer=False
-            )
-            for part in (timed, stalled):
-                if part:
-                    self.program.row([(beyond, 1.0)] + [(col, -c) for col, c in part], 0.0, math.inf)
-            self.program.row([(beyond, 1.0)], -math.inf, slack_s / self.time_scale)
+        return stalled
 
     def solve(self, allowance: Allowance | None) -> CoverSolution | None:
         """The program's optimum within `allowance`, or None when the cover is infeasible.

@@ -81,7 +81,7 @@ def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options, 
     return None if best is None else best[1]
 
 
-def _absence_windows(graph: TrainingGraph, cover: CoverBound) -> dict[tuple[int, int, int], list[int]]:
+def _absence_windows(graph: TrainingGraph, cover: CoverBound) -> dict[tuple[int, int, int], list[int]]:  # noqa: C901 - the first stretches and the rows they leave uncovered grow one map of windows, in order
     """Per chosen stretch (i, a, b), the first and last stage i is to be absent in.
 
     Each chosen output starts with the stretch that holds most of the stages the cover counts
@@ -153,16 +153,13 @@ def _hidden_transfers(graph, costs: CostTable, windows, decisions) -> dict:
     for time_s, kind, key, stages in sorted(transfers, key=lambda x: -x[0]):
         if not stages:
             continue
-        if kind == "out":
-            stage = max(stages, key=lambda s: (free_s[s], -s))
-        else:
-            stage = max(stages, key=lambda s: (free_s[s], s))
+        stage = max(stages, key=lambda s: (free_s[s], -s)) if kind == "out" else max(stages, key=lambda s: (free_s[s], s))
         free_s[stage] -= time_s
         chosen.setdefault(key, [key[1], key[2] - 1])[0 if kind == "out" else 1] = stage
     return {key: tuple(stages) for key, stages in chosen.items()}
 
 
-def _balanced_transfers(graph: TrainingGraph, costs: CostTable, cover: CoverBound, decisions, stages: dict) -> dict:
+def _balanced_transfers(graph: TrainingGraph, costs: CostTable, cover: CoverBound, decisions, stages: dict) -> dict:  # noqa: C901 - one improvement loop whose steps share the overflow and coverage state
     """Page stages with less DMA beyond compute: `stages` improved one transfer at a time.
 
     Each stage's DMA time beyond its compute (x channels) is its overflow, which stalls the

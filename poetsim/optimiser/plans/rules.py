@@ -51,7 +51,7 @@ def reads(plan: Plan, graph: TrainingGraph) -> list[list[int]]:
     return found
 
 
-def plan_from_decisions(
+def plan_from_decisions(  # noqa: C901 - one stage-by-stage replay whose rules (compute, page, keep) share its state
     graph: TrainingGraph,
     decisions: Decisions,
     page_stages: PageStages | None = None,
@@ -133,7 +133,7 @@ def plan_from_decisions(
             # Kept, or computed again inside the stretch (a segment recomputed for an earlier
             # reader): keep it rather than compute it once more.
             return True
-        a, b, mode = found
+        _a, b, mode = found
         if mode is Mode.RECOMPUTE:
             return False
         if (i, b) not in held_until:

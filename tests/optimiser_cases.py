@@ -7,7 +7,9 @@ gradients of its forward readers, its forward inputs and its own output.
 
 import importlib.util
 from functools import cache
+from typing import TypeVar
 
+import pytest
 from hypothesis import strategies as st
 
 from poetsim import strategies
@@ -31,7 +33,7 @@ def training_graph(
     nodes = [Node(k, f"f{k}", "op", False, tuple(forward_deps[k]), sizes[k], flops=flops[k]) for k in range(F)]
     loss = F
     nodes.append(Node(loss, "loss", "loss", False, (F - 1,), 4, flops=1.0))
-    grad_of = {}
+    grad_of: dict[int, int] = {}
     for k in reversed(range(F)):
         readers = [j for j in range(F) if k in forward_deps[j]]
         upstream = [grad_of[j] for j in readers] + ([loss] if k == F - 1 else [])
@@ -166,3 +168,18 @@ def gurobi_license() -> str | None:
         model.dispose()
         env.dispose()
     return "full"
+
+
+T = TypeVar("T")
+
+
+def present(value: T | None, what: str) -> T:
+    """`value`, or the test fails saying that `what` is missing.
+
+    For what an optimiser call or a plan builder returns only when there is one (a schedule, its
+    figures, a bound, a plan that fits): a test reads it after asserting that it should be there,
+    and a None then fails with a message rather than with an AttributeError or a TypeError.
+    """
+    if value is None:
+        pytest.fail(f"{what} is missing")
+    return value

@@ -15,6 +15,8 @@ from poetsim.pipeline import build_problem
 from poetsim.schedule.checker import check_schedule, compare_figures
 from poetsim.schedule.model import Moves, Timing
 
+from optimiser_cases import present
+
 PAGING = Moves(recompute=False, page=True)
 RECOMPUTE = Moves(recompute=True, page=False)
 HYBRID = Moves(recompute=True, page=True)
@@ -45,8 +47,8 @@ def assert_proven_again(p, moves, overhead_j):
     """
     outcome = optimise(p.graph, p.costs, p.budgets, moves, Timing.OVERLAP, effort=60.0)
     assert outcome.status == "optimal", outcome.message
-    checked = check_schedule(outcome.schedule, p.graph, p.costs, Timing.OVERLAP, p.budgets)
-    assert compare_figures(outcome.predicted, checked) == []
+    checked = check_schedule(present(outcome.schedule, "the schedule"), p.graph, p.costs, Timing.OVERLAP, p.budgets)
+    assert compare_figures(present(outcome.predicted, "the figures"), checked) == []
     keep_all_j = p.costs.plain_compute_j + p.costs.static_power_w * p.costs.plain_runtime_s
     assert checked.total_j - keep_all_j == pytest.approx(overhead_j, rel=1e-6)
     return outcome

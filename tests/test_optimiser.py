@@ -15,7 +15,7 @@ from poetsim.optimiser import optimise, require_feasible, write_lp
 from poetsim.schedule.checker import check_schedule, compare_figures
 from poetsim.schedule.model import Budgets, Compute, PageIn, PageOut, Timing
 
-from optimiser_cases import HYBRID, PAGING_ONLY, RECOMPUTE_ONLY, cost_table, gurobi_license, relu_or_conv, training_graph
+from optimiser_cases import HYBRID, PAGING_ONLY, RECOMPUTE_ONLY, cost_table, gurobi_license, present, relu_or_conv, training_graph
 
 GOLDEN = Path(__file__).parent / "golden"
 needs_glpk = pytest.mark.skipif(shutil.which("glpsol") is None, reason="glpsol (glpk-utils) not installed")
@@ -35,8 +35,8 @@ def solve_checked(graph, costs, budgets, strategy=HYBRID, timing=Timing.COMPUTE_
     """optimise, then hold the schedule against the checker: valid, in budget, same figures."""
     outcome = optimise(graph, costs, budgets, strategy, timing, solver=solver)
     assert outcome.status == "optimal", outcome.message
-    checked = check_schedule(outcome.schedule, graph, costs, timing, budgets)
-    assert compare_figures(outcome.predicted, checked) == []
+    checked = check_schedule(present(outcome.schedule, "the schedule"), graph, costs, timing, budgets)
+    assert compare_figures(present(outcome.predicted, "the figures"), checked) == []
     return outcome, checked
 
 
@@ -204,7 +204,8 @@ def test_when_keep_all_fits_it_is_returned_as_proven_optimal_without_a_solver_ru
     outcome = optimise(graph, costs, Budgets(graph.keep_all_peak_bytes, 2 * costs.plain_runtime_s), HYBRID)
     assert outcome.status == "optimal" and outcome.solve_s == 0.0
     assert outcome.gap_overhead == 0.0 and outcome.objective_j == outcome.bound_j
-    assert outcome.predicted.recomputations == outcome.predicted.page_ins == 0
+    predicted = present(outcome.predicted, "the figures")
+    assert predicted.recomputations == predicted.page_ins == 0
     assert "no solver run" in outcome.message
 
 
@@ -217,9 +218,11 @@ def test_hybrid_started_from_a_paging_only_schedule_is_never_worse_than_it():
     graph, costs = relu_or_conv(node_j=1.0, page_j=0.05)
     budgets = Budgets(201, 10.0)
     paging = optimise(graph, costs, budgets, PAGING_ONLY, Timing.COMPUTE_ONLY)
-    hybrid = optimise(graph, costs, budgets, HYBRID, Timing.COMPUTE_ONLY, effort=0.0, starts=[paging.schedule])
+    hybrid = optimise(
+        graph, costs, budgets, HYBRID, Timing.COMPUTE_ONLY, effort=0.0, starts=[present(paging.schedule, "the paging schedule")]
+    )
     assert hybrid.schedule is not None
-    assert hybrid.objective_j <= paging.objective_j * (1 + 1e-12)
+    assert present(hybrid.objective_j, "hybrid's objective") <= present(paging.objective_j, "paging's objective") * (1 + 1e-12)
     check_schedule(hybrid.schedule, graph, costs, Timing.COMPUTE_ONLY, budgets)
 
 
@@ -228,9 +231,12 @@ def test_a_start_with_moves_the_strategy_lacks_is_not_used():
     graph, costs = relu_or_conv(node_j=1.0, page_j=0.05)
     budgets = Budgets(201, 10.0)
     paging = optimise(graph, costs, budgets, PAGING_ONLY, Timing.COMPUTE_ONLY)
-    outcome = optimise(graph, costs, budgets, RECOMPUTE_ONLY, Timing.COMPUTE_ONLY, starts=[paging.schedule])
+    outcome = optimise(
+        graph, costs, budgets, RECOMPUTE_ONLY, Timing.COMPUTE_ONLY, starts=[present(paging.schedule, "the paging schedule")]
+    )
     assert outcome.status == "optimal" and outcome.found_by != "a start"
-    assert outcome.predicted.page_ins == 0 and outcome.predicted.recomputations == 1
+    predicted = present(outcome.predicted, "the figures")
+    assert predicted.page_ins == 0 and predicted.recomputations == 1
 
 
 def test_when_the_effort_is_spent_the_best_schedule_so_far_comes_with_its_gap():
@@ -244,10 +250,11 @@ def test_when_the_effort_is_spent_the_best_schedule_so_far_comes_with_its_gap():
     p = build_problem("transformer", "rpi4", parse_ram("35%"), 1.2, Timing.OVERLAP)
     outcome = optimise(p.graph, p.costs, p.budgets, HYBRID, Timing.OVERLAP, effort=0.5)
     assert outcome.status in ("optimal", "feasible") and outcome.schedule is not None
-    assert 0.0 <= outcome.gap_overhead <= 1.0 and outcome.bound_j <= outcome.objective_j
-    assert (outcome.status == "optimal") == (outcome.gap_overhead <= 1e-4)
+    gap = present(outcome.gap_overhead, "the gap")
+    assert 0.0 <= gap <= 1.0 and present(outcome.bound_j, "the bound") <= present(outcome.objective_j, "the objective")
+    assert (outcome.status == "optimal") == (gap <= 1e-4)
     checked = check_schedule(outcome.schedule, p.graph, p.costs, Timing.OVERLAP, p.budgets)
-    assert compare_figures(outcome.predicted, checked) == []
+    assert compare_figures(present(outcome.predicted, "the figures"), checked) == []
 
 
 def test_progress_is_reported_at_most_about_once_a_second_with_the_best_figures():
@@ -274,7 +281,7 @@ def test_progress_is_reported_at_most_about_once_a_second_with_the_best_figures(
         if incumbent is not None and bound is not None:
             assert bound <= incumbent * (1 + 1e-12)
     last_incumbent = [incumbent for _, incumbent, _, _ in seen if incumbent is not None]
-    assert not last_incumbent or last_incumbent[-1] >= outcome.objective_j * (1 - 1e-12)
+    assert not last_incumbent or last_incumbent[-1] >= present(outcome.objective_j, "the objective") * (1 - 1e-12)
 
 
 @pytest.mark.parametrize("other", [pytest.param("scip", marks=needs_scip), pytest.param("gurobi", marks=needs_gurobi)])
@@ -299,7 +306,7 @@ def test_scip_and_gurobi_solve_the_bare_milp_as_highs_does(other, node_j, moves,
             continue
         assert outcome.status == "optimal", (solver, outcome.message)
         assert outcome.found_by == solver
-        checked = check_schedule(outcome.schedule, graph, costs, Timing.COMPUTE_ONLY, budgets)
+        checked = check_schedule(present(outcome.schedule, "the schedule"), graph, costs, Timing.COMPUTE_ONLY, budgets)
         assert checked.total_j == pytest.approx(costs.plain_compute_j + expected, rel=1e-9)
         assert outcome.bound_j == pytest.approx(checked.total_j, rel=1e-9)
 
@@ -349,7 +356,7 @@ def test_a_gurobi_solution_that_breaks_a_bound_is_solved_again_without_presolve(
     budgets = Budgets(graph.keep_all_peak_bytes - 1, 1.125 * costs.plain_runtime_s)
     outcome = optimise(graph, costs, budgets, HYBRID, Timing.COMPUTE_ONLY, solver="gurobi", warm_start=False, mip_rel_gap=1e-9)
     assert outcome.status == "optimal", outcome.message
-    checked = check_schedule(outcome.schedule, graph, costs, Timing.COMPUTE_ONLY, budgets)
+    checked = check_schedule(present(outcome.schedule, "the schedule"), graph, costs, Timing.COMPUTE_ONLY, budgets)
     assert checked.total_j == pytest.approx(costs.plain_compute_j + 1.0, rel=1e-12)
 
 
@@ -430,7 +437,7 @@ def test_the_whole_search_with_gurobi_gives_the_answer_it_gives_with_highs(seed)
     gurobi = optimise(graph, costs, budgets, HYBRID, Timing.OVERLAP, solver="gurobi")
     assert highs.status == gurobi.status == "optimal"
     assert gurobi.found_by in ("gurobi", "the restricted solve")
-    checked = check_schedule(gurobi.schedule, graph, costs, Timing.OVERLAP, budgets)
+    checked = check_schedule(present(gurobi.schedule, "Gurobi's schedule"), graph, costs, Timing.OVERLAP, budgets)
     assert checked.total_j == pytest.approx(highs.objective_j, rel=1e-9)
 
 
@@ -509,7 +516,7 @@ def assert_ctrl_c_ends_it_quietly(script: str, after_s: float, *args: str) -> No
     import time
 
     proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr.readline().strip() == "solving"
+    assert present(proc.stderr, "the script's stderr pipe").readline().strip() == "solving"
     time.sleep(after_s)
     began = time.perf_counter()
     proc.send_signal(signal.SIGINT)

@@ -64,7 +64,7 @@ def test_schedules_are_valid_and_more_freedom_never_costs_energy(case, ram_share
         hybrid = totals[HYBRID]
         assert hybrid >= keep_all_figures.total_j - slack
         for strategy, total in totals.items():
-            assert hybrid <= total + slack, f"hybrid costs more than {strategy.value}"
+            assert hybrid <= total + slack, f"hybrid costs more than {strategy.label}"
         if budgets.ram_bytes >= graph.keep_all_peak_bytes:
             assert hybrid == pytest.approx(keep_all_figures.total_j, rel=1e-6)
 

@@ -24,7 +24,7 @@ from poetsim.schedule.model import Budgets, Moves, Timing
 from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
 
-from optimiser_cases import HYBRID, MOVES, cascading_cases, cases, relu_or_conv
+from optimiser_cases import HYBRID, MOVES, cascading_cases, cases, present, relu_or_conv
 
 RECOMPUTE = Moves(recompute=True, page=False)
 PAGING = Moves(recompute=False, page=True)
@@ -43,7 +43,7 @@ def test_the_cover_plan_of_resnet18_at_half_ram_keeps_conv1_between_two_readers(
     costs = node_costs(graph, load_platform("rpi4"))
     budgets = Budgets(graph.keep_all_peak_bytes // 2, 1.5 * costs.plain_runtime_s)
     cover = cover_bound(graph, costs, budgets, RECOMPUTE, Timing.OVERLAP)
-    before = cover_plan(graph, costs, budgets, Timing.OVERLAP, cover)
+    before = present(cover_plan(graph, costs, budgets, Timing.OVERLAP, cover), "the cover's plan")
     after = polish(before, graph, costs, budgets, Timing.OVERLAP)
     checked = check_schedule(plans.to_schedule(after, graph, costs, Timing.OVERLAP), graph, costs, Timing.OVERLAP, budgets)
     assert compare_figures(plans.figures(after, graph, costs, Timing.OVERLAP), checked) == []
@@ -90,7 +90,7 @@ def test_polishing_never_costs_energy_and_its_plans_pass_the_checker(case, data,
     plan = plan_from_decisions(graph, {key: Mode.RECOMPUTE for key in chosen}, keep_recomputed=False)
     before = plans.figures(plan, graph, costs, timing)
     ram = before.peak_ram_bytes + int(room * max(graph.keep_all_peak_bytes - before.peak_ram_bytes, 0))
-    budgets = Budgets(ram, before.runtime_s)
+    budgets = Budgets(int(ram), before.runtime_s)
     after = polish(plan, graph, costs, budgets, timing)
     checked = check_schedule(plans.to_schedule(after, graph, costs, timing), graph, costs, timing, budgets)
     assert compare_figures(plans.figures(after, graph, costs, timing), checked) == []
@@ -139,8 +139,9 @@ def assert_no_single_change_improves(outcome, graph, costs, budgets, timing, mov
     and values as the model does, and none within the budgets is cheaper; how many changes there
     were.
     """
-    plan = plans.from_schedule(outcome.schedule, graph)
-    returned = check_schedule(outcome.schedule, graph, costs, timing, budgets)
+    schedule = present(outcome.schedule, "the returned schedule")
+    plan = present(plans.from_schedule(schedule, graph), "the plan of the returned schedule")
+    returned = check_schedule(schedule, graph, costs, timing, budgets)
     tolerance = 1e-9 * returned.total_j
     count = 0
     for change in changes_of(plan, graph, moves):

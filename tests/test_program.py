@@ -24,7 +24,7 @@ def _within(units: float) -> Allowance:
 def knapsack_cover() -> Program:
     """Cover 10 with items of sizes 3, 4, 5, 6 and costs 3, 5, 4, 7."""
     p = Program()
-    items = [p.column(name, cost) for name, cost in (("a", 3.0), ("b", 5.0), ("c", 4.0), ("d", 7.0))]
+    items = [p.column((name,), cost) for name, cost in (("a", 3.0), ("b", 5.0), ("c", 4.0), ("d", 7.0))]
     p.row(zip(items, (3.0, 4.0, 5.0, 6.0)), 10.0, math.inf)
     return p
 
@@ -34,12 +34,14 @@ def test_a_small_cover_is_solved_to_its_optimum_by_the_highs_process():
     solved = knapsack_cover().solve(_within(10))
     assert not solved.infeasible and solved.exact
     assert solved.bound == pytest.approx(11.0)
-    assert {key for key, value in solved.values.items() if value > 0.5} == {"c", "d"}
+    values = solved.values
+    assert values is not None, "an exact solve has a solution"
+    assert {key for key, value in values.items() if value > 0.5} == {("c",), ("d",)}
 
 
 def test_an_uncoverable_row_is_proven_infeasible():
     p = Program()
-    p.row([(p.column("a", 1.0), 3.0)], 10.0, math.inf)
+    p.row([(p.column(("a",), 1.0), 3.0)], 10.0, math.inf)
     solved = p.solve(_within(10))
     assert solved.infeasible and solved.values is None
 
@@ -84,6 +86,7 @@ def test_the_highs_process_dies_with_its_parent_however_the_parent_ends():
         "print(program._IDLE[0].process.pid, flush=True); time.sleep(60)"
     )
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None, "Popen was asked for a stdout pipe"
     child = int(parent.stdout.readline())
     parent.kill()
     parent.wait()
@@ -119,7 +122,7 @@ def _sixty_item_cover() -> tuple[Program, float]:
     sizes = [rng.randint(5, 50) for _ in range(60)]
     costs = [rng.randint(5, 50) for _ in range(60)]
     p = Program()
-    columns = [p.column(n, float(c)) for n, c in enumerate(costs)]
+    columns = [p.column((n,), float(c)) for n, c in enumerate(costs)]
     p.row(zip(columns, map(float, sizes)), sum(sizes) // 2, math.inf)
     optimum = p.solve(_within(HANG_S))
     assert optimum.exact

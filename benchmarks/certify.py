@@ -65,9 +65,15 @@ class CertifyRow:
     machine: str
 
 
-def cases() -> list[tuple[str, str, int | None, str, Timing]]:
+#: (case, model, batch size, platform, timing) of one row of the certification benchmark.
+Case = tuple[str, str, int | None, str, Timing]
+
+
+def cases() -> list[Case]:
     """(case, model, batch size, platform, timing) of every row, in order."""
-    rows = [("resnet18-main", "resnet18_cifar", 8, "rpi4", timing) for timing in (Timing.COMPUTE_ONLY, Timing.OVERLAP)]
+    rows: list[Case] = [
+        ("resnet18-main", "resnet18_cifar", 8, "rpi4", timing) for timing in (Timing.COMPUTE_ONLY, Timing.OVERLAP)
+    ]
     rows += [("zoo", model, None, plat, Timing.OVERLAP) for model in sorted(MODELS) for plat in PLATFORMS]
     return rows
 
@@ -114,7 +120,7 @@ def bench_one(
     )
 
 
-def run(out_csv: Path, selected: list[tuple] | None = None, effort: float = EFFORT) -> pd.DataFrame:
+def run(out_csv: Path, selected: list[Case] | None = None, effort: float = EFFORT) -> pd.DataFrame:
     """Run the cases (default all) and write one CSV row each, as each finishes."""
     return write_rows(out_csv, CertifyRow, (bench_one(*c, effort=effort) for c in (selected or cases())))
 
@@ -139,7 +145,7 @@ class ScalingRow:
 
 #: (model, batch size, timing, RAM) of the A/B: graphs of 77 to 137 nodes the bare MILP can make
 #: progress on within a minute.
-SCALING_CASES = (
+SCALING_CASES: tuple[tuple[str, int | None, Timing, str], ...] = (
     ("transformer", None, Timing.OVERLAP, "50%"),
     ("vgg16", None, Timing.COMPUTE_ONLY, "70%"),
     ("resnet18_cifar", 8, Timing.COMPUTE_ONLY, "50%"),
@@ -158,6 +164,7 @@ def scaling_one(model: str, batch_size: int | None, timing: Timing, ram: str, un
         threads=1,
     )
     result = solve(form, "highs", settings, None)
+    assert result.status is not None, "solve raises InternalError where HiGHS ends with a solve error"
     objective = None if result.objective is None else result.objective * form.energy_scale_j
     bound = None if result.bound is None else max(result.bound, 0.0) * form.energy_scale_j
     gap = None if objective is None or bound is None or objective <= 0 else (objective - bound) / objective
@@ -185,8 +192,11 @@ def scaling(out_csv: Path, time_limit_s: float = LIMIT_S) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class CoverRowsRow:
-    """The eviction cover of one case solved whole and on the rows it needs: time and bound; for
-    recompute-only, also the cover with second restores (docs/optimiser.md, section 3.1)."""
+    """The eviction cover of one case solved whole and on the rows it needs.
+
+    Time and bound; for recompute-only, also the cover with second restores (docs/optimiser.md,
+    section 3.1).
+    """
 
     model: str
     batch_size: int | None
@@ -220,18 +230,21 @@ COVER_CASES = (
     ("resnet18_cifar", 8, "jetson-tx2", "25%", "hybrid", Timing.OVERLAP),
     ("resnet18_cifar", 8, "jetson-tx2", "70%", "paging-only", Timing.OVERLAP),
     ("transformer", None, "rpi4", "25%", "recompute-only", Timing.OVERLAP),
-) + tuple(
-    (model, None, plat, "50%", "hybrid", Timing.OVERLAP)
-    for model in ("resnet18", "resnet50", "mobilenet_v2", "bert_base", "gpt2_small", "transformer")
-    for plat in PLATFORMS
+    *(
+        (model, None, plat, "50%", "hybrid", Timing.OVERLAP)
+        for model in ("resnet18", "resnet50", "mobilenet_v2", "bert_base", "gpt2_small", "transformer")
+        for plat in PLATFORMS
+    ),
 )
 
 
 def cover_rows_one(
     model: str, batch_size: int | None, plat: str, ram: str, strategy: str, timing: Timing, time_limit_s: float = 120.0
 ) -> CoverRowsRow:
-    """`cover_bound` with every stage row from the start, then from the 5 of largest excess; and
-    `second_restore_bound` for recompute-only."""
+    """`cover_bound` with every stage row from the start, then from the 5 of largest excess.
+
+    And `second_restore_bound` for recompute-only.
+    """
     from poetsim import strategies
     from poetsim.optimiser.allowance import effort
     from poetsim.optimiser.bounds.cover import cover_bound, second_restore_bound
@@ -245,7 +258,7 @@ def cover_rows_one(
         timed.append((perf_counter() - began, cover))
     (whole_s, whole), (grown_s, grown) = timed
     same = whole.infeasible == grown.infeasible and (
-        whole.bound_j is None or abs(whole.bound_j - grown.bound_j) <= 1e-9 * abs(whole.bound_j)
+        whole.bound_j is None or (grown.bound_j is not None and abs(whole.bound_j - grown.bound_j) <= 1e-9 * abs(whole.bound_j))
     )
     twice_s = twice_j = None
     if strategy == "recompute-only":

@@ -7,7 +7,9 @@ gradients of its forward readers, its forward inputs and its own output.
 
 import importlib.util
 from functools import cache
+from typing import TypeVar
 
+import pytest
 from hypothesis import strategies as st
 
 from poetsim import strategies
@@ -31,7 +33,7 @@ def training_graph(
     nodes = [Node(k, f"f{k}", "op", False, tuple(forward_deps[k]), sizes[k], flops=flops[k]) for k in range(F)]
     loss = F
     nodes.append(Node(loss, "loss", "loss", False, (F - 1,), 4, flops=1.0))
-    grad_of = {}
+    grad_of: dict[int, int] = {}
     for k in reversed(range(F)):
         readers = [j for j in range(F) if k in forward_deps[j]]
         upstream = [grad_of[j] for j in readers] + ([loss] if k == F - 1 else [])
@@ -61,9 +63,11 @@ def cost_table(graph: TrainingGraph, compute_s, compute_j, page_s, page_j, stati
 
 @st.composite
 def cases(draw, min_forward: int = 2, max_forward: int = 4, slow_paging: bool = False):
-    """(graph, costs): a random training graph of 5-9 nodes with random costs (with
-    `slow_paging`, transfers of 0.5-3 s against 0.01-0.5 s of compute and static power always on:
-    page-outs that stall)."""
+    """A random training graph of 5-9 nodes and its random costs, as (graph, costs).
+
+    With `slow_paging`, transfers take 0.5-3 s against 0.01-0.5 s of compute and static power is
+    always on: page-outs that stall.
+    """
     F = draw(st.integers(min_forward, max_forward))
     sizes = draw(st.lists(st.integers(1, 100), min_size=F, max_size=F))
     flops = draw(st.lists(st.floats(1.0, 100.0), min_size=F, max_size=F))
@@ -111,10 +115,13 @@ MOVES = (HYBRID, RECOMPUTE_ONLY, PAGING_ONLY)
 
 @st.composite
 def cascading_cases(draw, min_forward: int = 4, max_forward: int = 7):
-    """(graph, costs): a random training graph whose gradients read their inputs, their own
-    output or both, so that some outputs die early and recomputing their readers needs them back
-    (cascades), with long and short stages (0.01-1 s), transfers of 0.05-1.5 s and static power
-    always on: page-ins that stall when they must come just before a recomputation."""
+    """A random training graph with cascades and stalling page-ins, as (graph, costs).
+
+    Its gradients read their inputs, their own output or both, so that some outputs die early and
+    recomputing their readers needs them back (cascades); stages are long and short (0.01-1 s),
+    transfers take 0.05-1.5 s and static power is always on: page-ins that stall when they must come
+    just before a recomputation.
+    """
     F = draw(st.integers(min_forward, max_forward))
     sizes = draw(st.lists(st.integers(1, 100), min_size=F, max_size=F))
     flops = draw(st.lists(st.floats(1.0, 100.0), min_size=F, max_size=F))
@@ -134,8 +141,11 @@ def cascading_cases(draw, min_forward: int = 4, max_forward: int = 7):
 
 @cache
 def gurobi_license() -> str | None:
-    """ "full" or "size-limited" when gurobipy is installed and finds a license (gurobipy from PyPI
-    brings a size-limited one), else None. The limit shows as the refusal of a 2,001-column LP."""
+    """The gurobipy license here: "full", "size-limited", or None without gurobipy or a license.
+
+    gurobipy from PyPI brings a size-limited license. The limit shows as the refusal of a
+    2,001-column LP.
+    """
     if importlib.util.find_spec("gurobipy") is None:
         return None
     import gurobipy as gp
@@ -158,3 +168,18 @@ def gurobi_license() -> str | None:
         model.dispose()
         env.dispose()
     return "full"
+
+
+T = TypeVar("T")
+
+
+def present(value: T | None, what: str) -> T:
+    """`value`, or the test fails saying that `what` is missing.
+
+    For what an optimiser call or a plan builder returns only when there is one (a schedule, its
+    figures, a bound, a plan that fits): a test reads it after asserting that it should be there,
+    and a None then fails with a message rather than with an AttributeError or a TypeError.
+    """
+    if value is None:
+        pytest.fail(f"{what} is missing")
+    return value

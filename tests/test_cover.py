@@ -32,6 +32,7 @@ from optimiser_cases import (
     cascading_cases,
     cases,
     cost_table,
+    present,
     relu_or_conv,
     training_graph,
 )
@@ -71,9 +72,11 @@ def test_a_costly_conv_is_bounded_by_paging_it_out_and_in():
 
 
 def test_under_overlap_a_page_in_cannot_make_room_the_stage_before_its_reader():
-    """Under overlap r's page-in for gr (stage 4) holds RAM during stage 3 itself, so paging
-    cannot empty stage 3: hybrid must recompute (1 J), and paging-only is proven infeasible,
-    as the MILP (without the cover) confirms."""
+    """Under overlap r's page-in for gr (stage 4) holds RAM during stage 3 itself, so paging cannot empty stage 3.
+
+    Hybrid must recompute (1 J), and paging-only is proven infeasible, as the MILP (without the
+    cover) confirms.
+    """
     graph, costs = relu_or_conv(node_j=1.0, page_j=0.05)
     budgets = Budgets(201, 10.0)
     assert overhead(cover_bound(graph, costs, budgets, HYBRID, OV)) == pytest.approx(1.0, rel=1e-9)
@@ -92,11 +95,13 @@ def test_the_deadline_bars_recomputation_and_can_prove_infeasibility():
 
 
 def test_under_overlap_transfers_that_outlast_the_deadline_prove_paging_infeasible():
-    """r (100 B) must be absent while `mid` is computed (stage 3) and is read again by gr at
-    stage 5, so paging can make room: out during stage 2, in during stage 4. Each transfer takes
-    4 s, the plain pass 6 s. Under overlap the runtime is at least the whole DMA time (8 s), so at
-    a 6 s deadline no paging-only schedule fits, which the MILP confirms; at 12 s, or in the
-    paper's compute-only model (transfers take no time), paging r is the bound, 0.10 J."""
+    """Output r (100 B) must be absent while `mid` is computed (stage 3), and gr reads it at stage 5.
+
+    Paging can make room: out during stage 2, in during stage 4. Each transfer takes 4 s, the plain pass 6 s. Under
+    overlap the runtime is at least the whole DMA time (8 s), so at a 6 s deadline no paging-only
+    schedule fits, which the MILP confirms; at 12 s, or in the paper's compute-only model (transfers
+    take no time), paging r is the bound, 0.10 J.
+    """
     nodes = [
         Node(0, "s", "input", False, (), 1),
         Node(1, "r", "op", False, (0,), 100),
@@ -127,7 +132,7 @@ def test_under_overlap_a_recomputation_also_costs_static_power_for_its_time():
 
 
 def stalling_transfer_case(stalls: str = "page-out"):
-    """s (1 B) -> a (100 B) -> b (100 B) -> c (100 B) -> d (1 B); gr reads a and d. Budget 250 B.
+    """The chain s (1 B) -> a (100 B) -> b (100 B) -> c (100 B) -> d (1 B); gr reads a and d. Budget 250 B.
 
     Only stage 3 (c) is over: c + b + a = 300 B, so a must be absent there. Under `overlap`
     paging makes a absent at 3 only by a page-out in stage 2 (b) and a page-in in stage 4 (d).
@@ -176,7 +181,7 @@ def test_under_compute_only_no_stall_is_priced(stalls):
 
 
 def dead_input_case():
-    """a (120 B) -> b = f(a) (100 B) -> big (150 B) -> out (1 B); grad reads b and out. 250 B.
+    """The chain a (120 B) -> b = f(a) (100 B) -> big (150 B) -> out (1 B); grad reads b and out. 250 B.
 
     Stage 3 (out) holds out + big + b = 251 B: b must be absent. Recomputing b in stage 4 needs
     a, whose last reader was b in stage 1: holding a through stage 3 frees only 100 - 120 < 1 B,
@@ -243,14 +248,16 @@ def test_an_output_may_be_recomputed_for_one_absence_and_paged_for_another(timin
 
 
 def second_restore_case():
-    """Four forward nodes of 40, 10, 20 and 50 bytes, every node 1 s and 1 J, within 105 bytes:
-    the ReLU-like f2 and f3 keep their own outputs for their gradients, f0 and f1 their inputs.
+    """Four forward nodes of 40, 10, 20 and 50 bytes, every node 1 s and 1 J, within 105 bytes.
+
+    The ReLU-like f2 and f3 keep their own outputs for their gradients, f0 and f1 their inputs.
 
     Right after g3 (stage 5) RAM holds g3, f3 and the loss (104 bytes), so f0 (read again by g1)
     and f2 (read by g2) are both out, and f1, read by nothing after f2, is dead. Rebuilding f2
     for g2 rebuilds f1 from f0; right after g2 (stage 6) g2, f2 and g3 take 90 bytes, so f0 is
     out again, and rebuilt once more for g1. The optimum, 4 J above one pass, recomputes f0
-    twice; the cascade cover pays each of f0, f1, f2 once: 3 J."""
+    twice; the cascade cover pays each of f0, f1, f2 once: 3 J.
+    """
     graph = training_graph([40, 10, 20, 50], [1.0] * 4, grad_reads=[INPUTS, INPUTS, OWN, OWN])
     T = len(graph)
     costs = cost_table(graph, [1.0] * T, [1.0] * T, [1.0] * T, [1.0] * T)
@@ -259,9 +266,11 @@ def second_restore_case():
 
 @pytest.mark.parametrize("timing", list(Timing))
 def test_an_output_rebuilt_for_a_cascade_and_absent_again_is_recomputed_twice(timing):
-    """`second_restore_case`: the cascade cover is 1 J below the MILP's optimum; with second
-    restores (item 7) it is the optimum, and `optimise` proves its schedule optimal with it; with
-    no room for their rows (`nonzero_cap`), the cascade cover's 1 J below again."""
+    """`second_restore_case`: the cascade cover is 1 J below the MILP's optimum.
+
+    With second restores (item 7) it is the optimum, and `optimise` proves its schedule optimal with
+    it; with no room for their rows (`nonzero_cap`), the cascade cover's 1 J below again.
+    """
     graph, costs, budgets = second_restore_case()
     status, optimum = milp_optimum(graph, costs, budgets, RECOMPUTE_ONLY, timing)
     assert status == "optimal" and optimum - costs.plain_compute_j == pytest.approx(4.0)
@@ -284,12 +293,15 @@ def test_an_output_rebuilt_for_a_cascade_and_absent_again_is_recomputed_twice(ti
     timing=st.sampled_from(list(Timing)),
 )
 def test_no_second_restore_bound_exceeds_the_milps_optimum(case, ram_share, runtime_x, timing):
-    """On random graphs, recompute-only: the cover with second restores (item 7) is never below
-    the cascade cover nor above the MILP's optimum, and proves infeasible only what the MILP
-    cannot solve. (Outside the suite, 2,000 cases: 114 raised, 52 of the 69 with a proven optimum
-    to exactly it, none above; 23 proofs of infeasibility, all the MILP's. With the second
-    recomputation priced three times over, 17 of 25 were above the optimum; counting absences
-    from three stages before the reader instead of from it, 167 of 169.)"""
+    """On random graphs, recompute-only.
+
+    The cover with second restores (item 7) is never below the cascade cover nor above the MILP's
+    optimum, and proves infeasible only what the MILP cannot solve. (Outside the suite, 2,000 cases:
+    114 raised, 52 of the 69 with a proven optimum to exactly it, none above; 23 proofs of
+    infeasibility, all the MILP's. With the second recomputation priced three times over, 17 of 25
+    were above the optimum; counting absences from three stages before the reader instead of from
+    it, 167 of 169.)
+    """
     graph, costs = case
     low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
     budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
@@ -305,17 +317,21 @@ def test_no_second_restore_bound_exceeds_the_milps_optimum(case, ram_share, runt
 
 @pytest.mark.parametrize("timing", list(Timing))
 def test_where_paging_costs_more_than_the_bound_hybrid_takes_the_recompute_only_bound(timing):
-    """`second_restore_case` with a page-out or page-in of any output costing 5 J: the hybrid
-    cover (3 J above one pass) does not see the second restore, but every schedule that pages
-    costs at least 10 J more than one pass (`paging_floor_j`), so the bound is the lesser of that
-    and the recompute-only bound, 4 J, which the cover's schedule meets: optimal, no solver run."""
+    """`second_restore_case` with a page-out or page-in of any output costing 5 J.
+
+    The hybrid cover (3 J above one pass) does not see the second restore, but every schedule that
+    pages costs at least 10 J more than one pass (`paging_floor_j`), so the bound is the lesser of
+    that and the recompute-only bound, 4 J, which the cover's schedule meets: optimal, no solver
+    run.
+    """
     graph, costs, budgets = second_restore_case()
     T = len(graph)
     costs = cost_table(graph, [1.0] * T, [1.0] * T, [1.0] * T, [5.0] * T)
     assert overhead(cover_bound(graph, costs, budgets, HYBRID, timing)) == pytest.approx(3.0)
     assert paging_floor_j(costs, timing) - costs.plain_compute_j == pytest.approx(10.0)
     outcome = optimise(graph, costs, budgets, HYBRID, timing)
-    assert outcome.status == "optimal" and outcome.objective_j - costs.plain_compute_j == pytest.approx(4.0)
+    assert outcome.status == "optimal"
+    assert present(outcome.objective_j, "the objective") - costs.plain_compute_j == pytest.approx(4.0)
     assert "no solver run" in outcome.message
     assert outcome.message.endswith("meets the lower bound from the recompute-only cover with second restores")
 
@@ -328,10 +344,13 @@ def test_where_paging_costs_more_than_the_bound_hybrid_takes_the_recompute_only_
     timing=st.sampled_from(list(Timing)),
 )
 def test_no_schedule_with_both_moves_costs_less_than_the_paging_floor_or_recompute_only(case, ram_share, runtime_x, timing):
-    """On random graphs: the hybrid optimum is at least the lesser of the recompute-only optimum and
-    `paging_floor_j` (a schedule that pages pays a page-out and a page-in). (Outside the suite,
-    600 drawn, 582 with an optimum: in 208 the hybrid optimum pages and beats recompute-only, and
-    none is below; with the page-out and page-in counted three times over, 73 are.)"""
+    """On random graphs the hybrid optimum is at least the lesser of the recompute-only optimum and the paging floor.
+
+    On random graphs: the hybrid optimum is at least the lesser of the recompute-only optimum and
+    `paging_floor_j` (a schedule that pages pays a page-out and a page-in). (Outside the suite, 600
+    drawn, 582 with an optimum: in 208 the hybrid optimum pages and beats recompute-only, and none
+    is below; with the page-out and page-in counted three times over, 73 are.)
+    """
     graph, costs = case
     low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
     budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
@@ -345,9 +364,12 @@ def test_no_schedule_with_both_moves_costs_less_than_the_paging_floor_or_recompu
 
 
 def test_the_cover_without_cascades_of_resnet50_is_solved_to_its_optimum():
-    """HiGHS 1.16 hung on this 242-column cover with a MIP feasibility tolerance of 1e-9 (no answer
-    in 100 s; killed at its limit, the cover had no bound at all); with 1e-8 it takes about a second.
-    The optimum, 0.303 J above keep-all, was found by HiGHS with its default tolerances too."""
+    """A cover on which HiGHS 1.16 hung with a MIP feasibility tolerance of 1e-9 is solved to its optimum.
+
+    HiGHS 1.16 hung on this 242-column cover with a MIP feasibility tolerance of 1e-9 (no answer in
+    100 s; killed at its limit, the cover had no bound at all); with 1e-8 it takes about a second.
+    The optimum, 0.303 J above keep-all, was found by HiGHS with its default tolerances too.
+    """
     p = build_problem("resnet50", "rpi4", parse_ram("50%"), 1.2, OV)
     rows = cover_rows(p.graph, p.budgets, HYBRID, OV)
     solved = CoverModel(p.graph, p.costs, p.budgets, HYBRID, OV, rows, CoverShape(cascades=False)).solve(effort(30.0, 30.0))
@@ -371,7 +393,7 @@ def test_the_timed_covers_events_make_a_schedule_at_its_bound():
     budgets = Budgets(201, 10.0)
     timed = timed_cover_bound(graph, costs, budgets, HYBRID, CO)
     assert Event(EventKind.PAGE_OUT, 1, 2) in timed.events and Event(EventKind.PAGE_IN, 1, 3) in timed.events
-    plan = events_plan(graph, costs, budgets, CO, timed)
+    plan = present(events_plan(graph, costs, budgets, CO, timed), "the events' plan")
     checked = check_schedule(to_schedule(plan, graph, costs, CO), graph, costs, CO, budgets)
     assert checked.total_j == pytest.approx(timed.bound_j, rel=1e-9)
 
@@ -384,8 +406,11 @@ def milp_optimum(graph, costs, budgets, moves, timing):
 
 
 def assert_a_raised_bound_holds(lower, raised, graph, costs, budgets, moves, timing, what: str) -> None:
-    """`raised`, a cover with rows `lower` lacks, is never below it; where it is higher, or proves
-    infeasibility, the bare MILP agrees: at most its optimum, or no schedule."""
+    """`raised`, a cover with rows `lower` lacks, is never below it.
+
+    Where it is higher, or proves infeasibility, the bare MILP agrees: at most its optimum, or no
+    schedule.
+    """
     tolerance = 1e-7 * costs.plain_compute_j + 1e-9
     if not raised.infeasible and raised.bound_j <= lower.bound_j + tolerance:
         assert raised.bound_j >= lower.bound_j - tolerance
@@ -406,18 +431,26 @@ def assert_a_raised_bound_holds(lower, raised, graph, costs, budgets, moves, tim
     moves=st.sampled_from(MOVES),
 )
 def test_no_cover_bound_exceeds_the_milps_proven_optimum(case, ram_share, runtime_x, timing, moves):
-    """On random graphs: both covers' bounds are at most the MILP's optimum, and a cover's proof
-    of infeasibility is one the MILP agrees with."""
+    """On random graphs both covers' bounds are at most the MILP's optimum, and their infeasibility proofs hold.
+
+    On random graphs: both covers' bounds are at most the MILP's optimum, and a cover's proof of
+    infeasibility is one the MILP agrees with.
+    """
     graph, costs = case
     low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
     budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
     status, optimum = milp_optimum(graph, costs, budgets, moves, timing)
     tolerance = 1e-7 * costs.plain_compute_j + 1e-9
-    for cover in (cover_bound(graph, costs, budgets, moves, timing), timed_cover_bound(graph, costs, budgets, moves, timing)):
+    covers = {
+        "plain cover": cover_bound(graph, costs, budgets, moves, timing),
+        "timed cover": timed_cover_bound(graph, costs, budgets, moves, timing),
+    }
+    for kind, cover in covers.items():
         if cover.infeasible:
-            assert status == "infeasible", f"the {cover.kind} proved infeasible a case the MILP solves"
+            assert status == "infeasible", f"the {kind} proved infeasible a case the MILP solves"
         elif status == "optimal":
-            assert cover.bound_j <= optimum + tolerance, f"the {cover.kind}'s bound is above the optimum"
+            assert cover.bound_j is not None, f"the feasible {kind} has a bound"
+            assert cover.bound_j <= optimum + tolerance, f"the {kind}'s bound is above the optimum"
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -428,12 +461,14 @@ def test_no_cover_bound_exceeds_the_milps_proven_optimum(case, ram_share, runtim
     moves=st.sampled_from([HYBRID, PAGING_ONLY]),
 )
 def test_no_stall_priced_cover_bound_exceeds_the_milps_proven_optimum(case, ram_share, runtime_x, moves):
-    """On random graphs whose transfers outlast their compute, under `overlap`, with paging: the
-    cover with each page-out's and page-in's own stall priced is never above the MILP's optimum, nor below the
-    plain cover, and proves infeasible only what the MILP cannot solve either. (About one case in
-    twelve has a bound above the plain cover's; with the page-out stalls tripled, about one in
-    twenty is above the optimum. Page-in stalls lift 19 of 400 cases above the page-out-only
-    bound, each to the MILP's optimum; tripled, 3 of 300 are above it.)"""
+    """On random graphs whose transfers outlast their compute, under `overlap`, with paging.
+
+    The cover with each page-out's and page-in's own stall priced is never above the MILP's optimum,
+    nor below the plain cover, and proves infeasible only what the MILP cannot solve either. (About
+    one case in twelve has a bound above the plain cover's; with the page-out stalls tripled, about
+    one in twenty is above the optimum. Page-in stalls lift 19 of 400 cases above the page-out-only
+    bound, each to the MILP's optimum; tripled, 3 of 300 are above it.)
+    """
     graph, costs = case
     low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
     budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
@@ -441,6 +476,7 @@ def test_no_stall_priced_cover_bound_exceeds_the_milps_proven_optimum(case, ram_
     priced = cover_bound(graph, costs, budgets, moves, OV, stalls=True)
     plain = cover_bound(graph, costs, budgets, moves, OV)
     tolerance = 1e-7 * costs.plain_compute_j + 1e-9
+    event("stall-priced cover infeasible" if priced.infeasible else "stall-priced cover feasible")
     if priced.infeasible:
         assert status == "infeasible", "the stall-priced cover proved infeasible a case the MILP solves"
         return
@@ -450,10 +486,13 @@ def test_no_stall_priced_cover_bound_exceeds_the_milps_proven_optimum(case, ram_
 
 
 def cascade_page_in_case():
-    """A graph of 11 nodes (5 forward, `cascading_cases`' kind) whose cheapest schedule within 386
+    """An 11-node graph whose optimum recomputes from inputs it pages back in and pays their stalls.
+
+    A graph of 11 nodes (5 forward, `cascading_cases`' kind) whose cheapest schedule within 386
     bytes and 3.26 s, hybrid, under overlap, recomputes outputs from inputs that it pages back in
-    and pays their page-ins' stalls: found by that property's generator, its optimum proven by
-    the MILP."""
+    and pays their page-ins' stalls: found by that property's generator, its optimum proven by the
+    MILP.
+    """
     graph = training_graph(
         [100, 70, 18, 91, 46], [1.0] * 5, frozenset({(1, 3), (0, 4)}), grad_reads=[INPUTS, BOTH, BOTH, INPUTS, BOTH]
     )
@@ -479,8 +518,10 @@ def cascade_page_in_case():
 
 
 def test_the_page_ins_that_recomputations_need_are_priced_at_their_stalls():
-    """`cascade_page_in_case`: without the cascades' and live inputs' page-ins (item 6) the cover
-    is 2.08 J below the optimum; with them it is the optimum, which `optimise` then proves."""
+    """`cascade_page_in_case`: without the cascades' and live inputs' page-ins (item 6) the cover is 2.08 J below the optimum.
+
+    With them it is the optimum, which `optimise` then proves.
+    """
     graph, costs, budgets = cascade_page_in_case()
     status, optimum = milp_optimum(graph, costs, budgets, HYBRID, OV)
     assert status == "optimal"
@@ -499,17 +540,20 @@ def test_the_page_ins_that_recomputations_need_are_priced_at_their_stalls():
     moves=st.sampled_from([HYBRID, HYBRID, PAGING_ONLY]),
 )
 def test_pricing_the_page_ins_that_recomputations_need_never_passes_the_milps_optimum(case, ram_share, runtime_x, moves):
-    """On random graphs whose early outputs die (`cascading_cases`), under `overlap`: pricing
-    the page-ins that recomputations need (item 6) never lowers the stall-priced cover, and
+    """On random graphs whose early outputs die (`cascading_cases`), under `overlap`.
+
+    Pricing the page-ins that recomputations need (item 6) never lowers the stall-priced cover, and
     where it raises it or proves infeasibility, the MILP agrees (at most its optimum; infeasible).
     (Measured with this generator outside the suite, 4,500 cases: 90 raised, 72 of them with a
-    proven optimum, 46 to exactly it, none above; 13 proofs of infeasibility, all the MILP's.
-    With those page-ins' times doubled, 3 of 36 were above the optimum; tripled, 1 of 37.)"""
+    proven optimum, 46 to exactly it, none above; 13 proofs of infeasibility, all the MILP's. With
+    those page-ins' times doubled, 3 of 36 were above the optimum; tripled, 1 of 37.)
+    """
     graph, costs = case
     low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
     budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
     without = cover_bound(graph, costs, budgets, moves, OV, stalls=True, cascade_page_ins=False)
     priced = cover_bound(graph, costs, budgets, moves, OV, stalls=True)
+    event("infeasible without the page-ins" if without.infeasible else "feasible without the page-ins")
     if without.infeasible:
         # Not always kept by the priced cover: a fresh clone's run found a 15-node case (hybrid,
         # 37.5 % of the RAM range, 1.27x) that it solves at 21.97 J. The search solves both
@@ -527,9 +571,11 @@ def test_pricing_the_page_ins_that_recomputations_need_never_passes_the_milps_op
     runtime_x=st.floats(1.0, 2.0),
 )
 def test_a_cover_whose_optimum_pages_nothing_has_the_optimum_of_every_cover_that_prices_paging_more(case, ram_share, runtime_x):
-    """What lets `Search` skip the stall-priced covers (`CoverBound.pages_nothing`): when a hybrid
-    cover's exact choice pages nothing, each cover that prices paging further (page-outs' stalls,
-    page-ins' stalls, the page-ins recomputations need) has the same optimum."""
+    """What lets `Search` skip the stall-priced covers (`CoverBound.pages_nothing`).
+
+    When a hybrid cover's exact choice pages nothing, each cover that prices paging further
+    (page-outs' stalls, page-ins' stalls, the page-ins recomputations need) has the same optimum.
+    """
     graph, costs = case
     low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
     budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
@@ -558,9 +604,12 @@ def test_a_cover_whose_optimum_pages_nothing_has_the_optimum_of_every_cover_that
     stalls=st.booleans(),
 )
 def test_a_cover_grown_row_by_row_has_the_optimum_of_the_whole(case, ram_share, runtime_x, timing, moves, stalls):
-    """On random graphs: the cover solved from its one row of largest excess, taking each row its
-    solution breaks, ends with the optimum (or the infeasibility) of the cover with every row,
-    with and without stalls priced."""
+    """On random graphs row generation from the one row of largest excess ends at the full cover's optimum.
+
+    On random graphs: the cover solved from its one row of largest excess, taking each row its
+    solution breaks, ends with the optimum (or the infeasibility) of the cover with every row, with
+    and without stalls priced.
+    """
     graph, costs = case
     low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
     budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
@@ -573,9 +622,12 @@ def test_a_cover_grown_row_by_row_has_the_optimum_of_the_whole(case, ram_share, 
 
 
 def test_the_cascade_cover_of_poets_main_case_needs_few_of_its_rows():
-    """POET's ResNet-18 (CIFAR) case, hybrid, overlap: 111 stage rows; from the 5 of largest
-    excess the cover ends at the optimum of all 111 (0.180285 J above keep-all, section 8 of
-    docs/optimiser.md), and its choice pages the same number of outputs."""
+    """POET's ResNet-18 (CIFAR) case, hybrid, overlap.
+
+    111 stage rows; from the 5 of largest excess the cover ends at the optimum of all 111 (0.180285
+    J above keep-all, section 8 of docs/optimiser.md), and its choice pages the same number of
+    outputs.
+    """
     p = build_problem("resnet18_cifar", "rpi4", parse_ram("50%"), 1.2, OV, batch_size=8)
     rows = cover_rows(p.graph, p.budgets, HYBRID, OV)
     assert len(rows) == 111
@@ -588,11 +640,13 @@ def test_the_cascade_cover_of_poets_main_case_needs_few_of_its_rows():
 
 
 def test_balancing_moves_transfers_out_of_stalling_stages_as_the_exact_placement_does():
-    """POET's main case under overlap: one of the cover's choices at its bound (10 paged outputs,
-    the last node 62) placed by the windows' greedy alone stalls early stages, 1.470938 J above
-    keep-all; balanced, its plan costs 0.224153 J, what the exact placement (the timed cover
-    confined to the choice) proves is least for this choice. The plan passes the checker at that
-    energy."""
+    """POET's main case under overlap.
+
+    One of the cover's choices at its bound (10 paged outputs, the last node 62) placed by the
+    windows' greedy alone stalls early stages, 1.470938 J above keep-all; balanced, its plan costs
+    0.224153 J, what the exact placement (the timed cover confined to the choice) proves is least
+    for this choice. The plan passes the checker at that energy.
+    """
     from poetsim.optimiser.bounds.timed_cover import placement
     from poetsim.optimiser.plans import cover_plan as plans
     from poetsim.optimiser.plans.rules import Mode, plan_from_decisions
@@ -614,20 +668,24 @@ def test_balancing_moves_transfers_out_of_stalling_stages_as_the_exact_placement
     assert overhead_of(greedy) == pytest.approx(1.470938, abs=1e-6)
     assert overhead_of(balanced) == pytest.approx(0.224153, abs=1e-6)
     exact = placement(graph, costs, budgets, OV, cover)
-    assert exact.exact and exact.bound_j - keep_all_j == pytest.approx(0.224153, abs=1e-6)
-    plan = cover_plan(graph, costs, budgets, OV, cover)
+    assert exact.exact and present(exact.bound_j, "the placement's bound") - keep_all_j == pytest.approx(0.224153, abs=1e-6)
+    plan = present(cover_plan(graph, costs, budgets, OV, cover), "the cover's plan")
     checked = check_schedule(to_schedule(plan, graph, costs, OV), graph, costs, OV, budgets)
     assert checked.total_j - keep_all_j == pytest.approx(0.224153, abs=1e-6)
     assert plans.plan_stalled(plan, costs)
 
 
 def test_the_quick_placement_rounds_prove_poets_main_case_under_overlap():
-    """The balanced plan of the first choice stalls; avoiding the outputs it stalls, the cover's
-    third choice places with none, at the bound: optimal, 0.180285 J above keep-all, found by
-    the placement search's quick rounds (the exact rounds never run)."""
+    """The balanced plan of the first choice stalls.
+
+    Avoiding the outputs it stalls, the cover's third choice places with none, at the bound:
+    optimal, 0.180285 J above keep-all, found by the placement search's quick rounds (the exact
+    rounds never run).
+    """
     p = build_problem("resnet18_cifar", "rpi4", parse_ram("50%"), 1.2, OV, batch_size=8)
     found = optimise(p.graph, p.costs, p.budgets, HYBRID, OV, effort=60.0)
     assert found.status.value == "optimal" and found.found_by == "the placement search"
-    assert found.objective_j - found.bound_j <= 1e-9 * found.objective_j
+    objective_j, bound_j = present(found.objective_j, "the objective"), present(found.bound_j, "the bound")
+    assert objective_j - bound_j <= 1e-9 * objective_j
     keep_all_j = p.costs.plain_compute_j + p.costs.static_power_w * p.costs.plain_runtime_s
-    assert found.objective_j - keep_all_j == pytest.approx(0.180285, abs=1e-6)
+    assert objective_j - keep_all_j == pytest.approx(0.180285, abs=1e-6)

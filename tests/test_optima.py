@@ -1,5 +1,6 @@
-"""Proven optima of the ResNet-18 study and of three zoo graphs, pinned: each is `optimal`, checked,
-and equal to the shipped figure.
+"""Proven optima of the ResNet-18 study and of three zoo graphs, pinned.
+
+Each is `optimal`, checked, and equal to the shipped figure.
 
 The energies above keep-all are the ones the shipped study (results/resnet18/runs.csv) proves;
 they depend on the cost model, so re-pin them (with the values `optimise` proves) when
@@ -13,6 +14,8 @@ from poetsim.optimiser import optimise
 from poetsim.pipeline import build_problem
 from poetsim.schedule.checker import check_schedule, compare_figures
 from poetsim.schedule.model import Moves, Timing
+
+from optimiser_cases import present
 
 PAGING = Moves(recompute=False, page=True)
 RECOMPUTE = Moves(recompute=True, page=False)
@@ -37,12 +40,15 @@ def test_a_proven_optimum_of_the_study_is_proven_again(case):
 
 
 def assert_proven_again(p, moves, overhead_j):
-    """`optimise` (60 units of effort) proves `p` optimal again, the checker agrees with its figures, and the
-    energy above keep-all is `overhead_j`; returns the outcome."""
+    """Prove `p` optimal again and check its figures and its energy above keep-all; return the outcome.
+
+    `optimise` (60 units of effort) proves `p` optimal again, the checker agrees with its figures,
+    and the energy above keep-all is `overhead_j`; returns the outcome.
+    """
     outcome = optimise(p.graph, p.costs, p.budgets, moves, Timing.OVERLAP, effort=60.0)
     assert outcome.status == "optimal", outcome.message
-    checked = check_schedule(outcome.schedule, p.graph, p.costs, Timing.OVERLAP, p.budgets)
-    assert compare_figures(outcome.predicted, checked) == []
+    checked = check_schedule(present(outcome.schedule, "the schedule"), p.graph, p.costs, Timing.OVERLAP, p.budgets)
+    assert compare_figures(present(outcome.predicted, "the figures"), checked) == []
     keep_all_j = p.costs.plain_compute_j + p.costs.static_power_w * p.costs.plain_runtime_s
     assert checked.total_j - keep_all_j == pytest.approx(overhead_j, rel=1e-6)
     return outcome
@@ -66,11 +72,13 @@ def test_a_proven_optimum_of_the_zoo_is_proven_again(model):
 
 
 def test_an_optimum_that_only_the_stall_priced_cover_proves_is_proven_again():
-    """ResNet-18 (ImageNet, batch 1, rpi4, paging-only, 70 % RAM, 1.2x): the plain cover's choice
-    pages outputs whose page-outs stall in every stage they may run in, so its bound (0.0633446 J
-    above keep-all) stays below every schedule; with each page-out's own stall priced
-    (`cover`, item 6) the bound meets the placement search's schedule, 0.0633588 J, and the
-    message says which bound proved it."""
+    """ResNet-18 (ImageNet, batch 1, rpi4, paging-only, 70 % RAM, 1.2x).
+
+    The plain cover's choice pages outputs whose page-outs stall in every stage they may run in, so
+    its bound (0.0633446 J above keep-all) stays below every schedule; with each page-out's own
+    stall priced (`cover`, item 6) the bound meets the placement search's schedule, 0.0633588 J, and
+    the message says which bound proved it.
+    """
     p = build_problem("resnet18", "rpi4", parse_ram("70%"), 1.2, Timing.OVERLAP)
     outcome = assert_proven_again(p, PAGING, 0.06335881395045817)
     assert outcome.message.endswith("meets the lower bound from the cover with page-out stalls priced")

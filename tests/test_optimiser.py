@@ -1,6 +1,7 @@
 """The optimiser on hand-checked cases, its golden LP file, and its answers to bad input."""
 
 import importlib.util
+import itertools
 import os
 import random
 import shutil
@@ -14,7 +15,7 @@ from poetsim.optimiser import optimise, require_feasible, write_lp
 from poetsim.schedule.checker import check_schedule, compare_figures
 from poetsim.schedule.model import Budgets, Compute, PageIn, PageOut, Timing
 
-from optimiser_cases import HYBRID, PAGING_ONLY, RECOMPUTE_ONLY, cost_table, gurobi_license, relu_or_conv, training_graph
+from optimiser_cases import HYBRID, PAGING_ONLY, RECOMPUTE_ONLY, cost_table, gurobi_license, present, relu_or_conv, training_graph
 
 GOLDEN = Path(__file__).parent / "golden"
 needs_glpk = pytest.mark.skipif(shutil.which("glpsol") is None, reason="glpsol (glpk-utils) not installed")
@@ -34,8 +35,8 @@ def solve_checked(graph, costs, budgets, strategy=HYBRID, timing=Timing.COMPUTE_
     """optimise, then hold the schedule against the checker: valid, in budget, same figures."""
     outcome = optimise(graph, costs, budgets, strategy, timing, solver=solver)
     assert outcome.status == "optimal", outcome.message
-    checked = check_schedule(outcome.schedule, graph, costs, timing, budgets)
-    assert compare_figures(outcome.predicted, checked) == []
+    checked = check_schedule(present(outcome.schedule, "the schedule"), graph, costs, timing, budgets)
+    assert compare_figures(present(outcome.predicted, "the figures"), checked) == []
     return outcome, checked
 
 
@@ -106,9 +107,12 @@ def test_the_outcome_reports_the_solvers_account():
 
 
 def test_a_mip_start_that_highs_misvalues_does_not_corrupt_the_answer():
-    """A case where HiGHS 1.16 valued the greedy start (page node 0 out and in, 0.9 units) at
-    0.45 in its presolved space and called that optimal: the answer must still be the true
-    optimum, with the objective the schedule really costs."""
+    """A start HiGHS 1.16 misvalued in its presolved space still gives the true optimum.
+
+    A case where HiGHS 1.16 valued the greedy start (page node 0 out and in, 0.9 units) at 0.45 in
+    its presolved space and called that optimal: the answer must still be the true optimum, with the
+    objective the schedule really costs.
+    """
     deps = [(), (0,), (1,), (0, 2), (3,), (0, 2, 3, 4), (1, 2, 5), (0, 1, 6), (0, 5, 7)]
     sizes = [1, 1, 6, 1, 4, 1, 6, 1, 1]
     graph = TrainingGraph.create(
@@ -200,19 +204,25 @@ def test_when_keep_all_fits_it_is_returned_as_proven_optimal_without_a_solver_ru
     outcome = optimise(graph, costs, Budgets(graph.keep_all_peak_bytes, 2 * costs.plain_runtime_s), HYBRID)
     assert outcome.status == "optimal" and outcome.solve_s == 0.0
     assert outcome.gap_overhead == 0.0 and outcome.objective_j == outcome.bound_j
-    assert outcome.predicted.recomputations == outcome.predicted.page_ins == 0
+    predicted = present(outcome.predicted, "the figures")
+    assert predicted.recomputations == predicted.page_ins == 0
     assert "no solver run" in outcome.message
 
 
 def test_hybrid_started_from_a_paging_only_schedule_is_never_worse_than_it():
-    """Every paging-only schedule is a hybrid one: handed in as a start, hybrid returns one at
-    least as cheap, even with no effort to do anything else."""
+    """Every paging-only schedule is a hybrid one.
+
+    Handed in as a start, hybrid returns one at least as cheap, even with no effort to do anything
+    else.
+    """
     graph, costs = relu_or_conv(node_j=1.0, page_j=0.05)
     budgets = Budgets(201, 10.0)
     paging = optimise(graph, costs, budgets, PAGING_ONLY, Timing.COMPUTE_ONLY)
-    hybrid = optimise(graph, costs, budgets, HYBRID, Timing.COMPUTE_ONLY, effort=0.0, starts=[paging.schedule])
+    hybrid = optimise(
+        graph, costs, budgets, HYBRID, Timing.COMPUTE_ONLY, effort=0.0, starts=[present(paging.schedule, "the paging schedule")]
+    )
     assert hybrid.schedule is not None
-    assert hybrid.objective_j <= paging.objective_j * (1 + 1e-12)
+    assert present(hybrid.objective_j, "hybrid's objective") <= present(paging.objective_j, "paging's objective") * (1 + 1e-12)
     check_schedule(hybrid.schedule, graph, costs, Timing.COMPUTE_ONLY, budgets)
 
 
@@ -221,24 +231,30 @@ def test_a_start_with_moves_the_strategy_lacks_is_not_used():
     graph, costs = relu_or_conv(node_j=1.0, page_j=0.05)
     budgets = Budgets(201, 10.0)
     paging = optimise(graph, costs, budgets, PAGING_ONLY, Timing.COMPUTE_ONLY)
-    outcome = optimise(graph, costs, budgets, RECOMPUTE_ONLY, Timing.COMPUTE_ONLY, starts=[paging.schedule])
+    outcome = optimise(
+        graph, costs, budgets, RECOMPUTE_ONLY, Timing.COMPUTE_ONLY, starts=[present(paging.schedule, "the paging schedule")]
+    )
     assert outcome.status == "optimal" and outcome.found_by != "a start"
-    assert outcome.predicted.page_ins == 0 and outcome.predicted.recomputations == 1
+    predicted = present(outcome.predicted, "the figures")
+    assert predicted.page_ins == 0 and predicted.recomputations == 1
 
 
 def test_when_the_effort_is_spent_the_best_schedule_so_far_comes_with_its_gap():
-    """transformer at 35 % RAM under overlap with 0.5 units of effort: no proof in that much work,
-    but a schedule within the budgets, and a proven gap."""
+    """The transformer at 35 % RAM under overlap with 0.5 units of effort.
+
+    No proof in that much work, but a schedule within the budgets, and a proven gap.
+    """
     from poetsim.schedule.problem import build_problem
     from poetsim.units import parse_ram
 
     p = build_problem("transformer", "rpi4", parse_ram("35%"), 1.2, Timing.OVERLAP)
     outcome = optimise(p.graph, p.costs, p.budgets, HYBRID, Timing.OVERLAP, effort=0.5)
     assert outcome.status in ("optimal", "feasible") and outcome.schedule is not None
-    assert 0.0 <= outcome.gap_overhead <= 1.0 and outcome.bound_j <= outcome.objective_j
-    assert (outcome.status == "optimal") == (outcome.gap_overhead <= 1e-4)
+    gap = present(outcome.gap_overhead, "the gap")
+    assert 0.0 <= gap <= 1.0 and present(outcome.bound_j, "the bound") <= present(outcome.objective_j, "the objective")
+    assert (outcome.status == "optimal") == (gap <= 1e-4)
     checked = check_schedule(outcome.schedule, p.graph, p.costs, Timing.OVERLAP, p.budgets)
-    assert compare_figures(outcome.predicted, checked) == []
+    assert compare_figures(present(outcome.predicted, "the figures"), checked) == []
 
 
 def test_progress_is_reported_at_most_about_once_a_second_with_the_best_figures():
@@ -259,13 +275,13 @@ def test_progress_is_reported_at_most_about_once_a_second_with_the_best_figures(
     )
     assert seen, "no progress was reported"
     times = [elapsed for elapsed, *_ in seen]
-    assert all(later - earlier >= 0.99 for earlier, later in zip(times, times[1:]))
+    assert all(later - earlier >= 0.99 for earlier, later in itertools.pairwise(times))
     for _, incumbent, bound, phase in seen:
         assert isinstance(phase, str) and phase
         if incumbent is not None and bound is not None:
             assert bound <= incumbent * (1 + 1e-12)
     last_incumbent = [incumbent for _, incumbent, _, _ in seen if incumbent is not None]
-    assert not last_incumbent or last_incumbent[-1] >= outcome.objective_j * (1 - 1e-12)
+    assert not last_incumbent or last_incumbent[-1] >= present(outcome.objective_j, "the objective") * (1 - 1e-12)
 
 
 @pytest.mark.parametrize("other", [pytest.param("scip", marks=needs_scip), pytest.param("gurobi", marks=needs_gurobi)])
@@ -274,10 +290,12 @@ def test_progress_is_reported_at_most_about_once_a_second_with_the_best_figures(
     [(0.01, HYBRID, 10.0, 0.01), (1.0, HYBRID, 10.0, 0.10), (1.0, RECOMPUTE_ONLY, 5.0, None)],
 )
 def test_scip_and_gurobi_solve_the_bare_milp_as_highs_does(other, node_j, moves, runtime_s, expected):
-    """The stage MILP alone (no cover, no plans, no start), so the solver itself decides: the two
-    hand cases above (the ReLU recomputed for 0.01 J, the convolution paged for 0.10 J), and
+    """The stage MILP alone (no cover, no plans, no start), so the solver itself decides.
+
+    The two hand cases above (the ReLU recomputed for 0.01 J, the convolution paged for 0.10 J), and
     recompute-only with a deadline of one plain pass (5 s), which leaves no time for the
-    recomputation that 201 bytes need: infeasible, and only the solver says so here."""
+    recomputation that 201 bytes need: infeasible, and only the solver says so here.
+    """
     graph, costs = relu_or_conv(node_j=node_j, page_j=0.05)
     budgets = Budgets(201, runtime_s)
     for solver in ("highs", other):
@@ -288,16 +306,19 @@ def test_scip_and_gurobi_solve_the_bare_milp_as_highs_does(other, node_j, moves,
             continue
         assert outcome.status == "optimal", (solver, outcome.message)
         assert outcome.found_by == solver
-        checked = check_schedule(outcome.schedule, graph, costs, Timing.COMPUTE_ONLY, budgets)
+        checked = check_schedule(present(outcome.schedule, "the schedule"), graph, costs, Timing.COMPUTE_ONLY, budgets)
         assert checked.total_j == pytest.approx(costs.plain_compute_j + expected, rel=1e-9)
         assert outcome.bound_j == pytest.approx(checked.total_j, rel=1e-9)
 
 
 def three_layer_case(size: int, compute_s: tuple[float, ...]):
-    """Three layers, the loss and three gradients as `training_graph` makes them, each output
-    `size` bytes but the layers' middle two and gradients (1/7 of it, at least 1) and the loss
-    (4 bytes); every compute 1 J (2 J a gradient), every transfer 1 s and 1 J. Hypothesis drew
-    both cases below in this shape."""
+    """A small training graph of three layers, the loss and three gradients, with unit costs.
+
+    Three layers, the loss and three gradients as `training_graph` makes them, each output `size`
+    bytes but the layers' middle two and gradients (1/7 of it, at least 1) and the loss (4 bytes);
+    every compute 1 J (2 J a gradient), every transfer 1 s and 1 J. Hypothesis drew both cases below
+    in this shape.
+    """
     small = max(size // 7, 1)
     graph = training_graph([size, small, small], [1.0, 1.0, 1.0], grad_reads=None)
     sizes = (size, small, small, 4, small, small, size)
@@ -307,10 +328,13 @@ def three_layer_case(size: int, compute_s: tuple[float, ...]):
 
 
 def test_an_infeasibility_from_highs_presolve_is_checked_by_a_run_without_it():
-    """HiGHS 1.16's presolve calls this model infeasible (recompute-only, the RAM budget at the
-    keep-all peak of 30 bytes, 1.375x), although keep-all meets every row and SCIP, Gurobi and
-    HiGHS without presolve solve it (test_cover's property found it). The bare MILP must give
-    keep-all's 7 J, proven, as it does with both moves."""
+    """A model HiGHS 1.16's presolve calls infeasible: the bare MILP still proves keep-all optimal.
+
+    HiGHS 1.16's presolve calls this model infeasible (recompute-only, the RAM budget at the
+    keep-all peak of 30 bytes, 1.375x), although keep-all meets every row and SCIP, Gurobi and HiGHS
+    without presolve solve it (test_cover's property found it). The bare MILP must give keep-all's 7
+    J, proven, as it does with both moves.
+    """
     graph, costs = three_layer_case(14, (1.0, 1.0, 1.0, 0.5, 1.0, 2.0, 1.0))
     budgets = Budgets(graph.keep_all_peak_bytes, 1.375 * costs.plain_runtime_s)
     for moves in (RECOMPUTE_ONLY, HYBRID):
@@ -321,22 +345,28 @@ def test_an_infeasibility_from_highs_presolve_is_checked_by_a_run_without_it():
 
 @needs_gurobi
 def test_a_gurobi_solution_that_breaks_a_bound_is_solved_again_without_presolve():
-    """Gurobi 13.0.3's presolve returns an "optimal" keep-all solution for this model (hybrid,
-    RAM one byte below keep-all's 12, 1.125x) with a RAM column 0.2 above its upper bound; the
-    plan read from it breaks the budget. The bare MILP must give the optimum HiGHS proves (one
-    recomputation, 8 J), not a broken solution and not `no-solution`."""
+    """A model whose Gurobi presolve breaks the RAM budget: the bare MILP gives HiGHS's proven optimum.
+
+    Gurobi 13.0.3's presolve returns an "optimal" keep-all solution for this model (hybrid, RAM one
+    byte below keep-all's 12, 1.125x) with a RAM column 0.2 above its upper bound; the plan read
+    from it breaks the budget. The bare MILP must give the optimum HiGHS proves (one recomputation,
+    8 J), not a broken solution and not `no-solution`.
+    """
     graph, costs = three_layer_case(5, (0.5, 1.0, 1.0, 0.5, 1.0, 1.0, 1.0))
     budgets = Budgets(graph.keep_all_peak_bytes - 1, 1.125 * costs.plain_runtime_s)
     outcome = optimise(graph, costs, budgets, HYBRID, Timing.COMPUTE_ONLY, solver="gurobi", warm_start=False, mip_rel_gap=1e-9)
     assert outcome.status == "optimal", outcome.message
-    checked = check_schedule(outcome.schedule, graph, costs, Timing.COMPUTE_ONLY, budgets)
+    checked = check_schedule(present(outcome.schedule, "the schedule"), graph, costs, Timing.COMPUTE_ONLY, budgets)
     assert checked.total_j == pytest.approx(costs.plain_compute_j + 1.0, rel=1e-12)
 
 
 @pytest.mark.skipif(gurobi_license() != "size-limited", reason="needs gurobipy's size-limited license")
 def test_a_size_limited_gurobi_license_is_a_one_line_solver_error_naming_the_milp_size():
-    """gurobipy from PyPI refuses models of over 2,000 columns or rows; the solve says so in one
-    line with the model's size (ResNet-18, CIFAR, at 50 % RAM: about 40,000 columns)."""
+    """The gurobipy from PyPI refuses models of over 2,000 columns or rows.
+
+    The solve says so in one line with the model's size (ResNet-18, CIFAR, at 50 % RAM: about 40,000
+    columns).
+    """
     from poetsim.optimiser.milp.formulation import formulate
     from poetsim.optimiser.milp.solvers import SolverSettings, solve
     from poetsim.schedule.problem import build_problem
@@ -351,9 +381,12 @@ def test_a_size_limited_gurobi_license_is_a_one_line_solver_error_naming_the_mil
 
 
 def skip_graph_case(seed: int, ram_share: float | None = None):
-    """A nine-layer graph with skips (1, 4) and (4, 7), random sizes and costs from `seed`, and its
+    """A nine-layer graph with skips, random sizes and costs from `seed`, and its budgets.
+
+    A nine-layer graph with skips (1, 4) and (4, 7), random sizes and costs from `seed`, and its
     budgets (RAM a random share of keep-all from 0.5 to 0.9, 1.3x): small enough for gurobipy's
-    size-limited license, large enough that some seeds need the MILP after the covers."""
+    size-limited license, large enough that some seeds need the MILP after the covers.
+    """
     rng = random.Random(seed)
     sizes, flops = [rng.randint(50, 200) for _ in range(9)], [rng.uniform(1, 10) for _ in range(9)]
     graph = training_graph(sizes, flops, frozenset({(1, 4), (4, 7)}))
@@ -371,11 +404,14 @@ def skip_graph_case(seed: int, ram_share: float | None = None):
 
 @pytest.mark.parametrize("solver", ["highs", pytest.param("gurobi", marks=needs_gurobi)])
 def test_a_solve_stops_at_its_first_report_once_what_is_known_closes_the_gap(solver):
-    """The optimiser stops a solve once the incumbent is within the gap of the covers' bound
-    (`SolverSettings.known`), inside HiGHS's process or Gurobi's MIP callback: a rule the run's
-    own progress decides, so it stops at the same point on any machine. `skip_graph_case(3)` at
-    75 % RAM, hybrid, is not solved before the first report, so a known incumbent that meets a
-    known bound leaves the solve unfinished: never `optimal`."""
+    """A solve stops once the incumbent meets the known bound, at the same point on any machine.
+
+    The optimiser stops a solve once the incumbent is within the gap of the covers' bound
+    (`SolverSettings.known`), inside HiGHS's process or Gurobi's MIP callback: a rule the run's own
+    progress decides, so it stops at the same point on any machine. `skip_graph_case(3)` at 75 %
+    RAM, hybrid, is not solved before the first report, so a known incumbent that meets a known
+    bound leaves the solve unfinished: never `optimal`.
+    """
     from poetsim.optimiser.milp.formulation import formulate
     from poetsim.optimiser.milp.solvers import Known, SolverSettings, solve
 
@@ -391,21 +427,25 @@ def test_a_solve_stops_at_its_first_report_once_what_is_known_closes_the_gap(sol
 @needs_gurobi
 @pytest.mark.parametrize("seed", [7, 9, 11, 22])
 def test_the_whole_search_with_gurobi_gives_the_answer_it_gives_with_highs(seed):
-    """Covers, plans, the restricted solve and the full MILP from the incumbent: on these seeds a
-    MILP finds the schedule (9: the restricted one), so Gurobi's handling of starts is what is
-    held to HiGHS's."""
+    """Covers, plans, the restricted solve and the full MILP from the incumbent.
+
+    On these seeds a MILP finds the schedule (9: the restricted one), so Gurobi's handling of starts
+    is what is held to HiGHS's.
+    """
     graph, costs, budgets = skip_graph_case(seed)
     highs = optimise(graph, costs, budgets, HYBRID, Timing.OVERLAP, solver="highs")
     gurobi = optimise(graph, costs, budgets, HYBRID, Timing.OVERLAP, solver="gurobi")
     assert highs.status == gurobi.status == "optimal"
     assert gurobi.found_by in ("gurobi", "the restricted solve")
-    checked = check_schedule(gurobi.schedule, graph, costs, Timing.OVERLAP, budgets)
+    checked = check_schedule(present(gurobi.schedule, "Gurobi's schedule"), graph, costs, Timing.OVERLAP, budgets)
     assert checked.total_j == pytest.approx(highs.objective_j, rel=1e-9)
 
 
 def until_interrupted(setup: str, solve_call: str) -> str:
-    """A script that builds a model (`setup`, which sets `form`), says "solving" on stderr and
-    runs `solve_call`; on KeyboardInterrupt it says "interrupted" and exits 130."""
+    """A script that builds a model (`setup`, which sets `form`), says "solving" on stderr and runs `solve_call`.
+
+    On KeyboardInterrupt it says "interrupted" and exits 130.
+    """
     return (
         f"import sys, time\n{setup}\nprint('solving', file=sys.stderr, flush=True)\ntry:\n    {solve_call}\n"
         "except KeyboardInterrupt:\n    print('interrupted', file=sys.stderr)\n    sys.exit(130)\n"
@@ -429,10 +469,12 @@ form = formulate(graph, costs, budgets, HYBRID, Timing.OVERLAP)""",
 
 @needs_gurobi
 def test_ctrl_c_during_a_gurobi_solve_ends_it_and_prints_nothing_to_stdout():
-    """Gurobi catches SIGINT itself, stops the solve and prints a line of its own: the solve
-    raises KeyboardInterrupt (as a HiGHS solve ends on Ctrl-C) and stdout stays empty. No model
-    within gurobipy's size-limited license runs for seconds, so a watch that sleeps half a second
-    at each report keeps this one at work when the signal comes."""
+    """Gurobi catches SIGINT itself, stops the solve and prints a line of its own.
+
+    The solve raises KeyboardInterrupt (as a HiGHS solve ends on Ctrl-C) and stdout stays empty. No
+    model within gurobipy's size-limited license runs for seconds, so a watch that sleeps half a
+    second at each report keeps this one at work when the signal comes.
+    """
     assert_ctrl_c_ends_it_quietly(GUROBI_UNTIL_INTERRUPTED, 3.0, str(Path(__file__).parent))
 
 
@@ -452,8 +494,9 @@ form = formulate(problem.graph, problem.costs, problem.budgets, Moves(recompute=
 
 @needs_scip
 def test_ctrl_c_during_a_scip_solve_ends_it_at_once_and_prints_nothing_to_stdout():
-    """SCIP catches SIGINT itself, stops, and prints a line of its own with printf: the solve
-    raises KeyboardInterrupt (as a HiGHS solve ends on Ctrl-C) and stdout stays empty.
+    """SCIP catches SIGINT itself, stops, and prints a line of its own with printf.
+
+    The solve raises KeyboardInterrupt (as a HiGHS solve ends on Ctrl-C) and stdout stays empty.
 
     The stage MILP of ResNet-18 (CIFAR) at 50 % RAM, recompute-only, is nowhere near solved
     within minutes (docs/optimiser.md, section 9), so 4 s after its build began SCIP is at work.
@@ -462,16 +505,18 @@ def test_ctrl_c_during_a_scip_solve_ends_it_at_once_and_prints_nothing_to_stdout
 
 
 def assert_ctrl_c_ends_it_quietly(script: str, after_s: float, *args: str) -> None:
-    """Run `script` (which says "solving" on stderr, then solves with a 300 s limit), send SIGINT
-    `after_s` later: it must say "interrupted", exit 130, print nothing to stdout, and end well
-    before its limit (stopped by the signal)."""
+    """Run `script` (which says "solving" on stderr, then solves with a 300 s limit), send SIGINT `after_s` later.
+
+    It must say "interrupted", exit 130, print nothing to stdout, and end well before its limit
+    (stopped by the signal).
+    """
     import signal
     import subprocess
     import sys
     import time
 
     proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr.readline().strip() == "solving"
+    assert present(proc.stderr, "the script's stderr pipe").readline().strip() == "solving"
     time.sleep(after_s)
     began = time.perf_counter()
     proc.send_signal(signal.SIGINT)

@@ -6,6 +6,7 @@ keep-all fits, it is the optimum. HiGHS, GLPK and CBC agree on the optimum.
 """
 
 import importlib.util
+import itertools
 import math
 import shutil
 
@@ -63,7 +64,7 @@ def test_schedules_are_valid_and_more_freedom_never_costs_energy(case, ram_share
         hybrid = totals[HYBRID]
         assert hybrid >= keep_all_figures.total_j - slack
         for strategy, total in totals.items():
-            assert hybrid <= total + slack, f"hybrid costs more than {strategy.value}"
+            assert hybrid <= total + slack, f"hybrid costs more than {strategy.label}"
         if budgets.ram_bytes >= graph.keep_all_peak_bytes:
             assert hybrid == pytest.approx(keep_all_figures.total_j, rel=1e-6)
 
@@ -107,9 +108,11 @@ def test_highs_and_the_shell_solvers_agree_on_the_optimum(solver, executable, ca
     strategy=st.sampled_from(list(MOVES)),
 )
 def test_highs_and_scip_or_gurobi_agree_on_the_bare_milp(other, case, ram_share, runtime_x, timing, strategy):
-    """The stage MILP alone (no cover or plans, which would decide most cases before a solver
-    runs): the same status, and the same optimum where there is one (these graphs' models fit
-    gurobipy's size-limited license)."""
+    """The stage MILP alone (no cover or plans, which would decide most cases before a solver runs).
+
+    The same status, and the same optimum where there is one (these graphs' models fit gurobipy's
+    size-limited license).
+    """
     graph, costs = case
     budgets = budgets_for(graph, costs, ram_share, runtime_x)
     highs = optimise(graph, costs, budgets, strategy, timing, solver="highs", mip_rel_gap=GAP, warm_start=False)
@@ -131,10 +134,12 @@ def test_highs_and_scip_or_gurobi_agree_on_the_bare_milp(other, case, ram_share,
     strategy=st.sampled_from(list(MOVES)),
 )
 def test_every_answer_of_the_whole_search_agrees_with_gurobis_proven_optimum(case, ram_share, runtime_x, timing, strategy):
-    """The default call (covers, plans, HiGHS) against another solver's bare MILP: the same
-    verdict on whether a schedule exists, no bound above Gurobi's optimum, and an `optimal`
-    answer within the gap of it. (Outside the suite, 6,000 drawn so, 107 s: no disagreement, and
-    all 5,386 with a schedule proven.)"""
+    """The default call (covers, plans, HiGHS) against another solver's bare MILP.
+
+    The same verdict on whether a schedule exists, no bound above Gurobi's optimum, and an `optimal`
+    answer within the gap of it. (Outside the suite, 6,000 drawn so, 107 s: no disagreement, and all
+    5,386 with a schedule proven.)
+    """
     graph, costs = case
     budgets = budgets_for(graph, costs, ram_share, runtime_x)
     ours = optimise(graph, costs, budgets, strategy, timing)
@@ -155,14 +160,17 @@ def test_every_answer_of_the_whole_search_agrees_with_gurobis_proven_optimum(cas
 @settings(max_examples=100, deadline=None)
 @given(case=cases(), data=st.data(), timing=st.sampled_from(list(Timing)), strategy=st.sampled_from(list(MOVES)))
 def test_rule_made_plans_are_solutions_of_the_model(case, data, timing, strategy):
-    """Any keep/recompute/page decisions the strategy allows give columns that satisfy every
-    row of the model, and a schedule the checker values exactly as the model does."""
+    """Any decisions the strategy allows give columns that meet every row and a schedule valued as the model does.
+
+    Any keep/recompute/page decisions the strategy allows give columns that satisfy every row of the
+    model, and a schedule the checker values exactly as the model does.
+    """
     graph, costs = case
     allowed = [Mode.KEEP] + [mode for mode, ok in ((Mode.RECOMPUTE, strategy.recompute), (Mode.PAGE, strategy.page)) if ok]
     decisions = {}
     for i in range(len(graph)):
         u = uses(graph, i)
-        for a, b in zip(u, u[1:]):
+        for a, b in itertools.pairwise(u):
             if b - a >= 2:
                 decisions[i, a, b] = data.draw(st.sampled_from(allowed))
     plan = plan_from_decisions(graph, decisions)

@@ -1,5 +1,8 @@
-"""Polishing a plan: single changes (keep instead of recompute or page, rebuild instead of page)
-that save energy within the budgets; the schedules the optimiser returns admit none."""
+"""Polishing a plan: single changes that save energy within the budgets.
+
+Keep instead of recompute or page, rebuild instead of page; the schedules the optimiser returns
+admit none.
+"""
 
 import math
 
@@ -21,7 +24,7 @@ from poetsim.schedule.model import Budgets, Moves, Timing
 from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
 
-from optimiser_cases import HYBRID, MOVES, cascading_cases, cases, relu_or_conv
+from optimiser_cases import HYBRID, MOVES, cascading_cases, cases, present, relu_or_conv
 
 RECOMPUTE = Moves(recompute=True, page=False)
 PAGING = Moves(recompute=False, page=True)
@@ -32,13 +35,15 @@ def recomputations(plan, node: int) -> int:
 
 
 def test_the_cover_plan_of_resnet18_at_half_ram_keeps_conv1_between_two_readers():
-    """rpi4, 50 % RAM, 1.5x, recompute-only: the cover's plan recomputes conv1 for stage 133 and
-    again for stage 135; the polished plan keeps it in between, within the budget, for less."""
+    """rpi4, 50 % RAM, 1.5x, recompute-only: the cover's plan recomputes conv1 for stage 133 and again for stage 135.
+
+    The polished plan keeps it in between, within the budget, for less.
+    """
     graph = load_graph("resnet18_cifar", 8, None, None)
     costs = node_costs(graph, load_platform("rpi4"))
     budgets = Budgets(graph.keep_all_peak_bytes // 2, 1.5 * costs.plain_runtime_s)
     cover = cover_bound(graph, costs, budgets, RECOMPUTE, Timing.OVERLAP)
-    before = cover_plan(graph, costs, budgets, Timing.OVERLAP, cover)
+    before = present(cover_plan(graph, costs, budgets, Timing.OVERLAP, cover), "the cover's plan")
     after = polish(before, graph, costs, budgets, Timing.OVERLAP)
     checked = check_schedule(plans.to_schedule(after, graph, costs, Timing.OVERLAP), graph, costs, Timing.OVERLAP, budgets)
     assert compare_figures(plans.figures(after, graph, costs, Timing.OVERLAP), checked) == []
@@ -49,8 +54,10 @@ def test_the_cover_plan_of_resnet18_at_half_ram_keeps_conv1_between_two_readers(
 
 def test_the_hand_case_keeps_r_exactly_when_its_bytes_fit_beside_big():
     """relu_or_conv: recomputing r for its backward reader frees its 100 B while `big` peaks.
-    Keeping it instead (keep-all) needs the keep-all peak: polished to that with the budget at
-    that peak; one byte below, r is still recomputed (only s, its 1-byte input, is kept)."""
+
+    Keeping it instead (keep-all) needs the keep-all peak: polished to that with the budget at that
+    peak; one byte below, r is still recomputed (only s, its 1-byte input, is kept).
+    """
     graph, costs = relu_or_conv(node_j=0.5, page_j=5.0)
     recompute_r = plan_from_decisions(graph, {(1, 2, 4): Mode.RECOMPUTE})
     assert recomputations(recompute_r, 1) == 1
@@ -67,20 +74,23 @@ def test_the_hand_case_keeps_r_exactly_when_its_bytes_fit_beside_big():
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases(min_forward=3), data=st.data(), room=st.floats(0.0, 1.0), timing=st.sampled_from(list(Timing)))
 def test_polishing_never_costs_energy_and_its_plans_pass_the_checker(case, data, room, timing):
-    """From a plan that recomputes random outputs for each reader, polishing within a budget
-    between that plan's peak and keep-all's gives a plan the checker accepts, no dearer."""
+    """Polishing a plan of random recomputations within a budget gives a plan the checker accepts, no dearer.
+
+    From a plan that recomputes random outputs for each reader, polishing within a budget between
+    that plan's peak and keep-all's gives a plan the checker accepts, no dearer.
+    """
     graph, costs = case
     stretches = []
     for i, node in enumerate(graph.nodes):
         readers = sorted(graph.consumers[i])
-        for a, b in zip([i] + readers, readers):
+        for a, b in zip([i, *readers], readers):
             if b - a >= 2 and node.deps:
                 stretches.append((i, a, b))
     chosen = data.draw(st.lists(st.sampled_from(stretches), unique=True)) if stretches else []
     plan = plan_from_decisions(graph, {key: Mode.RECOMPUTE for key in chosen}, keep_recomputed=False)
     before = plans.figures(plan, graph, costs, timing)
     ram = before.peak_ram_bytes + int(room * max(graph.keep_all_peak_bytes - before.peak_ram_bytes, 0))
-    budgets = Budgets(ram, before.runtime_s)
+    budgets = Budgets(int(ram), before.runtime_s)
     after = polish(plan, graph, costs, budgets, timing)
     checked = check_schedule(plans.to_schedule(after, graph, costs, timing), graph, costs, timing, budgets)
     assert compare_figures(plans.figures(after, graph, costs, timing), checked) == []
@@ -88,8 +98,11 @@ def test_polishing_never_costs_energy_and_its_plans_pass_the_checker(case, data,
 
 
 def test_a_paged_output_that_fits_in_ram_is_kept_instead():
-    """relu_or_conv, compute-only, r paged out and back in around `big`: with the budget at the
-    keep-all peak, keeping r costs nothing more than keep-all, and polishing keeps it."""
+    """relu_or_conv, compute-only, r paged out and back in around `big`.
+
+    With the budget at the keep-all peak, keeping r costs nothing more than keep-all, and polishing
+    keeps it.
+    """
     graph, costs = relu_or_conv(node_j=1.0, page_j=0.05)
     paged = plan_from_decisions(graph, {(1, 2, 4): Mode.PAGE})
     assert plans.figures(paged, graph, costs, Timing.COMPUTE_ONLY).page_ins == 1
@@ -101,9 +114,11 @@ def test_a_paged_output_that_fits_in_ram_is_kept_instead():
 
 
 def test_a_paged_output_dearer_to_page_than_to_rebuild_is_rebuilt_instead():
-    """relu_or_conv with paging at 5 J each way and r at 0.5 J, one byte below the keep-all peak
-    (r cannot stay): rebuilding r for its gradient, with its 1-byte input kept, costs 0.5 J where
-    paging cost 10 J; polishing finds it, and the checker agrees."""
+    """relu_or_conv with paging at 5 J each way and r at 0.5 J, one byte below the keep-all peak (r cannot stay).
+
+    Rebuilding r for its gradient, with its 1-byte input kept, costs 0.5 J where paging cost 10 J;
+    polishing finds it, and the checker agrees.
+    """
     graph, costs = relu_or_conv(node_j=0.5, page_j=5.0)
     paged = plan_from_decisions(graph, {(1, 2, 4): Mode.PAGE})
     budgets = Budgets(graph.keep_all_peak_bytes - 1, 10 * costs.plain_runtime_s)
@@ -118,11 +133,15 @@ def test_a_paged_output_dearer_to_page_than_to_rebuild_is_rebuilt_instead():
 
 
 def assert_no_single_change_improves(outcome, graph, costs, budgets, timing, moves) -> int:
-    """Every single change of the returned schedule (`changes_of`) is a schedule the checker
-    accepts and values as the model does, and none within the budgets is cheaper; how many
-    changes there were."""
-    plan = plans.from_schedule(outcome.schedule, graph)
-    returned = check_schedule(outcome.schedule, graph, costs, timing, budgets)
+    """Check that no single change of the returned schedule is cheaper within the budgets; return how many there were.
+
+    Every single change of the returned schedule (`changes_of`) is a schedule the checker accepts
+    and values as the model does, and none within the budgets is cheaper; how many changes there
+    were.
+    """
+    schedule = present(outcome.schedule, "the returned schedule")
+    plan = present(plans.from_schedule(schedule, graph), "the plan of the returned schedule")
+    returned = check_schedule(schedule, graph, costs, timing, budgets)
     tolerance = 1e-9 * returned.total_j
     count = 0
     for change in changes_of(plan, graph, moves):
@@ -143,9 +162,12 @@ def assert_no_single_change_improves(outcome, graph, costs, budgets, timing, mov
     effort=st.sampled_from([0.0, 0.02, None]),
 )
 def test_no_returned_schedule_is_improved_by_a_single_change(case, ram_share, runtime_x, timing, moves, effort):
-    """On random graphs, whatever stops the search (no effort at all, a little, or a proof), the
+    """On random graphs, whatever stops the search, the schedule it returns is a local optimum.
+
+    On random graphs, whatever stops the search (no effort at all, a little, or a proof), the
     schedule it returns is a local optimum: no keep-instead-of-recompute, keep-instead-of-page or
-    recompute-instead-of-page change of it fits the budgets at less energy."""
+    recompute-instead-of-page change of it fits the budgets at less energy.
+    """
     graph, costs = case
     low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
     budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
@@ -159,8 +181,10 @@ def test_no_returned_schedule_is_improved_by_a_single_change(case, ram_share, ru
 @pytest.mark.parametrize("platform", ["rpi4", "jetson-tx2"])
 @pytest.mark.parametrize("ram", ["50%", "35%"])
 def test_mobilenet_v2s_unproven_schedules_are_improved_by_no_single_change(platform, ram):
-    """MobileNetV2 (96x96, batch 1; depthwise separable convolutions, inverted residuals), hybrid,
-    1.2x, 4 units of effort: the returned schedule is a local optimum for the three changes."""
+    """MobileNetV2 (96x96, batch 1; depthwise separable convolutions, inverted residuals), hybrid, 1.2x, 4 units of effort.
+
+    The returned schedule is a local optimum for the three changes.
+    """
     p = build_problem("mobilenet_v2", platform, parse_ram(ram), 1.2, Timing.OVERLAP, input_size=96)
     outcome = optimise(p.graph, p.costs, p.budgets, HYBRID, Timing.OVERLAP, effort=4.0)
     assert outcome.schedule is not None, outcome.message

@@ -24,22 +24,24 @@ def _within(units: float) -> Allowance:
 def knapsack_cover() -> Program:
     """Cover 10 with items of sizes 3, 4, 5, 6 and costs 3, 5, 4, 7."""
     p = Program()
-    items = [p.column(name, cost) for name, cost in (("a", 3.0), ("b", 5.0), ("c", 4.0), ("d", 7.0))]
+    items = [p.column((name,), cost) for name, cost in (("a", 3.0), ("b", 5.0), ("c", 4.0), ("d", 7.0))]
     p.row(zip(items, (3.0, 4.0, 5.0, 6.0)), 10.0, math.inf)
     return p
 
 
 def test_a_small_cover_is_solved_to_its_optimum_by_the_highs_process():
-    """a + b + c (3 + 4 + 5) costs 12, b + d 12, c + d (5 + 6) 11: c and d are optimal."""
+    """The cover a + b + c (3 + 4 + 5) costs 12, b + d 12, c + d (5 + 6) 11: c and d are optimal."""
     solved = knapsack_cover().solve(_within(10))
     assert not solved.infeasible and solved.exact
     assert solved.bound == pytest.approx(11.0)
-    assert {key for key, value in solved.values.items() if value > 0.5} == {"c", "d"}
+    values = solved.values
+    assert values is not None, "an exact solve has a solution"
+    assert {key for key, value in values.items() if value > 0.5} == {("c",), ("d",)}
 
 
 def test_an_uncoverable_row_is_proven_infeasible():
     p = Program()
-    p.row([(p.column("a", 1.0), 3.0)], 10.0, math.inf)
+    p.row([(p.column(("a",), 1.0), 3.0)], 10.0, math.inf)
     solved = p.solve(_within(10))
     assert solved.infeasible and solved.values is None
 
@@ -51,8 +53,10 @@ def test_enough_stops_at_a_solution_that_costs_no_more_and_calls_it_optimal():
 
 
 def test_a_process_that_does_not_answer_by_the_deadline_is_killed_and_the_next_solve_gets_a_new_one():
-    """A HiGHS process stopped by SIGSTOP stands for one stuck in presolve, which checks no clock
-    in places: the solve returns no bound at its deadline, and that process is gone."""
+    """A HiGHS process stopped by SIGSTOP stands for one stuck in presolve, which checks no clock in places.
+
+    The solve returns no bound at its deadline, and that process is gone.
+    """
     program.prestart()
     stuck = next(solver for solver in program._IDLE if solver.usable())
     os.kill(stuck.process.pid, signal.SIGSTOP)
@@ -82,6 +86,7 @@ def test_the_highs_process_dies_with_its_parent_however_the_parent_ends():
         "print(program._IDLE[0].process.pid, flush=True); time.sleep(60)"
     )
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None, "Popen was asked for a stdout pipe"
     child = int(parent.stdout.readline())
     parent.kill()
     parent.wait()
@@ -117,7 +122,7 @@ def _sixty_item_cover() -> tuple[Program, float]:
     sizes = [rng.randint(5, 50) for _ in range(60)]
     costs = [rng.randint(5, 50) for _ in range(60)]
     p = Program()
-    columns = [p.column(n, float(c)) for n, c in enumerate(costs)]
+    columns = [p.column((n,), float(c)) for n, c in enumerate(costs)]
     p.row(zip(columns, map(float, sizes)), sum(sizes) // 2, math.inf)
     optimum = p.solve(_within(HANG_S))
     assert optimum.exact
@@ -126,11 +131,14 @@ def _sixty_item_cover() -> tuple[Program, float]:
 
 @pytest.mark.parametrize("start", ["partial", "whole, one value fractional"])
 def test_no_dual_bound_the_highs_process_sends_exceeds_the_optimum_when_given_a_start(start):
-    """HiGHS 1.16 completes a partial start (and repairs a whole one it finds infeasible) with a
-    sub-MIP in the same instance, whose callbacks report the sub-MIP's dual bound: 595.5 and 1781
-    on this cover, whose optimum is 512. Such a report, kept when a run is killed, would be a
-    bound above the optimum. Every bound the process sends, and the one it ends with, is at most
-    the optimum."""
+    """No bound a HiGHS process reports, nor the one it ends with, is above the optimum.
+
+    HiGHS 1.16 completes a partial start (and repairs a whole one it finds infeasible) with a
+    sub-MIP in the same instance, whose callbacks report the sub-MIP's dual bound: 595.5 and 1781 on
+    this cover, whose optimum is 512. Such a report, kept when a run is killed, would be a bound
+    above the optimum. Every bound the process sends, and the one it ends with, is at most the
+    optimum.
+    """
     p, optimum = _sixty_item_cover()
     n = len(p.cost)
     job = program.HighsJob(
@@ -143,4 +151,4 @@ def test_no_dual_bound_the_highs_process_sends_exceeds_the_optimum_when_given_a_
     status, objective, dual, *_ = program._solve(job, False, pipe)
     assert status == "kOptimal" and objective == pytest.approx(optimum)
     sent = [message[-1] for message in pipe.sent if message[-1] is not None]
-    assert max(sent + [dual]) <= optimum + 1e-6
+    assert max([*sent, dual]) <= optimum + 1e-6

@@ -21,8 +21,11 @@ from optimiser_cases import MOVES
 @pytest.mark.parametrize("model, batch_size", [("transformer", None), ("resnet18_cifar", 8)])
 @pytest.mark.parametrize("moves", MOVES, ids=lambda moves: moves.label)
 def test_the_estimate_that_skips_a_build_is_a_little_below_the_models_nonzeros(model, batch_size, moves):
-    """Below, so that a build is never skipped that the time left could solve; not far below, so
-    that one no solve could follow is skipped (the measured ratios: 19.0 to 40.1 per column)."""
+    """Below, so that a build is never skipped that the time left could solve.
+
+    Not far below, so that one no solve could follow is skipped (the measured ratios: 19.0 to 40.1
+    per column).
+    """
     problem = build_problem(model, "rpi4", parse_ram("50%"), 1.2, Timing.OVERLAP, batch_size=batch_size)
     built = len(formulate(problem.graph, problem.costs, problem.budgets, moves, Timing.OVERLAP).row_index)
     estimate = milp_nonzeros_estimate(problem.graph, moves)

@@ -194,8 +194,10 @@ class Scenario(_Frozen):
         return {**data, "effort": effort, "time_limit_s": time_limit_s}
 
     def with_limits(self, effort: float | None = None, time_limit_s: float | None = None) -> "Scenario":
-        """The scenario with the effort or the guard given elsewhere (the command line): either
-        alone derives the other, as in a scenario file."""
+        """The scenario with the effort or the guard given elsewhere (the command line).
+
+        Either alone derives the other, as in a scenario file.
+        """
         if effort is None and time_limit_s is None:
             return self
         effort, time_limit_s = resolve_limits(effort, time_limit_s)
@@ -251,6 +253,11 @@ class Point:
 
     @property
     def key(self) -> str:
+        """The point's identity in results files (runs.csv's point_key): its five coordinates joined by "|".
+
+        Model and platform enter by `model_key` and `platform_key`, not by how they are loaded, so
+        that the key is the same in every clone; the runtime is written as `number_text` writes it.
+        """
         return f"{self.model_key}|{self.platform_key}|{self.ram.key}|{number_text(self.runtime_x)}x|{self.strategy}"
 
     @property

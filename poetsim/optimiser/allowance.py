@@ -49,8 +49,11 @@ class Allowance:
 
 
 def effort(units: float | None, limit_s: float | None = None) -> Allowance:
-    """A whole call's allowance: `units` of work (None: no end) on a fresh meter, guarded by
-    `limit_s` seconds of wall clock (None: no guard)."""
+    """A whole call's allowance.
+
+    `units` of work (None: no end) on a fresh meter, guarded by `limit_s` seconds of wall clock
+    (None: no guard).
+    """
     return Allowance(Work(Clock(limit_s)), units)
 
 

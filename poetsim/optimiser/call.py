@@ -24,8 +24,7 @@ class Task:
 
 @dataclass(frozen=True)
 class SolveSettings:
-    """How the call's MILP runs are stopped: the solver, its relative gap (of the overhead above
-    keep-all) and its threads."""
+    """How the call's MILP runs are stopped: the solver, its relative gap (of the overhead above keep-all) and its threads."""
 
     solver: str
     mip_rel_gap: float
@@ -34,9 +33,11 @@ class SolveSettings:
 
 @dataclass(frozen=True)
 class Call:
-    """What every step of one call shares: the task, the settings, the shares of its effort, the
-    call's whole allowance and its clock (the guard), its progress report and its standing
-    (which the steps update)."""
+    """What every step of one call shares.
+
+    The task, the settings, the shares of its effort, the call's whole allowance and its clock (the
+    guard), its progress report and its standing (which the steps update).
+    """
 
     task: Task
     settings: SolveSettings

@@ -35,8 +35,10 @@ class Clock:
         return perf_counter() - self.began
 
     def ends_at(self) -> float | None:
-        """The perf_counter() time at which the guard trips: the limit less the reserve
-        (RESERVE_SHARE of it plus RESERVE_S); None without a guard."""
+        """The perf_counter() time at which the guard trips.
+
+        The limit less the reserve (RESERVE_SHARE of it plus RESERVE_S); None without a guard.
+        """
         if self.limit_s is None:
             return None
         return self.began + max(self.limit_s - RESERVE_SHARE * self.limit_s - RESERVE_S, 0.0)

@@ -1,5 +1,8 @@
-"""What the steps of one `optimise` call hand on to each other: each step returns it with its own
-products added (the incumbent and the bound are the call's `Standing`)."""
+"""What the steps of one `optimise` call hand on to each other.
+
+Each step returns it with its own products added (the incumbent and the bound are the call's
+`Standing`).
+"""
 
 from dataclasses import dataclass
 

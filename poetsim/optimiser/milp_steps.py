@@ -1,6 +1,7 @@
-"""The steps of one `optimise` call that run the stage MILP: its build, the run confined to a cover's
-choice, and the full run from the incumbent, each stopped as soon as the incumbent is within the
-gap of the best bound.
+"""The steps of one `optimise` call that run the stage MILP.
+
+Its build, the run confined to a cover's choice, and the full run from the incumbent, each stopped
+as soon as the incumbent is within the gap of the best bound.
 """
 
 import math
@@ -33,9 +34,11 @@ def milp_nonzeros_estimate(graph: TrainingGraph, moves: Moves) -> int:
 
 
 def time_for_milp(call: Call, found: Found) -> bool:
-    """Whether enough is left for a MILP step: a short run finds nothing, and HiGHS overruns short
-    limits; nor does a run whose presolve alone would outlast what is left (before the build, by
-    `milp_nonzeros_estimate`, so that a build no solve could follow is skipped too)."""
+    """Whether enough is left for a MILP step: a short run finds nothing, and HiGHS overruns short limits.
+
+    Nor does a run whose presolve alone would outlast what is left (before the build, by
+    `milp_nonzeros_estimate`, so that a build no solve could follow is skipped too).
+    """
     left = call.allowance.left()
     if left is None:
         return True
@@ -87,8 +90,10 @@ def _account(found: Found, result: SolverResult) -> Found:
 
 
 def _run(call: Call, form: Formulation, allowance: Allowance, phase: str, bound_holds: bool) -> SolverResult:
-    """One solver run of `form` within `allowance`, from the incumbent where the model admits it,
-    stopped as soon as the incumbent is within the gap of the best bound; its work is charged.
+    """One solver run of `form` within `allowance`, its work charged.
+
+    The run starts from the incumbent where the model admits it, and stops as soon as the incumbent
+    is within the gap of the best bound.
 
     A restricted model's bound is not a bound of the problem (`bound_holds` False): only its
     incumbents count then, and an infeasibility of it proves nothing.

@@ -1,5 +1,7 @@
-"""What one `optimise` call returns, and the rules that read it: when a gap is closed, how small a
-decision is, and what an infeasibility says."""
+"""What one `optimise` call returns, and the rules that read it.
+
+When a gap is closed, how small a decision is, and what an infeasibility says.
+"""
 
 from dataclasses import dataclass
 
@@ -55,8 +57,10 @@ def require_feasible(outcome: SolveOutcome) -> SolveOutcome:
 
 
 def within_gap(objective_j: float, bound_j: float, keep_all_j: float, rel_gap: float, abs_gap: float) -> bool:
-    """Whether a schedule of `objective_j` is proven optimal by `bound_j`: the gap is at most
-    `rel_gap` of its overhead above keep-all plus `abs_gap` joules."""
+    """Whether a schedule of `objective_j` is proven optimal by `bound_j`.
+
+    The gap is at most `rel_gap` of its overhead above keep-all plus `abs_gap` joules.
+    """
     return objective_j - bound_j <= rel_gap * max(objective_j - keep_all_j, 0.0) + abs_gap
 
 

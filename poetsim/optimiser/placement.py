@@ -29,8 +29,11 @@ RECOMPUTE_ONLY = Moves(recompute=True, page=False)
 
 
 def place(call: Call, found: Found) -> Found:
-    """Stages for the plain cover's choice, and their plan: quick rounds first, then exact ones;
-    the stall-priced cover between them (returned as `Found.stall_cover`)."""
+    """Stages for the plain cover's choice, and their plan.
+
+    Quick rounds first, then exact ones; the stall-priced cover between them (returned as
+    `Found.stall_cover`).
+    """
     plain = found.cover
     assert plain is not None, "the cover comes first"
     allowance = call.allowance.part(call.shares.placement)
@@ -38,9 +41,23 @@ def place(call: Call, found: Found) -> Found:
     searches: list[tuple[CoverBound | None, Moves]] = [(plain, plain.single_move or moves)]
     if plain.single_move is None and moves.recompute and moves.page:
         searches += [(None, PAGING_ONLY), (None, RECOMPUTE_ONLY)]
+    if _quick_rounds(call, found, searches, allowance):
+        return found
+    found = replace(found, stall_cover=_stall_cover(call, found, allowance))
+    if not call.done():
+        _exact_rounds(call, found, searches, allowance)
+    return found
+
+
+def _quick_rounds(call: Call, found: Found, searches: list[tuple[CoverBound | None, Moves]], allowance: Allowance) -> bool:
+    """The quick placement of each cover's choice, solving the single-move covers on first use.
+
+    `searches` gets each cover solved here in place of its None. True when the search is over:
+    the placement's allowance or the call's is spent, or the incumbent is proven.
+    """
     for n, (choice, single) in enumerate(searches):
         if allowance.over():
-            return found
+            return True
         if choice is None:
             task = call.task
             choice = cover_bound(task.graph, task.costs, task.budgets, single, task.timing, allowance)
@@ -48,28 +65,33 @@ def place(call: Call, found: Found) -> Found:
         if not choice.infeasible:
             _search_choices(call, found, choice, single, allowance, exact=False)
         if call.standing.proven() or call.allowance.over():
-            return found
-    found = replace(found, stall_cover=_stall_cover(call, found, allowance))
-    if call.done():
-        return found
+            return True
+    return False
+
+
+def _exact_rounds(call: Call, found: Found, searches: list[tuple[CoverBound | None, Moves]], allowance: Allowance) -> None:
+    """The exact placement of each feasible cover's choice, until an allowance is spent or a proof.
+
+    A mixed choice (the first of several) gets part of what is left, so that the single-move
+    searches get a turn.
+    """
     for n, (choice, single) in enumerate(searches):
         if allowance.over():
-            return found
-        # A mixed choice gets part of what is left, so that the single-move searches get a turn.
+            return
         search = allowance.part(call.shares.mixed_placement if n == 0 and len(searches) > 1 else 1.0)
-        assert choice is not None
+        assert choice is not None, "every cover was solved in the quick rounds"
         if choice.infeasible:
             continue
         _search_choices(call, found, choice, single, search, exact=True)
         if call.standing.proven() or call.allowance.over():
-            return found
-    return found
+            return
 
 
 def _stall_cover(call: Call, found: Found, allowance: Allowance) -> CoverBound | None:
-    """The cover with each page-out's own stall priced (item 6), under `overlap` with paging: a
-    higher bound where some page-out cannot hide behind any stage it may run in, and a choice
-    that avoids such outputs, placed as in the quick rounds.
+    """The cover with each page-out's own stall priced (item 6), under `overlap` with paging.
+
+    A higher bound where some page-out cannot hide behind any stage it may run in, and a choice that
+    avoids such outputs, placed as in the quick rounds.
 
     Its choice is placed only when it pages something and differs from the plain cover's: a
     choice that pages nothing has no stall to avoid (it costs what the plain cover prices it at).
@@ -88,10 +110,12 @@ def _stall_cover(call: Call, found: Found, allowance: Allowance) -> CoverBound |
 
 
 def _search_choices(call: Call, found: Found, choice: CoverBound, moves: Moves, allowance: Allowance, exact: bool) -> None:
-    """Place `choice` (quick: by `cover_plan`; `exact`: by the timed cover confined to it); while
-    new outputs stall, avoid them and place the cover's next choice, until the incumbent is
-    proven or the budget or the choices run out. A choice that costs a little more than the
-    bound can still place without a stall: no proof then, but a good schedule."""
+    """Place `choice` (quick: by `cover_plan`; `exact`: by the timed cover confined to it).
+
+    While new outputs stall, avoid them and place the cover's next choice, until the incumbent is
+    proven or the budget or the choices run out. A choice that costs a little more than the bound
+    can still place without a stall: no proof then, but a good schedule.
+    """
     task = call.task
     avoid: frozenset[int] = frozenset()
     for round_ in range(call.shares.placement_rounds):
@@ -110,8 +134,10 @@ def _search_choices(call: Call, found: Found, choice: CoverBound, moves: Moves, 
 
 
 def _place_quick(call: Call, found: Found, choice: CoverBound) -> frozenset[int] | None:
-    """The plan of `choice` by `cover_plan`, offered; the outputs whose transfers stall in it
-    (None: no plan). Under compute-only, transfers take no time: nothing stalls."""
+    """The plan of `choice` by `cover_plan`, offered; the outputs whose transfers stall in it (None: no plan).
+
+    Under compute-only, transfers take no time: nothing stalls.
+    """
     task = call.task
     if choice is found.cover:
         plan = found.first_plan
@@ -124,10 +150,12 @@ def _place_quick(call: Call, found: Found, choice: CoverBound) -> frozenset[int]
 
 
 def _place_exact(call: Call, choice: CoverBound, round_: int, allowance: Allowance) -> frozenset[int] | None:
-    """The plan of the timed cover confined to `choice`, offered; the outputs whose transfers
-    stall in it (None: cut short by the budget, its stalls say nothing about the choice). The
-    first placement may take all that is left (it is the likeliest to succeed), later ones half:
-    a good placement is wanted, not its proof."""
+    """The plan of the timed cover confined to `choice`, offered.
+
+    The outputs whose transfers stall in it (None: cut short by the budget, its stalls say nothing
+    about the choice). The first placement may take all that is left (it is the likeliest to
+    succeed), later ones half: a good placement is wanted, not its proof.
+    """
     task = call.task
     placed = placement(task.graph, task.costs, task.budgets, task.timing, choice, allowance.part(1.0 if round_ == 0 else 0.5))
     plan = events_plan(task.graph, task.costs, task.budgets, task.timing, placed)

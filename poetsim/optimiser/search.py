@@ -167,8 +167,10 @@ class Search:
         return Status.NO_SOLUTION, f"no schedule was found{within}"
 
     def _guarded(self, message: str) -> str:
-        """`message`, and if the guard stopped the call before its effort was spent, that too: then
-        the answer depends on the machine's speed."""
+        """`message`, and if the guard stopped the call before its effort was spent, that too.
+
+        Then the answer depends on the machine's speed.
+        """
         if not self.work.guard_tripped:
             return message
         limit_s = self.call.clock.limit_s

@@ -1,5 +1,8 @@
-"""Where one `optimise` call stands: its cheapest schedule so far, its best lower bound, and whether
-a cover proved that no schedule fits."""
+"""Where one `optimise` call stands.
+
+Its cheapest schedule so far, its best lower bound, and whether a cover proved that no schedule
+fits.
+"""
 
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.optimiser.outcome import abs_gap_j, within_gap

@@ -1,7 +1,9 @@
-"""The steps of one `optimise` call that need no MILP: covers that raise the bound, rule-made plans
-that lower the incumbent, and the plans polished. Each takes what the steps before it found and
-returns it with its own products added (`Found`); the incumbent and the bound are the call's
-`Standing`. `search.Search` runs them in order (docs/optimiser.md, "The search").
+"""The steps of one `optimise` call that need no MILP.
+
+Covers that raise the bound, rule-made plans that lower the incumbent, and the plans polished. Each
+takes what the steps before it found and returns it with its own products added (`Found`); the
+incumbent and the bound are the call's `Standing`. `search.Search` runs them in order
+(docs/optimiser.md, "The search").
 """
 
 import math
@@ -37,8 +39,10 @@ def cover(call: Call) -> Found:
 
 
 def rule_plans(call: Call, found: Found, starts: tuple[Schedule, ...]) -> Found:
-    """The plans that need no solver: keep-all, the plan of the cover's choice and the starts; if
-    none fits, the first rule-made plan that does (`first_schedule`)."""
+    """The plans that need no solver: keep-all, the plan of the cover's choice and the starts.
+
+    If none fits, the first rule-made plan that does (`first_schedule`).
+    """
     task, standing = call.task, call.standing
     assert found.cover is not None, "the cover comes first"
     standing.offer(plan_from_decisions(task.graph, {}), KEEP_ALL.name)
@@ -53,9 +57,11 @@ def rule_plans(call: Call, found: Found, starts: tuple[Schedule, ...]) -> Found:
 
 
 def first_schedule(call: Call) -> None:
-    """A schedule before anything else, whatever the budget says: the first rule-made plan that
-    fits. So a call whose budget is spent still returns a schedule whenever a rule can make one;
-    the greedies that drop recomputed cascades, tried last, stop when the budget is spent."""
+    """A schedule before anything else, whatever the budget says: the first rule-made plan that fits.
+
+    So a call whose budget is spent still returns a schedule whenever a rule can make one; the
+    greedies that drop recomputed cascades, tried last, stop when the budget is spent.
+    """
     task = call.task
     call.note("first schedule")
     plan = start_plan(task.graph, task.costs, task.budgets, task.moves, task.timing, call.allowance, first_fit=True)
@@ -69,8 +75,11 @@ def greedy(call: Call, found: Found) -> Found:
 
 
 def without_milp(call: Call, found: Found) -> Found:
-    """Where no MILP step fits what is left: the greedy plans that their step did not finish, with
-    most of it, if that step was cut short; then polishing the incumbent again."""
+    """Where no MILP step fits what is left.
+
+    The greedy plans that their step did not finish, with most of it, if that step was cut short;
+    then polishing the incumbent again.
+    """
     if not found.greedy_cut or call.allowance.ends_at is None:
         return found
     call.note("greedy")
@@ -88,18 +97,22 @@ def _greedy(call: Call, found: Found, fraction: float) -> Found:
 
 
 def polish_step(call: Call, found: Found) -> Found:
-    """The incumbent polished (`polish`) within a share of what is left: outputs kept where a
-    recomputation or a page-in was, or rebuilt where a page-in was."""
+    """The incumbent polished (`polish`) within a share of what is left.
+
+    Outputs kept where a recomputation or a page-in was, or rebuilt where a page-in was.
+    """
     _polish(call, call.allowance.part(call.shares.polish))
     return found
 
 
 def settle(call: Call, found: Found) -> Found:
-    """The incumbent polished until no single change (`polish`) improves it, whatever is left of
-    the effort (its work is still counted): the schedule a call returns is a local optimum for
-    these changes, unless the guard stops the call first. The plan polished is the one its
-    schedule reads back as (`plan.from_schedule`: every output freed as early as it may be),
-    so that the changes are those of the schedule returned."""
+    """The incumbent polished until no single change (`polish`) improves it, whatever is left of the effort.
+
+    Its work is still counted. The schedule a call returns is then a local optimum for these
+    changes, unless the guard stops the call first. The plan polished is the one its schedule reads
+    back as (`plan.from_schedule`: every output freed as early as it may be), so that the changes
+    are those of the schedule returned.
+    """
     _polish(call, Allowance(call.allowance.meter, None), as_returned=True)
     return found
 
@@ -117,11 +130,13 @@ def _polish(call: Call, allowance: Allowance, as_returned: bool = False) -> None
 
 
 def rebuild(call: Call, found: Found) -> Found:
-    """The recompute-only greedy rebuilt change by change (`baselines.rebuilt_plan`), then polished,
-    while the incumbent pages nothing: with recomputation alone the greedy's early changes are
-    often what a later one made costly, and the MILP seldom gets further. Where the incumbent
-    pages, a recompute-only plan is seldom the better, and the step would only take the MILP's
-    budget."""
+    """The recompute-only greedy rebuilt change by change, then polished, while the incumbent pages nothing.
+
+    The greedy is rebuilt by `baselines.rebuilt_plan`. With recomputation alone the greedy's early
+    changes are often what a later one made costly, and the MILP seldom gets further. Where the
+    incumbent pages, a recompute-only plan is seldom the better, and the step would only take the
+    MILP's budget.
+    """
     task, candidate = call.task, call.standing.best
     if not task.moves.recompute or (candidate is not None and candidate.plan.moves.page):
         return found
@@ -168,10 +183,12 @@ def timed(call: Call, found: Found) -> Found:
 
 
 def page_in_bound(call: Call, found: Found) -> Found:
-    """The covers with page-ins' own stalls priced as well as page-outs', first as before and then
-    also with the page-ins that recomputations need (item 6), under `overlap` with paging: bounds
-    only, right after the placement search. Their choices are not placed: placed, they left worse
-    schedules than the page-out-priced cover's, and the bound is what they add."""
+    """The covers with page-ins' own stalls priced as well as page-outs', for their bounds only.
+
+    First as before and then also with the page-ins that recomputations need (item 6), under
+    `overlap` with paging, right after the placement search. Their choices are not placed: placed,
+    they left worse schedules than the page-out-priced cover's, and the bound is what they add.
+    """
     allowance = call.allowance.part(call.shares.page_in_bound)
     before = found.stall_cover or found.cover
     for cascade_page_ins in (False, True):
@@ -187,8 +204,10 @@ def page_in_bound(call: Call, found: Found) -> Found:
 
 
 def stall_priced(call: Call, allowance: Allowance, page_in_stalls: bool, cascade_page_ins: bool = False) -> CoverBound | None:
-    """The stall-priced cover under `overlap` with paging (else None), its bound taken; None too
-    when it proves that no schedule fits (the search's answer then, if it has none)."""
+    """The stall-priced cover under `overlap` with paging (else None), its bound taken.
+
+    None too when it proves that no schedule fits (the search's answer then, if it has none).
+    """
     task = call.task
     if task.timing is not Timing.OVERLAP or not task.moves.page:
         return None
@@ -222,10 +241,13 @@ def stall_priced(call: Call, allowance: Allowance, page_in_stalls: bool, cascade
 
 
 def second_restores(call: Call, found: Found) -> Found:
-    """The recompute-only cover that counts an output rebuilt for a cascade and absent again as
-    two recomputations (item 7), for the bound only. With both moves it serves only while the
-    bound is below the paging floor (`paging_floor_j`): every schedule that pages costs at least
-    that floor, so the recompute-only bound holds up to it, and no further."""
+    """The recompute-only cover with second restores (item 7), for the bound only.
+
+    It counts an output rebuilt for a cascade and absent again as two recomputations. With both
+    moves it serves only while the bound is below the paging floor (`paging_floor_j`): every
+    schedule that pages costs at least that floor, so the recompute-only bound holds up to it, and
+    no further.
+    """
     task, standing = call.task, call.standing
     if not task.moves.recompute:
         return found
@@ -244,8 +266,11 @@ def second_restores(call: Call, found: Found) -> Found:
 
 @dataclass(frozen=True)
 class _RecomputeOnly:
-    """The recompute-only bound on the total energy (None if the budget gave none; inf if no
-    recompute-only schedule fits, with why) and the cover that gave it."""
+    """The recompute-only bound on the total energy and the cover that gave it.
+
+    The bound is None if the budget gave none, and inf (with why) if no recompute-only schedule
+    fits.
+    """
 
     bound_j: float | None
     infeasible: str = ""
@@ -253,8 +278,11 @@ class _RecomputeOnly:
 
 
 def _recompute_only_bound(call: Call, allowance: Allowance) -> _RecomputeOnly:
-    """The recompute-only bound with second restores within `allowance`. With both moves the
-    recompute-only cover on the rows it needs comes first (a fraction of the step)."""
+    """The recompute-only bound with second restores within `allowance`.
+
+    With both moves the recompute-only cover on the rows it needs comes first (a fraction of the
+    step).
+    """
     task = call.task
     bound_j = None
     if task.moves.page:

@@ -1,5 +1,6 @@
-"""The work of one `optimise` call, counted in work units from tallies that do not depend on the
-machine: plans replayed, nonzeros built, and each HiGHS run's simplex iterations and nodes.
+"""The work of one `optimise` call, counted in work units from tallies that do not depend on the machine.
+
+Plans replayed, nonzeros built, and each HiGHS run's simplex iterations and nodes.
 
 So a call's steps stop at the same points, and return the same schedule and bound, on a quiet and
 on a loaded machine. A work unit is calibrated to about one second of the reference machine (the
@@ -58,8 +59,10 @@ class Work:
 
 
 def highs_units(nonzeros: int, lines: int, iterations: int, nodes: int) -> float:
-    """The work of one HiGHS run of a program with `nonzeros` and `lines` (rows and columns), from
-    its own tallies: simplex iterations and branch-and-bound nodes."""
+    """The work of one HiGHS run of a program with `nonzeros` and `lines` (rows and columns), from its own tallies.
+
+    Simplex iterations and branch-and-bound nodes.
+    """
     return (
         HIGHS_UNITS
         + HIGHS_UNITS_PER_NONZERO * nonzeros
@@ -68,16 +71,20 @@ def highs_units(nonzeros: int, lines: int, iterations: int, nodes: int) -> float
 
 
 def node_limit(units: float, nonzeros: int, lines: int) -> int:
-    """The nodes a HiGHS run of a program with `nonzeros` and `lines` may explore within `units`
-    (at least one: the root, which no node limit stops)."""
+    """The nodes a HiGHS run of a program with `nonzeros` and `lines` may explore within `units`.
+
+    At least one: the root, which no node limit stops.
+    """
     per_node = (HIGHS_UNITS_PER_NODE_LINE + HIGHS_UNITS_PER_ITERATION_LINE * ITERATIONS_PER_NODE) * max(lines, 1)
     spare = units - HIGHS_UNITS - HIGHS_UNITS_PER_NONZERO * nonzeros
     return max(1, int(spare / per_node))
 
 
 def root_units(nonzeros: int, lines: int, iterations_per_line: float = ROOT_ITERATIONS_PER_LINE) -> float:
-    """The work of a HiGHS run's presolve and root LP, as priced before the run: the root takes
-    `iterations_per_line` simplex iterations per line (rows and columns)."""
+    """The work of a HiGHS run's presolve and root LP, as priced before the run.
+
+    The root takes `iterations_per_line` simplex iterations per line (rows and columns).
+    """
     return highs_units(nonzeros, lines, int(iterations_per_line * lines), 0)
 
 

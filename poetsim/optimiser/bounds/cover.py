@@ -137,22 +137,7 @@ def cover_bound(
         rows = tuple(row.without(avoid) for row in rows)
 
     def result(solution: CoverSolution | None = None, infeasible: str = "", message: str = "") -> CoverBound:
-        if infeasible:
-            return CoverBound(moves, timing, keep_all_j, None, frozenset(), frozenset(), True, True, rows, infeasible)
-        if solution is None:
-            return CoverBound(moves, timing, keep_all_j, keep_all_j, frozenset(), frozenset(), False, True, rows, message)
-        return CoverBound(
-            moves,
-            timing,
-            keep_all_j,
-            keep_all_j + solution.overhead_j,
-            solution.recomputed,
-            solution.paged,
-            False,
-            solution.exact,
-            rows,
-            message,
-        )
+        return _cover_bound(moves, timing, keep_all_j, rows, solution, infeasible, message)
 
     if not rows:
         return result(message="keep-all fits the RAM budget")
@@ -189,6 +174,38 @@ def cover_bound(
                 return result(infeasible=too_slow)
             found = _better(found, deeper)
     return result(found)
+
+
+def _cover_bound(
+    moves: Moves,
+    timing: Timing,
+    keep_all_j: float,
+    rows: tuple[CoverRow, ...],
+    solution: CoverSolution | None,
+    infeasible: str,
+    message: str,
+) -> CoverBound:
+    """The answer of `cover_bound`: a proof of infeasibility, keep-all's energy, or a solution's bound.
+
+    An `infeasible` message wins; without a solution (no row exceeds the budget) the bound is
+    keep-all itself, exact.
+    """
+    if infeasible:
+        return CoverBound(moves, timing, keep_all_j, None, frozenset(), frozenset(), True, True, rows, infeasible)
+    if solution is None:
+        return CoverBound(moves, timing, keep_all_j, keep_all_j, frozenset(), frozenset(), False, True, rows, message)
+    return CoverBound(
+        moves,
+        timing,
+        keep_all_j,
+        keep_all_j + solution.overhead_j,
+        solution.recomputed,
+        solution.paged,
+        False,
+        solution.exact,
+        rows,
+        message,
+    )
 
 
 def _better(plain: CoverSolution, deeper: CoverSolution) -> CoverSolution:
@@ -247,8 +264,9 @@ def second_restore_bound(
 
 
 def paging_floor_j(costs: CostTable, timing: Timing) -> float:
-    """A lower bound on every schedule that pages anything in: keep-all plus the cheapest page-out
-    and page-in of any output.
+    """A lower bound on every schedule that pages anything in.
+
+    Keep-all plus the cheapest page-out and page-in of any output.
 
     A page-in reads the copy a page-out made, so such a schedule pays both transfers' energy on
     top of computing each node once (and, under `overlap`, of static power for at least one plain
@@ -290,8 +308,11 @@ class _RowGeneration:
         self.counted: dict[int, set[int]] = {}
 
     def solve(self, cascades: bool, allowance: Allowance | None, one_move: bool, cascade_page_ins: bool) -> CoverSolution | None:
-        """The cover's optimum (None: infeasible). With `one_move`, x^R_i + x^P_i <= 1 holds for
-        every output (the quicker cover the placement search uses; no bound)."""
+        """The cover's optimum (None: infeasible).
+
+        With `one_move`, x^R_i + x^P_i <= 1 holds for every output (the quicker cover the placement
+        search uses; no bound).
+        """
         if cascades and not self.counted:
             self.counted = {t: counted_at(self.graph, t) for t in self.by_stage}
         both = cascades and self.moves.recompute and self.moves.page and not one_move
@@ -321,8 +342,7 @@ class _RowGeneration:
         return CoverModel(self.graph, self.costs, self.budgets, self.moves, self.timing, rows, shape)
 
     def _breaks(self, stages: set[int], found: CoverSolution, shape: CoverShape, allowance: Allowance | None) -> list[int]:
-        """The left-out stages whose rows the choice of `found` breaks (or that could not be
-        shown not to, within the budget)."""
+        """The left-out stages whose rows the choice of `found` breaks (or that could not be shown not to, within the budget)."""
         unsure = [t for t in sorted(stages) if not self._covered(t, found, shape.cascades)]
         if not shape.cascades or not unsure:
             return unsure  # the cover without cascades has no stage columns: nothing else can admit it
@@ -350,8 +370,10 @@ class _RowGeneration:
         return broken
 
     def _covered(self, t: int, found: CoverSolution, cascades: bool) -> bool:
-        """Whether the outputs the choice restores at row t without a need cover its excess: those
-        it pages (within their stall levels) and those it recomputes that need no dead input."""
+        """Whether the outputs the choice restores at row t without a need cover its excess.
+
+        Those it pages (within their stall levels) and those it recomputes that need no dead input.
+        """
         row, seen = self.by_stage[t], self.counted.get(t, ())
         m, deps = self.graph.output_bytes, self.graph.nodes
         free = {

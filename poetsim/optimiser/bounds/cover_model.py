@@ -80,8 +80,10 @@ class CoverSolution:
 
 
 class CoverModel:
-    """The cover of one problem as a 0-1 program over some of its stage rows (`CoverShape` says
-    which items): x^R_i and x^P_i per output and, per item, the columns of `Col`."""
+    """The cover of one problem as a 0-1 program over some of its stage rows (`CoverShape` says which items).
+
+    x^R_i and x^P_i per output and, per item, the columns of `Col`.
+    """
 
     def __init__(
         self,
@@ -143,10 +145,12 @@ class CoverModel:
         return {(i, last): stall for i, levels in self.in_levels.items() for last, stall in levels}
 
     def fix(self, solution: CoverSolution) -> None:
-        """Fix every x^R_i, x^P_i, z_{i,k} and w_{i,l} to a solution's choice, and hold each s_d
-        and sl_d within what the choice paid for those page-ins (its `stalls`, or the price of
-        i's page-in pair where the choice had no sl_i: this program moves it to sl_i); the
-        columns of the stages stay free."""
+        """Fix the program's choice columns to a solution's choice, leaving the stages' columns free.
+
+        Every x^R_i, x^P_i, z_{i,k} and w_{i,l} takes the solution's value; each s_d and sl_d is
+        held within what the choice paid for those page-ins (its `stalls`, or the price of i's
+        page-in pair where the choice had no sl_i: this program moves it to sl_i).
+        """
         in_price = self.page_in_prices()
         paged_from, paged_until, fed = solution.paged_from, solution.paged_until, solution.stalls
         for key, col in list(self.program.columns.items()):
@@ -172,26 +176,33 @@ class CoverModel:
             self.program.row([(col, 1.0)], value, value)
 
     def by_paging(self, i: int, t: int) -> list[int]:
-        """The columns whose sum says i, a live output at row t, may be absent there by paging:
+        """The columns whose sum says i, a live output at row t, may be absent there by paging.
+
         x^P_i; with page-out stall levels the z_{i,k} of the levels that begin by t; with page-in
-        stall levels the w_{i,k,l} of the pairs whose page-out level begins by t and whose
-        page-in level ends at t or later."""
+        stall levels the w_{i,k,l} of the pairs whose page-out level begins by t and whose page-in
+        level ends at t or later.
+        """
         out = self.paged_out_by(i, t)
         if i not in self.in_levels:
             return out
         return [col for first, last, col in self.pairs[i] if first <= t <= last]
 
     def paged_out_by(self, i: int, t: int) -> list[int]:
-        """The columns whose sum says i is paged with its first absence by paging at or before t:
-        x^P_i, or with page-out stall levels the z_{i,k} of the levels that begin by t."""
+        """The columns whose sum says i is paged with its first absence by paging at or before t.
+
+        x^P_i, or with page-out stall levels the z_{i,k} of the levels that begin by t.
+        """
         x = self.x(Col.PAGED, i)  # (makes the z and w columns)
         if i not in self.levels:
             return [x]
         return [self.program.columns[Col.OUT_LEVEL, i, first] for first, _ in self.levels[i] if first <= t]
 
     def x(self, kind: Col, i: int) -> int:
-        """x^R_i or x^P_i, priced at one restore; x^P_i with page-out stall levels is the sum of
-        its z_{i,k}, and with page-in stall levels at least the sum of its w_{i,l}."""
+        """x^R_i or x^P_i, priced at one restore.
+
+        x^P_i with page-out stall levels is the sum of its z_{i,k}, and with page-in stall levels at
+        least the sum of its w_{i,l}.
+        """
         price = self.recompute_j if kind == Col.RECOMPUTED else self.page_j
         made = (kind, i) not in self.program.columns
         col = self.program.column((kind, i), price[i] / self.energy_scale)
@@ -216,8 +227,10 @@ class CoverModel:
         return col
 
     def absence(self, t: int, i: int) -> int:
-        """The column that counts i, restored by recomputation with no dead input, absent at row t:
-        x^R_i, or with second restores (item 7) b_{t,i} <= x^R_i, i's absence at t alone."""
+        """The column that counts i, restored by recomputation with no dead input, absent at row t.
+
+        x^R_i, or with second restores (item 7) b_{t,i} <= x^R_i, i's absence at t alone.
+        """
         if not self.second_restores:
             return self.x(Col.RECOMPUTED, i)
         absent = self.program.column((Col.ABSENT_ONCE, t, i))
@@ -273,10 +286,13 @@ class CoverModel:
         program.row([(col, coef / row.excess_bytes) for col, coef in terms], 1.0, math.inf)
 
     def _feeds(self, row: CoverRow, counted: set[int]) -> None:
-        """The live inputs d, pageable at row t, of the recomputations the row's columns a_{t,i}
-        and r_{t,e} stand for, each with the deadline of the page-in that would bring d back
-        (item 6, *live inputs*): the recomputation's own (i's next reader, or `reach` for e),
-        and no later than d's next reader."""
+        """The live inputs a row's recomputations read, each with the deadline of its page-in (item 6).
+
+        The live inputs d, pageable at row t, of the recomputations the row's columns a_{t,i} and
+        r_{t,e} stand for, each with the deadline of the page-in that would bring d back (item 6,
+        *live inputs*): the recomputation's own (i's next reader, or `reach` for e), and no later
+        than d's next reader.
+        """
         graph, t, pageable = self.graph, row.stage, set(row.by_paging)
         deps = [node.deps for node in graph.nodes]
         needy = [
@@ -292,8 +308,10 @@ class CoverModel:
                     self.feeds.append((key, d, t, min(due, next_reader(graph, d, t))))
 
     def add_feed_rows(self) -> None:
-        """sl_d >= the stall of a page-in of d within [t+1, J-1] x (needy + p_{t,d} - 1): a
-        recomputation after row t reads d, which row t counts absent by paging (item 6)."""
+        """sl_d >= the stall of a page-in of d within [t+1, J-1] x (needy + p_{t,d} - 1).
+
+        A recomputation after row t reads d, which row t counts absent by paging (item 6).
+        """
         program, costs = self.program, self.costs
         for key, d, t, due in self.feeds:
             needy = program.columns.get(key)
@@ -333,8 +351,10 @@ class CoverModel:
             program.row(terms, -math.inf, 0.0)
 
     def paged_back(self, t: int, d: int) -> int | None:
-        """q_{t,d}: dead input d, absent at t, paged back in for a recomputation due by J (item 6,
-        *cascades' page-ins*); None when no page-in fits in [t+1, J-1]."""
+        """q_{t,d}: dead input d, absent at t, paged back in for a recomputation due by J (item 6, *cascades' page-ins*).
+
+        None when no page-in fits in [t+1, J-1].
+        """
         program, key = self.program, (Col.PAGED_BACK, t, d)
         if key in program.columns:
             return program.columns[key]
@@ -350,9 +370,12 @@ class CoverModel:
         return back
 
     def add_restore_rows(self, slack_s: float, dma_s: float | None) -> None:
-        """x^R_i + x^P_i <= 1, the recomputation time within the deadline's slack, and (under
-        `overlap`, `dma_s` given) the transfer time within the deadline times the DMA channels;
-        with stalls priced, Y at least the recomputation time and at least the stall time."""
+        """The rows on restores: one move per output, and the time the restores take within the deadline.
+
+        x^R_i + x^P_i <= 1, the recomputation time within the deadline's slack, and (under
+        `overlap`, `dma_s` given) the transfer time within the deadline times the DMA channels; with
+        stalls priced, Y at least the recomputation time and at least the stall time.
+        """
         columns, costs = self.program.columns, self.costs
         for key, col in list(columns.items()):
             if key[0] == Col.RECOMPUTED and (Col.PAGED, key[1]) in columns and key[1] not in self.either:
@@ -371,6 +394,25 @@ class CoverModel:
         ]
         if dma_s is not None and moved:
             self.program.row(moved, -math.inf, dma_s / self.time_scale)
+        stalled = self._stall_terms()
+        if self.stall_priced:  # Y: the time beyond a plain pass, at least the recomputations and the stalls
+            beyond = self.program.column(
+                (Col.BEYOND,), costs.static_power_w * self.time_scale / self.energy_scale, upper=math.inf, integer=False
+            )
+            for part in (timed, stalled):
+                if part:
+                    self.program.row([(beyond, 1.0)] + [(col, -c) for col, c in part], 0.0, math.inf)
+            self.program.row([(beyond, 1.0)], -math.inf, slack_s / self.time_scale)
+
+    def _stall_terms(self) -> list[tuple[int, float]]:
+        """The columns that stall, each with its stall in model units, for Y's row on stalls.
+
+        A page-out level or a page-in pair costs its stall; where the pair's output also has a
+        live input's stall column sl_i (maybe for the same page-in), a row holds sl_i at least at
+        the pair's price instead, so the largest counts once. Cascade and live stalls count as
+        they are.
+        """
+        columns = self.program.columns
         stall_s: dict[tuple, float] = {
             (Col.OUT_LEVEL, i, first): stall for i, levels in self.levels.items() for first, stall in levels
         }
@@ -382,7 +424,7 @@ class CoverModel:
                 for first, last, _ in pairs
             }
         )
-        stalled = []
+        stalled: list[tuple[int, float]] = []
         for key, col in list(columns.items()):
             price = stall_s.get(key, 0.0)
             if price <= 0:
@@ -392,18 +434,14 @@ class CoverModel:
             else:
                 stalled.append((col, price / self.time_scale))
         stalled += [(col, 1.0) for key, col in columns.items() if key[0] in (Col.CASCADE_STALL, Col.LIVE_STALL)]
-        if self.stall_priced:  # Y: the time beyond a plain pass, at least the recomputations and the stalls
-            beyond = self.program.column(
-                (Col.BEYOND,), costs.static_power_w * self.time_scale / self.energy_scale, upper=math.inf, integer=False
-            )
-            for part in (timed, stalled):
-                if part:
-                    self.program.row([(beyond, 1.0)] + [(col, -c) for col, c in part], 0.0, math.inf)
-            self.program.row([(beyond, 1.0)], -math.inf, slack_s / self.time_scale)
+        return stalled
 
     def solve(self, allowance: Allowance | None) -> CoverSolution | None:
-        """The program's optimum within `allowance` (its dual bound and best choice when the budget
-        ends first), or None when the cover is infeasible."""
+        """The program's optimum within `allowance`, or None when the cover is infeasible.
+
+        When the budget ends first, the solution holds the program's dual bound and its best choice
+        so far.
+        """
         tolerance = FEASIBILITY_TOLERANCE if self.cascades else LOOSER_FEASIBILITY_TOLERANCE
         solved = self.program.solve(allowance, tolerance=tolerance)
         if solved.infeasible:

@@ -1,5 +1,7 @@
-"""What the eviction cover is made of: the stages whose working set exceeds the budget, the outputs
-that can make room there, and the prices and windows the cover's columns read.
+"""What the eviction cover is made of.
+
+The stages whose working set exceeds the budget, the outputs that can make room there, and the
+prices and windows the cover's columns read.
 
 Every function here follows from the schedule semantics of `poetsim.schedule.model`; the
 argument that makes the cover a lower bound is in docs/optimiser.md ("The eviction cover"),
@@ -127,9 +129,12 @@ def either_outputs(graph: TrainingGraph, rows: tuple[CoverRow, ...], counted_by_
 
 
 def cascade_deadlines(graph: TrainingGraph, t: int, restorable: Iterable[int], counted: set[int]) -> dict[int, int]:
-    """Per dead input d that a cascade of row t may need: the latest stage J by which it is
-    needed, the largest next reader after t of the outputs of `restorable` whose cascade reaches d
-    (a recomputation of i absent at t comes by i's next reader; its inputs before it)."""
+    """Per dead input d that a cascade of row t may need.
+
+    The latest stage J by which it is needed, the largest next reader after t of the outputs of
+    `restorable` whose cascade reaches d (a recomputation of i absent at t comes by i's next reader;
+    its inputs before it).
+    """
     deps = [node.deps for node in graph.nodes]
     reach: dict[int, int] = {}
     for i in restorable:
@@ -200,8 +205,10 @@ def page_in_levels(graph: TrainingGraph, costs: CostTable, rows: tuple[CoverRow,
 
 
 def page_in_stall_s(costs: CostTable, i: int, first: int, last: int) -> float:
-    """The least stall of a page-in of i issued in a stage of [first, last] (nonempty): its time
-    over the channels less the longest plain compute there."""
+    """The least stall of a page-in of i issued in a stage of [first, last] (nonempty).
+
+    Its time over the channels less the longest plain compute there.
+    """
     return max(0.0, costs.page_in_s[i] / costs.dma_channels - max(costs.compute_s[first : last + 1]))
 
 

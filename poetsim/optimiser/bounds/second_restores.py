@@ -29,8 +29,11 @@ def add_second_restores(
     energy_scale: float,
     nonzero_cap: int | None,
 ) -> None:
-    """Add item 7's rows to `program`, a cascade cover whose absences of live outputs at rows are
-    `absent_at` ((t, i) -> a_{t,i} or b_{t,i}); x2_o is priced at `recompute_j[o]`."""
+    """Add item 7's rows to `program`, pricing each second restore x2_o at `recompute_j[o]`.
+
+    `program` is a cascade cover whose absences of live outputs at rows are `absent_at` ((t, i) ->
+    a_{t,i} or b_{t,i}).
+    """
     _SecondRestores(program, graph, absent_at, recompute_j, energy_scale).add(absent_at, nonzero_cap)
 
 
@@ -50,8 +53,10 @@ class _SecondRestores:
         self.useful: dict[tuple[int, int, int, int], bool] = {}
 
     def add(self, roots_at: dict[tuple[int, int], int], nonzero_cap: int | None) -> None:
-        """From each live absence (t, i), nearest next reader first: i is rebuilt by that reader,
-        reading its inputs in between."""
+        """From each live absence (t, i), nearest next reader first.
+
+        i is rebuilt by that reader, reading its inputs in between.
+        """
         readers, program = self.graph.consumers, self.program
         roots = sorted((readers[i][bisect.bisect_right(readers[i], t)] - t, t, i) for t, i in roots_at)
         for window, t, i in roots:
@@ -65,8 +70,10 @@ class _SecondRestores:
                 self.reads(t, d, due, [col])
 
     def worth(self, t: int, o: int, due: int, depth: int) -> bool:
-        """Whether o, read in (t, due] at `depth`, leads to an x2 row: absent at t, and absent
-        again from `due` on or with an input, within the depth, that is."""
+        """Whether o, read in (t, due] at `depth`, leads to an x2 row.
+
+        Absent at t, and absent again from `due` on or with an input, within the depth, that is.
+        """
         key = (t, o, due, depth)
         if key not in self.useful:
             self.useful[key] = (

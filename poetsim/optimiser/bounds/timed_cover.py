@@ -195,15 +195,18 @@ class _TimedModel:
         return col
 
     def recompute(self, absent: int, i: int) -> None:
-        """absent <= x^R_i: recomputations have one column per output, in no stage, as in the
-        plain cover (a relaxation of one per stage: its bound holds, and is found far sooner)."""
+        """The row absent <= x^R_i: an absence by recomputation needs i recomputed.
+
+        Recomputations have one column per output, in no stage, as in the plain cover: a relaxation
+        of one column per stage, so its bound holds, and is found far sooner.
+        """
         if (TimedCol.RECOMPUTED, i) not in self.program.columns:
             col = self.program.column((TimedCol.RECOMPUTED, i), self.costs.compute_j[i] / self.energy_scale)
             self.recomputed.append((col, self.costs.compute_s[i]))
         self.program.row([(absent, 1.0), (self.program.columns[TimedCol.RECOMPUTED, i], -1.0)], -math.inf, 0.0)
 
     def within(self, absent: int, kind: EventKind, i: int, first: int, last: int) -> None:
-        """absent <= the sum of i's transfers of `kind` in stages first..last (0 if there are none)."""
+        """The row absent <= the sum of i's transfers of `kind` in stages first..last (0 if there are none)."""
         if first > last:
             self.program.row([(absent, 1.0)], -math.inf, 0.0)
             return
@@ -316,7 +319,7 @@ class _TimedModel:
             program.row(
                 [(col, 1.0)] + [(x, -d * per_channel / scale) for x, d in transfers], -self.costs.compute_s[s] / scale, math.inf
             )
-        program.row([(total, 1.0)] + stalls, 0.0, math.inf)
+        program.row([(total, 1.0), *stalls], 0.0, math.inf)
         recomputed = [(col, -c / scale) for col, c in self.recomputed if c > 0]
-        program.row([(total, 1.0)] + recomputed, 0.0, math.inf)
+        program.row([(total, 1.0), *recomputed], 0.0, math.inf)
         program.row([(total, 1.0)], -math.inf, slack_s / scale)

@@ -209,7 +209,7 @@ def _add_variables(b: RowBuilder, v: _Columns, moves: Moves, energy_scale: float
 
 
 def inputs_present(b: RowBuilder, v: _Columns) -> None:
-    """every input of a computation is in RAM: R[t,j] <= R[t,i] + S_ram[t,i]"""
+    """Every input of a computation is in RAM: R[t,j] <= R[t,i] + S_ram[t,i]."""
     for i, j in v.graph.edges:
         for t in range(j, len(v.graph)):
             if v.computed(t, j) is not None:
@@ -217,7 +217,7 @@ def inputs_present(b: RowBuilder, v: _Columns) -> None:
 
 
 def present_once(b: RowBuilder, v: _Columns) -> None:
-    """i is at most one of: resident at stage start, recomputed, paged in (S_ram + R + M_in <= 1)
+    """Output i is at most one of resident at stage start, recomputed, paged in: S_ram + R + M_in <= 1.
 
     Exact: recomputing what is resident, paging in what is resident or what is computed in the
     same stage, are each dominated by not doing it (no more energy, time or RAM), and the
@@ -228,7 +228,7 @@ def present_once(b: RowBuilder, v: _Columns) -> None:
 
 
 def ram_persistence(b: RowBuilder, v: _Columns) -> None:
-    """kept or freed once only if present: sum_k Free[t,i,k] + S_ram[t+1,i] <= S_ram[t,i] + R[t,i] + M_in[t,i]
+    """Kept or freed once only if present: sum_k Free[t,i,k] + S_ram[t+1,i] <= S_ram[t,i] + R[t,i] + M_in[t,i].
 
     Persistence with the frees folded in: i can be kept for stage t+1, or freed after one of
     its readers, only if it is in RAM during stage t, and not both (at most one free: freeing
@@ -240,23 +240,23 @@ def ram_persistence(b: RowBuilder, v: _Columns) -> None:
             keep = v.S_ram.get((t + 1, i))
             if frees or keep is not None:
                 present = [(-1, v.S_ram.get((t, i))), (-1, v.R.get((t, i))), (-1, v.M_in.get((t, i)))]
-                b.row((t, i), frees + [(1, keep)] + present, -INF, 0)
+                b.row((t, i), [*frees, (1, keep), *present], -INF, 0)
 
 
 def ssd_persistence(b: RowBuilder, v: _Columns) -> None:
-    """on storage only if it was or has just been paged out: S_ssd[t+1,i] <= S_ssd[t,i] + M_out[t,i]"""
+    """On storage only if it was or has just been paged out: S_ssd[t+1,i] <= S_ssd[t,i] + M_out[t,i]."""
     for (t, i), col in v.S_ssd.items():
         b.row((t - 1, i), [(1, col), (-1, v.S_ssd.get((t - 1, i))), (-1, v.M_out.get((t - 1, i)))], -INF, 0)
 
 
 def page_in_from_storage(b: RowBuilder, v: _Columns) -> None:
-    """page in only what is on storage: M_in[t,i] <= S_ssd[t,i]"""
+    """Page in only what is on storage: M_in[t,i] <= S_ssd[t,i]."""
     for key, col in v.M_in.items():
         b.row(key, [(1, col), (-1, v.S_ssd[key])], -INF, 0)
 
 
 def page_in_is_kept(b: RowBuilder, v: _Columns) -> None:
-    """a page-in is kept for the next stage: M_in[t,i] <= S_ram[t+1,i]
+    """A page-in is kept for the next stage: M_in[t,i] <= S_ram[t+1,i].
 
     Exact: a page-in that is not kept for stage t+1 was useless (it is usable only from t+1).
     """
@@ -265,13 +265,13 @@ def page_in_is_kept(b: RowBuilder, v: _Columns) -> None:
 
 
 def page_out_from_ram(b: RowBuilder, v: _Columns) -> None:
-    """page out only what is resident: M_out[t,i] <= S_ram[t,i]"""
+    """Page out only what is resident: M_out[t,i] <= S_ram[t,i]."""
     for key, col in v.M_out.items():
         b.row(key, [(1, col), (-1, v.S_ram[key])], -INF, 0)
 
 
 def page_out_once(b: RowBuilder, v: _Columns) -> None:
-    """each output is paged out at most once: sum_t M_out[t,i] <= 1
+    """Each output is paged out at most once: sum_t M_out[t,i] <= 1.
 
     Exact: storage never loses a copy, so a second page-out of the same output is useless. One
     row per node; with ssd_persistence it also gives M_out[t,i] + S_ssd[t,i] <= 1.
@@ -285,13 +285,13 @@ def page_out_once(b: RowBuilder, v: _Columns) -> None:
 
 
 def free_after_compute(b: RowBuilder, v: _Columns) -> None:
-    """i can be freed after k only if k is computed: Free[t,i,k] <= R[t,k]"""
+    """Output i can be freed after k only if k is computed: Free[t,i,k] <= R[t,k]."""
     for (t, i, k), col in v.Free.items():
         b.row((t, i, k), [(1, col), (-1, v.R[t, k])], -INF, 0)
 
 
 def free_after_last_reader(b: RowBuilder, v: _Columns) -> None:
-    """i is not freed before a reader j computed in stage t: sum_{k<j} Free[t,i,k] + R[t,j] <= 1
+    """Output i is not freed before a reader j computed in stage t: sum_{k<j} Free[t,i,k] + R[t,j] <= 1.
 
     POET's hazard "no later reader j of i is computed in stage t", disaggregated by reader j and
     summed over the frees before j: since at most one free of i per stage is 1
@@ -301,11 +301,11 @@ def free_after_last_reader(b: RowBuilder, v: _Columns) -> None:
         for j in v.graph.consumers[i]:
             before = [(1, col) for k, col in frees if k < j]
             if j < t and before and (t, j) in v.R:
-                b.row((t, i, j), before + [(1, v.R[t, j])], -INF, 1)
+                b.row((t, i, j), [*before, (1, v.R[t, j])], -INF, 1)
 
 
 def paging_out_is_held(b: RowBuilder, v: _Columns) -> None:
-    """under overlap an output being paged out is held to the stage end: sum_k Free[t,i,k] + M_out[t,i] <= 1"""
+    """Under overlap an output being paged out is held to the stage end: sum_k Free[t,i,k] + M_out[t,i] <= 1."""
     if not v.overlap:
         return
     for (t, i), frees in v.frees_of.items():
@@ -314,7 +314,7 @@ def paging_out_is_held(b: RowBuilder, v: _Columns) -> None:
 
 
 def ram_in_use(b: RowBuilder, v: _Columns) -> None:
-    """U after each possible compute: stage-start RAM (+ page-ins under overlap), plus outputs, minus frees
+    """U after each possible compute: stage-start RAM (+ page-ins under overlap), plus outputs, minus frees.
 
     U is needed only after the computes a stage may make: between two of them RAM only falls.
     The frees after a compute are subtracted at the next one, so U is the RAM right after an
@@ -337,26 +337,27 @@ def ram_in_use(b: RowBuilder, v: _Columns) -> None:
 
 
 def stage_time_compute(b: RowBuilder, v: _Columns) -> None:
-    """Extra[t] covers the stage's recomputations: Extra[t] >= sum_{i<t} R[t,i] c_i"""
+    """Extra[t] covers the stage's recomputations: Extra[t] >= sum_{i<t} R[t,i] c_i."""
     for (t,), col in v.Extra.items():
         recomputes = [(-v.costs.compute_s[i] / v.time_scale, v.R[t, i]) for i in range(t) if (t, i) in v.R]
         if recomputes:
-            b.row((t,), [(1, col)] + recomputes, 0, INF)
+            b.row((t,), [(1, col), *recomputes], 0, INF)
 
 
 def stage_time_dma(b: RowBuilder, v: _Columns) -> None:
-    """Extra[t] covers the stage's transfers: c_t + Extra[t] >= sum (M_in tin + M_out tout) / channels"""
+    """Extra[t] covers the stage's transfers: c_t + Extra[t] >= sum (M_in tin + M_out tout) / channels."""
     per_channel = 1.0 / (v.costs.dma_channels * v.time_scale)
     for (t,), col in v.Extra.items():
         dma = [(-v.costs.page_in_s[i] * per_channel, v.M_in[t, i]) for i in range(t) if (t, i) in v.M_in]
         dma += [(-v.costs.page_out_s[i] * per_channel, v.M_out[t, i]) for i in range(t) if (t, i) in v.M_out]
         if dma:
-            b.row((t,), [(1, col)] + dma, -v.costs.compute_s[t] / v.time_scale, INF)
+            b.row((t,), [(1, col), *dma], -v.costs.compute_s[t] / v.time_scale, INF)
 
 
 def deadline(b: RowBuilder, v: _Columns) -> None:
-    """the iteration ends by the runtime budget: sum_t (c_t + Extra[t]) <= runtime (overlap),
-    sum_{t,i} R[t,i] c_i <= runtime (compute-only)
+    """The iteration ends by the runtime budget.
+
+    sum_t (c_t + Extra[t]) <= runtime (overlap), sum_{t,i} R[t,i] c_i <= runtime (compute-only)
 
     Both are stated as the time beyond one plain pass, which no schedule can avoid.
     """

@@ -1,5 +1,6 @@
-"""A small mixed 0-1 program built row by row and solved by HiGHS: the covers' common engine;
-and the process every HiGHS run of the optimiser runs in (`run_highs`).
+"""A small mixed 0-1 program built row by row and solved by HiGHS.
+
+The covers' common engine; and the process every HiGHS run of the optimiser runs in (`run_highs`).
 
 The eviction covers (`cover`, `timed_cover`) are small next to the stage MILP, so they are built
 with keyed columns and solved to a tight gap; what they need back is the proven bound, the
@@ -15,6 +16,7 @@ once and kept for the next run.
 """
 
 import atexit
+import itertools
 import math
 import os
 import subprocess
@@ -103,7 +105,7 @@ class Program:
         return col
 
     def row(self, terms, lower: float, upper: float) -> None:
-        """lower <= sum(coef x col) <= upper; repeated columns are merged."""
+        """Add the row lower <= sum(coef x col) <= upper; repeated columns are merged."""
         merged: dict[int, float] = {}
         for col, coef in terms:
             merged[col] = merged.get(col, 0.0) + coef
@@ -206,9 +208,8 @@ class Program:
 
 
 def allows_restart(starts: Sequence[int]) -> bool:
-    """Whether a program whose rows begin at `starts` (CSR) may restart: no row longer than
-    RESTART_MAX_ROW_TERMS terms."""
-    return all(b - a <= RESTART_MAX_ROW_TERMS for a, b in zip(starts, starts[1:]))
+    """Whether a program whose rows begin at `starts` (CSR) may restart: no row longer than RESTART_MAX_ROW_TERMS terms."""
+    return all(b - a <= RESTART_MAX_ROW_TERMS for a, b in itertools.pairwise(starts))
 
 
 def model_arrays(cost, lower, upper, row_lower, row_upper, starts, index, value, integer) -> dict:
@@ -252,8 +253,11 @@ class HighsJob:
 
 @dataclass(frozen=True)
 class HighsAnswer:
-    """What a HiGHS run gave: its status's name (`HighsModelStatus`: kOptimal, kTimeLimit, ...; or
-    "killed" when it did not answer by its deadline), the best solution and the dual bound."""
+    """What a HiGHS run gave.
+
+    Its status's name (`HighsModelStatus`: kOptimal, kTimeLimit, ...; or "killed" when it did not
+    answer by its deadline), the best solution and the dual bound.
+    """
 
     status: str
     objective: float | None  # the best solution's cost; None without one
@@ -305,11 +309,13 @@ def run_highs(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer:
 
 
 def run_checked(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer:
-    """`run_highs`, with an infeasibility believed only from a run without presolve: HiGHS 1.16's
-    presolve has called a feasible model infeasible (docs/optimiser.md, section 5). So an
-    infeasible answer of a run with presolve is followed by one without, within what is left of
+    """`run_highs`, with an infeasibility believed only from a run without presolve.
+
+    HiGHS 1.16's presolve has called a feasible model infeasible (docs/optimiser.md, section 5). So
+    an infeasible answer of a run with presolve is followed by one without, within what is left of
     the guard, whose answer is returned (its run time and tallies the sum of both); if it ends
-    first, it is a stop, not a proof."""
+    first, it is a stop, not a proof.
+    """
     began = perf_counter()
     answer = run_highs(job, limit_s, watch)
     if answer.status not in INFEASIBLE or answer.rejected or job.options.get("presolve") == "off":
@@ -389,11 +395,13 @@ def _end_idle() -> None:
 
 
 def _solve(job: HighsJob, watched: bool, conn) -> tuple:
-    """Run HiGHS on `job` in this process (the HiGHS process's side of `run_highs`); the answer
-    as the fields of a HighsAnswer. While it works it sends ("solution", cost, values, dual
-    bound) for each better solution, and ("progress", incumbent, dual bound) from the MIP
-    callback if `watched`, else ("bound", dual bound) when it rose, each at most every
-    BOUND_EVERY_S (for the display, and for a run killed at the guard: nothing else reads them)."""
+    """Run HiGHS on `job` in this process (the HiGHS process's side of `run_highs`); the answer as the fields of a HighsAnswer.
+
+    While it works it sends ("solution", cost, values, dual bound) for each better solution, and
+    ("progress", incumbent, dual bound) from the MIP callback if `watched`, else ("bound", dual
+    bound) when it rose, each at most every BOUND_EVERY_S (for the display, and for a run killed at
+    the guard: nothing else reads them).
+    """
     import highspy
 
     began = perf_counter()
@@ -420,37 +428,9 @@ def _solve(job: HighsJob, watched: bool, conn) -> tuple:
             return ("kModelError", None, None, None, 0.0, "setSolution")
     if limit_ends_at is not None:  # completing the start took some of the run's time
         h.setOptionValue("time_limit", max(limit_ends_at - perf_counter(), 0.01))
-    enough, gap = job.enough, job.gap
-    sent = [-math.inf, 0.0]  # the last dual bound sent, and when
-
-    def finite(x: float) -> float | None:
-        return x if math.isfinite(x) and abs(x) < highspy.kHighsInf else None
-
-    def interrupt(event) -> None:
-        # HiGHS checks its own time limit only now and then.
-        out = event.data_out
-        primal, dual = finite(out.mip_primal_bound), finite(out.mip_dual_bound)
-        if ends_at is not None and perf_counter() > ends_at:
-            event.interrupt()
-        elif enough is not None and primal is not None and primal <= enough * (1 + REL_GAP) + 1e-12:
-            event.interrupt()
-        elif gap is not None and gap_closed(primal, dual, *gap):
-            event.interrupt()
-        if perf_counter() - sent[1] < BOUND_EVERY_S:
-            return
-        if watched:
-            sent[1] = perf_counter()
-            conn.send(("progress", primal, dual))
-        elif dual is not None and dual > sent[0]:
-            sent[:] = dual, perf_counter()
-            conn.send(("bound", dual))
-
-    def improved(event) -> None:
-        out = event.data_out
-        conn.send(("solution", out.objective_function_value, list(out.mip_solution), finite(out.mip_dual_bound)))
-
-    h.cbMipInterrupt.subscribe(interrupt)
-    h.cbMipImprovingSolution.subscribe(improved)
+    callbacks = _Callbacks(job, ends_at, watched, conn, highspy.kHighsInf)
+    h.cbMipInterrupt.subscribe(callbacks.interrupt)
+    h.cbMipImprovingSolution.subscribe(callbacks.improved)
     # HiGHS's thread pool is global and sized once per process; a new size needs a reset.
     highspy.Highs.resetGlobalScheduler(True)
     h.run()
@@ -459,7 +439,7 @@ def _solve(job: HighsJob, watched: bool, conn) -> tuple:
     return (
         h.getModelStatus().name,
         info.objective_function_value if solved else None,
-        finite(info.mip_dual_bound),
+        callbacks.finite(info.mip_dual_bound),
         list(h.getSolution().col_value) if solved else None,
         h.getRunTime(),
         "",
@@ -468,12 +448,63 @@ def _solve(job: HighsJob, watched: bool, conn) -> tuple:
     )
 
 
+class _Callbacks:
+    """The MIP callbacks of one run in the HiGHS process: when to interrupt it, and what to send.
+
+    The run is interrupted past `ends_at` (HiGHS checks its own time limit only now and then), once
+    its best solution is within REL_GAP of `job.enough`, or once `gap_closed` says its gap is
+    closed. Progress (if `watched`) or a risen dual bound goes to `conn` at most every
+    BOUND_EVERY_S; each better solution goes at once. `inf` is HiGHS's infinity: a value at or
+    beyond it is none.
+    """
+
+    def __init__(self, job: HighsJob, ends_at: float | None, watched: bool, conn, inf: float) -> None:
+        self.ends_at, self.enough, self.gap = ends_at, job.enough, job.gap
+        self.watched, self.conn, self.inf = watched, conn, inf
+        self.sent_bound, self.sent_at = -math.inf, 0.0  # the last dual bound sent, and when
+
+    def finite(self, x: float) -> float | None:
+        """`x`, or None where it is infinite in HiGHS's sense."""
+        return x if math.isfinite(x) and abs(x) < self.inf else None
+
+    def stops(self, primal: float | None, dual: float | None) -> bool:
+        """Whether the run should stop: past its deadline, good enough, or its gap closed."""
+        if self.ends_at is not None and perf_counter() > self.ends_at:
+            return True
+        if self.enough is not None and primal is not None and primal <= self.enough * (1 + REL_GAP) + 1e-12:
+            return True
+        return self.gap is not None and gap_closed(primal, dual, *self.gap)
+
+    def interrupt(self, event) -> None:
+        """The cbMipInterrupt callback: stop the run where `stops` says so, and report progress."""
+        out = event.data_out
+        primal, dual = self.finite(out.mip_primal_bound), self.finite(out.mip_dual_bound)
+        if self.stops(primal, dual):
+            event.interrupt()
+        if perf_counter() - self.sent_at < BOUND_EVERY_S:
+            return
+        if self.watched:
+            self.sent_at = perf_counter()
+            self.conn.send(("progress", primal, dual))
+        elif dual is not None and dual > self.sent_bound:
+            self.sent_bound, self.sent_at = dual, perf_counter()
+            self.conn.send(("bound", dual))
+
+    def improved(self, event) -> None:
+        """The cbMipImprovingSolution callback: send the better solution with the dual bound."""
+        out = event.data_out
+        self.conn.send(("solution", out.objective_function_value, list(out.mip_solution), self.finite(out.mip_dual_bound)))
+
+
 def gap_closed(
     primal: float | None, dual: float | None, incumbent: float, bound: float, bound_holds: bool, rel_gap: float, abs_gap: float
 ) -> bool:
-    """Whether a run may stop: its best solution `primal`, or `incumbent` if lower, is within
-    `rel_gap` of its value plus `abs_gap` of the higher of `bound` and (where `bound_holds`) the
-    run's dual bound `dual` (model units: the overhead above keep-all, so never below 0)."""
+    """Whether a run may stop.
+
+    Its best solution `primal`, or `incumbent` if lower, is within `rel_gap` of its value plus
+    `abs_gap` of the higher of `bound` and (where `bound_holds`) the run's dual bound `dual` (model
+    units: the overhead above keep-all, so never below 0).
+    """
     best = min(primal if primal is not None else math.inf, incumbent)
     floor = max(max(dual, 0.0) if dual is not None and bound_holds else -math.inf, bound)
     return best < math.inf and floor > -math.inf and best - floor <= rel_gap * max(best, 0.0) + abs_gap

@@ -69,10 +69,12 @@ class Formulation:
 
     @property
     def num_columns(self) -> int:
+        """How many columns the model has."""
         return len(self.col_cost)
 
     @property
     def num_rows(self) -> int:
+        """How many rows the model has (each a range: lower <= terms <= upper)."""
         return len(self.row_lower)
 
     def family(self, name: str) -> VarFamily:
@@ -127,8 +129,11 @@ class RowBuilder:
         return fam.column
 
     def rule(self, rule, context) -> None:
-        """Add the rows of one rule: `rule(builder, context)`, a function named for the rule
-        whose docstring's first line states it; they form the constraint family of that name."""
+        """Add the rows of one rule.
+
+        `rule(builder, context)`, a function named for the rule whose docstring's first line states
+        it; they form the constraint family of that name.
+        """
         name, doc, start = rule.__name__, rule.__doc__.strip().splitlines()[0], len(self.row_lower)
         self._family, self._keys = name, []
         rule(self, context)
@@ -154,7 +159,7 @@ class RowBuilder:
         )
 
     def row(self, key: tuple, terms, lower: float, upper: float) -> None:
-        """lower <= sum(coef * ref) <= upper; constants move to the bounds, absent refs drop out."""
+        """Add the row lower <= sum(coef * ref) <= upper; constants move to the bounds, absent refs drop out."""
         merged: dict[int, float] = {}
         constant = 0.0
         for coef, ref in terms:

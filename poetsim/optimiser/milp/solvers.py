@@ -2,7 +2,7 @@
 
 HiGHS (the default) receives the rows as arrays through highspy: no Pyomo expression is built,
 which on large graphs costs several times the solve. SCIP receives the same arrays through
-PySCIPOpt, and Gurobi through gurobipy, both in this process. GLPK and CBC go through the Pyomo
+PySCIPOpt, and Gurobi through gurobipy (`gurobi`), both in this process. GLPK and CBC go through the Pyomo
 model (`pyomo_model`), whose LP file their binaries read. Status, objective, bound and solve
 time are the solver's; nothing is assumed from the status alone.
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from time import perf_counter
 
-from poetsim.errors import InternalError, SolverUnavailableError
+from poetsim.errors import InternalError
 from poetsim.inputs.solvers import check_available
 from poetsim.optimiser.milp.rows import Formulation
 from poetsim.status import Status
@@ -43,9 +43,12 @@ class SolverResult:
 
 @dataclass(frozen=True)
 class Known:
-    """What is known of the objective from outside a run (model units): the cheapest schedule so
-    far (inf: none) and a proven lower bound (-inf: none). A run's own dual bound joins the
-    latter only where it `bound_holds` (not in a model restricted to a cover's choice)."""
+    """What is known of the objective from outside a run (model units).
+
+    The cheapest schedule so far (inf: none) and a proven lower bound (-inf: none). A run's own dual
+    bound joins the latter only where it `bound_holds` (not in a model restricted to a cover's
+    choice).
+    """
 
     incumbent: float = math.inf
     bound: float = -math.inf
@@ -54,8 +57,9 @@ class Known:
 
 @dataclass(frozen=True)
 class SolverSettings:
-    """Stopping rules of one solve: relative and absolute gap of the objective, the wall-clock
-    guard, threads; the work it may do, and what is known from outside it.
+    """Stopping rules of one solve: relative and absolute gap of the objective, the wall-clock guard, threads.
+
+    The work it may do, and what is known from outside it.
 
     `time_limit_s` and `ends_at` (a perf_counter() time) are guards: a run that reaches either
     stops where it is. `work` (work units, `optimiser.work`; None: no limit) is what stops a run
@@ -110,7 +114,9 @@ def solve(
     if solver == "scip":
         return _solve_scip(form, settings, start)
     if solver == "gurobi":
-        return _solve_gurobi(form, settings, start, watch)
+        from poetsim.optimiser.milp.gurobi import solve_gurobi  # gurobipy's module loads only when it is asked for
+
+        return solve_gurobi(form, settings, start, watch)
     return _solve_shell(form, solver, settings, start)
 
 
@@ -119,9 +125,10 @@ RETRY_MIN_UNITS = 5.0
 
 
 @contextmanager
-def _stdout_silenced():
-    """Point fd 1 at /dev/null for a call into a solver library that prints there by itself
-    (SCIP's SIGINT handler writes with printf, whatever its message settings).
+def stdout_silenced():
+    """Point fd 1 at /dev/null for a call into a solver library that prints there by itself.
+
+    SCIP's SIGINT handler writes with printf, whatever its message settings.
 
     Only library code runs meanwhile: poetsim prints to stdout only after a solve, and its
     progress goes to stderr.
@@ -189,10 +196,12 @@ def _after(first: SolverResult, then: SolverResult) -> SolverResult:
 _HIGHS_STOPPED = {"kTimeLimit", "kIterationLimit", "kInterrupt", "kSolutionLimit", "kMemoryLimit", "kUnknown", "killed"}
 
 
-def _status(solver: str, name: str, has_solution: bool, optimal: str, infeasible: tuple[str, ...], stopped: set[str]) -> Status:
-    """A solver's own end status as poetsim's: a stop before the end is `feasible` with a
-    solution, else `no-solution`. The objective is bounded below (non-negative costs, bounded
-    columns), so "infeasible or unbounded" can only be infeasible; any other status is a bug."""
+def status_of(solver: str, name: str, has_solution: bool, optimal: str, infeasible: tuple[str, ...], stopped: set[str]) -> Status:
+    """A solver's own end status as poetsim's: a stop before the end is `feasible` with a solution, else `no-solution`.
+
+    The objective is bounded below (non-negative costs, bounded columns), so "infeasible or
+    unbounded" can only be infeasible; any other status is a bug.
+    """
     if name == optimal:
         return Status.OPTIMAL
     if name in infeasible:
@@ -212,9 +221,11 @@ def _objective_matches(form: Formulation, result: SolverResult) -> bool:
 def _run_highs(
     form: Formulation, settings: SolverSettings, start: list[float] | None, watch: Watch | None = None, presolve: bool = True
 ) -> SolverResult:
-    """One HiGHS run, in the HiGHS process (`program.run_highs`: killed if it has not answered
-    shortly after the guard), within its work (a node limit); its status is None after a solve
-    error (see _solve_highs)."""
+    """One HiGHS run in the HiGHS process, within its work (a node limit).
+
+    The process (`program.run_highs`) is killed if it has not answered shortly after the guard. The
+    status is None after a solve error (see _solve_highs).
+    """
     from poetsim.optimiser.milp.program import (
         INFEASIBLE,
         NO_UNCHECKED_WORK,
@@ -267,7 +278,7 @@ def _run_highs(
     if answer.status == "kSolveError":
         return SolverResult(None, None, None, None, handoff_s, answer.run_s, work)
     has_solution = answer.values is not None
-    status = _status("HiGHS", answer.status, has_solution, "kOptimal", INFEASIBLE, _HIGHS_STOPPED)
+    status = status_of("HiGHS", answer.status, has_solution, "kOptimal", INFEASIBLE, _HIGHS_STOPPED)
     values = answer.values if has_solution and status is not Status.INFEASIBLE else None
     return SolverResult(
         status=status,
@@ -298,8 +309,9 @@ _SCIP_STOPPED = {
 
 
 def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] | None) -> SolverResult:
-    """Solve with SCIP (PySCIPOpt), in this process: the rows as linear constraints, the start
-    (if any) offered as a solution, SCIP's own time limit.
+    """Solve with SCIP (PySCIPOpt), in this process.
+
+    The rows as linear constraints, the start (if any) offered as a solution, SCIP's own time limit.
 
     Without a start SCIP is told to look for a schedule first (its feasibility emphasis): where
     no heuristic finds a schedule, that is the setting that proves a program infeasible.
@@ -344,7 +356,7 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
         model.setParam("limits/totalnodes", node_limit(settings.work, len(form.row_index), form.num_columns + form.num_rows))
     handoff_s = perf_counter() - began
     ran = perf_counter()
-    with _stdout_silenced():  # SCIP's own SIGINT handler prints "pressed CTRL-C ..." with printf
+    with stdout_silenced():  # SCIP's own SIGINT handler prints "pressed CTRL-C ..." with printf
         model.optimize()
     solve_s = perf_counter() - ran
     scip_status = model.getStatus()
@@ -352,7 +364,7 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
         # SCIP stops at once on SIGINT and returns; Ctrl-C then ends the call as it does with HiGHS.
         raise KeyboardInterrupt
     has_solution = model.getNSols() > 0
-    status = _status("SCIP", scip_status, has_solution, "optimal", ("infeasible", "inforunbd"), _SCIP_STOPPED)
+    status = status_of("SCIP", scip_status, has_solution, "optimal", ("infeasible", "inforunbd"), _SCIP_STOPPED)
     values = None
     if has_solution and status is not Status.INFEASIBLE:
         best = model.getBestSol()
@@ -366,155 +378,20 @@ def _solve_scip(form: Formulation, settings: SolverSettings, start: list[float] 
     return SolverResult(status, values, objective, bound, handoff_s, solve_s, work)
 
 
-#: Gurobi's statuses that end a solve early; with a solution it is `feasible`, else `no-solution`
-#: (INTERRUPTED only when the gap closed with what is known: Ctrl-C is passed on).
-_GUROBI_STOPPED = {
-    "TIME_LIMIT",
-    "NODE_LIMIT",
-    "SOLUTION_LIMIT",
-    "ITERATION_LIMIT",
-    "WORK_LIMIT",
-    "MEM_LIMIT",
-    "USER_OBJ_LIMIT",
-    "SUBOPTIMAL",
-    "NUMERIC",
-    "INTERRUPTED",
-}
-
-
-def _solve_gurobi(
-    form: Formulation, settings: SolverSettings, start: list[float] | None, watch: Watch | None = None
-) -> SolverResult:
-    """Solve with Gurobi (gurobipy), in this process: one column per column, one linear row per
-    finite side of each row, the start (binaries rounded) as its MIP start, Gurobi's own time
-    limit as the guard and its own work limit (its work units, about seconds) as the work,
-    `watch` called from its MIP callback, which stops the solve once the gap closes with what
-    is known (`SolverSettings.known`).
-
-    gurobipy from PyPI brings a size-limited license; a model above its limits is refused with
-    `SolverUnavailableError`, which names the model's size (docs/optimiser.md, section 5).
-    """
-    import gurobipy as gp
-    from gurobipy import GRB
-
-    began = perf_counter()
-    limit_s = settings.limit_now_s()  # for the build and the solve together
-    env = gp.Env(empty=True)
-    env.setParam("OutputFlag", 0)  # before start(): no license banner on stdout
-    try:
-        env.start()
-    except gp.GurobiError as exc:  # no license, or an expired one
-        raise SolverUnavailableError(f"solver 'gurobi': {_one_line(str(exc))}") from None
-    model = gp.Model(env=env)
-    try:
-        model.setParam("Seed", 0)
-        model.setParam("MIPGap", settings.mip_rel_gap)
-        model.setParam("MIPGapAbs", settings.mip_abs_gap)
-        model.setParam("Threads", settings.threads)
-        columns = model.addVars(
-            range(len(form.col_cost)),
-            lb=list(form.col_lower),
-            ub=list(form.col_upper),
-            obj=list(form.col_cost),
-            vtype=[GRB.BINARY if binary else GRB.CONTINUOUS for binary in form.col_binary],
-        )
-        starts, index, value = form.row_start, form.row_index, form.row_value
-        for r, (lower, upper) in enumerate(zip(form.row_lower, form.row_upper)):
-            span = range(starts[r], starts[r + 1])
-            expr = gp.LinExpr([value[k] for k in span], [columns[index[k]] for k in span])
-            if lower == upper:
-                model.addLConstr(expr, GRB.EQUAL, upper)
-                continue
-            if lower != -float("inf"):
-                model.addLConstr(expr, GRB.GREATER_EQUAL, lower)
-            if upper != float("inf"):
-                model.addLConstr(expr, GRB.LESS_EQUAL, upper)
-        if start is not None:
-            for col, (x, binary) in enumerate(zip(start, form.col_binary)):
-                columns[col].Start = round(x) if binary else x
-        if limit_s is not None:
-            model.setParam("TimeLimit", max(limit_s - (perf_counter() - began), 0.01))
-        if settings.work is not None:
-            model.setParam("WorkLimit", max(settings.work, 0.01))
-        handoff_s = perf_counter() - began
-        stopped: list[bool] = []
-
-        def on_event(m, where) -> None:
-            if where != GRB.Callback.MIP or stopped:
-                return
-            best, bound = m.cbGet(GRB.Callback.MIP_OBJBST), m.cbGet(GRB.Callback.MIP_OBJBND)
-            primal, dual = best if best < GRB.INFINITY else None, bound if abs(bound) < GRB.INFINITY else None
-            if watch is not None:
-                watch(primal, dual)
-            if settings.gap_closed(primal, dual):
-                stopped.append(True)
-                m.terminate()
-
-        def run() -> str:
-            """Optimise; Gurobi's end status by name."""
-            try:
-                with _stdout_silenced():  # Gurobi's SIGINT handler prints "Interrupt request received"
-                    model.optimize(on_event)
-            except gp.GurobiError as exc:
-                if exc.errno == GRB.Error.SIZE_LIMIT_EXCEEDED:
-                    raise SolverUnavailableError(
-                        f"solver 'gurobi': its license is size-limited and refuses this MILP ({model.NumVars:,} "
-                        f"columns, {model.NumConstrs:,} rows); give Gurobi a full license or use --solver highs"
-                    ) from None
-                raise
-            names = {getattr(GRB.Status, n): n for n in dir(GRB.Status) if n.isupper()}
-            name = names.get(model.Status, str(model.Status))
-            if name == "INTERRUPTED" and not stopped:
-                raise KeyboardInterrupt  # Gurobi catches SIGINT and returns; Ctrl-C ends the call, as with HiGHS
-            return name
-
-        def broken() -> bool:
-            """Whether the solution breaks a bound, a row or integrality by more than ten times
-            Gurobi's own tolerances."""
-            return model.SolCount > 0 and (
-                max(model.BoundVio, model.ConstrVio) > 10 * model.Params.FeasibilityTol
-                or model.IntVio > 10 * model.Params.IntFeasTol
-            )
-
-        ran = perf_counter()
-        name = run()
-        if broken():
-            # Gurobi 13.0.3's presolve returned an "optimal" solution 0.2 above a column's upper
-            # bound (a 7-node case the agreement property drew); without presolve it solves it.
-            model.reset()
-            model.setParam("Presolve", 0)
-            if limit_s is not None:
-                model.setParam("TimeLimit", max(limit_s - (perf_counter() - began), 0.01))
-            stopped.clear()
-            name = run()
-            if broken():
-                return SolverResult(Status.NO_SOLUTION, None, None, None, handoff_s, perf_counter() - ran, model.Work)
-        solve_s = perf_counter() - ran
-        has_solution = model.SolCount > 0
-        status = _status("Gurobi", name, has_solution, "OPTIMAL", ("INFEASIBLE", "INF_OR_UNBD"), _GUROBI_STOPPED)
-        values = (
-            [columns[col].X for col in range(len(form.col_cost))] if has_solution and status is not Status.INFEASIBLE else None
-        )
-        bound = _finite(model.ObjBound) if status.has_schedule else None
-        return SolverResult(status, values, model.ObjVal if values is not None else None, bound, handoff_s, solve_s, model.Work)
-    finally:
-        model.dispose()
-        env.dispose()
-
-
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
+    """`text` on one line, its runs of whitespace (newlines among them) each one space: for an error message."""
     return " ".join(text.split())
 
 
 def _ranged(expr, lower: float, upper: float):
-    """lower <= expr <= upper, as PySCIPOpt writes a ranged row."""
+    """The row lower <= expr <= upper, as PySCIPOpt writes a ranged row."""
     return (lower <= expr) <= upper
 
 
 def _solve_shell(form: Formulation, solver: str, settings: SolverSettings, start: list[float] | None) -> SolverResult:
     """GLPK or CBC through Pyomo: build the model, let Pyomo write the LP and run the binary."""
     import pyomo.environ as pyo
-    from pyomo.opt import SolutionStatus, TerminationCondition
+    from pyomo.opt import SolutionStatus
 
     from poetsim.optimiser.milp.pyomo_model import build_model
 
@@ -558,22 +435,31 @@ def _solve_shell(form: Formulation, solver: str, settings: SolverSettings, start
     objective = _reported_objective(solutions[0]) if solutions else None
     if objective is None and values is not None:
         objective = pyo.value(model.overhead)
-    bound = _glpk_bound(log_text, objective) if solver == "glpk" else _finite(results.problem.lower_bound)
-    if term in (TerminationCondition.infeasible, TerminationCondition.infeasibleOrUnbounded):
-        status = Status.INFEASIBLE
-    elif values is None:
-        status = Status.NO_SOLUTION
-    elif term == TerminationCondition.optimal or (solver == "glpk" and "GAP TOLERANCE REACHED" in log_text):
-        status = Status.OPTIMAL
-    else:
-        status = Status.FEASIBLE
+    bound = _glpk_bound(log_text, objective) if solver == "glpk" else finite_or_none(results.problem.lower_bound)
+    status = _shell_status(term, values is not None, solver, log_text)
     solve_s = _solver_time_s(log_text, solver) or wall_s
     return SolverResult(status, values, objective, bound, handoff_s, solve_s, solve_s)
 
 
+def _shell_status(term, has_solution: bool, solver: str, log_text: str) -> Status:
+    """GLPK's or CBC's end as poetsim's status, from Pyomo's termination condition and the solver's log.
+
+    glpsol ends a run stopped by its relative gap with "GAP TOLERANCE REACHED" in its log, which
+    is as optimal as poetsim asks; any other stop with a solution is `feasible`.
+    """
+    from pyomo.opt import TerminationCondition
+
+    if term in (TerminationCondition.infeasible, TerminationCondition.infeasibleOrUnbounded):
+        return Status.INFEASIBLE
+    if not has_solution:
+        return Status.NO_SOLUTION
+    if term == TerminationCondition.optimal or (solver == "glpk" and "GAP TOLERANCE REACHED" in log_text):
+        return Status.OPTIMAL
+    return Status.FEASIBLE
+
+
 def _shell_limit_s(settings: SolverSettings) -> float | None:
-    """GLPK's and CBC's time limit: they count no work of their own, so the run's work is taken as
-    seconds, within the guard."""
+    """GLPK's and CBC's time limit: they count no work of their own, so the run's work is taken as seconds, within the guard."""
     limits = [x for x in (settings.work, settings.limit_now_s()) if x is not None]
     return min(limits) if limits else None
 
@@ -611,5 +497,6 @@ def _number(text: str) -> float | None:
         return None
 
 
-def _finite(value) -> float | None:
+def finite_or_none(value) -> float | None:
+    """`value` as a float, or None where it is None or infinite (a solver's way of saying "no bound")."""
     return float(value) if value is not None and abs(float(value)) != float("inf") else None

@@ -11,6 +11,7 @@ as it may be and paged in just before its reader. The plan is judged by the mode
 accounting (`plan.figures`); it is returned only if it fits the budgets.
 """
 
+import itertools
 import math
 from dataclasses import replace
 
@@ -55,9 +56,10 @@ def cover_plan(
 
 
 def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options, allowance=None) -> Plan | None:
-    """The cheapest plan that fits among the decisions replayed with each set of page stages, with
-    recomputed outputs kept, dropped again, or kept where RAM allows (`keeps.repair_keeps`); None if
-    none fits."""
+    """The cheapest plan that fits among the decisions replayed with each set of page stages; None if none fits.
+
+    Recomputed outputs are kept, dropped again, or kept where RAM allows (`keeps.repair_keeps`).
+    """
     best = None
     recomputes = any(mode is Mode.RECOMPUTE for mode in decisions.values())
     for page_stages in page_stage_options:
@@ -79,7 +81,7 @@ def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options, 
     return None if best is None else best[1]
 
 
-def _absence_windows(graph: TrainingGraph, cover: CoverBound) -> dict[tuple[int, int, int], list[int]]:
+def _absence_windows(graph: TrainingGraph, cover: CoverBound) -> dict[tuple[int, int, int], list[int]]:  # noqa: C901 - the first stretches and the rows they leave uncovered grow one map of windows, in order
     """Per chosen stretch (i, a, b), the first and last stage i is to be absent in.
 
     Each chosen output starts with the stretch that holds most of the stages the cover counts
@@ -121,7 +123,7 @@ def _absence_windows(graph: TrainingGraph, cover: CoverBound) -> dict[tuple[int,
 def _stretch(graph: TrainingGraph, i: int, t: int) -> tuple[int, int, int]:
     """(i, a, b): the uses a < t < b of i around stage t (t is not a use when the cover counts i at t)."""
     u = uses(graph, i)
-    for a, b in zip(u, u[1:]):
+    for a, b in itertools.pairwise(u):
         if a < t < b:
             return i, a, b
     raise ValueError(f"stage {t} is not between two uses of node {i}")
@@ -151,16 +153,13 @@ def _hidden_transfers(graph, costs: CostTable, windows, decisions) -> dict:
     for time_s, kind, key, stages in sorted(transfers, key=lambda x: -x[0]):
         if not stages:
             continue
-        if kind == "out":
-            stage = max(stages, key=lambda s: (free_s[s], -s))
-        else:
-            stage = max(stages, key=lambda s: (free_s[s], s))
+        stage = max(stages, key=lambda s: (free_s[s], -s)) if kind == "out" else max(stages, key=lambda s: (free_s[s], s))
         free_s[stage] -= time_s
         chosen.setdefault(key, [key[1], key[2] - 1])[0 if kind == "out" else 1] = stage
     return {key: tuple(stages) for key, stages in chosen.items()}
 
 
-def _balanced_transfers(graph: TrainingGraph, costs: CostTable, cover: CoverBound, decisions, stages: dict) -> dict:
+def _balanced_transfers(graph: TrainingGraph, costs: CostTable, cover: CoverBound, decisions, stages: dict) -> dict:  # noqa: C901 - one improvement loop whose steps share the overflow and coverage state
     """Page stages with less DMA beyond compute: `stages` improved one transfer at a time.
 
     Each stage's DMA time beyond its compute (x channels) is its overflow, which stalls the
@@ -279,9 +278,9 @@ def restricted(form: Formulation, graph: TrainingGraph, cover: CoverBound) -> Fo
             continue
         for n, (t, i) in enumerate(fam.keys):
             col = fam.start + n
-            if fam.name == "R" and i not in cover.recomputed:
-                upper[col] = 0.0
-            elif fam.name in ("S_ssd", "M_in", "M_out") and i not in cover.paged:
+            if (fam.name == "R" and i not in cover.recomputed) or (
+                fam.name in ("S_ssd", "M_in", "M_out") and i not in cover.paged
+            ):
                 upper[col] = 0.0
             elif fam.name == "S_ram" and i not in restored and t <= graph.last_use[i]:
                 lower[col] = 1.0
@@ -294,9 +293,11 @@ def admits(form: Formulation, values: list[float]) -> bool:
 
 
 def events_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, cover: CoverBound) -> Plan | None:
-    """The plan of a timed cover's events (`timed_cover`): each page-out, page-in and recomputation
-    in the stretch of uses it serves, transfers in the stages the cover chose; None if it misses
-    the budgets."""
+    """The plan of a timed cover's events (`timed_cover`).
+
+    Each page-out, page-in and recomputation in the stretch of uses it serves, transfers in the
+    stages the cover chose; None if it misses the budgets.
+    """
     if not cover.events:
         return None
     page_out = {e.node: e.stage for e in cover.events if e.kind == EventKind.PAGE_OUT}
@@ -305,12 +306,12 @@ def events_plan(graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing
         i, s = event.node, event.stage
         u = uses(graph, i)
         if event.kind == EventKind.PAGE_IN:
-            for a, b in zip(u, u[1:]):
+            for a, b in itertools.pairwise(u):
                 if a < s < b:
                     decisions[i, a, b] = Mode.PAGE
                     page_stages[i, a, b] = (page_out.get(i, a), s)
         elif event.kind == EventKind.ABSENT:  # absent at stage s, to be recomputed before its next reader
-            for a, b in zip(u, u[1:]):
+            for a, b in itertools.pairwise(u):
                 if a < s < b:
                     decisions.setdefault((i, a, b), Mode.RECOMPUTE)
     return _cheapest_fit(graph, costs, budgets, timing, decisions, [page_stages])

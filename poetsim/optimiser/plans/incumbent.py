@@ -25,6 +25,7 @@ class Candidate:
 
     @property
     def total_j(self) -> float:
+        """The plan's total energy by the model, in joules."""
         return self.figures.total_j
 
 
@@ -49,4 +50,5 @@ class Incumbent:
 
     @property
     def total_j(self) -> float | None:
+        """The best plan's total energy in joules; None before any plan was kept."""
         return None if self.best is None else self.best.total_j

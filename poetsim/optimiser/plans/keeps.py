@@ -67,8 +67,11 @@ def keep_more(
     replays: int = REPAIR_REPLAYS,
     allowance: Allowance | None = None,
 ) -> tuple[Plan, Figures]:
-    """`start` (replayed from `keep`) with each recomputed output it drops kept instead, where the
-    plan still fits and costs less; at most `replays` replays, none after `allowance`."""
+    """`start` with each recomputed output it drops kept instead, where that fits and costs less.
+
+    `start` is replayed from `keep`; a keep is taken where the plan still fits and costs less. At
+    most `replays` replays are made, none after `allowance` is spent.
+    """
     plan, fig = start
     for i in sorted(recomputed(plan) - keep)[: max(replays, 0)]:
         if spent(allowance):

@@ -54,6 +54,7 @@ class Accounting:
 
     @cached_property
     def peak_bytes(self) -> int:
+        """The plan's peak RAM: the most of any stage start and of any point right after a compute."""
         return max(max(s, *a.values()) for s, a in zip(self.start_bytes, self.after_bytes))
 
 
@@ -104,8 +105,11 @@ def stage_times_s(acc: Accounting, costs: CostTable, timing: Timing) -> list[flo
 
 
 def figures(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing, acc: Accounting | None = None) -> Figures:
-    """The model's figures of a plan: peak of U, runtime, energy by component, counts (from `acc`,
-    the plan's accounting, when the caller has it)."""
+    """The model's figures of a plan.
+
+    Peak of U, runtime, energy by component, counts (from `acc`, the plan's accounting, when the
+    caller has it).
+    """
     acc = acc if acc is not None else account(plan, graph, costs, timing)
     runtime_s = sum(stage_times_s(acc, costs, timing))
     recomputed = [k for t, computed in enumerate(plan.computed) for k in computed if k != t]
@@ -148,10 +152,12 @@ def to_schedule(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timi
 
 
 def from_schedule(schedule: Schedule, graph: TrainingGraph) -> Plan | None:
-    """The plan of an instruction list (what each stage computes, keeps, pages), or None if it is
-    not one of a plan's shape: a compute of a resident output, a page-in of one computed in the
-    same stage. The plan frees each output as early as the model allows, so its RAM is never
-    above the schedule's; the checker is the judge of the schedule itself."""
+    """The plan of an instruction list (what each stage computes, keeps, pages), or None if it is not one of a plan's shape.
+
+    A compute of a resident output, a page-in of one computed in the same stage. The plan frees each
+    output as early as the model allows, so its RAM is never above the schedule's; the checker is
+    the judge of the schedule itself.
+    """
     if schedule.num_nodes != len(graph) or len(schedule.stages) != len(graph):
         return None
     resident: set[int] = set()
@@ -205,22 +211,30 @@ def to_columns(form: Formulation, plan: Plan, graph: TrainingGraph, costs: CostT
     """The model's column values of a plan (a MIP start); KeyError if the plan leaves its windows."""
     values = [0.0] * form.num_columns
     acc = account(plan, graph, costs, form.timing)
+    _put_moves(form, plan, acc, values)
+    _put_ram(form, costs, acc, values)
+    extra = form.family("Extra").column
+    for (t,), col in extra.items():
+        stage_s = max(acc.compute_s[t], acc.dma_s[t] / costs.dma_channels)
+        values[col] = max(0.0, stage_s - costs.compute_s[t]) / form.time_scale_s
+    return values
 
-    def put(name: str, key: tuple, value: float = 1.0) -> None:
-        fam = form.family(name)
-        values[fam.column[key]] = value
 
-    on_storage: set[int] = set()
-    ssd = form.family("S_ssd").column
+def _put_moves(form: Formulation, plan: Plan, acc: Accounting, values: list[float]) -> None:
+    """Set the 0-1 columns of the plan's moves in `values`: R, S_ram, M_in, M_out and Free (and S_ssd).
+
+    S_ssd is set by `_put_storage`. A key outside the model's windows raises KeyError.
+    """
+
+    def put(name: str, key: tuple) -> None:
+        values[form.family(name).column[key]] = 1.0
+
     for t, computed in enumerate(plan.computed):
         for k in computed:
             if k != t:
                 put("R", (t, k))
         for i in plan.resident(t):
             put("S_ram", (t, i))
-        for i in on_storage:
-            if (t, i) in ssd:
-                put("S_ssd", (t, i))
         for i in plan.paged_in[t]:
             put("M_in", (t, i))
         for i in plan.paged_out[t]:
@@ -228,8 +242,30 @@ def to_columns(form: Formulation, plan: Plan, graph: TrainingGraph, costs: CostT
         for k, freed in acc.frees[t].items():
             for i in freed:
                 put("Free", (t, i, k))
+    _put_storage(form, plan, values)
+
+
+def _put_storage(form: Formulation, plan: Plan, values: list[float]) -> None:
+    """Set the S_ssd columns in `values`: an output is on storage from the stage after its page-out on.
+
+    The model has such a column only where storage can serve a later page-in; elsewhere none is set.
+    """
+    on_storage: set[int] = set()
+    ssd = form.family("S_ssd").column
+    for t in range(len(plan.computed)):
+        for i in on_storage:
+            if (t, i) in ssd:
+                values[ssd[t, i]] = 1.0
         on_storage |= plan.paged_out[t]
-    # U exists after every compute the model allows, computed or not: replay the U rows.
+
+
+def _put_ram(form: Formulation, costs: CostTable, acc: Accounting, values: list[float]) -> None:
+    """Set the U columns in `values`: the RAM in use after each compute, in the model's units.
+
+    U exists after every compute the model allows, computed or not, so the U rows are replayed:
+    RAM starts each stage at its start, is set after each compute the plan makes, and falls by
+    the outputs freed after it.
+    """
     u_family = form.family("U")
     ram, stage = 0, -1
     for n, (t, k) in enumerate(u_family.keys):
@@ -239,8 +275,3 @@ def to_columns(form: Formulation, plan: Plan, graph: TrainingGraph, costs: CostT
             ram = acc.after_bytes[t][k]
         values[u_family.start + n] = ram / form.mem_scale_bytes
         ram -= sum(costs.output_bytes[i] for i in acc.frees[t].get(k, ()))
-    extra = form.family("Extra").column
-    for (t,), col in extra.items():
-        stage_s = max(acc.compute_s[t], acc.dma_s[t] / costs.dma_channels)
-        values[col] = max(0.0, stage_s - costs.compute_s[t]) / form.time_scale_s
-    return values

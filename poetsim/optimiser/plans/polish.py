@@ -46,10 +46,12 @@ def polish(
     allowance: Allowance | None = None,
     moves: Moves = BOTH,
 ) -> Plan:
-    """The plan after every single change (module docstring) that saves energy and still fits,
-    the largest saving first, until none does; `moves` says which moves a change may use
-    (recomputation, for rebuilding a paged output). One replay of a plan is charged to
-    `allowance` per change tried; once it is spent, the best plan so far is returned."""
+    """The plan after every single change that saves energy and still fits, the largest saving first.
+
+    Changes (module docstring) are taken until none saves energy; `moves` says which moves a change
+    may use (recomputation, for rebuilding a paged output). One replay of a plan is charged to
+    `allowance` per change tried; once it is spent, the best plan so far is returned.
+    """
     best_j = figures(plan, graph, costs, timing).total_j
     while True:
         taken = None
@@ -66,8 +68,11 @@ def polish(
 
 
 def changes_of(plan: Plan, graph: TrainingGraph, moves: Moves = BOTH) -> Iterator[Plan]:
-    """Every single change of `plan` (module docstring), in a fixed order: the bridges, then per
-    page-in keeping the output instead, then (where `moves` recompute) rebuilding it instead."""
+    """Every single change of `plan` (module docstring), in a fixed order.
+
+    The bridges, then per page-in keeping the output instead, then (where `moves` recompute)
+    rebuilding it instead.
+    """
     yield from bridges(plan, graph)
     yield from kept_pages(plan, graph)
     if moves.recompute:
@@ -140,7 +145,7 @@ def recomputed_pages(plan: Plan, graph: TrainingGraph) -> Iterator[Plan]:
 
 
 def _rebuilt(i: int, present: frozenset[int], graph: TrainingGraph) -> set[int]:
-    """i and every input it needs, back to what is `present`, to compute it in one stage."""
+    """Output i and every input it needs, back to what is `present`, to compute it in one stage."""
     wanted: set[int] = set()
     stack = [i]
     while stack:
@@ -194,8 +199,8 @@ def _live(
 
 
 def _with_stage(computed: tuple[tuple[int, ...], ...], stage: int, new: tuple[int, ...]):
-    return computed[:stage] + (new,) + computed[stage + 1 :]
+    return (*computed[:stage], new, *computed[stage + 1 :])
 
 
 def _with_set(sets: tuple[frozenset[int], ...], stage: int, new: frozenset[int]) -> tuple[frozenset[int], ...]:
-    return sets[:stage] + (new,) + sets[stage + 1 :]
+    return (*sets[:stage], new, *sets[stage + 1 :])

@@ -11,6 +11,7 @@ so every decision set yields a plan that the model admits (the tests check its r
 gives the stages that read an output in a plan, from which new decisions are proposed.
 """
 
+import itertools
 from collections.abc import Mapping
 from enum import Enum
 
@@ -50,7 +51,7 @@ def reads(plan: Plan, graph: TrainingGraph) -> list[list[int]]:
     return found
 
 
-def plan_from_decisions(
+def plan_from_decisions(  # noqa: C901 - one stage-by-stage replay whose rules (compute, page, keep) share its state
     graph: TrainingGraph,
     decisions: Decisions,
     page_stages: PageStages | None = None,
@@ -98,7 +99,7 @@ def plan_from_decisions(
     # t + 1 as t grows, so a cursor that moves forward finds the stretch holding it. Stretches of
     # one output that overlap (not made by the rules here) are searched in their given order.
     ordered = {i: sorted(found) for i, found in stretches.items()}
-    overlapping = {i for i, found in ordered.items() if any(x[1] > y[0] for x, y in zip(found, found[1:]))}
+    overlapping = {i for i, found in ordered.items() if any(x[1] > y[0] for x, y in itertools.pairwise(found))}
     cursor = dict.fromkeys(ordered, 0)
     stretched = frozenset(ordered)
     last_read_at: list[set[int]] = [set() for _ in range(T)]
@@ -132,7 +133,7 @@ def plan_from_decisions(
             # Kept, or computed again inside the stretch (a segment recomputed for an earlier
             # reader): keep it rather than compute it once more.
             return True
-        a, b, mode = found
+        _a, b, mode = found
         if mode is Mode.RECOMPUTE:
             return False
         if (i, b) not in held_until:
@@ -182,10 +183,13 @@ def plan_from_decisions(
 def _plan_page_out(
     i: int, a: int, b: int, earliest: int, page_in: int, resident: bool, on_storage: bool, held_until: dict, page_out_at: list
 ) -> None:
-    """Where a PAGE stretch of i that starts after stage a pages out: in stage a if i is resident at
-    its start, else in a+1 (i is only computed during a), and not before `earliest`; nowhere if
-    storage already holds i. The page-in (in stage `page_in`) must come at least one stage after
-    the page-out (usable only from the next); otherwise the stretch is kept."""
+    """Where a PAGE stretch of i that starts after stage a pages out.
+
+    In stage a if i is resident at its start, else in a+1 (i is only computed during a), and not
+    before `earliest`; nowhere if storage already holds i. The page-in (in stage `page_in`) must
+    come at least one stage after the page-out (usable only from the next); otherwise the stretch is
+    kept.
+    """
     if on_storage:
         held_until[i, b] = a
         return

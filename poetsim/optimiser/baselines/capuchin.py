@@ -31,13 +31,19 @@ from dataclasses import dataclass
 
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.optimiser.plans.plan import Accounting, Plan, account, figures, stage_times_s, to_schedule
-from poetsim.optimiser.plans.rules import Mode, plan_from_decisions, reads
+from poetsim.optimiser.plans.rules import Decisions, Mode, PageStages, plan_from_decisions, reads
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Figures, Schedule, Timing
 from poetsim.strategies import CAPUCHIN
 
 #: Added time below this share of the iteration counts as none (float sums in another order).
 HIDDEN_RTOL = 1e-12
+
+#: A stretch of one tensor between two accesses: (node, the access before the gap, the one after).
+_Stretch = tuple[int, int, int]
+
+#: A stretch across the peak stage as `_candidates` ranks it: (measured gap in s, bytes, stretch).
+_Candidate = tuple[float, int, _Stretch]
 
 
 @dataclass(frozen=True)
@@ -70,11 +76,11 @@ def capuchin_schedule(graph: TrainingGraph, costs: CostTable, ram_bytes: int, ti
     """Run Capuchin's policy until the peak fits `ram_bytes` or nothing is left to evict."""
     timing = Timing(timing)
     measured = _measured_times(graph, costs, timing)
-    decisions: dict[tuple[int, int, int], Mode] = {}
-    moves: dict[tuple[int, int, int], tuple[int, int]] = {}
+    decisions: dict[_Stretch, Mode] = {}
+    moves: dict[_Stretch, tuple[int, int]] = {}
     state = _State.of(graph, costs, timing, decisions, moves)
     evictions: list[Eviction] = []
-    tried: set[tuple[int, int, int]] = set()
+    tried: set[_Stretch] = set()
     while state.figures.peak_ram_bytes > ram_bytes:
         candidates = _candidates(graph, state, decisions, tried, measured)
         if not candidates:
@@ -111,10 +117,15 @@ class _State:
     plan: Plan
     figures: Figures
     accounting: Accounting
-    moves: dict
+    moves: PageStages
 
     @classmethod
-    def of(cls, graph, costs, timing, decisions, moves) -> "_State":
+    def of(cls, graph: TrainingGraph, costs: CostTable, timing: Timing, decisions: Decisions, moves: PageStages) -> "_State":
+        """The plan of `decisions` with each swap's transfers moved to the stages in `moves`, replayed.
+
+        A move the rules no longer allow (a later decision changed where they page the node) is
+        dropped by `_moved`, so the state always holds a plan the model admits.
+        """
         plan = plan_from_decisions(graph, decisions)
         for key, stages in moves.items():
             plan = _moved(plan, key[0], _transfer_stages(plan, key), stages)
@@ -127,21 +138,29 @@ class _State:
         return peaks.index(max(peaks))
 
 
-def _measured_times(graph, costs, timing) -> list[float]:
+#: One step of the policy: the stretch, its measured gap, the mode taken, whether it is a swap that
+#: adds no time, and the state it leads to (None when the move changes nothing; it is then skipped).
+_Step = tuple[_Stretch, float, Mode, bool, _State | None]
+
+
+def _measured_times(graph: TrainingGraph, costs: CostTable, timing: Timing) -> list[float]:
     """Start time of every stage on the keep-all iteration, and the end of the last."""
     plan = plan_from_decisions(graph, {})
-    starts, clock = [], 0.0
+    starts: list[float] = []
+    clock = 0.0
     for stage_s in stage_times_s(account(plan, graph, costs, timing), costs, timing):
         starts.append(clock)
         clock += stage_s
-    return starts + [clock]
+    return [*starts, clock]
 
 
-def _candidates(graph, state, decisions, tried, measured) -> list[tuple[float, int, tuple[int, int, int]]]:
+def _candidates(
+    graph: TrainingGraph, state: _State, decisions: Decisions, tried: set[_Stretch], measured: list[float]
+) -> list[_Candidate]:
     """Stretches across the peak stage, longest measured gap first: (gap, bytes, key)."""
     p = state.peak_stage()
     read_at = reads(state.plan, graph)
-    found = []
+    found: list[_Candidate] = []
     for i in state.plan.resident(p):
         if p in read_at[i] or graph.output_bytes[i] == 0:
             continue
@@ -158,9 +177,21 @@ def _candidates(graph, state, decisions, tried, measured) -> list[tuple[float, i
     return found
 
 
-def _trial(graph, costs, timing, state, decisions, moves, key, mode) -> _State | None:
-    """The state with one more decision (a swap with its transfers placed), or None if the plan
-    does not change."""
+def _trial(
+    graph: TrainingGraph,
+    costs: CostTable,
+    timing: Timing,
+    state: _State,
+    decisions: Decisions,
+    moves: PageStages,
+    key: _Stretch,
+    mode: Mode,
+) -> _State | None:
+    """The state with one more decision, or None if the plan does not change.
+
+    Under overlap timing a swap's transfers are then moved to the stages where they hide behind
+    compute (`_hiding_stages`); where none does, they stay where the rules place them.
+    """
     trial = _State.of(graph, costs, timing, {**decisions, key: mode}, moves)
     if mode is Mode.PAGE and timing is Timing.OVERLAP:
         found = _transfer_stages(trial.plan, key)
@@ -171,7 +202,7 @@ def _trial(graph, costs, timing, state, decisions, moves, key, mode) -> _State |
     return None if trial.plan == state.plan else trial
 
 
-def _transfer_stages(plan: Plan, key) -> tuple[int, int] | None:
+def _transfer_stages(plan: Plan, key: _Stretch) -> tuple[int, int] | None:
     """Where the plan pages node i out and in across the stretch (a, b), if it does."""
     i, a, b = key
     outs = [t for t in range(a, b) if i in plan.paged_out[t]]
@@ -216,9 +247,20 @@ def _moved(plan: Plan, i: int, found: tuple[int, int] | None, stages: tuple[int,
     return Plan(plan.computed, tuple(kept), tuple(paged_out), tuple(paged_in))
 
 
-def _swap_that_hides(graph, costs, timing, state, decisions, moves, candidates):
-    """The longest-gap stretch whose swap adds no time, if any: the stage loads of the current
-    plan say which swaps can hide, and the first of those that does once replayed is taken."""
+def _swap_that_hides(
+    graph: TrainingGraph,
+    costs: CostTable,
+    timing: Timing,
+    state: _State,
+    decisions: Decisions,
+    moves: PageStages,
+    candidates: list[_Candidate],
+) -> _Step | None:
+    """The longest-gap stretch whose swap adds no time, as a step; None if no swap hides.
+
+    The stage loads of the current plan say which swaps can hide (`_swap_may_hide`), so only
+    those are replayed; the first whose replay adds no more than float noise is taken.
+    """
     tolerance = HIDDEN_RTOL * state.figures.runtime_s
     for gap_s, _, key in candidates:
         if not _swap_may_hide(state, costs, timing, key):
@@ -229,9 +271,13 @@ def _swap_that_hides(graph, costs, timing, state, decisions, moves, candidates):
     return None
 
 
-def _swap_may_hide(state: _State, costs: CostTable, timing: Timing, key) -> bool:
-    """Whether some stage after the evicted access has room for the page-out, and a later one
-    before the back-access room for the page-in, under the current plan's stage loads."""
+def _swap_may_hide(state: _State, costs: CostTable, timing: Timing, key: _Stretch) -> bool:
+    """Whether a swap of the stretch can hide behind compute under the current plan's stage loads.
+
+    It can if some stage after the evicted access has room for the page-out and a later one
+    before the back-access room for the page-in. Under compute-only timing a transfer takes no
+    time, so every swap can.
+    """
     if timing is Timing.COMPUTE_ONLY:
         return True
     i, a, b = key
@@ -245,13 +291,18 @@ def _swap_may_hide(state: _State, costs: CostTable, timing: Timing, key) -> bool
     return out is not None and any(room(t, costs.page_in_s[i]) for t in range(b - 1, out, -1))
 
 
-def _recompute_added_s(graph, costs, timing, state: _State, key) -> float:
-    """Capuchin's estimate of a recomputation's cost: the compute time of the tensor and of the
-    inputs it needs that are not resident at the back-access, added to that stage."""
+def _recompute_added_s(graph: TrainingGraph, costs: CostTable, timing: Timing, state: _State, key: _Stretch) -> float:
+    """Capuchin's estimate of a recomputation's cost, in seconds added to the iteration.
+
+    The compute time of the tensor and of the inputs it needs that are not resident at the
+    back-access is added to that stage; under overlap timing the stage already lasts as long as
+    its DMA, so only what the compute adds beyond that counts.
+    """
     i, _, b = key
     plan, acc = state.plan, state.accounting
     available = (plan.resident(b) - {i}) | {k for k in plan.computed[b] if k < i}
-    needed, stack = set(), [i]
+    needed: set[int] = set()
+    stack = [i]
     while stack:
         v = stack.pop()
         if v not in needed and v not in available:
@@ -264,10 +315,22 @@ def _recompute_added_s(graph, costs, timing, state: _State, key) -> float:
     return max(acc.compute_s[b] + extra_s, dma_s) - max(acc.compute_s[b], dma_s)
 
 
-def _best_per_second(graph, costs, timing, state, decisions, moves, candidates):
-    """The stretch whose recomputation saves most bytes per added second (estimated from the
-    current plan's stage times, as Capuchin estimates from measured ones); that tensor is then
-    swapped instead if, replayed, swapping saves more per second."""
+def _best_per_second(
+    graph: TrainingGraph,
+    costs: CostTable,
+    timing: Timing,
+    state: _State,
+    decisions: Decisions,
+    moves: PageStages,
+    candidates: list[_Candidate],
+) -> _Step:
+    """The stretch whose recomputation saves most bytes per added second, as a step.
+
+    The added time is estimated from the current plan's stage times, as Capuchin estimates it
+    from measured ones; that tensor is then swapped instead if, both replayed, swapping saves
+    more per second. A move that adds no time counts as infinitely good, one that changes
+    nothing as worse than any other.
+    """
     tolerance = HIDDEN_RTOL * state.figures.runtime_s
 
     def per_second(size: int, added_s: float) -> float:

@@ -20,6 +20,7 @@ How the blocks are found:
 - A block whose group is empty (no backward node reads its tensors) is merged into the previous.
 """
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -88,11 +89,16 @@ class Chain:
         """Whether the last block's group reads the loss's output (a loss without its own gradient node)."""
         return self.turn in self.blocks[-1].gradients_in
 
-    def needed(self, targets, blocks) -> list[int]:
-        """Nodes of `blocks` to compute, ascending, so that `targets` exist again; inputs from
-        outside those blocks are taken as resident."""
+    def needed(self, targets: Iterable[int], blocks: Iterable[int]) -> list[int]:
+        """Nodes of `blocks` to compute, ascending, so that `targets` exist again.
+
+        The walk follows dependencies only within those blocks: an input from outside them (the
+        checkpoint they start from, a data input) is taken as resident, and a target outside
+        them is not computed.
+        """
         members = {v for b in blocks for v in self.blocks[b].nodes}
-        todo, found = list(targets), set()
+        todo = list(targets)
+        found: set[int] = set()
         while todo:
             v = todo.pop()
             if v not in found and v in members:
@@ -108,8 +114,11 @@ class Chain:
         return frozenset({prev.output}) | (prev.saved if bar else frozenset())
 
     def retained(self, s: int, bar: bool, checkpoint: bool) -> frozenset[int]:
-        """The part of step s's input still needed after its forward pass: what block s-1's
-        group reads, and block s-1's output if it is a checkpoint or block s's group reads it."""
+        """The part of step s's input still needed after its forward pass (empty for the first step).
+
+        That is what block s-1's group reads (with `bar`), and block s-1's output if it is a
+        checkpoint, if block s's group reads it, or if block s-1's own group does.
+        """
         if s == 0:
             return frozenset()
         prev = self.blocks[s - 1]
@@ -117,14 +126,18 @@ class Chain:
         return (prev.saved if bar else frozenset()) | (frozenset({prev.output}) if wanted else frozenset())
 
     def page_out_stages(self, s: int, moving: frozenset[int], last_block: int) -> dict[int, set[int]]:
-        """Where step s pages its input out: block s-1's output in the stage that last reads it
-        in the forward pass, the rest in the step's first stage (all resident at its start)."""
+        """Where step s pages its input out: stage -> the tensors of `moving` paged out in it.
+
+        Block s-1's output goes out in the stage that last reads it in the forward pass up to
+        `last_block` (it is read there, so it cannot leave earlier); the rest go out in the step's
+        first stage, since they are all resident at its start.
+        """
         first = self.blocks[s].nodes[0]
         x = self.input_of(s)
         readers = [u for b in range(s, last_block + 1) for u in self.blocks[b].nodes if x in self.deps[u]]
         stages: dict[int, set[int]] = {}
         for v in moving:
-            stages.setdefault(max([first] + readers) if v == x else first, set()).add(v)
+            stages.setdefault(max([first, *readers]) if v == x else first, set()).add(v)
         return stages
 
 
@@ -156,7 +169,8 @@ def chain_of_blocks(graph: TrainingGraph) -> Chain:
 
     _refuse_long_skips(graph, layers, refuse)
     cuts = forward_cut_points(graph, layers)
-    blocks_nodes, start = [], 0
+    blocks_nodes: list[tuple[int, ...]] = []
+    start = 0
     for p in cuts:
         blocks_nodes.append(tuple(layers[start : p + 1]))
         start = p + 1
@@ -172,7 +186,7 @@ def chain_of_blocks(graph: TrainingGraph) -> Chain:
 LONG_SKIP_SHARE = 0.25
 
 
-def _refuse_long_skips(graph, layers, refuse) -> None:
+def _refuse_long_skips(graph: TrainingGraph, layers: list[int], refuse: Callable[[str], NotApplicableError]) -> None:
     """Refuse a graph with a skip connection across more than LONG_SKIP_SHARE of its layers."""
     position = {v: p for p, v in enumerate(layers)}
     for v in layers:
@@ -184,7 +198,13 @@ def _refuse_long_skips(graph, layers, refuse) -> None:
                 )
 
 
-def _deal_backward(graph, blocks_nodes, backward, turn, refuse) -> list[list[int]]:
+def _deal_backward(
+    graph: TrainingGraph,
+    blocks_nodes: list[tuple[int, ...]],
+    backward: list[int],
+    turn: int,
+    refuse: Callable[[str], NotApplicableError],
+) -> list[list[int]]:
     """Each backward node to the latest block whose nodes and input cover what it reads.
 
     A node that reads no layer (an addition's gradient, which only passes gradients on) goes with
@@ -209,7 +229,7 @@ def _deal_backward(graph, blocks_nodes, backward, turn, refuse) -> list[list[int
             raise refuse(f"backward node {g} ({graph.nodes[g].name}) reads {names}, which no single block and its input hold")
         if turn in graph.nodes[g].deps and k != last:
             raise refuse(f"backward node {g} ({graph.nodes[g].name}) reads the loss but belongs to an earlier block")
-        for w in waiting + [g]:
+        for w in [*waiting, g]:
             group_of[w] = k
         waiting, current = [], k
     for w in waiting:
@@ -220,7 +240,7 @@ def _deal_backward(graph, blocks_nodes, backward, turn, refuse) -> list[list[int
     return groups
 
 
-def _merge_empty(blocks_nodes, groups):
+def _merge_empty(blocks_nodes: list[tuple[int, ...]], groups: list[list[int]]) -> tuple[list[tuple[int, ...]], list[list[int]]]:
     """Merge each block whose group is empty into the previous block (the first one into the next).
 
     A residual block's final ReLU is a cut of its own, and its gradient reads the ReLU's output,
@@ -241,7 +261,13 @@ def _merge_empty(blocks_nodes, groups):
     return blocks_nodes, groups
 
 
-def _describe(graph, blocks_nodes, groups, turn, refuse) -> tuple[Block, ...]:
+def _describe(
+    graph: TrainingGraph,
+    blocks_nodes: list[tuple[int, ...]],
+    groups: list[list[int]],
+    turn: int,
+    refuse: Callable[[str], NotApplicableError],
+) -> tuple[Block, ...]:
     """The Block records, after checking that gradients pass only between neighbouring groups."""
     group_of = {g: k for k, members in enumerate(groups) for g in members}
     last = len(blocks_nodes) - 1

@@ -40,7 +40,7 @@ from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Figures, Schedule, Timing
 from poetsim.strategies import POFO
 
-__all__ = ["PofoSolution", "pofo_schedule", "plan_of", "plan_figures", "Turn", "TopAll", "TopCk", "RecAll", "RecCk"]
+__all__ = ["PofoSolution", "RecAll", "RecCk", "TopAll", "TopCk", "Turn", "plan_figures", "plan_of", "pofo_schedule"]
 
 #: Memory steps of the dynamic program by default (rotor's and POFO's choice of 500).
 DEFAULT_SLOTS = 500
@@ -140,9 +140,15 @@ def plan_of(chain: Chain, graph: TrainingGraph, tree: Top) -> Plan:
     )
 
 
-def _kept(graph: TrainingGraph, computed, page_out, page_in) -> tuple[frozenset[int], ...]:
-    """What stays in RAM after each stage: every output read (or paged out) again before it is
-    next computed, except while it is on storage (from its page-out to its page-in)."""
+def _kept(
+    graph: TrainingGraph, computed: tuple[tuple[int, ...], ...], page_out: list[set[int]], page_in: list[set[int]]
+) -> tuple[frozenset[int], ...]:
+    """What stays in RAM after each stage, one set per stage.
+
+    An output stays while it is read (or paged out) again before it is next computed, except
+    while it is on storage, from the end of its page-out's stage to its page-in's; a tensor
+    paged in stays through the stage that pages it in, whatever reads it next.
+    """
     T = len(graph)
     needs: list[list[int]] = [[] for _ in range(T)]  # per tensor: stages that read or page it out
     computes: list[list[int]] = [[] for _ in range(T)]
@@ -174,5 +180,9 @@ def _kept(graph: TrainingGraph, computed, page_out, page_in) -> tuple[frozenset[
 
 
 def plan_figures(chain: Chain, graph: TrainingGraph, costs: CostTable, timing: Timing, tree: Top) -> Figures:
-    """poetsim's figures of a POFO tree (what the brute-force test compares the program against)."""
+    """The figures poetsim's model gives a POFO tree's plan.
+
+    The brute-force test compares the dynamic program's makespan against this, so the program
+    is checked against the model rather than against itself.
+    """
     return figures(plan_of(chain, graph, tree), graph, costs, timing)

@@ -9,8 +9,10 @@ choices make. `poetsim.optimiser.baselines.pofo` states the space and turns a tr
 """
 
 import math
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 
@@ -21,12 +23,21 @@ from poetsim.schedule.model import Timing
 
 INF = math.inf
 
+#: Page-ins a parent puts in a call's last stage: (RAM slots, DMA seconds); (0, 0.0) for none.
+Extra = tuple[int, float]
 
-def cache_method(method):
-    """Memoise a method of a Tables object on its arguments (one cache per object)."""
+_Value = TypeVar("_Value")
+
+
+def cache_method(method: Callable[..., _Value]) -> Callable[..., _Value]:
+    """Memoise a method of a Tables object on its arguments (one cache per object).
+
+    The cache lives in the object's `__dict__`, so it goes with the object; the arguments must
+    be positional and hashable.
+    """
     name = f"_cache_{method.__name__}"
 
-    def cached(self, *args):
+    def cached(self: "Tables", *args: Hashable) -> _Value:
         store = self.__dict__.setdefault(name, {})
         if args not in store:
             store[args] = method(self, *args)
@@ -90,8 +101,12 @@ Rec = RecAll | RecCk
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage of a window: computes (ascending, the stage's own node last), page-outs, and the
-    RAM and DMA time of page-ins that land in it for a later step."""
+    """One stage of a window: what it computes, pages out, and pages in for a later step.
+
+    `computes` are ascending, the stage's own node last (recomputations run before it);
+    `in_slots` and `in_dma_s` are the RAM and DMA time of page-ins that land in the stage for a
+    later step, which count only under overlap timing.
+    """
 
     computes: tuple[int, ...]
     page_outs: frozenset[int] = frozenset()
@@ -129,7 +144,9 @@ class Tables:
     `extra` is the RAM and DMA time of the parent's page-ins that land in the call's last stage.
     """
 
-    def __init__(self, graph: TrainingGraph, costs: CostTable, chain: Chain, timing: Timing, limit_bytes: int, slots: int | None):
+    def __init__(
+        self, graph: TrainingGraph, costs: CostTable, chain: Chain, timing: Timing, limit_bytes: int, slots: int | None
+    ) -> None:
         self.graph, self.costs, self.chain, self.timing = graph, costs, chain, timing
         self.overlap = timing is Timing.OVERLAP
         self.n = len(chain.blocks)
@@ -157,29 +174,50 @@ class Tables:
         return frozenset({self.output(s - 1)}) if self.keeps(s - 1) else frozenset()
 
     def keeps(self, k: int) -> bool:
+        """Whether block k's group reads block k's output (false for k < 0, no block).
+
+        Such an output stays resident until that group runs, so a call that starts from it holds
+        it without counting it (`cin`).
+        """
         return self.chain.keeps(k)
 
-    def slots_of(self, tensors) -> int:
+    def slots_of(self, tensors: Iterable[int]) -> int:
+        """The memory slots `tensors` take, each tensor rounded up to whole slots.
+
+        Rounding each tensor up, and the limit down (`budget`), keeps the program from accepting
+        a schedule over the limit in bytes.
+        """
         return sum(self.size[v] for v in tensors)
 
     def stage_time(self, compute_s: float, dma_s: float) -> float:
+        """A stage's seconds: its compute, or under overlap timing the longer of compute and DMA per channel.
+
+        The same rule as poetsim's accounting, so the times the program adds up equal the
+        checker's runtime.
+        """
         return max(compute_s, dma_s / self.costs.dma_channels) if self.overlap else compute_s
 
-    def extra_delta(self, last_compute_s: float, extra) -> float:
+    def last_reader(self, computes: Iterable[int]) -> dict[int, int]:
+        """Per tensor that `computes` read, the last of them that reads it.
+
+        A counted tensor may leave RAM once its last reader has run, unless it is needed later.
+        """
+        return {d: k for k in computes for d in self.deps[k]}
+
+    def extra_delta(self, last_compute_s: float, extra: Extra) -> float:
         """Added time of a last stage when `extra` page-ins land in it."""
         return self.stage_time(last_compute_s, extra[1]) - self.stage_time(last_compute_s, 0.0)
 
     # --- replaying windows with poetsim's accounting (poetsim.optimiser.plans.plan.account) ---
 
     def run(self, stages: list[Stage], start: frozenset[int], keep: frozenset[int]) -> Window:
-        """Replay stages from the counted tensors `start`; a counted tensor leaves after its last
-        read in the window unless it is in `keep` (needed later) or is paged out (then at the end
-        of its stage). Tensors not counted (held by an enclosing call) are read but never freed."""
-        last_read = {}
-        for index, stage in enumerate(stages):
-            for k in stage.computes:
-                for d in self.deps[k]:
-                    last_read[d] = index
+        """Replay stages from the counted tensors `start`: the window's peak, time and last stage.
+
+        A counted tensor leaves after its last read in the window unless it is in `keep` (needed
+        later) or is paged out (then at the end of its stage). Tensors not counted (held by an
+        enclosing call) are read but never freed.
+        """
+        last_read = {d: index for index, stage in enumerate(stages) for d in self.last_reader(stage.computes)}
 
         def needed_after(v: int, index: int) -> bool:
             return v in keep or last_read.get(v, -1) > index
@@ -190,10 +228,7 @@ class Tables:
             ram = self.slots_of(resident) + (stage.in_slots if self.overlap else 0)
             stage_peak = ram
             main = stage.computes[-1]
-            reader = {}
-            for k in stage.computes:
-                for d in self.deps[k]:
-                    reader[d] = k
+            reader = self.last_reader(stage.computes)
             held = stage.page_outs if self.overlap else frozenset()
             for k in stage.computes:
                 resident.add(k)
@@ -213,12 +248,12 @@ class Tables:
         return Window(peak, time_s, last_peak, last_compute)
 
     def chain_run(self, computes: list[int], start: frozenset[int], keep: frozenset[int]) -> tuple[int, int, float]:
-        """Recomputations at the head of a stage: (peak, slots left, seconds); a counted input
-        leaves after its last reader here unless kept."""
-        last = {}
-        for k in computes:
-            for d in self.deps[k]:
-                last[d] = k
+        """Recomputations at the head of a stage: (peak, slots left, seconds).
+
+        A counted input leaves after its last reader here unless it is in `keep`; the slots left
+        are what stays counted after the recomputations.
+        """
+        last = self.last_reader(computes)
         resident, peak = set(start), self.slots_of(start)
         ram = peak
         for k in computes:
@@ -239,15 +274,22 @@ class Tables:
         return frozenset() if x is None or self.keeps(s - 1) else frozenset({x})
 
     def base(self, e: int) -> frozenset[int]:
-        """What a call for blocks ..e finds resident besides its input: block e's output if its
-        group reads it, and the gradients into block e."""
+        """What a call for blocks ..e finds resident besides its input.
+
+        That is block e's output if its group reads it, and the gradients into block e: both are
+        made before the call and read by block e's group.
+        """
         blk = self.chain.blocks[e]
         return blk.gradients_in | (frozenset({blk.output}) if blk.keeps_output else frozenset())
 
     @cached_property
     def _last_types(self) -> dict:
-        """Per block s, the need and compute of its group's last stage: 'B' when its recomputation
-        shares the group's first stage (only differs for one-stage groups), 'N' otherwise."""
+        """Per block s and last-stage type, the window of block s's group.
+
+        'B' is the group with block s's recomputation in its first stage (as when a call
+        recomputes block s alone), 'N' the group alone; their last stages differ only for
+        one-stage groups.
+        """
         result = {}
         for s in range(self.n):
             result[s, "B"] = self._base_window(s)
@@ -257,7 +299,7 @@ class Tables:
     def _base_window(self, s: int) -> Window:
         blk = self.chain.blocks[s]
         rec = self.chain.needed(blk.saved - {blk.output}, [s])
-        stages = [Stage(tuple(rec) + (blk.grads[0],))] + [Stage((g,)) for g in blk.grads[1:]]
+        stages = [Stage((*rec, blk.grads[0])), *(Stage((g,)) for g in blk.grads[1:])]
         return self.run(stages, self.base(s) | self.cin(s), self.chain.gradients_out(s))
 
     def _group_window(self, s: int) -> Window:
@@ -267,8 +309,12 @@ class Tables:
 
     @cache_method
     def recompute_all(self, s: int) -> tuple[int, float, int]:
-        """F_all(s) inside a backward: (peak of the recomputation over the call's count, seconds,
-        slots the parent holds while blocks s+1.. are solved)."""
+        """F_all(s) inside a backward: (peak over the call's count, seconds, slots held meanwhile).
+
+        The peak is the recomputation's, over what the call counts; the slots held are what the
+        parent keeps (block s's saved tensors, and its input where its group reads it) while
+        blocks s+1.. are solved.
+        """
         blk = self.chain.blocks[s]
         x_in = self.out(s - 1)
         kept_in = frozenset({x_in}) if x_in is not None and blk.reads_input else frozenset()
@@ -278,8 +324,12 @@ class Tables:
 
     @cache_method
     def recompute_stretch(self, s: int, k: int) -> tuple[int, float, int]:
-        """Blocks s..k-1 recomputed without keeping, from block s's input to block k-1's output:
-        (peak over the call's count, seconds, slots the parent holds while blocks k.. are solved)."""
+        """Blocks s..k-1 recomputed without keeping: (peak over the call's count, seconds, slots held meanwhile).
+
+        The stretch runs from block s's input to block k-1's output, the new checkpoint; the slots
+        held are the input and that output where block k-1's group reads it, kept while blocks
+        k.. are solved.
+        """
         x_in, x_k = self.out(s - 1), self.output(k - 1)
         checkpoint = frozenset({x_in}) if x_in is not None else frozenset()
         peak, _, rec_s = self.chain_run(self.chain.needed({x_k}, range(s, k)), self.cin(s), checkpoint | {x_k})
@@ -309,7 +359,7 @@ class Tables:
         self._opt_typed[key] = tables
         return tables
 
-    def opt(self, s: int, e: int, extra=(0, 0.0)) -> np.ndarray:
+    def opt(self, s: int, e: int, extra: Extra = (0, 0.0)) -> np.ndarray:
         """The least time over m of the backward of s..e, with `extra` page-ins in its last stage."""
         key = (s, e, extra)
         if key not in self._opt:
@@ -399,7 +449,7 @@ class Tables:
         self._options[key] = options
         return options
 
-    def top(self, s: int, bar: bool, extra=(0, 0.0)) -> np.ndarray:
+    def top(self, s: int, bar: bool, extra: Extra = (0, 0.0)) -> np.ndarray:
         """The least time over m of step s onwards, with `extra` page-ins in its last stage."""
         key = (s, bar, extra)
         if key not in self._top:
@@ -415,6 +465,10 @@ class Tables:
     # --- arrays over m ---
 
     def feasible(self, need: int, time_s: float) -> np.ndarray:
+        """`time_s` over m where `need` slots fit, INF below.
+
+        The table of a part with one peak: it takes `time_s` given at least `need` slots.
+        """
         return np.where(self.axis >= need, time_s, INF)
 
     def shift(self, table: np.ndarray, held: int) -> np.ndarray:
@@ -445,7 +499,13 @@ class Tables:
         inputs_s = sum(self.stage_time(self.costs.compute_s[i], 0.0) for i in self.chain.inputs)
         return self.read_top(0, False, (0, 0.0), m), inputs_s + float(value)
 
-    def read_top(self, s: int, bar: bool, extra, m: int) -> Top:
+    def read_top(self, s: int, bar: bool, extra: Extra, m: int) -> Top:
+        """The tree of step s onwards that the tables chose at m slots.
+
+        `extra` must be the parent's page-ins, as when the table was filled: they change the
+        choices. Each child is read at m less what the call holds while the child runs, as the
+        tables shifted it.
+        """
         self.top(s, bar, extra)
         _, choice, tags = self._top[s, bar, extra]
         tag = tags[choice[m]]
@@ -466,6 +526,11 @@ class Tables:
         return TopCk(s, j, offload, rest_tree, self.read_rec(s, j, last_kind, m - outer))
 
     def read_rec(self, s: int, e: int, kind: str, m: int) -> Rec:
+        """The backward tree of blocks s..e whose last stage is of type `kind`, chosen at m slots.
+
+        Each child is read at m less the slots the call holds while it runs
+        (`recompute_all`, `recompute_stretch`), as the tables shifted it.
+        """
         _, choice, tags = self.opt_typed(s, e)[kind]
         tag = tags[choice[m]]
         if tag[0] == "all":

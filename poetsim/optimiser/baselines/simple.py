@@ -14,7 +14,7 @@ from poetsim.graphs.graph import TrainingGraph
 from poetsim.optimiser.allowance import Allowance, charge, spent
 from poetsim.optimiser.plans.keeps import keep_more
 from poetsim.optimiser.plans.plan import Accounting, Plan, account, figures, to_schedule
-from poetsim.optimiser.plans.rules import Mode, plan_from_decisions, reads, uses
+from poetsim.optimiser.plans.rules import Decisions, Mode, plan_from_decisions, reads, uses
 from poetsim.optimiser.work import replay_units
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Figures, Moves, Schedule, Timing
@@ -27,6 +27,21 @@ RECOMPUTING = Moves(recompute=True, page=False)
 
 #: Candidates the greedy replays per step and per mode (the rest are ranked by a cheap estimate).
 _REPLAYS_PER_MODE = 4
+
+#: A stretch of one output: (node, last stage before the stretch, stage after it), as in `rules`.
+_Stretch = tuple[int, int, int]
+
+#: The greedy's decisions so far, which it extends one step at a time.
+_Decisions = dict[_Stretch, Mode]
+
+#: A stretch and a mode the greedy no longer tries (it broke the deadline, or `rebuilt_plan` took it out).
+_Barred = tuple[int, int, int, Mode]
+
+#: Decisions replayed: their plan, its figures and its accounting.
+_Replayed = tuple[Plan, Figures, Accounting]
+
+#: `_replay` with the greedy's settings bound: decisions in, their replayed state out.
+_Replay = Callable[[Decisions], _Replayed]
 
 
 def keep_all(graph: TrainingGraph, costs: CostTable, timing: Timing) -> tuple[Schedule, Figures]:
@@ -46,7 +61,7 @@ def checkpoint_sqrt(graph: TrainingGraph, costs: CostTable, timing: Timing) -> t
     return _result(plan_from_decisions(graph, checkpoint_decisions(graph)), graph, costs, timing, CHECKPOINT_SQRT.name)
 
 
-def checkpoint_decisions(graph: TrainingGraph) -> dict:
+def checkpoint_decisions(graph: TrainingGraph) -> _Decisions:
     """RECOMPUTE every forward node but the segment boundaries from its last forward use to its first backward one.
 
     Boundaries are cut points of the forward pass (no forward edge jumps over them), as in Chen
@@ -65,7 +80,7 @@ def checkpoint_decisions(graph: TrainingGraph) -> dict:
         target = k * len(forward) / size - 1
         if cuts:
             boundaries.add(forward[min(cuts, key=lambda p: abs(p - target))])
-    decisions = {}
+    decisions: _Decisions = {}
     for i in forward:
         if i in boundaries or graph.nodes[i].op == "input":
             continue
@@ -95,7 +110,7 @@ def forward_cut_points(graph: TrainingGraph, forward: list[int]) -> list[int]:
     return cuts
 
 
-def _result(plan: Plan, graph, costs, timing, name: str) -> tuple[Schedule, Figures]:
+def _result(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing, name: str) -> tuple[Schedule, Figures]:
     schedule = to_schedule(plan, graph, costs, timing, {"strategy": name})
     return schedule, figures(plan, graph, costs, timing)
 
@@ -110,10 +125,10 @@ def start_plan(
     first_fit: bool = False,
     finished: set[int] | None = None,
 ) -> Plan | None:
-    """The cheapest plan that fits among keep-all, checkpoint-sqrt and the greedy (for hybrid, also
-    the paging-only and recompute-only greedy); None if none does.
+    """The cheapest plan that fits among keep-all, checkpoint-sqrt and the greedies; None if none does.
 
-    `allowance` stops the greedies where they are: a greedy that has not
+    For hybrid moves the paging-only and the recompute-only greedy run beside the hybrid one,
+    since each single-mode plan is a hybrid plan too. `allowance` stops the greedies where they are: a greedy that has not
     reached the budget by then yields nothing, one that has is returned unpolished. With
     `first_fit` the first plan that fits is returned, trying the quickest rules first (the
     paging greedy is the fastest on the zoo's graphs);
@@ -176,8 +191,11 @@ def _cheapest_fit(
     finished: set[int] | None = None,
     allowance: Allowance | None = None,
 ) -> Plan | None:
-    """The cheapest plan of `makers` within `budgets` (with `first_fit`, the first), or None;
-    makers whose index is in `finished` are skipped, and those that end before `allowance` join it."""
+    """The cheapest plan of `makers` within `budgets` (with `first_fit`, the first), or None.
+
+    Makers whose index is in `finished` are skipped, and those that end before `allowance` is
+    spent join it, so that a later call runs only the makers that were cut short or not reached.
+    """
     best = None
     for n, make in enumerate(makers):
         if finished is not None and n in finished:
@@ -236,10 +254,10 @@ def rebuilt_plan(
     allowance: Allowance | None = None,
     keeps_allowance: Allowance | None = None,
 ) -> Plan | None:
-    """The recompute-only greedy that drops recomputed cascades, improved by taking its changes
-    out one at a time and filling the RAM budget again without each; None if no plan fits.
+    """The recompute-only greedy that drops recomputed cascades, improved change by change; None if no plan fits.
 
-    The greedy takes the change that saves the most peak bytes per joule at each step, and an
+    Its changes are taken out one at a time, and the RAM budget filled again without each. The
+    greedy takes the change that saves the most peak bytes per joule at each step, and an
     early change that a later one made costly stays. So each change in turn is removed and
     barred, the greedy fills the budget from there and `_polish` undoes what is then not
     needed; the result is kept when it fits the budgets at less energy, and the rounds go on
@@ -287,9 +305,22 @@ def _allowed(moves: Moves) -> list[Mode]:
     return [mode for mode, ok in ((Mode.RECOMPUTE, moves.recompute), (Mode.PAGE, moves.page)) if ok]
 
 
-def _fill(graph, costs, budgets, timing, decisions, banned, allowed, replay, allowance):
-    """The greedy's steps from `decisions` until the plan fits `budgets`: the decisions and
-    their replayed state, or None (out of steps or of time)."""
+def _fill(
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    timing: Timing,
+    decisions: _Decisions,
+    banned: set[_Barred],
+    allowed: list[Mode],
+    replay: _Replay,
+    allowance: Allowance | None,
+) -> tuple[_Decisions, _Replayed] | None:
+    """The greedy's steps from `decisions` until the plan fits `budgets`, with their replayed state.
+
+    None when no step lowers the peak stage any more or `allowance` is spent. `decisions` itself
+    is left as it was; `banned` gains the changes that broke the deadline (`_best_step`).
+    """
     decisions = dict(decisions)
     state = replay(decisions)
     while not budgets.fits(state[1]):
@@ -303,12 +334,22 @@ def _fill(graph, costs, budgets, timing, decisions, banned, allowed, replay, all
     return decisions, state
 
 
-def _with_keeps(graph, costs, budgets, timing, decisions, state, allowance: Allowance | None = None) -> tuple[Plan, Figures]:
-    """The plan of `decisions` (replayed with recomputed outputs dropped: `state`) with each
-    recomputed output kept where that still fits and costs less (`keeps.keep_more`, which stops
-    at `allowance`), and its figures."""
+def _with_keeps(
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    timing: Timing,
+    decisions: Decisions,
+    state: _Replayed,
+    allowance: Allowance | None = None,
+) -> tuple[Plan, Figures]:
+    """The plan of `decisions` with each recomputed output kept where that pays, and its figures.
 
-    def with_keeps(keep):
+    `state` is `decisions` replayed with recomputed outputs dropped; each is then kept where
+    that still fits the budgets and costs less (`keeps.keep_more`, which stops at `allowance`).
+    """
+
+    def with_keeps(keep: bool | frozenset[int]) -> tuple[Plan, Figures]:
         charge(allowance, replay_units(len(graph)))
         plan = plan_from_decisions(graph, decisions, keep_recomputed=keep)
         return plan, figures(plan, graph, costs, timing)
@@ -316,9 +357,20 @@ def _with_keeps(graph, costs, budgets, timing, decisions, state, allowance: Allo
     return keep_more(with_keeps, budgets, state[:2], frozenset(), allowance=allowance)
 
 
-def _polish(budgets, decisions, state, allowed, replay, allowance=None):
-    """Undo each change the budget no longer needs, then try the other mode for each change;
-    the decisions and their replayed state."""
+def _polish(
+    budgets: Budgets,
+    decisions: _Decisions,
+    state: _Replayed,
+    allowed: list[Mode],
+    replay: _Replay,
+    allowance: Allowance | None = None,
+) -> tuple[_Decisions, _Replayed]:
+    """Undo each change the budget no longer needs, then try the other mode for each change.
+
+    Returns the decisions and their replayed state. Changes are undone latest first, each where
+    the plan still fits without it; a change then switches mode where that fits and costs less
+    energy. A spent `allowance` stops the polish where it is.
+    """
     for key in reversed(list(decisions)):
         if spent(allowance):
             return decisions, state
@@ -338,8 +390,13 @@ def _polish(budgets, decisions, state, allowed, replay, allowance=None):
 
 
 def _replay(
-    graph, costs, timing, decisions, keep_recomputed: bool = True, allowance: Allowance | None = None
-) -> tuple[Plan, Figures, Accounting]:
+    graph: TrainingGraph,
+    costs: CostTable,
+    timing: Timing,
+    decisions: Decisions,
+    keep_recomputed: bool = True,
+    allowance: Allowance | None = None,
+) -> _Replayed:
     """The plan of `decisions`, its figures and accounting; one replay charged to `allowance`."""
     charge(allowance, replay_units(len(graph)))
     plan = plan_from_decisions(graph, decisions, keep_recomputed=keep_recomputed)
@@ -351,12 +408,60 @@ def _stage_peak(acc: Accounting, t: int) -> int:
     return max(acc.start_bytes[t], *acc.after_bytes[t].values())
 
 
-def _best_step(graph, costs, budgets, timing, decisions, state, allowed, banned, replay):
-    """The change that takes bytes off the peak stage at the least energy per byte, replayed."""
+def _best_step(
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    timing: Timing,
+    decisions: _Decisions,
+    state: _Replayed,
+    allowed: list[Mode],
+    banned: set[_Barred],
+    replay: _Replay,
+) -> tuple[_Stretch, Mode, _Replayed] | None:
+    """The change that takes bytes off the peak stage at the least energy per byte, replayed.
+
+    Only the best few of each mode by the estimate of `_ranked` are replayed. A change that
+    breaks the deadline joins `banned`: more changes only add time, so it will not fit later
+    either. None if no replayed change lowers the peak stage.
+    """
     plan, fig, acc = state
     peak_stage = max(range(len(graph)), key=lambda t: _stage_peak(acc, t))
+    best = None
+    for mode, options in _ranked(graph, costs, plan, peak_stage, decisions, allowed, banned).items():
+        for _, key in sorted(options)[:_REPLAYS_PER_MODE]:
+            trial = replay({**decisions, key: mode})
+            if not budgets.meets_deadline(trial[1].runtime_s):
+                banned.add((*key, mode))
+                continue
+            saved = _stage_peak(acc, peak_stage) - _stage_peak(trial[2], peak_stage)
+            if saved <= 0:
+                continue
+            score = (trial[1].total_j - fig.total_j) / saved
+            if best is None or score < best[0]:
+                best = (score, key, mode, trial)
+    return None if best is None else best[1:]
+
+
+def _ranked(
+    graph: TrainingGraph,
+    costs: CostTable,
+    plan: Plan,
+    peak_stage: int,
+    decisions: _Decisions,
+    allowed: list[Mode],
+    banned: set[_Barred],
+) -> dict[Mode, list[tuple[float, _Stretch]]]:
+    """Per mode, the changes that may lower the peak stage, each with its energy per byte.
+
+    A candidate is an output resident at the start of the peak stage and read before and after
+    it, over the stretch between those reads; a stretch that overlaps a decision on the same
+    output, a barred change and an output of no bytes are left out. The estimate is the move's
+    own energy (a recomputation's compute, a swap's two transfers): stalls and cascaded
+    recomputation show only in a replay.
+    """
     read_at = reads(plan, graph)
-    ranked = {mode: [] for mode in allowed}
+    ranked: dict[Mode, list[tuple[float, _Stretch]]] = {mode: [] for mode in allowed}
     for i in plan.resident(peak_stage):
         before = [s for s in read_at[i] if s < peak_stage]
         after = [s for s in read_at[i] if s > peak_stage]
@@ -370,17 +475,4 @@ def _best_step(graph, costs, budgets, timing, decisions, state, allowed, banned,
                 continue
             cost_j = costs.compute_j[i] if mode is Mode.RECOMPUTE else costs.page_in_j[i] + costs.page_out_j[i]
             ranked[mode].append((cost_j / graph.output_bytes[i], (i, a, b)))
-    best = None
-    for mode, options in ranked.items():
-        for _, key in sorted(options)[:_REPLAYS_PER_MODE]:
-            trial = replay({**decisions, key: mode})
-            if not budgets.meets_deadline(trial[1].runtime_s):
-                banned.add((*key, mode))  # more changes only add time: it will not fit later either
-                continue
-            saved = _stage_peak(acc, peak_stage) - _stage_peak(trial[2], peak_stage)
-            if saved <= 0:
-                continue
-            score = (trial[1].total_j - fig.total_j) / saved
-            if best is None or score < best[0]:
-                best = (score, key, mode, trial)
-    return None if best is None else best[1:]
+    return ranked

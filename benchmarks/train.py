@@ -86,7 +86,8 @@ def run(out_csv: Path = OUT, steps: int = 10, ram: str = "50%", runtime: str = "
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from poetsim.pytorch.capture import TrainingStep, capture
-    from poetsim.pytorch.executor import default_threads, same_bits
+    from poetsim.pytorch.executor import default_threads
+    from poetsim.pytorch.reference import same_bits
     from poetsim.pytorch.source import ModelSource
     from poetsim.pytorch.swap import storage_bytes
     from poetsim.pytorch.training import scheduled

@@ -1,6 +1,6 @@
 """The optimiser counts its effort in work, not seconds: the same answer on a quiet and a loaded machine.
 
-The wall clock only guards (`optimiser.work`, `poetsim.effort`).
+The wall clock only guards (`optimiser.work`, `poetsim.units.resolve_limits`).
 """
 
 import subprocess
@@ -8,7 +8,6 @@ import sys
 
 import pytest
 
-from poetsim.effort import GUARD_S_PER_UNIT, resolve_limits
 from poetsim.inputs.scenario import DEFAULT_EFFORT, Scenario
 from poetsim.optimiser import optimise
 from poetsim.optimiser.allowance import Allowance, effort
@@ -17,7 +16,7 @@ from poetsim.optimiser.work import Work
 from poetsim.schedule.checker import check_schedule
 from poetsim.schedule.model import Moves, Timing
 from poetsim.schedule.problem import build_problem
-from poetsim.units import parse_ram
+from poetsim.units import GUARD_S_PER_UNIT, parse_ram, resolve_limits
 
 RECOMPUTE_ONLY = Moves(recompute=True, page=False)
 

@@ -31,7 +31,6 @@ from pydantic import (
     model_validator,
 )
 
-from poetsim.effort import GUARD_S_PER_UNIT, resolve_limits
 from poetsim.errors import UserInputError
 from poetsim.graphs.io import load_graph
 from poetsim.inputs.files import MAX_GRAPH_BYTES, MAX_SCENARIO_BYTES, load_yaml, read_bytes
@@ -40,7 +39,7 @@ from poetsim.inputs.solvers import SOLVERS
 from poetsim.schedule.model import Timing
 from poetsim.schedule.problem import RESERVE_MULTIPLE, reserved_bytes
 from poetsim.strategies import REGISTRY, Kind, names
-from poetsim.units import RamSpec, number_text, parse_ram, parse_runtime
+from poetsim.units import GUARD_S_PER_UNIT, RamSpec, number_text, parse_ram, parse_runtime, resolve_limits
 
 #: A solved point's effort when the scenario states neither it nor a time limit.
 DEFAULT_EFFORT = 24.0

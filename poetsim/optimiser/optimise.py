@@ -9,7 +9,6 @@ cheapest proof to the dearest, until the incumbent is proven or the budget is sp
 from collections.abc import Sequence
 from pathlib import Path
 
-from poetsim.effort import resolve_limits
 from poetsim.errors import UserInputError
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.inputs.solvers import check_available
@@ -21,6 +20,7 @@ from poetsim.optimiser.search import Search
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Moves, Schedule, Timing
 from poetsim.status import Status
+from poetsim.units import resolve_limits
 
 
 def optimise(

@@ -24,7 +24,6 @@ cannot run stops with one ScheduleError naming the stage, the instruction and th
 """
 
 import contextlib
-import copy
 import functools
 import os
 import time
@@ -40,6 +39,7 @@ from torch import fx
 from poetsim.errors import InternalError, ScheduleError, UserInputError
 from poetsim.pytorch import randomness, swap
 from poetsim.pytorch.capture import Capture
+from poetsim.pytorch.reference import compare, plain_step
 from poetsim.schedule.model import Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
 
 BATCH_FILE = "batch.bin"
@@ -176,7 +176,7 @@ def execute(
         # so that the timed run does not pay for first calls. The scheduled step then draws its
         # random numbers from where the plain one started.
         generator_state = torch.get_rng_state()
-        reference = _plain_step(capture) if check_gradients else None
+        reference = plain_step(capture) if check_gradients else None
         torch.set_rng_state(generator_state)
         machine = Machine(capture, timing, swap_dir, durable, budget_bytes)
         start_rss = _reset_peak_rss()
@@ -185,7 +185,7 @@ def execute(
         equal, buffers_equal, reference_s = None, None, None
         differing: tuple[str, ...] = ()
         if reference is not None:
-            equal, differing, buffers_equal = _compare(reference, machine)
+            equal, differing, buffers_equal = compare(reference, machine)
             reference_s = reference.seconds
     finally:
         torch.use_deterministic_algorithms(previous_determinism)
@@ -552,45 +552,6 @@ def _releases(program, outputs: dict) -> list[list[fx.Node]]:
         if value in mine and value not in kept:
             released[index].append(value)
     return released
-
-
-@dataclass(frozen=True)
-class _PlainStep:
-    """The reference: gradients and buffers after a plain `loss.backward()`, and its time."""
-
-    grads: dict
-    buffers: dict
-    seconds: float
-
-
-def _plain_step(capture: Capture) -> _PlainStep:
-    """Run a plain keep-all `loss.backward()` on a copy of the step (the module is not touched)."""
-    reference = copy.deepcopy(capture.step)
-    reference.zero_grad(set_to_none=True)
-    start = time.perf_counter()
-    loss = reference(*capture.inputs)
-    loss.backward()
-    seconds = time.perf_counter() - start
-    grads = {name: p.grad for name, p in reference.named_parameters()}
-    return _PlainStep(grads, {name: b.detach() for name, b in reference.named_buffers()}, seconds)
-
-
-def _compare(reference: _PlainStep, machine: Machine) -> tuple[bool, tuple[str, ...], bool]:
-    """Whether every gradient and updated buffer of the run has the reference's bits."""
-    differing = []
-    for name, expected in reference.grads.items():
-        mine = machine.grads.get(name)
-        if (expected is None) != (mine is None) or (mine is not None and not same_bits(expected, mine)):
-            differing.append(name)
-    buffers_equal = all(same_bits(reference.buffers[name], value) for name, value in machine.buffers.items())
-    return not differing, tuple(differing), buffers_equal
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two tensors have the same dtype, shape and bytes (NaNs and signed zeros included)."""
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
 
 
 def _reset_peak_rss() -> int | None:

@@ -21,7 +21,7 @@ from torch import nn
 
 from poetsim.errors import UserInputError
 from poetsim.pytorch.capture import TrainingStep, default_labels
-from poetsim.pytorch.executor import same_bits
+from poetsim.pytorch.reference import same_bits
 from poetsim.pytorch.source import ModelSource
 from poetsim.pytorch.training import ScheduledModule, StepRecord, fit, scheduled
 

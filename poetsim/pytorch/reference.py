@@ -1,0 +1,57 @@
+"""The reference a scheduled step is held against: a plain `loss.backward()`, compared bit for bit.
+
+A schedule changes where and when activations live, never what is computed, so the gradients
+and the updated buffers of a scheduled step must have exactly the bits of a plain keep-all step
+of the same module on the same batch (`same_bits`: NaNs and signed zeros included).
+"""
+
+import copy
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from poetsim.pytorch.capture import Capture
+
+if TYPE_CHECKING:
+    from poetsim.pytorch.executor import Machine
+
+
+@dataclass(frozen=True)
+class PlainStep:
+    """The reference: gradients and buffers after a plain `loss.backward()`, and its time."""
+
+    grads: dict
+    buffers: dict
+    seconds: float
+
+
+def plain_step(capture: Capture) -> PlainStep:
+    """Run a plain keep-all `loss.backward()` on a copy of the step (the module is not touched)."""
+    reference = copy.deepcopy(capture.step)
+    reference.zero_grad(set_to_none=True)
+    start = time.perf_counter()
+    loss = reference(*capture.inputs)
+    loss.backward()
+    seconds = time.perf_counter() - start
+    grads = {name: p.grad for name, p in reference.named_parameters()}
+    return PlainStep(grads, {name: b.detach() for name, b in reference.named_buffers()}, seconds)
+
+
+def compare(reference: PlainStep, machine: "Machine") -> tuple[bool, tuple[str, ...], bool]:
+    """Whether every gradient and updated buffer of the run has the reference's bits."""
+    differing = []
+    for name, expected in reference.grads.items():
+        mine = machine.grads.get(name)
+        if (expected is None) != (mine is None) or (mine is not None and not same_bits(expected, mine)):
+            differing.append(name)
+    buffers_equal = all(same_bits(reference.buffers[name], value) for name, value in machine.buffers.items())
+    return not differing, tuple(differing), buffers_equal
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors have the same dtype, shape and bytes (NaNs and signed zeros included)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))

@@ -189,3 +189,19 @@ def test_mobilenet_v2s_unproven_schedules_are_improved_by_no_single_change(platf
     outcome = optimise(p.graph, p.costs, p.budgets, HYBRID, Timing.OVERLAP, effort=4.0)
     assert outcome.schedule is not None, outcome.message
     assert_no_single_change_improves(outcome, p.graph, p.costs, p.budgets, Timing.OVERLAP, HYBRID)
+
+
+@pytest.mark.parametrize(
+    ("graph_file", "platform", "ram"),
+    [("mobilenet_v1", "rpi4", "50%"), ("shufflenet_v2", "rpi4", "35%"), ("efficientnet_b0", "rpi4", "35%")],
+)
+def test_unproven_schedules_of_the_outside_architectures_are_improved_by_no_single_change(graph_file, platform, ram):
+    """Architectures the optimiser was not tuned on: its schedules are still local optima.
+
+    Hybrid, 1.2x, 4 units of effort: each returned schedule is improved by no keep-instead-of-
+    recompute, keep-instead-of-page or recompute-instead-of-page change within the budgets.
+    """
+    p = build_problem(f"scenarios/graphs/outside/{graph_file}.json", platform, parse_ram(ram), 1.2, Timing.OVERLAP)
+    outcome = optimise(p.graph, p.costs, p.budgets, HYBRID, Timing.OVERLAP, effort=4.0)
+    assert outcome.schedule is not None, outcome.message
+    assert assert_no_single_change_improves(outcome, p.graph, p.costs, p.budgets, Timing.OVERLAP, HYBRID) > 0

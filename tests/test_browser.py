@@ -374,17 +374,25 @@ def test_paper_page_opens_on_its_verdicts_with_a_chart_per_exhibit(browser, site
 
 
 def readme_headline() -> dict[tuple[str, str], str]:
-    """The README's headline table: {(platform, strategy): cell} (the platform is the cell's first word)."""
+    """The README's ResNet-18 tables at 50 % RAM: {(platform, strategy): cell}.
+
+    Each table's header names the platform, then the RAM budgets; each row is a strategy.
+    """
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    lines = text[text.index("**Headline**") :].splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
-    table = []
-    for line in lines[start:]:
-        if not line.startswith("|"):
-            break
-        table.append([cell.strip() for cell in line.strip().strip("|").split("|")])
-    header, body = table[0], table[2:]
-    return {(row[0].split()[0], strategy): cell for row in body for strategy, cell in zip(header[1:], row[1:])}
+    section = text[text.index("## The ResNet-18 study") :]
+    section = section[: section.index("\n## ", 1)]
+    found: dict[tuple[str, str], str] = {}
+    table: list[list[str]] = []
+    for line in [*section.splitlines(), ""]:
+        if line.startswith("|"):
+            table.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+            continue
+        if table:
+            header, body = table[0], table[2:]
+            column = header.index("50%")
+            found.update({(header[0], row[0]): row[column] for row in body})
+            table = []
+    return found
 
 
 SHIPPED = {

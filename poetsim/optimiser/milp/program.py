@@ -16,13 +16,11 @@ once and kept for the next run.
 """
 
 import atexit
-import itertools
 import math
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
@@ -50,18 +48,16 @@ PRESOLVE_NONZEROS_PER_UNIT = 30_000
 #: slower, for no gain.
 DETECT_SYMMETRY = False
 #: HiGHS runs with none of the heuristics that solve sub-MIPs (RENS, RINS, root reduced-cost
-#: fixing): HiGHS 1.16 checks no limit in those sub-MIPs, which on some covers of MobileNetV2
-#: (dense covering rows) ran for minutes; without them a run keeps to its node limit.
+#: fixing) and without restarts: HiGHS 1.16 checks no limit in those sub-MIPs nor in a restart's
+#: presolve, and on covers of MobileNetV2 each ran for minutes past every limit (a stall-priced
+#: cover of 853 columns that never returned from its second restart solves in 4.6 s without).
+#: Without them a run keeps to its node limit, so its work is the same on every machine.
 NO_UNCHECKED_WORK = {
     "mip_heuristic_run_rens": False,
     "mip_heuristic_run_rins": False,
     "mip_heuristic_run_root_reduced_cost": False,
+    "mip_allow_restart": False,
 }
-#: ... nor a restart in a program with a row of more terms than this: HiGHS 1.16 checks no limit
-#: in a restart's presolve either, which on such rows ran for minutes (stall-priced covers of
-#: MobileNetV2 with rows of 674 and 1,525 terms; the first solves in 4.6 s without restarts).
-#: Elsewhere restarts stay: a cover of ResNet-50 that a restart solves in 0.5 s takes 2.2 s without.
-RESTART_MAX_ROW_TERMS = 500
 #: How long past the guard a solve may take to send its answer before its process is killed.
 #: HiGHS stops within milliseconds of the interrupt its callback raises at the guard.
 KILL_GRACE_S = 0.05
@@ -162,7 +158,6 @@ class Program:
             "random_seed": 0,
             "mip_detect_symmetry": DETECT_SYMMETRY,
             **NO_UNCHECKED_WORK,
-            "mip_allow_restart": allows_restart(self.starts),
             "mip_feasibility_tolerance": tolerance,
             "primal_feasibility_tolerance": tolerance,
         }
@@ -205,11 +200,6 @@ class Program:
         if enough is not None and answer.objective is not None and answer.objective <= enough * (1 + REL_GAP) + 1e-12:
             bound, exact = max(bound, min(enough, answer.objective)), True
         return Solved(False, exact, max(bound, 0.0), values)
-
-
-def allows_restart(starts: Sequence[int]) -> bool:
-    """Whether a program whose rows begin at `starts` (CSR) may restart: no row longer than RESTART_MAX_ROW_TERMS terms."""
-    return all(b - a <= RESTART_MAX_ROW_TERMS for a, b in itertools.pairwise(starts))
 
 
 def model_arrays(cost, lower, upper, row_lower, row_upper, starts, index, value, integer) -> dict:

@@ -230,7 +230,6 @@ def _run_highs(
         INFEASIBLE,
         NO_UNCHECKED_WORK,
         HighsJob,
-        allows_restart,
         model_arrays,
         run_checked,
         run_highs,
@@ -255,7 +254,6 @@ def _run_highs(
         "threads": settings.threads,
         "random_seed": 0,
         **NO_UNCHECKED_WORK,
-        "mip_allow_restart": allows_restart(form.row_start),
     }
     if not presolve:
         options["presolve"] = "off"

@@ -8,9 +8,10 @@ from pathlib import Path
 import typer
 
 from poetsim.assumptions import DEVICE_ASSUMPTIONS
-from poetsim.cli.app import command, emit_json, group, note, out
+from poetsim.cli.app import command, emit_json, group, out
 from poetsim.cli.options import (
     BatchOpt,
+    EffortOpt,
     ModelOpt,
     PlatformOpt,
     RamOpt,
@@ -19,6 +20,7 @@ from poetsim.cli.options import (
     StrategyOpt,
     TimeLimitOpt,
     TimingOpt,
+    choose_point,
 )
 from poetsim.cli.terminal import table
 from poetsim.errors import DeviceError, UserInputError
@@ -43,6 +45,7 @@ def run(
     runtime: RuntimeOpt = None,
     timing: TimingOpt = None,
     solver: SolverOpt = None,
+    effort: EffortOpt = None,
     time_limit: TimeLimitOpt = None,
     batch_size: BatchOpt = None,
     schedule: Path | None = typer.Option(
@@ -73,25 +76,14 @@ def run(
     loaded = load_scenario(scenario)
     if schedule is not None and strategy is None:
         strategy = loaded.strategies[0]  # not used: a given schedule is run, so nothing to note
-    choice = api.choose(
-        loaded,
-        model=model,
-        platform=platform,
-        ram=ram,
-        runtime=runtime,
-        strategy=strategy,
-        timing=timing,
-        batch_size=batch_size,
-    )
-    for text in choice.notes:
-        note(text)
+    choice = choose_point(loaded, model, platform, ram, runtime, strategy, timing, batch_size)
     problem = choice.problem
     check_runnable(problem)
     if schedule is not None:
         picked = load_schedule(schedule)
         label = schedule.name
     else:
-        solved = api.require_schedule(api.solve(scenario, solver=solver, time_limit_s=time_limit, choice=choice))
+        solved = api.require_schedule(api.solve(scenario, solver=solver, effort=effort, time_limit_s=time_limit, choice=choice))
         assert solved.schedule is not None
         picked, label = solved.schedule, choice.strategy
     result = run_on_device(problem, picked, out_dir=out_dir, session=Session(seed=seed, timeout_s=timeout))

@@ -1,12 +1,18 @@
 """Options that several commands share: which scenario point, and how to solve it."""
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from poetsim import strategies
 from poetsim.assumptions import TIMING_HELP
 from poetsim.inputs.solvers import SOLVERS
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from poetsim import api
+    from poetsim.inputs.scenario import Scenario
 
 ModelOpt = Annotated[str | None, typer.Option(help="Model (zoo name or graph path); overrides the scenario.")]
 PlatformOpt = Annotated[str | None, typer.Option(help="Platform name or profile path; overrides the scenario.")]
@@ -74,3 +80,29 @@ BatchOpt = Annotated[
         "--batch-size", "-b", min=1, help="Batch size of zoo models; overrides the scenario (graph files fix their own)."
     ),
 ]
+
+
+def choose_point(scenario: "Path | Scenario", model, platform, ram, runtime, strategy, timing, batch_size) -> "api.Choice":
+    """The point the options name: the scenario's values where an option is not given.
+
+    Each note of the choice (an option that overrides a list, a value taken from the scenario)
+    is printed on stderr.
+    """
+    from poetsim import api
+    from poetsim.cli.app import note
+    from poetsim.inputs.scenario import Scenario, load_scenario
+
+    loaded = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    choice = api.choose(
+        loaded,
+        model=model,
+        platform=platform,
+        ram=ram,
+        runtime=runtime,
+        strategy=strategy,
+        timing=timing,
+        batch_size=batch_size,
+    )
+    for text in choice.notes:
+        note(text)
+    return choice

@@ -8,7 +8,7 @@ import typer
 
 from poetsim import strategies
 from poetsim.assumptions import ASSUMPTIONS, SIMULATOR_ASSUMPTIONS, TIMING_MODELS
-from poetsim.cli.app import command, emit_json, err, note, out
+from poetsim.cli.app import command, emit_json, err, out
 from poetsim.cli.options import (
     BatchOpt,
     EffortOpt,
@@ -20,6 +20,7 @@ from poetsim.cli.options import (
     StrategyOpt,
     TimeLimitOpt,
     TimingOpt,
+    choose_point,
 )
 from poetsim.cli.terminal import Progress, duration, table
 from poetsim.errors import UserInputError
@@ -31,25 +32,6 @@ from poetsim.units import number_text
 if TYPE_CHECKING:
     from poetsim import api
     from poetsim.runs import ResultRow
-
-
-def _choose(scenario: Path, model, platform, ram, runtime, strategy, timing, batch_size) -> "api.Choice":
-    from poetsim import api
-    from poetsim.inputs.scenario import load_scenario
-
-    choice = api.choose(
-        load_scenario(scenario),
-        model=model,
-        platform=platform,
-        ram=ram,
-        runtime=runtime,
-        strategy=strategy,
-        timing=timing,
-        batch_size=batch_size,
-    )
-    for text in choice.notes:
-        note(text)
-    return choice
 
 
 def _solver_progress(progress: Progress, strategy: str):
@@ -106,7 +88,7 @@ def solve(
         api.check_out(out_dir)
         if lp is not None:
             check_output_file(lp, "--lp")
-        choice = _choose(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
+        choice = choose_point(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
         starts = api.load_starts(start, choice.problem)
         if lp is not None:
             progress.update(f"writing {lp}")
@@ -258,7 +240,7 @@ def simulate(
         api.check_out(out_dir)
         if schedule is not None and not schedule.is_file():
             raise UserInputError(f"--schedule: no such file {schedule}")
-        choice = _choose(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
+        choice = choose_point(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
         progress.update(f"{'loading the schedule' if schedule else f'solving {choice.strategy}'}, then the device simulation")
         run = api.simulate(
             scenario,

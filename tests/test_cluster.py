@@ -35,8 +35,9 @@ MCU = ROOT / "scenarios" / "mcu.yaml"
 BIN = Path(sys.executable).parent
 #: A hang detector, not a speed claim (sweep figures come from `python -m benchmarks cluster`).
 HANG_S = 120
-#: Each point's time limit in SLOW; the points at 100 % and paging-only end within a second or
-#: two, recompute-only at 45 % and 35 % runs to the limit: a signal finds points done and running.
+#: Each point's effort (units) and guard (seconds) in SLOW; the points at 100 % and paging-only
+#: end within a second or two, recompute-only at 45 % and 35 % spends it all: a signal finds
+#: points done and running.
 LIMIT_S = 3
 SLOW = f"""\
 name: slow
@@ -45,6 +46,7 @@ batch_size: 8
 platform: rpi4
 budgets: {{ram: [100%, 45%, 35%], runtime: 1.5x}}
 strategies: [recompute-only, paging-only]
+effort: {LIMIT_S}
 time_limit_s: {LIMIT_S}
 """
 #: How long a point abandoned on a worker may still run after the client has gone (its limit, and

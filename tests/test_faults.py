@@ -33,10 +33,9 @@ MCU = ROOT / "scenarios" / "mcu.yaml"
 HANG_S = 30
 
 #: Keep-all-fits points at 100 % that end at once, a paging-only point at 35 % proven in about a
-#: second, and a recompute-only point at 35 % that runs to the time limit (its proof is beyond the
-#: optimiser: results/resnet18 leaves it `feasible` after 12 s), so that a signal finds points both
-#: finished and in flight. (The small Transformer served here until the eviction cover proved all
-#: of its points within a second or two, and the sweep then ended before the test could act.)
+#: second, and a recompute-only point at 35 % that spends its whole effort (its proof is beyond the
+#: optimiser: results/resnet18 leaves it `feasible`), a few seconds, so that a signal finds points
+#: both finished and in flight.
 SLOW = """\
 name: slow
 model: resnet18_cifar
@@ -44,6 +43,7 @@ batch_size: 8
 platform: rpi4
 budgets: {{ram: [100%, 35%], runtime: 1.5x}}
 strategies: [{strategies}]
+effort: {limit}
 time_limit_s: {limit}
 """
 

@@ -184,7 +184,13 @@ def client_dir(tmp_path) -> Path:
     return path
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT as a terminal's shell leaves it, even under a parent that ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def sweep(client_dir: Path, scenario: Path, *args, **popen) -> subprocess.Popen:
+    popen.setdefault("preexec_fn", _interruptible)
     return subprocess.Popen(
         [sys.executable, "-m", "poetsim", "sweep", str(scenario), "--out", "results", *map(str, args)],
         cwd=client_dir,

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
+from poetsim.graphs.graph import Node, TrainingGraph
 from poetsim.graphs.io import load_graph
 from poetsim.inputs.profiles import load_platform
 from poetsim.optimiser import optimise
@@ -20,11 +21,11 @@ from poetsim.optimiser.plans.polish import changes_of, polish
 from poetsim.optimiser.plans.rules import Mode, plan_from_decisions
 from poetsim.schedule.checker import check_schedule, compare_figures
 from poetsim.schedule.costs import node_costs
-from poetsim.schedule.model import Budgets, Moves, Timing
+from poetsim.schedule.model import Budgets, Compute, Free, Moves, PageIn, PageOut, Schedule, Timing
 from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
 
-from optimiser_cases import HYBRID, MOVES, cascading_cases, cases, present, relu_or_conv
+from optimiser_cases import HYBRID, MOVES, cascading_cases, cases, cost_table, present, relu_or_conv
 
 RECOMPUTE = Moves(recompute=True, page=False)
 PAGING = Moves(recompute=False, page=True)
@@ -130,6 +131,43 @@ def test_a_paged_output_dearer_to_page_than_to_rebuild_is_rebuilt_instead():
     assert checked.page_ins == checked.page_outs == 0 and recomputations(after, 1) == 1
     assert checked.total_j == pytest.approx(costs.plain_compute_j + 0.5)
     assert polish(paged, graph, costs, budgets, Timing.COMPUTE_ONLY, moves=PAGING) == paged  # no rebuilding without recomputation
+
+
+def test_a_page_in_that_another_page_in_follows_unread_is_dropped():
+    """A chain whose output r is paged in at stage 3, dropped unread, and paged in again at stage 5 for its reader.
+
+    Every single change of that plan is a schedule the checker accepts (rebuilding r for its reader
+    must not leave the second page-in beside it), and polishing drops the unread page-in.
+    """
+    nodes = [
+        Node(0, "s", "input", False, (), 1),
+        Node(1, "r", "op", False, (0,), 100),
+        *(Node(k, f"f{k}", "op", False, (k - 1,), 10) for k in range(2, 6)),
+        Node(6, "g", "grad", True, (1, 5), 1),
+    ]
+    graph = TrainingGraph.create("unread_page_in", nodes)
+    costs = cost_table(graph, [1.0] * 7, [1.0] * 7, [0.1] * 7, [0.5] * 7)
+    stages = (
+        (Compute(0),),
+        (Compute(1),),
+        (PageOut(1), Compute(2), Free(1)),
+        (PageIn(1), Compute(3), Free(2)),
+        (Compute(4), Free(3), Free(1)),
+        (PageIn(1), Compute(5), Free(4)),
+        (Compute(6), Free(0), Free(1), Free(5)),
+    )
+    timing = Timing.COMPUTE_ONLY
+    schedule = Schedule(graph.name, len(graph), timing, stages)
+    given = check_schedule(schedule, graph, costs, timing)
+    assert given.page_ins == 2
+    budgets = Budgets(given.peak_ram_bytes, 10 * costs.plain_runtime_s)
+    plan = present(plans.from_schedule(schedule, graph), "the plan of the schedule")
+    for change in changes_of(plan, graph, HYBRID):
+        checked = check_schedule(plans.to_schedule(change, graph, costs, timing), graph, costs, timing)
+        assert compare_figures(plans.figures(change, graph, costs, timing), checked) == []
+    after = polish(plan, graph, costs, budgets, timing)
+    checked = check_schedule(plans.to_schedule(after, graph, costs, timing), graph, costs, timing, budgets)
+    assert checked.page_ins < 2
 
 
 def assert_no_single_change_improves(outcome, graph, costs, budgets, timing, moves) -> int:

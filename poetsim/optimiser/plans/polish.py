@@ -125,7 +125,8 @@ def recomputed_pages(plan: Plan, graph: TrainingGraph) -> Iterator[Plan]:
     kept sets of stages t .. r-1 (it is no longer resident before r), the page-in goes, and i is
     computed in stage r, after every input of it that is not resident there, computed in r
     too (and so on back: a cascade; not where one of them is being paged in during r). Its
-    page-outs go once no page-in of i is left.
+    page-outs go once no page-in of i is left. A page-in that another page-in of i follows
+    before r serves no read: it goes, and i leaves the kept sets only up to the next page-in.
     """
     read_at = reads(plan, graph)
     for stage, paged_in in enumerate(plan.paged_in):
@@ -134,6 +135,11 @@ def recomputed_pages(plan: Plan, graph: TrainingGraph) -> Iterator[Plan]:
             if not later:
                 continue
             reader = later[0]
+            again = next((s for s in range(stage + 1, reader) if i in plan.paged_in[s]), None)
+            if again is not None:
+                unread = tuple(k - {i} if stage <= s < again else k for s, k in enumerate(plan.kept))
+                yield _without_page_in(replace(plan, kept=unread), i, stage)
+                continue
             kept = tuple(k - {i} if stage <= s < reader else k for s, k in enumerate(plan.kept))
             resident = kept[reader - 1]
             wanted = _rebuilt(i, resident | frozenset(plan.computed[reader]), graph)

@@ -26,9 +26,12 @@ The order of a cell's points and the points that share one solve are the grid's
 carried across the grid (`poetsim.sweeps.donors.carry_across_grid`).
 """
 
+import ast
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 
 from poetsim.errors import Interrupted, PoetsimError, StorageError, UnavailableError, UserInputError
 from poetsim.inputs.scenario import Point, Scenario
@@ -96,6 +99,8 @@ def run_sweep(
             f"--jobs {jobs}: with --scheduler the cluster's workers decide how many points run at once "
             "(start them with `dask worker ADDRESS --nworkers N --nthreads 1`); leave --jobs out"
         )
+    if address is None:
+        refuse_unguarded_script()
     scenario = scenario.with_limits(effort, time_limit_s)
     plan = plan_sweep(scenario, directory, resume)
     workers = max(1, jobs or os.cpu_count() or 1)
@@ -146,6 +151,41 @@ def _executor(executor: str | None, scheduler: str | None) -> tuple[str, str | N
     if executor != "dask":
         raise UserInputError(f"--scheduler {scheduler}: a scheduler serves --executor dask, not --executor {executor}")
     return executor, scheduler_address(scheduler)
+
+
+def refuse_unguarded_script() -> None:
+    """Refuse a sweep on local worker processes called from the top level of a script file.
+
+    The workers start by importing the script again (multiprocessing's spawn); without `if
+    __name__ == "__main__":` around the call, each worker would run the sweep itself and die
+    at start-up, and every point would be recorded failed.
+    """
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals
+        if frame.f_code.co_name == "<module>" and module.get("__name__") == "__main__" and module.get("__file__"):
+            script = Path(module["__file__"])
+            if not _under_main_guard(script, frame.f_lineno):
+                raise UserInputError(
+                    f"{script.name}, line {frame.f_lineno}: a sweep on local worker processes must be called under "
+                    '`if __name__ == "__main__":` (each worker imports the script again); or pass scheduler= for a Dask cluster'
+                )
+            return
+        frame = frame.f_back
+
+
+def _under_main_guard(script: Path, line: int) -> bool:
+    """Whether `line` of `script` lies in the body of an `if __name__ == "__main__":` (True if the file cannot be read)."""
+    try:
+        tree = ast.parse(script.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) and "__name__" in ast.unparse(node.test):
+            first, last = node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno
+            if first <= line <= last:
+                return True
+    return False
 
 
 def _kept(plan: SweepPlan) -> int:

@@ -158,6 +158,13 @@ GUARD_S_PER_UNIT = 10.0
 GUARD_MIN_S = 10.0
 
 
+def limits_or(default_effort: float, effort: float | None, time_limit_s: float | None) -> tuple[float, float]:
+    """`resolve_limits` with `default_effort` units when neither the effort nor the guard is stated."""
+    effort, limit_s = resolve_limits(default_effort if effort is None and time_limit_s is None else effort, time_limit_s)
+    assert effort is not None and limit_s is not None, "one of them is stated"
+    return effort, limit_s
+
+
 def resolve_limits(effort: float | None, time_limit_s: float | None) -> tuple[float | None, float | None]:
     """A call's effort (units) and guard (seconds) from what was stated.
 

@@ -16,7 +16,7 @@ from poetsim.optimiser.work import Work
 from poetsim.schedule.checker import check_schedule
 from poetsim.schedule.model import Moves, Timing
 from poetsim.schedule.problem import build_problem
-from poetsim.units import GUARD_S_PER_UNIT, parse_ram, resolve_limits
+from poetsim.units import GUARD_MIN_S, GUARD_S_PER_UNIT, limits_or, parse_ram, resolve_limits
 
 RECOMPUTE_ONLY = Moves(recompute=True, page=False)
 
@@ -99,6 +99,48 @@ def test_an_allowance_is_spent_by_work_charged_not_by_time():
 )
 def test_an_effort_or_a_time_limit_stated_alone_derives_the_other(stated, resolved):
     assert resolve_limits(*stated) == resolved
+
+
+@pytest.mark.parametrize(
+    "stated, resolved",
+    [
+        ((None, None), (6.0, 6.0 * GUARD_S_PER_UNIT)),
+        ((12.0, None), (12.0, 12.0 * GUARD_S_PER_UNIT)),
+        ((None, 60.0), (60.0 / GUARD_S_PER_UNIT, 60.0)),
+        ((12.0, 30.0), (12.0, 30.0)),
+    ],
+)
+def test_training_and_validation_take_their_default_effort_only_when_neither_limit_is_stated(stated, resolved):
+    """`poetsim.pytorch.scheduled` and `validate_run` solve with a default effort, else with what is stated."""
+    assert limits_or(6.0, *stated) == resolved
+
+
+def test_a_scheduled_model_solves_with_the_effort_it_is_given(tmp_path, monkeypatch):
+    """`scheduled(..., effort=0.5)` solves with 0.5 units and its guard; the same effort gives the same schedule twice."""
+    torch = pytest.importorskip("torch")
+    from poetsim import pipeline
+    from poetsim.pytorch.training import scheduled
+
+    limits = []
+    real = pipeline.run_strategy
+
+    def run_strategy(*args, **kwargs):
+        limits.append((kwargs["effort"], kwargs["time_limit_s"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "run_strategy", run_strategy)
+
+    def schedule(effort: float):
+        torch.manual_seed(0)
+        layers = [torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)]
+        labels = torch.zeros(8, dtype=torch.long)
+        return scheduled(
+            torch.nn.Sequential(*layers), torch.randn(8, 16), labels=labels, ram="80%", effort=effort, swap_dir=tmp_path
+        )
+
+    first, again = schedule(0.5), schedule(0.5)
+    assert limits == [(0.5, max(0.5 * GUARD_S_PER_UNIT, GUARD_MIN_S))] * 2
+    assert first.plan.schedule == again.plan.schedule
 
 
 def _scenario(**limits) -> Scenario:

@@ -12,6 +12,7 @@ import typer
 
 from poetsim.cli.app import command, emit_json
 from poetsim.cli.app import out as console
+from poetsim.cli.options import PointTimeLimitOpt
 from poetsim.cli.terminal import table
 from poetsim.errors import InternalError, PoetsimError, UserInputError
 from poetsim.schedule.model import Timing
@@ -188,7 +189,13 @@ def validate_run(
     strategy: list[str] | None = typer.Option(None, help="Strategies (repeat; default all of the registry)."),
     runtime: str = typer.Option("2x", help="Deadline, a multiple of one plain pass."),
     timing: str = typer.Option("overlap", help="compute-only or overlap."),
-    time_limit: float = typer.Option(20.0, "--time-limit", min=0.1, help="Solver time limit per point, seconds."),
+    effort: float | None = typer.Option(
+        None,
+        "--effort",
+        min=0.01,
+        help="Optimiser work per point in work units (about a second each; default 2): the same schedules on any machine.",
+    ),
+    time_limit: PointTimeLimitOpt = None,
     platform: str | None = typer.Option(None, "--profile", help="Use this profile instead of measuring the host."),
     calibrate: str = typer.Option(
         "model", help="Profile compute on the model itself (model) or on poetsim's calibration set (suite)."
@@ -257,6 +264,7 @@ def validate_run(
         strategies=strategy,
         runtime_x=_runtime(runtime, parse_runtime),
         timing=Timing(_timing(timing)),
+        effort=effort,
         time_limit_s=time_limit,
         swap_dir=swap_dir,
         threads=threads,

@@ -9,6 +9,7 @@ import typer
 
 from poetsim.cli.app import command, emit_json
 from poetsim.cli.app import out as console
+from poetsim.cli.options import TimeLimitOpt
 from poetsim.cli.terminal import Progress, table
 from poetsim.cli.torch import DtypeOpt, DurableOpt, FactoryArg, HighOpt, SeedOpt, ShapeOpt, SwapOpt, ThreadsOpt
 from poetsim.errors import InternalError
@@ -28,7 +29,13 @@ def train(
     platform: str = typer.Option("rpi4", help="Platform profile: a shipped name, or a YAML such as `poetsim profile` writes."),
     optimizer: str = typer.Option("sgd", help="sgd (momentum 0.9) or adam."),
     lr: float | None = typer.Option(None, "--lr", min=0.0, help="Learning rate (default 0.01 for sgd, 0.001 for adam)."),
-    time_limit: float = typer.Option(60.0, "--time-limit", min=0.1, help="Solver time limit, seconds."),
+    effort: float | None = typer.Option(
+        None,
+        "--effort",
+        min=0.01,
+        help="Optimiser work in work units (about a second each; default 6): the same schedule on any machine.",
+    ),
+    time_limit: TimeLimitOpt = None,
     timing: str = typer.Option("overlap", help="compute-only or overlap."),
     compare: bool = typer.Option(True, "--compare/--no-compare", help="Train a copy plainly first and compare the parameters."),
     threads: int | None = ThreadsOpt,
@@ -67,6 +74,7 @@ def train(
             runtime=runtime,
             strategy=strategy,
             timing=timing,
+            effort=effort,
             time_limit_s=time_limit,
             swap_dir=swap_dir,
             durable=durable,

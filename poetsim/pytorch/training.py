@@ -40,7 +40,10 @@ from poetsim.pytorch.capture import Capture, capture, describe
 from poetsim.pytorch.executor import Machine, default_threads
 from poetsim.pytorch.validate import Prediction, predict
 from poetsim.schedule.model import Schedule, Timing
-from poetsim.units import RamSpec, parse_ram, parse_runtime
+from poetsim.units import RamSpec, limits_or, parse_ram, parse_runtime
+
+#: The optimiser's work (units) for a training schedule when neither an effort nor a time limit is given.
+TRAIN_EFFORT = 6.0
 
 
 @dataclass(frozen=True)
@@ -242,7 +245,8 @@ class _Planner:
     runtime_x: float
     strategy: str
     timing: Timing
-    time_limit_s: float | None
+    effort: float
+    time_limit_s: float
     swap_dir: Path
     durable: bool
     threads: int
@@ -273,7 +277,15 @@ class _Planner:
         else:
             starts = baseline_starts(problem, self.strategy)
             run = require_schedule(
-                run_strategy(problem, self.strategy, time_limit_s=self.time_limit_s, simulate=False, threads=1, starts=starts)
+                run_strategy(
+                    problem,
+                    self.strategy,
+                    effort=self.effort,
+                    time_limit_s=self.time_limit_s,
+                    simulate=False,
+                    threads=1,
+                    starts=starts,
+                )
             )
             assert run.schedule is not None  # a run that is ok has a checked schedule
             schedule, strategy, status = run.schedule, self.strategy, str(run.status.value)
@@ -321,7 +333,8 @@ def scheduled(
     strategy: str = "hybrid",
     schedule: str | Path | Schedule | None = None,
     timing: str | Timing = Timing.OVERLAP,
-    time_limit_s: float | None = 60.0,
+    effort: float | None = None,
+    time_limit_s: float | None = None,
     swap_dir: str | Path = Path("build/swap"),
     durable: bool = True,
     threads: int | None = None,
@@ -337,8 +350,11 @@ def scheduled(
     multiple of one plain pass, "1.2x") on `platform` (a shipped profile, a profile YAML such as
     `poetsim profile` writes, or a Platform). `strategy` is any solved or baseline strategy of
     poetsim's registry, or `schedule` a saved schedule.json/.bin of this model and batch (it must
-    pass the checker within the budgets). Page files go to `swap_dir` (on the device: its flash or
-    SD card), written with fsync and dropped from the page cache unless `durable` is False.
+    pass the checker within the budgets). `effort` is the optimiser's work in work units
+    (default TRAIN_EFFORT), the same schedule on any machine; `time_limit_s` its wall-clock
+    guard (default 10 s a unit; given alone, the effort is a tenth of it). Page files go to
+    `swap_dir` (on the device: its flash or SD card), written with fsync and dropped from the
+    page cache unless `durable` is False.
     `threads` are torch's threads while a step runs (default: the cores less one, left to the
     I/O thread). `on_new_shape` is "error" or "solve" (capture and solve each new batch shape).
     `name` names the graph (default: the model's class).
@@ -357,6 +373,7 @@ def scheduled(
     saved = load_schedule(Path(schedule)) if isinstance(schedule, (str, Path)) else schedule
     if saved is not None and on_new_shape == "solve":
         raise UserInputError("on_new_shape='solve' needs a strategy to solve with, not a saved schedule")
+    effort_units, guard_s = limits_or(TRAIN_EFFORT, effort, time_limit_s)
     planner = _Planner(
         model=model,
         loss=loss,
@@ -366,7 +383,8 @@ def scheduled(
         runtime_x=float(runtime) if isinstance(runtime, (int, float)) else _parsed("runtime", runtime, parse_runtime),
         strategy=strategy,
         timing=_timing(timing),
-        time_limit_s=time_limit_s,
+        effort=effort_units,
+        time_limit_s=guard_s,
         swap_dir=Path(swap_dir),
         durable=durable,
         threads=threads or default_threads(),

@@ -26,7 +26,7 @@ from poetsim.schedule.checker import check_schedule
 from poetsim.schedule.costs import INPUT_OP, CostTable, node_costs
 from poetsim.schedule.model import Compute, PageIn, PageOut, Schedule, Timing
 from poetsim.schedule.problem import make_problem
-from poetsim.units import RamSpec, parse_ram
+from poetsim.units import RamSpec, limits_or, parse_ram
 
 if TYPE_CHECKING:  # the capture and the executor import torch; this module is imported without it
     from poetsim.pytorch.capture import Capture
@@ -121,6 +121,8 @@ class Validation:
 
 
 DEFAULT_RAMS = ("100%", "70%", "50%", "35%")
+#: The optimiser's work (units) per solved point when neither an effort nor a time limit is given.
+VALIDATE_EFFORT = 2.0
 #: The status of a strategy that does not apply to the graph (POFO on a graph that is not a chain).
 SKIPPED = "skipped"
 
@@ -146,7 +148,8 @@ def validate_run(
     strategies: Iterable[str] | None = None,
     runtime_x: float = 2.0,
     timing: Timing = Timing.OVERLAP,
-    time_limit_s: float = 20.0,
+    effort: float | None = None,
+    time_limit_s: float | None = None,
     swap_dir: Path = Path("build/swap"),
     threads: int | None = None,
     durable: bool = True,
@@ -164,7 +167,9 @@ def validate_run(
     theirs (poetsim.pytorch.host); the median and the spread are reported beside it. Its peak
     is the largest of all its runs. `on_progress` gets a line of text per step. A strategy that
     does not apply to the graph (POFO on a graph that is not a chain) is skipped with one line
-    saying why: its row, at the first budget, has status `skipped`.
+    saying why: its row, at the first budget, has status `skipped`. Each solve does `effort`
+    work units (default VALIDATE_EFFORT) within `time_limit_s` (default 10 s a unit; given
+    alone, the effort is a tenth of it).
 
     With `recalibrate`, each round also runs the model's keep-all schedule, and the predictions
     use the profile's compute rates re-measured on the fastest of those runs
@@ -177,6 +182,7 @@ def validate_run(
 
     graph = capture.graph
     threads = threads or default_threads()
+    effort_units, guard_s = limits_or(VALIDATE_EFFORT, effort, time_limit_s)
     names = tuple(strategies or registry.names())
     for name in names:
         registry.get(name)
@@ -192,7 +198,9 @@ def validate_run(
             if name in skipped:
                 continue
             try:
-                run = run_strategy(problem, name, time_limit_s=time_limit_s, simulate=False, threads=solver_threads)
+                run = run_strategy(
+                    problem, name, effort=effort_units, time_limit_s=guard_s, simulate=False, threads=solver_threads
+                )
             except NotApplicableError as error:
                 skipped.add(name)
                 slots.append(ValidationRow(**head, status=SKIPPED, message=str(error)))

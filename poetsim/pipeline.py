@@ -250,6 +250,7 @@ def result_row(run: Run, **point: object) -> ResultRow:
             solver=solve.solver,
             build_s=solve.build_s,
             solve_s=solve.solve_s,
+            work=solve.work,
             bound_j=solve.bound_j,
             gap_total=solve.gap_total,
             gap_overhead=solve.gap_overhead,

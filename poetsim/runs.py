@@ -72,6 +72,7 @@ class ResultRow:
     solver: str | None = None
     build_s: float | None = None
     solve_s: float | None = None
+    work: float | None = None  # the optimiser's work units (the same on any machine and at any load)
     bound_j: float | None = None
     gap_total: float | None = None
     gap_overhead: float | None = None

@@ -99,6 +99,7 @@ def test_solve_json_reports_a_checked_schedule(tmp_path):
     assert row["predicted_peak_ram_bytes"] <= row["ram_budget_bytes"]
     assert row["schedule_bytes"] == (tmp_path / "schedule.bin").stat().st_size
     assert json.loads((tmp_path / "schedule.json").read_text())["format"] == "poetsim-schedule"
+    assert row["work"] > 0  # the optimiser's work units, beside its seconds
 
 
 def test_solve_says_what_its_time_before_the_milp_was_spent_on():

@@ -64,6 +64,7 @@ def test_every_point_is_a_row_with_its_status(tmp_path):
     solved = frame[frame["status"] == "optimal"]
     assert (solved["predicted_total_j"] >= solved["keep_all_energy_j"] * (1 - 1e-9)).all()
     assert solved["simulated_total_j"].notna().all()
+    assert (solved["work"] >= 0).all() and (solved["work"] > 0).any()  # each solve's work units, beside its seconds
     assert all((tmp_path / "out" / "points").iterdir())
 
 
@@ -199,7 +200,7 @@ def test_a_twin_takes_the_earlier_points_answer_checked_and_simulated_on_its_own
     leader, follower = frame.loc[LEADER], frame.loc[FOLLOWER]
     assert leader["status"] == follower["status"] == "optimal"
     assert follower["predicted_total_j"] == pytest.approx(leader["predicted_total_j"], rel=1e-12)
-    assert follower["bound_j"] == leader["bound_j"] and follower["solve_s"] == 0
+    assert follower["bound_j"] == leader["bound_j"] and follower["solve_s"] == follower["work"] == 0
     assert LEADER in follower["message"] and "one solve for both" in follower["message"]
     assert follower["platform"] == "rpi4-nocache" and follower["simulated_total_j"] > 0
     points = {point.key: point for point in scenario.points()}

@@ -154,6 +154,7 @@ def _adopt(
         solver=row.solver,
         build_s=row.build_s,
         solve_s=row.solve_s,
+        work=row.work,
         wall_s=row.wall_s,
     )
     if row.bound_j is not None:

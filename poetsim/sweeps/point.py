@@ -194,6 +194,7 @@ def _twin_run(job: PointJob, problem: Problem, fields: dict) -> tuple[Run, Resul
         solver=twin.solver,
         build_s=0.0,
         solve_s=0.0,
+        work=0.0,
         bound_j=twin.bound_j,
         gap_total=twin.gap_total,
         gap_overhead=twin.gap_overhead,

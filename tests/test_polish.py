@@ -160,7 +160,7 @@ def test_a_page_in_that_another_page_in_follows_unread_is_dropped():
     schedule = Schedule(graph.name, len(graph), timing, stages)
     given = check_schedule(schedule, graph, costs, timing)
     assert given.page_ins == 2
-    budgets = Budgets(given.peak_ram_bytes, 10 * costs.plain_runtime_s)
+    budgets = Budgets(int(given.peak_ram_bytes), 10 * costs.plain_runtime_s)
     plan = present(plans.from_schedule(schedule, graph), "the plan of the schedule")
     for change in changes_of(plan, graph, HYBRID):
         checked = check_schedule(plans.to_schedule(change, graph, costs, timing), graph, costs, timing)

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from poetsim.graphs.graph import Node, TrainingGraph
 from poetsim.optimiser import keep_all, optimise
 from poetsim.optimiser.milp.formulation import formulate
 from poetsim.optimiser.plans import plan as plans
@@ -21,7 +22,7 @@ from poetsim.optimiser.plans.rules import Mode, plan_from_decisions, uses
 from poetsim.schedule.checker import check_schedule, compare_figures
 from poetsim.schedule.model import Budgets, Timing
 
-from optimiser_cases import HYBRID, MOVES, cascading_cases, cases, gurobi_license
+from optimiser_cases import HYBRID, MOVES, cascading_cases, cases, cost_table, gurobi_license
 
 GAP = 1e-7  # tight enough that "optimal" answers can be compared across strategies
 
@@ -86,6 +87,31 @@ def test_highs_and_the_shell_solvers_agree_on_the_optimum(solver, executable, ca
         a = checked_total(highs, graph, costs, timing, budgets)
         b = checked_total(other, graph, costs, timing, budgets)
         assert a == pytest.approx(b, rel=1e-6)
+
+
+def test_the_bare_milp_with_highs_finds_keep_all_where_it_fits_at_the_budget():
+    """A 7-node case whose RAM budget is exactly the keep-all peak: keep-all (9 J) is the optimum.
+
+    HiGHS 1.16 with presolve called 10 J optimal here, with a bound of 10 J; the run without presolve
+    that confirms a small model's answer finds keep-all, as SCIP does.
+    """
+    sizes = (77, 61, 53, 4, 53, 61, 77)
+    deps = ((), (0,), (1,), (2,), (1, 2, 3), (0, 1, 4), (0, 5))
+    names = ("f0", "f1", "f2", "loss", "g2", "g1", "g0")
+    ops = ("op", "op", "op", "loss", "grad", "grad", "grad")
+    nodes = [Node(k, names[k], ops[k], k >= 4, deps[k], sizes[k], 0, 1.0 if k < 4 else 2.0) for k in range(7)]
+    graph = TrainingGraph.create("case", nodes)
+    costs = cost_table(
+        graph,
+        (1.0, 1.5, 1.0, 1.0, 1.0, 2.0, 1.0),
+        (1.0, 2.0, 2.0, 1.0, 1.0, 1.0, 1.0),
+        [1.0] * 7,
+        (0.5, 1.0, 0.125, 1.0, 1.0, 1.0, 1.0),
+    )
+    budgets = Budgets(graph.keep_all_peak_bytes, 1.3125 * costs.plain_runtime_s)
+    outcome = optimise(graph, costs, budgets, HYBRID, Timing.COMPUTE_ONLY, solver="highs", mip_rel_gap=GAP, warm_start=False)
+    assert outcome.status == "optimal"
+    assert checked_total(outcome, graph, costs, Timing.COMPUTE_ONLY, budgets) == pytest.approx(costs.plain_compute_j)
 
 
 @pytest.mark.parametrize(

@@ -52,6 +52,23 @@ TimeLimitOpt = Annotated[
         ),
     ),
 ]
+#: `train`'s and `validate-run`'s effort, whose defaults are their own (`poetsim.pytorch`).
+TrainEffortOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--effort",
+        min=0.01,
+        help="Optimiser work in work units (about a second each; default 6): the same schedule on any machine.",
+    ),
+]
+ValidateEffortOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--effort",
+        min=0.01,
+        help="Optimiser work per point in work units (about a second each; default 2): the same schedules on any machine.",
+    ),
+]
 PointEffortOpt = Annotated[
     float | None,
     typer.Option(

@@ -12,7 +12,7 @@ import typer
 
 from poetsim.cli.app import command, emit_json
 from poetsim.cli.app import out as console
-from poetsim.cli.options import PointTimeLimitOpt
+from poetsim.cli.options import PointTimeLimitOpt, ValidateEffortOpt
 from poetsim.cli.terminal import table
 from poetsim.errors import InternalError, PoetsimError, UserInputError
 from poetsim.schedule.model import Timing
@@ -189,12 +189,7 @@ def validate_run(
     strategy: list[str] | None = typer.Option(None, help="Strategies (repeat; default all of the registry)."),
     runtime: str = typer.Option("2x", help="Deadline, a multiple of one plain pass."),
     timing: str = typer.Option("overlap", help="compute-only or overlap."),
-    effort: float | None = typer.Option(
-        None,
-        "--effort",
-        min=0.01,
-        help="Optimiser work per point in work units (about a second each; default 2): the same schedules on any machine.",
-    ),
+    effort: ValidateEffortOpt = None,
     time_limit: PointTimeLimitOpt = None,
     platform: str | None = typer.Option(None, "--profile", help="Use this profile instead of measuring the host."),
     calibrate: str = typer.Option(

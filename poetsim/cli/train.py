@@ -9,7 +9,7 @@ import typer
 
 from poetsim.cli.app import command, emit_json
 from poetsim.cli.app import out as console
-from poetsim.cli.options import TimeLimitOpt
+from poetsim.cli.options import TimeLimitOpt, TrainEffortOpt
 from poetsim.cli.terminal import Progress, table
 from poetsim.cli.torch import DtypeOpt, DurableOpt, FactoryArg, HighOpt, SeedOpt, ShapeOpt, SwapOpt, ThreadsOpt
 from poetsim.errors import InternalError
@@ -29,12 +29,7 @@ def train(
     platform: str = typer.Option("rpi4", help="Platform profile: a shipped name, or a YAML such as `poetsim profile` writes."),
     optimizer: str = typer.Option("sgd", help="sgd (momentum 0.9) or adam."),
     lr: float | None = typer.Option(None, "--lr", min=0.0, help="Learning rate (default 0.01 for sgd, 0.001 for adam)."),
-    effort: float | None = typer.Option(
-        None,
-        "--effort",
-        min=0.01,
-        help="Optimiser work in work units (about a second each; default 6): the same schedule on any machine.",
-    ),
+    effort: TrainEffortOpt = None,
     time_limit: TimeLimitOpt = None,
     timing: str = typer.Option("overlap", help="compute-only or overlap."),
     compare: bool = typer.Option(True, "--compare/--no-compare", help="Train a copy plainly first and compare the parameters."),

@@ -100,7 +100,7 @@ def run_sweep(
             "(start them with `dask worker ADDRESS --nworkers N --nthreads 1`); leave --jobs out"
         )
     if address is None:
-        refuse_unguarded_script()
+        _refuse_unguarded_script()
     scenario = scenario.with_limits(effort, time_limit_s)
     plan = plan_sweep(scenario, directory, resume)
     workers = max(1, jobs or os.cpu_count() or 1)
@@ -153,7 +153,7 @@ def _executor(executor: str | None, scheduler: str | None) -> tuple[str, str | N
     return executor, scheduler_address(scheduler)
 
 
-def refuse_unguarded_script() -> None:
+def _refuse_unguarded_script() -> None:
     """Refuse a sweep on local worker processes called from the top level of a script file.
 
     The workers start by importing the script again (multiprocessing's spawn); without `if

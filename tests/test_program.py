@@ -46,6 +46,41 @@ def test_an_uncoverable_row_is_proven_infeasible():
     assert solved.infeasible and solved.values is None
 
 
+def _runs_seen(monkeypatch) -> list[program.HighsJob]:
+    """The jobs `run_checked` hands to the HiGHS process, each still run there."""
+    seen: list[program.HighsJob] = []
+    run = program.run_highs
+
+    def spy(job, limit_s, watch=None):
+        seen.append(job)
+        return run(job, limit_s, watch)
+
+    monkeypatch.setattr(program, "run_highs", spy)
+    return seen
+
+
+def test_an_infeasibility_is_confirmed_by_the_relaxation_without_presolve_where_that_is_infeasible(monkeypatch):
+    """3a >= 10 with a in [0, 1]: even the relaxation has no solution, so the program itself is not run again."""
+    seen = _runs_seen(monkeypatch)
+    p = Program()
+    p.row([(p.column(("a",), 1.0), 3.0)], 10.0, math.inf)
+    solved = p.solve(_within(10))
+    assert solved.infeasible and solved.values is None
+    assert [job.options.get("presolve") for job in seen] == [None, "off"]
+    assert not any(seen[1].model["integer"]), "the check is the linear relaxation"
+
+
+def test_an_infeasibility_of_integrality_alone_is_confirmed_by_the_program_without_presolve(monkeypatch):
+    """2a = 1 with a in {0, 1}: the relaxation has a = 0.5, so the 0-1 program is run without presolve."""
+    seen = _runs_seen(monkeypatch)
+    p = Program()
+    p.row([(p.column(("a",), 1.0), 2.0)], 1.0, 1.0)
+    solved = p.solve(_within(10))
+    assert solved.infeasible and solved.values is None
+    assert [job.options.get("presolve") for job in seen] == [None, "off", "off"]
+    assert not any(seen[1].model["integer"]) and all(seen[2].model["integer"])
+
+
 def test_enough_stops_at_a_solution_that_costs_no_more_and_calls_it_optimal():
     """With a known bound of 11 from elsewhere, the first solution of cost 11 is proven optimal."""
     solved = knapsack_cover().solve(_within(10), enough=11.0)

@@ -302,20 +302,47 @@ def run_checked(job: HighsJob, limit_s: float | None, watch=None) -> HighsAnswer
     """`run_highs`, with an infeasibility believed only from a run without presolve.
 
     HiGHS 1.16's presolve has called a feasible model infeasible (docs/optimiser.md, section 5). So
-    an infeasible answer of a run with presolve is followed by one without, within what is left of
-    the guard, whose answer is returned (its run time and tallies the sum of both); if it ends
-    first, it is a stop, not a proof.
+    an infeasible answer of a run with presolve is checked without presolve, within what is left
+    of the guard: first the linear relaxation (its infeasibility proves the program's), then, if
+    that has a solution, the program itself. The last run's answer is returned, its run time and
+    tallies the sum of all; a check that ends first is a stop, not a proof.
+
+    The relaxation goes first because it is the quick check: HiGHS's MIP solver without presolve
+    can spend minutes in the root of a program whose relaxation its LP solver proves infeasible in
+    a second (a 17,528-row timed cover: 548 s against 1.6 s).
     """
+    import numpy as np
+
     began = perf_counter()
     answer = run_highs(job, limit_s, watch)
     if answer.status not in INFEASIBLE or answer.rejected or job.options.get("presolve") == "off":
         return answer
+    relaxed = replace(
+        job,
+        model={**job.model, "integer": np.zeros(len(job.model["integer"]), dtype=bool)},
+        enough=None,
+        gap=None,
+        full_start=None,
+        partial_start=None,
+    )
+    checks = [answer, _without_presolve(relaxed, limit_s, began, watch)]
+    if checks[-1].status == "kOptimal" and not checks[-1].rejected:
+        checks.append(_without_presolve(job, limit_s, began, watch))
+    else:  # a proof, or a stop; the relaxation's values are no solution of the program
+        checks[-1] = replace(checks[-1], objective=None, dual_bound=None, values=None)
+    return replace(
+        checks[-1],
+        run_s=sum(a.run_s for a in checks),
+        iterations=sum(a.iterations for a in checks),
+        nodes=sum(a.nodes for a in checks),
+    )
+
+
+def _without_presolve(job: HighsJob, limit_s: float | None, began: float, watch) -> HighsAnswer:
+    """`job` run without presolve, within what is left of `limit_s` from `began`."""
     left_s = None if limit_s is None else max(limit_s - (perf_counter() - began), 0.01)
     options = {**job.options, "presolve": "off", **({} if left_s is None else {"time_limit": left_s})}
-    check = run_highs(replace(job, options=options, stop_s=left_s), left_s, watch)
-    return replace(
-        check, run_s=answer.run_s + check.run_s, iterations=answer.iterations + check.iterations, nodes=answer.nodes + check.nodes
-    )
+    return run_highs(replace(job, options=options, stop_s=left_s), left_s, watch)
 
 
 class _Solver:

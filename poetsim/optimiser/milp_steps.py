@@ -49,11 +49,41 @@ def time_for_milp(call: Call, found: Found) -> bool:
 
 def build(call: Call, found: Found) -> Found:
     """The stage MILP (`formulation`), built once for the runs after it."""
+    if found.form is not None:
+        return found
     task = call.task
     call.note("build")
     form = formulate(task.graph, task.costs, task.budgets, task.moves, task.timing)
     call.allowance.charge(FORMULATE_UNITS_PER_NONZERO * len(form.row_index))
     return replace(found, form=form, build_s=call.clock.elapsed_s())
+
+
+def choice_solve(call: Call, found: Found) -> Found:
+    """The MILP confined to the choice of the cover with page-in stalls priced: its placement.
+
+    Where paging is slow against compute, that cover's choice is often the optimum's outputs (it
+    prices each transfer's own stall), which the plain cover's placements miss; the confined MILP
+    places it exactly: which stages page, what is kept, what a recomputation rebuilds with it. It
+    runs where that choice differs from the plain cover's and the stage MILP is small enough for
+    what is left (`Shares.choice_nonzeros_per_unit`: the confined program is small, but HiGHS
+    reads the whole one), and its build serves the MILP steps after it.
+    """
+    choice, plain, task = found.page_in_cover, found.cover, call.task
+    if choice is None or not choice.restores or call.standing.proven() or call.allowance.over():
+        return found
+    if plain is not None and (choice.recomputed, choice.paged) == (plain.recomputed, plain.paged):
+        return found
+    left = call.allowance.left()
+    nonzeros = len(found.form.row_index) if found.form is not None else milp_nonzeros_estimate(task.graph, task.moves)
+    if left is not None and (left < call.shares.min_milp or nonzeros > call.shares.choice_nonzeros_per_unit * left):
+        return found
+    found = build(call, found)
+    assert found.form is not None, "built above"
+    narrow = restricted(found.form, task.graph, choice)
+    result = _run(call, narrow, call.allowance.part(call.shares.choice_solve), "choice solve", bound_holds=False)
+    if result.values is not None:
+        call.standing.offer(plans.from_columns(narrow, result.values), "the MILP confined to the page-in-priced cover's choice")
+    return _account(found, result)
 
 
 def restricted_solve(call: Call, found: Found) -> Found:

@@ -31,6 +31,12 @@ class Shares:
     #: ... and, for the second of them, the share of its cover without cascades: its bound comes
     #: from the cascade cover.
     page_in_no_cascade: float = 0.2
+    #: The MILP confined to the choice of the first of those covers (`milp_steps.choice_solve`).
+    choice_solve: float = 0.5
+    #: ... which runs only with this many nonzeros of the stage MILP or fewer per unit left: the
+    #: confined program is small, but HiGHS reads the whole one, and on the larger graphs its
+    #: presolve and root then take most of the call.
+    choice_nonzeros_per_unit: int = 10_000
     #: The timed cover, which places transfers and can prove more.
     timed: float = 0.6
     #: ... with no schedule yet: then the timed cover is what can prove that none exists.

@@ -9,6 +9,7 @@ incumbent and the bound are the call's `Standing`. `search.Search` runs them in 
 import math
 from dataclasses import dataclass, replace
 
+from poetsim.optimiser import milp_steps
 from poetsim.optimiser.allowance import Allowance
 from poetsim.optimiser.baselines.simple import rebuilt_plan, start_plan
 from poetsim.optimiser.bounds.cover import CoverBound, cover_bound, paging_floor_j, second_restore_bound
@@ -183,11 +184,13 @@ def timed(call: Call, found: Found) -> Found:
 
 
 def page_in_bound(call: Call, found: Found) -> Found:
-    """The covers with page-ins' own stalls priced as well as page-outs', for their bounds only.
+    """The covers with page-ins' own stalls priced as well as page-outs', under `overlap` with paging.
 
-    First as before and then also with the page-ins that recomputations need (item 6), under
-    `overlap` with paging, right after the placement search. Their choices are not placed: placed,
-    they left worse schedules than the page-out-priced cover's, and the bound is what they add.
+    Right after the placement search: first as before, then also with the page-ins that
+    recomputations need (item 6). The first one's choice is not placed as the plain cover's is
+    (placed so, such choices left worse schedules than the page-out-priced cover's): the MILP
+    confined to it places it (`milp_steps.choice_solve`), between the two covers. The second is
+    for its bound only.
     """
     allowance = call.allowance.part(call.shares.page_in_bound)
     before = found.stall_cover or found.cover
@@ -200,6 +203,8 @@ def page_in_bound(call: Call, found: Found) -> Found:
         ):
             return found
         before = stall_priced(call, allowance, page_in_stalls=True, cascade_page_ins=cascade_page_ins)
+        if before is not None and not cascade_page_ins:
+            found = milp_steps.choice_solve(call, replace(found, page_in_cover=before))
     return found
 
 

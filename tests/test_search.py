@@ -1,8 +1,10 @@
 """The steps of one optimise call that spend the time the MILP cannot use (`optimiser.search`)."""
 
+from dataclasses import replace
+
 import pytest
 
-from poetsim.optimiser import steps
+from poetsim.optimiser import milp_steps, steps
 from poetsim.optimiser.baselines.simple import start_plan
 from poetsim.optimiser.call import SolveSettings, Task
 from poetsim.optimiser.clock import Clock, Reporter
@@ -61,3 +63,37 @@ def test_the_greedy_rules_that_ran_to_their_end_are_not_run_again():
     # keep-all, checkpoint-sqrt, three greedies keeping recomputed outputs, two dropping them
     assert finished == set(range(7))
     assert start_plan(graph, costs, budgets, moves, Timing.OVERLAP, finished=finished) is None
+
+
+def _rpi4_hybrid_call(model: str, ram: str, batch_size: int | None = None):
+    problem = build_problem(model, "rpi4", parse_ram(ram), 1.2, Timing.OVERLAP, batch_size=batch_size)
+    clock = Clock(600.0)
+    task = Task(problem.graph, problem.costs, problem.budgets, Moves(recompute=True, page=True), Timing.OVERLAP)
+    return Search(task, SolveSettings("highs", 1e-4, 1), 60.0, clock, Reporter(None, clock)).call
+
+
+def test_the_milp_confined_to_the_page_in_priced_choice_pages_only_that_choice_and_keeps_its_build():
+    """ResNet-18 (CIFAR, batch 8) on the Pi at 50 %: the confined MILP's schedule moves only the chosen outputs.
+
+    There the page-in-priced cover pages outputs 1 and 52 where the plain cover pages 10 and 61.
+    """
+    call = _rpi4_hybrid_call("resnet18_cifar", "50%", batch_size=8)
+    found = steps.cover(call)
+    priced = steps.stall_priced(call, call.allowance.part(0.9), page_in_stalls=True)
+    assert priced is not None and found.cover is not None
+    assert (priced.recomputed, priced.paged) != (found.cover.recomputed, found.cover.paged)
+    after = milp_steps.choice_solve(call, replace(found, page_in_cover=priced))
+    best = call.standing.best
+    assert best is not None and best.source == "the MILP confined to the page-in-priced cover's choice"
+    assert {i for computed in best.plan.computed for i in computed[:-1]} <= priced.recomputed
+    assert set().union(*best.plan.paged_out) <= priced.paged
+    assert after.form is not None, "the build serves the MILP steps after it"
+    assert milp_steps.build(call, after) is after
+
+
+def test_a_page_in_priced_choice_that_is_the_plain_covers_is_not_solved_again():
+    call = _rpi4_hybrid_call("resnet18_cifar", "50%", batch_size=8)
+    found = steps.cover(call)
+    before = call.allowance.meter.done
+    assert milp_steps.choice_solve(call, replace(found, page_in_cover=found.cover)) == replace(found, page_in_cover=found.cover)
+    assert call.allowance.meter.done == before and call.standing.best is None

@@ -186,11 +186,11 @@ def timed(call: Call, found: Found) -> Found:
 def page_in_bound(call: Call, found: Found) -> Found:
     """The covers with page-ins' own stalls priced as well as page-outs', under `overlap` with paging.
 
-    Right after the placement search: first as before, then also with the page-ins that
-    recomputations need (item 6). The first one's choice is not placed as the plain cover's is
-    (placed so, such choices left worse schedules than the page-out-priced cover's): the MILP
-    confined to it places it (`milp_steps.choice_solve`), between the two covers. The second is
-    for its bound only.
+    Right after the placement search: first with the page-ins' stalls, then also with the
+    page-ins that recomputations need (item 6). The first one's choice is placed by the MILP
+    confined to it (`milp_steps.choice_solve`), between the two covers: placed by `cover_plan`,
+    such a choice gives worse schedules than the page-out-priced cover's. The second is for its
+    bound only.
     """
     allowance = call.allowance.part(call.shares.page_in_bound)
     before = found.stall_cover or found.cover

@@ -33,18 +33,20 @@ def milp_nonzeros_estimate(graph: TrainingGraph, moves: Moves) -> int:
     return NONZEROS_PER_COLUMN[moves.recompute, moves.page] * columns
 
 
-def time_for_milp(call: Call, found: Found) -> bool:
+def time_for_milp(call: Call, found: Found, nonzeros_per_unit: int | None = None) -> bool:
     """Whether enough is left for a MILP step: a short run finds nothing, and HiGHS overruns short limits.
 
-    Nor does a run whose presolve alone would outlast what is left (before the build, by
-    `milp_nonzeros_estimate`, so that a build no solve could follow is skipped too).
+    Nor does a run whose presolve alone would outlast what is left: at most `nonzeros_per_unit`
+    (default `Shares.milp_nonzeros_per_unit`) nonzeros of the stage MILP per unit left (before the
+    build, by `milp_nonzeros_estimate`, so that a build no solve could follow is skipped too).
     """
     left = call.allowance.left()
     if left is None:
         return True
     form = found.form
     nonzeros = len(form.row_index) if form is not None else milp_nonzeros_estimate(call.task.graph, call.task.moves)
-    return left >= call.shares.min_milp and nonzeros <= call.shares.milp_nonzeros_per_unit * left
+    per_unit = call.shares.milp_nonzeros_per_unit if nonzeros_per_unit is None else nonzeros_per_unit
+    return left >= call.shares.min_milp and nonzeros <= per_unit * left
 
 
 def build(call: Call, found: Found) -> Found:
@@ -73,9 +75,7 @@ def choice_solve(call: Call, found: Found) -> Found:
         return found
     if plain is not None and (choice.recomputed, choice.paged) == (plain.recomputed, plain.paged):
         return found
-    left = call.allowance.left()
-    nonzeros = len(found.form.row_index) if found.form is not None else milp_nonzeros_estimate(task.graph, task.moves)
-    if left is not None and (left < call.shares.min_milp or nonzeros > call.shares.choice_nonzeros_per_unit * left):
+    if not time_for_milp(call, found, call.shares.choice_nonzeros_per_unit):
         return found
     found = build(call, found)
     assert found.form is not None, "built above"

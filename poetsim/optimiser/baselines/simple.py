@@ -6,7 +6,7 @@ solver: a feasible answer at once, which the solver then improves.
 """
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -14,7 +14,7 @@ from poetsim.graphs.graph import TrainingGraph
 from poetsim.optimiser.allowance import Allowance, charge, spent
 from poetsim.optimiser.plans.keeps import keep_more
 from poetsim.optimiser.plans.plan import Accounting, Plan, account, figures, to_schedule
-from poetsim.optimiser.plans.rules import Decisions, Mode, plan_from_decisions, reads, uses
+from poetsim.optimiser.plans.rules import Decisions, Mode, PageStages, plan_from_decisions, reads, uses
 from poetsim.optimiser.work import replay_units
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Figures, Moves, Schedule, Timing
@@ -39,6 +39,9 @@ _Barred = tuple[int, int, int, Mode]
 
 #: Decisions replayed: their plan, its figures and its accounting.
 _Replayed = tuple[Plan, Figures, Accounting]
+
+#: Where the PAGE decisions transfer: decisions in, their stages out (`hidden_page_stages`).
+_Placed = Callable[[Decisions], PageStages]
 
 #: `_replay` with the greedy's settings bound: decisions in, their replayed state out.
 _Replay = Callable[[Decisions], _Replayed]
@@ -253,8 +256,10 @@ def rebuilt_plan(
     timing: Timing,
     allowance: Allowance | None = None,
     keeps_allowance: Allowance | None = None,
+    moves: Moves = RECOMPUTING,
+    hide_page_outs: bool = False,
 ) -> Plan | None:
-    """The recompute-only greedy that drops recomputed cascades, improved change by change; None if no plan fits.
+    """The greedy that drops recomputed cascades, improved change by change; None if no plan fits.
 
     Its changes are taken out one at a time, and the RAM budget filled again without each. The
     greedy takes the change that saves the most peak bytes per joule at each step, and an
@@ -267,10 +272,16 @@ def rebuilt_plan(
     does (`keeps.keep_more`), and the rebuilt plan is returned only where it is the cheaper.
     Deterministic; `allowance` stops the search where it is, and `keeps_allowance` (the call's,
     as for `cover_plan`) the keeps after it (docs/optimiser.md, "Plans").
+
+    `moves` are recomputation alone by default. Where they page too, each page-in goes to a stage
+    whose compute hides it (`hidden_page_stages`; with `hide_page_outs` each page-out too), so that
+    the greedy weighs a swap at the stall it need have, not at the stall of the stage before its
+    reader.
     """
-    allowed = [Mode.RECOMPUTE]
+    allowed = _allowed(moves)
+    placed = partial(hidden_page_stages, costs, hide_page_outs=hide_page_outs) if moves.page else None
     lifted = replace(budgets, runtime_s=math.inf)
-    replay = partial(_replay, graph, costs, timing, keep_recomputed=False, allowance=allowance)
+    replay = partial(_replay, graph, costs, timing, keep_recomputed=False, allowance=allowance, placed=placed)
     found = _fill(graph, costs, lifted, timing, {}, set(), allowed, replay, allowance)
     if found is None:
         return None
@@ -294,15 +305,48 @@ def rebuilt_plan(
                 improved = True
     if best is None:
         return None
-    rebuilt = _with_keeps(graph, costs, budgets, timing, best[0], best[1], allowance=keeps_allowance)
+    rebuilt = _with_keeps(graph, costs, budgets, timing, best[0], best[1], allowance=keeps_allowance, placed=placed)
     if start is None or start is best:
         return rebuilt[0]
-    first = _with_keeps(graph, costs, budgets, timing, start[0], start[1], allowance=keeps_allowance)
+    first = _with_keeps(graph, costs, budgets, timing, start[0], start[1], allowance=keeps_allowance, placed=placed)
     return min((rebuilt, first), key=lambda found: found[1].total_j)[0]
 
 
 def _allowed(moves: Moves) -> list[Mode]:
     return [mode for mode, ok in ((Mode.RECOMPUTE, moves.recompute), (Mode.PAGE, moves.page)) if ok]
+
+
+def hidden_page_stages(costs: CostTable, decisions: Decisions, hide_page_outs: bool = False) -> PageStages:
+    """For each PAGE decision (i, a, b), transfer stages whose own compute hides the transfer.
+
+    The page-in goes to the latest stage of the stretch, at least two after the page-out, whose
+    node computes for at least the page-in's time; where none does, to the one that computes
+    longest (the latest of equals): an output paged back in earlier holds RAM longer, one paged
+    in beside a short stage stalls. With `hide_page_outs` the page-out goes likewise to the
+    earliest stage from a on that hides it (holding the output resident until then), else it stays
+    in a, as the rules place it. A stage's own compute stands for its time: recomputations and
+    other transfers in it are not counted, the plan's replay judges the result.
+    """
+    seconds = costs.compute_s
+    stages: dict[tuple[int, int, int], tuple[int, int]] = {}
+    for (i, a, b), mode in decisions.items():
+        if mode is not Mode.PAGE:
+            continue
+        out = a
+        if hide_page_outs and seconds[a] < costs.page_out_s[i] and b - 1 > a:
+            out = _hiding(range(a, b - 1), seconds, costs.page_out_s[i], latest=False)
+        within = range(out + 2, b)
+        stages[i, a, b] = (out, _hiding(within, seconds, costs.page_in_s[i], latest=True) if within else b - 1)
+    return stages
+
+
+def _hiding(stretch: range, seconds: Sequence[float], transfer_s: float, latest: bool) -> int:
+    """The latest (or earliest) stage of `stretch` that computes for `transfer_s`, else the longest."""
+    ordered = reversed(stretch) if latest else iter(stretch)
+    hiding = next((t for t in ordered if seconds[t] >= transfer_s), None)
+    if hiding is not None:
+        return hiding
+    return max(stretch, key=lambda t: (seconds[t], t if latest else -t))
 
 
 def _fill(
@@ -342,16 +386,19 @@ def _with_keeps(
     decisions: Decisions,
     state: _Replayed,
     allowance: Allowance | None = None,
+    placed: "_Placed | None" = None,
 ) -> tuple[Plan, Figures]:
     """The plan of `decisions` with each recomputed output kept where that pays, and its figures.
 
     `state` is `decisions` replayed with recomputed outputs dropped; each is then kept where
     that still fits the budgets and costs less (`keeps.keep_more`, which stops at `allowance`).
+    `placed` gives the transfers' stages, as in `_replay`.
     """
+    page_stages = None if placed is None else placed(decisions)
 
     def with_keeps(keep: bool | frozenset[int]) -> tuple[Plan, Figures]:
         charge(allowance, replay_units(len(graph)))
-        plan = plan_from_decisions(graph, decisions, keep_recomputed=keep)
+        plan = plan_from_decisions(graph, decisions, page_stages, keep_recomputed=keep)
         return plan, figures(plan, graph, costs, timing)
 
     return keep_more(with_keeps, budgets, state[:2], frozenset(), allowance=allowance)
@@ -396,10 +443,15 @@ def _replay(
     decisions: Decisions,
     keep_recomputed: bool = True,
     allowance: Allowance | None = None,
+    placed: "_Placed | None" = None,
 ) -> _Replayed:
-    """The plan of `decisions`, its figures and accounting; one replay charged to `allowance`."""
+    """The plan of `decisions`, its figures and accounting; one replay charged to `allowance`.
+
+    `placed`, if given, says in which stages the PAGE decisions transfer (else the rules' own).
+    """
     charge(allowance, replay_units(len(graph)))
-    plan = plan_from_decisions(graph, decisions, keep_recomputed=keep_recomputed)
+    page_stages = None if placed is None else placed(decisions)
+    plan = plan_from_decisions(graph, decisions, page_stages, keep_recomputed=keep_recomputed)
     acc = account(plan, graph, costs, timing)
     return plan, figures(plan, graph, costs, timing, acc), acc
 

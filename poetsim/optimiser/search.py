@@ -5,10 +5,11 @@
 1. the eviction cover (`steps.cover`): a proven lower bound, or a proof that nothing fits;
 2. plans that need no solver (`steps.rule_plans`): keep-all, the plan of the cover's choice, the
    schedules of other strategies handed in as starts; the cheapest that fits is the incumbent;
-3. the placement search (`placement`), the covers that price page-ins' stalls (with the MILP
-   confined to the first one's choice, `milp_steps.choice_solve`), the timed cover, the greedy
-   plans, polishing, the recompute-only cover with second restores and the rebuilt greedy
-   (`steps`), in the order `_middle` gives for the moves;
+3. the placement search (`placement`), the rebuilt greedy with hidden transfers, the covers that
+   price page-ins' stalls (with the MILP confined to the first one's choice,
+   `milp_steps.choice_solve`), the timed cover, the greedy plans, polishing, the recompute-only
+   cover with second restores and the rebuilt greedy (`steps`), in the order `_middle` gives for
+   the moves;
 4. the stage MILP (`milp_steps`): its build, the run confined to a cover's choice, the full run
    from the incumbent. Where the MILP is too large for what is left, the greedy runs again
    instead if its own step was cut short;
@@ -184,12 +185,22 @@ class Search:
 def _middle(call: Call) -> tuple[Step, ...]:
     """The steps between the placement search and the MILP, by the moves.
 
-    With paging, the second restores come first (they serve only below the paging floor), and
-    the timed cover, which places the transfers, before the greedy. Recompute-only runs the
+    With paging, the rebuilt greedy with hidden transfers comes first (it needs both moves and
+    `overlap`, and is cheap where the covers after it are dear), then the second restores (they
+    serve only below the paging floor), and the timed cover, which places the transfers, before
+    the greedy. Recompute-only runs the
     greedy before the timed cover, which there seldom raises the bound and would leave the greedy
     too little, and its second restores after polish. Both end with the rebuilt greedy, which
     takes its share from the MILP's.
     """
     if call.task.moves.page:
-        return (steps.second_restores, steps.page_in_bound, steps.timed, steps.greedy, steps.polish_step, steps.rebuild)
+        return (
+            steps.second_restores,
+            steps.rebuild_hiding,
+            steps.page_in_bound,
+            steps.timed,
+            steps.greedy,
+            steps.polish_step,
+            steps.rebuild,
+        )
     return (steps.page_in_bound, steps.greedy, steps.timed, steps.polish_step, steps.second_restores, steps.rebuild)

@@ -51,6 +51,9 @@ class Shares:
     #: The rebuilt recompute-only greedy (`steps.rebuild`): it needs most of what is left to reach
     #: its best plan, where the stage MILP after it seldom finds more.
     rebuild: float = 0.8
+    #: Each of the two runs of the greedy with both moves rebuilt with hidden transfers
+    #: (`steps.rebuild_hiding`).
+    rebuild_hiding: float = 0.3
     #: The MILP restricted to the cover's choice, and its cap.
     restricted: float = 0.25
     restricted_cap: float = 60.0

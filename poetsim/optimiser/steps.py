@@ -150,6 +150,31 @@ def rebuild(call: Call, found: Found) -> Found:
     return found
 
 
+def rebuild_hiding(call: Call, found: Found) -> Found:
+    """The greedy with both moves rebuilt change by change, its transfers where compute hides them.
+
+    Under `overlap` with both moves. `baselines.rebuilt_plan` runs twice, each within a share of
+    what is left: with its page-ins hidden, then with its page-outs hidden too (each wins on
+    some graphs). Where paging is slow against compute, the greedy that pages in right before the
+    reader prices a swap at a stall it need not have and takes recomputations instead; this one
+    weighs swaps at the stall they keep. Then the incumbent is polished, if either plan took it.
+    """
+    task = call.task
+    if not (task.moves.recompute and task.moves.page) or task.timing is not Timing.OVERLAP:
+        return found
+    took = False
+    for hide_page_outs in (False, True):
+        if call.done():
+            break
+        call.note("rebuild with hidden transfers")
+        allowance = call.allowance.part(call.shares.rebuild_hiding)
+        plan = rebuilt_plan(
+            task.graph, task.costs, task.budgets, task.timing, allowance, call.allowance, task.moves, hide_page_outs
+        )
+        took |= call.standing.offer(plan, "the greedy with hidden transfers, rebuilt")
+    return polish_step(call, found) if took else found
+
+
 def timed(call: Call, found: Found) -> Found:
     """The timed cover: a higher bound where transfers cannot hide, and the plan of its events.
 

@@ -323,9 +323,10 @@ def hidden_page_stages(costs: CostTable, decisions: Decisions, hide_page_outs: b
     node computes for at least the page-in's time; where none does, to the one that computes
     longest (the latest of equals): an output paged back in earlier holds RAM longer, one paged
     in beside a short stage stalls. With `hide_page_outs` the page-out goes likewise to the
-    earliest stage from a on that hides it (holding the output resident until then), else it stays
-    in a, as the rules place it. A stage's own compute stands for its time: recomputations and
-    other transfers in it are not counted, the plan's replay judges the result.
+    earliest stage from a on that hides it (holding the output resident until then), else it
+    stays where the rules place it (a, or a+1 where i is only computed during a). A stage's own
+    compute stands for its time: recomputations and other transfers in it are not counted, the
+    plan's replay judges the result.
     """
     seconds = costs.compute_s
     stages: dict[tuple[int, int, int], tuple[int, int]] = {}

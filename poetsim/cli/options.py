@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from typer.models import OptionInfo
 
 from poetsim import strategies
 from poetsim.assumptions import TIMING_HELP
@@ -30,65 +31,53 @@ TimingOpt = Annotated[str | None, typer.Option(help=TIMING_HELP)]
 SolverOpt = Annotated[
     str | None, typer.Option(help=", ".join(SOLVERS) + " (default highs; gurobi beyond 2,000 columns needs a license).")
 ]
+
+
+def _effort_option(help_text: str) -> OptionInfo:
+    """The `--effort` option, in work units, with its command's help (the defaults differ)."""
+    return typer.Option("--effort", min=0.01, help=help_text)
+
+
+def _time_limit_option(help_text: str) -> OptionInfo:
+    """The `--time-limit` option, the wall-clock guard in seconds, with its command's help."""
+    return typer.Option("--time-limit", min=0.1, help=help_text)
+
+
 EffortOpt = Annotated[
     float | None,
-    typer.Option(
-        "--effort",
-        min=0.01,
-        help=(
-            "Optimiser work in work units (about a second each on the reference machine, idle; the scenario's "
-            "effort by default): counted in work, not seconds, so the same answer on any machine and at any load."
-        ),
+    _effort_option(
+        "Optimiser work in work units (about a second each on the reference machine, idle; the scenario's "
+        "effort by default): counted in work, not seconds, so the same answer on any machine and at any load."
     ),
 ]
 TimeLimitOpt = Annotated[
     float | None,
-    typer.Option(
-        "--time-limit",
-        min=0.1,
-        help=(
-            "Wall-clock guard in seconds (default 10 s per unit of effort; alone, it sets the effort to a tenth of it). "
-            "A solve it stops says so: its answer then depends on the machine's speed."
-        ),
+    _time_limit_option(
+        "Wall-clock guard in seconds (default 10 s per unit of effort; alone, it sets the effort to a tenth of it). "
+        "A solve it stops says so: its answer then depends on the machine's speed."
     ),
 ]
 #: `train`'s and `validate-run`'s effort, whose defaults are their own (`poetsim.pytorch`).
 TrainEffortOpt = Annotated[
     float | None,
-    typer.Option(
-        "--effort",
-        min=0.01,
-        help="Optimiser work in work units (about a second each; default 6): the same schedule on any machine.",
-    ),
+    _effort_option("Optimiser work in work units (about a second each; default 6): the same schedule on any machine."),
 ]
 ValidateEffortOpt = Annotated[
     float | None,
-    typer.Option(
-        "--effort",
-        min=0.01,
-        help="Optimiser work per point in work units (about a second each; default 2): the same schedules on any machine.",
-    ),
+    _effort_option("Optimiser work per point in work units (about a second each; default 2): the same schedules on any machine."),
 ]
 PointEffortOpt = Annotated[
     float | None,
-    typer.Option(
-        "--effort",
-        min=0.01,
-        help=(
-            "Optimiser work per point in work units (about a second each on the reference machine, idle; the "
-            "scenario's effort by default): the same answer on any machine and at any load."
-        ),
+    _effort_option(
+        "Optimiser work per point in work units (about a second each on the reference machine, idle; the "
+        "scenario's effort by default): the same answer on any machine and at any load."
     ),
 ]
 PointTimeLimitOpt = Annotated[
     float | None,
-    typer.Option(
-        "--time-limit",
-        min=0.1,
-        help=(
-            "Wall-clock guard per point, seconds (default 10 s per unit of effort; alone, it sets the effort to a "
-            "tenth of it). A point it stops says so: its answer then depends on the machine's speed."
-        ),
+    _time_limit_option(
+        "Wall-clock guard per point, seconds (default 10 s per unit of effort; alone, it sets the effort to a "
+        "tenth of it). A point it stops says so: its answer then depends on the machine's speed."
     ),
 ]
 BatchOpt = Annotated[

@@ -7,7 +7,8 @@ it (the baselines as starts, the independent checker after) with EFFORT units of
 
 One row per case. Targets: at most MAX_UNPROVEN of the overhead above keep-all unproven
 (`gap_overhead`), and no single change of the returned schedule (keep instead of recompute,
-keep instead of page, recompute instead of page; `optimiser.plans.polish.changes_of`) that fits
+keep instead of page, recompute instead of page, move a stalling transfer;
+`optimiser.plans.polish.changes_of`) that fits
 the budgets at less energy, each change judged by the independent checker (`improving_changes`).
 A case proven infeasible (no schedule fits the budgets) meets the targets: nothing of it is
 unproven.
@@ -85,7 +86,7 @@ def improving_changes(run: api.Run) -> tuple[int, int, int]:
         return 0, 0, 0
     tolerance_j = 1e-9 * run.checked.total_j
     tried = better = refused = 0
-    for change in changes_of(plan, problem.graph, HYBRID):
+    for change in changes_of(plan, problem.graph, HYBRID, problem.costs, problem.timing):
         tried += 1
         schedule = plans.to_schedule(change, problem.graph, problem.costs, problem.timing)
         try:

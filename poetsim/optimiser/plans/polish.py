@@ -11,7 +11,11 @@ kinds of change, each a plan built with the same four sets per stage as every ot
   page-in, and drop the page-in (and the page-out, once no page-in needs the copy);
 - recompute instead of page (`recomputed_pages`): drop a page-in and rebuild the output in the
   stage that reads it next, with any input it needs that is not in RAM there, and drop the
-  page-out once no page-in needs it.
+  page-out once no page-in needs it;
+- move a transfer (`moved_transfers`, under overlap timing only): a page-out or page-in that
+  makes its stage outlast the stage's compute goes to another stage of its stretch where it
+  stalls less, the output resident accordingly longer or shorter. Moving saves no transfer
+  energy, only stall time, and so the static power over it.
 
 `polish` judges each change by the model's own accounting (`plan.figures`, the same judge as
 `Incumbent.offer`), takes the one that fits and saves most, and scans again, until a whole scan
@@ -26,7 +30,7 @@ from dataclasses import replace
 
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.optimiser.allowance import Allowance, charge, spent
-from poetsim.optimiser.plans.plan import Plan, figures
+from poetsim.optimiser.plans.plan import Accounting, Plan, account, figures
 from poetsim.optimiser.plans.rules import reads
 from poetsim.optimiser.work import replay_units
 from poetsim.schedule.costs import CostTable
@@ -55,7 +59,7 @@ def polish(
     best_j = figures(plan, graph, costs, timing).total_j
     while True:
         taken = None
-        for candidate in changes_of(plan, graph, moves):
+        for candidate in changes_of(plan, graph, moves, costs, timing):
             if spent(allowance):
                 return plan if taken is None else taken  # the best this scan had reached
             charge(allowance, replay_units(len(graph)))
@@ -67,16 +71,20 @@ def polish(
         plan = taken
 
 
-def changes_of(plan: Plan, graph: TrainingGraph, moves: Moves = BOTH) -> Iterator[Plan]:
+def changes_of(
+    plan: Plan, graph: TrainingGraph, moves: Moves = BOTH, costs: CostTable | None = None, timing: Timing | None = None
+) -> Iterator[Plan]:
     """Every single change of `plan` (module docstring), in a fixed order.
 
     The bridges, then per page-in keeping the output instead, then (where `moves` recompute)
-    rebuilding it instead.
+    rebuilding it instead, then (given the costs, under overlap timing) the moved transfers.
     """
     yield from bridges(plan, graph)
     yield from kept_pages(plan, graph)
     if moves.recompute:
         yield from recomputed_pages(plan, graph)
+    if costs is not None and timing is not None and Timing(timing) is Timing.OVERLAP and plan.moves.page:
+        yield from moved_transfers(plan, graph, costs, account(plan, graph, costs, timing))
 
 
 def bridges(plan: Plan, graph: TrainingGraph) -> Iterator[Plan]:
@@ -148,6 +156,85 @@ def recomputed_pages(plan: Plan, graph: TrainingGraph) -> Iterator[Plan]:
             computed = tuple(sorted(set(plan.computed[reader]) | wanted))
             changed = replace(plan, kept=kept, computed=_with_stage(plan.computed, reader, computed))
             yield _without_page_in(changed, i, stage)
+
+
+def moved_transfers(plan: Plan, graph: TrainingGraph, costs: CostTable, acc: Accounting) -> Iterator[Plan]:
+    """Each plan that moves one transfer out of a stage it makes stall (`acc`, the plan's accounting).
+
+    A stage stalls where its transfers take longer than its compute (over the DMA channels). Each
+    transfer of such a stage is offered at most five other stages of its stretch (`_other_stages`),
+    judged by their room (compute less transfers). A page-out of i may go to any stage i could
+    be resident at the start of, between its compute and its first page-in (or recomputation); i
+    is then resident up to the later of the page-out and its last reader there. A page-in may go
+    to any stage after the page-out where i is not resident, up to the stage before its next
+    reader; i is resident from the stage after it.
+    """
+    channels = costs.dma_channels
+    room = [c - d / channels for c, d in zip(acc.compute_s, acc.dma_s)]
+    read_at = reads(plan, graph)
+    yield from _moved_page_outs(plan, room, read_at, [s / channels for s in costs.page_out_s])
+    yield from _moved_page_ins(plan, room, read_at, [s / channels for s in costs.page_in_s])
+
+
+def _moved_page_outs(plan: Plan, room: list[float], read_at: list[list[int]], out_s: list[float]) -> Iterator[Plan]:
+    """The page-out moves of `moved_transfers`."""
+    computed_at: dict[int, list[int]] = {}
+    for t, computed in enumerate(plan.computed):
+        for k in computed:
+            computed_at.setdefault(k, []).append(t)
+    first_in = {}
+    for t in range(len(plan.paged_in) - 1, -1, -1):
+        first_in.update(dict.fromkeys(plan.paged_in[t], t))
+    for out, paged_out in enumerate(plan.paged_out):
+        for i in sorted(paged_out):
+            if room[out] >= 0 or i not in first_in:
+                continue
+            made = max(t for t in computed_at[i] if t < out)
+            stop = min([t for t in computed_at[i] if out < t < first_in[i]] + [first_in[i]])
+            last_read = max(t for t in read_at[i] if t < stop)
+            for s in _other_stages(range(made + 1, stop), out, room, out_s[i]):
+                end = max(s, last_read)  # i resident at the start of stages made+1 .. end
+                kept = tuple(k | {i} if made <= t < end else k - {i} if end <= t < stop else k for t, k in enumerate(plan.kept))
+                moved = tuple(o - {i} if t == out else o | {i} if t == s else o for t, o in enumerate(plan.paged_out))
+                yield replace(plan, kept=kept, paged_out=moved)
+
+
+def _moved_page_ins(plan: Plan, room: list[float], read_at: list[list[int]], in_s: list[float]) -> Iterator[Plan]:
+    """The page-in moves of `moved_transfers`."""
+    outs = {i: t for t, paged_out in enumerate(plan.paged_out) for i in paged_out}
+    for at, paged_in in enumerate(plan.paged_in):
+        for i in sorted(paged_in):
+            later = [t for t in read_at[i] if t > at]
+            if room[at] >= 0 or not later or i not in outs:
+                continue
+            previous = _last_presence(plan, i, at)
+            if previous is None:
+                continue
+            first = max(outs[i], previous + (1 if i in plan.kept[previous] else 0)) + 1
+            for s in _other_stages(range(first, later[0]), at, room, in_s[i]):
+                low, high = min(s, at), max(s, at)
+                kept = tuple((k | {i} if s < at else k - {i}) if low <= t < high else k for t, k in enumerate(plan.kept))
+                moved = tuple(p - {i} if t == at else p | {i} if t == s else p for t, p in enumerate(plan.paged_in))
+                yield replace(plan, kept=kept, paged_in=moved)
+
+
+def _other_stages(stretch: range, at: int, room: list[float], transfer_s: float) -> list[int]:
+    """Stages of `stretch` other than `at` to move a transfer of `transfer_s` to.
+
+    Nearest `at` on either side: the first stage where it would stall less than it does in `at`,
+    and the first with room for all of it; and the stage where it would stall least.
+    """
+    now_s = min(transfer_s, -room[at])  # the stall the transfer makes in `at`
+    stall = {t: max(0.0, transfer_s - max(room[t], 0.0)) for t in stretch if t != at}
+    less = [t for t, s in stall.items() if s < now_s]
+    chosen = []
+    for side in ([t for t in less if t < at][::-1], [t for t in less if t > at]):
+        if side:
+            chosen.append(side[0])
+            chosen.append(next((t for t in side if stall[t] == 0.0), side[0]))
+    if less:
+        chosen.append(min(less, key=lambda t: (stall[t], abs(t - at))))
+    return list(dict.fromkeys(chosen))
 
 
 def _rebuilt(i: int, present: frozenset[int], graph: TrainingGraph) -> set[int]:

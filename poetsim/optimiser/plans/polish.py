@@ -2,8 +2,9 @@
 
 Plans made from rules, from the covers' choices and from the solver's columns often hold an
 output's restore where RAM would allow less: a recomputation where the output could have stayed
-in RAM, a page-out and page-in where it could have stayed or been rebuilt more cheaply. Three
-kinds of change, each a plan built with the same four sets per stage as every other plan:
+in RAM, a page-out and page-in where it could have stayed or been rebuilt more cheaply, or a
+transfer in a stage too short to hide it. Four kinds of change, each a plan built with the same
+four sets per stage as every other plan:
 
 - keep instead of recompute (`bridges`): hold a recomputed output from its previous presence to
   the stage that recomputed it, and drop the recomputations that only served to rebuild it;

@@ -244,6 +244,38 @@ def test_squeezenets_page_outs_move_from_stages_of_a_fraction_of_a_millisecond_t
     assert checked.total_j == pytest.approx(29.257556, rel=1e-6)
 
 
+def test_a_page_in_is_never_moved_into_a_stage_where_its_output_is_still_resident():
+    """A chain whose output r is paged out in stage 2 but still read in stage 3, and paged in during a short stage 5.
+
+        1 r   (100 B)  read by f2 and f3, then by g      4 f4  (300 B)  0.01 s
+        2 f2  (10 B)   2 s                               5 f5  (10 B)   0.01 s: the page-in stalls
+        3 f3  (10 B)   2 s, reads r too                  6 f6  (10 B)   2 s
+    Stage 3 has room for the page-in, but r is resident there (it is read there); every moved
+    transfer is a schedule the checker accepts, and none pages r in before stage 4.
+    """
+    nodes = [
+        Node(0, "s", "input", False, (), 1),
+        Node(1, "r", "op", False, (0,), 100),
+        Node(2, "f2", "op", False, (1,), 10),
+        Node(3, "f3", "op", False, (1, 2), 10),
+        Node(4, "f4", "op", False, (3,), 300),
+        Node(5, "f5", "op", False, (4,), 10),
+        Node(6, "f6", "op", False, (5,), 10),
+        Node(7, "g", "grad", True, (1, 6), 1),
+    ]
+    graph = TrainingGraph.create("resident_reader", nodes)
+    seconds = [0.01, 0.01, 2.0, 2.0, 0.01, 0.01, 2.0, 0.01]
+    costs = cost_table(graph, seconds, [1.0] * 8, [1.0] * 8, [0.05] * 8, static_power_w=1.0)
+    timing = Timing.OVERLAP
+    paged = plan_from_decisions(graph, {(1, 3, 7): Mode.PAGE}, {(1, 3, 7): (2, 5)})
+    assert paged.paged_out[2] == {1} and paged.paged_in[5] == {1} and 1 in paged.kept[2]
+    moved = list(moved_transfers(paged, graph, costs, plans.account(paged, graph, costs, timing)))
+    assert moved
+    for change in moved:
+        check_schedule(plans.to_schedule(change, graph, costs, timing), graph, costs, timing)
+        assert not any(1 in change.paged_in[t] for t in range(4))
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases(min_forward=3, slow_paging=True), data=st.data())
 def test_every_moved_transfer_is_a_schedule_the_checker_values_as_the_model_does(case, data):

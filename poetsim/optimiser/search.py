@@ -6,10 +6,10 @@
 2. plans that need no solver (`steps.rule_plans`): keep-all, the plan of the cover's choice, the
    schedules of other strategies handed in as starts; the cheapest that fits is the incumbent;
 3. the placement search (`placement`), the rebuilt greedy with hidden transfers (with paging,
-   after the second restores), the covers that price page-ins' stalls (with the MILP confined to the first one's choice,
-   `milp_steps.choice_solve`), the timed cover, the greedy plans, polishing, the recompute-only
-   cover with second restores and the rebuilt greedy (`steps`), in the order `_middle` gives for
-   the moves;
+   after the second restores), the covers that price page-ins' stalls (with the MILP confined
+   to the first one's choice, `milp_steps.choice_solve`), the timed cover, the greedy plans,
+   polishing, the recompute-only cover with second restores and the rebuilt greedy (`steps`),
+   in the order `_middle` gives for the moves;
 4. the stage MILP (`milp_steps`): its build, the run confined to a cover's choice, the full run
    from the incumbent. Where the MILP is too large for what is left, the greedy runs again
    instead if its own step was cut short;

@@ -387,7 +387,7 @@ def _with_keeps(
     decisions: Decisions,
     state: _Replayed,
     allowance: Allowance | None = None,
-    placed: "_Placed | None" = None,
+    placed: _Placed | None = None,
 ) -> tuple[Plan, Figures]:
     """The plan of `decisions` with each recomputed output kept where that pays, and its figures.
 
@@ -444,7 +444,7 @@ def _replay(
     decisions: Decisions,
     keep_recomputed: bool = True,
     allowance: Allowance | None = None,
-    placed: "_Placed | None" = None,
+    placed: _Placed | None = None,
 ) -> _Replayed:
     """The plan of `decisions`, its figures and accounting; one replay charged to `allowance`.
 

@@ -2,12 +2,15 @@
 
 Plans made from rules, from the covers' choices and from the solver's columns often hold an
 output's restore where RAM would allow less: a recomputation where the output could have stayed
-in RAM, a page-out and page-in where it could have stayed or been rebuilt more cheaply, or a
-transfer in a stage too short to hide it. Four kinds of change, each a plan built with the same
-four sets per stage as every other plan:
+in RAM or come back from storage for less, a page-out and page-in where it could have stayed or
+been rebuilt more cheaply, or a transfer in a stage too short to hide it. Five kinds of change,
+each a plan built with the same four sets per stage as every other plan:
 
 - keep instead of recompute (`bridges`): hold a recomputed output from its previous presence to
   the stage that recomputed it, and drop the recomputations that only served to rebuild it;
+- page instead of recompute (`paged_recomputations`, where paging is allowed): page a recomputed
+  output out after its previous presence (unless a copy is on storage) and back in before the
+  stage that recomputed it, and drop the recomputations as for a bridge;
 - keep instead of page (`kept_pages`): hold a paged output from its previous presence to its
   page-in, and drop the page-in (and the page-out, once no page-in needs the copy);
 - recompute instead of page (`recomputed_pages`): drop a page-in and rebuild the output in the
@@ -37,8 +40,8 @@ from poetsim.optimiser.work import replay_units
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Moves, Timing
 
-#: All moves: polishing never adds a move the plan did not use, but it may rebuild an output
-#: instead of paging it where recomputation is allowed.
+#: All moves: a change may rebuild a paged output where recomputation is allowed, and page a
+#: recomputed one where paging is.
 BOTH = Moves(recompute=True, page=True)
 
 
@@ -54,8 +57,9 @@ def polish(
     """The plan after every single change that saves energy and still fits, the largest saving first.
 
     Changes (module docstring) are taken until none saves energy; `moves` says which moves a change
-    may use (recomputation, for rebuilding a paged output). One replay of a plan is charged to
-    `allowance` per change tried; once it is spent, the best plan so far is returned.
+    may use (recomputation, for rebuilding a paged output; paging, for a recomputed one). One
+    replay of a plan is charged to `allowance` per change tried; once it is spent, the best plan
+    so far is returned.
     """
     best_j = figures(plan, graph, costs, timing).total_j
     while True:
@@ -78,14 +82,20 @@ def changes_of(
     """Every single change of `plan` (module docstring), in a fixed order.
 
     The bridges, then per page-in keeping the output instead, then (where `moves` recompute)
-    rebuilding it instead, then (given the costs, under overlap timing) the moved transfers.
+    rebuilding it instead, then (given the costs, under overlap timing) the moved transfers, then
+    (given the costs, where `moves` page) the recomputations paged instead.
     """
     yield from bridges(plan, graph)
     yield from kept_pages(plan, graph)
     if moves.recompute:
         yield from recomputed_pages(plan, graph)
-    if costs is not None and timing is not None and Timing(timing) is Timing.OVERLAP and plan.moves.page:
-        yield from moved_transfers(plan, graph, costs, account(plan, graph, costs, timing))
+    if costs is None or timing is None:
+        return
+    acc = account(plan, graph, costs, timing)
+    if Timing(timing) is Timing.OVERLAP and plan.moves.page:
+        yield from moved_transfers(plan, graph, costs, acc)
+    if moves.page:
+        yield from paged_recomputations(plan, graph, costs, acc)
 
 
 def bridges(plan: Plan, graph: TrainingGraph) -> Iterator[Plan]:
@@ -217,6 +227,62 @@ def _moved_page_ins(plan: Plan, room: list[float], read_at: list[list[int]], in_
                 kept = tuple((k | {i} if s < at else k - {i}) if low <= t < high else k for t, k in enumerate(plan.kept))
                 moved = tuple(p - {i} if t == at else p | {i} if t == s else p for t, p in enumerate(plan.paged_in))
                 yield replace(plan, kept=kept, paged_in=moved)
+
+
+def paged_recomputations(plan: Plan, graph: TrainingGraph, costs: CostTable, acc: Accounting) -> Iterator[Plan]:
+    """Each plan that pages one recomputed output back in instead of recomputing it (`acc`, the plan's accounting).
+
+    For a recomputation of i in stage s, let p be i's last earlier presence. Unless a copy of i
+    is already on storage, i is paged out in a stage o after p (resident at its start: kept from
+    p to o-1), in p+1 or in the first stage whose room (compute less transfers) hides the
+    transfer; it is paged in in a stage q after o and p, in s-1 or in the latest stage that
+    hides the transfer, and resident from q+1 to s. The recomputation goes, with those of its
+    inputs that nothing else reads any more.
+    """
+    channels = costs.dma_channels
+    room = [c - d / channels for c, d in zip(acc.compute_s, acc.dma_s)]
+    copied: dict[int, int] = {}  # output -> the stage of its first page-out
+    for t in range(len(plan.paged_out) - 1, -1, -1):
+        copied.update(dict.fromkeys(plan.paged_out[t], t))
+    for stage, computed in enumerate(plan.computed):
+        for i in computed[:-1]:  # the last compute of a stage is its own node
+            previous = _last_presence(plan, i, stage)
+            if previous is None:
+                continue
+            if copied.get(i, stage) < stage - 1:
+                outs: list[int | None] = [None]
+            else:
+                outs = list(dict.fromkeys(_hiding(range(previous + 1, stage - 1), room, costs.page_out_s[i] / channels)))
+            for out in outs:
+                on_storage = copied[i] if out is None else out
+                after = previous + (2 if i in plan.kept[previous] else 1)  # the first stage i is not resident at
+                ins = range(max(on_storage + 1, after), stage)
+                for at in dict.fromkeys(_hiding(ins[::-1], room, costs.page_in_s[i] / channels)):
+                    yield _paged_instead(plan, graph, i, stage, previous, out, at)
+
+
+def _hiding(stages: range, room: list[float], transfer_s: float) -> tuple[int, ...]:
+    """The first of `stages` and the first that hides a transfer of `transfer_s` (else the first again); none if empty."""
+    if not stages:
+        return ()
+    return stages[0], next((t for t in stages if room[t] >= transfer_s), stages[0])
+
+
+def _paged_instead(plan: Plan, graph: TrainingGraph, i: int, stage: int, previous: int, out: int | None, at: int) -> Plan:
+    """`plan` with i paged out in `out` (None: a copy is on storage) and in in `at` instead of recomputed in `stage`."""
+    kept, paged_out = plan.kept, plan.paged_out
+    if out is not None:
+        kept = _kept_over(kept, i, previous, out)
+        paged_out = _with_set(paged_out, out, paged_out[out] | {i})
+    kept = _kept_over(kept, i, at, stage)
+    computed = _live([k for k in plan.computed[stage] if k != i], stage, kept[stage], paged_out[stage], graph)
+    return replace(
+        plan,
+        kept=kept,
+        paged_out=paged_out,
+        paged_in=_with_set(plan.paged_in, at, plan.paged_in[at] | {i}),
+        computed=_with_stage(plan.computed, stage, computed),
+    )
 
 
 def _other_stages(stretch: range, at: int, room: list[float], transfer_s: float) -> list[int]:

@@ -6,12 +6,11 @@ overlap timing, on the Raspberry Pi 4 and the Jetson TX2, each solved as `poetsi
 it (the baselines as starts, the independent checker after) with EFFORT units of work.
 
 One row per case. Targets: at most MAX_UNPROVEN of the overhead above keep-all unproven
-(`gap_overhead`), and no single change of the returned schedule (keep instead of recompute,
-keep instead of page, recompute instead of page, move a stalling transfer;
-`optimiser.plans.polish.changes_of`) that fits
-the budgets at less energy, each change judged by the independent checker (`improving_changes`).
-A case proven infeasible (no schedule fits the budgets) meets the targets: nothing of it is
-unproven.
+(`gap_overhead`), and no single change of the returned schedule (keep or page instead of
+recompute, keep or recompute instead of page, move a stalling transfer;
+`optimiser.plans.polish.changes_of`) that fits the budgets at less energy, each change judged
+by the independent checker (`improving_changes`). A case proven infeasible (no schedule fits the
+budgets) meets the targets: nothing of it is unproven.
 The cases run two at a time; the search counts its effort in work, so the rows do not depend on
 that.
 """

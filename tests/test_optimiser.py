@@ -425,12 +425,12 @@ def test_a_solve_stops_at_its_first_report_once_what_is_known_closes_the_gap(sol
 
 
 @needs_gurobi
-@pytest.mark.parametrize("seed", [7, 9, 11, 22])
+@pytest.mark.parametrize("seed", [7, 11, 22, 24])
 def test_the_whole_search_with_gurobi_gives_the_answer_it_gives_with_highs(seed):
     """Covers, plans, the restricted solve and the full MILP from the incumbent.
 
-    On these seeds a MILP finds the schedule (9: the restricted one), so Gurobi's handling of starts
-    is what is held to HiGHS's.
+    On these seeds the full MILP finds the schedule, so Gurobi's handling of starts is what is
+    held to HiGHS's.
     """
     graph, costs, budgets = skip_graph_case(seed)
     highs = optimise(graph, costs, budgets, HYBRID, Timing.OVERLAP, solver="highs")

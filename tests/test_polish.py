@@ -1,7 +1,7 @@
 """Polishing a plan: single changes that save energy within the budgets.
 
-Keep instead of recompute or page, rebuild instead of page, move a stalling transfer; the
-schedules the optimiser returns admit none.
+Keep instead of recompute or page, page instead of recompute, rebuild instead of page, move a
+stalling transfer; the schedules the optimiser returns admit none.
 """
 
 import math
@@ -392,8 +392,9 @@ def test_no_returned_schedule_is_improved_by_a_single_change(case, ram_share, ru
     """On random graphs, whatever stops the search, the schedule it returns is a local optimum.
 
     On random graphs, whatever stops the search (no effort at all, a little, or a proof), the
-    schedule it returns is a local optimum: no keep-instead-of-recompute, keep-instead-of-page,
-    recompute-instead-of-page or moved-transfer change of it fits the budgets at less energy.
+    schedule it returns is a local optimum: no keep-instead-of-recompute, page-instead-of-recompute,
+    keep-instead-of-page, recompute-instead-of-page or moved-transfer change of it fits the
+    budgets at less energy.
     """
     graph, costs = case
     low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
@@ -410,7 +411,7 @@ def test_no_returned_schedule_is_improved_by_a_single_change(case, ram_share, ru
 def test_mobilenet_v2s_unproven_schedules_are_improved_by_no_single_change(platform, ram):
     """MobileNetV2 (96x96, batch 1; depthwise separable convolutions, inverted residuals), hybrid, 1.2x, 4 units of effort.
 
-    The returned schedule is a local optimum for the three changes.
+    The returned schedule is a local optimum for polish's changes.
     """
     p = build_problem("mobilenet_v2", platform, parse_ram(ram), 1.2, Timing.OVERLAP, input_size=96)
     outcome = optimise(p.graph, p.costs, p.budgets, HYBRID, Timing.OVERLAP, effort=4.0)
@@ -426,8 +427,8 @@ def test_unproven_schedules_of_the_outside_architectures_are_improved_by_no_sing
     """Architectures the optimiser was not tuned on: its schedules are still local optima.
 
     Hybrid, 1.2x, 4 units of effort: each returned schedule is improved by no keep-instead-of-
-    recompute, keep-instead-of-page, recompute-instead-of-page or moved-transfer change within the
-    budgets.
+    recompute, page-instead-of-recompute, keep-instead-of-page, recompute-instead-of-page or
+    moved-transfer change within the budgets.
     """
     p = build_problem(f"scenarios/graphs/outside/{graph_file}.json", platform, parse_ram(ram), 1.2, Timing.OVERLAP)
     # A guard far beyond the effort: the search ends on its work, whatever else the machine runs.

@@ -181,7 +181,7 @@ def moved_transfers(plan: Plan, graph: TrainingGraph, costs: CostTable, acc: Acc
     reader; i is resident from the stage after it.
     """
     channels = costs.dma_channels
-    room = [c - d / channels for c, d in zip(acc.compute_s, acc.dma_s)]
+    room = _room(costs, acc)
     read_at = reads(plan, graph)
     yield from _moved_page_outs(plan, room, read_at, [s / channels for s in costs.page_out_s])
     yield from _moved_page_ins(plan, room, read_at, [s / channels for s in costs.page_in_s])
@@ -193,9 +193,7 @@ def _moved_page_outs(plan: Plan, room: list[float], read_at: list[list[int]], ou
     for t, computed in enumerate(plan.computed):
         for k in computed:
             computed_at.setdefault(k, []).append(t)
-    first_in = {}
-    for t in range(len(plan.paged_in) - 1, -1, -1):
-        first_in.update(dict.fromkeys(plan.paged_in[t], t))
+    first_in = _first_stages(plan.paged_in)
     for out, paged_out in enumerate(plan.paged_out):
         for i in sorted(paged_out):
             if room[out] >= 0 or i not in first_in:
@@ -240,10 +238,8 @@ def paged_recomputations(plan: Plan, graph: TrainingGraph, costs: CostTable, acc
     inputs that nothing else reads any more.
     """
     channels = costs.dma_channels
-    room = [c - d / channels for c, d in zip(acc.compute_s, acc.dma_s)]
-    copied: dict[int, int] = {}  # output -> the stage of its first page-out
-    for t in range(len(plan.paged_out) - 1, -1, -1):
-        copied.update(dict.fromkeys(plan.paged_out[t], t))
+    room = _room(costs, acc)
+    copied = _first_stages(plan.paged_out)
     for stage, computed in enumerate(plan.computed):
         for i in computed[:-1]:  # the last compute of a stage is its own node
             previous = _last_presence(plan, i, stage)
@@ -259,6 +255,19 @@ def paged_recomputations(plan: Plan, graph: TrainingGraph, costs: CostTable, acc
                 ins = range(max(on_storage + 1, after), stage)
                 for at in dict.fromkeys(_hiding(ins[::-1], room, costs.page_in_s[i] / channels)):
                     yield _paged_instead(plan, graph, i, stage, previous, out, at)
+
+
+def _room(costs: CostTable, acc: Accounting) -> list[float]:
+    """Per stage, its compute less its transfers over the DMA channels (negative: the stage stalls)."""
+    return [c - d / costs.dma_channels for c, d in zip(acc.compute_s, acc.dma_s)]
+
+
+def _first_stages(sets: tuple[frozenset[int], ...]) -> dict[int, int]:
+    """Each output of the per-stage `sets`, and the first stage that holds it."""
+    first: dict[int, int] = {}
+    for t in range(len(sets) - 1, -1, -1):
+        first.update(dict.fromkeys(sets[t], t))
+    return first
 
 
 def _hiding(stages: range, room: list[float], transfer_s: float) -> tuple[int, ...]:

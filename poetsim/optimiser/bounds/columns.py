@@ -18,6 +18,7 @@ class Col(StrEnum):
     CASCADE_STALL = "s"  # s_d: the stall of d's page-in for a cascade (item 6)
     LIVE_ABSENT = "p"  # p_{t,d}: a live input of a recomputation absent at t by paging (item 6)
     LIVE_STALL = "sl"  # sl_d: the stall of that input's page-in (item 6)
+    PAGED_AT = "pa"  # pa_{t,i}: i absent at row t by paging, its page-out before t (item 6)
     BEYOND = "Y"  # Y: the time beyond one plain pass (item 6)
     SLACK = "e"  # e_t: the shortfall of row t's covering row (the elastic check of a choice)
     ABSENT_ONCE = "b"  # b_{t,i}: i absent at row t alone (item 7)

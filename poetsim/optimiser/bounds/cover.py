@@ -25,6 +25,7 @@ from poetsim.optimiser.bounds.cover_rows import (
     either_outputs,
     has_cascades,
     page_in_levels,
+    page_out_windows,
     room_shortfall,
     stall_levels,
 )
@@ -116,6 +117,7 @@ def cover_bound(
     no_cascade_share: float = NO_CASCADE_SHARE,
     page_in_stalls: bool = True,
     cascade_page_ins: bool = True,
+    page_out_windows: bool = True,
 ) -> CoverBound:
     """Solve the eviction cover of one problem within `allowance` (None: to the end).
 
@@ -127,7 +129,8 @@ def cover_bound(
     excess and takes the others as its solution breaks them (None: every row from the start).
     With `stalls` (under `overlap`), each page-out's and page-in's own stall is priced (item 6;
     the page-ins' only with `page_in_stalls`, the cascades' page-ins only with
-    `cascade_page_ins`). The cover without cascades is solved first, in `no_cascade_share` of
+    `cascade_page_ins`, the page-outs crowding the stages before a row only with
+    `page_out_windows`). The cover without cascades is solved first, in `no_cascade_share` of
     the budget: small and fast, a bound and a choice to fall back on.
     """
     timing = Timing(timing)
@@ -157,7 +160,7 @@ def cover_bound(
         "plain pass, less than the recomputation or the transfers that staying within the RAM budget need"
     )
     stalls = stalls and timing is Timing.OVERLAP and moves.page
-    generation = _RowGeneration(graph, costs, budgets, moves, timing, rows, first_rows, stalls, page_in_stalls)
+    generation = _RowGeneration(graph, costs, budgets, moves, timing, rows, first_rows, stalls, page_in_stalls, page_out_windows)
     found = generation.solve(
         cascades=False, allowance=_part(allowance, no_cascade_share if cascades else 1.0), one_move=False, cascade_page_ins=False
     )
@@ -297,7 +300,9 @@ class _RowGeneration:
     is not exact while some stage may break its choice.
     """
 
-    def __init__(self, graph, costs, budgets, moves, timing, rows, first_rows: int | None, stalls: bool, page_in_stalls: bool):
+    def __init__(
+        self, graph, costs, budgets, moves, timing, rows, first_rows: int | None, stalls, page_in_stalls, page_out_windows
+    ):
         self.graph, self.costs, self.budgets, self.moves, self.timing = graph, costs, budgets, moves, timing
         self.by_stage = {row.stage: row for row in rows}
         ranked = sorted(self.by_stage, key=lambda t: (-self.by_stage[t].excess_bytes, t))
@@ -305,6 +310,7 @@ class _RowGeneration:
         self.levels = stall_levels(graph, costs, rows) if stalls else {}
         self.in_levels = page_in_levels(graph, costs, rows) if stalls and page_in_stalls else {}
         self.stalls, self.page_in_stalls = stalls, page_in_stalls
+        self.page_out_windows = stalls and page_out_windows
         self.counted: dict[int, set[int]] = {}
 
     def solve(self, cascades: bool, allowance: Allowance | None, one_move: bool, cascade_page_ins: bool) -> CoverSolution | None:
@@ -324,6 +330,7 @@ class _RowGeneration:
             levels=self.levels,
             in_levels=self.in_levels,
             cascade_page_ins=self.stalls and self.page_in_stalls and cascade_page_ins,
+            page_out_windows=self.page_out_windows,
         )
         active = set(self.first)
         while True:
@@ -372,7 +379,9 @@ class _RowGeneration:
     def _covered(self, t: int, found: CoverSolution, cascades: bool) -> bool:
         """Whether the outputs the choice restores at row t without a need cover its excess.
 
-        Those it pages (within their stall levels) and those it recomputes that need no dead input.
+        Those it pages (within their stall levels) and those it recomputes that need no dead input;
+        with stalls priced, the page-outs of those it pages must also fit the windows before t
+        within the choice's Y.
         """
         row, seen = self.by_stage[t], self.counted.get(t, ())
         m, deps = self.graph.output_bytes, self.graph.nodes
@@ -383,6 +392,10 @@ class _RowGeneration:
             and found.paged_from.get(i, 0) <= t
             and (i not in self.in_levels or found.paged_until.get(i, -1) >= t)
         }
+        if found.beyond_s is not None:
+            windows = page_out_windows(self.costs, t, free)
+            if any(sum(s for _, s in part) > window_s + found.beyond_s for window_s, part in windows):
+                return False
         free.update(
             i for i in row.by_recompute if i in found.recomputed and (not cascades or all(d in seen for d in deps[i].deps))
         )

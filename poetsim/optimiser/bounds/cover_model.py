@@ -7,7 +7,7 @@ the argument (docs/optimiser.md, "The eviction cover") a program states is its `
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.optimiser.allowance import Allowance
@@ -20,6 +20,7 @@ from poetsim.optimiser.bounds.cover_rows import (
     deadline_slack_s,
     next_reader,
     page_in_stall_s,
+    page_out_windows,
     restore_costs_j,
 )
 from poetsim.optimiser.bounds.second_restores import add_second_restores
@@ -40,7 +41,8 @@ class CoverShape:
     `either` are the outputs that may be both recomputed and paged (`cover_rows.either_outputs`,
     empty for the one-move cover, where x^R_i + x^P_i <= 1 holds for every output: quicker to
     solve, and no bound); `counted` is `counted_at` per row's stage, built once per cover;
-    `levels` and `in_levels` are the page-out and page-in stall levels (item 6). `elastic` adds
+    `levels` and `in_levels` are the page-out and page-in stall levels (item 6), and
+    `page_out_windows` bounds Y by the page-outs that crowd the stages before each row (item 6). `elastic` adds
     a priced slack to each covering row and prices nothing else (the check of a choice);
     `second_restores` adds item 7's rows until the program has `nonzero_cap` nonzeros.
     """
@@ -51,6 +53,7 @@ class CoverShape:
     levels: Levels = field(default_factory=dict)
     in_levels: Levels = field(default_factory=dict)
     cascade_page_ins: bool = False
+    page_out_windows: bool = False
     elastic: bool = False
     second_restores: bool = False
     nonzero_cap: int | None = None
@@ -62,8 +65,9 @@ class CoverSolution:
 
     `exact` says the choice is proven optimal for the program (else `overhead_j` is the solver's
     dual bound, still valid). `paged_from` is the first stage of each paged output's page-out
-    level, `paged_until` the last stage of its page-in level, and `stalls` the values of the
-    page-in stall columns (s_d and sl_d, scaled), which a check of the choice holds it to.
+    level, `paged_until` the last stage of its page-in level, `stalls` the values of the
+    page-in stall columns (s_d and sl_d, scaled) and `beyond_s` that of Y in seconds (None
+    without it), which a check of the choice holds it to.
     """
 
     overhead_j: float
@@ -73,10 +77,11 @@ class CoverSolution:
     paged_from: Mapping[int, int] = field(default_factory=dict)
     paged_until: Mapping[int, int] = field(default_factory=dict)
     stalls: Mapping[tuple, float] = field(default_factory=dict)
+    beyond_s: float | None = None
 
     def unproven(self) -> "CoverSolution":
         """The same choice and bound, no longer claimed optimal for the program."""
-        return CoverSolution(self.overhead_j, self.recomputed, self.paged, False, self.paged_from, self.paged_until, self.stalls)
+        return replace(self, exact=False)
 
 
 class CoverModel:
@@ -115,7 +120,7 @@ class CoverModel:
             )
         self.either = shape.either
         self.recompute_j, self.page_j = restore_costs_j(costs, timing)
-        self.stall_priced = bool(self.levels or self.in_levels or self.cascade_page_ins)
+        self.stall_priced = bool(self.levels or self.in_levels or self.cascade_page_ins or shape.page_out_windows)
         if self.stall_priced:  # static energy is priced on Y instead
             self.recompute_j = tuple(costs.compute_j)
         self.energy_scale = (sum(costs.compute_j) / len(graph)) or 1.0
@@ -149,12 +154,16 @@ class CoverModel:
 
         Every x^R_i, x^P_i, z_{i,k} and w_{i,l} takes the solution's value; each s_d and sl_d is
         held within what the choice paid for those page-ins (its `stalls`, or the price of i's
-        page-in pair where the choice had no sl_i: this program moves it to sl_i).
+        page-in pair where the choice had no sl_i: this program moves it to sl_i), and Y within
+        the solution's.
         """
         in_price = self.page_in_prices()
         paged_from, paged_until, fed = solution.paged_from, solution.paged_until, solution.stalls
         for key, col in list(self.program.columns.items()):
             kind = key[0]
+            if kind == Col.BEYOND and solution.beyond_s is not None:
+                self.program.row([(col, 1.0)], 0.0, solution.beyond_s / self.time_scale * (1 + 1e-9) + 1e-9)
+                continue
             if kind in (Col.CASCADE_STALL, Col.LIVE_STALL):
                 paid = fed.get(key, 0.0)
                 if kind == Col.LIVE_STALL and key not in fed and key[1] in paged_until:
@@ -253,6 +262,7 @@ class CoverModel:
             self._feeds(row, counted)
         pageable = set(row.by_paging)
         terms = []
+        paged_at: dict[int, int] = {}  # i -> the column that says i is absent at t by paging
         for i in row.by_recompute:
             dead = [d for d in graph.nodes[i].deps if d not in counted] if self.cascades else []
             either = i in self.either and i in pageable
@@ -266,24 +276,56 @@ class CoverModel:
             if dead:
                 self._needs(t, absent, dead, counted)
             if either:  # or absent at t and restored by a page-in: it needs nothing of d
-                paged = program.column((Col.ABSENT_PAGED, t, i))
+                paged = paged_at[i] = self._paged_at(Col.ABSENT_PAGED, t, i)
                 terms.append((paged, m[i]))
-                program.row([(paged, 1.0)] + [(z, -1.0) for z in self.by_paging(i, t)], -math.inf, 0.0)
                 program.row([(absent, 1.0), (paged, 1.0)], -math.inf, 1.0)
                 pageable.discard(i)
-        for i in row.by_paging:
-            if i not in pageable:
-                continue
-            if i in self.apart.get(t, ()):
-                apart = program.column((Col.LIVE_ABSENT, t, i))  # i absent at t by paging
-                program.row([(apart, 1.0)] + [(z, -1.0) for z in self.by_paging(i, t)], -math.inf, 0.0)
-                terms.append((apart, m[i]))
-            else:
-                terms += [(col, m[i]) for col in self.by_paging(i, t)]
+        terms += self._paging_terms(t, [i for i in row.by_paging if i in pageable], paged_at)
         terms += [(program.columns[Col.HELD, t, d], -m[d]) for d in self.held.get(t, ())]
+        if self.shape.page_out_windows:
+            self._page_out_window_rows(t, paged_at)
         if self.shape.elastic:
             terms.append((program.column((Col.SLACK, t), upper=math.inf, integer=False), row.excess_bytes))
         program.row([(col, coef / row.excess_bytes) for col, coef in terms], 1.0, math.inf)
+
+    def _paging_terms(self, t: int, outputs: list[int], paged_at: dict[int, int]) -> list[tuple[int, int]]:
+        """The covering row's terms for outputs absent at t by paging alone, their columns put in `paged_at`.
+
+        A live input of a recomputation has p_{t,i}; with page-out windows every other output has
+        pa_{t,i} (each at most the columns of `by_paging`); else those columns count themselves.
+        """
+        m, terms = self.graph.output_bytes, []
+        for i in outputs:
+            if i in self.apart.get(t, ()):
+                paged_at[i] = self._paged_at(Col.LIVE_ABSENT, t, i)
+            elif self.shape.page_out_windows:
+                paged_at[i] = self._paged_at(Col.PAGED_AT, t, i)
+            else:
+                terms += [(col, m[i]) for col in self.by_paging(i, t)]
+                continue
+            terms.append((paged_at[i], m[i]))
+        return terms
+
+    def _paged_at(self, kind: Col, t: int, i: int) -> int:
+        """A column of `kind` that says i is absent at t by paging: at most the columns of `by_paging`."""
+        col = self.program.column((kind, t, i))
+        self.program.row([(col, 1.0)] + [(z, -1.0) for z in self.by_paging(i, t)], -math.inf, 0.0)
+        return col
+
+    def beyond(self) -> int:
+        """Y: the time beyond one plain pass, priced at static power (item 6)."""
+        price = self.costs.static_power_w * self.time_scale / self.energy_scale
+        return self.program.column((Col.BEYOND,), price, upper=math.inf, integer=False)
+
+    def _page_out_window_rows(self, t: int, paged_at: Mapping[int, int]) -> None:
+        """Y >= the page-outs of the outputs absent by paging at row t within each window before t, less its compute (item 6).
+
+        `paged_at` holds those outputs' columns (pa_{t,i}, p_{t,i} or ap_{t,i}, each 1 only if i is
+        absent at t by paging).
+        """
+        for window_s, part in page_out_windows(self.costs, t, paged_at):
+            terms = [(paged_at[i], -seconds / self.time_scale) for i, seconds in part]
+            self.program.row([(self.beyond(), 1.0), *terms], -window_s / self.time_scale, math.inf)
 
     def _feeds(self, row: CoverRow, counted: set[int]) -> None:
         """The live inputs a row's recomputations read, each with the deadline of its page-in (item 6).
@@ -396,9 +438,7 @@ class CoverModel:
             self.program.row(moved, -math.inf, dma_s / self.time_scale)
         stalled = self._stall_terms()
         if self.stall_priced:  # Y: the time beyond a plain pass, at least the recomputations and the stalls
-            beyond = self.program.column(
-                (Col.BEYOND,), costs.static_power_w * self.time_scale / self.energy_scale, upper=math.inf, integer=False
-            )
+            beyond = self.beyond()
             for part in (timed, stalled):
                 if part:
                     self.program.row([(beyond, 1.0)] + [(col, -c) for col, c in part], 0.0, math.inf)
@@ -456,4 +496,5 @@ class CoverModel:
             paged_from={key[1]: key[2] for key, value in values.items() if key[0] == Col.OUT_LEVEL and value > 0.5},
             paged_until={key[1]: key[3] for key, value in values.items() if key[0] == Col.PAIR and value > 0.5},
             stalls={key: value for key, value in values.items() if key[0] in (Col.CASCADE_STALL, Col.LIVE_STALL)},
+            beyond_s=values[Col.BEYOND,] * self.time_scale if (Col.BEYOND,) in values else None,
         )

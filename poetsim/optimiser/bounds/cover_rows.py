@@ -204,6 +204,24 @@ def page_in_levels(graph: TrainingGraph, costs: CostTable, rows: tuple[CoverRow,
     return found
 
 
+def page_out_windows(costs: CostTable, t: int, outputs: Iterable[int]) -> list[tuple[float, list[tuple[int, float]]]]:
+    """The windows of stages before row t that the page-outs of `outputs`, absent there by paging, crowd (item 6).
+
+    Each output i absent at t by paging was paged out in a stage of [i+1, t-1], so the DMA time of
+    those with i >= a-1 falls in [a, t-1]. One window per start a = i+1, as (the plain compute time
+    of [a, t-1], per output its page-out time over the channels), where those times pass it.
+    """
+    times = sorted((i, costs.page_out_s[i] / costs.dma_channels) for i in outputs)
+    compute_s = costs.compute_s
+    windows = []
+    for n, (first, _) in enumerate(times):
+        part = times[n:]
+        window_s = sum(compute_s[first + 1 : t])
+        if sum(s for _, s in part) > window_s:
+            windows.append((window_s, part))
+    return windows
+
+
 def page_in_stall_s(costs: CostTable, i: int, first: int, last: int) -> float:
     """The least stall of a page-in of i issued in a stage of [first, last] (nonempty).
 

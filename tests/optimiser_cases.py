@@ -183,3 +183,27 @@ def present(value: T | None, what: str) -> T:
     if value is None:
         pytest.fail(f"{what} is missing")
     return value
+
+
+@st.composite
+def crowding_cases(draw):
+    """A chain whose gradient reads two early outputs across a large stage, as (graph, costs).
+
+    s -> a -> b -> c (1 B) -> d (150-250 B) -> e -> f -> g (1 B each), then gr reads a, b and g
+    (a and b 60-100 B): at d's stage one or both of a and b must be out of RAM, and paging both
+    makes their page-outs share the stages between b and d. Compute 0.05-1 s per stage,
+    transfers 0.2-1.2 s, static power always on.
+    """
+    a, b = draw(st.integers(60, 100)), draw(st.integers(60, 100))
+    sizes = [1, a, b, 1, draw(st.integers(150, 250)), 1, 1, 1]
+    nodes = [Node(k, f"f{k}", "op", False, (k - 1,) if k else (), m) for k, m in enumerate(sizes)]
+    nodes.append(Node(8, "gr", "grad", True, (1, 2, 7), 1))
+    graph = TrainingGraph.create("crowding", nodes)
+    T = len(graph)
+    compute_s = draw(st.lists(st.floats(0.05, 1.0), min_size=T, max_size=T))
+    compute_j = draw(st.lists(st.floats(0.5, 5.0), min_size=T, max_size=T))
+    page_s = draw(st.lists(st.floats(0.2, 1.2), min_size=T, max_size=T))
+    page_j = draw(st.lists(st.floats(0.01, 0.5), min_size=T, max_size=T))
+    static = draw(st.sampled_from([0.3, 1.0, 3.0]))
+    channels = draw(st.sampled_from([1, 2]))
+    return graph, cost_table(graph, compute_s, compute_j, page_s, page_j, static, channels)

@@ -42,6 +42,11 @@ ELASTIC_TOLERANCE = 1e-7
 SECOND_RESTORE_NONZERO_SHARE = 0.8
 #: Share of the cover's budget for its first solve, without cascades.
 NO_CASCADE_SHARE = 0.3
+#: Share of a stall-priced cover's budget for its solve without page-out windows (item 6); the
+#: rest, and what that solve leaves, goes to the cover with them when its choice crowds a window
+#: or it was not solved. Larger, the windowed cover is slower, and a bound it leaves unfinished
+#: can sit below the windowless cover's.
+WINDOWLESS_SHARE = 0.5
 #: A cover is first solved with this many of its stage rows, those of largest excess; the rows its
 #: solution breaks are added and it is solved again (`_RowGeneration`). A handful of rows usually
 #: carries the whole optimum, and a program of every row is many times slower.
@@ -286,8 +291,9 @@ class _RowGeneration:
     """The cover's optimum found with the stage rows it needs (docs/optimiser.md, "Rows as needed").
 
     Each stage row has columns of its own (a_{t,i}, ap_{t,i}, h_{t,d}, r_{t,d}, q_{t,d},
-    p_{t,d}); the rows of every stage share only x^R and x^P (with stalls, z, w, the stall columns
-    s_d and sl_d and Y), the knapsack and transfer rows, and x^R_i + x^P_i <= 1. So the program
+    p_{t,d}, pa_{t,i}); the rows of every stage (its page-out windows among them) share only x^R
+    and x^P (with stalls, z, w, the stall columns s_d and sl_d and Y), the knapsack and transfer
+    rows, and x^R_i + x^P_i <= 1. So the program
     with some stage rows left out is a relaxation of the whole: its optimum is at most the
     whole's and its infeasibility the whole's. If its solution admits, for each left-out stage,
     values of that stage's columns that meet its rows, it is the whole's optimum. Whether a
@@ -297,7 +303,8 @@ class _RowGeneration:
     the choice), or, when that program is too large for the budget, of each unsure stage alone.
     The stages that do not admit the choice join the program, which is solved again. Within a
     budget, the last program's dual bound stands (a relaxation's: still a bound), and the answer
-    is not exact while some stage may break its choice.
+    is not exact while some stage may break its choice. Page-out windows are added only when the
+    choice without them passes one ("Page-out windows as needed").
     """
 
     def __init__(
@@ -330,9 +337,27 @@ class _RowGeneration:
             levels=self.levels,
             in_levels=self.in_levels,
             cascade_page_ins=self.stalls and self.page_in_stalls and cascade_page_ins,
-            page_out_windows=self.page_out_windows,
         )
         active = set(self.first)
+        if not self.page_out_windows:
+            return self._generate(active, shape, allowance)
+        found = self._generate(active, shape, _part(allowance, WINDOWLESS_SHARE))
+        if found is None or (found.exact and self._within_windows(found)):
+            return found
+        # The choice's page-outs crowd some row's windows, or the cover was not solved: the cover
+        # with its windows, from the same rows, in what is left.
+        if allowance is not None and allowance.over():
+            return found.unproven()
+        windowed = self._generate(active, replace(shape, page_out_windows=True), allowance)
+        if windowed is None or windowed.exact or windowed.overhead_j >= found.overhead_j:
+            return windowed
+        return found.unproven()
+
+    def _generate(self, active: set[int], shape: CoverShape, allowance: Allowance | None) -> CoverSolution | None:
+        """The program of `shape` over the stages of `active`, and the stages its solution breaks, until none does.
+
+        `active` gains the stages added.
+        """
         while True:
             found = self._model(active, shape).solve(allowance)
             if found is None or not found.exact:
@@ -344,13 +369,30 @@ class _RowGeneration:
                 return found.unproven()
             active.update(broken)
 
+    def _within_windows(self, found: CoverSolution) -> bool:
+        """Whether the choice's page-outs fit every row's windows within its time beyond a plain pass.
+
+        Then the choice, with what it pays, meets the cover with page-out windows too (item 6): each
+        row counts absent by paging some of the outputs it pages (within their levels), and fewer
+        outputs need less of each window. Its time beyond a plain pass is Y, or without Y its
+        recomputations' time.
+        """
+        beyond_s = found.beyond_s
+        if beyond_s is None:
+            beyond_s = sum(self.costs.compute_s[i] for i in found.recomputed)
+        for t, row in self.by_stage.items():
+            paged = self._paged_at(t, row, found)
+            if any(sum(s for _, s in part) > window_s + beyond_s for window_s, part in page_out_windows(self.costs, t, paged)):
+                return False
+        return True
+
     def _model(self, stages, shape: CoverShape) -> CoverModel:
         rows = tuple(self.by_stage[t] for t in sorted(stages))
         return CoverModel(self.graph, self.costs, self.budgets, self.moves, self.timing, rows, shape)
 
     def _breaks(self, stages: set[int], found: CoverSolution, shape: CoverShape, allowance: Allowance | None) -> list[int]:
         """The left-out stages whose rows the choice of `found` breaks (or that could not be shown not to, within the budget)."""
-        unsure = [t for t in sorted(stages) if not self._covered(t, found, shape.cascades)]
+        unsure = [t for t in sorted(stages) if not self._covered(t, found, shape)]
         if not shape.cascades or not unsure:
             return unsure  # the cover without cascades has no stage columns: nothing else can admit it
         # With the choice fixed the stages share no free column: one program with a slack on each
@@ -376,7 +418,17 @@ class _RowGeneration:
                 broken.append(t)
         return broken
 
-    def _covered(self, t: int, found: CoverSolution, cascades: bool) -> bool:
+    def _paged_at(self, t: int, row: CoverRow, found: CoverSolution) -> set[int]:
+        """The outputs row t may count absent by paging under the choice of `found` (within their stall levels)."""
+        return {
+            i
+            for i in row.by_paging
+            if i in found.paged
+            and found.paged_from.get(i, 0) <= t
+            and (i not in self.in_levels or found.paged_until.get(i, -1) >= t)
+        }
+
+    def _covered(self, t: int, found: CoverSolution, shape: CoverShape) -> bool:
         """Whether the outputs the choice restores at row t without a need cover its excess.
 
         Those it pages (within their stall levels) and those it recomputes that need no dead input;
@@ -385,18 +437,12 @@ class _RowGeneration:
         """
         row, seen = self.by_stage[t], self.counted.get(t, ())
         m, deps = self.graph.output_bytes, self.graph.nodes
-        free = {
-            i
-            for i in row.by_paging
-            if i in found.paged
-            and found.paged_from.get(i, 0) <= t
-            and (i not in self.in_levels or found.paged_until.get(i, -1) >= t)
-        }
-        if found.beyond_s is not None:
+        free = self._paged_at(t, row, found)
+        if shape.page_out_windows and found.beyond_s is not None:
             windows = page_out_windows(self.costs, t, free)
             if any(sum(s for _, s in part) > window_s + found.beyond_s for window_s, part in windows):
                 return False
         free.update(
-            i for i in row.by_recompute if i in found.recomputed and (not cascades or all(d in seen for d in deps[i].deps))
+            i for i in row.by_recompute if i in found.recomputed and (not shape.cascades or all(d in seen for d in deps[i].deps))
         )
         return sum(m[i] for i in free) >= row.excess_bytes

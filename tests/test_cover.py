@@ -531,8 +531,8 @@ def test_pricing_the_page_outs_that_crowd_a_row_never_passes_the_milps_optimum(c
 
     The page-out windows (item 6) never lower the stall-priced cover, and where they raise it or
     prove infeasibility, the MILP agrees. (Measured with this generator outside the suite, 1,500
-    cases: 44 raised, 12 of them to exactly the MILP's optimum, none above; 2 proofs of
-    infeasibility, both the MILP's. With the page-out times in the windows doubled, 263 of 600
+    cases: 44 raised, 8 of them to exactly the MILP's optimum, none above; 2 proofs of
+    infeasibility, both the MILP's. With the page-out times in the windows doubled, 197 of 600
     were above the optimum and 12 proofs of infeasibility wrong.)
     """
     graph, costs = case

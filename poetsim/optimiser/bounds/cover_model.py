@@ -318,14 +318,18 @@ class CoverModel:
         return self.program.column((Col.BEYOND,), price, upper=math.inf, integer=False)
 
     def _page_out_window_rows(self, t: int, paged_at: Mapping[int, int]) -> None:
-        """Y >= the page-outs of the outputs absent by paging at row t within each window before t, less its compute (item 6).
+        """Y >= the page-outs of the outputs absent by paging at row t within a window before t, less its compute (item 6).
 
         `paged_at` holds those outputs' columns (pa_{t,i}, p_{t,i} or ap_{t,i}, each 1 only if i is
-        absent at t by paging).
+        absent at t by paging). One window: the one their page-outs, all counted, pass by the most
+        (every window gives a valid row; one keeps the program's size linear in the outputs).
         """
-        for window_s, part in page_out_windows(self.costs, t, paged_at):
-            terms = [(paged_at[i], -seconds / self.time_scale) for i, seconds in part]
-            self.program.row([(self.beyond(), 1.0), *terms], -window_s / self.time_scale, math.inf)
+        windows = page_out_windows(self.costs, t, paged_at)
+        if not windows:
+            return
+        window_s, part = max(windows, key=lambda window: sum(s for _, s in window[1]) - window[0])
+        terms = [(paged_at[i], -seconds / self.time_scale) for i, seconds in part]
+        self.program.row([(self.beyond(), 1.0), *terms], -window_s / self.time_scale, math.inf)
 
     def _feeds(self, row: CoverRow, counted: set[int]) -> None:
         """The live inputs a row's recomputations read, each with the deadline of its page-in (item 6).

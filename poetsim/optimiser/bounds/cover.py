@@ -44,8 +44,7 @@ SECOND_RESTORE_NONZERO_SHARE = 0.8
 NO_CASCADE_SHARE = 0.3
 #: Share of a stall-priced cover's budget for its solve without page-out windows (item 6); the
 #: rest, and what that solve leaves, goes to the cover with them when its choice crowds a window
-#: or it was not solved. Larger, the windowed cover is slower, and a bound it leaves unfinished
-#: can sit below the windowless cover's.
+#: or it was not solved; it starts from the first solve's bound, so it never ends below it.
 WINDOWLESS_SHARE = 0.5
 #: A cover is first solved with this many of its stage rows, those of largest excess; the rows its
 #: solution breaks are added and it is solved again (`_RowGeneration`). A handful of rows usually
@@ -345,21 +344,28 @@ class _RowGeneration:
         if found is None or (found.exact and self._within_windows(found)):
             return found
         # The choice's page-outs crowd some row's windows, or the cover was not solved: the cover
-        # with its windows, from the same rows, in what is left.
+        # with its windows, from the same rows, in what is left. It refines the cover without them,
+        # so it starts held to that one's bound: a choice that meets both at that cost ends it.
         if allowance is not None and allowance.over():
             return found.unproven()
-        windowed = self._generate(active, replace(shape, page_out_windows=True), allowance)
+        windowed = self._generate(active, replace(shape, page_out_windows=True), allowance, floor_j=found.overhead_j)
         if windowed is None or windowed.exact or windowed.overhead_j >= found.overhead_j:
             return windowed
         return found.unproven()
 
-    def _generate(self, active: set[int], shape: CoverShape, allowance: Allowance | None) -> CoverSolution | None:
+    def _generate(
+        self, active: set[int], shape: CoverShape, allowance: Allowance | None, floor_j: float | None = None
+    ) -> CoverSolution | None:
         """The program of `shape` over the stages of `active`, and the stages its solution breaks, until none does.
 
-        `active` gains the stages added.
+        `active` gains the stages added. With `floor_j`, a bound the program's optimum is known to
+        reach (that of a cover it refines, over some of its rows), its objective is held to it.
         """
         while True:
-            found = self._model(active, shape).solve(allowance)
+            model = self._model(active, shape)
+            if floor_j is not None:
+                model.floor(floor_j)
+            found = model.solve(allowance)
             if found is None or not found.exact:
                 return found
             broken = self._breaks(set(self.by_stage) - active, found, shape, allowance)

@@ -32,6 +32,9 @@ from poetsim.schedule.model import Budgets, Moves, Timing
 #: cap: a program whose stage rows already fill it leaves item 7 too few rows to raise the bound,
 #: and solved whole it only repeats the cascade cover's bound, slowly.
 SECOND_RESTORE_BASE_SHARE = 0.25
+#: A floor on a refining cover's objective (`CoverModel.floor`) sits this share below the bound it
+#: comes from, so that the solver's tolerances cannot make the program infeasible.
+FLOOR_MARGIN = 1e-7
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,12 @@ class CoverModel:
         self.add_restore_rows(deadline_slack_s(budgets, costs), dma_s)
         if shape.elastic:  # a slack e_t on each covering row, and it alone costs: the least shortfall
             self.program.cost = [1.0 if key[0] == Col.SLACK else 0.0 for key in self.program.columns]
+
+    def floor(self, overhead_j: float) -> None:
+        """Hold the objective to at least `overhead_j`, less a margin for the solver's tolerances."""
+        terms = [(col, cost) for col, cost in enumerate(self.program.cost) if cost]
+        target = overhead_j / self.energy_scale
+        self.program.row(terms, target - FLOOR_MARGIN * (1 + abs(target)), math.inf)
 
     def page_in_prices(self) -> dict[tuple[int, int], float]:
         """The stall of each page-in level, by (output, its last row), in seconds."""

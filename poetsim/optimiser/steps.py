@@ -236,7 +236,9 @@ def page_in_bound(call: Call, found: Found) -> Found:
 def stall_priced(call: Call, allowance: Allowance, page_in_stalls: bool, cascade_page_ins: bool = False) -> CoverBound | None:
     """The stall-priced cover under `overlap` with paging (else None), its bound taken.
 
-    None too when it proves that no schedule fits (the search's answer then, if it has none).
+    None too when it proves that no schedule fits (the search's answer then, if it has none). The
+    page-out windows are priced in the first of these covers only, the one with page-out stalls
+    alone: in the covers after it their re-solve takes the budget those covers prove with.
     """
     task = call.task
     if task.timing is not Timing.OVERLAP or not task.moves.page:
@@ -254,6 +256,7 @@ def stall_priced(call: Call, allowance: Allowance, page_in_stalls: bool, cascade
         no_cascade_share=share,
         page_in_stalls=page_in_stalls,
         cascade_page_ins=cascade_page_ins,
+        page_out_windows=not page_in_stalls,
     )
     if found.infeasible:
         call.standing.refute(found.message)

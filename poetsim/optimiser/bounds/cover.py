@@ -134,8 +134,8 @@ def cover_bound(
     With `stalls` (under `overlap`), each page-out's and page-in's own stall is priced (item 6;
     the page-ins' only with `page_in_stalls`, the cascades' page-ins only with
     `cascade_page_ins`, the page-outs crowding the stages before a row only with
-    `page_out_windows`). The cover without cascades is solved first, in `no_cascade_share` of
-    the budget: small and fast, a bound and a choice to fall back on.
+    `page_out_windows`, in the last of its solves). The cover without cascades is solved first, in
+    `no_cascade_share` of the budget: small and fast, a bound and a choice to fall back on.
     """
     timing = Timing(timing)
     keep_all_j = costs.keep_all_energy_j(timing)
@@ -165,12 +165,17 @@ def cover_bound(
     )
     stalls = stalls and timing is Timing.OVERLAP and moves.page
     generation = _RowGeneration(graph, costs, budgets, moves, timing, rows, first_rows, stalls, page_in_stalls, page_out_windows)
+    deep = cascades and has_cascades(graph, rows)
     found = generation.solve(
-        cascades=False, allowance=_part(allowance, no_cascade_share if cascades else 1.0), one_move=False, cascade_page_ins=False
+        cascades=False,
+        allowance=_part(allowance, no_cascade_share if cascades else 1.0),
+        one_move=False,
+        cascade_page_ins=False,
+        windows=not deep,
     )
     if found is None:
         return result(infeasible=too_slow)
-    if cascades and has_cascades(graph, rows):
+    if deep:
         if allowance is not None and allowance.over():
             found = found.unproven()  # the optimum of the cover without cascades only
         else:
@@ -319,11 +324,14 @@ class _RowGeneration:
         self.page_out_windows = stalls and page_out_windows
         self.counted: dict[int, set[int]] = {}
 
-    def solve(self, cascades: bool, allowance: Allowance | None, one_move: bool, cascade_page_ins: bool) -> CoverSolution | None:
+    def solve(
+        self, cascades: bool, allowance: Allowance | None, one_move: bool, cascade_page_ins: bool, windows: bool = True
+    ) -> CoverSolution | None:
         """The cover's optimum (None: infeasible).
 
         With `one_move`, x^R_i + x^P_i <= 1 holds for every output (the quicker cover the placement
-        search uses; no bound).
+        search uses; no bound). With `windows`, the page-out windows of a generation that has them
+        are added as needed.
         """
         if cascades and not self.counted:
             self.counted = {t: counted_at(self.graph, t) for t in self.by_stage}
@@ -338,7 +346,7 @@ class _RowGeneration:
             cascade_page_ins=self.stalls and self.page_in_stalls and cascade_page_ins,
         )
         active = set(self.first)
-        if not self.page_out_windows:
+        if not (self.page_out_windows and windows):
             return self._generate(active, shape, allowance)
         found = self._generate(active, shape, _part(allowance, WINDOWLESS_SHARE))
         if found is None or (found.exact and self._within_windows(found)):

@@ -319,7 +319,7 @@ def test_an_output_rebuilt_for_a_cascade_and_absent_again_is_recomputed_twice(ti
     assert outcome.status == "optimal" and outcome.objective_j == pytest.approx(optimum, rel=1e-9)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(
     case=st.one_of(cascading_cases(), cascading_cases(min_forward=6, max_forward=9), cases(min_forward=4)),
     ram_share=st.floats(0.0, 1.0),
@@ -370,7 +370,7 @@ def test_where_paging_costs_more_than_the_bound_hybrid_takes_the_recompute_only_
     assert outcome.message.endswith("meets the lower bound from the recompute-only cover with second restores")
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(
     case=st.one_of(cases(min_forward=3), cascading_cases()),
     ram_share=st.floats(0.0, 1.0),

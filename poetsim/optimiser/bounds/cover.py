@@ -357,9 +357,11 @@ class _RowGeneration:
         if allowance is not None and allowance.over():
             return found.unproven()
         windowed = self._generate(active, replace(shape, page_out_windows=True), allowance, floor_j=found.overhead_j)
-        if windowed is None or windowed.exact or windowed.overhead_j >= found.overhead_j:
-            return windowed
-        return found.unproven()
+        if windowed is None:
+            return None
+        # The windows serve the bound; the choice stays the one without them, the choice the
+        # placement search places with or without windows.
+        return replace(found, overhead_j=max(found.overhead_j, windowed.overhead_j), exact=False)
 
     def _generate(
         self, active: set[int], shape: CoverShape, allowance: Allowance | None, floor_j: float | None = None

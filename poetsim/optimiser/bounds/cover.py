@@ -21,11 +21,11 @@ from poetsim.optimiser.bounds.cover_rows import (
     CoverRow,
     counted_at,
     cover_rows,
+    crowds_windows,
     deadline_slack_s,
     either_outputs,
     has_cascades,
     page_in_levels,
-    page_out_windows,
     room_shortfall,
     stall_levels,
 )
@@ -396,11 +396,7 @@ class _RowGeneration:
         beyond_s = found.beyond_s
         if beyond_s is None:
             beyond_s = sum(self.costs.compute_s[i] for i in found.recomputed)
-        for t, row in self.by_stage.items():
-            paged = self._paged_at(t, row, found)
-            if any(sum(s for _, s in part) > window_s + beyond_s for window_s, part in page_out_windows(self.costs, t, paged)):
-                return False
-        return True
+        return not any(crowds_windows(self.costs, t, self._paged_at(t, row, found), beyond_s) for t, row in self.by_stage.items())
 
     def _model(self, stages, shape: CoverShape) -> CoverModel:
         rows = tuple(self.by_stage[t] for t in sorted(stages))
@@ -454,10 +450,8 @@ class _RowGeneration:
         row, seen = self.by_stage[t], self.counted.get(t, ())
         m, deps = self.graph.output_bytes, self.graph.nodes
         free = self._paged_at(t, row, found)
-        if shape.page_out_windows and found.beyond_s is not None:
-            windows = page_out_windows(self.costs, t, free)
-            if any(sum(s for _, s in part) > window_s + found.beyond_s for window_s, part in windows):
-                return False
+        if shape.page_out_windows and found.beyond_s is not None and crowds_windows(self.costs, t, free, found.beyond_s):
+            return False
         free.update(
             i for i in row.by_recompute if i in found.recomputed and (not shape.cascades or all(d in seen for d in deps[i].deps))
         )

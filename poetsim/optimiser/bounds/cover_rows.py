@@ -222,6 +222,11 @@ def page_out_windows(costs: CostTable, t: int, outputs: Iterable[int]) -> list[t
     return windows
 
 
+def crowds_windows(costs: CostTable, t: int, outputs: Iterable[int], beyond_s: float) -> bool:
+    """Whether the page-outs of `outputs`, absent at row t by paging, pass a window before t by more than `beyond_s`."""
+    return any(sum(s for _, s in part) > window_s + beyond_s for window_s, part in page_out_windows(costs, t, outputs))
+
+
 def page_in_stall_s(costs: CostTable, i: int, first: int, last: int) -> float:
     """The least stall of a page-in of i issued in a stage of [first, last] (nonempty).
 

@@ -2,6 +2,7 @@
 
 import math
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import time
 
 import pytest
 
+from poetsim.optimiser import work
 from poetsim.optimiser.allowance import Allowance, effort
 from poetsim.optimiser.milp import program
 from poetsim.optimiser.milp.program import Program
@@ -37,6 +39,37 @@ def test_a_small_cover_is_solved_to_its_optimum_by_the_highs_process():
     values = solved.values
     assert values is not None, "an exact solve has a solution"
     assert {key for key, value in values.items() if value > 0.5} == {("c",), ("d",)}
+
+
+def test_the_linear_relaxation_of_a_cover_is_its_bound():
+    """The knapsack's relaxation: c and a whole (8 of 10 for 7), then a third of d (7/3): 9 1/3."""
+    solved = knapsack_cover().solve(_within(10), linear=True)
+    assert not solved.infeasible and solved.exact
+    assert solved.bound == pytest.approx(28 / 3)
+
+
+def test_a_linear_program_stops_at_the_simplex_iterations_its_allowance_pays_for():
+    """40 covering rows over 40 columns, with units for the build, the run's fixed part and 2 iterations.
+
+    The run stops at its iteration limit with no bound, and charges no more than it was allowed.
+    """
+    rng = random.Random(7)
+    p = Program()
+    cols = [p.column((k,), rng.uniform(1.0, 2.0)) for k in range(40)]
+    for _ in range(40):
+        p.row([(c, rng.uniform(0.1, 1.0)) for c in rng.sample(cols, 10)], 1.0, math.inf)
+    nonzeros, lines = len(p.index), len(p.cost) + len(p.row_lower)
+    units = (
+        work.BUILD_UNITS_PER_NONZERO * nonzeros
+        + work.HIGHS_UNITS
+        + work.HIGHS_UNITS_PER_NONZERO * nonzeros
+        + 2.5 * work.HIGHS_UNITS_PER_LP_ITERATION_LINE * lines
+    )
+    allowance = effort(units, HANG_S)
+    stopped = p.solve(allowance, linear=True, root_iterations_per_line=0.0)
+    assert not stopped.exact and stopped.bound == 0.0
+    assert allowance.meter.done <= units * (1 + 1e-9)
+    assert p.solve(_within(10), linear=True).exact, "with room, the same program is solved"
 
 
 def test_an_uncoverable_row_is_proven_infeasible():

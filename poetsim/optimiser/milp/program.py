@@ -121,6 +121,7 @@ class Program:
         rel_gap: float = REL_GAP,
         tolerance: float = FEASIBILITY_TOLERANCE,
         root_iterations_per_line: float | None = None,
+        linear: bool = False,
     ) -> Solved:
         """Minimise the cost with HiGHS (one thread, fixed seed) within `allowance` (None: to the end).
 
@@ -128,16 +129,20 @@ class Program:
         it has a solution that costs no more (within REL_GAP): that solution is then optimal.
         `start` gives values of some columns by key (a partial MIP start HiGHS completes).
         `rel_gap` may be looser where only a good solution is wanted, not a bound; `tolerance` is
-        HiGHS's primal and MIP feasibility tolerance.
+        HiGHS's primal and MIP feasibility tolerance. `linear` solves the linear relaxation
+        instead (every column continuous): its optimum is then the bound, and its simplex
+        iterations are what the allowance limits.
 
         The allowance is charged for the program's build and for the run (`work`); it bounds the
         run's nodes (`work.node_limit`), and the call's guard its time. A program with more
-        nonzeros than PRESOLVE_NONZEROS_PER_UNIT per unit left, or whose root would outlast what
-        is left (`work.root_units`, with `root_iterations_per_line` if given), is not solved at all.
+        nonzeros than PRESOLVE_NONZEROS_PER_UNIT per unit left (a 0-1 program: the presolve of a
+        linear program, with no probing, takes a fraction of its run), or whose root would outlast
+        what is left (`work.root_units`, with `root_iterations_per_line` if given), is not solved
+        at all.
 
         An infeasibility is believed only from a run without presolve (`run_checked`).
         """
-        from poetsim.optimiser.work import BUILD_UNITS_PER_NONZERO, ROOT_ITERATIONS_PER_LINE, highs_units, node_limit, root_units
+        from poetsim.optimiser.work import BUILD_UNITS_PER_NONZERO, ROOT_ITERATIONS_PER_LINE, highs_units, root_units
 
         nonzeros, lines = len(self.index), len(self.cost) + len(self.row_lower)
         left = None
@@ -146,7 +151,8 @@ class Program:
             left = allowance.left()
             per_line = ROOT_ITERATIONS_PER_LINE if root_iterations_per_line is None else root_iterations_per_line
             if left is not None and (
-                nonzeros > PRESOLVE_NONZEROS_PER_UNIT * left or root_units(nonzeros, lines, per_line) > left
+                (not linear and nonzeros > PRESOLVE_NONZEROS_PER_UNIT * left)
+                or root_units(nonzeros, lines, per_line, linear) > left
             ):
                 return Solved(False, False, 0.0, None)
         limit_s = None if allowance is None else allowance.guard.left_s()
@@ -161,10 +167,7 @@ class Program:
             "mip_feasibility_tolerance": tolerance,
             "primal_feasibility_tolerance": tolerance,
         }
-        if left is not None:
-            options["mip_max_nodes"] = node_limit(left, nonzeros, lines)
-        if limit_s is not None:
-            options["time_limit"] = max(float(limit_s), 0.01)
+        options.update(_limits(left, limit_s, nonzeros, lines, linear))
         job = HighsJob(
             model=model_arrays(
                 self.cost,
@@ -175,7 +178,7 @@ class Program:
                 self.starts,
                 self.index,
                 self.value,
-                self.integer,
+                [False] * len(self.integer) if linear else self.integer,
             ),
             options=options,
             stop_s=limit_s,
@@ -184,14 +187,14 @@ class Program:
         )
         answer = run_checked(job, limit_s)
         if allowance is not None:
-            allowance.charge(highs_units(nonzeros, lines, answer.iterations, answer.nodes))
+            allowance.charge(highs_units(nonzeros, lines, answer.iterations, answer.nodes, linear))
         if answer.rejected:
             from poetsim.errors import InternalError
 
             raise InternalError(f"HiGHS rejected {answer.rejected} of a cover")
         if answer.status in INFEASIBLE:
             return Solved(True, True, math.inf, None)
-        if not any(self.integer):  # a linear program: its optimum is its bound
+        if linear or not any(self.integer):  # a linear program: its optimum is its bound
             bound = answer.objective if answer.status == "kOptimal" and answer.objective is not None else 0.0
         else:
             bound = answer.dual_bound if answer.dual_bound is not None else 0.0
@@ -200,6 +203,24 @@ class Program:
         if enough is not None and answer.objective is not None and answer.objective <= enough * (1 + REL_GAP) + 1e-12:
             bound, exact = max(bound, min(enough, answer.objective)), True
         return Solved(False, exact, max(bound, 0.0), values)
+
+
+def _limits(left: float | None, limit_s: float | None, nonzeros: int, lines: int, linear: bool) -> dict:
+    """HiGHS's limits of a run with `left` units and `limit_s` seconds of guard (None: none).
+
+    Its nodes, or a linear program's simplex iterations (it has no nodes), from the units; its
+    time from the guard.
+    """
+    from poetsim.optimiser.work import iteration_limit, node_limit
+
+    limits: dict = {}
+    if left is not None:
+        limits["mip_max_nodes"] = node_limit(left, nonzeros, lines)
+        if linear:
+            limits["simplex_iteration_limit"] = iteration_limit(left, nonzeros, lines)
+    if limit_s is not None:
+        limits["time_limit"] = max(float(limit_s), 0.01)
+    return limits
 
 
 def model_arrays(cost, lower, upper, row_lower, row_upper, starts, index, value, integer) -> dict:

@@ -14,7 +14,7 @@ from poetsim.optimiser.bounds.cover import cover_bound, paging_floor_j, second_r
 from poetsim.optimiser.bounds.cover_model import CoverModel, CoverShape
 from poetsim.optimiser.bounds.cover_rows import cover_rows
 from poetsim.optimiser.bounds.events import Event, EventKind
-from poetsim.optimiser.bounds.timed_cover import timed_cover_bound
+from poetsim.optimiser.bounds.timed_cover import relaxation_bound, timed_cover_bound
 from poetsim.optimiser.plans.cover_plan import cover_plan, events_plan
 from poetsim.optimiser.plans.plan import figures, to_schedule
 from poetsim.schedule.checker import check_schedule
@@ -545,6 +545,65 @@ def test_pricing_the_page_outs_that_crowd_a_row_never_passes_the_milps_optimum(c
         assert together.infeasible
         return
     assert_a_raised_bound_holds(alone, together, graph, costs, budgets, moves, OV, "the page-out windows")
+
+
+def split_transfer_case():
+    """The chain s -> a (100 B) -> b -> c -> d (200 B) -> e -> f; gr reads a and f. 201 B.
+
+    Stages 4 and 5 hold a beside d: a must be absent there, all of it (the relaxation cannot make
+    half of it absent), paged (recomputing it costs 5 J). Its
+    page-out takes 1 s and runs in stage 2 or 3, each of 0.5 s: 0.5 s beyond the stage's compute,
+    at 0.5 W of static power 0.25 J, on top of 0.2 J each way. Its page-in hides in f's 1 s.
+    Optimum 0.65 J above keep-all; half the page-out in each of stages 2 and 3 would hide it all.
+    """
+    sizes = [1, 100, 1, 1, 200, 1, 1]
+    nodes = [Node(k, name, "op", False, (k - 1,) if k else (), m) for k, (name, m) in enumerate(zip("sabcdef", sizes))]
+    nodes.append(Node(7, "gr", "grad", True, (1, 6), 1))
+    graph = TrainingGraph.create("split_transfer", nodes)
+    compute_s = [1.0, 1.0, 0.5, 0.5, 1.0, 1.0, 1.0, 1.0]
+    costs = cost_table(graph, compute_s, [1.0, 5.0] + [1.0] * 6, [1.0] * 8, [0.2] * 8, static_power_w=0.5)
+    return graph, costs, Budgets(201, 100.0)
+
+
+@pytest.mark.parametrize("moves", [PAGING_ONLY, HYBRID], ids=lambda m: m.label)
+def test_the_timed_covers_relaxation_prices_a_transfer_no_stage_hides_whole(moves):
+    graph, costs, budgets = split_transfer_case()
+    relaxed = relaxation_bound(graph, costs, budgets, moves, OV)
+    keep_all_j = costs.keep_all_energy_j(OV)
+    assert relaxed - keep_all_j == pytest.approx(0.65, rel=1e-7)
+    status, optimum = milp_optimum(graph, costs, budgets, moves, OV)
+    assert status == "optimal" and optimum - keep_all_j == pytest.approx(0.65, rel=1e-7)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    case=st.one_of(crowding_cases(), cases(min_forward=3, max_forward=5, slow_paging=True)),
+    ram_share=st.floats(0.2, 1.0),
+    runtime_x=st.floats(1.0, 3.0),
+    moves=st.sampled_from([HYBRID, PAGING_ONLY]),
+)
+def test_the_timed_covers_relaxation_is_never_above_the_timed_cover_or_the_milps_optimum(case, ram_share, runtime_x, moves):
+    """On random graphs whose transfers can crowd or outlast their stages, under `overlap`, with paging.
+
+    The linear relaxation of the timed cover over the stage rows it grows is at most the timed
+    cover's proven optimum and the MILP's; where the timed cover proves that nothing fits, the
+    relaxation gives no bound above the MILP's either.
+    """
+    graph, costs = case
+    low, high = graph.min_feasible_ram_bytes, graph.keep_all_peak_bytes
+    budgets = Budgets(int(low + ram_share * (high - low)), runtime_x * costs.plain_runtime_s)
+    relaxed = relaxation_bound(graph, costs, budgets, moves, OV)
+    timed = timed_cover_bound(graph, costs, budgets, moves, OV)
+    tolerance = 1e-7 * costs.plain_compute_j + 1e-9
+    event("relaxation: no bound" if relaxed is None else "relaxation: a bound")
+    if relaxed is None:
+        return
+    assert relaxed >= costs.keep_all_energy_j(OV) - tolerance, "the relaxation is below keep-all"
+    if not timed.infeasible and timed.exact:
+        assert relaxed <= timed.bound_j + tolerance, "the relaxation is above the timed cover's optimum"
+    status, optimum = milp_optimum(graph, costs, budgets, moves, OV)
+    if status == "optimal":
+        assert relaxed <= optimum + tolerance, "the relaxation is above the MILP's optimum"
 
 
 def cascade_page_in_case():

@@ -5,9 +5,10 @@
 1. the eviction cover (`steps.cover`): a proven lower bound, or a proof that nothing fits;
 2. plans that need no solver (`steps.rule_plans`): keep-all, the plan of the cover's choice, the
    schedules of other strategies handed in as starts; the cheapest that fits is the incumbent;
-3. the placement search (`placement`), the rebuilt greedy with hidden transfers (with paging,
-   after the second restores), the covers that price page-ins' stalls (with the MILP confined
-   to the first one's choice, `milp_steps.choice_solve`), the timed cover, the greedy plans,
+3. the placement search (`placement`), the timed cover's linear relaxation (with paging, under
+   `overlap`), the rebuilt greedy with hidden transfers (with paging, after the second restores),
+   the covers that price page-ins' stalls (with the MILP confined to the first one's choice,
+   `milp_steps.choice_solve`), the timed cover, the greedy plans,
    polishing, the recompute-only cover with second restores and the rebuilt greedy (`steps`),
    in the order `_middle` gives for the moves;
 4. the stage MILP (`milp_steps`): its build, the run confined to a cover's choice, the full run
@@ -185,15 +186,18 @@ class Search:
 def _middle(call: Call) -> tuple[Step, ...]:
     """The steps between the placement search and the MILP, by the moves.
 
-    With paging, the second restores come first (they serve only below the paging floor), then
-    the rebuilt greedy with hidden transfers (it needs both moves and `overlap`, and is cheap
-    where the covers after it are dear), and the timed cover, which places the transfers, before
-    the greedy. Recompute-only runs the greedy before the timed cover, which there seldom raises
-    the bound and would leave the greedy too little, and its second restores after polish. Both
-    end with the rebuilt greedy, which takes its share from the MILP's.
+    With paging, the timed cover's linear relaxation comes first (under `overlap`: a bound of a
+    few units where transfers crowd the stages, which the covers after it seldom reach), the
+    second restores next (they serve only below the paging floor), then the rebuilt greedy with
+    hidden transfers (it needs both moves and `overlap`, and is cheap where the covers after it
+    are dear), and the timed cover, which places the transfers, before the greedy.
+    Recompute-only runs the greedy before the timed cover, which there seldom raises the bound
+    and would leave the greedy too little, and its second restores after polish. Both end with
+    the rebuilt greedy, which takes its share from the MILP's.
     """
     if call.task.moves.page:
         return (
+            steps.timed_relaxation,
             steps.second_restores,
             steps.rebuild_hiding,
             steps.page_in_bound,

@@ -41,6 +41,13 @@ class Shares:
     timed: float = 0.6
     #: ... with no schedule yet: then the timed cover is what can prove that none exists.
     timed_no_schedule: float = 0.9
+    #: The timed cover's linear relaxation (`steps.timed_relaxation`).
+    timed_relaxation: float = 0.3
+    #: ... which runs only with this many units left: its rounds take 1-6 units on graphs of
+    #: 150-400 nodes, and with less left the covers that price page-ins prove more with them (the
+    #: ResNet-18 study's points on the Pi at 25 % have 5.5 units left there: the page-in-priced
+    #: covers leave 19 % of their overhead unproven, and 34 % once the relaxation took its share).
+    timed_relaxation_min: float = 10.0
     #: The recompute-only cover with second restores (`steps.second_restores`).
     second_restores: float = 0.7
     #: The greedy plans (they stop where they are when it is spent).

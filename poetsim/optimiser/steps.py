@@ -14,7 +14,7 @@ from poetsim.optimiser.allowance import Allowance
 from poetsim.optimiser.baselines.simple import rebuilt_plan, start_plan
 from poetsim.optimiser.bounds.cover import CoverBound, cover_bound, paging_floor_j, second_restore_bound
 from poetsim.optimiser.bounds.events import Event
-from poetsim.optimiser.bounds.timed_cover import timed_cover_bound
+from poetsim.optimiser.bounds.timed_cover import relaxation_bound, timed_cover_bound
 from poetsim.optimiser.call import Call
 from poetsim.optimiser.found import Found
 from poetsim.optimiser.plans import plan as plans
@@ -206,6 +206,26 @@ def timed(call: Call, found: Found) -> Found:
     standing.raise_bound(timed_cover.bound_j, "the timed cover")
     standing.offer(events_plan(*args, task.timing, timed_cover), "the timed cover's events")
     return replace(found, timed_cover=timed_cover)
+
+
+def timed_relaxation(call: Call, found: Found) -> Found:
+    """The timed cover's linear relaxation over the stage rows it needs: a bound where transfers crowd stages.
+
+    Under `overlap` with paging, where page-outs and page-ins of different outputs compete for
+    the stages that could hide them; the timed cover itself seldom fits a point's effort there.
+    Only with `Shares.timed_relaxation_min` units left: with less, the covers after it make better
+    use of them.
+    """
+    task, left = call.task, call.allowance.left()
+    if not (task.moves.page and task.timing is Timing.OVERLAP) or call.standing.proven():
+        return found
+    if left is not None and left < call.shares.timed_relaxation_min:
+        return found
+    call.note("timed bound")
+    allowance = call.allowance.part(call.shares.timed_relaxation)
+    bound_j = relaxation_bound(task.graph, task.costs, task.budgets, task.moves, task.timing, allowance)
+    call.standing.raise_bound(bound_j, "the timed cover's linear relaxation")
+    return found
 
 
 def page_in_bound(call: Call, found: Found) -> Found:

@@ -19,11 +19,12 @@ from dataclasses import replace
 from enum import StrEnum
 
 from poetsim.graphs.graph import TrainingGraph
-from poetsim.optimiser.allowance import Allowance
+from poetsim.optimiser.allowance import Allowance, charge, spent
 from poetsim.optimiser.bounds.cover import CoverBound
 from poetsim.optimiser.bounds.cover_rows import CoverRow, counted_at, cover_rows, deadline_slack_s, next_reader
 from poetsim.optimiser.bounds.events import Event, EventKind
 from poetsim.optimiser.milp.program import REL_GAP, Program
+from poetsim.optimiser.work import BUILD_UNITS_PER_NONZERO
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Moves, Timing
 from poetsim.tolerances import exceeds
@@ -33,6 +34,17 @@ PLACEMENT_REL_GAP = 1e-4
 #: The simplex iterations of the timed cover's root LP per line (`work.root_units`): its windows
 #: chain its rows, and its root takes several times the plain covers' (0.48 on ResNet-18's).
 ROOT_ITERATIONS_PER_LINE = 0.5
+#: The linear relaxation (`relaxation_bound`) starts from this many stage rows, those of largest
+#: excess, and adds at most this many of the rows its solution breaks per round.
+RELAXATION_FIRST_ROWS = 5
+RELAXATION_ROWS_PER_ROUND = 10
+#: A left-out stage breaks the relaxation's solution when what that solution can restore there
+#: falls short of its excess by more than this share of it.
+RELAXATION_TOLERANCE = 1e-6
+#: The relaxation's simplex iterations per line, as a run is priced before it starts: eight
+#: relaxations of the outside set took 0.04-0.16 (the smaller, the more). A run that would take
+#: more than its allowance stops at its iteration limit and gives no bound.
+RELAXATION_ITERATIONS_PER_LINE = 0.1
 
 
 class TimedCol(StrEnum):
@@ -159,6 +171,84 @@ def timed_cover_bound(
         "",
         events=events,
     )
+
+
+def relaxation_bound(
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    moves: Moves,
+    timing: Timing,
+    allowance: Allowance | None = None,
+) -> float | None:
+    """A lower bound on the total energy from the timed cover's linear relaxation (None: none within the allowance).
+
+    The timed cover is usually too large for its root to fit a point's effort, while its linear
+    relaxation over a few stage rows solves in seconds and bounds what transfers crowding a stage
+    cost (with each transfer's own stall stated, `add_time_rows`). A stage row's columns are its
+    own, so the relaxation over some of the stage rows is a relaxation of the whole: every round's
+    optimum is a bound. It starts from the rows of largest excess; a left-out stage whose excess
+    the solution's recomputations and transfers cannot cover (its cascades aside, so the check only
+    ever says too little) joins, and the relaxation is solved again, while the allowance lasts. An
+    infeasible relaxation gives no bound here: the covers prove that nothing fits.
+    """
+    timing = Timing(timing)
+    overlap = timing is Timing.OVERLAP
+    keep_all_j = costs.keep_all_energy_j(timing)
+    by_stage = {row.stage: row for row in cover_rows(graph, budgets, moves, timing)}
+    if not by_stage:
+        return keep_all_j
+    ranked = sorted(by_stage, key=lambda t: (-by_stage[t].excess_bytes, t))
+    chosen = set(ranked[:RELAXATION_FIRST_ROWS])
+    best = None
+    while True:
+        model = _TimedModel(graph, costs, moves, overlap)
+        for t in sorted(chosen):
+            model.add_stage(by_stage[t])
+        model.add_time_rows(deadline_slack_s(budgets, costs), own_stalls=True)
+        solved = model.program.solve(allowance, root_iterations_per_line=RELAXATION_ITERATIONS_PER_LINE, linear=True)
+        if solved.infeasible or not solved.exact or solved.values is None:
+            return best
+        bound_j = keep_all_j + solved.bound * model.energy_scale
+        best = bound_j if best is None else max(best, bound_j)
+        left_out = [by_stage[t] for t in ranked if t not in chosen]
+        charge(allowance, BUILD_UNITS_PER_NONZERO * sum(len(r.by_recompute) + len(r.by_paging) for r in left_out))
+        broken = _short_rows(graph, model.late, left_out, solved.values)
+        if not broken or spent(allowance):
+            return best
+        chosen.update(broken[:RELAXATION_ROWS_PER_ROUND])
+
+
+def _short_rows(graph: TrainingGraph, late: int, rows: list[CoverRow], values: dict[tuple, float]) -> list[int]:
+    """The stages of `rows` whose excess `values` cannot cover, the shortest (as a share of the excess) first.
+
+    What stage t can restore of i is at most i's recomputation plus the least of its page-outs
+    before t and its page-ins after t (the windows of `paged_around`), and at most 1.
+    """
+    recomputed: dict[int, float] = {}
+    transfers: dict[tuple[EventKind, int], dict[int, float]] = {}
+    for key, value in values.items():
+        if key[0] == TimedCol.RECOMPUTED:
+            recomputed[key[1]] = value
+        elif key[0] in _STAGED:
+            transfers.setdefault((key[0], key[1]), {})[key[2]] = value
+
+    def moved(kind: EventKind, i: int, first: int, last: int) -> float:
+        return sum(v for s, v in transfers.get((kind, i), {}).items() if first <= s <= last)
+
+    short = []
+    for row in rows:
+        t = row.stage
+        restorable = {i: recomputed.get(i, 0.0) for i in row.by_recompute}
+        for i in row.by_paging:
+            j = next_reader(graph, i, t)
+            paged = min(moved(EventKind.PAGE_OUT, i, i + 1, t - late), moved(EventKind.PAGE_IN, i, t + late, j - 1))
+            restorable[i] = restorable.get(i, 0.0) + paged
+        covered = sum(graph.output_bytes[i] * min(1.0, share) for i, share in restorable.items())
+        shortfall = (row.excess_bytes - covered) / row.excess_bytes
+        if shortfall > RELAXATION_TOLERANCE:
+            short.append((-shortfall, t))
+    return [t for _, t in sorted(short)]
 
 
 class _TimedModel:
@@ -296,8 +386,15 @@ class _TimedModel:
                     self.paged_around(back, d, t, j)
             program.row(terms, -math.inf, 0.0)
 
-    def add_time_rows(self, slack_s: float) -> None:
-        """Page out at most once; stage time beyond computing once (overlap); the deadline's slack."""
+    def add_time_rows(self, slack_s: float, own_stalls: bool = False) -> None:
+        """Page out at most once; stage time beyond computing once (overlap); the deadline's slack.
+
+        `own_stalls` adds, per stage, that its stall is at least the sum of each transfer's own
+        stall (its DMA time beyond the stage's compute): `max(0, sum_k a_k - c) >= sum_k max(0,
+        a_k - c)` for 0-1 transfers, so the 0-1 program implies it, while its linear relaxation,
+        which could otherwise spread one transfer over several stages that each hide a part of
+        it, does not.
+        """
         program, scale = self.program, self.time_scale
         for outs in self.outs_of.values():
             if len(outs) > 1:
@@ -316,9 +413,11 @@ class _TimedModel:
         for s, transfers in sorted(self.transfers_at.items()):
             col = program.column((TimedCol.STAGE_EXTRA, s), upper=math.inf, integer=False)
             stalls.append((col, -1.0))
-            program.row(
-                [(col, 1.0)] + [(x, -d * per_channel / scale) for x, d in transfers], -self.costs.compute_s[s] / scale, math.inf
-            )
+            compute_s = self.costs.compute_s[s]
+            program.row([(col, 1.0)] + [(x, -d * per_channel / scale) for x, d in transfers], -compute_s / scale, math.inf)
+            own = [(x, (compute_s - d * per_channel) / scale) for x, d in transfers if d * per_channel > compute_s]
+            if own_stalls and own:
+                program.row([(col, 1.0), *own], 0.0, math.inf)
         program.row([(total, 1.0), *stalls], 0.0, math.inf)
         recomputed = [(col, -c / scale) for col, c in self.recomputed if c > 0]
         program.row([(total, 1.0), *recomputed], 0.0, math.inf)

@@ -19,6 +19,7 @@ from poetsim.optimiser.bounds.columns import Col
 from poetsim.optimiser.bounds.cover_model import CoverModel, CoverShape, CoverSolution
 from poetsim.optimiser.bounds.cover_rows import (
     CoverRow,
+    by_excess,
     counted_at,
     cover_rows,
     crowds_windows,
@@ -316,7 +317,7 @@ class _RowGeneration:
     ):
         self.graph, self.costs, self.budgets, self.moves, self.timing = graph, costs, budgets, moves, timing
         self.by_stage = {row.stage: row for row in rows}
-        ranked = sorted(self.by_stage, key=lambda t: (-self.by_stage[t].excess_bytes, t))
+        ranked = by_excess(rows)
         self.first = frozenset(ranked if first_rows is None else ranked[:first_rows])
         self.levels = stall_levels(graph, costs, rows) if stalls else {}
         self.in_levels = page_in_levels(graph, costs, rows) if stalls and page_in_stalls else {}

@@ -81,6 +81,12 @@ def room_shortfall(graph: TrainingGraph, rows: tuple[CoverRow, ...]) -> tuple[Co
     return None
 
 
+def by_excess(rows) -> list[int]:
+    """The stages of `rows` (CoverRows), largest excess first (ties: earlier stage first)."""
+    excess = {row.stage: row.excess_bytes for row in rows}
+    return sorted(excess, key=lambda t: (-excess[t], t))
+
+
 def counted_at(graph: TrainingGraph, t: int) -> set[int]:
     """The outputs whose bytes the covering row of stage t counts: t, its inputs, and `L_t`."""
     return set(graph.nodes[t].deps) | {t} | {i for i in range(t) if graph.last_use[i] > t}

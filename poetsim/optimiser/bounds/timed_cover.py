@@ -21,7 +21,7 @@ from enum import StrEnum
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.optimiser.allowance import Allowance, charge, spent
 from poetsim.optimiser.bounds.cover import CoverBound
-from poetsim.optimiser.bounds.cover_rows import CoverRow, counted_at, cover_rows, deadline_slack_s, next_reader
+from poetsim.optimiser.bounds.cover_rows import CoverRow, by_excess, counted_at, cover_rows, deadline_slack_s, next_reader
 from poetsim.optimiser.bounds.events import Event, EventKind
 from poetsim.optimiser.milp.program import REL_GAP, Program
 from poetsim.optimiser.work import BUILD_UNITS_PER_NONZERO
@@ -198,7 +198,7 @@ def relaxation_bound(
     by_stage = {row.stage: row for row in cover_rows(graph, budgets, moves, timing)}
     if not by_stage:
         return keep_all_j
-    ranked = sorted(by_stage, key=lambda t: (-by_stage[t].excess_bytes, t))
+    ranked = by_excess(by_stage.values())
     chosen = set(ranked[:RELAXATION_FIRST_ROWS])
     best = None
     while True:
@@ -219,11 +219,16 @@ def relaxation_bound(
         chosen.update(broken[:RELAXATION_ROWS_PER_ROUND])
 
 
+def _paging_windows(i: int, t: int, j: int, late: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The stages (first, last) where i's page-out and its page-in can run for i to be absent at t, read next at j."""
+    return (i + 1, t - late), (t + late, j - 1)
+
+
 def _short_rows(graph: TrainingGraph, late: int, rows: list[CoverRow], values: dict[tuple, float]) -> list[int]:
     """The stages of `rows` whose excess `values` cannot cover, the shortest (as a share of the excess) first.
 
     What stage t can restore of i is at most i's recomputation plus the least of its page-outs
-    before t and its page-ins after t (the windows of `paged_around`), and at most 1.
+    before t and its page-ins after t (`_paging_windows`), and at most 1.
     """
     recomputed: dict[int, float] = {}
     transfers: dict[tuple[EventKind, int], dict[int, float]] = {}
@@ -242,7 +247,8 @@ def _short_rows(graph: TrainingGraph, late: int, rows: list[CoverRow], values: d
         restorable = {i: recomputed.get(i, 0.0) for i in row.by_recompute}
         for i in row.by_paging:
             j = next_reader(graph, i, t)
-            paged = min(moved(EventKind.PAGE_OUT, i, i + 1, t - late), moved(EventKind.PAGE_IN, i, t + late, j - 1))
+            (out_first, out_last), (in_first, in_last) = _paging_windows(i, t, j, late)
+            paged = min(moved(EventKind.PAGE_OUT, i, out_first, out_last), moved(EventKind.PAGE_IN, i, in_first, in_last))
             restorable[i] = restorable.get(i, 0.0) + paged
         covered = sum(graph.output_bytes[i] * min(1.0, share) for i, share in restorable.items())
         shortfall = (row.excess_bytes - covered) / row.excess_bytes
@@ -337,8 +343,8 @@ class _TimedModel:
 
     def paged_around(self, absent: int, i: int, t: int, j: int) -> None:
         """Absent at t by paging: a page-out before t and a page-in after it, before reader j."""
-        self.within(absent, EventKind.PAGE_OUT, i, i + 1, t - self.late)
-        self.within(absent, EventKind.PAGE_IN, i, t + self.late, j - 1)
+        for kind, (first, last) in zip((EventKind.PAGE_OUT, EventKind.PAGE_IN), _paging_windows(i, t, j, self.late)):
+            self.within(absent, kind, i, first, last)
 
     def add_stage(self, row: CoverRow) -> None:
         """The covering row of stage t, its absences, and their cascades."""

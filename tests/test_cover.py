@@ -742,6 +742,7 @@ def test_a_cover_grown_row_by_row_has_the_optimum_of_the_whole(case, ram_share, 
         assert grown.bound_j == pytest.approx(whole.bound_j, rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.slow  # the cover over all 111 rows takes a minute
 def test_the_cascade_cover_of_poets_main_case_needs_few_of_its_rows():
     """POET's ResNet-18 (CIFAR) case, hybrid, overlap.
 

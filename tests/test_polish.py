@@ -406,8 +406,16 @@ def test_no_returned_schedule_is_improved_by_a_single_change(case, ram_share, ru
     event("changes to try" if changes else "no change to try")
 
 
-@pytest.mark.parametrize("platform", ["rpi4", "jetson-tx2"])
-@pytest.mark.parametrize("ram", ["50%", "35%"])
+@pytest.mark.parametrize(
+    ("platform", "ram"),
+    [
+        ("rpi4", "50%"),
+        ("jetson-tx2", "50%"),
+        ("jetson-tx2", "35%"),
+        # Its settling polish takes the longest of the four: in `make test-slow`.
+        pytest.param("rpi4", "35%", marks=pytest.mark.slow),
+    ],
+)
 def test_mobilenet_v2s_unproven_schedules_are_improved_by_no_single_change(platform, ram):
     """MobileNetV2 (96x96, batch 1; depthwise separable convolutions, inverted residuals), hybrid, 1.2x, 4 units of effort.
 
@@ -422,7 +430,12 @@ def test_mobilenet_v2s_unproven_schedules_are_improved_by_no_single_change(platf
 
 @pytest.mark.parametrize(
     ("graph_file", "platform", "ram"),
-    [("mobilenet_v1", "rpi4", "50%"), ("shufflenet_v2", "rpi4", "35%"), ("efficientnet_b0", "rpi4", "35%")],
+    [
+        ("mobilenet_v1", "rpi4", "50%"),
+        # The two largest graphs, a minute each: in `make test-slow`.
+        pytest.param("shufflenet_v2", "rpi4", "35%", marks=pytest.mark.slow),
+        pytest.param("efficientnet_b0", "rpi4", "35%", marks=pytest.mark.slow),
+    ],
 )
 def test_unproven_schedules_of_the_outside_architectures_are_improved_by_no_single_change(graph_file, platform, ram):
     """Architectures the optimiser was not tuned on: its schedules are still local optima.

@@ -575,6 +575,17 @@ def test_the_timed_covers_relaxation_prices_a_transfer_no_stage_hides_whole(move
     assert status == "optimal" and optimum - keep_all_j == pytest.approx(0.65, rel=1e-7)
 
 
+def test_the_timed_covers_relaxation_runs_its_first_round_within_its_own_allowance():
+    """A first round the rounds' allowance cannot pay for runs within the first round's, on the same meter."""
+    graph, costs, budgets = split_transfer_case()
+    whole = effort(100.0)
+    rounds = whole.part(1e-6)
+    assert relaxation_bound(graph, costs, budgets, HYBRID, OV, rounds) is None
+    relaxed = relaxation_bound(graph, costs, budgets, HYBRID, OV, rounds, first_allowance=whole)
+    assert relaxed - costs.keep_all_energy_j(OV) == pytest.approx(0.65, rel=1e-7)
+    assert 0 < whole.meter.done < 100.0
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     case=st.one_of(crowding_cases(), cases(min_forward=3, max_forward=5, slow_paging=True)),

@@ -43,6 +43,11 @@ class Shares:
     timed_no_schedule: float = 0.9
     #: The timed cover's linear relaxation (`steps.timed_relaxation`).
     timed_relaxation: float = 0.3
+    #: ... its first round, which may take up to this share of what is left instead: on the larger
+    #: graphs that round needs more than the share above (EfficientNet-B0 on the Pi at 50 %: 8.7
+    #: of the 12.7 units left), and it gives most of the bound (there 0.274 J above keep-all, of
+    #: the 0.278 J of three rounds).
+    timed_relaxation_first: float = 0.75
     #: ... which runs only with this many units left: its rounds take 1-6 units on graphs of
     #: 150-400 nodes, and with less left the covers that price page-ins prove more with them (the
     #: ResNet-18 study's points on the Pi at 25 % have 5.5 units left there: the page-in-priced

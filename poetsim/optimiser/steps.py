@@ -214,7 +214,8 @@ def timed_relaxation(call: Call, found: Found) -> Found:
     Under `overlap` with paging, where page-outs and page-ins of different outputs compete for
     the stages that could hide them; the timed cover itself seldom fits a point's effort there.
     Only with `Shares.timed_relaxation_min` units left: with less, the covers after it make better
-    use of them.
+    use of them. Its first round may take `Shares.timed_relaxation_first` of what is left; the
+    rounds after it share `Shares.timed_relaxation`.
     """
     task, left = call.task, call.allowance.left()
     if not (task.moves.page and task.timing is Timing.OVERLAP) or call.standing.proven():
@@ -223,7 +224,8 @@ def timed_relaxation(call: Call, found: Found) -> Found:
         return found
     call.note("timed bound")
     allowance = call.allowance.part(call.shares.timed_relaxation)
-    bound_j = relaxation_bound(task.graph, task.costs, task.budgets, task.moves, task.timing, allowance)
+    first = call.allowance.part(call.shares.timed_relaxation_first)
+    bound_j = relaxation_bound(task.graph, task.costs, task.budgets, task.moves, task.timing, allowance, first)
     call.standing.raise_bound(bound_j, "the timed cover's linear relaxation")
     return found
 

@@ -61,6 +61,30 @@ def cost_table(graph: TrainingGraph, compute_s, compute_j, page_s, page_j, stati
     )
 
 
+def two_skips() -> tuple[TrainingGraph, CostTable]:
+    """A chain whose outputs a and b are read again by the backward pass, past the peak f4.
+
+        0 s   (1 B)    input               4 f4  (300 B)  the peak
+        1 a   (100 B)  5 J to rebuild      5 f5  (10 B)
+        2 b   (100 B)  0.1 J, reads a      6 g1  (1 B)    reads b and f5
+        3 f3  (10 B)                       7 g2  (1 B)    reads a and g1
+    Beside f4 there is room for one of a and b.
+    """
+    nodes = [
+        Node(0, "s", "input", False, (), 1),
+        Node(1, "a", "op", False, (0,), 100),
+        Node(2, "b", "op", False, (1,), 100),
+        Node(3, "f3", "op", False, (2,), 10),
+        Node(4, "f4", "op", False, (3,), 300),
+        Node(5, "f5", "op", False, (4,), 10),
+        Node(6, "g1", "grad", True, (2, 5), 1),
+        Node(7, "g2", "grad", True, (1, 6), 1),
+    ]
+    graph = TrainingGraph.create("two_skips", nodes)
+    joules = [0.01, 5.0, 0.1, 0.01, 0.01, 0.01, 0.01, 0.01]
+    return graph, cost_table(graph, [0.01] * 8, joules, [1.0] * 8, [10.0] * 8)
+
+
 @st.composite
 def cases(draw, min_forward: int = 2, max_forward: int = 4, slow_paging: bool = False):
     """A random training graph of 5-9 nodes and its random costs, as (graph, costs).

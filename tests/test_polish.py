@@ -1,7 +1,7 @@
-"""Polishing a plan: single changes that save energy within the budgets.
+"""Polishing a plan: single changes that save energy within the budgets, and pairs of a change and an eviction.
 
 Keep instead of recompute or page, page instead of recompute, rebuild instead of page, move a
-stalling transfer; the schedules the optimiser returns admit none.
+stalling transfer; the schedules the optimiser returns admit none, nor (given the effort) a pair.
 """
 
 import math
@@ -18,7 +18,7 @@ from poetsim.optimiser.baselines.simple import rebuilt_plan
 from poetsim.optimiser.bounds.cover import cover_bound
 from poetsim.optimiser.plans import plan as plans
 from poetsim.optimiser.plans.cover_plan import cover_plan
-from poetsim.optimiser.plans.polish import changes_of, moved_transfers, paged_recomputations, polish
+from poetsim.optimiser.plans.polish import changes_of, evictions, moved_transfers, paged_recomputations, polish, swap
 from poetsim.optimiser.plans.rules import Mode, plan_from_decisions
 from poetsim.schedule.checker import check_schedule, compare_figures
 from poetsim.schedule.costs import CostTable, node_costs
@@ -26,7 +26,7 @@ from poetsim.schedule.model import Budgets, Compute, Free, Moves, PageIn, PageOu
 from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
 
-from optimiser_cases import HYBRID, MOVES, cascading_cases, cases, cost_table, present, relu_or_conv
+from optimiser_cases import HYBRID, MOVES, cascading_cases, cases, cost_table, present, relu_or_conv, two_skips
 
 RECOMPUTE = Moves(recompute=True, page=False)
 PAGING = Moves(recompute=False, page=True)
@@ -357,6 +357,58 @@ def test_every_paged_recomputation_is_a_schedule_the_checker_values_as_the_model
         checked = check_schedule(plans.to_schedule(change, graph, costs, timing), graph, costs, timing)
         assert compare_figures(plans.figures(change, graph, costs, timing), checked) == []
         assert sum(len(c) for c in change.computed) < sum(len(c) for c in plan.computed)
+
+
+def test_a_swap_keeps_the_dear_output_and_recomputes_the_cheap_one_where_only_one_fits():
+    """two_skips, 410 B, recomputing a (5 J) and keeping b.
+
+    Keeping a instead is the only single change that saves energy, and it needs 510 B: polish
+    leaves the plan as it is. The swap keeps a and recomputes b (0.1 J) in its backward reader's
+    stage; the checker agrees, 4.91 J less.
+    """
+    graph, costs = two_skips()
+    timing = Timing.COMPUTE_ONLY
+    dear = plan_from_decisions(graph, {(1, 2, 7): Mode.RECOMPUTE})
+    budgets = Budgets(410, 10.0)
+    before = plans.figures(dear, graph, costs, timing)
+    assert budgets.fits(before) and graph.keep_all_peak_bytes == 510
+    assert polish(dear, graph, costs, budgets, timing) == dear
+    swapped = present(swap(dear, graph, costs, budgets, timing), "the swap")
+    assert swapped.computed[6] == (2, 6) and swapped.computed[7] == (7,)
+    checked = check_schedule(plans.to_schedule(swapped, graph, costs, timing), graph, costs, timing, budgets)
+    assert compare_figures(plans.figures(swapped, graph, costs, timing), checked) == []
+    assert before.total_j - checked.total_j == pytest.approx(4.91)
+    assert swap(dear, graph, costs, budgets, timing, moves=PAGING) is None  # an eviction recomputes
+    assert swap(swapped, graph, costs, budgets, timing) is None
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    case=st.one_of(cases(min_forward=3, slow_paging=True), cascading_cases()),
+    data=st.data(),
+    timing=st.sampled_from(list(Timing)),
+)
+def test_every_eviction_is_a_schedule_the_checker_values_as_the_model_does(case, data, timing):
+    """On random graphs, a plan recomputing or paging random stretches, at a random stage.
+
+    Each of its evictions there is a schedule the checker accepts, with the figures of the
+    model's accounting, and holds fewer outputs at the start of that stage.
+    """
+    graph, costs = case
+    stretches = []
+    for i in range(len(graph)):
+        readers = sorted(graph.consumers[i])
+        stretches += [(i, a, b) for a, b in zip([i, *readers], readers) if b - a >= 2]
+    chosen = data.draw(st.lists(st.sampled_from(stretches), unique=True)) if stretches else []
+    decisions = {key: data.draw(st.sampled_from([Mode.RECOMPUTE, Mode.PAGE])) for key in chosen}
+    plan = plan_from_decisions(graph, decisions)
+    stage = data.draw(st.integers(1, len(graph) - 1))
+    evicted = list(evictions(plan, graph, stage))
+    event("evictions" if evicted else "none")
+    for change in evicted:
+        checked = check_schedule(plans.to_schedule(change, graph, costs, timing), graph, costs, timing)
+        assert compare_figures(plans.figures(change, graph, costs, timing), checked) == []
+        assert change.resident(stage) < plan.resident(stage)
 
 
 def assert_no_single_change_improves(outcome, graph, costs, budgets, timing, moves) -> int:

@@ -12,12 +12,13 @@ from poetsim.optimiser.found import Found
 from poetsim.optimiser.milp.formulation import formulate
 from poetsim.optimiser.milp_steps import milp_nonzeros_estimate
 from poetsim.optimiser.plans.plan import figures
+from poetsim.optimiser.plans.rules import Mode, plan_from_decisions
 from poetsim.optimiser.search import Search
-from poetsim.schedule.model import Moves, Timing
+from poetsim.schedule.model import Budgets, Moves, Timing
 from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
 
-from optimiser_cases import MOVES
+from optimiser_cases import MOVES, present, two_skips
 
 
 @pytest.mark.parametrize("model, batch_size", [("transformer", None), ("resnet18_cifar", 8)])
@@ -97,3 +98,26 @@ def test_a_page_in_priced_choice_that_is_the_plain_covers_is_not_solved_again():
     before = call.allowance.meter.done
     assert milp_steps.choice_solve(call, replace(found, page_in_cover=found.cover)) == replace(found, page_in_cover=found.cover)
     assert call.allowance.meter.done == before and call.standing.best is None
+
+
+@pytest.mark.parametrize(("effort", "swapped"), [(60.0, True), (0.0, False)])
+def test_the_last_step_swaps_an_unproven_incumbent_while_the_effort_lasts(effort, swapped):
+    """two_skips at 410 B, the incumbent recomputing a (5 J) and keeping b; no bound known.
+
+    Polish cannot keep a (510 B); `settle` swaps: a kept, b recomputed, 4.91 J less. With no effort
+    left it polishes only, and the incumbent stays.
+    """
+    graph, costs = two_skips()
+    clock = Clock(600.0)
+    task = Task(graph, costs, Budgets(410, 10.0), Moves(recompute=True, page=True), Timing.COMPUTE_ONLY)
+    call = Search(task, SolveSettings("highs", 1e-4, 1), effort, clock, Reporter(None, clock)).call
+    dear = plan_from_decisions(graph, {(1, 2, 7): Mode.RECOMPUTE})
+    assert call.standing.offer(dear, "a start")
+    before_j = present(call.standing.total_j, "the start's energy")
+    steps.settle(call, Found())
+    best = present(call.standing.best, "the incumbent")
+    if swapped:
+        assert best.source == "a start, swapped"
+        assert before_j - best.total_j == pytest.approx(4.91)
+    else:
+        assert best.source == "a start" and best.total_j == before_j

@@ -19,7 +19,7 @@ from poetsim.optimiser.call import Call
 from poetsim.optimiser.found import Found
 from poetsim.optimiser.plans import plan as plans
 from poetsim.optimiser.plans.cover_plan import cover_plan, events_plan
-from poetsim.optimiser.plans.polish import polish
+from poetsim.optimiser.plans.polish import polish, swap
 from poetsim.optimiser.plans.rules import plan_from_decisions
 from poetsim.schedule.model import Moves, Schedule, Timing
 from poetsim.strategies import KEEP_ALL
@@ -107,15 +107,31 @@ def polish_step(call: Call, found: Found) -> Found:
 
 
 def settle(call: Call, found: Found) -> Found:
-    """The incumbent polished until no single change (`polish`) improves it, whatever is left of the effort.
+    """The incumbent polished until no single change (`polish`) improves it, whatever is left of the effort; then swapped.
 
     Its work is still counted. The schedule a call returns is then a local optimum for these
     changes, unless the guard stops the call first. The plan polished is the one its schedule reads
     back as (`plan.from_schedule`: every output freed as early as it may be), so that the changes
-    are those of the schedule returned.
+    are those of the schedule returned. Then, while the incumbent is unproven and the effort
+    lasts, the cheapest pair of a change and an eviction (`swap`) replaces it and is polished
+    again, until no pair saves energy.
     """
-    _polish(call, Allowance(call.allowance.meter, None), as_returned=True)
+    unbounded = Allowance(call.allowance.meter, None)
+    _polish(call, unbounded, as_returned=True)
+    while not call.done() and _swap(call):
+        _polish(call, unbounded, as_returned=True)
     return found
+
+
+def _swap(call: Call) -> bool:
+    """The incumbent replaced by its cheapest pair of a change and an eviction (`swap`), within the effort; whether one was."""
+    task, candidate = call.task, call.standing.best
+    if candidate is None:
+        return False
+    call.note("swap")
+    plan = _as_returned(call, candidate.plan)
+    swapped = swap(plan, task.graph, task.costs, task.budgets, task.timing, call.allowance, task.moves)
+    return call.standing.offer(swapped, f"{candidate.source.split(', swapped')[0]}, swapped")
 
 
 def _polish(call: Call, allowance: Allowance, as_returned: bool = False) -> None:
@@ -123,11 +139,15 @@ def _polish(call: Call, allowance: Allowance, as_returned: bool = False) -> None
     if candidate is None:
         return
     call.note("polish")
-    plan = candidate.plan
-    if as_returned:
-        plan = plans.from_schedule(plans.to_schedule(plan, task.graph, task.costs, task.timing), task.graph) or plan
+    plan = _as_returned(call, candidate.plan) if as_returned else candidate.plan
     polished = polish(plan, task.graph, task.costs, task.budgets, task.timing, allowance, task.moves)
     call.standing.offer(polished, f"{candidate.source}, polished")
+
+
+def _as_returned(call: Call, plan: plans.Plan) -> plans.Plan:
+    """`plan` as its schedule reads back (`plan.from_schedule`: every output freed as early as it may be)."""
+    task = call.task
+    return plans.from_schedule(plans.to_schedule(plan, task.graph, task.costs, task.timing), task.graph) or plan
 
 
 def rebuild(call: Call, found: Found) -> Found:

@@ -457,10 +457,6 @@ def _replay(
     return plan, figures(plan, graph, costs, timing, acc), acc
 
 
-def _stage_peak(acc: Accounting, t: int) -> int:
-    return max(acc.start_bytes[t], *acc.after_bytes[t].values())
-
-
 def _best_step(
     graph: TrainingGraph,
     costs: CostTable,
@@ -479,7 +475,7 @@ def _best_step(
     either. None if no replayed change lowers the peak stage.
     """
     plan, fig, acc = state
-    peak_stage = max(range(len(graph)), key=lambda t: _stage_peak(acc, t))
+    peak_stage = max(range(len(graph)), key=acc.stage_peak_bytes)
     best = None
     for mode, options in _ranked(graph, costs, plan, peak_stage, decisions, allowed, banned).items():
         for _, key in sorted(options)[:_REPLAYS_PER_MODE]:
@@ -487,7 +483,7 @@ def _best_step(
             if not budgets.meets_deadline(trial[1].runtime_s):
                 banned.add((*key, mode))
                 continue
-            saved = _stage_peak(acc, peak_stage) - _stage_peak(trial[2], peak_stage)
+            saved = acc.stage_peak_bytes(peak_stage) - trial[2].stage_peak_bytes(peak_stage)
             if saved <= 0:
                 continue
             score = (trial[1].total_j - fig.total_j) / saved

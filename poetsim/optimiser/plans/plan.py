@@ -55,7 +55,11 @@ class Accounting:
     @cached_property
     def peak_bytes(self) -> int:
         """The plan's peak RAM: the most of any stage start and of any point right after a compute."""
-        return max(max(s, *a.values()) for s, a in zip(self.start_bytes, self.after_bytes))
+        return max(map(self.stage_peak_bytes, range(len(self.start_bytes))))
+
+    def stage_peak_bytes(self, t: int) -> int:
+        """The most RAM of stage t: at its start or right after any of its computes."""
+        return max(self.start_bytes[t], *self.after_bytes[t].values())
 
 
 def account(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing) -> Accounting:

@@ -21,6 +21,10 @@ each a plan built with the same four sets per stage as every other plan:
   stalls less, the output resident accordingly longer or shorter. Moving saves no transfer
   energy, only stall time, and so the static power over it.
 
+`swap` pairs a change that saves energy but breaks the RAM budget with an eviction (`evictions`:
+free an output resident where the changed plan peaks and recompute it at its next reader) that
+brings the plan back within it.
+
 `polish` judges each change by the model's own accounting (`plan.figures`, the same judge as
 `Incumbent.offer`), takes the one that fits and saves most, and scans again, until a whole scan
 finds none: the plan it returns is a local optimum for these changes (unless its allowance ran
@@ -74,6 +78,77 @@ def polish(
         if taken is None:
             return plan
         plan = taken
+
+
+def swap(
+    plan: Plan,
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    timing: Timing,
+    allowance: Allowance | None = None,
+    moves: Moves = BOTH,
+) -> Plan | None:
+    """The cheapest plan that fits made of two changes, a single change and an eviction; None if none saves energy.
+
+    A plan `polish` returns has no single change that saves energy and fits, yet a change that
+    saves much often breaks only the RAM budget, and another output could make room for it at
+    less than it saves. So each single change (`changes_of`) that saves energy and keeps the
+    deadline but not the RAM budget is followed, in turn, by each eviction (`evictions`) at the
+    stage where its RAM peaks; the pair that fits at the least energy is returned. Evictions
+    recompute, so where `moves` do not, there is none. One replay of a plan is charged to
+    `allowance` per plan tried; once it is spent, the best pair so far is returned.
+    """
+    if not moves.recompute:
+        return None
+    best, best_j = None, figures(plan, graph, costs, timing).total_j
+    for changed in changes_of(plan, graph, moves, costs, timing):
+        if spent(allowance):
+            break
+        charge(allowance, replay_units(len(graph)))
+        acc = account(changed, graph, costs, timing)
+        fig = figures(changed, graph, costs, timing, acc)
+        if fig.total_j >= best_j or fig.runtime_s > budgets.runtime_s or budgets.fits(fig):
+            continue
+        peak = max(range(len(graph)), key=acc.stage_peak_bytes)
+        for evicted in evictions(changed, graph, peak):
+            if spent(allowance):
+                break
+            charge(allowance, replay_units(len(graph)))
+            fig = figures(evicted, graph, costs, timing)
+            if budgets.fits(fig) and fig.total_j < best_j:
+                best, best_j = evicted, fig.total_j
+    return best
+
+
+def evictions(plan: Plan, graph: TrainingGraph, stage: int) -> Iterator[Plan]:
+    """Each plan that frees one output resident at the start of `stage` and recomputes it where it is next read.
+
+    For an output i resident at the start of `stage`, let u be the last earlier stage that
+    computes or reads it and r the first from `stage` on that does: i leaves the kept sets of
+    stages u .. r-1 (it is freed after its reader in u) and is computed in r, after every input
+    of it that is not resident there, computed in r too (a cascade, as in `recomputed_pages`).
+    An output that nothing reads from `stage` on is only freed. Not where i is paged out or in
+    from u to r, nor where an input of the cascade is being paged in during r.
+    """
+    read_at = reads(plan, graph)
+    for i in sorted(plan.resident(stage)):
+        before = [s for s in read_at[i] if s < stage]
+        after = [s for s in read_at[i] if s >= stage]
+        if not before:
+            continue
+        used, reader = before[-1], (after[0] if after else len(plan.computed))
+        if any(i in plan.paged_in[s] or i in plan.paged_out[s] for s in range(used, min(reader + 1, len(plan.computed)))):
+            continue
+        kept = tuple(k - {i} if used <= s < reader else k for s, k in enumerate(plan.kept))
+        if not after:
+            yield replace(plan, kept=kept)
+            continue
+        wanted = _rebuilt(i, kept[reader - 1] | frozenset(plan.computed[reader]), graph)
+        if wanted & plan.paged_in[reader]:
+            continue
+        computed = tuple(sorted(set(plan.computed[reader]) | wanted))
+        yield replace(plan, kept=kept, computed=_with_stage(plan.computed, reader, computed))
 
 
 def changes_of(

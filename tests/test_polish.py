@@ -330,6 +330,15 @@ def test_a_recomputation_dearer_than_its_transfers_is_paged_in_instead():
     assert not polish(recomputing, graph, costs, budgets, timing, moves=RECOMPUTE).moves.page
 
 
+def stretches_of(graph: TrainingGraph) -> list[tuple[int, int, int]]:
+    """Every stretch of two stages or more between an output's uses, as `rules` keys them: (i, a, b)."""
+    stretches = []
+    for i in range(len(graph)):
+        readers = sorted(graph.consumers[i])
+        stretches += [(i, a, b) for a, b in zip([i, *readers], readers) if b - a >= 2]
+    return stretches
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     case=st.one_of(cases(min_forward=3, slow_paging=True), cascading_cases()),
@@ -343,10 +352,7 @@ def test_every_paged_recomputation_is_a_schedule_the_checker_values_as_the_model
     of the model's accounting (also where a copy of the output is already on storage).
     """
     graph, costs = case
-    stretches = []
-    for i in range(len(graph)):
-        readers = sorted(graph.consumers[i])
-        stretches += [(i, a, b) for a, b in zip([i, *readers], readers) if b - a >= 2]
+    stretches = stretches_of(graph)
     assume(stretches)
     chosen = data.draw(st.lists(st.sampled_from(stretches), min_size=1, unique=True))
     decisions = {key: data.draw(st.sampled_from([Mode.RECOMPUTE, Mode.RECOMPUTE, Mode.PAGE])) for key in chosen}
@@ -395,10 +401,7 @@ def test_every_eviction_is_a_schedule_the_checker_values_as_the_model_does(case,
     model's accounting, and holds fewer outputs at the start of that stage.
     """
     graph, costs = case
-    stretches = []
-    for i in range(len(graph)):
-        readers = sorted(graph.consumers[i])
-        stretches += [(i, a, b) for a, b in zip([i, *readers], readers) if b - a >= 2]
+    stretches = stretches_of(graph)
     chosen = data.draw(st.lists(st.sampled_from(stretches), unique=True)) if stretches else []
     decisions = {key: data.draw(st.sampled_from([Mode.RECOMPUTE, Mode.PAGE])) for key in chosen}
     plan = plan_from_decisions(graph, decisions)

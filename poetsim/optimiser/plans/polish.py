@@ -144,10 +144,9 @@ def evictions(plan: Plan, graph: TrainingGraph, stage: int) -> Iterator[Plan]:
         if not after:
             yield replace(plan, kept=kept)
             continue
-        wanted = _rebuilt(i, kept[reader - 1] | frozenset(plan.computed[reader]), graph)
-        if wanted & plan.paged_in[reader]:
+        computed = _rebuilt_in(plan, kept, i, reader, graph)
+        if computed is None:
             continue
-        computed = tuple(sorted(set(plan.computed[reader]) | wanted))
         yield replace(plan, kept=kept, computed=_with_stage(plan.computed, reader, computed))
 
 
@@ -235,11 +234,9 @@ def recomputed_pages(plan: Plan, graph: TrainingGraph) -> Iterator[Plan]:
                 yield _without_page_in(replace(plan, kept=unread), i, stage)
                 continue
             kept = tuple(k - {i} if stage <= s < reader else k for s, k in enumerate(plan.kept))
-            resident = kept[reader - 1]
-            wanted = _rebuilt(i, resident | frozenset(plan.computed[reader]), graph)
-            if wanted & plan.paged_in[reader]:
-                continue  # an input is being paged in there: it cannot be computed in that stage
-            computed = tuple(sorted(set(plan.computed[reader]) | wanted))
+            computed = _rebuilt_in(plan, kept, i, reader, graph)
+            if computed is None:
+                continue
             changed = replace(plan, kept=kept, computed=_with_stage(plan.computed, reader, computed))
             yield _without_page_in(changed, i, stage)
 
@@ -386,6 +383,17 @@ def _other_stages(stretch: range, at: int, room: list[float], transfer_s: float)
     if less:
         chosen.append(min(less, key=lambda t: (stall[t], abs(t - at))))
     return list(dict.fromkeys(chosen))
+
+
+def _rebuilt_in(plan: Plan, kept: tuple[frozenset[int], ...], i: int, stage: int, graph: TrainingGraph) -> tuple[int, ...] | None:
+    """The computes of `stage` with i rebuilt in it, given the `kept` sets (a cascade, `_rebuilt`).
+
+    None where an input it needs is being paged in during that stage: it cannot be computed there.
+    """
+    wanted = _rebuilt(i, kept[stage - 1] | frozenset(plan.computed[stage]), graph)
+    if wanted & plan.paged_in[stage]:
+        return None
+    return tuple(sorted(set(plan.computed[stage]) | wanted))
 
 
 def _rebuilt(i: int, present: frozenset[int], graph: TrainingGraph) -> set[int]:

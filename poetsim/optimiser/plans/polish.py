@@ -108,7 +108,7 @@ def swap(
         charge(allowance, replay_units(len(graph)))
         acc = account(changed, graph, costs, timing)
         fig = figures(changed, graph, costs, timing, acc)
-        if fig.total_j >= best_j or fig.runtime_s > budgets.runtime_s or budgets.fits(fig):
+        if fig.total_j >= best_j or not budgets.meets_deadline(fig.runtime_s) or budgets.fits(fig):
             continue
         peak = max(range(len(graph)), key=acc.stage_peak_bytes)
         for evicted in evictions(changed, graph, peak):

@@ -69,7 +69,9 @@ def account(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing) 
     # (the greedies replay thousands of plans).
     m = costs.output_bytes.__getitem__
     seconds, in_s, out_s = costs.compute_s.__getitem__, costs.page_in_s.__getitem__, costs.page_out_s.__getitem__
-    frees, starts, afters, compute_s, dma_s = [], [], [], [], []
+    deps = graph.deps
+    frees: list[dict[int, tuple[int, ...]]] = []
+    starts, afters, compute_s, dma_s = [], [], [], []
     # The bytes resident at each stage's start, kept up to date by what changes (set differences
     # run in C; summing every resident output anew would dominate the baselines' replays).
     before: frozenset[int] = frozenset()
@@ -78,27 +80,41 @@ def account(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing) 
         now = plan.resident(t)
         resident_bytes += sum(map(m, now - before)) - sum(map(m, before - now))
         before = now
-        held = plan.paged_out[t] if overlap else frozenset()
-        last_reader = {}
-        for k in computed:
-            for i in graph.nodes[k].deps:
-                last_reader[i] = k
-        stage_frees: dict[int, list[int]] = {}
-        for i, k in last_reader.items():
-            if k < t and i not in plan.kept[t] and i not in held:
-                stage_frees.setdefault(k, []).append(i)
         ram = resident_bytes + (sum(map(m, plan.paged_in[t])) if overlap else 0)
         starts.append(ram)
-        after = {}
-        for k in computed:
-            ram += m(k)
-            after[k] = ram
-            ram -= sum(map(m, stage_frees.get(k, ())))
-        afters.append(after)
-        frees.append({k: tuple(sorted(v)) for k, v in stage_frees.items()})
+        if len(computed) == 1:  # t alone: nothing recomputed in it frees an input
+            afters.append({t: ram + m(t)})
+            frees.append({})
+        else:
+            stage_frees = _recomputation_frees(plan, t, deps, plan.paged_out[t] if overlap else frozenset())
+            after = {}
+            for k in computed:
+                ram += m(k)
+                after[k] = ram
+                ram -= sum(map(m, stage_frees.get(k, ())))
+            afters.append(after)
+            frees.append({k: tuple(sorted(v)) for k, v in stage_frees.items()})
         compute_s.append(sum(map(seconds, computed)))
         dma_s.append(sum(map(in_s, plan.paged_in[t])) + sum(map(out_s, plan.paged_out[t])))
     return Accounting(plan, tuple(frees), tuple(starts), tuple(afters), tuple(compute_s), tuple(dma_s))
+
+
+def _recomputation_frees(plan: Plan, t: int, deps: tuple[tuple[int, ...], ...], held: frozenset[int]) -> dict[int, list[int]]:
+    """The inputs freed in stage t right after a recomputation in it, by that recomputation.
+
+    An input whose last reader in the stage is a recomputation (not t itself) and that the stage
+    neither keeps nor is paging out (`held`) is freed right after that reader.
+    """
+    last_reader = {}
+    for k in plan.computed[t]:
+        for i in deps[k]:
+            last_reader[i] = k
+    kept = plan.kept[t]
+    stage_frees: dict[int, list[int]] = {}
+    for i, k in last_reader.items():
+        if k < t and i not in kept and i not in held:
+            stage_frees.setdefault(k, []).append(i)
+    return stage_frees
 
 
 def stage_times_s(acc: Accounting, costs: CostTable, timing: Timing) -> list[float]:

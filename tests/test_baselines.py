@@ -7,6 +7,7 @@ import pytest
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
+from poetsim.graphs.graph import Node, TrainingGraph
 from poetsim.graphs.zoo import build_model
 from poetsim.inputs.profiles import load_platform
 from poetsim.optimiser import checkpoint_sqrt, keep_all
@@ -14,6 +15,7 @@ from poetsim.optimiser.baselines.simple import (
     RECOMPUTING,
     forward_cut_points,
     greedy_plan,
+    held_input_plan,
     hidden_page_stages,
     rebuilt_plan,
     start_plan,
@@ -22,14 +24,24 @@ from poetsim.optimiser.bounds.cover import cover_bound
 from poetsim.optimiser.plans import plan as plans
 from poetsim.optimiser.plans.cover_plan import _absence_windows, cover_plan
 from poetsim.optimiser.plans.plan import figures, to_schedule
-from poetsim.optimiser.plans.rules import Mode, uses
+from poetsim.optimiser.plans.rules import Mode, held_plan, plan_from_decisions, uses
 from poetsim.schedule.checker import check_schedule, compare_figures
 from poetsim.schedule.costs import node_costs
 from poetsim.schedule.model import Budgets, Timing
 from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
 
-from optimiser_cases import HYBRID, MOVES, PAGING_ONLY, RECOMPUTE_ONLY, cases, cost_table, present, training_graph
+from optimiser_cases import (
+    HYBRID,
+    MOVES,
+    PAGING_ONLY,
+    RECOMPUTE_ONLY,
+    cascading_cases,
+    cases,
+    cost_table,
+    present,
+    training_graph,
+)
 
 
 def long_chain(forward: int = 16):
@@ -280,3 +292,97 @@ def test_the_rebuilt_greedy_with_hidden_transfers_pages_where_the_pi_hides_it():
     assert figures(recomputing, graph, costs, timing).total_j == pytest.approx(30.190059, rel=1e-6)
     start = present(start_plan(graph, costs, budgets, HYBRID, timing), "the rule-made plan")
     assert figures(start, graph, costs, timing).total_j == pytest.approx(32.372998, rel=1e-6)
+
+
+def dense_block() -> tuple[TrainingGraph, list[float]]:
+    """Two convolutions joined by a concatenation, normalised, then a wide layer; and each node's seconds.
+
+        0 x    (1 B)   input              6 loss
+        1 a    (10 B)  conv, 1 s          7 g_wide (reads n)
+        2 b    (10 B)  conv of a, 1 s     8 g_n    (reads cat, as a normalisation does)
+        3 cat  (20 B)  cat(a, b), 0.01 s  9 g_b    (reads a)
+        4 n    (20 B)  norm, 0.01 s      10 g_a    (reads x)
+        5 wide (60 B)  the peak
+    b's last reader is cat: recomputing cat for g_n needs b again.
+    """
+    nodes = [
+        Node(0, "x", "input", False, (), 1),
+        Node(1, "a", "conv", False, (0,), 10),
+        Node(2, "b", "conv", False, (1,), 10),
+        Node(3, "cat", "cat", False, (1, 2), 20),
+        Node(4, "n", "batchnorm", False, (3,), 20),
+        Node(5, "wide", "conv", False, (4,), 60),
+        Node(6, "loss", "loss", False, (5,), 1),
+        Node(7, "g_wide", "grad", True, (4, 6), 20),
+        Node(8, "g_n", "grad", True, (3, 7), 20),
+        Node(9, "g_b", "grad", True, (1, 8), 10),
+        Node(10, "g_a", "grad", True, (0, 9), 10),
+    ]
+    seconds = [0.0, 1.0, 1.0, 0.01, 0.01, 1.0, 0.01, 1.0, 0.01, 1.0, 1.0]
+    return TrainingGraph.create("dense_block", nodes), seconds
+
+
+def test_a_held_input_is_kept_for_a_late_recomputation_instead_of_recomputed():
+    graph, seconds = dense_block()
+    costs = cost_table(graph, seconds, seconds, [1.0] * len(graph), [1.0] * len(graph))
+    decisions = {(3, 4, 8): Mode.RECOMPUTE}  # cat dropped after n, recomputed for g_n
+    cascaded = plan_from_decisions(graph, decisions)
+    assert 2 in cascaded.computed[8]  # b recomputed with cat
+    held, replays = held_plan(graph, decisions, None, True, frozenset({1, 2}))
+    assert held.computed[8] == (3, 8) and replays == 2
+    assert 2 in held.kept[7]  # b held from its last reader to the recomputation
+    for plan in (cascaded, held):
+        checked = check_schedule(to_schedule(plan, graph, costs, Timing.OVERLAP), graph, costs, Timing.OVERLAP)
+        assert compare_figures(figures(plan, graph, costs, Timing.OVERLAP), checked) == []
+    assert figures(held, graph, costs, Timing.OVERLAP).runtime_s == pytest.approx(
+        figures(cascaded, graph, costs, Timing.OVERLAP).runtime_s - 1.0
+    )
+
+
+def test_the_held_input_plan_recomputes_the_cheap_outputs_within_a_deadline_the_cascade_breaks():
+    graph, seconds = dense_block()
+    costs = cost_table(graph, seconds, seconds, [1.0] * len(graph), [1.0] * len(graph))
+    budgets = Budgets(graph.keep_all_peak_bytes - 10, costs.plain_runtime_s + 0.5)
+    cascaded = plan_from_decisions(graph, {(3, 4, 8): Mode.RECOMPUTE})
+    assert not budgets.meets_deadline(figures(cascaded, graph, costs, Timing.OVERLAP).runtime_s)
+    plan = present(held_input_plan(graph, costs, budgets, Timing.OVERLAP), "the held-input plan")
+    checked = check_schedule(to_schedule(plan, graph, costs, Timing.OVERLAP), graph, costs, Timing.OVERLAP, budgets)
+    assert checked.peak_ram_bytes <= budgets.ram_bytes and budgets.meets_deadline(checked.runtime_s)
+    recomputed = {k for t, computed in enumerate(plan.computed) for k in computed if k != t}
+    assert recomputed and not recomputed & {1, 2}  # no convolution again
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=cascading_cases(), data=st.data(), keep=st.booleans())
+def test_held_plans_hold_their_inputs_past_the_last_reader_and_the_checker_agrees(case, data, keep):
+    graph, costs = case
+    forward = [n.id for n in graph.nodes if not n.backward]
+    dropped = data.draw(st.lists(st.sampled_from(forward), unique=True, min_size=1))
+    holdable = frozenset(data.draw(st.lists(st.sampled_from(forward), unique=True)))
+    decisions = {(i, a, b): Mode.RECOMPUTE for i in dropped for a, b in pairwise(uses(graph, i)) if b > a + 1}
+    plan, replays = held_plan(graph, decisions, None, keep, holdable)
+    assert replays >= 1
+    late = {k for t, computed in enumerate(plan.computed) for k in computed if k != t and t > graph.last_use[k]}
+    assert not late & holdable
+    for timing in Timing:
+        checked = check_schedule(to_schedule(plan, graph, costs, timing), graph, costs, timing)
+        assert compare_figures(figures(plan, graph, costs, timing), checked) == []
+
+
+def test_the_held_input_plan_of_densenet_bc_recomputes_no_convolution_and_fits():
+    from poetsim import api
+
+    problem = api.choose(
+        "scenarios/outside.yaml",
+        model="scenarios/graphs/outside/densenet_bc.json",
+        platform="jetson-tx2",
+        ram="35%",
+        runtime="1.2x",
+        strategy="hybrid",
+    ).problem
+    graph, costs, budgets, timing = problem.graph, problem.costs, problem.budgets, problem.timing
+    plan = present(held_input_plan(graph, costs, budgets, timing), "the held-input plan")
+    checked = check_schedule(to_schedule(plan, graph, costs, timing), graph, costs, timing, budgets)
+    assert checked.peak_ram_bytes <= budgets.ram_bytes and budgets.meets_deadline(checked.runtime_s)
+    recomputed = {graph.nodes[k].op for t, computed in enumerate(plan.computed) for k in computed if k != t}
+    assert recomputed and "conv" not in recomputed

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from poetsim.optimiser import milp_steps
 from poetsim.optimiser.allowance import Allowance
-from poetsim.optimiser.baselines.simple import rebuilt_plan, start_plan
+from poetsim.optimiser.baselines.simple import held_input_plan, rebuilt_plan, start_plan
 from poetsim.optimiser.bounds.cover import CoverBound, cover_bound, paging_floor_j, second_restore_bound
 from poetsim.optimiser.bounds.events import Event
 from poetsim.optimiser.bounds.timed_cover import relaxation_bound, timed_cover_bound
@@ -61,12 +61,18 @@ def first_schedule(call: Call) -> None:
     """A schedule before anything else, whatever the budget says: the first rule-made plan that fits.
 
     So a call whose budget is spent still returns a schedule whenever a rule can make one; the
-    greedies that drop recomputed cascades, tried last, stop when the budget is spent.
+    greedies that drop recomputed cascades, tried last, stop when the budget is spent. Where no
+    greedy fits either, the plans that recompute cheap outputs and hold the dear ones
+    (`held_input_plan`, within the budget): on densely connected graphs the greedies' recomputations
+    cascade back through the layers a concatenation joins, and break the deadline.
     """
     task = call.task
     call.note("first schedule")
     plan = start_plan(task.graph, task.costs, task.budgets, task.moves, task.timing, call.allowance, first_fit=True)
-    call.standing.offer(plan, "the greedy")
+    if call.standing.offer(plan, "the greedy") or not task.moves.recompute:
+        return
+    held = held_input_plan(task.graph, task.costs, task.budgets, task.timing, call.allowance)
+    call.standing.offer(held, "the cheap outputs recomputed, the dear held")
 
 
 def greedy(call: Call, found: Found) -> Found:

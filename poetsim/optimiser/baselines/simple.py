@@ -5,6 +5,7 @@ so each yields a plan that the model admits. The greedy start is what `optimise`
 solver: a feasible answer at once, which the solver then improves.
 """
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -14,7 +15,7 @@ from poetsim.graphs.graph import TrainingGraph
 from poetsim.optimiser.allowance import Allowance, charge, spent
 from poetsim.optimiser.plans.keeps import keep_more
 from poetsim.optimiser.plans.plan import Accounting, Plan, account, figures, to_schedule
-from poetsim.optimiser.plans.rules import Decisions, Mode, PageStages, plan_from_decisions, reads, uses
+from poetsim.optimiser.plans.rules import Decisions, Mode, PageStages, held_plan, plan_from_decisions, reads, uses
 from poetsim.optimiser.work import replay_units
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Figures, Moves, Schedule, Timing
@@ -24,6 +25,9 @@ from poetsim.tolerances import cheaper
 #: The single-move restrictions, whose greedy plans also start a solve that may use both moves.
 PAGING = Moves(recompute=False, page=True)
 RECOMPUTING = Moves(recompute=True, page=False)
+
+#: The thresholds `held_input_plan` tries at most (DenseNet-BC's forward outputs have 25 ratios).
+HELD_THRESHOLDS = 32
 
 #: Candidates the greedy replays per step and per mode (the rest are ranked by a cheap estimate).
 _REPLAYS_PER_MODE = 4
@@ -92,6 +96,58 @@ def checkpoint_decisions(graph: TrainingGraph) -> _Decisions:
         later = [k for k in u if k > a]
         if later and later[0] - a >= 2:
             decisions[i, a, later[0]] = Mode.RECOMPUTE
+    return decisions
+
+
+def held_input_plan(
+    graph: TrainingGraph, costs: CostTable, budgets: Budgets, timing: Timing, allowance: Allowance | None = None
+) -> Plan | None:
+    """Recompute the outputs that are cheap per byte, hold the dear ones: the cheapest such plan that fits, or None.
+
+    For a threshold of compute seconds per output byte, every forward output at or below it is
+    dropped between each two of its reads and recomputed, and the outputs above it that those
+    recomputations need after their last reader are held until then (`rules.held_plan`). So a
+    concatenation and the normalisation and activation after it (DenseNet's memory-efficient
+    layers, Pleiss et al. 2017, arXiv 1707.06990) are recomputed from the layer outputs they
+    join, held, not from the convolutions behind them. At most `HELD_THRESHOLDS` thresholds,
+    spread over the outputs' own ratios, each with recomputed outputs kept until their next
+    reader and dropped again; where the cheapest drops them, each is then kept where that still
+    fits and costs less (`keeps.keep_more`). `allowance` stops the search where it is.
+    """
+    forward = [n.id for n in graph.nodes if not n.backward and n.op != "input" and graph.output_bytes[n.id] > 0]
+    ratio = {i: costs.compute_s[i] / graph.output_bytes[i] for i in forward}
+    levels = sorted(set(ratio.values()))
+    if len(levels) > HELD_THRESHOLDS:
+        levels = [levels[round(k * (len(levels) - 1) / (HELD_THRESHOLDS - 1))] for k in range(HELD_THRESHOLDS)]
+    best = None
+    for level in levels:
+        decisions = _recomputed_between_reads(graph, [i for i in forward if ratio[i] <= level])
+        holdable = frozenset(i for i in forward if ratio[i] > level)
+        for keep in (True, False):
+            if spent(allowance):
+                break
+            plan = _planned(graph, decisions, None, keep, holdable, allowance)
+            fig = figures(plan, graph, costs, timing)
+            if budgets.fits(fig) and (best is None or fig.total_j < best[1].total_j):
+                best = (plan, fig, decisions, holdable, keep)
+    if best is None:
+        return None
+    plan, fig, decisions, holdable, keep = best
+    if keep:
+        return plan
+
+    def with_keeps(kept: bool | frozenset[int]) -> tuple[Plan, Figures]:
+        replayed = _planned(graph, decisions, None, kept, holdable, allowance)
+        return replayed, figures(replayed, graph, costs, timing)
+
+    return keep_more(with_keeps, budgets, (plan, fig), frozenset(), allowance=allowance)[0]
+
+
+def _recomputed_between_reads(graph: TrainingGraph, outputs: list[int]) -> _Decisions:
+    """RECOMPUTE each of `outputs` over every stretch between two of its uses that has a stage."""
+    decisions: _Decisions = {}
+    for i in outputs:
+        decisions.update({(i, a, b): Mode.RECOMPUTE for a, b in itertools.pairwise(uses(graph, i)) if b > a + 1})
     return decisions
 
 
@@ -398,8 +454,7 @@ def _with_keeps(
     page_stages = None if placed is None else placed(decisions)
 
     def with_keeps(keep: bool | frozenset[int]) -> tuple[Plan, Figures]:
-        charge(allowance, replay_units(len(graph)))
-        plan = plan_from_decisions(graph, decisions, page_stages, keep_recomputed=keep)
+        plan = _planned(graph, decisions, page_stages, keep, None, allowance)
         return plan, figures(plan, graph, costs, timing)
 
     return keep_more(with_keeps, budgets, state[:2], frozenset(), allowance=allowance)
@@ -450,11 +505,31 @@ def _replay(
 
     `placed`, if given, says in which stages the PAGE decisions transfer (else the rules' own).
     """
-    charge(allowance, replay_units(len(graph)))
     page_stages = None if placed is None else placed(decisions)
-    plan = plan_from_decisions(graph, decisions, page_stages, keep_recomputed=keep_recomputed)
+    plan = _planned(graph, decisions, page_stages, keep_recomputed, None, allowance)
     acc = account(plan, graph, costs, timing)
     return plan, figures(plan, graph, costs, timing, acc), acc
+
+
+def _planned(
+    graph: TrainingGraph,
+    decisions: Decisions,
+    page_stages: PageStages | None,
+    keep_recomputed: bool | frozenset[int],
+    holdable: frozenset[int] | None,
+    allowance: Allowance | None,
+) -> Plan:
+    """The plan of `decisions`, its replays charged to `allowance`.
+
+    With `holdable`, those outputs are held for recomputations that need them after their last
+    reader (`rules.held_plan`, a replay a round).
+    """
+    if holdable is None:
+        charge(allowance, replay_units(len(graph)))
+        return plan_from_decisions(graph, decisions, page_stages, keep_recomputed=keep_recomputed)
+    plan, replays = held_plan(graph, decisions, page_stages, keep_recomputed, holdable)
+    charge(allowance, replays * replay_units(len(graph)))
+    return plan
 
 
 def _best_step(

@@ -51,7 +51,7 @@ def reads(plan: Plan, graph: TrainingGraph) -> list[list[int]]:
     return found
 
 
-def plan_from_decisions(  # noqa: C901 - one stage-by-stage replay whose rules (compute, page, keep) share its state
+def plan_from_decisions(
     graph: TrainingGraph,
     decisions: Decisions,
     page_stages: PageStages | None = None,
@@ -69,8 +69,45 @@ def plan_from_decisions(  # noqa: C901 - one stage-by-stage replay whose rules (
     (True: every output; a set: those outputs), else dropped again and recomputed for its next
     reader: keeping costs RAM over the rest of the stretch, dropping costs energy and time.
     """
+    return _replayed(graph, decisions, page_stages, keep_recomputed, graph.last_use)
+
+
+def held_plan(
+    graph: TrainingGraph,
+    decisions: Decisions,
+    page_stages: PageStages | None,
+    keep_recomputed: bool | frozenset[int],
+    holdable: frozenset[int],
+) -> tuple[Plan, int]:
+    """`plan_from_decisions` with the `holdable` inputs of late recomputations held; the plan and its replays.
+
+    An output of `holdable` that a recomputation needs after its last reader (the cascade of a
+    recomputed consumer, such as a concatenation recomputed in the backward pass from the
+    outputs it joins) is kept from that reader until the last such recomputation, instead of
+    being recomputed with its own inputs. The replay runs again with those outputs held until no
+    recomputation needs one past the stage it is held to: each round holds an output longer, and
+    none past the last stage, so the rounds end.
+    """
+    held = list(graph.last_use)
+    plan, replays = _replayed(graph, decisions, page_stages, keep_recomputed, graph.last_use), 1
+    while True:
+        late = {k: t for t, computed in enumerate(plan.computed) for k in computed if k != t and t > held[k] and k in holdable}
+        if not late:
+            return plan, replays
+        for k, t in late.items():
+            held[k] = t
+        plan, replays = _replayed(graph, decisions, page_stages, keep_recomputed, tuple(held)), replays + 1
+
+
+def _replayed(  # noqa: C901 - one stage-by-stage replay whose rules (compute, page, keep) share its state
+    graph: TrainingGraph,
+    decisions: Decisions,
+    page_stages: PageStages | None,
+    keep_recomputed: bool | frozenset[int],
+    last_use: tuple[int, ...],
+) -> Plan:
+    """The replay of `plan_from_decisions`, each output read last at `last_use` (the graph's, or later where held)."""
     T = len(graph)
-    last_use = graph.last_use
     page_stages = page_stages or {}
     stretches: dict[int, list[tuple[int, int, Mode]]] = {}
     for (i, a, b), mode in decisions.items():

@@ -4,6 +4,8 @@ They are captured with the models' own probabilities and redrawn exactly when a 
 recomputes them.
 """
 
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -137,3 +139,24 @@ def test_draws_out_of_the_nodes_order_are_found():
     """The importer refuses a graph whose random ops' nodes, in eager order, go back to an earlier node."""
     assert out_of_order([1, 1, 4, 9]) is None
     assert out_of_order([1, 4, 3, 9]) == 2
+
+
+def test_the_held_input_schedule_of_densenet_bc_gives_bitwise_gradients(tmp_path):
+    """Its layer outputs held past their last reader, its concatenations, normalisations and dropout masks recomputed."""
+    from poetsim import api
+    from poetsim.optimiser.baselines.simple import held_input_plan
+    from poetsim.optimiser.plans.plan import to_schedule
+    from poetsim.pytorch.source import capture_graph_file
+
+    graph_file = Path("scenarios/graphs/outside/densenet_bc.json")
+    point = api.choose("scenarios/outside.yaml", model=str(graph_file), platform="jetson-tx2", ram="35%", runtime="1.2x")
+    problem = point.problem
+    plan = held_input_plan(problem.graph, problem.costs, problem.budgets, problem.timing)
+    assert plan is not None
+    schedule = to_schedule(plan, problem.graph, problem.costs, problem.timing)
+    predicted = check_schedule(schedule, problem.graph, problem.costs, problem.timing, problem.budgets)
+    result = execute(capture_graph_file(graph_file), schedule, tmp_path)
+    assert result.gradients_equal and result.buffers_equal, result.differing_gradients
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes <= problem.budgets.ram_bytes
+    recomputed = {problem.graph.nodes[r.node].op for r in result.records if r.kind == "recompute"}
+    assert {"cat", "dropout"} <= recomputed and "conv" not in recomputed

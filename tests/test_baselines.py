@@ -21,6 +21,7 @@ from poetsim.optimiser.baselines.simple import (
     start_plan,
 )
 from poetsim.optimiser.bounds.cover import cover_bound
+from poetsim.optimiser.optimise import optimise
 from poetsim.optimiser.plans import plan as plans
 from poetsim.optimiser.plans.cover_plan import _absence_windows, cover_plan
 from poetsim.optimiser.plans.plan import figures, to_schedule
@@ -350,6 +351,19 @@ def test_the_held_input_plan_recomputes_the_cheap_outputs_within_a_deadline_the_
     assert checked.peak_ram_bytes <= budgets.ram_bytes and budgets.meets_deadline(checked.runtime_s)
     recomputed = {k for t, computed in enumerate(plan.computed) for k in computed if k != t}
     assert recomputed and not recomputed & {1, 2}  # no convolution again
+
+
+def test_the_search_starts_from_the_held_input_plan_where_a_greedy_fits_but_costs_more():
+    graph, seconds = dense_block()
+    costs = cost_table(graph, seconds, seconds, [1.0] * len(graph), [1.0] * len(graph))
+    budgets = Budgets(graph.keep_all_peak_bytes - 10, costs.plain_runtime_s + 1.5)
+    timing = Timing.OVERLAP
+    greedy = present(start_plan(graph, costs, budgets, RECOMPUTE_ONLY, timing, first_fit=True), "the greedy plan")
+    held_j = figures(present(held_input_plan(graph, costs, budgets, timing), "the held-input plan"), graph, costs, timing).total_j
+    assert held_j < figures(greedy, graph, costs, timing).total_j
+    outcome = optimise(graph, costs, budgets, RECOMPUTE_ONLY, timing, effort=0.001)  # the rule plans, then polish
+    assert outcome.found_by.startswith("the cheap outputs recomputed, the dear held")
+    assert outcome.objective_j is not None and outcome.objective_j <= held_j
 
 
 @settings(max_examples=100, deadline=None)

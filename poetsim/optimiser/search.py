@@ -4,8 +4,8 @@
 
 1. the eviction cover (`steps.cover`): a proven lower bound, or a proof that nothing fits;
 2. plans that need no solver (`steps.rule_plans`): keep-all, the plan of the cover's choice, the
-   schedules of other strategies handed in as starts; the cheapest that fits is the incumbent
-   (if none fits, the first greedy plan that does, else the held-input plans);
+   schedules of other strategies handed in as starts, the held-input plans; the cheapest that
+   fits is the incumbent (if none fits, the first greedy plan that does);
 3. the placement search (`placement`), the timed cover's linear relaxation (with paging, under
    `overlap`), the rebuilt greedy with hidden transfers (with paging, after the second restores),
    the covers that price page-ins' stalls (with the MILP confined to the first one's choice,

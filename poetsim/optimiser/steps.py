@@ -40,9 +40,13 @@ def cover(call: Call) -> Found:
 
 
 def rule_plans(call: Call, found: Found, starts: tuple[Schedule, ...]) -> Found:
-    """The plans that need no solver: keep-all, the plan of the cover's choice and the starts.
+    """The plans that need no solver: keep-all, the cover's choice, the starts, the held-input plans.
 
-    If none fits, the first rule-made plan that does (`first_schedule`).
+    The held-input plans (`held_input_plan`, with recomputation, within the budget) recompute the
+    outputs that are cheap per byte and hold the dear ones a late recomputation needs: on densely
+    connected graphs the other plans' recomputations cascade back through the layers a
+    concatenation joins. If none of these fits, the first rule-made plan that does
+    (`first_schedule`).
     """
     task, standing = call.task, call.standing
     assert found.cover is not None, "the cover comes first"
@@ -51,6 +55,9 @@ def rule_plans(call: Call, found: Found, starts: tuple[Schedule, ...]) -> Found:
     standing.offer(first, "the cover's choice")
     for schedule in starts:
         standing.offer(plans.from_schedule(schedule, task.graph), "a start")
+    if task.moves.recompute:
+        held = held_input_plan(task.graph, task.costs, task.budgets, task.timing, call.allowance)
+        standing.offer(held, "the cheap outputs recomputed, the dear held")
     call.note("plans")
     if standing.best is None:
         first_schedule(call)
@@ -61,18 +68,12 @@ def first_schedule(call: Call) -> None:
     """A schedule before anything else, whatever the budget says: the first rule-made plan that fits.
 
     So a call whose budget is spent still returns a schedule whenever a rule can make one; the
-    greedies that drop recomputed cascades, tried last, stop when the budget is spent. Where no
-    greedy fits either, the plans that recompute cheap outputs and hold the dear ones
-    (`held_input_plan`, within the budget): on densely connected graphs the greedies' recomputations
-    cascade back through the layers a concatenation joins, and break the deadline.
+    greedies that drop recomputed cascades, tried last, stop when the budget is spent.
     """
     task = call.task
     call.note("first schedule")
     plan = start_plan(task.graph, task.costs, task.budgets, task.moves, task.timing, call.allowance, first_fit=True)
-    if call.standing.offer(plan, "the greedy") or not task.moves.recompute:
-        return
-    held = held_input_plan(task.graph, task.costs, task.budgets, task.timing, call.allowance)
-    call.standing.offer(held, "the cheap outputs recomputed, the dear held")
+    call.standing.offer(plan, "the greedy")
 
 
 def greedy(call: Call, found: Found) -> Found:

@@ -121,6 +121,8 @@ def held_input_plan(
         levels = [levels[round(k * (len(levels) - 1) / (HELD_THRESHOLDS - 1))] for k in range(HELD_THRESHOLDS)]
     best = None
     for level in levels:
+        if spent(allowance):
+            break
         decisions = _recomputed_between_reads(graph, [i for i in forward if ratio[i] <= level])
         holdable = frozenset(i for i in forward if ratio[i] > level)
         for keep in (True, False):

@@ -5,6 +5,7 @@ stalling transfer; the schedules the optimiser returns admit none, nor (given th
 """
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
@@ -412,6 +413,44 @@ def test_every_eviction_is_a_schedule_the_checker_values_as_the_model_does(case,
         checked = check_schedule(plans.to_schedule(change, graph, costs, timing), graph, costs, timing)
         assert compare_figures(plans.figures(change, graph, costs, timing), checked) == []
         assert change.resident(stage) < plan.resident(stage)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    case=st.one_of(cases(min_forward=3, slow_paging=True), cascading_cases()),
+    data=st.data(),
+    timing=st.sampled_from(list(Timing)),
+)
+def test_a_change_accounted_from_its_plans_accounting_has_the_same_figures_as_one_accounted_alone(case, data, timing):
+    """On random graphs, each single change of a plan recomputing or paging random stretches, and each eviction after it.
+
+    Accounted with the accounting of the plan it was made from lending its unchanged stages,
+    every number equals that of the change accounted from scratch: frees, RAM at every point,
+    stage times, figures.
+    """
+    graph, costs = case
+    stretches = stretches_of(graph)
+    chosen = data.draw(st.lists(st.sampled_from(stretches), unique=True)) if stretches else []
+    decisions = {key: data.draw(st.sampled_from([Mode.RECOMPUTE, Mode.PAGE])) for key in chosen}
+    plan = plan_from_decisions(graph, decisions)
+    base = plans.account(plan, graph, costs, timing)
+    stage = data.draw(st.integers(1, len(graph) - 1))
+    lent = 0
+    for change in changes_of(plan, graph, HYBRID, costs, timing):
+        alone = plans.account(change, graph, costs, timing)
+        from_base = plans.account(change, graph, costs, timing, base)
+        assert from_base == alone
+        assert plans.figures(change, graph, costs, timing, base=base) == plans.figures(change, graph, costs, timing)
+        lent += sum(a is b for a, b in zip(from_base.after_bytes, base.after_bytes))
+        for evicted in evictions(change, graph, stage):
+            assert plans.account(evicted, graph, costs, timing, from_base) == plans.account(evicted, graph, costs, timing)
+    # One output held one stage longer: only the next stage's start changes, with none of its own sets.
+    held = next((i for i in range(stage) if i not in plan.kept[stage - 1]), None)
+    if held is not None:
+        kept = tuple(k | {held} if s == stage - 1 else k for s, k in enumerate(plan.kept))
+        longer = replace(plan, kept=kept)
+        assert plans.account(longer, graph, costs, timing, base) == plans.account(longer, graph, costs, timing)
+    event("stages lent" if lent else "nothing lent")
 
 
 def assert_no_single_change_improves(outcome, graph, costs, budgets, timing, moves) -> int:

@@ -13,6 +13,7 @@ bind. Reading a solution through a plan sets every free to its largest allowed v
 the same objective, never more RAM, and still a solution of the model.
 """
 
+import operator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -51,19 +52,27 @@ class Accounting:
     after_bytes: tuple[dict[int, int], ...]  # stage -> {k: RAM right after k is computed}
     compute_s: tuple[float, ...]
     dma_s: tuple[float, ...]
+    resident_bytes: tuple[int, ...]  # the bytes of the outputs resident at each stage's start
+    stage_peaks: tuple[int, ...]  # each stage's most RAM: at its start or right after a compute
 
     @cached_property
     def peak_bytes(self) -> int:
         """The plan's peak RAM: the most of any stage start and of any point right after a compute."""
-        return max(map(self.stage_peak_bytes, range(len(self.start_bytes))))
+        return max(self.stage_peaks)
 
     def stage_peak_bytes(self, t: int) -> int:
         """The most RAM of stage t: at its start or right after any of its computes."""
-        return max(self.start_bytes[t], *self.after_bytes[t].values())
+        return self.stage_peaks[t]
 
 
-def account(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing) -> Accounting:
-    """Apply the model's rules (the U rows, the stage-time rows) to a plan."""
+def account(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing, base: Accounting | None = None) -> Accounting:
+    """Apply the model's rules (the U rows, the stage-time rows) to a plan.
+
+    `base`, the accounting of another plan of the same graph, costs and timing (the plan a
+    change was made from), lends its figures to every stage whose sets are the very objects of
+    its plan's: a stage's figures follow from its own sets and the outputs resident at its
+    start alone, so they are the same numbers, and a change replays only the stages it made.
+    """
     overlap = Timing(timing) is Timing.OVERLAP
     # Sums by map(...) rather than generators: the same order and result, about twice as fast
     # (the greedies replay thousands of plans).
@@ -71,32 +80,91 @@ def account(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing) 
     seconds, in_s, out_s = costs.compute_s.__getitem__, costs.page_in_s.__getitem__, costs.page_out_s.__getitem__
     deps = graph.deps
     frees: list[dict[int, tuple[int, ...]]] = []
-    starts, afters, compute_s, dma_s = [], [], [], []
+    afters: list[dict[int, int]] = []
+    starts: list[int] = []
+    residents: list[int] = []
+    peaks: list[int] = []
+    compute_s: list[float] = []
+    dma_s: list[float] = []
+    lent = _lent_runs(plan, base) if base is not None else {}
     # The bytes resident at each stage's start, kept up to date by what changes (set differences
     # run in C; summing every resident output anew would dominate the baselines' replays).
     before: frozenset[int] = frozenset()
     resident_bytes = 0
-    for t, computed in enumerate(plan.computed):
+    t, stages = 0, len(plan.computed)
+    while t < stages:
+        if t in lent:
+            assert base is not None
+            stop = lent[t]
+            residents.extend(base.resident_bytes[t:stop])
+            starts.extend(base.start_bytes[t:stop])
+            afters.extend(base.after_bytes[t:stop])
+            frees.extend(base.frees[t:stop])
+            compute_s.extend(base.compute_s[t:stop])
+            dma_s.extend(base.dma_s[t:stop])
+            peaks.extend(base.stage_peaks[t:stop])
+            before, resident_bytes = plan.resident(stop - 1), base.resident_bytes[stop - 1]
+            t = stop
+            continue
+        computed = plan.computed[t]
         now = plan.resident(t)
         resident_bytes += sum(map(m, now - before)) - sum(map(m, before - now))
         before = now
+        residents.append(resident_bytes)
         ram = resident_bytes + (sum(map(m, plan.paged_in[t])) if overlap else 0)
         starts.append(ram)
         if len(computed) == 1:  # t alone: nothing recomputed in it frees an input
-            afters.append({t: ram + m(t)})
+            after_t = ram + m(t)
+            afters.append({t: after_t})
             frees.append({})
+            peaks.append(max(ram, after_t))
         else:
             stage_frees = _recomputation_frees(plan, t, deps, plan.paged_out[t] if overlap else frozenset())
             after = {}
+            peak = ram
             for k in computed:
                 ram += m(k)
                 after[k] = ram
+                peak = max(peak, ram)
                 ram -= sum(map(m, stage_frees.get(k, ())))
             afters.append(after)
             frees.append({k: tuple(sorted(v)) for k, v in stage_frees.items()})
+            peaks.append(peak)
         compute_s.append(sum(map(seconds, computed)))
         dma_s.append(sum(map(in_s, plan.paged_in[t])) + sum(map(out_s, plan.paged_out[t])))
-    return Accounting(plan, tuple(frees), tuple(starts), tuple(afters), tuple(compute_s), tuple(dma_s))
+        t += 1
+    return Accounting(
+        plan, tuple(frees), tuple(starts), tuple(afters), tuple(compute_s), tuple(dma_s), tuple(residents), tuple(peaks)
+    )
+
+
+def _lent_runs(plan: Plan, base: Accounting) -> dict[int, int]:
+    """The runs of stages whose figures `base` lends: first stage -> the stage after the run.
+
+    A stage's figures are lent where its sets, and the kept set before it, are the very objects
+    of `base`'s plan.
+    """
+    other = base.plan
+    if len(other.computed) != len(plan.computed):
+        return {}
+    same_kept = list(map(operator.is_, plan.kept, other.kept))
+    same = [
+        c and k and before and i and o
+        for c, k, before, i, o in zip(
+            map(operator.is_, plan.computed, other.computed),
+            same_kept,
+            [True, *same_kept[:-1]],
+            map(operator.is_, plan.paged_in, other.paged_in),
+            map(operator.is_, plan.paged_out, other.paged_out),
+        )
+    ]
+    runs, start = {}, None
+    for t, lends in enumerate([*same, False]):
+        if lends and start is None:
+            start = t
+        elif not lends and start is not None:
+            runs[start], start = t, None
+    return runs
 
 
 def _recomputation_frees(plan: Plan, t: int, deps: tuple[tuple[int, ...], ...], held: frozenset[int]) -> dict[int, list[int]]:
@@ -124,13 +192,20 @@ def stage_times_s(acc: Accounting, costs: CostTable, timing: Timing) -> list[flo
     return list(acc.compute_s)
 
 
-def figures(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing, acc: Accounting | None = None) -> Figures:
+def figures(
+    plan: Plan,
+    graph: TrainingGraph,
+    costs: CostTable,
+    timing: Timing,
+    acc: Accounting | None = None,
+    base: Accounting | None = None,
+) -> Figures:
     """The model's figures of a plan.
 
     Peak of U, runtime, energy by component, counts (from `acc`, the plan's accounting, when the
-    caller has it).
+    caller has it; else from its accounting with `base` lending its unchanged stages, `account`).
     """
-    acc = acc if acc is not None else account(plan, graph, costs, timing)
+    acc = acc if acc is not None else account(plan, graph, costs, timing, base)
     runtime_s = sum(stage_times_s(acc, costs, timing))
     recomputed = [k for t, computed in enumerate(plan.computed) for k in computed if k != t]
     return Figures(

@@ -68,11 +68,12 @@ def polish(
     best_j = figures(plan, graph, costs, timing).total_j
     while True:
         taken = None
+        base = account(plan, graph, costs, timing)
         for candidate in changes_of(plan, graph, moves, costs, timing):
             if spent(allowance):
                 return plan if taken is None else taken  # the best this scan had reached
             charge(allowance, replay_units(len(graph)))
-            fig = figures(candidate, graph, costs, timing)
+            fig = figures(candidate, graph, costs, timing, base=base)
             if budgets.fits(fig) and fig.total_j < best_j:
                 taken, best_j = candidate, fig.total_j
         if taken is None:
@@ -101,12 +102,13 @@ def swap(
     """
     if not moves.recompute:
         return None
-    best, best_j = None, figures(plan, graph, costs, timing).total_j
+    own = account(plan, graph, costs, timing)
+    best, best_j = None, figures(plan, graph, costs, timing, own).total_j
     for changed in changes_of(plan, graph, moves, costs, timing):
         if spent(allowance):
             break
         charge(allowance, replay_units(len(graph)))
-        acc = account(changed, graph, costs, timing)
+        acc = account(changed, graph, costs, timing, base=own)
         fig = figures(changed, graph, costs, timing, acc)
         if fig.total_j >= best_j or not budgets.meets_deadline(fig.runtime_s) or budgets.fits(fig):
             continue
@@ -115,7 +117,7 @@ def swap(
             if spent(allowance):
                 break
             charge(allowance, replay_units(len(graph)))
-            fig = figures(evicted, graph, costs, timing)
+            fig = figures(evicted, graph, costs, timing, base=acc)
             if budgets.fits(fig) and fig.total_j < best_j:
                 best, best_j = evicted, fig.total_j
     return best

@@ -3,7 +3,7 @@
     python -m benchmarks                 # all, from the repository's root:
                                          # solver, simulator, sweep, sweep-loaded, pytorch, faults,
                                          # cluster, certify, scaling, covers, effort, outside, startup,
-                                         # device, train
+                                         # device, train, replay
     python -m benchmarks solver sweep    # a selection
 
 Speed targets are checked here, never by timed assertions in tests.
@@ -12,7 +12,7 @@ Speed targets are checked here, never by timed assertions in tests.
 import sys
 from pathlib import Path
 
-from benchmarks import certify, cluster, device, effort, faults, outside, simulator, solver, startup, sweep
+from benchmarks import certify, cluster, device, effort, faults, outside, replay, simulator, solver, startup, sweep
 
 OUT = Path("results/bench")
 
@@ -49,6 +49,7 @@ def main(argv: list[str]) -> int:
         "startup": lambda: startup.run(OUT / "startup.csv"),
         "device": lambda: device.run(OUT / "device.csv"),
         "train": train_bench,
+        "replay": lambda: replay.run(OUT / "replay.csv"),
     }
     chosen = argv or list(benches)
     unknown = [name for name in chosen if name not in benches]

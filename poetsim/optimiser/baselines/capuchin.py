@@ -133,8 +133,7 @@ class _State:
 
     def peak_stage(self) -> int:
         """The first stage where the peak RAM is reached."""
-        acc = self.accounting
-        peaks = [max(acc.start_bytes[t], *acc.after_bytes[t].values()) for t in range(len(acc.start_bytes))]
+        peaks = self.accounting.stage_peaks
         return peaks.index(max(peaks))
 
 

@@ -69,7 +69,7 @@ def polish(
     while True:
         taken = None
         base = account(plan, graph, costs, timing)
-        for candidate in changes_of(plan, graph, moves, costs, timing):
+        for candidate in changes_of(plan, graph, moves, costs, timing, base):
             if spent(allowance):
                 return plan if taken is None else taken  # the best this scan had reached
             charge(allowance, replay_units(len(graph)))
@@ -104,7 +104,7 @@ def swap(
         return None
     own = account(plan, graph, costs, timing)
     best, best_j = None, figures(plan, graph, costs, timing, own).total_j
-    for changed in changes_of(plan, graph, moves, costs, timing):
+    for changed in changes_of(plan, graph, moves, costs, timing, own):
         if spent(allowance):
             break
         charge(allowance, replay_units(len(graph)))
@@ -153,13 +153,19 @@ def evictions(plan: Plan, graph: TrainingGraph, stage: int) -> Iterator[Plan]:
 
 
 def changes_of(
-    plan: Plan, graph: TrainingGraph, moves: Moves = BOTH, costs: CostTable | None = None, timing: Timing | None = None
+    plan: Plan,
+    graph: TrainingGraph,
+    moves: Moves = BOTH,
+    costs: CostTable | None = None,
+    timing: Timing | None = None,
+    acc: Accounting | None = None,
 ) -> Iterator[Plan]:
     """Every single change of `plan` (module docstring), in a fixed order.
 
     The bridges, then per page-in keeping the output instead, then (where `moves` recompute)
     rebuilding it instead, then (given the costs, under overlap timing) the moved transfers, then
-    (given the costs, where `moves` page) the recomputations paged instead.
+    (given the costs, where `moves` page) the recomputations paged instead; `acc` is the plan's
+    accounting, if the caller has it.
     """
     yield from bridges(plan, graph)
     yield from kept_pages(plan, graph)
@@ -167,7 +173,7 @@ def changes_of(
         yield from recomputed_pages(plan, graph)
     if costs is None or timing is None:
         return
-    acc = account(plan, graph, costs, timing)
+    acc = acc if acc is not None else account(plan, graph, costs, timing)
     if Timing(timing) is Timing.OVERLAP and plan.moves.page:
         yield from moved_transfers(plan, graph, costs, acc)
     if moves.page:

@@ -65,10 +65,10 @@ def polish(
     replay of a plan is charged to `allowance` per change tried; once it is spent, the best plan
     so far is returned.
     """
-    best_j = figures(plan, graph, costs, timing).total_j
+    base = account(plan, graph, costs, timing)
+    best_j = figures(plan, graph, costs, timing, base).total_j
     while True:
         taken = None
-        base = account(plan, graph, costs, timing)
         for candidate in changes_of(plan, graph, moves, costs, timing, base):
             if spent(allowance):
                 return plan if taken is None else taken  # the best this scan had reached
@@ -78,7 +78,7 @@ def polish(
                 taken, best_j = candidate, fig.total_j
         if taken is None:
             return plan
-        plan = taken
+        plan, base = taken, account(taken, graph, costs, timing)
 
 
 def swap(

@@ -48,8 +48,10 @@ demo: setup
 	$(BIN)/poetsim report $(DEMO)
 	@echo "report: $(DEMO)/report.html (results shipped in results/resnet18/)"
 
+# The suite runs on one worker per core (pytest-xdist); each test module stays on one worker, so its
+# module fixtures are built once.
 test: setup lint guard
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadscope
 
 # Style, types and layers: ruff (pyproject.toml's [tool.ruff]), mypy over the package, its tests
 # and its benchmarks ([tool.mypy]), and import-linter's contracts ([tool.importlinter]: who may

@@ -374,6 +374,7 @@ def test_a_point_whose_worker_dies_twice_is_a_failed_row_and_the_sweep_goes_on(t
 # --- Dask ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore:Port .* is already in use:UserWarning")
 def test_a_dask_scheduler_without_workers_fails_in_one_line_naming_it(tmp_path):
     from dask.distributed import LocalCluster
 
@@ -402,6 +403,7 @@ def test_a_dask_scheduler_without_workers_fails_in_one_line_naming_it(tmp_path):
     ]
 
 
+@pytest.mark.filterwarnings("ignore:Port .* is already in use:UserWarning")
 def test_a_point_that_kills_its_dask_worker_twice_is_a_failed_row_and_the_rest_are_kept(tmp_path):
     import dask
     from dask.distributed import Client, LocalCluster

@@ -1,6 +1,8 @@
 """Sweeps: every point a row, rows kept across a stop, exact resume, Dask, compare/report/check."""
 
+import contextlib
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -143,6 +145,17 @@ def test_dask_local_cluster_gives_the_same_rows(tmp_path):
     assert list(by_dask.index) == list(by_process.index)
     assert list(by_dask["status"]) == list(by_process["status"])
     pd.testing.assert_series_equal(by_dask["predicted_total_j"], by_process["predicted_total_j"], rtol=1e-6)
+
+
+def test_a_local_dask_sweep_says_nothing_of_a_taken_dashboard_port(tmp_path):
+    small_scenario(tmp_path)  # writes small.yaml
+    with socket.socket() as holder:
+        with contextlib.suppress(OSError):  # taken already: by another cluster, as this test wants
+            holder.bind(("127.0.0.1", 8787))
+            holder.listen()
+        swept = poetsim("sweep", tmp_path / "small.yaml", "--out", tmp_path / "out", "-j", "2", "--executor", "dask")
+    assert swept.returncode == 0, swept.stderr
+    assert "already in use" not in swept.stderr and "Warning" not in swept.stderr
 
 
 def poetsim(*args):

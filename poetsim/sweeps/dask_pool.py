@@ -39,6 +39,7 @@ import queue
 import signal
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import CancelledError
 from multiprocessing import resource_tracker
@@ -124,7 +125,9 @@ class DaskPool:
                     "distributed.scheduler.allowed-failures": MAX_DEATHS - 1,
                     "distributed.worker.preload": ["poetsim.sweeps.dask_worker"],
                 }
-                with dask.config.set(settings), sigint_blocked():
+                with dask.config.set(settings), sigint_blocked(), warnings.catch_warnings():
+                    # Its scheduler's HTTP server (no dashboard) takes another port when 8787 is taken.
+                    warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
                     self._cluster = LocalCluster(
                         n_workers=workers,
                         threads_per_worker=1,

@@ -23,7 +23,8 @@ each a plan built with the same four sets per stage as every other plan:
 
 `swap` pairs a change that saves energy but breaks the RAM budget with an eviction (`evictions`:
 free an output resident where the changed plan peaks and recompute it at its next reader) that
-brings the plan back within it.
+brings the plan back within it, and one that breaks only the deadline with moved transfers that
+bring it back within that.
 
 `polish` judges each change by the model's own accounting (`plan.figures`, the same judge as
 `Incumbent.offer`), takes the one that fits and saves most, and scans again, until a whole scan
@@ -33,7 +34,7 @@ can strand a plan: keeping an input a later recomputation needs may leave too li
 keep the recomputed output itself.)
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from poetsim.graphs.graph import TrainingGraph
@@ -42,11 +43,14 @@ from poetsim.optimiser.plans.plan import Accounting, Plan, account, figures
 from poetsim.optimiser.plans.rules import reads
 from poetsim.optimiser.work import replay_units
 from poetsim.schedule.costs import CostTable
-from poetsim.schedule.model import Budgets, Moves, Timing
+from poetsim.schedule.model import Budgets, Figures, Moves, Timing
 
 #: All moves: a change may rebuild a paged output where recomputation is allowed, and page a
 #: recomputed one where paging is.
 BOTH = Moves(recompute=True, page=True)
+
+#: At most this many moved transfers bring a change that `swap` tries back within the deadline.
+REPAIR_STEPS = 4
 
 
 def polish(
@@ -61,21 +65,31 @@ def polish(
     """The plan after every single change that saves energy and still fits, the largest saving first.
 
     Changes (module docstring) are taken until none saves energy; `moves` says which moves a change
-    may use (recomputation, for rebuilding a paged output; paging, for a recomputed one). One
-    replay of a plan is charged to `allowance` per change tried; once it is spent, the best plan
-    so far is returned.
+    may use (recomputation, for rebuilding a paged output; paging, for a recomputed one). Under
+    overlap timing a change that saves energy and keeps the RAM budget but misses the deadline
+    counts with the moved transfers that bring it within the deadline (`_on_time`), if any do.
+    One replay of a plan is charged to `allowance` per change tried; once it is spent, the best
+    plan so far is returned.
     """
     base = account(plan, graph, costs, timing)
     best_j = figures(plan, graph, costs, timing, base).total_j
+    retimed = Timing(timing) is Timing.OVERLAP
     while True:
         taken = None
         for candidate in changes_of(plan, graph, moves, costs, timing, base):
             if spent(allowance):
                 return plan if taken is None else taken  # the best this scan had reached
             charge(allowance, replay_units(len(graph)))
-            fig = figures(candidate, graph, costs, timing, base=base)
-            if budgets.fits(fig) and fig.total_j < best_j:
+            acc = account(candidate, graph, costs, timing, base=base)
+            fig = figures(candidate, graph, costs, timing, acc)
+            if fig.total_j >= best_j:
+                continue
+            if budgets.fits(fig):
                 taken, best_j = candidate, fig.total_j
+            elif retimed and candidate.moves.page and fig.peak_ram_bytes <= budgets.ram_bytes:
+                repaired = _on_time(candidate, acc, fig, graph, costs, budgets, timing, allowance)
+                if repaired is not None and repaired[1] < best_j:
+                    taken, best_j = repaired
         if taken is None:
             return plan
         plan, base = taken, account(taken, graph, costs, timing)
@@ -90,37 +104,95 @@ def swap(
     allowance: Allowance | None = None,
     moves: Moves = BOTH,
 ) -> Plan | None:
-    """The cheapest plan that fits made of two changes, a single change and an eviction; None if none saves energy.
+    """The cheapest plan that fits made of a single change and its repair; None if none saves energy.
 
     A plan `polish` returns has no single change that saves energy and fits, yet a change that
-    saves much often breaks only the RAM budget, and another output could make room for it at
-    less than it saves. So each single change (`changes_of`) that saves energy and keeps the
-    deadline but not the RAM budget is followed, in turn, by each eviction (`evictions`) at the
-    stage where its RAM peaks; the pair that fits at the least energy is returned. Evictions
-    recompute, so where `moves` do not, there is none. One replay of a plan is charged to
-    `allowance` per plan tried; once it is spent, the best pair so far is returned.
+    saves much often breaks one budget only, and other changes could restore it at less than it
+    saves. So each single change (`changes_of`) that saves energy and keeps the deadline but not
+    the RAM budget is followed, in turn, by each eviction (`evictions`) at the stage where its RAM
+    peaks (evictions recompute: where `moves` do not, there is none); and under overlap timing,
+    each that keeps the RAM budget but not the deadline is followed by the moved transfers that
+    shorten its runtime most (`_on_time`). The repaired change that fits at the least energy is
+    returned. One replay of a plan is charged to `allowance` per plan tried; once it is spent,
+    the best so far is returned.
     """
-    if not moves.recompute:
-        return None
     own = account(plan, graph, costs, timing)
     best, best_j = None, figures(plan, graph, costs, timing, own).total_j
+    retimed = Timing(timing) is Timing.OVERLAP
     for changed in changes_of(plan, graph, moves, costs, timing, own):
         if spent(allowance):
             break
         charge(allowance, replay_units(len(graph)))
         acc = account(changed, graph, costs, timing, base=own)
         fig = figures(changed, graph, costs, timing, acc)
-        if fig.total_j >= best_j or not budgets.meets_deadline(fig.runtime_s) or budgets.fits(fig):
+        if fig.total_j >= best_j or budgets.fits(fig):
             continue
-        peak = max(range(len(graph)), key=acc.stage_peak_bytes)
-        for evicted in evictions(changed, graph, peak):
-            if spent(allowance):
-                break
-            charge(allowance, replay_units(len(graph)))
-            fig = figures(evicted, graph, costs, timing, base=acc)
-            if budgets.fits(fig) and fig.total_j < best_j:
-                best, best_j = evicted, fig.total_j
+        if not budgets.meets_deadline(fig.runtime_s):
+            if retimed and changed.moves.page and fig.peak_ram_bytes <= budgets.ram_bytes:
+                repaired = _on_time(changed, acc, fig, graph, costs, budgets, timing, allowance)
+                if repaired is not None and repaired[1] < best_j:
+                    best, best_j = repaired
+            continue
+        if moves.recompute:
+            best, best_j = _evicted(changed, acc, graph, costs, budgets, timing, allowance, (best, best_j))
     return best
+
+
+def _evicted(
+    plan: Plan,
+    acc: Accounting,
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    timing: Timing,
+    allowance: Allowance | None,
+    best: tuple[Plan | None, float],
+) -> tuple[Plan | None, float]:
+    """The cheapest of `best` and the evictions of `plan` (its accounting `acc`) at its peak stage that fit."""
+    peak = max(range(len(graph)), key=acc.stage_peak_bytes)
+    for evicted in evictions(plan, graph, peak):
+        if spent(allowance):
+            break
+        charge(allowance, replay_units(len(graph)))
+        fig = figures(evicted, graph, costs, timing, base=acc)
+        if budgets.fits(fig) and fig.total_j < best[1]:
+            best = evicted, fig.total_j
+    return best
+
+
+def _on_time(
+    plan: Plan,
+    acc: Accounting,
+    fig: Figures,
+    graph: TrainingGraph,
+    costs: CostTable,
+    budgets: Budgets,
+    timing: Timing,
+    allowance: Allowance | None,
+) -> tuple[Plan, float] | None:
+    """`plan` (within the RAM budget, past the deadline) after moved transfers bring it within the deadline, and its energy.
+
+    Each step takes the moved transfer (`moved_transfers`) that shortens the runtime most and
+    keeps the RAM budget, at most `REPAIR_STEPS` of them; None if the deadline is still missed.
+    """
+    for _ in range(REPAIR_STEPS):
+        step: tuple[float, float, Plan, Accounting] | None = None
+        for moved in moved_transfers(plan, graph, costs, acc):
+            if spent(allowance):
+                return None
+            charge(allowance, replay_units(len(graph)))
+            moved_acc = account(moved, graph, costs, timing, base=acc)
+            moved_fig = figures(moved, graph, costs, timing, moved_acc)
+            shorter = moved_fig.peak_ram_bytes <= budgets.ram_bytes and moved_fig.runtime_s < fig.runtime_s
+            if shorter and (step is None or (moved_fig.runtime_s, moved_fig.total_j) < step[:2]):
+                step = (moved_fig.runtime_s, moved_fig.total_j, moved, moved_acc)
+        if step is None:
+            return None
+        plan, acc = step[2], step[3]
+        fig = figures(plan, graph, costs, timing, acc)
+        if budgets.meets_deadline(fig.runtime_s):
+            return plan, fig.total_j
+    return None
 
 
 def evictions(plan: Plan, graph: TrainingGraph, stage: int) -> Iterator[Plan]:
@@ -312,9 +384,10 @@ def paged_recomputations(plan: Plan, graph: TrainingGraph, costs: CostTable, acc
 
     For a recomputation of i in stage s, let p be i's last earlier presence. Unless a copy of i
     is already on storage, i is paged out in a stage o after p (resident at its start: kept from
-    p to o-1), in p+1 or in the first stage whose room (compute less transfers) hides the
-    transfer; it is paged in in a stage q after o and p, in s-1 or in the latest stage that
-    hides the transfer, and resident from q+1 to s. The recomputation goes, with those of its
+    p to o-1), in p+1, in the first stage whose room (compute less transfers) hides the
+    transfer, or in a stage that computes longer than every one before it (`_longer_computes`);
+    it is paged in in a stage q after o and p, in s-1 or in the latest stage that hides the
+    transfer, and resident from q+1 to s. The recomputation goes, with those of its
     inputs that nothing else reads any more.
     """
     channels = costs.dma_channels
@@ -328,7 +401,9 @@ def paged_recomputations(plan: Plan, graph: TrainingGraph, costs: CostTable, acc
             if copied.get(i, stage) < stage - 1:
                 outs: list[int | None] = [None]
             else:
-                outs = list(dict.fromkeys(_hiding(range(previous + 1, stage - 1), room, costs.page_out_s[i] / channels)))
+                stretch = range(previous + 1, stage - 1)
+                hiding = _hiding(stretch, room, costs.page_out_s[i] / channels)
+                outs = list(dict.fromkeys([*hiding, *_longer_computes(stretch, acc.compute_s, costs.page_out_s[i] / channels)]))
             for out in outs:
                 on_storage = copied[i] if out is None else out
                 after = previous + (2 if i in plan.kept[previous] else 1)  # the first stage i is not resident at
@@ -355,6 +430,23 @@ def _hiding(stages: range, room: list[float], transfer_s: float) -> tuple[int, .
     if not stages:
         return ()
     return stages[0], next((t for t in stages if room[t] >= transfer_s), stages[0])
+
+
+def _longer_computes(stages: range, compute_s: Sequence[float], transfer_s: float) -> list[int]:
+    """Each of `stages` that computes longer than every one before it, up to the first whose compute hides `transfer_s`.
+
+    Where another transfer fills a stage, its room is short although its compute is long: a move
+    of that transfer (`moved_transfers`) can free the stage for this one.
+    """
+    chosen: list[int] = []
+    longest = 0.0
+    for t in stages:
+        if compute_s[t] > longest:
+            chosen.append(t)
+            longest = compute_s[t]
+            if longest >= transfer_s:
+                break
+    return chosen[1:]  # the first stage is `_hiding`'s already
 
 
 def _paged_instead(plan: Plan, graph: TrainingGraph, i: int, stage: int, previous: int, out: int | None, at: int) -> Plan:

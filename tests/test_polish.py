@@ -6,6 +6,7 @@ stalling transfer; the schedules the optimiser returns admit none, nor (given th
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
@@ -23,6 +24,7 @@ from poetsim.optimiser.plans.polish import changes_of, evictions, moved_transfer
 from poetsim.optimiser.plans.rules import Mode, plan_from_decisions
 from poetsim.schedule.checker import check_schedule, compare_figures
 from poetsim.schedule.costs import CostTable, node_costs
+from poetsim.schedule.formats import load_schedule
 from poetsim.schedule.model import Budgets, Compute, Free, Moves, PageIn, PageOut, Schedule, Timing
 from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
@@ -543,3 +545,30 @@ def test_unproven_schedules_of_the_outside_architectures_are_improved_by_no_sing
     outcome = optimise(p.graph, p.costs, p.budgets, HYBRID, Timing.OVERLAP, effort=4.0, time_limit_s=600.0)
     assert outcome.schedule is not None, outcome.message
     assert assert_no_single_change_improves(outcome, p.graph, p.costs, p.budgets, Timing.OVERLAP, HYBRID) > 0
+
+
+def test_a_page_that_keeps_the_deadline_only_with_moved_transfers_is_taken():
+    """ViT of the outside set at 35 % on the Pi, 1.2x, from a schedule that recomputes three attention blocks.
+
+    Paging the first block's 3.49 MB output instead of recomputing it (1.74 J) misses the
+    deadline (or the RAM budget) wherever its 142 ms page-out goes, unless the stage it goes to sheds its other
+    page-outs (docs/optimiser.md, section 9): no single change that pages it fits. Polish takes
+    the page with the moved transfers that keep the deadline.
+    """
+    p = build_problem("scenarios/graphs/outside/vit_tiny.json", "rpi4", parse_ram("35%"), 1.2, Timing.OVERLAP)
+    schedule = load_schedule(Path(__file__).parent / "schedules" / "vit_tiny_rpi4_35.json")
+    before = present(plans.from_schedule(schedule, p.graph), "the schedule's plan")
+    before_j = check_schedule(schedule, p.graph, p.costs, Timing.OVERLAP, p.budgets).total_j
+    attention = next(n.id for n in p.graph.nodes if n.name == "encoder.layers.0.self_attn")
+    assert recomputations(before, attention) == 1
+    acc = plans.account(before, p.graph, p.costs, Timing.OVERLAP)
+    pages = [c for c in paged_recomputations(before, p.graph, p.costs, acc) if recomputations(c, attention) == 0]
+    assert pages
+    figs = [plans.figures(change, p.graph, p.costs, Timing.OVERLAP) for change in pages]
+    assert not any(p.budgets.fits(fig) for fig in figs)
+    assert any(fig.total_j < before_j - 1.0 and fig.peak_ram_bytes <= p.budgets.ram_bytes for fig in figs)  # past the deadline
+    after = polish(before, p.graph, p.costs, p.budgets, Timing.OVERLAP)
+    returned = plans.to_schedule(after, p.graph, p.costs, Timing.OVERLAP)
+    checked = check_schedule(returned, p.graph, p.costs, Timing.OVERLAP, p.budgets)
+    assert recomputations(after, attention) == 0
+    assert before_j - checked.total_j > 1.0  # the block's recomputation less its transfers and stall

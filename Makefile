@@ -81,7 +81,7 @@ paper: setup
 	for s in $(PAPER); do $(BIN)/poetsim sweep scenarios/$$s.yaml --out build/paper/$$s || exit $$?; done
 	$(BIN)/poetsim paper $(addprefix build/paper/,$(PAPER)) --html build/paper/paper.html
 
-# The simulator against the optimiser on every shipped scenario (docs/simulator.md).
+# The simulator against the optimiser on every shipped scenario (docs/cost-model.md).
 agreement: setup
 	$(BIN)/python -m benchmarks.simulator --shipped
 

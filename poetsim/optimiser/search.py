@@ -16,7 +16,7 @@
    from the incumbent. Where the MILP is too large for what is left, the greedy runs again
    instead if its own step was cut short;
 5. the incumbent polished until no single change improves it, then, while effort is left,
-   swapped (a change and its repair) and polished again (`steps.settle`).
+   swapped (a change and an eviction) and polished again (`steps.settle`).
 
 It stops as soon as the incumbent is within the gap of the best bound, a cover proves that
 nothing fits, or the budget is spent; whatever stops it, the cheapest schedule found so far is

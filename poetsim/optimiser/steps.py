@@ -120,8 +120,8 @@ def settle(call: Call, found: Found) -> Found:
     changes, unless the guard stops the call first. The plan polished is the one its schedule reads
     back as (`plan.from_schedule`: every output freed as early as it may be), so that the changes
     are those of the schedule returned. Then, while the incumbent is unproven and the effort
-    lasts, the cheapest change with its repair (`swap`: an eviction, or moved transfers) replaces it
-    and is polished again, until none saves energy.
+    lasts, the cheapest pair of a change and an eviction (`swap`) replaces it and is polished
+    again, until no pair saves energy.
     """
     unbounded = Allowance(call.allowance.meter, None)
     _polish(call, unbounded, as_returned=True)
@@ -131,7 +131,7 @@ def settle(call: Call, found: Found) -> Found:
 
 
 def _swap(call: Call) -> bool:
-    """The incumbent replaced by its cheapest repaired change (`swap`), within the effort; whether one was."""
+    """The incumbent replaced by its cheapest pair of a change and an eviction (`swap`), within the effort; whether one was."""
     task, candidate = call.task, call.standing.best
     if candidate is None:
         return False

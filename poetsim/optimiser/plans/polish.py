@@ -23,8 +23,7 @@ each a plan built with the same four sets per stage as every other plan:
 
 `swap` pairs a change that saves energy but breaks the RAM budget with an eviction (`evictions`:
 free an output resident where the changed plan peaks and recompute it at its next reader) that
-brings the plan back within it, and one that breaks only the deadline with moved transfers that
-bring it back within that.
+brings the plan back within it.
 
 `polish` judges each change by the model's own accounting (`plan.figures`, the same judge as
 `Incumbent.offer`), takes the one that fits and saves most, and scans again, until a whole scan
@@ -104,36 +103,28 @@ def swap(
     allowance: Allowance | None = None,
     moves: Moves = BOTH,
 ) -> Plan | None:
-    """The cheapest plan that fits made of a single change and its repair; None if none saves energy.
+    """The cheapest plan that fits made of a single change and an eviction; None if none saves energy.
 
     A plan `polish` returns has no single change that saves energy and fits, yet a change that
     saves much often breaks one budget only, and other changes could restore it at less than it
     saves. So each single change (`changes_of`) that saves energy and keeps the deadline but not
     the RAM budget is followed, in turn, by each eviction (`evictions`) at the stage where its RAM
-    peaks (evictions recompute: where `moves` do not, there is none); and under overlap timing,
-    each that keeps the RAM budget but not the deadline is followed by the moved transfers that
-    shorten its runtime most (`_on_time`). The repaired change that fits at the least energy is
-    returned. One replay of a plan is charged to `allowance` per plan tried; once it is spent,
-    the best so far is returned.
+    peaks; the evicted change that fits at the least energy is returned. Evictions recompute: where
+    `moves` do not, there is none. A change that misses only the deadline is polish's to repair,
+    with moved transfers (`_on_time`). One replay of a plan is charged to `allowance` per plan
+    tried; once it is spent, the best so far is returned.
     """
+    if not moves.recompute:
+        return None
     own = account(plan, graph, costs, timing)
     best, best_j = None, figures(plan, graph, costs, timing, own).total_j
-    retimed = Timing(timing) is Timing.OVERLAP
     for changed in changes_of(plan, graph, moves, costs, timing, own):
         if spent(allowance):
             break
         charge(allowance, replay_units(len(graph)))
         acc = account(changed, graph, costs, timing, base=own)
         fig = figures(changed, graph, costs, timing, acc)
-        if fig.total_j >= best_j or budgets.fits(fig):
-            continue
-        if not budgets.meets_deadline(fig.runtime_s):
-            if retimed and changed.moves.page and fig.peak_ram_bytes <= budgets.ram_bytes:
-                repaired = _on_time(changed, acc, fig, graph, costs, budgets, timing, allowance)
-                if repaired is not None and repaired[1] < best_j:
-                    best, best_j = repaired
-            continue
-        if moves.recompute:
+        if fig.total_j < best_j and not budgets.fits(fig) and budgets.meets_deadline(fig.runtime_s):
             best, best_j = _evicted(changed, acc, graph, costs, budgets, timing, allowance, (best, best_j))
     return best
 
@@ -176,7 +167,7 @@ def _on_time(
     keeps the RAM budget, at most `REPAIR_STEPS` of them; None if the deadline is still missed.
     """
     for _ in range(REPAIR_STEPS):
-        step: tuple[float, float, Plan, Accounting] | None = None
+        step: tuple[float, float, Plan, Accounting, Figures] | None = None
         for moved in moved_transfers(plan, graph, costs, acc):
             if spent(allowance):
                 return None
@@ -185,11 +176,10 @@ def _on_time(
             moved_fig = figures(moved, graph, costs, timing, moved_acc)
             shorter = moved_fig.peak_ram_bytes <= budgets.ram_bytes and moved_fig.runtime_s < fig.runtime_s
             if shorter and (step is None or (moved_fig.runtime_s, moved_fig.total_j) < step[:2]):
-                step = (moved_fig.runtime_s, moved_fig.total_j, moved, moved_acc)
+                step = (moved_fig.runtime_s, moved_fig.total_j, moved, moved_acc, moved_fig)
         if step is None:
             return None
-        plan, acc = step[2], step[3]
-        fig = figures(plan, graph, costs, timing, acc)
+        plan, acc, fig = step[2], step[3], step[4]
         if budgets.meets_deadline(fig.runtime_s):
             return plan, fig.total_j
     return None

@@ -112,6 +112,17 @@ def test_help_wraps_between_words_and_fills_its_lines():
     assert "Energy in joules; the overhead is relative to keep-all" in " ".join(" ".join(paragraph).split())
 
 
+def test_help_never_breaks_a_hyphenated_word_and_every_command_lists_the_exit_codes():
+    """A path (docs/cost-model.md) or a word (keep-all) stays whole at the end of a line: help breaks at spaces only."""
+    for command in (["--help"], ["sweep", "--help"], ["device", "run", "--help"]):
+        text, _ = in_terminal(command, 80)
+        lines = text.splitlines()
+        assert max(len(line) for line in lines) <= 80, command
+        assert not [line for line in lines if re.search(r"[A-Za-z]-$", line)], command
+    assert "docs/cost-model.md" in in_terminal(["--help"], 80)[0]
+    assert "75 another poetsim writes into that results folder" in " ".join(in_terminal(["solve", "--help"], 80)[0].split())
+
+
 def test_the_command_list_wraps_each_summary_whole():
     text, _ = in_terminal(["--help"], 80)
     listed = text.split("Commands:")[1].split("\n\n")[0]

@@ -10,10 +10,12 @@ light, so that `poetsim --help` starts fast; commands import the library when th
 import functools
 import inspect
 import json
-from collections.abc import Callable
+import textwrap
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+from typer._click import Context, HelpFormatter
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from poetsim import __version__
@@ -38,6 +40,9 @@ EXIT_CODES = (
     "(finished points kept; rerun with --resume)."
 )
 
+#: Below every command's help: where the model's assumptions are stated, and the exit codes.
+COMMAND_EPILOG = f"The cost and timing model's assumptions: poetsim --help, docs/cost-model.md. {EXIT_CODES}"
+
 
 if TYPE_CHECKING:
     # The mixin's methods call on into typer's command, its next class at run time; typer's
@@ -49,6 +54,59 @@ else:
     _CommandBase = object
 
 
+def _fill(text: str, width: int, indent: str = "") -> list[str]:
+    """`text`'s paragraphs (blank-line separated), each filled to `width` with breaks at spaces only.
+
+    Never inside a word, after a hyphen either: a path such as docs/cost-model.md or a word such as
+    keep-all stays whole, and a word longer than the line overflows it rather than being cut.
+    Every line starts with `indent`.
+    """
+    wrapper = textwrap.TextWrapper(
+        max(width, len(indent) + 20),
+        initial_indent=indent,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+    lines: list[str] = []
+    for n, paragraph in enumerate(p for p in inspect.cleandoc(text).split("\n\n") if p.strip()):
+        lines += [""] if n else []
+        lines += wrapper.wrap(" ".join(paragraph.split()))
+    return lines
+
+
+class _Formatter(HelpFormatter):
+    """click's help formatter, its text and option lists wrapped at spaces only (`_fill`)."""
+
+    def write_text(self, text: str) -> None:
+        """Help text and epilog at the current indent."""
+        indent = " " * self.current_indent
+        self.write("\n".join(_fill(text, self.width, indent)) + "\n")
+
+    def write_dl(self, rows: Sequence[tuple[str, str]], col_max: int = 30, col_spacing: int = 2) -> None:
+        """Options and commands: the name, then its help beside it (under it where the name is long)."""
+        rows = list(rows)
+        first_col = min(max((len(term) for term, _ in rows), default=0), col_max) + col_spacing
+        lead = " " * self.current_indent
+        for term, help_text in rows:
+            if not help_text:
+                self.write(f"{lead}{term}\n")
+                continue
+            pad = " " * (first_col + self.current_indent)
+            wrapped = _fill(help_text, self.width, pad)
+            if len(term) <= first_col - col_spacing:
+                self.write(f"{lead}{term}{' ' * (first_col - len(term))}{wrapped[0][len(pad) :]}\n")
+            else:
+                self.write(f"{lead}{term}\n{wrapped[0]}\n")
+            self.write("".join(f"{line}\n" if line else "\n" for line in wrapped[1:]))
+
+
+class _Context(Context):
+    """Every command's context: help through `_Formatter`."""
+
+    formatter_class = _Formatter
+
+
 class _QuickHelp(_CommandBase):
     """A command or group whose --help flag defaults to False rather than None.
 
@@ -56,6 +114,8 @@ class _QuickHelp(_CommandBase):
     None, so an absent --help would make every command pay for pydantic while parsing; a False
     flag is taken as it is.
     """
+
+    context_class = _Context
 
     def get_help_option(self, ctx: "CommandContext") -> TyperOption | None:
         """The --help option, its default False where click left it None."""
@@ -116,7 +176,7 @@ def command(name: str | None = None, *, group: typer.Typer | None = None) -> Cal
     """
 
     def register(function: Command) -> Command:
-        (app if group is None else group).command(name, cls=_Command)(_boundary(function))
+        (app if group is None else group).command(name, cls=_Command, epilog=COMMAND_EPILOG)(_boundary(function))
         return function
 
     return register

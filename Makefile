@@ -21,14 +21,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,torch,solvers,browser]'
 	touch $(STAMP)
 
-# From Debian, installed only when missing (needs root): GLPK's glpsol (glpk-utils), chromium
-# for the browser test (Playwright drives it; its own browser download is not used), and for
-# `poetsim device` the emulated Cortex-M (qemu-system-arm), the cross-compiler
+# From Debian, installed only when missing (needs root): the solvers GLPK (glpk-utils) and CBC
+# (coinor-cbc), chromium for the browser test (Playwright drives it; its own browser download is
+# not used), and for `poetsim device` the emulated Cortex-M (qemu-system-arm), the cross-compiler
 # (gcc-arm-none-eabi) and its C library (libnewlib-arm-none-eabi); the host's gcc builds the
 # runtime's decoder under sanitizers for the tests.
 debian:
 	@missing=""; \
 	command -v glpsol >/dev/null 2>&1 || missing="$$missing glpk-utils"; \
+	command -v cbc >/dev/null 2>&1 || missing="$$missing coinor-cbc"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v qemu-system-arm >/dev/null 2>&1 || missing="$$missing qemu-system-arm"; \
 	command -v arm-none-eabi-gcc >/dev/null 2>&1 || missing="$$missing gcc-arm-none-eabi"; \

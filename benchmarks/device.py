@@ -16,7 +16,7 @@ import pandas as pd
 
 from benchmarks.common import machine, write_rows
 from poetsim import optimiser
-from poetsim.device.build import build_runtime, code_sizes
+from poetsim.device.build import build_runtime, code_sizes, flash_bytes
 from poetsim.device.run import check_runnable, execute
 from poetsim.device.tensors import make_tensors
 from poetsim.pipeline import run_strategy
@@ -79,7 +79,7 @@ def _rows(work: Path):
                 schedule=name,
                 schedule_bytes=len(blob),
                 arena_bytes=problem.budgets.ram_bytes,
-                code_flash_bytes=sizes["text"] + sizes.get("data", 0),
+                code_flash_bytes=flash_bytes(runtime),
                 runtime_ram_bytes=sizes.get("data", 0) + sizes["bss"],
                 stack_bytes=fields["stack_bytes"],
                 step_instructions=steps[0].instructions("step"),

@@ -54,6 +54,8 @@ def test_the_mlp_of_the_mcu_scenario_runs_on_the_nrf52840_as_predicted(tmp_path)
     assert report["schedule_bytes"] == 38
     assert report["target"] == "cortex-m4f" and report["clock_hz"] == 64e6
     assert report["compute_s"] > 0 and report["predicted_compute_s"] > 0
+    # The runtime's flash: its code and constants, a few KB for the kernels of an MLP (not the arena).
+    assert 4_000 < report["runtime_flash_bytes"] < report["ram_budget_bytes"] + 64_000
     assert (tmp_path / "schedule" / "result.bin").is_file() and (tmp_path / "keep-all" / "grads.bin").is_file()
 
 

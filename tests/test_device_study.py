@@ -5,6 +5,7 @@ columns in runs.csv, compare and the report.
 """
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -102,6 +103,11 @@ def test_device_sweep_fills_runs_csv_and_compare_and_the_report_show_it(tmp_path
     result = poetsim("device", "sweep", scenario, "--out", out, "--json")
     assert result.returncode == 0, result.stderr
     table = json.loads(result.stdout)
+    # The table again (the points are done): bytes and counts whole, seconds to six digits.
+    shown = poetsim("device", "sweep", out)
+    assert shown.returncode == 0, shown.stderr
+    row = next(line for line in shown.stdout.splitlines() if "hybrid" in line and "26KiB" in line)
+    assert re.search(r"│\s+\d{1,3},\d{3}\s+│", row) and not re.search(r"\d\.0\s+│|\d{8,}", row), row
     # Keep-all and checkpoint-sqrt (added by compare) miss the budgets; 16 KiB is below the CNN's minimum.
     assert [(row["strategy"], row["ram"], row["device"]) for row in table] == [("hybrid", "26KiB", "ok")]
     rows = {row.point_key: row for row in read_rows(out / "runs.csv")}

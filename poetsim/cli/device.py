@@ -3,7 +3,9 @@
 The library (poetsim.device) is imported when a command runs, so that `poetsim --help` stays fast.
 """
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -24,6 +26,9 @@ from poetsim.cli.options import (
 )
 from poetsim.cli.terminal import table
 from poetsim.errors import DeviceError, UserInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 device = group(
     "device",
@@ -97,6 +102,34 @@ def run(
         )
 
 
+#: The device table's text columns; the others are numbers, shown as `_device_cells` says.
+_DEVICE_TEXT = frozenset({"model", "platform", "ram", "strategy", "device"})
+
+
+def _device_cells(shown: "pd.DataFrame") -> Iterator[tuple[str, ...]]:
+    """The device table's rows as text: bytes and counts whole with thousands separators, seconds to 6 digits.
+
+    runs.csv holds them as floats (a column with gaps reads back as float); the table shows them
+    as the quantities they are.
+    """
+    import pandas as pd
+
+    for row in shown.itertuples(index=False):
+        cells = []
+        for column, value in zip(shown.columns, row):
+            if column in _DEVICE_TEXT or pd.isna(value):
+                cells.append("" if pd.isna(value) else str(value))
+            elif column == "runtime":
+                cells.append(f"{float(value):g}x")
+            elif column.startswith("compute s"):
+                cells.append(f"{float(value):.6g}")
+            elif column == "device / predicted":
+                cells.append(f"{float(value):.3f}")
+            else:
+                cells.append(f"{int(value):,}")
+        yield tuple(cells)
+
+
 def _print_run(result, label: str) -> None:
     summary = result.summary()
     out.print(
@@ -149,6 +182,7 @@ def _print_run(result, label: str) -> None:
                     f"compaction {instr['compact']:,.0f}",
                 ),
                 ("schedule", f"{summary['schedule_bytes']} bytes (binary)"),
+                ("runtime flash", f"{summary['runtime_flash_bytes']:,} bytes (code, constants, data initialisers)"),
                 (
                     "runtime RAM",
                     f"{summary['runtime_static_bytes']:,} bytes of state, "
@@ -258,8 +292,15 @@ def sweep(
     if as_json:
         emit_json(records(shown))
     else:
-        out.print(table(list(shown.columns), shown.itertuples(index=False), title=f"{directory}: measured beside predicted"))
-        out.print(f"updated {directory}/runs.csv; each point folder has device.json", soft_wrap=True)
+        out.print(
+            table(
+                list(shown.columns),
+                _device_cells(shown),
+                title=f"{directory}: measured beside predicted",
+                right=[c for c in shown.columns if c not in _DEVICE_TEXT],
+            )
+        )
+        out.print(f"wrote the device's columns into {directory}/runs.csv; each point folder has device.json", soft_wrap=True)
         out.print(DEVICE_ASSUMPTIONS + ".", style="dim")
     failed = [row for row in rows if row.device_ok is False]
     if failed:

@@ -147,6 +147,12 @@ def _run(command: list[str], doing: str) -> None:
         raise InternalError(f"could not {doing}: {detail}")
 
 
+def flash_bytes(runtime: Runtime) -> int:
+    """The flash the runtime takes: its code and constants (text) and the initial values of its data."""
+    sizes = code_sizes(runtime)
+    return sizes["text"] + sizes.get("data", 0)
+
+
 def code_sizes(runtime: Runtime) -> dict[str, int]:
     """Bytes of the ELF's sections by name (text, data, bss, stack, arena): flash and RAM use."""
     size = shutil.which("arm-none-eabi-size")

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from poetsim import optimiser
-from poetsim.device.build import TARGETS, Runtime, Target, build_runtime
+from poetsim.device.build import TARGETS, Runtime, Target, build_runtime, flash_bytes
 from poetsim.device.formats import (
     PROGRAM_CHECK_TEXT,
     STATUS_TEXT,
@@ -96,6 +96,7 @@ class DeviceRun:
     timing: str
     ram_budget_bytes: int
     schedule_bytes: int
+    flash_bytes: int  # the runtime's code, constants and data initialisers (`build.flash_bytes`)
     predicted: Figures
     step: Step = field(repr=False)
     keep_all: Step = field(repr=False)
@@ -164,6 +165,7 @@ class DeviceRun:
             "step_s": self.step_s,
             "predicted_runtime_s": self.predicted.runtime_s,
             "keep_all_instructions": self.keep_all.instructions("step"),
+            "runtime_flash_bytes": self.flash_bytes,
             "runtime_stack_bytes": f["stack_bytes"],
             "runtime_static_bytes": f["static_bytes"],
             "losses": list(self.step.raw.losses),
@@ -290,6 +292,7 @@ def run_on_device(
         keep_all = session.keep_all(problem, target, program, tensors, folder)
         runtime = build_runtime(target, problem.budgets.ram_bytes)
         step = execute(runtime, program, tensors, blob, folder / "schedule", session.timeout_s)
+        flash = flash_bytes(runtime)
     reference = reference_step(program, tensors)
     error = _reference_error(step, reference.grads, program)
     expected = schedule_traffic(schedule, program)
@@ -303,6 +306,7 @@ def run_on_device(
         timing=problem.timing.value,
         ram_budget_bytes=problem.budgets.ram_bytes,
         schedule_bytes=len(blob),
+        flash_bytes=flash,
         predicted=predicted,
         step=step,
         keep_all=keep_all,

@@ -268,6 +268,7 @@ def test_poetsim_train_on_an_outside_model_equals_plain_training(tmp_path):
     assert report["parameters_equal"] and report["buffers_equal"] and report["strategy"] == "hybrid"
     assert len(report["records"]) == 20 and report["peaks_as_predicted"]
     assert report["max_peak_bytes"] <= report["budget_bytes"] and report["within_budget"]
+    assert report["keep_all_peak_bytes"] > report["budget_bytes"]  # plain training's peak, shown beside the schedule's
 
 
 def test_poetsim_train_refuses_an_unknown_optimiser_before_any_work(tmp_path):

@@ -113,14 +113,15 @@ def _print(trial, summary: dict) -> None:
     lines = [
         (
             "step time",
-            f"median {times[len(times) // 2]:.4f} s"
+            f"median {times[len(times) // 2]:.4f} s on this machine"
             + (f" (plain training {plain_times[len(plain_times) // 2]:.4f} s)" if plain_times else "")
-            + f"; predicted on {trial.platform}: {trial.predicted_step_s:.4f} s",
+            + f"; on {trial.platform}, the platform the schedule was solved for, predicted {trial.predicted_step_s:.4f} s",
         ),
         (
             "activation peak",
             f"largest {trial.max_peak_bytes:,} bytes; predicted {trial.predicted_peak_bytes:,}; budget {trial.budget_bytes:,} "
-            f"({'every step as predicted' if summary['peaks_as_predicted'] else 'NOT as predicted'})",
+            f"({'every step as predicted' if summary['peaks_as_predicted'] else 'NOT as predicted'}); "
+            f"plain training keeps every activation: {trial.keep_all_peak_bytes:,}",
         ),
     ]
     if trial.parameters_equal is not None:

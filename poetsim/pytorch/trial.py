@@ -41,6 +41,7 @@ class Trial:
     threads: int
     budget_bytes: int
     predicted_peak_bytes: int
+    keep_all_peak_bytes: int  # the activation peak of plain training (every activation kept)
     predicted_step_s: float
     records: tuple[StepRecord, ...]
     plain_step_s: tuple[float, ...] = ()
@@ -135,6 +136,7 @@ def run_trial(
         threads=threads,
         budget_bytes=plan.budget_bytes,
         predicted_peak_bytes=plan.predicted.peak_ram_bytes,
+        keep_all_peak_bytes=plan.capture.graph.keep_all_peak_bytes,
         predicted_step_s=plan.predicted.runtime_s,
         records=records,
         plain_step_s=tuple(plain_times),

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from typer._click import Context, HelpFormatter
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from poetsim import __version__
@@ -75,7 +74,13 @@ def _fill(text: str, width: int, indent: str = "") -> list[str]:
     return lines
 
 
-class _Formatter(HelpFormatter):
+#: The click that typer runs on (its own copy in recent versions): the context class of its
+#: commands, and the help formatter that context makes.
+_ClickContext = TyperCommand.context_class
+_ClickFormatter = _ClickContext.formatter_class
+
+
+class _Formatter(_ClickFormatter):  # type: ignore[valid-type,misc]
     """click's help formatter, its text and option lists wrapped at spaces only (`_fill`)."""
 
     def write_text(self, text: str) -> None:
@@ -89,7 +94,7 @@ class _Formatter(HelpFormatter):
         first_col = min(max((len(term) for term, _ in rows), default=0), col_max) + col_spacing
         lead = " " * self.current_indent
         for term, help_text in rows:
-            if not help_text:
+            if not help_text.strip():
                 self.write(f"{lead}{term}\n")
                 continue
             pad = " " * (first_col + self.current_indent)
@@ -101,7 +106,7 @@ class _Formatter(HelpFormatter):
             self.write("".join(f"{line}\n" if line else "\n" for line in wrapped[1:]))
 
 
-class _Context(Context):
+class _Context(_ClickContext):  # type: ignore[valid-type,misc]
     """Every command's context: help through `_Formatter`."""
 
     formatter_class = _Formatter

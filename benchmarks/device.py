@@ -79,7 +79,7 @@ def _rows(work: Path):
                 schedule=name,
                 schedule_bytes=len(blob),
                 arena_bytes=problem.budgets.ram_bytes,
-                code_flash_bytes=flash_bytes(runtime),
+                code_flash_bytes=flash_bytes(sizes),
                 runtime_ram_bytes=sizes.get("data", 0) + sizes["bss"],
                 stack_bytes=fields["stack_bytes"],
                 step_instructions=steps[0].instructions("step"),

@@ -26,6 +26,7 @@ from poetsim.cli.options import (
 )
 from poetsim.cli.terminal import table
 from poetsim.errors import DeviceError, UserInputError
+from poetsim.units import number_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -120,7 +121,7 @@ def _device_cells(shown: "pd.DataFrame") -> Iterator[tuple[str, ...]]:
             if column in _DEVICE_TEXT or pd.isna(value):
                 cells.append("" if pd.isna(value) else str(value))
             elif column == "runtime":
-                cells.append(f"{float(value):g}x")
+                cells.append(f"{number_text(value)}x")
             elif column.startswith("compute s"):
                 cells.append(f"{float(value):.6g}")
             elif column == "device / predicted":

@@ -13,6 +13,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,9 +148,8 @@ def _run(command: list[str], doing: str) -> None:
         raise InternalError(f"could not {doing}: {detail}")
 
 
-def flash_bytes(runtime: Runtime) -> int:
-    """The flash the runtime takes: its code and constants (text) and the initial values of its data."""
-    sizes = code_sizes(runtime)
+def flash_bytes(sizes: Mapping[str, int]) -> int:
+    """The flash a runtime takes, from its `code_sizes`: its code and constants (text) and the initial values of its data."""
     return sizes["text"] + sizes.get("data", 0)
 
 

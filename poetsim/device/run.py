@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from poetsim import optimiser
-from poetsim.device.build import TARGETS, Runtime, Target, build_runtime, flash_bytes
+from poetsim.device.build import TARGETS, Runtime, Target, build_runtime, code_sizes, flash_bytes
 from poetsim.device.formats import (
     PROGRAM_CHECK_TEXT,
     STATUS_TEXT,
@@ -292,7 +292,7 @@ def run_on_device(
         keep_all = session.keep_all(problem, target, program, tensors, folder)
         runtime = build_runtime(target, problem.budgets.ram_bytes)
         step = execute(runtime, program, tensors, blob, folder / "schedule", session.timeout_s)
-        flash = flash_bytes(runtime)
+        flash = flash_bytes(code_sizes(runtime))
     reference = reference_step(program, tensors)
     error = _reference_error(step, reference.grads, program)
     expected = schedule_traffic(schedule, program)

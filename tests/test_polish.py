@@ -475,6 +475,44 @@ def assert_no_single_change_improves(outcome, graph, costs, budgets, timing, mov
     return count
 
 
+def _drawn_plan(graph, data):
+    """A plan recomputing or paging random stretches of `graph`, recomputed outputs dropped again."""
+    stretches = stretches_of(graph)
+    chosen = data.draw(st.lists(st.sampled_from(stretches), unique=True)) if stretches else []
+    decisions = {key: data.draw(st.sampled_from([Mode.RECOMPUTE, Mode.PAGE])) for key in chosen}
+    return plan_from_decisions(graph, decisions, keep_recomputed=False)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    case=st.one_of(cases(min_forward=3, slow_paging=True), cascading_cases()),
+    data=st.data(),
+    room=st.floats(0.0, 1.0),
+    timing=st.sampled_from(list(Timing)),
+)
+def test_the_filtered_changes_are_exactly_those_that_could_fit_at_less_energy(case, data, room, timing):
+    """On random graphs, every change that `changes_of`'s filters leave out would be rejected by its figures.
+
+    With `hopeful`, what is left out costs no less energy than the plan; with `ram_bytes`, what is
+    left out (and not by `hopeful`) breaks the RAM budget. What they keep is the rest, in order.
+    """
+    graph, costs = case
+    plan = _drawn_plan(graph, data)
+    fig = plans.figures(plan, graph, costs, timing)
+    ram = int(fig.peak_ram_bytes) + int(room * max(graph.keep_all_peak_bytes - fig.peak_ram_bytes, 0))
+    every = list(changes_of(plan, graph, HYBRID, costs, timing))
+    hopeful = list(changes_of(plan, graph, HYBRID, costs, timing, hopeful=True))
+    both = list(changes_of(plan, graph, HYBRID, costs, timing, hopeful=True, ram_bytes=ram))
+    assert [c for c in every if c in hopeful] == hopeful and [c for c in hopeful if c in both] == both
+    for change in every:
+        changed = plans.figures(change, graph, costs, timing)
+        if change not in hopeful:
+            assert changed.total_j >= fig.total_j
+        elif change not in both:
+            assert changed.peak_ram_bytes > ram
+    event("left out" if len(both) < len(every) else "none left out")
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     case=st.one_of(cases(min_forward=3), cascading_cases()),

@@ -33,7 +33,7 @@ can strand a plan: keeping an input a later recomputation needs may leave too li
 keep the recomputed output itself.)
 """
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 from poetsim.graphs.graph import TrainingGraph
@@ -75,7 +75,7 @@ def polish(
     retimed = Timing(timing) is Timing.OVERLAP
     while True:
         taken = None
-        for candidate in changes_of(plan, graph, moves, costs, timing, base):
+        for candidate in changes_of(plan, graph, moves, costs, timing, base, hopeful=True, ram_bytes=budgets.ram_bytes):
             if spent(allowance):
                 return plan if taken is None else taken  # the best this scan had reached
             charge(allowance, replay_units(len(graph)))
@@ -118,7 +118,7 @@ def swap(
         return None
     own = account(plan, graph, costs, timing)
     best, best_j = None, figures(plan, graph, costs, timing, own).total_j
-    for changed in changes_of(plan, graph, moves, costs, timing, own):
+    for changed in changes_of(plan, graph, moves, costs, timing, own, hopeful=True):
         if spent(allowance):
             break
         charge(allowance, replay_units(len(graph)))
@@ -185,10 +185,10 @@ def _on_time(
     return None
 
 
-def evictions(plan: Plan, graph: TrainingGraph, stage: int) -> Iterator[Plan]:
+def evictions(plan: Plan, graph: TrainingGraph, stage: int, spared: frozenset[int] = frozenset()) -> Iterator[Plan]:
     """Each plan that frees one output resident at the start of `stage` and recomputes it where it is next read.
 
-    For an output i resident at the start of `stage`, let u be the last earlier stage that
+    Not one of `spared`. For an output i resident at the start of `stage`, let u be the last earlier stage that
     computes or reads it and r the first from `stage` on that does: i leaves the kept sets of
     stages u .. r-1 (it is freed after its reader in u) and is computed in r, after every input
     of it that is not resident there, computed in r too (a cascade, as in `recomputed_pages`).
@@ -196,7 +196,7 @@ def evictions(plan: Plan, graph: TrainingGraph, stage: int) -> Iterator[Plan]:
     from u to r, nor where an input of the cascade is being paged in during r.
     """
     read_at = reads(plan, graph)
-    for i in sorted(plan.resident(stage)):
+    for i in sorted(plan.resident(stage) - spared):
         before = [s for s in read_at[i] if s < stage]
         after = [s for s in read_at[i] if s >= stage]
         if not before:
@@ -221,6 +221,8 @@ def changes_of(
     costs: CostTable | None = None,
     timing: Timing | None = None,
     acc: Accounting | None = None,
+    hopeful: bool = False,
+    ram_bytes: int | None = None,
 ) -> Iterator[Plan]:
     """Every single change of `plan` (module docstring), in a fixed order.
 
@@ -228,32 +230,90 @@ def changes_of(
     rebuilding it instead, then (given the costs, under overlap timing) the moved transfers, then
     (given the costs, where `moves` page) the recomputations paged instead; `acc` is the plan's
     accounting, if the caller has it.
+
+    Two filters leave out changes that their figures would only reject: with `hopeful`, a
+    recomputation paged instead whose transfers cost more energy than every recomputation of its
+    stage with its static energy, so that it cannot save energy (`_cannot_save`); with `ram_bytes`
+    (and the costs), a bridge or a kept page that holds its output over a stage with less room
+    than the output's bytes (`_no_room`), so that it cannot fit the RAM budget.
     """
-    yield from bridges(plan, graph)
-    yield from kept_pages(plan, graph)
-    if moves.recompute:
-        yield from recomputed_pages(plan, graph)
     if costs is None or timing is None:
+        yield from bridges(plan, graph)
+        yield from kept_pages(plan, graph)
+        if moves.recompute:
+            yield from recomputed_pages(plan, graph)
         return
     acc = acc if acc is not None else account(plan, graph, costs, timing)
+    full = None if ram_bytes is None else _no_room(costs, acc, ram_bytes)
+    yield from bridges(plan, graph, full)
+    yield from kept_pages(plan, graph, full)
+    if moves.recompute:
+        yield from recomputed_pages(plan, graph)
     if Timing(timing) is Timing.OVERLAP and plan.moves.page:
         yield from moved_transfers(plan, graph, costs, acc)
     if moves.page:
-        yield from paged_recomputations(plan, graph, costs, acc)
+        yield from paged_recomputations(plan, graph, costs, acc, _cannot_save(plan, costs, timing) if hopeful else None)
 
 
-def bridges(plan: Plan, graph: TrainingGraph) -> Iterator[Plan]:
+#: A change's held output and the stages it is added to the kept sets of -> whether it cannot fit.
+_Full = Callable[[int, int, int], bool]
+
+#: A recomputed output, its stage, and whether the page-in comes with a page-out -> whether paging it instead cannot save energy.
+_Hopeless = Callable[[int, int, bool], bool]
+
+#: The share of a change's transfer energy by which the most it could save must fall short for
+#: `_cannot_save` to leave it out: a margin far above rounding, so that it never leaves out a
+#: change whose replay would come out cheaper.
+_MARGIN = 1e-9
+
+
+def _no_room(costs: CostTable, acc: Accounting, ram_bytes: int) -> _Full:
+    """Whether holding output i from stage `previous` to `stage` (`_kept_over`) breaks `ram_bytes`, by `acc`'s stage peaks.
+
+    Stages previous+2 .. stage-1 see i neither at their start nor computed, paged or read in
+    them before the change (its last presence is at most previous+1), and after it i is resident
+    through each of them while nothing else of theirs changes: each of their peaks rises by i's
+    bytes exactly. If one of them then passes the budget, so does the changed plan.
+    """
+    peaks = acc.stage_peaks
+
+    def full(i: int, previous: int, stage: int) -> bool:
+        inner = peaks[previous + 2 : stage]
+        return bool(inner) and max(inner) + costs.output_bytes[i] > ram_bytes
+
+    return full
+
+
+def _cannot_save(plan: Plan, costs: CostTable, timing: Timing) -> _Hopeless:
+    """Whether paging recomputed output i in instead of recomputing it in `stage` costs more energy than it can save.
+
+    The change drops recomputations of `stage` only, which saves at most their energy and, under
+    overlap timing, the static energy of their time (the stage can shorten by that much at most;
+    the transfers only lengthen the stages they run in); it adds the page-in's energy and, with
+    `out`, the page-out's.
+    """
+    static_w = costs.static_power_w if Timing(timing) is Timing.OVERLAP else 0.0
+    most = [sum(costs.compute_j[k] + static_w * costs.compute_s[k] for k in computed[:-1]) for computed in plan.computed]
+
+    def hopeless(i: int, stage: int, out: bool) -> bool:
+        transfers_j = costs.page_in_j[i] + (costs.page_out_j[i] if out else 0.0)
+        return most[stage] < transfers_j * (1.0 - _MARGIN)
+
+    return hopeless
+
+
+def bridges(plan: Plan, graph: TrainingGraph, full: _Full | None = None) -> Iterator[Plan]:
     """Each plan that keeps one recomputed output from its previous presence to its recomputation.
 
     For a recomputation of i in stage s, let p be the last earlier stage where i is computed,
     paged in or kept; i is then added to the kept sets of stages p .. s-1 (so it is resident
     at the start of s) and no longer computed in s, and the recomputations of stage s that
-    nothing reads any more are dropped with it.
+    nothing reads any more are dropped with it. Not where `full` says i cannot be held so long.
     """
     for stage, computed in enumerate(plan.computed):
         for i in computed[:-1]:  # the last compute of a stage is its own node
             previous = _last_presence(plan, i, stage)
-            if previous is None:
+            if previous is None or (full is not None and full(i, previous, stage)):
                 continue
             kept = _kept_over(plan.kept, i, previous, stage)
             stage_computed = [k for k in computed if k != i]
@@ -266,17 +326,18 @@ def bridges(plan: Plan, graph: TrainingGraph) -> Iterator[Plan]:
             )
 
 
-def kept_pages(plan: Plan, graph: TrainingGraph) -> Iterator[Plan]:
+def kept_pages(plan: Plan, graph: TrainingGraph, full: _Full | None = None) -> Iterator[Plan]:
     """Each plan that keeps one paged output in RAM instead of paging it back in.
 
     For a page-in of i in stage t, let p be the last earlier stage where i is computed, paged in
     or kept; i is added to the kept sets of stages p .. t-1 and the page-in goes (i is resident
-    from stage t+1 on as before); its page-outs go too once no page-in of i is left.
+    from stage t+1 on as before); its page-outs go too once no page-in of i is left. Not where
+    `full` says i cannot be held so long.
     """
     for stage, paged_in in enumerate(plan.paged_in):
         for i in sorted(paged_in):
             previous = _last_presence(plan, i, stage)
-            if previous is None:
+            if previous is None or (full is not None and full(i, previous, stage)):
                 continue
             yield _without_page_in(replace(plan, kept=_kept_over(plan.kept, i, previous, stage)), i, stage)
 
@@ -369,7 +430,9 @@ def _moved_page_ins(plan: Plan, room: list[float], read_at: list[list[int]], in_
                 yield replace(plan, kept=kept, paged_in=moved)
 
 
-def paged_recomputations(plan: Plan, graph: TrainingGraph, costs: CostTable, acc: Accounting) -> Iterator[Plan]:
+def paged_recomputations(
+    plan: Plan, graph: TrainingGraph, costs: CostTable, acc: Accounting, hopeless: _Hopeless | None = None
+) -> Iterator[Plan]:
     """Each plan that pages one recomputed output back in instead of recomputing it (`acc`, the plan's accounting).
 
     For a recomputation of i in stage s, let p be i's last earlier presence. Unless a copy of i
@@ -378,7 +441,8 @@ def paged_recomputations(plan: Plan, graph: TrainingGraph, costs: CostTable, acc
     transfer, or in a stage that computes longer than every one before it (`_longer_computes`);
     it is paged in in a stage q after o and p, in s-1 or in the latest stage that hides the
     transfer, and resident from q+1 to s. The recomputation goes, with those of its
-    inputs that nothing else reads any more.
+    inputs that nothing else reads any more. Not where `hopeless` says the change cannot save
+    energy.
     """
     channels = costs.dma_channels
     room = _room(costs, acc)
@@ -395,6 +459,8 @@ def paged_recomputations(plan: Plan, graph: TrainingGraph, costs: CostTable, acc
                 hiding = _hiding(stretch, room, costs.page_out_s[i] / channels)
                 outs = list(dict.fromkeys([*hiding, *_longer_computes(stretch, acc.compute_s, costs.page_out_s[i] / channels)]))
             for out in outs:
+                if hopeless is not None and hopeless(i, stage, out is not None):
+                    continue
                 on_storage = copied[i] if out is None else out
                 after = previous + (2 if i in plan.kept[previous] else 1)  # the first stage i is not resident at
                 ins = range(max(on_storage + 1, after), stage)

@@ -7,7 +7,8 @@ incumbent and the bound are the call's `Standing`. `search.Search` runs them in 
 """
 
 import math
-from dataclasses import dataclass, replace
+import random
+from dataclasses import dataclass, field, replace
 
 from poetsim.optimiser import milp_steps
 from poetsim.optimiser.allowance import Allowance
@@ -19,12 +20,16 @@ from poetsim.optimiser.call import Call
 from poetsim.optimiser.found import Found
 from poetsim.optimiser.plans import plan as plans
 from poetsim.optimiser.plans.cover_plan import cover_plan, events_plan
+from poetsim.optimiser.plans.kicks import kicked, kicks
 from poetsim.optimiser.plans.polish import polish, swap
 from poetsim.optimiser.plans.rules import plan_from_decisions
 from poetsim.schedule.model import Moves, Schedule, Timing
 from poetsim.strategies import KEEP_ALL
 
 RECOMPUTE_ONLY = Moves(recompute=True, page=False)
+
+#: The seed of every call's kicks (`_Kicks`).
+KICK_SEED = 0
 
 
 def cover(call: Call) -> Found:
@@ -114,20 +119,67 @@ def polish_step(call: Call, found: Found) -> Found:
 
 
 def settle(call: Call, found: Found) -> Found:
-    """The incumbent polished until no single change (`polish`) improves it, whatever is left of the effort; then swapped.
+    """The incumbent polished until no single change (`polish`) improves it, whatever the effort says; then swapped and kicked.
 
     Its work is still counted. The schedule a call returns is then a local optimum for these
     changes, unless the guard stops the call first. The plan polished is the one its schedule reads
     back as (`plan.from_schedule`: every output freed as early as it may be), so that the changes
     are those of the schedule returned. Then, while the incumbent is unproven and the effort
     lasts, the cheapest pair of a change and an eviction (`swap`) replaces it and is polished
-    again, until no pair saves energy.
+    again, until no pair saves energy; then, while the effort lasts (a call without one ends
+    here), the incumbent is kicked (`_Kicks`).
     """
+    _settled(call)
+    if call.allowance.ends_at is None:
+        return found
+    kicks = _Kicks(call)
+    while not call.done() and kicks.kick():
+        pass
+    return found
+
+
+def _settled(call: Call) -> None:
+    """The incumbent polished whatever the effort says, then swapped and polished while one saves energy and effort lasts."""
     unbounded = Allowance(call.allowance.meter, None)
     _polish(call, unbounded, as_returned=True)
     while not call.done() and _swap(call):
         _polish(call, unbounded, as_returned=True)
-    return found
+
+
+@dataclass
+class _Kicks:
+    """The incumbent kicked out of its local optimum (`kicks.kicked`), polished, and settled again when that is cheaper.
+
+    An iterated local search: each kick starts from the best plan so far. The change kicked is
+    drawn by a generator seeded the same in every call, from the incumbent's changes that save
+    energy but break the RAM budget (`kicks.kicks`, found once per incumbent): the same inputs
+    give the same kicks on any machine.
+    """
+
+    call: Call
+    rng: random.Random = field(default_factory=lambda: random.Random(KICK_SEED))
+    changes: tuple[object, list[plans.Plan]] | None = None
+
+    def kick(self) -> bool:
+        """One kick; False where the incumbent has no change to kick with (or moves without recomputation)."""
+        call, candidate = self.call, self.call.standing.best
+        if candidate is None:
+            return False
+        task = call.task
+        args = (task.graph, task.costs, task.budgets, task.timing)
+        plan = _as_returned(call, candidate.plan)
+        if self.changes is None or self.changes[0] is not candidate:
+            call.note("kick")
+            self.changes = (candidate, kicks(plan, *args, call.allowance, task.moves))
+        changes = self.changes[1]
+        if not changes:
+            return False
+        out = kicked(plan, self.rng.choice(changes), *args, self.rng, call.allowance)
+        if out is not None:
+            polished = polish(out, *args, call.allowance, task.moves)
+            if call.standing.offer(polished, f"{candidate.source.split(', kicked')[0]}, kicked"):
+                _settled(call)
+        return True
 
 
 def _swap(call: Call) -> bool:

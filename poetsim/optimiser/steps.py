@@ -20,6 +20,7 @@ from poetsim.optimiser.call import Call
 from poetsim.optimiser.found import Found
 from poetsim.optimiser.plans import plan as plans
 from poetsim.optimiser.plans.cover_plan import cover_plan, events_plan
+from poetsim.optimiser.plans.incumbent import Candidate
 from poetsim.optimiser.plans.kicks import kicked, kicks
 from poetsim.optimiser.plans.polish import polish, swap
 from poetsim.optimiser.plans.rules import plan_from_decisions
@@ -158,7 +159,8 @@ class _Kicks:
 
     call: Call
     rng: random.Random = field(default_factory=lambda: random.Random(KICK_SEED))
-    changes: tuple[object, list[plans.Plan]] | None = None
+    #: The incumbent kicked from, its plan as its schedule reads back, and its changes to kick with.
+    start: tuple[Candidate, plans.Plan, list[plans.Plan]] | None = None
 
     def kick(self) -> bool:
         """One kick; False where the incumbent has no change to kick with (or moves without recomputation)."""
@@ -167,11 +169,11 @@ class _Kicks:
             return False
         task = call.task
         args = (task.graph, task.costs, task.budgets, task.timing)
-        plan = _as_returned(call, candidate.plan)
-        if self.changes is None or self.changes[0] is not candidate:
+        if self.start is None or self.start[0] is not candidate:
             call.note("kick")
-            self.changes = (candidate, kicks(plan, *args, call.allowance, task.moves))
-        changes = self.changes[1]
+            plan = _as_returned(call, candidate.plan)
+            self.start = (candidate, plan, kicks(plan, *args, call.allowance, task.moves))
+        _, plan, changes = self.start
         if not changes:
             return False
         out = kicked(plan, self.rng.choice(changes), *args, self.rng, call.allowance)

@@ -133,8 +133,8 @@ def settle(call: Call, found: Found) -> Found:
     _settled(call)
     if call.allowance.ends_at is None:
         return found
-    kicks = _Kicks(call)
-    while not call.done() and kicks.kick():
+    kicker = _Kicks(call)
+    while not call.done() and kicker.kick():
         pass
     return found
 

@@ -21,7 +21,7 @@ from poetsim.schedule.model import Budgets, Moves, Timing
 from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
 
-from optimiser_cases import HYBRID, cascading_cases, cases
+from optimiser_cases import cascading_cases, cases
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -60,19 +60,25 @@ def test_every_kick_fits_the_budgets_and_is_a_schedule_the_checker_values_as_the
         assert kicked(plan, change, graph, costs, budgets, timing, random.Random(seed)) == out
 
 
-def test_no_kick_without_recomputation():
+def test_kicks_evict_only_by_the_moves_allowed():
     """ResNet-18's checkpoint-sqrt plan polished within its own peak: keeping a recomputed output would break it.
 
-    With recomputation those changes are kicks; with paging alone there are none (an eviction
-    recomputes).
+    Those changes are kicks; recompute-only, every kick is brought back within the budget by
+    evictions that recompute, and the kicked plan pages nothing.
     """
     p = build_problem("resnet18_cifar", "jetson-tx2", parse_ram("100%"), 1.5, Timing.OVERLAP)
     start = plan_from_decisions(p.graph, checkpoint_decisions(p.graph))
     fig = plans.figures(start, p.graph, p.costs, Timing.OVERLAP)
     budgets = Budgets(int(fig.peak_ram_bytes), p.budgets.runtime_s)
-    plan = polish(start, p.graph, p.costs, budgets, Timing.OVERLAP)
-    assert kicks(plan, p.graph, p.costs, budgets, Timing.OVERLAP, moves=HYBRID)
-    assert kicks(plan, p.graph, p.costs, budgets, Timing.OVERLAP, moves=Moves(recompute=False, page=True)) == []
+    recompute_only = Moves(recompute=True, page=False)
+    plan = polish(start, p.graph, p.costs, budgets, Timing.OVERLAP, moves=recompute_only)
+    changes = kicks(plan, p.graph, p.costs, budgets, Timing.OVERLAP, moves=recompute_only)
+    kicked_plans = [
+        kicked(plan, change, p.graph, p.costs, budgets, Timing.OVERLAP, random.Random(0), moves=recompute_only)
+        for change in changes
+    ]
+    assert changes and all(kicked_plans)
+    assert not any(out.paged_out[t] or out.paged_in[t] for out in kicked_plans if out is not None for t in range(len(p.graph)))
 
 
 def test_resnet18_recompute_only_on_the_tx2_at_35_percent_ends_on_a_kick():

@@ -20,7 +20,16 @@ from poetsim.optimiser.baselines.simple import rebuilt_plan
 from poetsim.optimiser.bounds.cover import cover_bound
 from poetsim.optimiser.plans import plan as plans
 from poetsim.optimiser.plans.cover_plan import cover_plan
-from poetsim.optimiser.plans.polish import changes_of, evictions, moved_transfers, paged_recomputations, polish, swap
+from poetsim.optimiser.plans.polish import (
+    changes_of,
+    evictions,
+    evictions_of,
+    moved_transfers,
+    paged_evictions,
+    paged_recomputations,
+    polish,
+    swap,
+)
 from poetsim.optimiser.plans.rules import Mode, plan_from_decisions
 from poetsim.schedule.checker import check_schedule, compare_figures
 from poetsim.schedule.costs import CostTable, node_costs
@@ -387,7 +396,7 @@ def test_a_swap_keeps_the_dear_output_and_recomputes_the_cheap_one_where_only_on
     checked = check_schedule(plans.to_schedule(swapped, graph, costs, timing), graph, costs, timing, budgets)
     assert compare_figures(plans.figures(swapped, graph, costs, timing), checked) == []
     assert before.total_j - checked.total_j == pytest.approx(4.91)
-    assert swap(dear, graph, costs, budgets, timing, moves=PAGING) is None  # an eviction recomputes
+    assert swap(dear, graph, costs, budgets, timing, moves=PAGING) is None  # b cannot leave f4's stage by paging
     assert swap(swapped, graph, costs, budgets, timing) is None
 
 
@@ -400,8 +409,10 @@ def test_a_swap_keeps_the_dear_output_and_recomputes_the_cheap_one_where_only_on
 def test_every_eviction_is_a_schedule_the_checker_values_as_the_model_does(case, data, timing):
     """On random graphs, a plan recomputing or paging random stretches, at a random stage.
 
-    Each of its evictions there is a schedule the checker accepts, with the figures of the
-    model's accounting, and holds fewer outputs at the start of that stage.
+    Each of its evictions there, by recomputation and by paging, is a schedule the checker
+    accepts, with the figures of the model's accounting, and holds fewer outputs at the start of
+    that stage; one by paging neither holds the output at that stage nor transfers it there, and
+    recomputes nothing more.
     """
     graph, costs = case
     stretches = stretches_of(graph)
@@ -409,12 +420,19 @@ def test_every_eviction_is_a_schedule_the_checker_values_as_the_model_does(case,
     decisions = {key: data.draw(st.sampled_from([Mode.RECOMPUTE, Mode.PAGE])) for key in chosen}
     plan = plan_from_decisions(graph, decisions)
     stage = data.draw(st.integers(1, len(graph) - 1))
-    evicted = list(evictions(plan, graph, stage))
-    event("evictions" if evicted else "none")
+    acc = plans.account(plan, graph, costs, timing)
+    paged = list(paged_evictions(plan, graph, costs, acc, stage))
+    evicted = list(evictions_of(plan, graph, costs, acc, stage, HYBRID))
+    assert evicted == [*evictions(plan, graph, stage), *paged]
+    event("paged evictions" if paged else "evictions" if evicted else "none")
     for change in evicted:
         checked = check_schedule(plans.to_schedule(change, graph, costs, timing), graph, costs, timing)
         assert compare_figures(plans.figures(change, graph, costs, timing), checked) == []
         assert change.resident(stage) < plan.resident(stage)
+    for change in paged:
+        (gone,) = plan.resident(stage) - change.resident(stage)
+        assert gone not in change.paged_in[stage] | change.paged_out[stage]
+        assert change.computed == plan.computed
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -444,7 +462,7 @@ def test_a_change_accounted_from_its_plans_accounting_has_the_same_figures_as_on
         assert from_base == alone
         assert plans.figures(change, graph, costs, timing, base=base) == plans.figures(change, graph, costs, timing)
         lent += sum(a is b for a, b in zip(from_base.after_bytes, base.after_bytes))
-        for evicted in evictions(change, graph, stage):
+        for evicted in evictions_of(change, graph, costs, from_base, stage, HYBRID):
             assert plans.account(evicted, graph, costs, timing, from_base) == plans.account(evicted, graph, costs, timing)
     # One output held one stage longer: only the next stage's start changes, with none of its own sets.
     held = next((i for i in range(stage) if i not in plan.kept[stage - 1]), None)

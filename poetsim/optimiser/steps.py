@@ -176,7 +176,7 @@ class _Kicks:
         _, plan, changes = self.start
         if not changes:
             return False
-        out = kicked(plan, self.rng.choice(changes), *args, self.rng, call.allowance)
+        out = kicked(plan, self.rng.choice(changes), *args, self.rng, call.allowance, task.moves)
         if out is not None:
             polished = polish(out, *args, call.allowance, task.moves)
             if call.standing.offer(polished, f"{candidate.source.split(', kicked')[0]}, kicked"):

@@ -21,7 +21,7 @@ import random
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.optimiser.allowance import Allowance, charge, spent
 from poetsim.optimiser.plans.plan import Plan, account, figures
-from poetsim.optimiser.plans.polish import BOTH, changes_of, evictions
+from poetsim.optimiser.plans.polish import BOTH, changes_of, evictions_of
 from poetsim.optimiser.work import replay_units
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Moves, Timing
@@ -44,11 +44,9 @@ def kicks(
 ) -> list[Plan]:
     """The single changes of `plan` (`polish.changes_of`) that save energy and keep the deadline but break the RAM budget.
 
-    In their fixed order. Evictions recompute, so `moves` without recomputation give none. One
-    replay of a plan is charged to `allowance` per change; once it is spent, those found so far.
+    In their fixed order. One replay of a plan is charged to `allowance` per change; once it is
+    spent, those found so far.
     """
-    if not moves.recompute:
-        return []
     own = account(plan, graph, costs, timing)
     own_j = figures(plan, graph, costs, timing, own).total_j
     found = []
@@ -71,13 +69,14 @@ def kicked(
     timing: Timing,
     rng: random.Random,
     allowance: Allowance | None = None,
+    moves: Moves = BOTH,
 ) -> Plan | None:
     """`changed` (one of `kicks(plan)`) after the evictions that bring it back within the RAM budget.
 
     None where evictions cannot do so in `MAX_EVICTIONS` steps, or where the result misses the
     deadline. One replay of a plan is charged to `allowance` per plan tried; once it is spent, None.
     """
-    return _evicted(changed, _made_resident(plan, changed), graph, costs, budgets, timing, rng, allowance)
+    return _evicted(changed, _made_resident(plan, changed), graph, costs, budgets, timing, rng, allowance, moves)
 
 
 def _made_resident(plan: Plan, changed: Plan) -> frozenset[int]:
@@ -94,8 +93,9 @@ def _evicted(
     timing: Timing,
     rng: random.Random,
     allowance: Allowance | None,
+    moves: Moves,
 ) -> Plan | None:
-    """`plan` after evictions at its RAM peak (none of `spared`) until it fits; None if it does not."""
+    """`plan` after evictions at its RAM peak (`polish.evictions_of`, none of `spared`) until it fits; None if it does not."""
     for _ in range(MAX_EVICTIONS + 1):
         charge(allowance, replay_units(len(graph)))
         acc = account(plan, graph, costs, timing)
@@ -104,7 +104,7 @@ def _evicted(
             return plan if budgets.fits(fig) else None
         peak = max(range(len(graph)), key=acc.stage_peak_bytes)
         ranked = []
-        for n, evicted in enumerate(evictions(plan, graph, peak, spared)):
+        for n, evicted in enumerate(evictions_of(plan, graph, costs, acc, peak, moves, spared)):
             if spent(allowance):
                 return None
             charge(allowance, replay_units(len(graph)))

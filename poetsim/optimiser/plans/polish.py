@@ -108,14 +108,12 @@ def swap(
     A plan `polish` returns has no single change that saves energy and fits, yet a change that
     saves much often breaks one budget only, and other changes could restore it at less than it
     saves. So each single change (`changes_of`) that saves energy and keeps the deadline but not
-    the RAM budget is followed, in turn, by each eviction (`evictions`) at the stage where its RAM
-    peaks; the evicted change that fits at the least energy is returned. Evictions recompute: where
-    `moves` do not, there is none. A change that misses only the deadline is polish's to repair,
+    the RAM budget is followed, in turn, by each eviction at the stage where its RAM peaks
+    (`evictions_of`: by recomputation or by paging, as `moves` allow); the evicted change that fits
+    at the least energy is returned. A change that misses only the deadline is polish's to repair,
     with moved transfers (`_on_time`). One replay of a plan is charged to `allowance` per plan
     tried; once it is spent, the best so far is returned.
     """
-    if not moves.recompute:
-        return None
     own = account(plan, graph, costs, timing)
     best, best_j = None, figures(plan, graph, costs, timing, own).total_j
     for changed in changes_of(plan, graph, moves, costs, timing, own, hopeful=True):
@@ -125,7 +123,7 @@ def swap(
         acc = account(changed, graph, costs, timing, base=own)
         fig = figures(changed, graph, costs, timing, acc)
         if fig.total_j < best_j and not budgets.fits(fig) and budgets.meets_deadline(fig.runtime_s):
-            best, best_j = _evicted(changed, acc, graph, costs, budgets, timing, allowance, (best, best_j))
+            best, best_j = _evicted(changed, acc, graph, costs, budgets, timing, allowance, moves, (best, best_j))
     return best
 
 
@@ -137,11 +135,12 @@ def _evicted(
     budgets: Budgets,
     timing: Timing,
     allowance: Allowance | None,
+    moves: Moves,
     best: tuple[Plan | None, float],
 ) -> tuple[Plan | None, float]:
     """The cheapest of `best` and the evictions of `plan` (its accounting `acc`) at its peak stage that fit."""
     peak = max(range(len(graph)), key=acc.stage_peak_bytes)
-    for evicted in evictions(plan, graph, peak):
+    for evicted in evictions_of(plan, graph, costs, acc, peak, moves):
         if spent(allowance):
             break
         charge(allowance, replay_units(len(graph)))
@@ -212,6 +211,63 @@ def evictions(plan: Plan, graph: TrainingGraph, stage: int, spared: frozenset[in
         if computed is None:
             continue
         yield replace(plan, kept=kept, computed=_with_stage(plan.computed, reader, computed))
+
+
+def evictions_of(
+    plan: Plan,
+    graph: TrainingGraph,
+    costs: CostTable,
+    acc: Accounting,
+    stage: int,
+    moves: Moves = BOTH,
+    spared: frozenset[int] = frozenset(),
+) -> Iterator[Plan]:
+    """The evictions at `stage` (none of `spared`) that `moves` allow.
+
+    By recomputation (`evictions`), then by paging (`paged_evictions`).
+    """
+    if moves.recompute:
+        yield from evictions(plan, graph, stage, spared)
+    if moves.page:
+        yield from paged_evictions(plan, graph, costs, acc, stage, spared)
+
+
+def paged_evictions(
+    plan: Plan, graph: TrainingGraph, costs: CostTable, acc: Accounting, stage: int, spared: frozenset[int] = frozenset()
+) -> Iterator[Plan]:
+    """Each plan that pages one output resident at the start of `stage` out before it and back in after it.
+
+    `acc` is the plan's accounting. Not one of `spared`. For an output i resident at the start of `stage`, with u and r as in
+    `evictions` (r a reader, at least two stages after `stage`): i is paged out in a stage o of
+    `u+1 .. stage-1` (resident at its start, held to its end), the first whose room (compute less
+    transfers) hides the transfer, else `u+1`, unless a copy is on storage already; it is paged in
+    in a stage q of `stage+1 .. r-1`, the latest that hides the transfer, else `r-1`; it is absent
+    from the end of o (of u, with a copy) to q. So it is absent at `stage` under either timing.
+    Not where i is paged out or in from u to r.
+    """
+    channels = costs.dma_channels
+    room = _room(costs, acc)
+    copied = _first_stages(plan.paged_out)
+    read_at = reads(plan, graph)
+    for i in sorted(plan.resident(stage) - spared):
+        before = [s for s in read_at[i] if s < stage]
+        after = [s for s in read_at[i] if s >= stage]
+        if not before or not after or after[0] < stage + 2:
+            continue
+        used, reader = before[-1], after[0]
+        if any(i in plan.paged_in[s] or i in plan.paged_out[s] for s in range(used, reader + 1)):
+            continue
+        if copied.get(i, used) < used:
+            out, gone = None, used + 1
+        else:
+            if stage < used + 2:
+                continue
+            out = _hiding(range(used + 1, stage), room, costs.page_out_s[i] / channels)[1]
+            gone = out + 1
+        at = _hiding(range(reader - 1, stage, -1), room, costs.page_in_s[i] / channels)[1]
+        kept = tuple(k - {i} if gone <= s + 1 <= at else k for s, k in enumerate(plan.kept))
+        paged_out = plan.paged_out if out is None else _with_set(plan.paged_out, out, plan.paged_out[out] | {i})
+        yield replace(plan, kept=kept, paged_out=paged_out, paged_in=_with_set(plan.paged_in, at, plan.paged_in[at] | {i}))
 
 
 def changes_of(

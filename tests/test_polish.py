@@ -400,6 +400,57 @@ def test_a_swap_keeps_the_dear_output_and_recomputes_the_cheap_one_where_only_on
     assert swap(swapped, graph, costs, budgets, timing) is None
 
 
+def far_reader() -> tuple[TrainingGraph, CostTable]:
+    """A chain whose outputs a and b are read again by the backward pass, well past the peak f5.
+
+        0 s   (1 B)    input               5 f5  (300 B)  the peak
+        1 a   (100 B)  5 J to rebuild,     6 f6, 7 f7 (10 B)
+                       10 J to page        8 g1  (1 B)    reads b and f7
+        2 b   (100 B)  1 J, 0.01 J to page 9 g2  (1 B)    reads a and g1
+        3 f3, 4 f4 (10 B)
+    Beside f5 there is room for one of a and b.
+    """
+    nodes = [
+        Node(0, "s", "input", False, (), 1),
+        Node(1, "a", "op", False, (0,), 100),
+        Node(2, "b", "op", False, (1,), 100),
+        Node(3, "f3", "op", False, (2,), 10),
+        Node(4, "f4", "op", False, (3,), 10),
+        Node(5, "f5", "op", False, (4,), 300),
+        Node(6, "f6", "op", False, (5,), 10),
+        Node(7, "f7", "op", False, (6,), 10),
+        Node(8, "g1", "grad", True, (2, 7), 1),
+        Node(9, "g2", "grad", True, (1, 8), 1),
+    ]
+    graph = TrainingGraph.create("far_reader", nodes)
+    joules = [0.01, 5.0, 1.0] + [0.01] * 7
+    return graph, cost_table(graph, [0.01] * 10, joules, [0.005] * 10, [0.01, 10.0] + [0.01] * 8)
+
+
+@pytest.mark.parametrize("timing", list(Timing))
+def test_a_swap_pages_the_cheap_output_out_over_the_peak_where_paging_it_costs_less_than_rebuilding_it(timing):
+    """far_reader, 410 B, recomputing a (5 J) and keeping b.
+
+    Keeping a is the only single change that saves energy, and it needs 510 B at f5. Recompute-only,
+    the swap keeps a and rebuilds b (1 J) in g1's stage; with paging too, it keeps a and pages b
+    out in f4's stage and back in in f7's (0.02 J): b is absent at f5 under either timing, and the
+    checker agrees, 4.99 J less.
+    """
+    graph, costs = far_reader()
+    dear = plan_from_decisions(graph, {(1, 2, 9): Mode.RECOMPUTE})
+    budgets = Budgets(410, 10.0)
+    before = plans.figures(dear, graph, costs, timing)
+    assert budgets.fits(before) and polish(dear, graph, costs, budgets, timing) == dear
+    rebuilt = present(swap(dear, graph, costs, budgets, timing, moves=Moves(recompute=True, page=False)), "the swap")
+    assert rebuilt.computed[8] == (2, 8) and not any(rebuilt.paged_out)
+    paged = present(swap(dear, graph, costs, budgets, timing, moves=HYBRID), "the swap")
+    assert paged.computed == tuple((t,) for t in range(len(graph)))
+    assert paged.paged_out[4] == {2} and paged.paged_in[7] == {2}
+    checked = check_schedule(plans.to_schedule(paged, graph, costs, timing), graph, costs, timing, budgets)
+    assert compare_figures(plans.figures(paged, graph, costs, timing), checked) == []
+    assert before.total_j - checked.total_j == pytest.approx(4.99)
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     case=st.one_of(cases(min_forward=3, slow_paging=True), cascading_cases()),

@@ -163,7 +163,7 @@ class _Kicks:
     start: tuple[Candidate, plans.Plan, list[plans.Plan]] | None = None
 
     def kick(self) -> bool:
-        """One kick; False where the incumbent has no change to kick with (or moves without recomputation)."""
+        """One kick; False where the incumbent has no change to kick with."""
         call, candidate = self.call, self.call.standing.best
         if candidate is None:
             return False

@@ -4,9 +4,10 @@ A plan that polish and swap leave has no single change, nor a change paired with
 that saves energy and fits. Its cheaper neighbours are further away: a change that saves much
 but breaks the RAM budget, and several evictions that make room for it. A kick (`kicked`) takes
 one such change, drawn by a seeded random generator from those that keep the deadline, then
-evicts outputs resident at the stage where RAM peaks (`polish.evictions`), each time the one that
-frees the most bytes there per joule it costs or the next best (the same generator decides),
-until the plan fits or `MAX_EVICTIONS` are made. Never the output the change made resident:
+evicts outputs resident at the stage where RAM peaks (`polish.evictions_of`: by recomputation or
+by paging, as the moves allow), each time the one that frees the most bytes there per joule it
+costs or the next best (the same generator decides), until the plan fits or `MAX_EVICTIONS` are
+made. Never the output the change made resident:
 evicting it would only undo the change. What comes out is usually dearer than the plan kicked;
 polished, it often reaches another local optimum, sometimes a cheaper one. Repeated from the best
 plan so far, this is an iterated local search (Lourenço, Martin and Stützle, "Iterated Local

@@ -21,9 +21,10 @@ each a plan built with the same four sets per stage as every other plan:
   stalls less, the output resident accordingly longer or shorter. Moving saves no transfer
   energy, only stall time, and so the static power over it.
 
-`swap` pairs a change that saves energy but breaks the RAM budget with an eviction (`evictions`:
-free an output resident where the changed plan peaks and recompute it at its next reader) that
-brings the plan back within it.
+`swap` pairs a change that saves energy but breaks the RAM budget with an eviction that brings
+the plan back within it: an output resident where the changed plan peaks, freed and recomputed
+at its next reader (`evictions`) or paged out before that stage and back in after it
+(`paged_evictions`).
 
 `polish` judges each change by the model's own accounting (`plan.figures`, the same judge as
 `Incumbent.offer`), takes the one that fits and saves most, and scans again, until a whole scan

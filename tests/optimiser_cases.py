@@ -85,6 +85,33 @@ def two_skips() -> tuple[TrainingGraph, CostTable]:
     return graph, cost_table(graph, [0.01] * 8, joules, [1.0] * 8, [10.0] * 8)
 
 
+def far_reader() -> tuple[TrainingGraph, CostTable]:
+    """A chain whose outputs a and b are read again by the backward pass, well past the peak f5.
+
+        0 s   (1 B)    input               5 f5  (300 B)  the peak
+        1 a   (100 B)  5 J to rebuild,     6 f6, 7 f7 (10 B)
+                       10 J to page        8 g1  (1 B)    reads b and f7
+        2 b   (100 B)  1 J, 0.01 J to page 9 g2  (1 B)    reads a and g1
+        3 f3, 4 f4 (10 B)
+    Beside f5 there is room for one of a and b.
+    """
+    nodes = [
+        Node(0, "s", "input", False, (), 1),
+        Node(1, "a", "op", False, (0,), 100),
+        Node(2, "b", "op", False, (1,), 100),
+        Node(3, "f3", "op", False, (2,), 10),
+        Node(4, "f4", "op", False, (3,), 10),
+        Node(5, "f5", "op", False, (4,), 300),
+        Node(6, "f6", "op", False, (5,), 10),
+        Node(7, "f7", "op", False, (6,), 10),
+        Node(8, "g1", "grad", True, (2, 7), 1),
+        Node(9, "g2", "grad", True, (1, 8), 1),
+    ]
+    graph = TrainingGraph.create("far_reader", nodes)
+    joules = [0.01, 5.0, 1.0] + [0.01] * 7
+    return graph, cost_table(graph, [0.01] * 10, joules, [0.005] * 10, [0.01, 10.0] + [0.01] * 8)
+
+
 @st.composite
 def cases(draw, min_forward: int = 2, max_forward: int = 4, slow_paging: bool = False):
     """A random training graph of 5-9 nodes and its random costs, as (graph, costs).

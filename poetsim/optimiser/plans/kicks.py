@@ -7,9 +7,9 @@ one such change, drawn by a seeded random generator from those that keep the dea
 evicts outputs resident at the stage where RAM peaks (`polish.evictions_of`: by recomputation or
 by paging, as the moves allow), each time the one that frees the most bytes there per joule it
 costs or the next best (the same generator decides), until the plan fits or `MAX_EVICTIONS` are
-made. Never the output the change made resident:
-evicting it would only undo the change. What comes out is usually dearer than the plan kicked;
-polished, it often reaches another local optimum, sometimes a cheaper one. Repeated from the best
+made. Never the output the change made resident: evicting it would only undo the change. What
+comes out is usually dearer than the plan kicked; polished, it often reaches another local
+optimum, sometimes a cheaper one. Repeated from the best
 plan so far, this is an iterated local search (Lourenço, Martin and Stützle, "Iterated Local
 Search", Handbook of Metaheuristics, 2003).
 

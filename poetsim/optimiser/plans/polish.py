@@ -197,15 +197,12 @@ def evictions(plan: Plan, graph: TrainingGraph, stage: int, spared: frozenset[in
     """
     read_at = reads(plan, graph)
     for i in sorted(plan.resident(stage) - spared):
-        before = [s for s in read_at[i] if s < stage]
-        after = [s for s in read_at[i] if s >= stage]
-        if not before:
+        held = _held_over(plan, read_at[i], i, stage)
+        if held is None:
             continue
-        used, reader = before[-1], (after[0] if after else len(plan.computed))
-        if any(i in plan.paged_in[s] or i in plan.paged_out[s] for s in range(used, min(reader + 1, len(plan.computed)))):
-            continue
+        used, reader = held
         kept = tuple(k - {i} if used <= s < reader else k for s, k in enumerate(plan.kept))
-        if not after:
+        if reader == len(plan.computed):
             yield replace(plan, kept=kept)
             continue
         computed = _rebuilt_in(plan, kept, i, reader, graph)
@@ -238,26 +235,23 @@ def paged_evictions(
 ) -> Iterator[Plan]:
     """Each plan that pages one output resident at the start of `stage` out before it and back in after it.
 
-    `acc` is the plan's accounting. Not one of `spared`. For an output i resident at the start of `stage`, with u and r as in
-    `evictions` (r a reader, at least two stages after `stage`): i is paged out in a stage o of
-    `u+1 .. stage-1` (resident at its start, held to its end), the first whose room (compute less
-    transfers) hides the transfer, else `u+1`, unless a copy is on storage already; it is paged in
-    in a stage q of `stage+1 .. r-1`, the latest that hides the transfer, else `r-1`; it is absent
-    from the end of o (of u, with a copy) to q. So it is absent at `stage` under either timing.
-    Not where i is paged out or in from u to r.
+    `acc` is the plan's accounting. Not one of `spared`. For an output i resident at the start of
+    `stage`, with u and r as in `evictions` (r a reader, at least two stages after `stage`): i is
+    paged out in a stage o of `u+1 .. stage-1` (resident at its start, held to its end), the first
+    whose room (compute less transfers) hides the transfer, else `u+1`, unless a copy is on storage
+    already; it is paged in in a stage q of `stage+1 .. r-1`, the latest that hides the transfer,
+    else `r-1`; it is absent from the end of o (of u, with a copy) to q. So it is absent at `stage`
+    under either timing. Not where i is paged out or in from u to r.
     """
     channels = costs.dma_channels
     room = _room(costs, acc)
     copied = _first_stages(plan.paged_out)
     read_at = reads(plan, graph)
     for i in sorted(plan.resident(stage) - spared):
-        before = [s for s in read_at[i] if s < stage]
-        after = [s for s in read_at[i] if s >= stage]
-        if not before or not after or after[0] < stage + 2:
+        held = _held_over(plan, read_at[i], i, stage)
+        if held is None or held[1] < stage + 2 or held[1] == len(plan.computed):
             continue
-        used, reader = before[-1], after[0]
-        if any(i in plan.paged_in[s] or i in plan.paged_out[s] for s in range(used, reader + 1)):
-            continue
+        used, reader = held
         if copied.get(i, used) < used:
             out, gone = None, used + 1
         else:
@@ -269,6 +263,21 @@ def paged_evictions(
         kept = tuple(k - {i} if gone <= s + 1 <= at else k for s, k in enumerate(plan.kept))
         paged_out = plan.paged_out if out is None else _with_set(plan.paged_out, out, plan.paged_out[out] | {i})
         yield replace(plan, kept=kept, paged_out=paged_out, paged_in=_with_set(plan.paged_in, at, plan.paged_in[at] | {i}))
+
+
+def _held_over(plan: Plan, read_at: list[int], i: int, stage: int) -> tuple[int, int] | None:
+    """The last stage u before `stage` that computes or reads i and the first r from `stage` on (the plan's length if none).
+
+    None where no stage before `stage` does, or where i is paged out or in from u to r.
+    """
+    before = [s for s in read_at if s < stage]
+    if not before:
+        return None
+    used = before[-1]
+    reader = next((s for s in read_at if s >= stage), len(plan.computed))
+    if any(i in plan.paged_in[s] or i in plan.paged_out[s] for s in range(used, min(reader + 1, len(plan.computed)))):
+        return None
+    return used, reader
 
 
 def changes_of(

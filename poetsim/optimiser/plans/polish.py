@@ -34,6 +34,7 @@ can strand a plan: keeping an input a later recomputation needs may leave too li
 keep the recomputed output itself.)
 """
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
@@ -44,6 +45,7 @@ from poetsim.optimiser.plans.rules import reads
 from poetsim.optimiser.work import replay_units
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Figures, Moves, Timing
+from poetsim.tolerances import exceeds
 
 #: All moves: a change may rebuild a paged output where recomputation is allowed, and page a
 #: recomputed one where paging is.
@@ -124,13 +126,14 @@ def swap(
         acc = account(changed, graph, costs, timing, base=own)
         fig = figures(changed, graph, costs, timing, acc)
         if fig.total_j < best_j and not budgets.fits(fig) and budgets.meets_deadline(fig.runtime_s):
-            best, best_j = _evicted(changed, acc, graph, costs, budgets, timing, allowance, moves, (best, best_j))
+            best, best_j = _evicted(changed, acc, fig.total_j, graph, costs, budgets, timing, allowance, moves, (best, best_j))
     return best
 
 
 def _evicted(
     plan: Plan,
     acc: Accounting,
+    plan_j: float,
     graph: TrainingGraph,
     costs: CostTable,
     budgets: Budgets,
@@ -139,9 +142,13 @@ def _evicted(
     moves: Moves,
     best: tuple[Plan | None, float],
 ) -> tuple[Plan | None, float]:
-    """The cheapest of `best` and the evictions of `plan` (its accounting `acc`) at its peak stage that fit."""
+    """The cheapest of `best` and the evictions of `plan` (its accounting `acc`, its energy `plan_j`) at its peak stage that fit.
+
+    Only the outputs that could make one are evicted (`_hopeless_evictions`).
+    """
     peak = max(range(len(graph)), key=acc.stage_peak_bytes)
-    for evicted in evictions_of(plan, graph, costs, acc, peak, moves):
+    spared = _hopeless_evictions(plan, costs, acc, peak, budgets.ram_bytes, plan_j, best[1], moves)
+    for evicted in evictions_of(plan, graph, costs, acc, peak, moves, spared):
         if spent(allowance):
             break
         charge(allowance, replay_units(len(graph)))
@@ -183,6 +190,24 @@ def _on_time(
         if budgets.meets_deadline(fig.runtime_s):
             return plan, fig.total_j
     return None
+
+
+def _hopeless_evictions(
+    plan: Plan, costs: CostTable, acc: Accounting, stage: int, ram_bytes: int, plan_j: float, best_j: float, moves: Moves
+) -> frozenset[int]:
+    """The outputs resident at `stage` whose eviction there cannot make `plan` (energy `plan_j`) fit below `best_j`.
+
+    An eviction frees one output at `stage` and changes nothing else there, so the stage's peak
+    falls by at most the output's bytes: one smaller than the stage's excess over `ram_bytes`
+    leaves it over. And an eviction only adds energy: a recomputation at least the output's
+    compute energy, paging at least its page-in's. Their figures would reject both.
+    """
+    excess = acc.stage_peak_bytes(stage) - ram_bytes
+
+    def least_j(i: int) -> float:
+        return min(costs.compute_j[i] if moves.recompute else math.inf, costs.page_in_j[i] if moves.page else math.inf)
+
+    return frozenset(i for i in plan.resident(stage) if costs.output_bytes[i] < excess or exceeds(plan_j + least_j(i), best_j))
 
 
 def evictions(plan: Plan, graph: TrainingGraph, stage: int, spared: frozenset[int] = frozenset()) -> Iterator[Plan]:

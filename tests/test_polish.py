@@ -24,6 +24,7 @@ from poetsim.optimiser.plans.polish import (
     changes_of,
     evictions,
     evictions_of,
+    hopeless_evictions,
     moved_transfers,
     paged_evictions,
     paged_recomputations,
@@ -457,6 +458,43 @@ def test_every_eviction_is_a_schedule_the_checker_values_as_the_model_does(case,
         (gone,) = plan.resident(stage) - change.resident(stage)
         assert gone not in change.paged_in[stage] | change.paged_out[stage]
         assert change.computed == plan.computed
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    case=st.one_of(cases(min_forward=3, slow_paging=True), cascading_cases()),
+    data=st.data(),
+    room=st.floats(0.0, 1.0),
+    extra=st.floats(0.0, 1.5),
+    timing=st.sampled_from(list(Timing)),
+    moves=st.sampled_from([HYBRID, RECOMPUTE, PAGING]),
+)
+def test_the_evictions_a_swap_leaves_out_could_not_fit_below_the_best(case, data, room, extra, timing, moves):
+    """On random graphs, at a random stage, budget and energy to beat.
+
+    Every eviction of an output that `hopeless_evictions` names leaves that stage over the RAM
+    budget or costs no less than the energy to beat.
+    """
+    graph, costs = case
+    plan = _drawn_plan(graph, data)
+    stage = data.draw(st.integers(1, len(graph) - 1))
+    acc = plans.account(plan, graph, costs, timing)
+    plan_j = plans.figures(plan, graph, costs, timing, acc).total_j
+    resident = plan.resident(stage)
+    assume(resident)
+    # Budgets and energies near what one eviction there frees and adds, where the filters bite.
+    ram = acc.stage_peak_bytes(stage) - int(room * max(costs.output_bytes[i] for i in resident))
+    best_j = plan_j + extra * max(max(costs.compute_j[i], costs.page_in_j[i]) for i in resident)
+    hopeless = hopeless_evictions(plan, costs, acc, stage, ram, plan_j, best_j, moves)
+    left_out = 0
+    for evicted in evictions_of(plan, graph, costs, acc, stage, moves):
+        (gone,) = plan.resident(stage) - evicted.resident(stage)
+        if gone in hopeless:
+            left_out += 1
+            evicted_acc = plans.account(evicted, graph, costs, timing)
+            evicted_j = plans.figures(evicted, graph, costs, timing, evicted_acc).total_j
+            assert evicted_acc.stage_peak_bytes(stage) > ram or evicted_j >= best_j
+    event("left out" if left_out else "none left out")
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

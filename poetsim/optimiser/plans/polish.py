@@ -112,8 +112,9 @@ def swap(
     saves much often breaks one budget only, and other changes could restore it at less than it
     saves. So each single change (`changes_of`) that saves energy and keeps the deadline but not
     the RAM budget is followed, in turn, by each eviction at the stage where its RAM peaks
-    (`evictions_of`: by recomputation or by paging, as `moves` allow); the evicted change that fits
-    at the least energy is returned. A change that misses only the deadline is polish's to repair,
+    (`evictions_of`: by recomputation or by paging, as `moves` allow; not those that could not fit
+    below the best so far, `hopeless_evictions`); the evicted change that fits at the least energy
+    is returned. A change that misses only the deadline is polish's to repair,
     with moved transfers (`_on_time`). One replay of a plan is charged to `allowance` per plan
     tried; once it is spent, the best so far is returned.
     """
@@ -144,10 +145,10 @@ def _evicted(
 ) -> tuple[Plan | None, float]:
     """The cheapest of `best` and the evictions of `plan` (its accounting `acc`, its energy `plan_j`) at its peak stage that fit.
 
-    Only the outputs that could make one are evicted (`_hopeless_evictions`).
+    Only the outputs that could make one are evicted (`hopeless_evictions`).
     """
     peak = max(range(len(graph)), key=acc.stage_peak_bytes)
-    spared = _hopeless_evictions(plan, costs, acc, peak, budgets.ram_bytes, plan_j, best[1], moves)
+    spared = hopeless_evictions(plan, costs, acc, peak, budgets.ram_bytes, plan_j, best[1], moves)
     for evicted in evictions_of(plan, graph, costs, acc, peak, moves, spared):
         if spent(allowance):
             break
@@ -192,7 +193,7 @@ def _on_time(
     return None
 
 
-def _hopeless_evictions(
+def hopeless_evictions(
     plan: Plan, costs: CostTable, acc: Accounting, stage: int, ram_bytes: int, plan_j: float, best_j: float, moves: Moves
 ) -> frozenset[int]:
     """The outputs resident at `stage` whose eviction there cannot make `plan` (energy `plan_j`) fit below `best_j`.

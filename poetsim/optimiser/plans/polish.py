@@ -114,9 +114,9 @@ def swap(
     the RAM budget is followed, in turn, by each eviction at the stage where its RAM peaks
     (`evictions_of`: by recomputation or by paging, as `moves` allow; not those that could not fit
     below the best so far, `hopeless_evictions`); the evicted change that fits at the least energy
-    is returned. A change that misses only the deadline is polish's to repair,
-    with moved transfers (`_on_time`). One replay of a plan is charged to `allowance` per plan
-    tried; once it is spent, the best so far is returned.
+    is returned. A change that misses only the deadline is polish's to repair, with moved
+    transfers (`_on_time`). One replay of a plan is charged to `allowance` per plan tried; once it
+    is spent, the best so far is returned.
     """
     own = account(plan, graph, costs, timing)
     best, best_j = None, figures(plan, graph, costs, timing, own).total_j

@@ -61,6 +61,17 @@ def cost_table(graph: TrainingGraph, compute_s, compute_j, page_s, page_j, stati
     )
 
 
+def _skips_past_a_peak(name: str, forward_bytes: list[int]) -> TrainingGraph:
+    """Input s, outputs a and b of 100 B, a chain f3, f4, ... of `forward_bytes`; g1 reads b and the last f, g2 a and g1."""
+    nodes = [Node(0, "s", "input", False, (), 1), Node(1, "a", "op", False, (0,), 100), Node(2, "b", "op", False, (1,), 100)]
+    for k, size in enumerate(forward_bytes, start=3):
+        nodes.append(Node(k, f"f{k}", "op", False, (k - 1,), size))
+    last = len(nodes) - 1
+    nodes.append(Node(last + 1, "g1", "grad", True, (2, last), 1))
+    nodes.append(Node(last + 2, "g2", "grad", True, (1, last + 1), 1))
+    return TrainingGraph.create(name, nodes)
+
+
 def two_skips() -> tuple[TrainingGraph, CostTable]:
     """A chain whose outputs a and b are read again by the backward pass, past the peak f4.
 
@@ -70,17 +81,7 @@ def two_skips() -> tuple[TrainingGraph, CostTable]:
         3 f3  (10 B)                       7 g2  (1 B)    reads a and g1
     Beside f4 there is room for one of a and b.
     """
-    nodes = [
-        Node(0, "s", "input", False, (), 1),
-        Node(1, "a", "op", False, (0,), 100),
-        Node(2, "b", "op", False, (1,), 100),
-        Node(3, "f3", "op", False, (2,), 10),
-        Node(4, "f4", "op", False, (3,), 300),
-        Node(5, "f5", "op", False, (4,), 10),
-        Node(6, "g1", "grad", True, (2, 5), 1),
-        Node(7, "g2", "grad", True, (1, 6), 1),
-    ]
-    graph = TrainingGraph.create("two_skips", nodes)
+    graph = _skips_past_a_peak("two_skips", [10, 300, 10])
     joules = [0.01, 5.0, 0.1, 0.01, 0.01, 0.01, 0.01, 0.01]
     return graph, cost_table(graph, [0.01] * 8, joules, [1.0] * 8, [10.0] * 8)
 
@@ -95,19 +96,7 @@ def far_reader() -> tuple[TrainingGraph, CostTable]:
         3 f3, 4 f4 (10 B)
     Beside f5 there is room for one of a and b.
     """
-    nodes = [
-        Node(0, "s", "input", False, (), 1),
-        Node(1, "a", "op", False, (0,), 100),
-        Node(2, "b", "op", False, (1,), 100),
-        Node(3, "f3", "op", False, (2,), 10),
-        Node(4, "f4", "op", False, (3,), 10),
-        Node(5, "f5", "op", False, (4,), 300),
-        Node(6, "f6", "op", False, (5,), 10),
-        Node(7, "f7", "op", False, (6,), 10),
-        Node(8, "g1", "grad", True, (2, 7), 1),
-        Node(9, "g2", "grad", True, (1, 8), 1),
-    ]
-    graph = TrainingGraph.create("far_reader", nodes)
+    graph = _skips_past_a_peak("far_reader", [10, 10, 300, 10, 10])
     joules = [0.01, 5.0, 1.0] + [0.01] * 7
     return graph, cost_table(graph, [0.01] * 10, joules, [0.005] * 10, [0.01, 10.0] + [0.01] * 8)
 

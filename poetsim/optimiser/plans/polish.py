@@ -211,17 +211,20 @@ def hopeless_evictions(
     return frozenset(i for i in plan.resident(stage) if costs.output_bytes[i] < excess or exceeds(plan_j + least_j(i), best_j))
 
 
-def evictions(plan: Plan, graph: TrainingGraph, stage: int, spared: frozenset[int] = frozenset()) -> Iterator[Plan]:
+def evictions(
+    plan: Plan, graph: TrainingGraph, stage: int, spared: frozenset[int] = frozenset(), read_at: list[list[int]] | None = None
+) -> Iterator[Plan]:
     """Each plan that frees one output resident at the start of `stage` and recomputes it where it is next read.
 
-    Not one of `spared`. For an output i resident at the start of `stage`, let u be the last earlier stage that
-    computes or reads it and r the first from `stage` on that does: i leaves the kept sets of
-    stages u .. r-1 (it is freed after its reader in u) and is computed in r, after every input
-    of it that is not resident there, computed in r too (a cascade, as in `recomputed_pages`).
-    An output that nothing reads from `stage` on is only freed. Not where i is paged out or in
-    from u to r, nor where an input of the cascade is being paged in during r.
+    Not one of `spared`; `read_at` is the plan's `reads`, if the caller has them. For an output i
+    resident at the start of `stage`, let u be the last earlier stage that computes or reads it
+    and r the first from `stage` on that does: i leaves the kept sets of stages u .. r-1 (it is
+    freed after its reader in u) and is computed in r, after every input of it that is not
+    resident there, computed in r too (a cascade, as in `recomputed_pages`). An output that
+    nothing reads from `stage` on is only freed. Not where i is paged out or in from u to r, nor
+    where an input of the cascade is being paged in during r.
     """
-    read_at = reads(plan, graph)
+    read_at = reads(plan, graph) if read_at is None else read_at
     for i in sorted(plan.resident(stage) - spared):
         held = _held_over(plan, read_at[i], i, stage)
         if held is None:
@@ -248,20 +251,29 @@ def evictions_of(
 ) -> Iterator[Plan]:
     """The evictions at `stage` (none of `spared`) that `moves` allow.
 
-    By recomputation (`evictions`), then by paging (`paged_evictions`).
+    By recomputation (`evictions`), then by paging (`paged_evictions`), from one reading of the
+    plan's reads.
     """
+    read_at = reads(plan, graph)
     if moves.recompute:
-        yield from evictions(plan, graph, stage, spared)
+        yield from evictions(plan, graph, stage, spared, read_at)
     if moves.page:
-        yield from paged_evictions(plan, graph, costs, acc, stage, spared)
+        yield from paged_evictions(plan, graph, costs, acc, stage, spared, read_at)
 
 
 def paged_evictions(
-    plan: Plan, graph: TrainingGraph, costs: CostTable, acc: Accounting, stage: int, spared: frozenset[int] = frozenset()
+    plan: Plan,
+    graph: TrainingGraph,
+    costs: CostTable,
+    acc: Accounting,
+    stage: int,
+    spared: frozenset[int] = frozenset(),
+    read_at: list[list[int]] | None = None,
 ) -> Iterator[Plan]:
     """Each plan that pages one output resident at the start of `stage` out before it and back in after it.
 
-    `acc` is the plan's accounting. Not one of `spared`. For an output i resident at the start of
+    `acc` is the plan's accounting, `read_at` its `reads` if the caller has them. Not one of
+    `spared`. For an output i resident at the start of
     `stage`, with u and r as in `evictions` (r a reader, at least two stages after `stage`): i is
     paged out in a stage o of `u+1 .. stage-1` (resident at its start, held to its end), the first
     whose room (compute less transfers) hides the transfer, else `u+1`, unless a copy is on storage
@@ -272,7 +284,7 @@ def paged_evictions(
     channels = costs.dma_channels
     room = _room(costs, acc)
     copied = _first_stages(plan.paged_out)
-    read_at = reads(plan, graph)
+    read_at = reads(plan, graph) if read_at is None else read_at
     for i in sorted(plan.resident(stage) - spared):
         held = _held_over(plan, read_at[i], i, stage)
         if held is None or held[1] < stage + 2 or held[1] == len(plan.computed):

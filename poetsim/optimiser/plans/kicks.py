@@ -9,9 +9,8 @@ by paging, as the moves allow), each time the one that frees the most bytes ther
 costs or the next best (the same generator decides), until the plan fits or `MAX_EVICTIONS` are
 made. Never the output the change made resident: evicting it would only undo the change. What
 comes out is usually dearer than the plan kicked; polished, it often reaches another local
-optimum, sometimes a cheaper one. Repeated from the best
-plan so far, this is an iterated local search (Lourenço, Martin and Stützle, "Iterated Local
-Search", Handbook of Metaheuristics, 2003).
+optimum, sometimes a cheaper one. Repeated from the best plan so far, this is an iterated local
+search (Lourenço, Martin and Stützle, "Iterated Local Search", Handbook of Metaheuristics, 2003).
 
 The generator is seeded by the caller and the changes come in a fixed order, so the same plan
 and seed give the same kick on any machine.

@@ -535,6 +535,35 @@ def test_a_change_accounted_from_its_plans_accounting_has_the_same_figures_as_on
     event("stages lent" if lent else "nothing lent")
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    case=st.one_of(cases(min_forward=3, slow_paging=True), cascading_cases()),
+    data=st.data(),
+    timing=st.sampled_from(list(Timing)),
+)
+def test_a_changes_energy_from_the_stages_it_made_is_its_figures_energy(case, data, timing):
+    """On random graphs, each single change of a plan recomputing or paging random stretches, and each eviction after it.
+
+    Its energy from its plan's stage energies (`Energies.of`, which sums only the stages whose sets
+    the change made) equals its figures' total to a millionth of the screen's margin, so that
+    `cannot_beat` never rules out a change its replay would take.
+    """
+    graph, costs = case
+    plan = _drawn_plan(graph, data)
+    stage = data.draw(st.integers(1, len(graph) - 1))
+    own = plans.Energies(plan, costs, timing, plans.figures(plan, graph, costs, timing).total_j)
+    tolerance = 1e-6 * plans.SCREEN_MARGIN
+    for change in changes_of(plan, graph, HYBRID, costs, timing):
+        acc = plans.account(change, graph, costs, timing)
+        total_j = plans.figures(change, graph, costs, timing, acc).total_j
+        assert own.of(change) == pytest.approx(total_j, rel=tolerance, abs=tolerance)
+        assert not own.cannot_beat(change, total_j)
+        made = plans.Energies(change, costs, timing, total_j)
+        for evicted in evictions_of(change, graph, costs, acc, stage, HYBRID):
+            evicted_j = plans.figures(evicted, graph, costs, timing).total_j
+            assert made.of(evicted) == pytest.approx(evicted_j, rel=tolerance, abs=tolerance)
+
+
 def assert_no_single_change_improves(outcome, graph, costs, budgets, timing, moves) -> int:
     """Check that no single change of the returned schedule is cheaper within the budgets; return how many there were.
 

@@ -17,6 +17,11 @@ from poetsim.optimiser.clock import Clock
 
 #: One replay of a plan (`plans.plan.figures` of a rule-made plan), per node of the graph.
 REPLAY_UNITS_PER_NODE = 9e-6
+#: A change that its energy alone rules out (`plans.plan.Energies`): made, and its energy summed
+#: over the stages it made, without a replay. Half a replay: made and screened, the changes of one
+#: polish scan over a plan of each graph of the outside set take 0.26-0.57 of the time they take
+#: made and replayed (`make bench BENCH=replay`).
+SCREEN_UNITS_PER_NODE = 4.5e-6
 #: Building a cover program in Python, per nonzero.
 BUILD_UNITS_PER_NONZERO = 2e-6
 #: Building the stage MILP (`milp.formulation.formulate`), per nonzero.
@@ -102,3 +107,8 @@ def root_units(nonzeros: int, lines: int, iterations_per_line: float = ROOT_ITER
 def replay_units(nodes: int) -> float:
     """The work of one replay of a plan on a graph of `nodes` nodes."""
     return REPLAY_UNITS_PER_NODE * nodes
+
+
+def screen_units(nodes: int) -> float:
+    """The work of a change of a plan on a graph of `nodes` nodes that its energy alone rules out."""
+    return SCREEN_UNITS_PER_NODE * nodes

@@ -16,6 +16,7 @@ the same objective, never more RAM, and still a solution of the model.
 import operator
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import compress
 
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.optimiser.milp.rows import Formulation
@@ -220,6 +221,53 @@ def figures(
         page_ins=sum(len(s) for s in plan.paged_in),
         page_outs=sum(len(s) for s in plan.paged_out),
     )
+
+
+class Energies:
+    """A plan's energy by stage, to price a change of it from the stages the change made alone.
+
+    A stage's energy follows from its own computed, paged-out and paged-in sets: its recomputations,
+    its transfers and, under overlap timing, the static energy of its duration. A change made from
+    the plan shares every other set object with it (the kept sets do not enter energy), so its
+    energy is the plan's plus the difference over the stages whose sets are other objects. The
+    sums run in another order than `figures`', so they agree to rounding only: `cannot_beat` says
+    no only with a margin far above it.
+    """
+
+    def __init__(self, plan: Plan, costs: CostTable, timing: Timing, total_j: float):
+        self.plan, self.costs, self.total_j = plan, costs, total_j
+        self.static_w = costs.static_power_w if Timing(timing) is Timing.OVERLAP else 0.0
+        self.stage_j = [self._stage_j(c, i, o) for c, i, o in zip(plan.computed, plan.paged_in, plan.paged_out)]
+
+    def _stage_j(self, computed: tuple[int, ...], paged_in: frozenset[int], paged_out: frozenset[int]) -> float:
+        costs = self.costs
+        compute_j = sum(map(costs.compute_j.__getitem__, computed[:-1]))
+        transfer_j = sum(map(costs.page_in_j.__getitem__, paged_in)) + sum(map(costs.page_out_j.__getitem__, paged_out))
+        if not self.static_w:
+            return compute_j + transfer_j
+        compute_s = sum(map(costs.compute_s.__getitem__, computed))
+        dma_s = sum(map(costs.page_in_s.__getitem__, paged_in)) + sum(map(costs.page_out_s.__getitem__, paged_out))
+        return compute_j + transfer_j + self.static_w * max(compute_s, dma_s / costs.dma_channels)
+
+    def of(self, changed: Plan) -> float:
+        """The energy of `changed`, a change of the plan, to rounding."""
+        own, stages = self.plan, range(len(self.stage_j))
+        made = set(compress(stages, map(operator.is_not, changed.computed, own.computed)))
+        made.update(compress(stages, map(operator.is_not, changed.paged_in, own.paged_in)))
+        made.update(compress(stages, map(operator.is_not, changed.paged_out, own.paged_out)))
+        total = self.total_j
+        for t in sorted(made):
+            total += self._stage_j(changed.computed[t], changed.paged_in[t], changed.paged_out[t]) - self.stage_j[t]
+        return total
+
+    def cannot_beat(self, changed: Plan, best_j: float) -> bool:
+        """Whether `changed` certainly costs no less than `best_j`: its energy (`of`) above it by more than rounding."""
+        return self.of(changed) > best_j + SCREEN_MARGIN * abs(best_j)
+
+
+#: The share of an energy by which a change's energy from `Energies.of` must pass a figure for
+#: `Energies.cannot_beat` to say so: far above the rounding of sums over a few thousand terms.
+SCREEN_MARGIN = 1e-9
 
 
 def to_schedule(plan: Plan, graph: TrainingGraph, costs: CostTable, timing: Timing, meta: dict | None = None) -> Schedule:

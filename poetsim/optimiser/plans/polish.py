@@ -40,9 +40,9 @@ from dataclasses import replace
 
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.optimiser.allowance import Allowance, charge, spent
-from poetsim.optimiser.plans.plan import Accounting, Plan, account, figures
+from poetsim.optimiser.plans.plan import Accounting, Energies, Plan, account, figures
 from poetsim.optimiser.plans.rules import reads
-from poetsim.optimiser.work import replay_units
+from poetsim.optimiser.work import replay_units, screen_units
 from poetsim.schedule.costs import CostTable
 from poetsim.schedule.model import Budgets, Figures, Moves, Timing
 from poetsim.tolerances import exceeds
@@ -78,10 +78,12 @@ def polish(
     retimed = Timing(timing) is Timing.OVERLAP
     while True:
         taken = None
+        energies = Energies(plan, costs, timing, best_j)
         for candidate in changes_of(plan, graph, moves, costs, timing, base, hopeful=True, ram_bytes=budgets.ram_bytes):
             if spent(allowance):
                 return plan if taken is None else taken  # the best this scan had reached
-            charge(allowance, replay_units(len(graph)))
+            if _screened(energies, candidate, best_j, len(graph), allowance):
+                continue
             acc = account(candidate, graph, costs, timing, base=base)
             fig = figures(candidate, graph, costs, timing, acc)
             if fig.total_j >= best_j:
@@ -120,10 +122,12 @@ def swap(
     """
     own = account(plan, graph, costs, timing)
     best, best_j = None, figures(plan, graph, costs, timing, own).total_j
+    energies = Energies(plan, costs, timing, best_j)
     for changed in changes_of(plan, graph, moves, costs, timing, own, hopeful=True):
         if spent(allowance):
             break
-        charge(allowance, replay_units(len(graph)))
+        if _screened(energies, changed, best_j, len(graph), allowance):
+            continue
         acc = account(changed, graph, costs, timing, base=own)
         fig = figures(changed, graph, costs, timing, acc)
         if fig.total_j < best_j and not budgets.fits(fig) and budgets.meets_deadline(fig.runtime_s):
@@ -149,14 +153,32 @@ def _evicted(
     """
     peak = max(range(len(graph)), key=acc.stage_peak_bytes)
     spared = hopeless_evictions(plan, costs, acc, peak, budgets.ram_bytes, plan_j, best[1], moves)
+    energies = None
     for evicted in evictions_of(plan, graph, costs, acc, peak, moves, spared):
         if spent(allowance):
             break
-        charge(allowance, replay_units(len(graph)))
+        if energies is None:
+            charge(allowance, replay_units(len(graph)))
+            energies = Energies(plan, costs, timing, plan_j)
+        if _screened(energies, evicted, best[1], len(graph), allowance):
+            continue
         fig = figures(evicted, graph, costs, timing, base=acc)
         if budgets.fits(fig) and fig.total_j < best[1]:
             best = evicted, fig.total_j
     return best
+
+
+def _screened(energies: Energies, changed: Plan, best_j: float, nodes: int, allowance: Allowance | None) -> bool:
+    """Whether `changed` certainly costs no less than `best_j` by its energy alone (`Energies.cannot_beat`).
+
+    Charges `allowance` for what was done: a screen where it does, a replay where the caller must
+    replay `changed` after all.
+    """
+    if energies.cannot_beat(changed, best_j):
+        charge(allowance, screen_units(nodes))
+        return True
+    charge(allowance, replay_units(nodes))
+    return False
 
 
 def _on_time(

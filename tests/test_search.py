@@ -100,17 +100,19 @@ def test_a_page_in_priced_choice_that_is_the_plain_covers_is_not_solved_again():
     assert call.allowance.meter.done == before and call.standing.best is None
 
 
-@pytest.mark.parametrize(("effort", "swapped"), [(60.0, True), (0.0, False)])
-def test_the_last_step_swaps_an_unproven_incumbent_while_the_effort_lasts(effort, swapped):
+@pytest.mark.parametrize(("effort", "spent", "swapped"), [(1.0, 0.0, True), (1.0, 1.5, True), (0.0, 0.0, False)])
+def test_the_last_step_swaps_an_unproven_incumbent_within_as_much_work_as_the_effort_however_much_is_left(effort, spent, swapped):
     """two_skips at 410 B, the incumbent recomputing a (5 J) and keeping b; no bound known.
 
-    Polish cannot keep a (510 B); `settle` swaps: a kept, b recomputed, 4.91 J less. With no effort
-    left it polishes only, and the incumbent stays.
+    Polish cannot keep a (510 B); `settle` swaps: a kept, b recomputed, 4.91 J less, also where
+    the steps before it (`spent` units) used the whole effort. With an effort of nothing it
+    polishes only, and the incumbent stays.
     """
     graph, costs = two_skips()
     clock = Clock(600.0)
     task = Task(graph, costs, Budgets(410, 10.0), Moves(recompute=True, page=True), Timing.COMPUTE_ONLY)
     call = Search(task, SolveSettings("highs", 1e-4, 1), effort, clock, Reporter(None, clock)).call
+    call.allowance.charge(spent)
     dear = plan_from_decisions(graph, {(1, 2, 7): Mode.RECOMPUTE})
     assert call.standing.offer(dear, "a start")
     before_j = present(call.standing.total_j, "the start's energy")

@@ -140,11 +140,23 @@ def settle(call: Call, found: Found) -> Found:
 
 
 def _settled(call: Call) -> None:
-    """The incumbent polished whatever the effort says, then swapped and polished while one saves energy and effort lasts."""
+    """The incumbent polished whatever the effort says, then swapped and polished while a swap saves energy and may run."""
     unbounded = Allowance(call.allowance.meter, None)
     _polish(call, unbounded, as_returned=True)
-    while not call.done() and _swap(call):
+    swaps = _swaps_allowance(call)
+    while not call.standing.proven() and not swaps.over() and _swap(call, swaps):
         _polish(call, unbounded, as_returned=True)
+
+
+def _swaps_allowance(call: Call) -> Allowance:
+    """What settle's swaps may do: what is left of the effort, or as much as the whole effort from now if that is more.
+
+    So the swaps get their share however much of the effort the steps before took; a call that
+    swaps on past its effort does at most twice its effort's work, besides polish. No end in a
+    call without an effort.
+    """
+    effort, meter = call.allowance.ends_at, call.allowance.meter
+    return Allowance(meter, None if effort is None else max(effort, meter.used() + effort))
 
 
 @dataclass
@@ -184,14 +196,14 @@ class _Kicks:
         return True
 
 
-def _swap(call: Call) -> bool:
-    """The incumbent replaced by its cheapest pair of a change and an eviction (`swap`), within the effort; whether one was."""
+def _swap(call: Call, allowance: Allowance) -> bool:
+    """The incumbent replaced by its cheapest pair of a change and an eviction (`swap`), within `allowance`; whether one was."""
     task, candidate = call.task, call.standing.best
     if candidate is None:
         return False
     call.note("swap")
     plan = _as_returned(call, candidate.plan)
-    swapped = swap(plan, task.graph, task.costs, task.budgets, task.timing, call.allowance, task.moves)
+    swapped = swap(plan, task.graph, task.costs, task.budgets, task.timing, allowance, task.moves)
     return call.standing.offer(swapped, f"{candidate.source.split(', swapped')[0]}, swapped")
 
 

@@ -125,10 +125,10 @@ def settle(call: Call, found: Found) -> Found:
     Its work is still counted. The schedule a call returns is then a local optimum for these
     changes, unless the guard stops the call first. The plan polished is the one its schedule reads
     back as (`plan.from_schedule`: every output freed as early as it may be), so that the changes
-    are those of the schedule returned. Then, while the incumbent is unproven and the effort
-    lasts, the cheapest pair of a change and an eviction (`swap`) replaces it and is polished
-    again, until no pair saves energy; then, while the effort lasts (a call without one ends
-    here), the incumbent is kicked (`_Kicks`).
+    are those of the schedule returned. Then, while the incumbent is unproven, the cheapest pair
+    of a change and an eviction (`swap`) replaces it and is polished again, until no pair saves
+    energy or the swaps have done what `_swaps_allowance` lets them; then, while the effort lasts
+    (a call without one ends here), the incumbent is kicked (`_Kicks`).
     """
     _settled(call)
     if call.allowance.ends_at is None:

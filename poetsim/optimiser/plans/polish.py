@@ -27,7 +27,9 @@ at its next reader (`evictions`) or paged out before that stage and back in afte
 (`paged_evictions`).
 
 `polish` judges each change by the model's own accounting (`plan.figures`, the same judge as
-`Incumbent.offer`), takes the one that fits and saves most, and scans again, until a whole scan
+`Incumbent.offer`), after a screen by its energy alone (`plan.Energies`: summed over the stages it
+made, it rules out a change that cannot beat the best so far without a replay), takes the one
+that fits and saves most, and scans again, until a whole scan
 finds none: the plan it returns is a local optimum for these changes (unless its allowance ran
 out first). It never makes a plan worse. (Taking the first change that saves anything instead
 can strand a plan: keeping an input a later recomputation needs may leave too little room to
@@ -70,8 +72,8 @@ def polish(
     may use (recomputation, for rebuilding a paged output; paging, for a recomputed one). Under
     overlap timing a change that saves energy and keeps the RAM budget but misses the deadline
     counts with the moved transfers that bring it within the deadline (`_on_time`), if any do.
-    One replay of a plan is charged to `allowance` per change tried; once it is spent, the best
-    plan so far is returned.
+    A change tried is charged to `allowance` as a screen where its energy rules it out (`_screened`),
+    else as a replay; once it is spent, the best plan so far is returned.
     """
     base = account(plan, graph, costs, timing)
     best_j = figures(plan, graph, costs, timing, base).total_j
@@ -117,8 +119,8 @@ def swap(
     (`evictions_of`: by recomputation or by paging, as `moves` allow; not those that could not fit
     below the best so far, `hopeless_evictions`); the evicted change that fits at the least energy
     is returned. A change that misses only the deadline is polish's to repair, with moved
-    transfers (`_on_time`). One replay of a plan is charged to `allowance` per plan tried; once it
-    is spent, the best so far is returned.
+    transfers (`_on_time`). A plan tried is charged to `allowance` as a screen where its energy rules
+    it out (`_screened`), else as a replay; once it is spent, the best so far is returned.
     """
     own = account(plan, graph, costs, timing)
     best, best_j = None, figures(plan, graph, costs, timing, own).total_j

@@ -8,7 +8,9 @@ own accounting as `base` (`plan.account`). One row per graph.
 
 Target: every change's accounting the same either way, to the bit (`same`). Reported: changes
 per second both ways and their ratio, and the seconds per work unit both ways (a replay is
-charged `work.replay_units` however many stages it replays).
+charged `work.replay_units` however many stages it replays). And the share of the time a change
+takes, made and replayed as polish replays it, that it takes made and screened by its energy alone
+(`plan.Energies`, charged `work.screen_units`): `screen_share`.
 """
 
 import os
@@ -59,6 +61,7 @@ class ReplayRow:
     alone_s_per_unit: float
     lent_s_per_unit: float
     same: bool
+    screen_share: float
     machine: str
 
 
@@ -80,6 +83,7 @@ def replay_row(model: str) -> ReplayRow | None:
     lent = [plans.account(change, graph, costs, timing, base) for change in changes]
     lent_s = perf_counter() - started
     units = replay_units(len(graph)) * len(changes)
+    made_s, replayed_s, screened_s = _scan_times(plan, graph, costs, timing, base)
     return ReplayRow(
         model=model,
         nodes=len(graph),
@@ -90,8 +94,29 @@ def replay_row(model: str) -> ReplayRow | None:
         alone_s_per_unit=alone_s / units,
         lent_s_per_unit=lent_s / units,
         same=alone == lent,
+        screen_share=(made_s + screened_s) / (made_s + replayed_s),
         machine=f"{machine()}, load {os.getloadavg()[0]:.1f}",
     )
+
+
+def _scan_times(plan, graph, costs, timing, base) -> tuple[float, float, float]:
+    """Seconds of one scan of polish over `plan`: making its changes, replaying them, and screening them by energy.
+
+    Replayed as polish replays a change (accounting lent by `base`, then its figures); screened
+    as polish screens one (`plan.Energies.of`).
+    """
+    started = perf_counter()
+    changes = list(changes_of(plan, graph, HYBRID, costs, timing, base))
+    made_s = perf_counter() - started
+    started = perf_counter()
+    for change in changes:
+        plans.figures(change, graph, costs, timing, plans.account(change, graph, costs, timing, base))
+    replayed_s = perf_counter() - started
+    started = perf_counter()
+    energies = plans.Energies(plan, costs, timing, plans.figures(plan, graph, costs, timing, base).total_j)
+    for change in changes:
+        energies.of(change)
+    return made_s, replayed_s, perf_counter() - started
 
 
 def run(out: Path) -> pd.DataFrame:

@@ -21,13 +21,14 @@ from time import perf_counter
 import pandas as pd
 
 from benchmarks.common import machine, write_rows
+from poetsim.graphs.graph import TrainingGraph
 from poetsim.graphs.io import load_graph
 from poetsim.inputs.profiles import load_platform
 from poetsim.optimiser.baselines.simple import start_plan
 from poetsim.optimiser.plans import plan as plans
 from poetsim.optimiser.plans.polish import changes_of
 from poetsim.optimiser.work import replay_units
-from poetsim.schedule.costs import node_costs
+from poetsim.schedule.costs import CostTable, node_costs
 from poetsim.schedule.model import Budgets, Moves, Timing
 
 GRAPHS = Path("scenarios/graphs/outside")
@@ -99,7 +100,9 @@ def replay_row(model: str) -> ReplayRow | None:
     )
 
 
-def _scan_times(plan, graph, costs, timing, base) -> tuple[float, float, float]:
+def _scan_times(
+    plan: plans.Plan, graph: TrainingGraph, costs: CostTable, timing: Timing, base: plans.Accounting
+) -> tuple[float, float, float]:
     """Seconds of one scan of polish over `plan`: making its changes, replaying them, and screening them by energy.
 
     Replayed as polish replays a change (accounting lent by `base`, then its figures); screened

@@ -189,8 +189,13 @@ def _recomputation_frees(plan: Plan, t: int, deps: tuple[tuple[int, ...], ...], 
 def stage_times_s(acc: Accounting, costs: CostTable, timing: Timing) -> list[float]:
     """Each stage's duration under the timing model."""
     if Timing(timing) is Timing.OVERLAP:
-        return [max(c, d / costs.dma_channels) for c, d in zip(acc.compute_s, acc.dma_s)]
+        return [overlapped_s(c, d, costs) for c, d in zip(acc.compute_s, acc.dma_s)]
     return list(acc.compute_s)
+
+
+def overlapped_s(compute_s: float, dma_s: float, costs: CostTable) -> float:
+    """A stage's duration under overlap timing: its compute or its transfers over the DMA channels, whichever takes longer."""
+    return max(compute_s, dma_s / costs.dma_channels)
 
 
 def figures(
@@ -247,7 +252,7 @@ class Energies:
             return compute_j + transfer_j
         compute_s = sum(map(costs.compute_s.__getitem__, computed))
         dma_s = sum(map(costs.page_in_s.__getitem__, paged_in)) + sum(map(costs.page_out_s.__getitem__, paged_out))
-        return compute_j + transfer_j + self.static_w * max(compute_s, dma_s / costs.dma_channels)
+        return compute_j + transfer_j + self.static_w * overlapped_s(compute_s, dma_s, costs)
 
     def of(self, changed: Plan) -> float:
         """The energy of `changed`, a change of the plan, to rounding."""
@@ -358,7 +363,7 @@ def to_columns(form: Formulation, plan: Plan, graph: TrainingGraph, costs: CostT
     _put_ram(form, costs, acc, values)
     extra = form.family("Extra").column
     for (t,), col in extra.items():
-        stage_s = max(acc.compute_s[t], acc.dma_s[t] / costs.dma_channels)
+        stage_s = overlapped_s(acc.compute_s[t], acc.dma_s[t], costs)
         values[col] = max(0.0, stage_s - costs.compute_s[t]) / form.time_scale_s
     return values
 

@@ -50,8 +50,8 @@ class Shares:
     timed_relaxation_first: float = 0.75
     #: ... which runs only with this many units left: its first round takes up to 6 units on
     #: graphs of 150-400 nodes, which its share of 8 units covers (DenseNet-BC of the outside set,
-    #: Pi, 50 %, 60 units, has 9.3 left there: the first round takes 4 of them and leaves 37.8 %
-    #: of the overhead unproven, where the cover with page-out stalls alone leaves 64.5 %); with
+    #: Pi, 50 %, 60 units, has 9.3 left there: the first round takes 4 of them and raises the
+    #: bound from the page-out stall cover's 95.398 J to 95.690 J, keep-all being 95.011 J); with
     #: less left the covers that price page-ins prove more with them (the ResNet-18 study's points
     #: on the Pi at 25 % have 5.5 units left there: the page-in-priced covers leave 19 % of their
     #: overhead unproven, and 34 % once the relaxation took its share).

@@ -10,7 +10,7 @@ from poetsim.graphs.graph import Node, TrainingGraph
 from poetsim.inputs.scenario import parse_ram
 from poetsim.optimiser import optimise
 from poetsim.optimiser.allowance import effort
-from poetsim.optimiser.bounds.cover import cover_bound, paging_floor_j, second_restore_bound
+from poetsim.optimiser.bounds.cover import CoverBound, cover_bound, paging_floor_j, second_restore_bound
 from poetsim.optimiser.bounds.cover_model import CoverModel, CoverShape
 from poetsim.optimiser.bounds.cover_rows import cover_rows
 from poetsim.optimiser.bounds.events import Event, EventKind
@@ -420,6 +420,35 @@ def test_the_plan_of_the_covers_choice_meets_the_bound_and_passes_the_checker(ti
     checked = check_schedule(to_schedule(plan, graph, costs, timing), graph, costs, timing, budgets)
     assert checked.total_j == pytest.approx(cover.bound_j, rel=1e-9)
     assert checked.total_j == pytest.approx(figures(plan, graph, costs, timing).total_j, rel=1e-9)
+
+
+def test_a_paged_output_that_a_recomputation_needs_is_paged_in_before_it_not_recomputed():
+    """A convolution (100 B, 1 J), bn and relu (100 B, 0.01 J each), big (150 B), the loss; relu.grad reads relu, bn.grad conv.
+
+    The choice pages conv and recomputes relu; relu's recomputation for big.grad (stage 5) needs
+    bn, and bn needs conv, whose own reader is bn.grad at stage 7. Paged in for stage 7, conv is
+    not resident at stage 5 and the replay recomputes it: 7.14 J. Paged in during stage 4, before
+    the recomputation that needs it, it costs 6.24 J within the 310 B budget.
+    """
+    nodes = [
+        Node(0, "conv", "op", False, (), 100),
+        Node(1, "bn", "op", False, (0,), 100),
+        Node(2, "relu", "op", False, (1,), 100),
+        Node(3, "big", "op", False, (2,), 150),
+        Node(4, "loss", "loss", False, (3,), 1),
+        Node(5, "big.grad", "grad", True, (2, 4), 1),
+        Node(6, "relu.grad", "grad", True, (2, 5), 1),
+        Node(7, "bn.grad", "grad", True, (0, 6), 1),
+    ]
+    graph = TrainingGraph.create("paged_input", nodes)
+    costs = cost_table(graph, [1.0] * 8, [1.0, 0.01, 0.01, 1.0, 1.0, 1.0, 1.0, 1.0], [0.5] * 8, [0.1] * 8)
+    budgets = Budgets(310, 100.0)
+    rows = cover_rows(graph, budgets, HYBRID, OV)
+    choice = CoverBound(HYBRID, OV, costs.keep_all_energy_j(OV), None, frozenset({2}), frozenset({0}), False, False, rows, "")
+    plan = present(cover_plan(graph, costs, budgets, OV, choice), "the choice's plan")
+    assert 0 in plan.paged_in[4] and 0 not in plan.computed[5]
+    checked = check_schedule(to_schedule(plan, graph, costs, OV), graph, costs, OV, budgets)
+    assert checked.total_j == pytest.approx(6.24, rel=1e-9)
 
 
 def test_the_timed_covers_events_make_a_schedule_at_its_bound():

@@ -62,7 +62,8 @@ def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options, 
     """
     best = None
     recomputes = any(mode is Mode.RECOMPUTE for mode in decisions.values())
-    for page_stages in page_stage_options:
+    options = list(page_stage_options)
+    for page_stages in options:
 
         def replay(keep, page_stages=page_stages):
             charge(allowance, replay_units(len(graph)))
@@ -75,10 +76,37 @@ def _cheapest_fit(graph, costs, budgets, timing, decisions, page_stage_options, 
             tried.append(replay(False))
             if not budgets.fits(kept[1]):
                 tried.append(repair_keeps(replay, budgets, kept, allowance))
+            pulled = _page_ins_before_needs(decisions, page_stages, [plan for plan, _ in filter(None, tried)])
+            if pulled not in options:
+                options.append(pulled)
         for plan, fig in filter(None, tried):
             if budgets.fits(fig) and (best is None or fig.total_j < best[0]):
                 best = (fig.total_j, plan)
     return None if best is None else best[1]
+
+
+def _page_ins_before_needs(decisions, page_stages: dict, replayed: list[Plan]) -> dict:
+    """`page_stages` with each page-in moved before the first recomputation of its output inside its paged stretch.
+
+    A replay recomputes whatever a recomputation needs and is not resident: an output paged out
+    over a stretch whose consumer is recomputed before the stretch's reader (a normalisation
+    recomputed from a paged convolution, for the activation after it) is then recomputed too,
+    at the price of a convolution, though paging it in a little sooner would do. The page-in
+    goes to the stage before the earliest such recomputation in any of the `replayed` plans.
+    """
+    paged: dict[int, list[tuple[int, int]]] = {}
+    for (i, a, b), mode in decisions.items():
+        if mode is Mode.PAGE:
+            paged.setdefault(i, []).append((a, b))
+    moved = dict(page_stages)
+    for plan in replayed:
+        for t, computed in enumerate(plan.computed):
+            for k in computed:
+                for a, b in paged.get(k, ()) if k != t else ():
+                    out, into = moved.get((k, a, b), (a, b - 1))
+                    if a < t - 1 < into:
+                        moved[k, a, b] = (out, t - 1)
+    return moved
 
 
 def _absence_windows(graph: TrainingGraph, cover: CoverBound) -> dict[tuple[int, int, int], list[int]]:  # noqa: C901 - the first stretches and the rows they leave uncovered grow one map of windows, in order

@@ -102,9 +102,11 @@ def _page_ins_before_needs(decisions, page_stages: dict, replayed: list[Plan]) -
     for plan in replayed:
         for t, computed in enumerate(plan.computed):
             for k in computed:
-                for a, b in paged.get(k, ()) if k != t else ():
+                if k == t:
+                    continue
+                for a, b in paged.get(k, ()):
                     out, into = moved.get((k, a, b), (a, b - 1))
-                    if a < t - 1 < into:
+                    if a < t - 1 < into:  # inside the stretch, before its page-in, and a stage to move it to
                         moved[k, a, b] = (out, t - 1)
     return moved
 

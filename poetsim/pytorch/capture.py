@@ -25,7 +25,7 @@ from torch import fx, nn
 
 from poetsim.errors import UserInputError
 from poetsim.graphs.graph import TrainingGraph
-from poetsim.pytorch import grouping, randomness
+from poetsim.pytorch import grouping, randomness, recurrent
 
 #: The torch release whose AOTAutograd graphs this importer reads (it uses an API marked unstable).
 SUPPORTED_TORCH = "2.13"
@@ -361,6 +361,12 @@ def _trace(step: TrainingStep, batch: tuple[torch.Tensor, ...], name: str):
     """The joint forward-backward aten graph of `step` on `batch`, with module-call labels."""
     from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 
-    with _attributed(name, step) as tracker, contextlib.ExitStack() as stack, randomness.eager_dropout():
+    with (
+        _attributed(name, step) as tracker,
+        contextlib.ExitStack() as stack,
+        randomness.eager_dropout(),
+        recurrent.eager_recurrent(),
+    ):
         gm = aot_export_joint_with_descriptors(stack, step, batch).graph_module
+    recurrent.size_workspaces(gm)
     return gm, dict(tracker.calls)

@@ -253,10 +253,12 @@ class Machine:
         self.durable = durable
         self.budget_bytes = budget_bytes
         self.owner: dict[fx.Node, int] = {v: i for i, p in enumerate(capture.programs) for v in p.keeps}
-        outputs = {n: ("grad", name) for n, name in capture.grads}
-        outputs.update({n: ("buffer", name) for n, name in capture.buffer_updates})
-        outputs[capture.loss] = ("loss", "loss")
-        self.outputs_of = [[(op, outputs[op]) for op in p.ops if op in outputs] for p in capture.programs]
+        # An op's value may be several outputs: oneDNN's LSTM gradient gives both biases of a layer one value.
+        outputs: dict[fx.Node, list[tuple[str, str]]] = {}
+        for kind, pairs in (("grad", capture.grads), ("buffer", capture.buffer_updates), ("loss", ((capture.loss, "loss"),))):
+            for n, name in pairs:
+                outputs.setdefault(n, []).append((kind, name))
+        self.outputs_of = [[(op, out) for op in p.ops for out in outputs.get(op, ())] for p in capture.programs]
         self.releases = [_releases(p, outputs) for p in capture.programs]
         self.input_node = next((n.id for n in self.graph.nodes if n.op == "input"), None)
         self.shared: dict[fx.Node, object] = {}
@@ -342,15 +344,19 @@ class Machine:
             PageOut: self._page_out,
             PageIn: self._page_in,
         }
-        for t in stages:
-            stage = _Stage(t, self._now())
-            self._note_peak()
-            for ins in schedule.stages[t]:
-                handler = handlers.get(type(ins))
-                if handler is None:
-                    raise ScheduleError(f"stage {t}: unknown instruction {ins!r}")
-                handler(stage, ins)
-            self._end_stage(stage)
+        # Grad mode stays on (no value here requires a gradient, so nothing is recorded): some kernels
+        # keep what their backward needs only in grad mode, oneDNN's LSTM its workspace, and a scheduled
+        # training step runs inside an autograd function's forward, where grad mode is off.
+        with torch.enable_grad():
+            for t in stages:
+                stage = _Stage(t, self._now())
+                self._note_peak()
+                for ins in schedule.stages[t]:
+                    handler = handlers.get(type(ins))
+                    if handler is None:
+                        raise ScheduleError(f"stage {t}: unknown instruction {ins!r}")
+                    handler(stage, ins)
+                self._end_stage(stage)
         self.total_s = self._now()
 
     def seed_backward(self, gradient: torch.Tensor) -> None:
@@ -426,9 +432,12 @@ class Machine:
 
         A buffer keeps its first computation's update: a recomputation does not update it twice.
         """
+        taken: set[fx.Node] = set()
         for op, (kind, name) in self.outputs_of[k]:
             if kind == "grad":
-                self.grads[name] = local[op]
+                # each parameter gets a tensor of its own, as from autograd, even where one value is two gradients
+                self.grads[name] = local[op].clone() if op in taken else local[op]
+                taken.add(op)
             elif kind == "buffer":
                 self.buffers.setdefault(name, local[op])
             else:

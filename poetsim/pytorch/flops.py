@@ -9,6 +9,10 @@ softmax five, GELU eight, a max pooling its window per output element, the loss 
 Ops the table does not know (copies, padding, concatenation) count one FLOP per element of
 their largest tensor. docs/pytorch.md states the table.
 
+An LSTM layer on oneDNN (`mkldnn_rnn_layer`, `recurrent`) is counted as its matrix products, two
+FLOPs per weight per time step and batch row, plus three per gate element (activation, cell
+update, output); its backward as two forwards, as for the zoo's matrix products.
+
 CPU attention (`_scaled_dot_product_flash_attention_for_cpu`) has no formula in torch 2.13's
 counter; it is counted with the counter's own attention formula. The counter's convolution
 backward ignores groups in the weight gradient (a depthwise convolution's weight gradient comes
@@ -65,6 +69,8 @@ PER_ELEMENT = {
 }
 #: Ops whose cost is their window per output element (the pooled side).
 _WINDOWED = {"max_pool2d_with_indices", "max_pool2d_with_indices_backward"}
+#: oneDNN's LSTM layer: forwards per call (the backward counts two).
+_RECURRENT = {"mkldnn_rnn_layer": 1, "mkldnn_rnn_layer_backward": 2}
 #: CPU attention, forward and backward, counted with torch's formula for the other kernels.
 _ATTENTION = {"_scaled_dot_product_flash_attention_for_cpu": False, "_scaled_dot_product_flash_attention_for_cpu_backward": True}
 
@@ -88,6 +94,10 @@ def op_flops(target, args: tuple, kwargs: dict, out) -> float:
     if packet in flop_counter.flop_registry:
         return float(flop_counter.flop_registry[packet](*args, **kwargs, out_val=out))
     name = op_name(target)
+    if name in _RECURRENT:  # (input, weight_ih, weight_hh, ...)
+        x, w_ih, w_hh = args[:3]
+        rows = x.numel() // x.shape[-1]  # time steps x batch
+        return float(_RECURRENT[name] * rows * (2 * (w_ih.numel() + w_hh.numel()) + 3 * w_ih.shape[0]))
     if name in _ATTENTION:
         if _ATTENTION[name]:  # backward: (grad_out, query, key, value, ...)
             return float(flop_counter.sdpa_backward_flop_count(*(t.shape for t in args[:4])))

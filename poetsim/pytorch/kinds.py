@@ -32,11 +32,15 @@ KINDS = {
     "_adaptive_avg_pool2d": "avgpool",
     "_scaled_dot_product_flash_attention_for_cpu": "attention",
     "embedding": "embedding",
+    "mkldnn_rnn_layer": "lstm",
 }
 #: The kind of a node that draws random numbers and is not a module of MODULE_KINDS.
 RANDOM_KIND = "dropout"
 #: Op kinds of leaf module calls whose dominant aten op would misname them.
 MODULE_KINDS = {
+    "LSTM": "lstm",
+    "GRU": "gru",
+    "RNN": "rnn",
     "MultiheadAttention": "attention",
     "ReLU6": "relu6",
     "StochasticDepth": "stochastic_depth",

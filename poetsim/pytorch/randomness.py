@@ -27,6 +27,7 @@ from collections.abc import Iterator
 import torch
 from torch import fx
 
+from poetsim.pytorch import tracing
 from poetsim.pytorch.flops import op_name
 
 aten = torch.ops.aten
@@ -88,26 +89,9 @@ def _dropout_as_eager(input: torch.Tensor, p: float, train: bool | None) -> torc
     return input * noise
 
 
-@contextlib.contextmanager
-def eager_dropout() -> Iterator[None]:
+def eager_dropout():
     """Trace `aten.dropout` as the eager CPU kernel runs it, not as `native_dropout` (module docstring)."""
-    from torch._C import DispatchKey
-
-    op = aten.dropout.default
-    keys = (DispatchKey.CompositeImplicitAutograd, DispatchKey.Autograd)
-    saved = {key: op.py_kernels.get(key) for key in keys}
-    try:
-        for key in keys:
-            op.py_kernels[key] = _dropout_as_eager
-        op._dispatch_cache.clear()
-        yield
-    finally:
-        for key, kernel in saved.items():
-            if kernel is None:
-                op.py_kernels.pop(key, None)
-            else:
-                op.py_kernels[key] = kernel
-        op._dispatch_cache.clear()
+    return tracing.traced_as({aten.dropout.default: _dropout_as_eager})
 
 
 class RandomStates:

@@ -25,7 +25,7 @@ from torch import fx, nn
 
 from poetsim.errors import UserInputError
 from poetsim.graphs.graph import TrainingGraph
-from poetsim.pytorch import grouping, randomness, recurrent
+from poetsim.pytorch import grouping, randomness, recurrent, tracing
 
 #: The torch release whose AOTAutograd graphs this importer reads (it uses an API marked unstable).
 SUPPORTED_TORCH = "2.13"
@@ -366,6 +366,7 @@ def _trace(step: TrainingStep, batch: tuple[torch.Tensor, ...], name: str):
         contextlib.ExitStack() as stack,
         randomness.eager_dropout(),
         recurrent.eager_recurrent(),
+        tracing.eager_upsampling(),
     ):
         gm = aot_export_joint_with_descriptors(stack, step, batch).graph_module
     recurrent.size_workspaces(gm)

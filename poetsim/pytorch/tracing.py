@@ -2,12 +2,15 @@
 
 The importer's capture must record the ops eager PyTorch runs, or a scheduled step's gradients
 are not plain PyTorch's bits. Where torch's Python decomposition of an op departs from the eager
-CPU kernel (`randomness`: dropout; `recurrent`: LSTM, GRU, RNN), the capture replaces it for the
-trace with a kernel of poetsim's own.
+CPU kernel (`randomness`: dropout; `recurrent`: LSTM, GRU, RNN; `eager_upsampling` here), the
+capture replaces it for the trace with a kernel of poetsim's own, or removes it so that the op's
+C++ kernels run as in eager.
 """
 
 import contextlib
 from collections.abc import Callable, Iterator
+
+import torch
 
 
 @contextlib.contextmanager
@@ -15,7 +18,8 @@ def traced_as(kernels: dict) -> Iterator[None]:
     """Within the block, trace each op of `kernels` (an aten overload) by its function.
 
     The function replaces the op's Python kernels for autograd and for the composite
-    decomposition, which the tracer dispatches to; the op's own are put back on leaving.
+    decomposition, which the tracer dispatches to; None removes them, so that the op's C++
+    kernels, eager's own, run. The op's Python kernels are put back on leaving.
     """
     from torch._C import DispatchKey
 
@@ -24,7 +28,10 @@ def traced_as(kernels: dict) -> Iterator[None]:
     try:
         for op, kernel in kernels.items():
             for key in keys:
-                op.py_kernels[key] = kernel
+                if kernel is None:
+                    op.py_kernels.pop(key, None)
+                else:
+                    op.py_kernels[key] = kernel
             op._dispatch_cache.clear()
         yield
     finally:
@@ -35,3 +42,27 @@ def traced_as(kernels: dict) -> Iterator[None]:
                 op.py_kernels[key] = before
         for op in kernels:
             op._dispatch_cache.clear()
+
+
+#: `F.interpolate`'s ops, each overload. torch decomposes the linear, bilinear, bicubic and trilinear
+#: modes into index arithmetic whose rounding is not the C++ kernels' (nearest happens to agree).
+UPSAMPLING = (
+    "upsample_nearest1d",
+    "upsample_nearest2d",
+    "upsample_nearest3d",
+    "_upsample_nearest_exact1d",
+    "_upsample_nearest_exact2d",
+    "_upsample_nearest_exact3d",
+    "upsample_linear1d",
+    "upsample_bilinear2d",
+    "upsample_trilinear3d",
+    "upsample_bicubic2d",
+    "_upsample_bilinear2d_aa",
+    "_upsample_bicubic2d_aa",
+)
+
+
+def eager_upsampling():
+    """Trace `F.interpolate` as eager runs it: the C++ upsampling kernels, not torch's Python decompositions."""
+    aten = torch.ops.aten
+    return traced_as({getattr(getattr(aten, name), overload): None for name in UPSAMPLING for overload in ("default", "vec")})

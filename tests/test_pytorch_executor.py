@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from poetsim.errors import ScheduleError  # noqa: E402
+from poetsim.errors import ScheduleError, UserInputError  # noqa: E402
 from poetsim.inputs.profiles import load_platform  # noqa: E402
 from poetsim.optimiser import checkpoint_sqrt, keep_all, optimise  # noqa: E402
 from poetsim.pytorch import models, swap  # noqa: E402
@@ -143,3 +143,30 @@ def test_swap_round_trips_views_sharing_a_storage(tmp_path):
     back = swap.rebuild(node, buffers)
     assert torch.equal(back["a"], values["a"]) and torch.equal(back["b"], values["b"])
     assert back["a"].untyped_storage().data_ptr() == back["b"].untyped_storage().data_ptr()
+
+
+class _Unpooled(torch.nn.Module):
+    """Max pooling and max-unpooling (SegNet's decoder): unpooling has no deterministic kernel."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.pool = torch.nn.MaxPool2d(2, return_indices=True)
+        self.unpool = torch.nn.MaxUnpool2d(2)
+        self.fc = torch.nn.Linear(4, 5)
+
+    def forward(self, x):
+        """The logits of a batch of images."""
+        pooled, indices = self.pool(self.conv(x))
+        return self.fc(self.unpool(pooled, indices).mean((2, 3)))
+
+
+def test_an_op_without_a_deterministic_kernel_stops_the_run_in_one_line(tmp_path):
+    """The step cannot be compared bit for bit: one line names the op, and torch's setting is restored."""
+    torch.manual_seed(0)
+    captured = capture(_Unpooled(), (torch.randn(2, 3, 8, 8),), name="unpooled")
+    schedule, _ = keep_all(captured.graph, node_costs(captured.graph, load_platform("rpi4")), Timing.OVERLAP)
+    with pytest.raises(UserInputError, match="max_unpooling2d_forward_out, which has no deterministic kernel") as caught:
+        execute(captured, schedule, tmp_path)
+    assert "\n" not in str(caught.value)
+    assert not torch.are_deterministic_algorithms_enabled()

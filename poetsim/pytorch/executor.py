@@ -128,6 +128,31 @@ def default_threads() -> int:
     return max(1, min(torch.get_num_threads(), cores - 1))
 
 
+@contextlib.contextmanager
+def deterministic(threads: int):
+    """Torch's thread count and its deterministic algorithms for a run and its reference, restored after.
+
+    An op with no deterministic kernel (max-unpooling's) stops the run with one line naming it:
+    a step and its reference are compared bit for bit, which only deterministic kernels allow.
+    """
+    before = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    except RuntimeError as error:
+        op, found, _ = str(error).partition(" does not have a deterministic implementation")
+        if not found:
+            raise
+        raise UserInputError(
+            f"the model runs {op.split()[-1]}, which has no deterministic kernel in torch {torch.__version__}: "
+            "poetsim compares each step with plain PyTorch bit for bit, which needs deterministic algorithms"
+        ) from None
+    finally:
+        torch.set_num_threads(before[0])
+        torch.use_deterministic_algorithms(before[1])
+
+
 def execute(
     capture: Capture,
     schedule: Schedule,
@@ -166,12 +191,8 @@ def execute(
         swap_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserInputError(f"{swap_dir}: cannot create the swap folder: {error.strerror or error}") from None
-    previous_threads = torch.get_num_threads()
-    previous_determinism = torch.are_deterministic_algorithms_enabled()
     threads = threads or default_threads()
-    torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic(threads):
         # The plain step runs first: it gives the reference gradients and warms every kernel up,
         # so that the timed run does not pay for first calls. The scheduled step then draws its
         # random numbers from where the plain one started.
@@ -187,9 +208,6 @@ def execute(
         if reference is not None:
             equal, differing, buffers_equal = compare(reference, machine)
             reference_s = reference.seconds
-    finally:
-        torch.use_deterministic_algorithms(previous_determinism)
-        torch.set_num_threads(previous_threads)
     return Execution(
         graph_name=graph.name,
         timing=timing,

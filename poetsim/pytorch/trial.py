@@ -10,7 +10,6 @@ whether every parameter and buffer (BatchNorm's running statistics included) end
 `poetsim train` prints it.
 """
 
-import contextlib
 import copy
 import time
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from torch import nn
 
 from poetsim.errors import UserInputError
 from poetsim.pytorch.capture import TrainingStep, default_labels
+from poetsim.pytorch.executor import deterministic
 from poetsim.pytorch.reference import same_bits
 from poetsim.pytorch.source import ModelSource
 from poetsim.pytorch.training import ScheduledModule, StepRecord, fit, scheduled
@@ -112,7 +112,7 @@ def run_trial(
     model: ScheduledModule = scheduled(module, batches[0][:-1], labels=batches[0][-1], **settings)
     threads = model._planner.threads
     plain_times: list[float] = []
-    with _deterministic(threads):
+    with deterministic(threads):
         plain = copy.deepcopy(module) if compare else None  # the scheduled run has not touched it yet
         if plain is not None:
             plain_times = _train_plain(plain, model.loss_function, batches, optimizer, lr, source.seed, on_plain_step)
@@ -161,16 +161,3 @@ def _train_plain(module: nn.Module, loss: nn.Module, batches, optimizer: str, lr
         if on_step is not None:
             on_step(number, times[-1])
     return times
-
-
-@contextlib.contextmanager
-def _deterministic(threads: int):
-    """The thread count of torch and its deterministic algorithms for both runs, restored after."""
-    before = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
-    torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before[0])
-        torch.use_deterministic_algorithms(before[1])

@@ -5,6 +5,7 @@ import os
 import pytest
 
 torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
 
 from poetsim.errors import ScheduleError, UserInputError  # noqa: E402
 from poetsim.inputs.profiles import load_platform  # noqa: E402
@@ -145,15 +146,15 @@ def test_swap_round_trips_views_sharing_a_storage(tmp_path):
     assert back["a"].untyped_storage().data_ptr() == back["b"].untyped_storage().data_ptr()
 
 
-class _Unpooled(torch.nn.Module):
+class _Unpooled(nn.Module):
     """Max pooling and max-unpooling (SegNet's decoder): unpooling has no deterministic kernel."""
 
     def __init__(self):
         super().__init__()
-        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
-        self.pool = torch.nn.MaxPool2d(2, return_indices=True)
-        self.unpool = torch.nn.MaxUnpool2d(2)
-        self.fc = torch.nn.Linear(4, 5)
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.pool = nn.MaxPool2d(2, return_indices=True)
+        self.unpool = nn.MaxUnpool2d(2)
+        self.fc = nn.Linear(4, 5)
 
     def forward(self, x):
         """The logits of a batch of images."""

@@ -1,7 +1,7 @@
 """Recurrent layers (LSTM, GRU, plain RNN) traced as eager PyTorch runs them on the CPU.
 
 The capture must record the ops eager PyTorch runs, or the scheduled step's gradients are not
-plain PyTorch's. torch's tracing decomposition of the recurrent ops departs from eager in two
+plain PyTorch's. torch's tracing decomposition of the recurrent ops departs from eager in three
 ways:
 
 - **LSTM.** Eager `aten.lstm` on the CPU, with float32 tensors and oneDNN enabled (the default),
@@ -9,14 +9,18 @@ ways:
   oneDNN's `mkldnn_rnn_layer_backward`. The decomposition takes that kernel only where the input
   needs no gradient (inference) and otherwise spells each time step out as separate matrix
   products and gate functions, which round differently.
+- **GRU gates.** Eager's GRU cell applies the reset and update sigmoids in place to strided
+  chunks of the gates; the decomposition applies them to contiguous sums, which round otherwise
+  (`_RowSigmoid`).
 - **Dropout between layers.** Eager applies `dropout` to the output of every layer but the last
   when training; the decomposition's layer loop never does (its condition cannot hold), for
   LSTM, GRU and plain RNN alike.
 
 `eager_recurrent()` replaces the decomposition during the trace with one that does as eager
 does: the oneDNN layer kernel where eager takes it, torch's own per-step layers elsewhere (GRU,
-plain RNN, an LSTM with projections or without oneDNN), and the dropout between layers through
-`aten.dropout`, which `randomness.eager_dropout` traces as the eager kernel draws it.
+with eager's sigmoids, plain RNN, an LSTM with projections or without oneDNN), and the dropout
+between layers through `aten.dropout`, which `randomness.eager_dropout` traces as the eager
+kernel draws it.
 """
 
 import operator

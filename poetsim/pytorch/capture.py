@@ -170,12 +170,20 @@ def capture(
 def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: str, seed: int = 0) -> torch.Tensor:
     """Random class labels for cross-entropy: one per row of the output, in [0, classes).
 
-    The output's shape comes from running the model on the meta device (no data, no compute),
-    so the model's buffers are not touched.
+    The output's shape comes from running the model on fake tensors (no data, no compute), so
+    the model's buffers are not touched. They keep their device, so that a model that makes
+    tensors of its own in its forward (`torch.zeros(batch, hidden)`, a recurrent cell's state)
+    runs as it does on the CPU.
     """
-    state = {k: v.to("meta") for k, v in itertools.chain(module.named_parameters(), module.named_buffers())}
-    with torch.no_grad(), _attributed(name, TrainingStep(module, nn.Identity())):
-        out = torch.func.functional_call(module, state, tuple(t.to("meta") for t in inputs))
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    fake = FakeTensorMode()
+    state: dict[str, torch.Tensor] = {
+        k: fake.from_tensor(v) for k, v in itertools.chain(module.named_parameters(), module.named_buffers())
+    }
+    batch = tuple(fake.from_tensor(t) for t in inputs)
+    with torch.no_grad(), _attributed(name, TrainingStep(module, nn.Identity())), fake:
+        out = torch.func.functional_call(module, state, batch)
     if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[-1] < 1:
         raise UserInputError(
             f"{name}: the default loss (cross-entropy) needs a tensor output with classes in its last "

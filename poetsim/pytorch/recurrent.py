@@ -157,7 +157,13 @@ def _gru_cell(inp, cur_hidden, ih_weight, ih_bias, hh_weight, hh_bias):
     return (cur_hidden - new_gate) * input_gate + new_gate
 
 
+def _gru_cell_op(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """`nn.GRUCell` (`aten.gru_cell`): one step from the input itself, with eager's sigmoids."""
+    return _gru_cell(torch.nn.functional.linear(input, w_ih, b_ih), hx.unsqueeze(0), w_ih, b_ih, w_hh, b_hh)[0]
+
+
 _KERNELS = {
+    aten.gru_cell.default: _gru_cell_op,
     aten.lstm.input: _lstm,
     aten.gru.input: _per_step(_gru_cell),
     aten.rnn_tanh.input: _per_step(decompositions.rnn_cell(torch.tanh)),

@@ -222,3 +222,32 @@ def test_inputs_that_do_not_fit_name_the_module():
 def test_a_model_that_is_not_a_module_is_refused():
     with pytest.raises(UserInputError, match=r"torch\.nn\.Module"):
         from_torch(lambda x: x, torch.randn(2))  # type: ignore[arg-type]  # the wrong type is the point
+
+
+class _TokenLogits(nn.Module):
+    """A language model's shape of output: logits per token, (batch, tokens, vocabulary)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(32, 8)
+        self.head = nn.Linear(8, 32)
+
+    def forward(self, tokens):
+        """The logits of every token."""
+        return self.head(torch.tanh(self.embed(tokens)))
+
+
+def test_per_token_logits_take_the_default_loss_over_their_last_dimension(tmp_path):
+    """Labels per token, and cross-entropy over the rows of classes, as a language model is trained."""
+    from poetsim.pytorch.executor import execute
+    from poetsim.pytorch.host import keep_all_schedule
+
+    torch.manual_seed(0)
+    model, tokens = _TokenLogits(), torch.randint(0, 32, (4, 6))
+    captured = capture(model, (tokens,), name="tokens")
+    labels = captured.inputs[-1]
+    assert labels.shape == (4, 6)
+    result = execute(captured, keep_all_schedule(captured.graph), tmp_path)
+    with torch.no_grad():
+        expected = nn.functional.cross_entropy(model(tokens).reshape(-1, 32), labels.reshape(-1))
+    assert result.gradients_equal and result.loss == pytest.approx(float(expected), rel=1e-6)

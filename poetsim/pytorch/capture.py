@@ -111,9 +111,9 @@ def from_torch(
     """The poetsim training graph of one training step of `module` on `example_inputs`.
 
     `loss` is an `nn.Module` or function of (output, labels) giving a scalar; by default
-    cross-entropy against random class labels, one per row of the output (`labels` gives
-    them). The graph is what every other poetsim command takes; `capture` keeps the aten
-    graph too, for the executor. UserInputError names the module when the model cannot be
+    cross-entropy against random class labels, one per row of classes in the output's last
+    dimension (`ClassesLast`; `labels` gives them). The graph is what every other poetsim
+    command takes; `capture` keeps the aten graph too, for the executor. UserInputError names the module when the model cannot be
     captured (data-dependent control flow, an unsupported op, inputs that do not fit). Random
     ops (dropout, stochastic depth) are captured with the model's own probabilities and redrawn
     exactly on recomputation (poetsim.pytorch.randomness).
@@ -206,10 +206,26 @@ def as_inputs(example_inputs) -> tuple[torch.Tensor, ...]:
     return tuple(t.detach() for t in inputs)
 
 
+class ClassesLast(nn.CrossEntropyLoss):
+    """Cross-entropy with the classes in the output's last dimension: the default loss.
+
+    A two-dimensional output is `nn.CrossEntropyLoss`'s own case. An output of more dimensions (a
+    language model's logits per token) is taken as rows of classes: flattened to (rows, classes)
+    with the labels to (rows,), where `nn.CrossEntropyLoss` would take its second dimension for
+    the classes.
+    """
+
+    def forward(self, output, labels):
+        """The mean cross-entropy of every row of classes against its label."""
+        if output.dim() > 2:
+            output, labels = output.reshape(-1, output.shape[-1]), labels.reshape(-1)
+        return super().forward(output, labels)
+
+
 def loss_module(loss) -> nn.Module:
-    """The loss as a module: cross-entropy by default, an nn.Module as it is, a function wrapped."""
+    """The loss as a module: cross-entropy over the last dimension by default, an nn.Module as it is, a function wrapped."""
     if loss is None:
-        return nn.CrossEntropyLoss()
+        return ClassesLast()
     if isinstance(loss, nn.Module):
         return loss
     if callable(loss):

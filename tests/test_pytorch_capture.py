@@ -251,3 +251,48 @@ def test_per_token_logits_take_the_default_loss_over_their_last_dimension(tmp_pa
     with torch.no_grad():
         expected = nn.functional.cross_entropy(model(tokens).reshape(-1, 32), labels.reshape(-1))
     assert result.gradients_equal and result.loss == pytest.approx(float(expected), rel=1e-6)
+
+
+class _Wrapped(nn.Module):
+    """A classifier whose output wraps its logits: a dict with 'logits', or a tuple that starts with them."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+        self.kind = kind
+
+    def forward(self, x):
+        """The logits, wrapped with the features beside them."""
+        out = self.fc(x)
+        return {"logits": out, "features": x} if self.kind == "dict" else (out, x)
+
+
+@pytest.mark.parametrize("kind", ["dict", "tuple"])
+def test_the_default_loss_finds_the_logits_in_a_dict_or_a_tuple(tmp_path, kind):
+    """The logits entry, or the first element, is what cross-entropy takes; gradients as plain PyTorch's."""
+    from poetsim.pytorch.executor import execute
+    from poetsim.pytorch.host import keep_all_schedule
+
+    torch.manual_seed(0)
+    captured = capture(_Wrapped(kind), (torch.randn(4, 6),), name=kind)
+    assert captured.inputs[-1].shape == (4,)
+    assert execute(captured, keep_all_schedule(captured.graph), tmp_path).gradients_equal
+
+
+class _NoLogits(nn.Module):
+    """A model whose output is a dict without logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x):
+        """Scores under another name."""
+        return {"scores": self.fc(x)}
+
+
+def test_an_output_without_logits_is_refused_in_one_line():
+    """A dict without 'logits' is refused, naming what the default loss looks for."""
+    with pytest.raises(UserInputError, match="needs logits with classes in their last dimension") as caught:
+        capture(_NoLogits(), (torch.randn(4, 6),), name="scores")
+    assert "\n" not in str(caught.value)

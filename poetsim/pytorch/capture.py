@@ -183,11 +183,12 @@ def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: st
     }
     batch = tuple(fake.from_tensor(t) for t in inputs)
     with torch.no_grad(), _attributed(name, TrainingStep(module, nn.Identity())), fake:
-        out = torch.func.functional_call(module, state, batch)
-    if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[-1] < 1:
+        out = logits(torch.func.functional_call(module, state, batch))
+    if out is None or out.dim() < 1 or out.shape[-1] < 1:
         raise UserInputError(
-            f"{name}: the default loss (cross-entropy) needs a tensor output with classes in its last "
-            f"dimension; pass loss= and labels= for this model"
+            f"{name}: the default loss (cross-entropy) needs logits with classes in their last dimension "
+            "(the output, its 'logits' entry, or its first element); pass loss= and labels= for this "
+            "model, or give a factory whose model returns its logits"
         )
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(0, out.shape[-1], tuple(out.shape[:-1]), generator=generator, dtype=torch.int64)
@@ -206,17 +207,35 @@ def as_inputs(example_inputs) -> tuple[torch.Tensor, ...]:
     return tuple(t.detach() for t in inputs)
 
 
-class ClassesLast(nn.CrossEntropyLoss):
-    """Cross-entropy with the classes in the output's last dimension: the default loss.
+def logits(output) -> torch.Tensor | None:
+    """The logits in a model's output: the output itself, its 'logits' entry, or its first element.
 
-    A two-dimensional output is `nn.CrossEntropyLoss`'s own case. An output of more dimensions (a
-    language model's logits per token) is taken as rows of classes: flattened to (rows, classes)
-    with the labels to (rows,), where `nn.CrossEntropyLoss` would take its second dimension for
-    the classes.
+    A model of the Hugging Face kind returns a dict (or an output object) with `logits`, or a
+    tuple whose first element they are. None where none is a tensor.
+    """
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, dict) or hasattr(output, "logits"):
+        found = output.get("logits") if isinstance(output, dict) else output.logits
+    elif isinstance(output, (tuple, list)) and output:
+        found = output[0]
+    else:
+        return None
+    return found if isinstance(found, torch.Tensor) else None
+
+
+class ClassesLast(nn.CrossEntropyLoss):
+    """Cross-entropy of the output's logits (`logits`) with the classes in their last dimension: the default loss.
+
+    Two-dimensional logits are `nn.CrossEntropyLoss`'s own case. Logits of more dimensions (a
+    language model's, per token) are taken as rows of classes: flattened to (rows, classes) with
+    the labels to (rows,), where `nn.CrossEntropyLoss` would take their second dimension for the
+    classes.
     """
 
     def forward(self, output, labels):
         """The mean cross-entropy of every row of classes against its label."""
+        output = logits(output)
         if output.dim() > 2:
             output, labels = output.reshape(-1, output.shape[-1]), labels.reshape(-1)
         return super().forward(output, labels)

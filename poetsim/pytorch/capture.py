@@ -111,12 +111,14 @@ def from_torch(
     """The poetsim training graph of one training step of `module` on `example_inputs`.
 
     `loss` is an `nn.Module` or function of (output, labels) giving a scalar; by default
-    cross-entropy against random class labels, one per row of classes in the output's last
-    dimension (`ClassesLast`; `labels` gives them). The graph is what every other poetsim
-    command takes; `capture` keeps the aten graph too, for the executor. UserInputError names the module when the model cannot be
-    captured (data-dependent control flow, an unsupported op, inputs that do not fit). Random
-    ops (dropout, stochastic depth) are captured with the model's own probabilities and redrawn
-    exactly on recomputation (poetsim.pytorch.randomness).
+    cross-entropy against random class labels, one per row of classes in the last dimension of
+    the output's logits (`ClassesLast`; `labels` gives them). The graph is what every other
+    poetsim command takes; `capture` keeps the aten graph too, for the executor. UserInputError
+    names the module when the model cannot be captured (data-dependent control flow, an
+    unsupported op, inputs that do not fit). Random ops (dropout, stochastic depth) are captured
+    with the model's own probabilities and redrawn exactly on recomputation
+    (poetsim.pytorch.randomness); recurrent layers and upsampling as eager runs them
+    (poetsim.pytorch.tracing).
     """
     return capture(module, example_inputs, loss, labels, name, meta).graph
 

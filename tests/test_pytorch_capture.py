@@ -296,3 +296,5 @@ def test_an_output_without_logits_is_refused_in_one_line():
     with pytest.raises(UserInputError, match="needs logits with classes in their last dimension") as caught:
         capture(_NoLogits(), (torch.randn(4, 6),), name="scores")
     assert "\n" not in str(caught.value)
+    with pytest.raises(UserInputError, match="needs logits with classes in their last dimension"):
+        capture(_NoLogits(), (torch.randn(4, 6),), labels=torch.zeros(4, dtype=torch.int64), name="scores")

@@ -187,11 +187,7 @@ def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: st
     with torch.no_grad(), _attributed(name, TrainingStep(module, nn.Identity())), fake:
         out = logits(torch.func.functional_call(module, state, batch))
     if out is None or out.dim() < 1 or out.shape[-1] < 1:
-        raise UserInputError(
-            f"{name}: the default loss (cross-entropy) needs logits with classes in their last dimension "
-            "(the output, its 'logits' entry, or its first element); pass loss= and labels= for this "
-            "model, or give a factory whose model returns its logits"
-        )
+        raise UserInputError(f"{name}: {NO_LOGITS}")
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(0, out.shape[-1], tuple(out.shape[:-1]), generator=generator, dtype=torch.int64)
 
@@ -207,6 +203,14 @@ def as_inputs(example_inputs) -> tuple[torch.Tensor, ...]:
     if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
         raise UserInputError("example_inputs must be a tensor or a tuple of tensors")
     return tuple(t.detach() for t in inputs)
+
+
+#: What the default loss says of a model whose output holds no logits.
+NO_LOGITS = (
+    "the default loss (cross-entropy) needs logits with classes in their last dimension (the output, its "
+    "'logits' entry, or its first element); pass loss= and labels= for this model, or give a factory whose "
+    "model returns its logits"
+)
 
 
 def logits(output) -> torch.Tensor | None:
@@ -237,7 +241,10 @@ class ClassesLast(nn.CrossEntropyLoss):
 
     def forward(self, output, labels):
         """The mean cross-entropy of every row of classes against its label."""
-        output = logits(output)
+        found = logits(output)
+        if found is None:
+            raise UserInputError(NO_LOGITS)
+        output = found
         if output.dim() > 2:
             output, labels = output.reshape(-1, output.shape[-1]), labels.reshape(-1)
         return super().forward(output, labels)

@@ -6,9 +6,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
-from poetsim.cli import app as poetsim_app
+from poetsim.cli import app as poetsim_app  # noqa: E402
 
 TINY = "poetsim.pytorch.models:tiny_cnn"
 
@@ -208,3 +208,22 @@ def test_validate_run_with_its_default_strategies_skips_pofo_on_a_graph_that_is_
     rows = json.loads((tmp_path / "loop" / "result.json").read_text())["rows"]
     assert {row["strategy"]: row["status"] for row in rows}["pofo"] == "skipped"
     assert all(row["gradients_equal"] for row in rows if row["status"] != "skipped")
+
+
+def test_a_bool_padding_mask_is_an_input_of_its_own(app, tmp_path):
+    """Token ids and a bool mask (a quarter True) in; the imported step runs with bitwise gradients."""
+    graph = tmp_path / "masked.json"
+    shapes = ["--input-shape", "4,12", "--input-dtype", "int64", "--input-shape", "4,12", "--input-dtype", "bool"]
+    result = CliRunner().invoke(
+        app, ["import-torch", "outside_model:masked_encoder", *shapes, "--input-high", "50", "--out", str(graph)]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(json.loads(graph.read_text())["meta"]["torch.inputs"]) == [[[4, 12], "int64"], [[4, 12], "bool"]]
+    from poetsim.pytorch.executor import execute
+    from poetsim.pytorch.host import keep_all_schedule
+    from poetsim.pytorch.source import capture_graph_file
+
+    captured = capture_graph_file(graph)
+    padding = captured.inputs[1]
+    assert padding.dtype == torch.bool and 0 < int(padding.sum()) < padding.numel()
+    assert execute(captured, keep_all_schedule(captured.graph), tmp_path / "swap").gradients_equal

@@ -31,7 +31,9 @@ FactoryArg = typer.Argument(
     ..., help="The model factory, PACKAGE.MODULE:FUNCTION, called without arguments (e.g. poetsim.pytorch.models:resnet18_cifar)."
 )
 ShapeOpt = typer.Option(..., "--input-shape", help="Shape of one model input, e.g. 8,3,32,32 (repeat for several inputs).")
-DtypeOpt = typer.Option(None, "--input-dtype", help="float32 (default), int64, ...: one, or one per input.")
+DtypeOpt = typer.Option(
+    None, "--input-dtype", help="float32 (default), int64, bool (a quarter True: a padding mask), ...: one, or one per input."
+)
 HighOpt = typer.Option(2, "--input-high", min=1, help="Integer inputs are drawn from [0, this) (token ids: the vocabulary).")
 SeedOpt = typer.Option(0, "--seed", help="Seed of the random weights and batch.")
 SwapOpt = typer.Option(DEFAULT_SWAP_DIR, "--swap-dir", help="Folder of the page files.")

@@ -14,7 +14,9 @@ from pathlib import Path
 from poetsim.errors import UserInputError
 from poetsim.graphs.io import read_graph_file
 
-_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32")
+_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "bool")
+#: The share of True in a random bool input: a padding mask that masks a quarter of the tokens.
+BOOL_TRUE = 0.25
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class ModelSource:
             dtype = getattr(torch, dtype_name)
             if dtype.is_floating_point:
                 inputs.append(torch.randn(shape, generator=generator, dtype=dtype))
+            elif dtype is torch.bool:
+                inputs.append(torch.rand(shape, generator=generator) < BOOL_TRUE)
             else:
                 inputs.append(torch.randint(0, self.input_high, shape, generator=generator, dtype=dtype))
         return module, tuple(inputs)

@@ -11,14 +11,16 @@ from poetsim.optimiser.clock import Clock, Reporter
 from poetsim.optimiser.found import Found
 from poetsim.optimiser.milp.formulation import formulate
 from poetsim.optimiser.milp_steps import milp_nonzeros_estimate
+from poetsim.optimiser.optimise import optimise
 from poetsim.optimiser.plans.plan import figures
 from poetsim.optimiser.plans.rules import Mode, plan_from_decisions
 from poetsim.optimiser.search import Search
+from poetsim.optimiser.shares import SHARES
 from poetsim.schedule.model import Budgets, Moves, Timing
 from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
 
-from optimiser_cases import MOVES, present, two_skips
+from optimiser_cases import MOVES, cost_table, present, training_graph, two_skips
 
 
 @pytest.mark.parametrize("model, batch_size", [("transformer", None), ("resnet18_cifar", 8)])
@@ -30,9 +32,51 @@ def test_the_estimate_that_skips_a_build_is_a_little_below_the_models_nonzeros(m
     per column).
     """
     problem = build_problem(model, "rpi4", parse_ram("50%"), 1.2, Timing.OVERLAP, batch_size=batch_size)
-    built = len(formulate(problem.graph, problem.costs, problem.budgets, moves, Timing.OVERLAP).row_index)
+    form = formulate(problem.graph, problem.costs, problem.budgets, moves, Timing.OVERLAP)
+    built = len(form.row_index)
     estimate = milp_nonzeros_estimate(problem.graph, moves)
     assert 0.8 * built <= estimate <= built
+    lines = form.num_rows + form.num_columns
+    assert 0.9 * lines <= milp_steps.LINES_PER_NONZERO * built <= 1.1 * lines
+
+
+#: Graphs of 8 forward nodes on which no greedy plan fits the budgets: their forward outputs' bytes,
+#: FLOPs and skips, the RAM budget in bytes, the runtime budget (x plain), and what the MILP finds.
+NO_GREEDY_PLAN: dict[str, tuple[list[int], list[float], set[tuple[int, int]], int, float, str]] = {
+    "a-schedule": (
+        [28, 77, 39, 10, 94, 47, 98, 29],
+        [46, 84, 74, 60, 11, 46, 97, 56],
+        {(0, 6), (1, 4), (5, 7)},
+        410,
+        1.24,
+        "optimal",
+    ),
+    "none": ([18, 57, 72, 39, 62, 63, 49, 29], [58, 43, 74, 94, 49, 27, 93, 26], set(), 262, 1.41, "infeasible"),
+}
+
+
+@pytest.mark.parametrize("case", NO_GREEDY_PLAN)
+def test_with_no_schedule_found_a_small_graphs_milp_runs_on_less_than_a_milp_step_needs(case):
+    """No greedy plan fits, and the effort is a quarter of `Shares.min_milp`: the MILP still runs.
+
+    It is then the one step that can find a schedule (or prove there is none), and on a small graph
+    its root costs a sliver of a unit. The answer is the one a large effort gives.
+    """
+    forward_bytes, flops, skips, ram_bytes, runtime_x, status = NO_GREEDY_PLAN[case]
+    graph = training_graph(forward_bytes, flops, frozenset(skips))
+    compute_s = [0.57, 1.61, 0.16, 1.62, 0.25, 1.28, 1.24, 1.05, 1.82, 1.81, 0.75, 1.86, 0.09, 1.73, 0.64, 0.88, 0.3]
+    compute_j = [0.74, 0.15, 0.17, 1.94, 0.05, 0.4, 0.96, 1.58, 0.74, 1.23, 0.02, 0.46, 0.73, 0.21, 1.8, 1.21, 0.21]
+    costs = cost_table(graph, compute_s, compute_j, [1.0] * len(graph), [1.0] * len(graph), static_power_w=0.3)
+    budgets = Budgets(ram_bytes, runtime_x * costs.plain_runtime_s)
+    recompute = Moves(recompute=True, page=False)
+    assert start_plan(graph, costs, budgets, recompute, Timing.OVERLAP) is None
+    assert SHARES.min_milp > 0.5
+    short = optimise(graph, costs, budgets, recompute, Timing.OVERLAP, effort=0.5)
+    long = optimise(graph, costs, budgets, recompute, Timing.OVERLAP, effort=20.0)
+    assert (short.status, long.status) == (status, status)
+    assert short.objective_j == long.objective_j
+    if status == "optimal":
+        assert short.found_by == "the restricted solve"
 
 
 def test_where_no_milp_fits_a_greedy_cut_short_runs_again_and_gives_the_uncut_plan():

@@ -16,7 +16,7 @@ from poetsim.optimiser.milp.rows import Formulation
 from poetsim.optimiser.milp.solvers import Known, SolverResult, SolverSettings, Watch, solve
 from poetsim.optimiser.plans import plan as plans
 from poetsim.optimiser.plans.cover_plan import admits, restricted
-from poetsim.optimiser.work import FORMULATE_UNITS_PER_NONZERO
+from poetsim.optimiser.work import FORMULATE_UNITS_PER_NONZERO, root_units
 from poetsim.schedule.model import Moves
 
 #: Before the model is built, its nonzeros are taken as this many per S_ram column (one per output
@@ -24,6 +24,17 @@ from poetsim.schedule.model import Moves
 #: what the zoo's graphs measure (`tests/test_search.py`), so that a build the budget left could
 #: not solve is skipped.
 NONZEROS_PER_COLUMN = {(False, True): 18, (True, False): 19, (True, True): 36}
+#: ... and its lines (rows and columns) as this many per nonzero: the zoo's graphs and the outside
+#: set's measure 0.46-0.52.
+LINES_PER_NONZERO = 0.5
+#: With no schedule found yet, a MILP step also runs where what is left covers its presolve and
+#: root priced at this many simplex iterations per line (`work.root_units`): the MILP is then the
+#: one step that can still find a schedule. The price is above the dearest run measured with no
+#: schedule to start from: the zoo's transformer, recompute-only on the Pi at 25 %, took 4.25
+#: iterations per line over its root and 471 nodes. A 22-node LSTM model's run took 0.25 and
+#: reached the optimum in 0.07 units (0.4 units the whole call), where `Shares.min_milp` and
+#: `Shares.milp_nonzeros_per_unit`, set for the zoo's graphs, ask for 4.
+NO_SCHEDULE_ROOT_ITERATIONS_PER_LINE = 5.0
 
 
 def milp_nonzeros_estimate(graph: TrainingGraph, moves: Moves) -> int:
@@ -39,6 +50,8 @@ def time_for_milp(call: Call, found: Found, nonzeros_per_unit: int | None = None
     Nor does a run whose presolve alone would outlast what is left: at most `nonzeros_per_unit`
     (default `Shares.milp_nonzeros_per_unit`) nonzeros of the stage MILP per unit left (before the
     build, by `milp_nonzeros_estimate`, so that a build no solve could follow is skipped too).
+    With no schedule found yet, it also runs wherever what is left covers its root, priced high
+    (`NO_SCHEDULE_ROOT_ITERATIONS_PER_LINE`).
     """
     left = call.allowance.left()
     if left is None:
@@ -46,7 +59,12 @@ def time_for_milp(call: Call, found: Found, nonzeros_per_unit: int | None = None
     form = found.form
     nonzeros = len(form.row_index) if form is not None else milp_nonzeros_estimate(call.task.graph, call.task.moves)
     per_unit = call.shares.milp_nonzeros_per_unit if nonzeros_per_unit is None else nonzeros_per_unit
-    return left >= call.shares.min_milp and nonzeros <= per_unit * left
+    if left >= call.shares.min_milp and nonzeros <= per_unit * left:
+        return True
+    if call.standing.best is not None:
+        return False
+    lines = form.num_rows + form.num_columns if form is not None else int(LINES_PER_NONZERO * nonzeros)
+    return left >= root_units(nonzeros, lines, NO_SCHEDULE_ROOT_ITERATIONS_PER_LINE)
 
 
 def build(call: Call, found: Found) -> Found:

@@ -220,10 +220,15 @@ class _Grouping:
         return self.role.get(n) in ("static", "statistic")
 
     def storage_key(self, n: fx.Node) -> tuple[fx.Node, object]:
-        """Equal for two values that share one storage: its maker and which of its outputs."""
+        """Equal for two values that share one storage: its maker and which of its outputs.
+
+        An item of a multi-output compute op (max pooling's values and indices) is an output of
+        its own; an item of a view op's list (`chunk`, `split`, `unbind`) is a piece of the
+        storage that op views.
+        """
         while self.role.get(n) == "view":
             owner = self.owner[n]
-            if n.target is operator.getitem and self.role.get(owner) == "compute":
+            if n.target is operator.getitem and owner is n.args[0] and self.role.get(owner) == "compute":
                 return owner, n.args[1]
             n = owner
         return n, 0

@@ -171,3 +171,43 @@ def test_an_op_without_a_deterministic_kernel_stops_the_run_in_one_line(tmp_path
         execute(captured, schedule, tmp_path)
     assert "\n" not in str(caught.value)
     assert not torch.are_deterministic_algorithms_enabled()
+
+
+class Normalised(nn.Module):
+    """Weights re-made in a forward pre-hook: legacy `weight_norm` and `spectral_norm` (power iteration)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.utils.weight_norm(nn.Conv2d(3, 8, 3, padding=1))
+        self.mid = nn.utils.spectral_norm(nn.Conv2d(8, 8, 3, padding=1))
+        self.fc = nn.utils.spectral_norm(nn.Linear(8, 5))
+
+    def forward(self, x):
+        """The logits of a batch of images."""
+        h = torch.relu(self.mid(torch.relu(self.conv(x))))
+        return self.fc(h.mean((2, 3)))
+
+
+@pytest.mark.filterwarnings("ignore:`torch.nn.utils.weight_norm` is deprecated")
+def test_weights_a_hook_makes_are_traced_and_the_step_runs_bitwise(tmp_path):
+    """Hooks of `torch.nn.utils.weight_norm` and `spectral_norm` keep a computed `weight` on the module.
+
+    The trace must not leave its traced tensors there, and the reference copy must take the
+    computed ones: the step then runs recomputed and paged with the plain step's gradients, and
+    spectral norm's power-iteration vectors (buffers updated in the forward) have its bits too.
+    """
+    from pytorch_cases import recompute_and_page
+
+    torch.manual_seed(0)
+    module = Normalised()
+    before = module.conv.weight
+    captured = capture(module, (torch.randn(2, 3, 8, 8),), name="normalised")
+    assert module.conv.weight is before and type(module.mid.weight) is torch.Tensor
+    graph = captured.graph
+    costs = node_costs(graph, load_platform("rpi4"))
+    prefer = {node.id for node in graph.nodes if node.name in ("conv", "mid")}
+    schedule = recompute_and_page(graph, costs, prefer=prefer)
+    predicted = check_schedule(schedule, graph, costs, Timing.OVERLAP)
+    result = execute(captured, schedule, tmp_path)
+    assert result.gradients_equal and result.buffers_equal, result.differing_gradients
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes

@@ -184,7 +184,7 @@ def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: st
         k: fake.from_tensor(v) for k, v in itertools.chain(module.named_parameters(), module.named_buffers())
     }
     batch = tuple(fake.from_tensor(t) for t in inputs)
-    with torch.no_grad(), _attributed(name, TrainingStep(module, nn.Identity())), fake:
+    with torch.no_grad(), tracing.attributes_kept(module), _attributed(name, TrainingStep(module, nn.Identity())), fake:
         out = logits(torch.func.functional_call(module, state, batch))
     if out is None or out.dim() < 1 or out.shape[-1] < 1:
         raise UserInputError(f"{name}: {NO_LOGITS}")
@@ -414,6 +414,7 @@ def _trace(step: TrainingStep, batch: tuple[torch.Tensor, ...], name: str):
     from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 
     with (
+        tracing.attributes_kept(step),
         _attributed(name, step) as tracker,
         contextlib.ExitStack() as stack,
         randomness.eager_dropout(),

@@ -27,9 +27,31 @@ class PlainStep:
     seconds: float
 
 
+def copy_module(module: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy of `module`, also where a hook keeps a computed tensor on it.
+
+    `torch.nn.utils.weight_norm` and `spectral_norm` set `weight` from their parameters in a
+    forward pre-hook: a tensor with a gradient history, which `copy.deepcopy` refuses. The copy
+    takes it detached (the hook computes it afresh before every forward); the module keeps its own.
+    """
+    computed = [
+        (m, name, value)
+        for m in module.modules()
+        for name, value in vars(m).items()
+        if isinstance(value, torch.Tensor) and value.grad_fn is not None
+    ]
+    for m, name, value in computed:
+        setattr(m, name, value.detach())
+    try:
+        return copy.deepcopy(module)
+    finally:
+        for m, name, value in computed:
+            setattr(m, name, value)
+
+
 def plain_step(capture: Capture) -> PlainStep:
     """Run a plain keep-all `loss.backward()` on a copy of the step (the module is not touched)."""
-    reference = copy.deepcopy(capture.step)
+    reference = copy_module(capture.step)
     reference.zero_grad(set_to_none=True)
     start = time.perf_counter()
     loss = reference(*capture.inputs)

@@ -66,3 +66,21 @@ def eager_upsampling():
     """Trace `F.interpolate` as eager runs it: the C++ upsampling kernels, not torch's Python decompositions."""
     aten = torch.ops.aten
     return traced_as({getattr(getattr(aten, name), overload): None for name in UPSAMPLING for overload in ("default", "vec")})
+
+
+@contextlib.contextmanager
+def attributes_kept(module: torch.nn.Module) -> Iterator[None]:
+    """On leaving the block, the tensors that `module`'s submodules held as plain attributes when it began.
+
+    A forward pre-hook may store a tensor it computes on the module (`torch.nn.utils.weight_norm`
+    and `spectral_norm` set `weight`); under a trace that is a fake or traced tensor, which must not
+    outlive the trace: the module's own forward, a copy of it and its training use it after.
+    """
+    saved = [(vars(m), dict(vars(m))) for m in module.modules()]
+    try:
+        yield
+    finally:
+        for attributes, before in saved:
+            for name in [n for n, v in attributes.items() if isinstance(v, torch.Tensor) and n not in before]:
+                del attributes[name]
+            attributes.update((n, v) for n, v in before.items() if isinstance(v, torch.Tensor))

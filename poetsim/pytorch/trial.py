@@ -10,7 +10,6 @@ whether every parameter and buffer (BatchNorm's running statistics included) end
 `poetsim train` prints it.
 """
 
-import copy
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -21,7 +20,7 @@ from torch import nn
 from poetsim.errors import UserInputError
 from poetsim.pytorch.capture import TrainingStep, default_labels
 from poetsim.pytorch.executor import deterministic
-from poetsim.pytorch.reference import same_bits
+from poetsim.pytorch.reference import copy_module, same_bits
 from poetsim.pytorch.source import ModelSource
 from poetsim.pytorch.training import ScheduledModule, StepRecord, fit, scheduled
 
@@ -113,7 +112,7 @@ def run_trial(
     threads = model._planner.threads
     plain_times: list[float] = []
     with deterministic(threads):
-        plain = copy.deepcopy(module) if compare else None  # the scheduled run has not touched it yet
+        plain = copy_module(module) if compare else None  # the scheduled run has not touched it yet
         if plain is not None:
             plain_times = _train_plain(plain, model.loss_function, batches, optimizer, lr, source.seed, on_plain_step)
         torch.manual_seed(source.seed)

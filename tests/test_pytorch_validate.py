@@ -121,3 +121,23 @@ def test_a_strategy_that_does_not_apply_to_the_graph_is_skipped_in_one_row(tmp_p
     assert "not a chain of blocks" in result.rows[0].message
     skipped = [line for line in lines if "skipped" in line]
     assert len(skipped) == 1 and "pofo" in skipped[0] and "not a chain" in skipped[0]
+
+
+def test_a_point_without_a_schedule_says_its_status_once_then_why(tmp_path):
+    """`infeasible: RAM budget ...`, not `infeasible infeasible: ...`; `over-budget: peak RAM ...` alike."""
+    torch.manual_seed(0)
+    tiny = capture(models.tiny_cnn(), (torch.randn(2, 3, 8, 8),), name="tiny")
+    lines: list[str] = []
+    validate_run(
+        tiny,
+        load_platform("rpi4"),
+        rams=("1000",),
+        strategies=("keep-all", "hybrid"),
+        swap_dir=tmp_path,
+        threads=1,
+        repeats=1,
+        on_progress=lines.append,
+    )
+    said = {line.split()[0]: line.split(": ", 1)[1] for line in lines if line.strip().startswith(("keep-all", "hybrid"))}
+    assert said["keep-all"].startswith("over-budget: peak RAM"), said
+    assert said["hybrid"].startswith("infeasible: RAM budget 1,000 bytes is below"), said

@@ -208,7 +208,7 @@ def validate_run(
                 continue
             if not run.ok:
                 slots.append(ValidationRow(**head, status=str(run.status.value), message=run.message))
-                say(f"{name:>16} {spec}: {run.status.value} {run.message}")
+                say(f"{name:>16} {spec}: {run.status.value}: {run.message.removeprefix(f'{run.status.value}: ')}")
                 continue
             schedule = run.schedule
             assert schedule is not None  # a run that is ok has a checked schedule

@@ -29,12 +29,12 @@ NONZEROS_PER_COLUMN = {(False, True): 18, (True, False): 19, (True, True): 36}
 LINES_PER_NONZERO = 0.5
 #: With no schedule found yet, a MILP step also runs where what is left covers its presolve and
 #: root priced at this many simplex iterations per line (`work.root_units`): the MILP is then the
-#: one step that can still find a schedule. The price is above the dearest run measured with no
-#: schedule to start from: the zoo's transformer, recompute-only on the Pi at 25 %, took 4.25
-#: iterations per line over its root and 471 nodes. A 22-node LSTM model's run took 0.25 and
-#: reached the optimum in 0.07 units (0.4 units the whole call), where `Shares.min_milp` and
-#: `Shares.milp_nonzeros_per_unit`, set for the zoo's graphs, ask for 4.
-NO_SCHEDULE_ROOT_ITERATIONS_PER_LINE = 5.0
+#: one step that can still find a schedule or prove that none exists. Twice the dearest root
+#: measured: the zoo's transformer, recompute-only on the Pi at 25 %, 27,548 iterations over
+#: 60,429 lines (0.46; 20 units); a 93-node model with in-place slice updates, 0.35 (6.6 units,
+#: then an infeasibility proof in 21 units of the 28.6 left, where the rules of `Shares` skip
+#: it). A 22-node LSTM model's MILP reaches its optimum in 0.07 units.
+NO_SCHEDULE_ROOT_ITERATIONS_PER_LINE = 1.0
 
 
 def milp_nonzeros_estimate(graph: TrainingGraph, moves: Moves) -> int:

@@ -311,3 +311,51 @@ def test_the_transformer_trains_twenty_steps_at_half_the_peak_recomputing_only(t
     assert trial.parameters_equal and trial.buffers_equal, trial.differing
     assert summary["peaks_as_predicted"] and summary["within_budget"]
     assert all(r.recomputations > 0 and r.bytes_written == 0 for r in trial.records)
+
+
+class TiedLM(nn.Module):
+    """A language model whose output layer is its embedding (`emb.weight = head.weight`, as GPT-2 ties them)."""
+
+    def __init__(self, vocab: int = 12, width: int = 8):
+        super().__init__()
+        self.head = nn.Linear(width, vocab, bias=False)
+        self.emb = nn.Embedding(vocab, width)
+        self.emb.weight = self.head.weight
+        self.mix = nn.Linear(width, width)
+
+    def forward(self, ids):
+        """Per-token logits."""
+        return self.head(torch.tanh(self.mix(self.emb(ids))))
+
+
+def test_tied_weights_count_once_and_train_bitwise_as_plain_pytorch(tmp_path, deterministic):
+    """A parameter under two names: its bytes count once, its gradient is the sum of both uses.
+
+    The trace has an input per name; the executor's gradient of the parameter, recomputed and
+    paged, has the plain step's bits, and five Adam steps of scheduled training leave every
+    parameter as plain training does.
+    """
+    from poetsim.pytorch.executor import execute
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, 12, (2, 6))
+    labels = torch.randint(0, 12, (2, 6))
+    captured = capture(TiedLM(), (ids,), labels=labels, name="tied")
+    assert sum(node.param_bytes for node in captured.graph.nodes) == (12 * 8 + 8 * 8 + 8) * 4
+    costs = node_costs(captured.graph, load_platform("rpi4"))
+    schedule = recompute_and_page(captured.graph, costs)
+    result = execute(captured, schedule, tmp_path)
+    assert result.gradients_equal, result.differing_gradients
+    torch.manual_seed(0)
+    model = TiedLM()
+    plain = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(1)
+    data = [tuple(torch.randint(0, 12, (2, 6), generator=generator) for _ in range(2)) for _ in range(5)]
+    opt = make_optimizer("adam", plain.parameters())
+    for x, y in data:
+        opt.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(plain(x).flatten(0, 1), y.flatten()).backward()
+        opt.step()
+    trained = scheduled(model, (ids,), labels=labels, schedule=schedule, ram="100%", runtime="10x", swap_dir=tmp_path, threads=1)
+    fit(trained, data, make_optimizer("adam", trained.parameters()))
+    assert_same_state(plain, trained.model)

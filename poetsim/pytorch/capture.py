@@ -142,7 +142,7 @@ def capture(
         labels = default_labels(module, inputs, name)
     step = TrainingStep(module, loss)
     gm, calls = _trace(step, (*inputs, labels), name)
-    built = grouping.build(gm, calls, name)
+    built = grouping.build(gm, calls, name, frozenset(n for names in tied_parameters(step) for n in names[1:]))
     info = {
         "imported_from": "torch",
         "torch_version": torch.__version__,
@@ -167,6 +167,18 @@ def capture(
         inputs=(*inputs, labels),
         calls=tuple(calls.values()),
     )
+
+
+def tied_parameters(module: nn.Module) -> tuple[tuple[str, ...], ...]:
+    """The names of each parameter that has several (weight tying: `emb.weight = head.weight`).
+
+    The first is the one `named_parameters()` gives; the trace has an input and a gradient for
+    each name, whose sum is the parameter's gradient.
+    """
+    names: dict[int, list[str]] = {}
+    for name, parameter in module.named_parameters(remove_duplicate=False):
+        names.setdefault(id(parameter), []).append(name)
+    return tuple(tuple(group) for group in names.values() if len(group) > 1)
 
 
 def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: str, seed: int = 0) -> torch.Tensor:

@@ -302,7 +302,7 @@ class Machine:
 
     def _prepare(self) -> None:
         capture = self.capture
-        params = dict(capture.step.named_parameters())
+        params = dict(capture.step.named_parameters(remove_duplicate=False))
         buffers = dict(capture.step.named_buffers())
         for n, name in capture.params:
             self.shared[n] = params[name].detach()

@@ -96,17 +96,22 @@ class Built:
     meta: dict[str, str]
 
 
-def build(gm: fx.GraphModule, calls: dict, name: str) -> Built:
-    """Group the joint graph `gm`, whose ops carry module-call labels, into poetsim nodes."""
-    return _Grouping(gm, calls, name).build()
+def build(gm: fx.GraphModule, calls: dict, name: str, tied: frozenset[str] = frozenset()) -> Built:
+    """Group the joint graph `gm`, whose ops carry module-call labels, into poetsim nodes.
+
+    `tied` names parameters that are another parameter under a second name (weight tying): the
+    joint graph has an input for each name, and their bytes count once, under the first.
+    """
+    return _Grouping(gm, calls, name, tied).build()
 
 
 class _Grouping:
     """One pass over the graph per rule of the module docstring, in that order."""
 
-    def __init__(self, gm: fx.GraphModule, calls: dict, name: str):
+    def __init__(self, gm: fx.GraphModule, calls: dict, name: str, tied: frozenset[str] = frozenset()):
         self.name = name
         self.calls = calls
+        self.tied = tied
         self.nodes = list(gm.graph.nodes)
         self.position = {n: i for i, n in enumerate(self.nodes)}
         self.role: dict[fx.Node, str] = {}  # static, data, view, statistic, compute
@@ -456,7 +461,11 @@ class _Grouping:
                     backward=key[0] == "bwd",
                     deps=tuple(sorted({ids[self.group[i]] for i in reads[key]})),
                     output_bytes=self._bytes(keeps[key]),
-                    param_bytes=sum(_storage_bytes(p) for p, reader in first_reader.items() if reader == key),
+                    param_bytes=sum(
+                        _storage_bytes(p)
+                        for p, reader in first_reader.items()
+                        if reader == key and self.param_target[p] not in self.tied
+                    ),
                     flops=float(sum(flops)),
                 )
             )
@@ -472,7 +481,7 @@ class _Grouping:
         output = next(n for n in self.nodes if n.op == "output")
         grads, updates, loss = self._outputs(output)
         static_ops = tuple(n for n in self.nodes if n.op == "call_function" and self.role[n] == "static")
-        param_count = sum(p.meta["val"].numel() for p, _ in self.params)
+        param_count = sum(p.meta["val"].numel() for p, target in self.params if target not in self.tied)
         random_nodes = sum(program.random for program in programs)
         return Built(
             nodes=tuple(nodes),

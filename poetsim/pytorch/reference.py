@@ -6,13 +6,15 @@ of the same module on the same batch (`same_bits`: NaNs and signed zeros include
 """
 
 import copy
+import functools
+import operator
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
-from poetsim.pytorch.capture import Capture
+from poetsim.pytorch.capture import Capture, tied_parameters
 
 if TYPE_CHECKING:
     from poetsim.pytorch.executor import Machine
@@ -64,12 +66,28 @@ def plain_step(capture: Capture) -> PlainStep:
 def compare(reference: PlainStep, machine: "Machine") -> tuple[bool, tuple[str, ...], bool]:
     """Whether every gradient and updated buffer of the run has the reference's bits."""
     differing = []
+    grads = parameter_grads(machine)
     for name, expected in reference.grads.items():
-        mine = machine.grads.get(name)
+        mine = grads.get(name)
         if (expected is None) != (mine is None) or (mine is not None and not same_bits(expected, mine)):
             differing.append(name)
     buffers_equal = all(same_bits(reference.buffers[name], value) for name, value in machine.buffers.items())
     return not differing, tuple(differing), buffers_equal
+
+
+def parameter_grads(machine: "Machine") -> dict[str, torch.Tensor]:
+    """The run's gradient of each parameter, by the name `named_parameters()` gives it.
+
+    A tied parameter has a gradient per name in the trace: its gradient is their sum, in the order
+    the run computed them, as autograd accumulates them.
+    """
+    grads = dict(machine.grads)
+    order = list(machine.grads)
+    for names in tied_parameters(machine.capture.step):
+        parts = [grads.pop(n) for n in sorted((n for n in names if n in grads), key=order.index)]
+        if parts:
+            grads[names[0]] = functools.reduce(operator.add, parts)
+    return grads
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -154,7 +154,8 @@ class _Step:
 
     def __init__(self, owner: ScheduledModule, plan: Plan, batch: tuple[torch.Tensor, ...], number: int):
         self.owner, self.plan, self.batch, self.number = owner, plan, batch, number
-        step_params = dict(plan.capture.step.named_parameters())
+        # a tied parameter is an input once per name: autograd sums its gradients, as in plain training
+        step_params = dict(plan.capture.step.named_parameters(remove_duplicate=False))
         self.grad_names = tuple(name for _, name in plan.capture.grads)
         self.parameters = tuple(step_params[name] for name in self.grad_names)
         self.machine: Machine | None = None

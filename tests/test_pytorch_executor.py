@@ -211,3 +211,52 @@ def test_weights_a_hook_makes_are_traced_and_the_step_runs_bitwise(tmp_path):
     result = execute(captured, schedule, tmp_path)
     assert result.gradients_equal and result.buffers_equal, result.differing_gradients
     assert result.peak_activation_bytes == predicted.peak_ram_bytes
+
+
+def test_swap_round_trips_conjugate_and_negative_views(tmp_path):
+    """A lazily conjugated or negated view is rebuilt with its bit: the values read back are the values written."""
+    base = torch.randn(6, dtype=torch.complex64)
+    values = {"conj": base.conj(), "neg": torch._neg_view(base), "plain": base}
+    storages, layouts = swap.layout(values)
+    swap.write_storages(tmp_path / "n.bin", storages, durable=False)
+    node = swap.SwappedNode(tmp_path / "n.bin", tuple(s.nbytes() for s in storages), layouts)
+    buffers = swap.allocate(node)
+    swap.read_into(node.path, buffers)
+    back = swap.rebuild(node, buffers)
+    for key, value in values.items():
+        assert torch.equal(back[key].resolve_conj().resolve_neg(), value.resolve_conj().resolve_neg()), key
+        assert (back[key].is_conj(), back[key].is_neg()) == (value.is_conj(), value.is_neg()), key
+
+
+class _Spectral(nn.Module):
+    """A Fourier layer (FNO): complex weights on the lowest modes; its backward keeps a conjugated view."""
+
+    def __init__(self, channels: int = 4, modes: int = 5):
+        super().__init__()
+        self.lift = nn.Linear(1, channels)
+        self.weights = nn.Parameter(torch.randn(channels, channels, modes, dtype=torch.cfloat) / channels)
+        self.modes = modes
+        self.fc = nn.Linear(channels, 3)
+
+    def forward(self, x):
+        """The logits of a batch of sequences (batch, points, 1)."""
+        h = self.lift(x).transpose(1, 2)
+        spectrum = torch.fft.rfft(h)
+        mixed = torch.einsum("bix,iox->box", spectrum[:, :, : self.modes], self.weights)
+        out = torch.zeros_like(spectrum)
+        out[:, :, : self.modes] = mixed
+        h = nn.functional.gelu(torch.fft.irfft(out, n=h.size(-1)) + h)
+        return self.fc(h.mean(2))
+
+
+def test_a_paged_conjugated_view_gives_the_plain_steps_gradients(tmp_path):
+    """The Fourier layer's node, paged across the step, comes back with its conjugate bit: bitwise gradients."""
+    torch.manual_seed(0)
+    captured = capture(_Spectral(), (torch.randn(2, 16, 1),), name="spectral")
+    graph = captured.graph
+    costs = node_costs(graph, load_platform("rpi4"))
+    spectral = next(n.id for n in graph.nodes if n.op == "fft_r2c")  # the spectrum, kept conjugated for the backward
+    schedule = _keep_all_with_paging(graph, costs, spectral)
+    result = execute(captured, schedule, tmp_path)
+    assert result.gradients_equal, result.differing_gradients
+    assert result.bytes_written == graph.nodes[spectral].output_bytes > 0

@@ -1,13 +1,13 @@
 """Paging to real files: a node's tensors written to a file in the swap folder and read back.
 
 A page-out writes the bytes of every storage the node holds, one after the other, into
-`<swap dir>/node<id>.bin`; a page-in allocates buffers of the same sizes, reads the file into
-them and rebuilds each tensor (shape, strides, offset, dtype) on them, so the values are
-bitwise the ones written. With `durable=True` (the default) a write is followed by `fsync` and
-by dropping the file's pages from the kernel's page cache (`posix_fadvise(DONTNEED)`), so that
-the bytes really leave RAM, as on a device without a page cache, and a page-in reads them
-back from the disk. With `durable=False` both go through the page cache, like the `rpi4`
-profile's card. The host profile (`poetsim.pytorch.host`) measures storage the same way.
+`<swap dir>/node<id>.bin`; a page-in allocates buffers of the same sizes, reads the file into them and
+rebuilds each tensor (shape, strides, offset, dtype, conjugate and negative bits) on them, so the
+values are bitwise the ones written. With `durable=True` (the default) a write is followed by
+`fsync` and by dropping the file's pages from the kernel's page cache (`posix_fadvise(DONTNEED)`),
+so that the bytes really leave RAM, as on a device without a page cache, and a page-in reads them
+back from the disk. With `durable=False` both go through the page cache, like the `rpi4` profile's
+card. The host profile (`poetsim.pytorch.host`) measures storage the same way.
 """
 
 import os
@@ -26,6 +26,10 @@ class TensorLayout:
     size: tuple[int, ...]
     stride: tuple[int, ...]
     offset: int
+    #: The view's lazy conjugate and negative bits (`torch.conj` of a complex tensor, and what
+    #: autograd makes of it): the stored bytes are the unconjugated values.
+    conj: bool = False
+    neg: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,18 @@ def layout(values: dict) -> tuple[list[torch.UntypedStorage], tuple[tuple[object
     storages = distinct_storages(values.values())
     index = {s.data_ptr(): i for i, s in enumerate(storages)}
     layouts = tuple(
-        (key, TensorLayout(index[t.untyped_storage().data_ptr()], t.dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset()))
+        (
+            key,
+            TensorLayout(
+                index[t.untyped_storage().data_ptr()],
+                t.dtype,
+                tuple(t.shape),
+                tuple(t.stride()),
+                t.storage_offset(),
+                t.is_conj(),
+                t.is_neg(),
+            ),
+        )
         for key, t in values.items()
     )
     return storages, layouts
@@ -117,9 +132,12 @@ def read_into(path: Path, buffers: list[torch.Tensor]) -> int:
 
 
 def rebuild(swapped: SwappedNode, buffers: list[torch.Tensor]) -> dict:
-    """The node's tensors, as views on the buffers a page-in filled."""
+    """The node's tensors, as views on the buffers a page-in filled (their conjugate and negative bits set again)."""
     values = {}
     for key, where in swapped.layouts:
         storage = buffers[where.storage].untyped_storage()
-        values[key] = torch.empty(0, dtype=where.dtype).set_(storage, where.offset, where.size, where.stride)
+        tensor = torch.empty(0, dtype=where.dtype).set_(storage, where.offset, where.size, where.stride)
+        if where.neg:
+            tensor = torch._neg_view(tensor)
+        values[key] = tensor.conj() if where.conj else tensor
     return values

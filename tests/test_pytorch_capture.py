@@ -345,3 +345,45 @@ def test_pieces_of_one_output_count_its_storage_once_and_run_as_predicted(tmp_pa
     result = execute(captured, schedule, tmp_path)
     assert result.gradients_equal, result.differing_gradients
     assert result.peak_activation_bytes == predicted.peak_ram_bytes
+
+
+class Bags(nn.Module):
+    """A recommender's embedding bags (mean and max keep a bag index) and an assignment into a strided slice."""
+
+    def __init__(self):
+        super().__init__()
+        self.mean = nn.EmbeddingBag(50, 8, mode="mean")
+        self.max = nn.EmbeddingBag(50, 8, mode="max")
+        self.mix = nn.Linear(8, 9)
+        self.fc = nn.Linear(9, 3)
+
+    def forward(self, ids):
+        """The logits of a batch of bags of ids."""
+        h = self.mix(self.mean(ids) + self.max(ids))
+        out = torch.zeros_like(h)
+        out[:, :5] = h[:, :5] * 2
+        return self.fc(out)
+
+
+def test_output_bytes_are_what_the_real_kernels_hold(tmp_path):
+    """Where a real kernel sizes a storage otherwise than its fake tensor, the graph has the real bytes.
+
+    `EmbeddingBag` in mean and max modes keeps a bag index whose real storage is larger than the
+    fake one; a copy into a strided slice is another such op. The executor then holds exactly
+    the predicted bytes, node by node, keep-all and paged.
+    """
+    from poetsim.inputs.profiles import load_platform
+    from poetsim.optimiser import keep_all
+    from poetsim.pytorch.executor import execute
+    from poetsim.schedule.checker import check_schedule
+    from poetsim.schedule.costs import node_costs
+    from poetsim.schedule.model import Timing
+
+    torch.manual_seed(0)
+    captured = capture(Bags(), (torch.randint(0, 50, (4, 3)),), name="bags")
+    costs = node_costs(captured.graph, load_platform("rpi4"))
+    schedule, _ = keep_all(captured.graph, costs, Timing.OVERLAP)
+    predicted = check_schedule(schedule, captured.graph, costs, Timing.OVERLAP)
+    result = execute(captured, schedule, tmp_path, budget_bytes=int(predicted.peak_ram_bytes))
+    assert result.mismatched_nodes == () and result.gradients_equal
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes

@@ -16,6 +16,7 @@ computes. `poetsim.pytorch.grouping` turns the labelled graph into poetsim nodes
 """
 
 import contextlib
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 
@@ -151,7 +152,7 @@ def capture(
         **(meta or {}),
     }
     graph = TrainingGraph.create(name, built.nodes, meta={**built.meta, **info})
-    return Capture(
+    captured = Capture(
         graph=graph,
         fx_graph=gm.graph,
         programs=built.programs,
@@ -167,6 +168,24 @@ def capture(
         inputs=(*inputs, labels),
         calls=tuple(calls.values()),
     )
+    return _real_bytes(captured)
+
+
+def _real_bytes(captured: Capture) -> Capture:
+    """`captured` with each node's output bytes as one real keep-all step holds them.
+
+    The grouping counts the storages of fake tensors; where a real kernel sizes one otherwise, the
+    executor would hold other bytes than the graph says (`executor.real_output_bytes`).
+    """
+    from poetsim.pytorch.executor import real_output_bytes
+    from poetsim.pytorch.host import keep_all_schedule
+
+    graph = captured.graph
+    real = real_output_bytes(captured, keep_all_schedule(graph))
+    nodes = tuple(dataclasses.replace(n, output_bytes=real.get(n.id, n.output_bytes)) for n in graph.nodes)
+    if nodes == graph.nodes:
+        return captured
+    return dataclasses.replace(captured, graph=TrainingGraph.create(graph.name, nodes, meta=dict(graph.meta)))
 
 
 def tied_parameters(module: nn.Module) -> tuple[tuple[str, ...], ...]:

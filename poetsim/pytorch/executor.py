@@ -26,6 +26,7 @@ cannot run stops with one ScheduleError naming the stage, the instruction and th
 import contextlib
 import functools
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -230,6 +231,23 @@ def execute(
         records=tuple(sorted(machine.records, key=lambda r: (r.start_s, r.stage))),
         mismatched_nodes=tuple(machine.mismatched),
     )
+
+
+def real_output_bytes(capture: Capture, schedule: Schedule) -> dict[int, int]:
+    """The bytes each node holds when `schedule` runs the step for real, by node (as first computed).
+
+    The capture sizes storages from fake tensors, whose kernels can size a storage otherwise than
+    the real one (an `EmbeddingBag`'s bag index, a copy into a strided slice). The random state
+    is left as it was.
+    """
+    state = torch.get_rng_state()
+    try:
+        with tempfile.TemporaryDirectory(prefix="poetsim-bytes-") as folder:
+            machine = Machine(capture, Timing.COMPUTE_ONLY, Path(folder), durable=False, budget_bytes=None)
+            machine.run(schedule)
+    finally:
+        torch.set_rng_state(state)
+    return {r.node: r.nbytes for r in machine.records if r.kind == "compute"}
 
 
 @dataclass

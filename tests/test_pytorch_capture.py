@@ -387,3 +387,54 @@ def test_output_bytes_are_what_the_real_kernels_hold(tmp_path):
     result = execute(captured, schedule, tmp_path, budget_bytes=int(predicted.peak_ram_bytes))
     assert result.mismatched_nodes == () and result.gradients_equal
     assert result.peak_activation_bytes == predicted.peak_ram_bytes
+
+
+class CausalLM(nn.Module):
+    """A decoder-only language model on `nn.TransformerEncoder` with a causal mask, as PyTorch's tutorials make it."""
+
+    def __init__(self, vocab: int = 20, width: int = 16, hand_made: bool = False):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, width)
+        self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(width, 2, 32, batch_first=True), 2)
+        self.head = nn.Linear(width, vocab)
+        self.hand_made = hand_made
+
+    def forward(self, ids):
+        """Per-token logits."""
+        size = ids.size(1)
+        if self.hand_made:
+            mask = torch.triu(torch.full((size, size), float("-inf")), diagonal=1)
+        else:
+            mask = nn.Transformer.generate_square_subsequent_mask(size)
+        return self.head(self.encoder(self.emb(ids), mask=mask))
+
+
+def test_a_causal_mask_takes_eagers_causal_path_recomputed_and_paged(tmp_path):
+    """A mask from `generate_square_subsequent_mask`: eager's causal kernel, bitwise, recomputed and paged.
+
+    Given without `is_causal`, eager checks the mask's values and takes attention's causal kernel;
+    the capture decides alike.
+    """
+    from pytorch_cases import recompute_and_page
+
+    from poetsim.inputs.profiles import load_platform
+    from poetsim.pytorch.executor import execute
+    from poetsim.schedule.checker import check_schedule
+    from poetsim.schedule.costs import node_costs
+    from poetsim.schedule.model import Timing
+
+    torch.manual_seed(0)
+    captured = capture(CausalLM(), (torch.randint(0, 20, (2, 6)),), name="causal")
+    costs = node_costs(captured.graph, load_platform("rpi4"))
+    schedule = recompute_and_page(captured.graph, costs)
+    predicted = check_schedule(schedule, captured.graph, costs, Timing.OVERLAP)
+    result = execute(captured, schedule, tmp_path)
+    assert result.gradients_equal, result.differing_gradients
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes
+
+
+def test_a_mask_whose_causality_only_its_values_tell_is_refused_naming_the_hint():
+    torch.manual_seed(0)
+    refusal = r"module 'encoder': an attention mask given without is_causal.*is_causal=True or False"
+    with pytest.raises(UserInputError, match=refusal):
+        capture(CausalLM(hand_made=True), (torch.randint(0, 20, (2, 6)),), name="causal")

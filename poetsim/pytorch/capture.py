@@ -215,7 +215,13 @@ def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: st
         k: fake.from_tensor(v) for k, v in itertools.chain(module.named_parameters(), module.named_buffers())
     }
     batch = tuple(fake.from_tensor(t) for t in inputs)
-    with torch.no_grad(), tracing.attributes_kept(module), _attributed(name, TrainingStep(module, nn.Identity())), fake:
+    with (
+        torch.no_grad(),
+        tracing.attributes_kept(module),
+        tracing.eager_causal_masks(),
+        _attributed(name, TrainingStep(module, nn.Identity())),
+        fake,
+    ):
         out = logits(torch.func.functional_call(module, state, batch))
     if out is None or out.dim() < 1 or out.shape[-1] < 1:
         raise UserInputError(f"{name}: {NO_LOGITS}")
@@ -425,6 +431,8 @@ def _explain(error: Exception) -> str:
     """What went wrong, in one line, by the kind of failure the tracer reports."""
     kind = type(error).__name__
     first = (str(error).strip().splitlines() or [kind])[0]
+    if isinstance(error, tracing.UnknownCausality):
+        return first
     clues = ("data-dependent", "data dependent", "cannot be called on meta tensors", "_local_scalar_dense")
     if kind in ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException") or any(
         clue in first.lower() for clue in clues
@@ -446,6 +454,7 @@ def _trace(step: TrainingStep, batch: tuple[torch.Tensor, ...], name: str):
 
     with (
         tracing.attributes_kept(step),
+        tracing.eager_causal_masks(),
         _attributed(name, step) as tracker,
         contextlib.ExitStack() as stack,
         randomness.eager_dropout(),

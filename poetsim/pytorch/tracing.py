@@ -84,3 +84,49 @@ def attributes_kept(module: torch.nn.Module) -> Iterator[None]:
             for name in [n for n, v in attributes.items() if isinstance(v, torch.Tensor) and n not in before]:
                 del attributes[name]
             attributes.update((n, v) for n, v in before.items() if isinstance(v, torch.Tensor))
+
+
+class UnknownCausality(Exception):
+    """An attention mask whose causality eager PyTorch decides by its values, which a trace does not have."""
+
+
+@contextlib.contextmanager
+def eager_causal_masks() -> Iterator[None]:
+    """Within the block, decide `nn.Transformer`'s causal-mask check as eager does, without values.
+
+    `nn.TransformerEncoder`, `nn.TransformerDecoder` and `nn.Transformer` compare an attention mask
+    given without an `is_causal` hint to the causal mask of its size, by value, and take attention's
+    causal path if they are equal: another kernel. A trace has no values. A mask that
+    `nn.Transformer.generate_square_subsequent_mask` made within the block is causal by
+    construction, and a mask of another shape is not; any other mask stops the trace
+    (`UnknownCausality`), naming the hint that decides.
+    """
+    from torch.nn.modules import transformer
+
+    generate, detect = transformer._generate_square_subsequent_mask, transformer._detect_is_causal_mask
+    made: list[torch.Tensor] = []
+
+    def generated(sz: int, device=None, dtype=None) -> torch.Tensor:
+        mask = generate(sz, device=device, dtype=dtype)
+        made.append(mask)
+        return mask
+
+    def detected(mask: torch.Tensor | None, is_causal: bool | None = None, size: int | None = None) -> bool:
+        if is_causal is not None or mask is None:
+            return is_causal is True
+        side = size if size is not None else mask.size(-2)
+        if tuple(mask.size()) != (side, side):
+            return False
+        if any(mask is m for m in made):
+            return True
+        raise UnknownCausality(
+            "an attention mask given without is_causal: PyTorch then checks its values to choose the causal "
+            "kernel, which a traced step cannot; pass is_causal=True or False with it (nn.Transformer: "
+            "tgt_is_causal, src_is_causal), or make it with nn.Transformer.generate_square_subsequent_mask"
+        )
+
+    transformer._generate_square_subsequent_mask, transformer._detect_is_causal_mask = generated, detected
+    try:
+        yield
+    finally:
+        transformer._generate_square_subsequent_mask, transformer._detect_is_causal_mask = generate, detect

@@ -260,3 +260,35 @@ def test_a_paged_conjugated_view_gives_the_plain_steps_gradients(tmp_path):
     result = execute(captured, schedule, tmp_path)
     assert result.gradients_equal, result.differing_gradients
     assert result.bytes_written == graph.nodes[spectral].output_bytes > 0
+
+
+class _SparseBag(nn.Module):
+    """Sparse embedding gradients (`sparse=True`), as recommenders train their tables."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(40, 8, sparse=True)
+        self.bag = nn.EmbeddingBag(40, 8, mode="sum", sparse=True)
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, ids):
+        """The logits of a batch of id lists."""
+        return self.fc(torch.relu(self.emb(ids).mean(1) + self.bag(ids)))
+
+
+def test_sparse_gradients_are_compared_as_stored(tmp_path):
+    """A sparse gradient equals the plain step's in indices and values; one value off is told apart."""
+    from poetsim.pytorch.reference import same_bits
+
+    torch.manual_seed(0)
+    captured = capture(_SparseBag(), (torch.randint(0, 40, (4, 3)),), name="sparse")
+    costs = node_costs(captured.graph, load_platform("rpi4"))
+    schedule, _ = checkpoint_sqrt(captured.graph, costs, Timing.OVERLAP)
+    result = execute(captured, schedule, tmp_path)
+    assert result.gradients_equal, result.differing_gradients
+    grad = torch.sparse_coo_tensor(torch.tensor([[0, 2]]), torch.tensor([1.0, -0.0]), (4,), check_invariants=True)
+    assert same_bits(grad, grad.clone())
+    assert not same_bits(
+        grad, torch.sparse_coo_tensor(torch.tensor([[0, 2]]), torch.tensor([1.0, 0.0]), (4,), check_invariants=True)
+    )
+    assert not same_bits(grad, grad.to_dense())

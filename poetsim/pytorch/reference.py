@@ -91,7 +91,12 @@ def parameter_grads(machine: "Machine") -> dict[str, torch.Tensor]:
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two tensors have the same dtype, shape and bytes (NaNs and signed zeros included)."""
-    if a.dtype != b.dtype or a.shape != b.shape:
+    """Whether two tensors have the same dtype, shape and bytes (NaNs and signed zeros included).
+
+    Sparse tensors (an `nn.Embedding(sparse=True)`'s gradient) compare their indices and values as stored.
+    """
+    if a.dtype != b.dtype or a.shape != b.shape or a.layout != b.layout:
         return False
+    if a.is_sparse:
+        return same_bits(a._indices(), b._indices()) and same_bits(a._values(), b._values())
     return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))

@@ -292,3 +292,32 @@ def test_sparse_gradients_are_compared_as_stored(tmp_path):
         grad, torch.sparse_coo_tensor(torch.tensor([[0, 2]]), torch.tensor([1.0, 0.0]), (4,), check_invariants=True)
     )
     assert not same_bits(grad, grad.to_dense())
+
+
+class _Probed(nn.Module):
+    """Features kept by forward hooks, in a dict and a list, as feature extractors and probes keep them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = nn.Linear(4, 5)
+        self.features: dict = {}
+        self.history: list = []
+        self.conv.register_forward_hook(lambda module, inputs, output: self.features.__setitem__("conv", output.detach()))
+        self.fc.register_forward_hook(lambda module, inputs, output: self.history.append(output.detach()))
+
+    def forward(self, x):
+        """The logits of a batch of images."""
+        return self.fc(torch.relu(self.conv(x)).mean((2, 3)))
+
+
+def test_tensors_hooks_keep_in_containers_do_not_outlive_the_trace(tmp_path):
+    """The trace leaves the module's dict and list as they were; the step then runs bitwise."""
+    torch.manual_seed(0)
+    module = _Probed()
+    captured = capture(module, (torch.randn(2, 3, 8, 8),), name="probed")
+    assert module.features == {} and module.history == []
+    costs = node_costs(captured.graph, load_platform("rpi4"))
+    schedule, _ = checkpoint_sqrt(captured.graph, costs, Timing.OVERLAP)
+    result = execute(captured, schedule, tmp_path)
+    assert result.gradients_equal, result.differing_gradients

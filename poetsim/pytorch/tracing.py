@@ -8,6 +8,7 @@ C++ kernels run as in eager.
 """
 
 import contextlib
+import copy
 from collections.abc import Callable, Iterator
 
 import torch
@@ -73,10 +74,19 @@ def attributes_kept(module: torch.nn.Module) -> Iterator[None]:
     """On leaving the block, the tensors that `module`'s submodules held as plain attributes when it began.
 
     A forward pre-hook may store a tensor it computes on the module (`torch.nn.utils.weight_norm`
-    and `spectral_norm` set `weight`); under a trace that is a fake or traced tensor, which must not
-    outlive the trace: the module's own forward, a copy of it and its training use it after.
+    and `spectral_norm` set `weight`), and a forward hook may keep features in a dict or list
+    attribute; under a trace those are fake or traced tensors, which must not outlive the trace:
+    the module's own forward, a copy of it and its training use it after. A dict or list attribute
+    that holds a tensor before or after gets its items back.
     """
+    internal = set(vars(torch.nn.Module()))
     saved = [(vars(m), dict(vars(m))) for m in module.modules()]
+    containers = [
+        (value, copy.copy(value))
+        for attributes, _ in saved
+        for name, value in attributes.items()
+        if name not in internal and isinstance(value, (dict, list))
+    ]
     try:
         yield
     finally:
@@ -84,6 +94,18 @@ def attributes_kept(module: torch.nn.Module) -> Iterator[None]:
             for name in [n for n, v in attributes.items() if isinstance(v, torch.Tensor) and n not in before]:
                 del attributes[name]
             attributes.update((n, v) for n, v in before.items() if isinstance(v, torch.Tensor))
+        for container, items in containers:
+            if not (_holds_tensors(container) or _holds_tensors(items)):
+                continue
+            container.clear()
+            if isinstance(container, dict):
+                container.update(items)
+            else:
+                container.extend(items)
+
+
+def _holds_tensors(container: dict | list) -> bool:
+    return any(isinstance(v, torch.Tensor) for v in (container.values() if isinstance(container, dict) else container))
 
 
 class UnknownCausality(Exception):

@@ -438,3 +438,52 @@ def test_a_mask_whose_causality_only_its_values_tell_is_refused_naming_the_hint(
     refusal = r"module 'encoder': an attention mask given without is_causal.*is_causal=True or False"
     with pytest.raises(UserInputError, match=refusal):
         capture(CausalLM(hand_made=True), (torch.randint(0, 20, (2, 6)),), name="causal")
+
+
+class _Scan(nn.Module):
+    """A linear recurrence over time steps, as a selective-scan layer runs it: a Python loop."""
+
+    def __init__(self, width: int = 4):
+        super().__init__()
+        self.decay = nn.Parameter(torch.rand(width))
+
+    def forward(self, b, c):
+        """The gated states of every time step."""
+        h, states = torch.zeros_like(b[:, 0]), []
+        for t in range(b.size(1)):
+            h = self.decay * h + b[:, t]
+            states.append(h * c[:, t])
+        return torch.stack(states, 1)
+
+
+class Scanned(nn.Module):
+    """A projection split in two, then the scan: in a module of its own, or inlined in the model's forward."""
+
+    def __init__(self, inline: bool):
+        super().__init__()
+        self.proj = nn.Linear(4, 8, bias=False)
+        self.scan = _Scan()
+        self.head = nn.Linear(4, 3)
+        self.inline = inline
+
+    def forward(self, x):
+        """The logits of a batch of sequences."""
+        b, c = self.proj(x).split(4, dim=-1)
+        return self.head((_Scan.forward(self.scan, b, c) if self.inline else self.scan(b, c)).mean(1))
+
+
+def test_a_loop_over_a_layers_output_runs_as_a_module_and_is_refused_inline_with_the_remedy(tmp_path):
+    """Inlined in the model's forward, the loop's backward interleaves with the projection's; as a module, it is a layer."""
+    from pytorch_cases import recompute_and_page
+
+    from poetsim.inputs.profiles import load_platform
+    from poetsim.pytorch.executor import execute
+    from poetsim.schedule.costs import node_costs
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 4)
+    with pytest.raises(UserInputError, match=r"interleave.*a Python loop over a layer's output.*a module of its own"):
+        capture(Scanned(inline=True), (x,), name="scanned")
+    captured = capture(Scanned(inline=False), (x,), name="scanned")
+    schedule = recompute_and_page(captured.graph, node_costs(captured.graph, load_platform("rpi4")))
+    assert execute(captured, schedule, tmp_path).gradients_equal

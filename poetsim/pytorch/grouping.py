@@ -421,7 +421,8 @@ class _Grouping:
             stuck = sorted((k for k in members if waiting[k] > 0), key=first.__getitem__)[:2]
             raise UserInputError(
                 f"{self.name}: the ops of {' and '.join(map(_describe_key, stuck))} interleave, "
-                "so they cannot be grouped into layers"
+                "so they cannot be grouped into layers; a Python loop over a layer's output (a scan over "
+                "time steps) does this: run the loop in the forward of a module of its own"
             )
         return order, members
 

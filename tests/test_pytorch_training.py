@@ -359,3 +359,93 @@ def test_tied_weights_count_once_and_train_bitwise_as_plain_pytorch(tmp_path, de
     trained = scheduled(model, (ids,), labels=labels, schedule=schedule, ram="100%", runtime="10x", swap_dir=tmp_path, threads=1)
     fit(trained, data, make_optimizer("adam", trained.parameters()))
     assert_same_state(plain, trained.model)
+
+
+class Tunable(nn.Module):
+    """A backbone and a head, with BatchNorm and dropout: what fine-tuning loops freeze, switch and retune."""
+
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU())
+        self.drop = nn.Dropout(0.1)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        """The logits of a batch of feature vectors."""
+        return self.head(self.drop(self.backbone(x)))
+
+
+def _tune(model, step: int) -> None:
+    """What a fine-tuning loop changes between steps: freeze, BatchNorm to eval, dropout's p, unfreeze."""
+    target = model.model if hasattr(model, "model") else model
+    if step == 1:
+        target.backbone[0].requires_grad_(False)
+    if step == 2:
+        target.backbone[1].eval()
+        target.drop.p = 0.5
+    if step == 3:
+        target.backbone[0].requires_grad_(True)
+
+
+def test_a_model_changed_after_scheduling_is_solved_again_or_refused_naming_the_change(tmp_path, deterministic):
+    """Frozen or unfrozen parameters, a submodule's mode and a dropout's p are captured with the step.
+
+    With on_new_shape='solve' each new state is captured and solved again, and training stays
+    bitwise plain PyTorch's; by default the first changed step stops with one line naming the change.
+    """
+    generator = torch.Generator().manual_seed(1)
+    data = [(torch.randn(4, 8, generator=generator), torch.randint(0, 4, (4,), generator=generator)) for _ in range(5)]
+    torch.manual_seed(0)
+    plain = Tunable()
+    model = scheduled(copy.deepcopy(plain), data[0][0], ram="100%", swap_dir=tmp_path, threads=1, on_new_shape="solve")
+    opt_plain = make_optimizer("adam", plain.parameters())
+    opt = make_optimizer("adam", model.parameters())
+    for step, (x, y) in enumerate(data):
+        _tune(plain, step)
+        _tune(model, step)
+        for net, opt_of in ((plain, opt_plain), (model, opt)):
+            torch.manual_seed(10 + step)
+            opt_of.zero_grad(set_to_none=True)
+            loss = model(x, y) if net is model else nn.functional.cross_entropy(net(x), y)
+            loss.backward()
+            opt_of.step()
+        record = model.last_step
+        assert record is not None
+        assert record.peak_activation_bytes == model._plans[next(reversed(model._plans))].predicted.peak_ram_bytes
+    assert_same_state(plain, model.model)
+    assert len(model._plans) == 4  # as scheduled, frozen, BatchNorm in eval with p 0.5, unfrozen
+    tunable = Tunable()
+    strict = scheduled(tunable, data[0][0], ram="100%", swap_dir=tmp_path, threads=1)
+    tunable.drop.p = 0.3
+    changed = r"the model changed since its schedule was solved \(drop\.p now 0\.3, captured 0\.1\)"
+    with pytest.raises(UserInputError, match=changed):
+        strict(*data[0])
+
+
+def test_autocast_is_part_of_what_a_schedule_was_solved_for(tmp_path, deterministic):
+    """A step under autocast that the schedule was solved without is refused in one line; solved for, it is plain PyTorch's."""
+    torch.manual_seed(0)
+    plain = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    x, y = torch.randn(2, 8), torch.tensor([0, 1])
+    model = scheduled(copy.deepcopy(plain), x, ram="100%", swap_dir=tmp_path, threads=1)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        with pytest.raises(UserInputError, match=r"autocast on \(torch.bfloat16\), captured off"):
+            model(x, y)
+        solved = scheduled(copy.deepcopy(plain), x, ram="100%", swap_dir=tmp_path, threads=1)
+        solved(x, y).backward()
+        nn.functional.cross_entropy(plain(x), y).backward()
+    for (name, mine), theirs in zip(solved.model.named_parameters(), plain.parameters()):
+        assert mine.grad is not None and theirs.grad is not None and same_bits(mine.grad, theirs.grad), name
+
+
+def test_an_example_batch_that_is_a_view_is_counted_at_its_own_size(tmp_path):
+    """`X[:2]` of a whole data set, or an expanded tensor: the input node holds the batch's bytes, not its base's."""
+    data = torch.randn(1000, 8)
+    for example in (data[:2], torch.randn(1, 8).expand(2, 8), data[:2].clone()):
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        model = scheduled(net, example, ram="100%", swap_dir=tmp_path, threads=1)
+        model(example, torch.tensor([0, 1])).backward()
+        record = model.last_step
+        assert record is not None
+        assert record.peak_activation_bytes == model.plan.predicted.peak_ram_bytes == model.plan.budget_bytes == 464

@@ -139,8 +139,7 @@ def capture(
     inputs = as_inputs(example_inputs)
     name = name or type(module).__name__
     loss = loss_module(loss)
-    if labels is None:
-        labels = default_labels(module, inputs, name)
+    labels = default_labels(module, inputs, name) if labels is None else compact(labels.detach())
     step = TrainingStep(module, loss)
     gm, calls = _trace(step, (*inputs, labels), name)
     built = grouping.build(gm, calls, name, frozenset(n for names in tied_parameters(step) for n in names[1:]))
@@ -235,11 +234,21 @@ def _check_torch_version() -> None:
 
 
 def as_inputs(example_inputs) -> tuple[torch.Tensor, ...]:
-    """The model's inputs as a tuple of detached tensors (a tensor alone is one input)."""
+    """The model's inputs as a tuple of detached tensors (a tensor alone is one input), each on a storage of its own.
+
+    A batch that is a view (`X[i : i + 8]` of a whole data set, an `expand`ed tensor) would count
+    its base's storage as the input's bytes; a step holds a batch of its own size.
+    """
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
         raise UserInputError("example_inputs must be a tensor or a tuple of tensors")
-    return tuple(t.detach() for t in inputs)
+    return tuple(compact(t.detach()) for t in inputs)
+
+
+def compact(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor`, or a contiguous copy of it where it is a view on a larger storage or not contiguous."""
+    dense = tensor.is_contiguous() and tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
+    return tensor if dense else tensor.clone(memory_format=torch.contiguous_format)
 
 
 #: What the default loss says of a model whose output holds no logits.

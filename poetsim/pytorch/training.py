@@ -22,7 +22,9 @@ schedule recomputes. In evaluation mode or without gradients the wrapper is the 
 `model(x)` gives its output, `model(x, y)` the loss.
 
 A batch of another shape or dtype than the one solved for stops with one line naming both, or,
-with `on_new_shape="solve"`, is captured and solved for in turn (once per shape). `state_dict`
+with `on_new_shape="solve"`, is captured and solved for in turn (once per shape). So does a
+model whose state the capture baked in has changed since (`model_state`: frozen parameters,
+submodule modes and plain attributes, autocast). `state_dict`
 and `load_state_dict` are the original model's.
 """
 
@@ -58,11 +60,47 @@ class Plan:
     predicted: Prediction
     platform: str
     forward_stages: int  # the stages up to the loss, run when the model is called
+    state: tuple = ()  # the model's state it was captured in (`model_state`)
 
     @property
     def signature(self) -> tuple[str, ...]:
         """The shapes and dtypes of the batch (inputs, then labels) it was solved for."""
         return tuple(describe(t) for t in self.capture.inputs)
+
+
+def model_state(model: nn.Module) -> tuple:
+    """What a captured step depends on besides the batch, which the capture bakes into the graph.
+
+    Autocast, each parameter's `requires_grad`, and each submodule's public attributes of plain
+    values (`training`, a dropout's `p`, ...): a change after the capture would be ignored.
+    """
+    autocast = ("autocast", torch.is_autocast_enabled("cpu"), str(torch.get_autocast_dtype("cpu")))
+    grads = tuple((name, p.requires_grad) for name, p in model.named_parameters(remove_duplicate=False))
+    plain = (bool, int, float, str, type(None))
+    attributes = tuple(
+        (path, name, value)
+        for path, module in model.named_modules()
+        for name, value in vars(module).items()
+        if not name.startswith("_") and isinstance(value, plain)
+    )
+    return (autocast, grads, attributes)
+
+
+def _state_change(before: tuple, now: tuple) -> str:
+    """The first differences between two `model_state`s, in words."""
+    (cast_a, grads_a, attrs_a), (cast_b, grads_b, attrs_b) = before, now
+    changes = []
+    if cast_a != cast_b:
+        changes.append(f"autocast {'on' if cast_b[1] else 'off'} ({cast_b[2]}), captured {'on' if cast_a[1] else 'off'}")
+    old_grads = dict(grads_a)
+    changes += [f"{name}.requires_grad now {flag}" for name, flag in grads_b if old_grads.get(name, flag) != flag]
+    old_attrs = {(path, name): value for path, name, value in attrs_a}
+    changes += [
+        f"{(path + '.') if path else ''}{name} now {value!r}, captured {old_attrs[path, name]!r}"
+        for path, name, value in attrs_b
+        if (path, name) in old_attrs and old_attrs[path, name] != value
+    ]
+    return "; ".join(changes[:3]) or "its structure"
 
 
 @dataclass(frozen=True)
@@ -92,7 +130,7 @@ class ScheduledModule(nn.Module):
         self.model = model
         self.loss_function = planner.loss_module
         self._planner = planner
-        self._plans = {plan.signature: plan}
+        self._plans = {(plan.signature, plan.state): plan}
         self.plan = plan
         self.last_step: StepRecord | None = None
         self._pending: _Step | None = None
@@ -137,15 +175,21 @@ class ScheduledModule(nn.Module):
 
     def _plan_for(self, batch: tuple[torch.Tensor, ...]) -> Plan:
         signature = tuple(describe(t) for t in batch)
-        plan = self._plans.get(signature)
+        state = model_state(self.model)
+        plan = self._plans.get((signature, state))
         if plan is not None:
             return plan
         if not self._planner.solve_new_shapes:
+            if signature != self.plan.signature:
+                raise UserInputError(
+                    f"the batch is {', '.join(signature)}, the schedule was solved for {', '.join(self.plan.signature)} "
+                    "(inputs, then labels); pass on_new_shape='solve' to solve for each new shape"
+                )
             raise UserInputError(
-                f"the batch is {', '.join(signature)}, the schedule was solved for {', '.join(self.plan.signature)} "
-                "(inputs, then labels); pass on_new_shape='solve' to solve for each new shape"
+                f"the model changed since its schedule was solved ({_state_change(self.plan.state, state)}); "
+                "pass on_new_shape='solve' to solve again for each new shape or state of the model"
             )
-        self._plans[signature] = plan = self._planner.plan(batch)
+        self._plans[signature, state] = plan = self._planner.plan(batch, state=state)
         return plan
 
 
@@ -255,19 +299,28 @@ class _Planner:
     saved: Schedule | None
     name: str
 
-    def plan(self, batch: tuple[torch.Tensor, ...], labels: torch.Tensor | None = None) -> Plan:
-        """The plan of one batch (the model's inputs and, unless `labels`, the labels last)."""
+    def plan(self, batch: tuple[torch.Tensor, ...], labels: torch.Tensor | None = None, state: tuple | None = None) -> Plan:
+        """The plan of one batch (the model's inputs and, unless `labels`, the labels last).
+
+        The model is captured in its submodules' modes (a BatchNorm kept in eval while the rest
+        trains), or all in training if it is in evaluation mode as a whole; `state` is the
+        `model_state` a step will find (default: the one the capture saw).
+        """
         from poetsim.pipeline import baseline_starts, require_schedule, run_strategy
         from poetsim.schedule.checker import check_schedule
         from poetsim.schedule.problem import make_problem
 
         inputs, labels = (batch, labels) if labels is not None else (batch[:-1], batch[-1])
-        mode = self.model.training
-        self.model.train()
+        modes = {module: module.training for module in self.model.modules()}
+        if not self.model.training:
+            self.model.train()
         try:
             captured = capture(self.model, inputs, self.loss, labels, name=self.name)
+            seen = model_state(self.model)
         finally:
-            self.model.train(mode)
+            for module, mode in modes.items():
+                module.training = mode
+        state = seen if state is None else state
         graph = captured.graph
         problem = make_problem(graph, self.platform, self.ram, self.runtime_x, self.timing)
         if self.saved is not None:
@@ -300,6 +353,7 @@ class _Planner:
             predicted=predict(graph, schedule, problem.costs, self.timing),
             platform=self.platform.name,
             forward_stages=forward,
+            state=state,
         )
 
     @contextlib.contextmanager
@@ -357,7 +411,8 @@ def scheduled(
     `swap_dir` (on the device: its flash or SD card), written with fsync and dropped from the
     page cache unless `durable` is False.
     `threads` are torch's threads while a step runs (default: the cores less one, left to the
-    I/O thread). `on_new_shape` is "error" or "solve" (capture and solve each new batch shape).
+    I/O thread). `on_new_shape` is "error" or "solve" (capture and solve each new batch shape or
+    model state).
     `name` names the graph (default: the model's class).
     UserInputError in one line for a model the capture cannot follow, naming the module;
     InfeasibleBudgetError when no schedule meets the budgets.

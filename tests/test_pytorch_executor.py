@@ -321,3 +321,31 @@ def test_tensors_hooks_keep_in_containers_do_not_outlive_the_trace(tmp_path):
     schedule, _ = checkpoint_sqrt(captured.graph, costs, Timing.OVERLAP)
     result = execute(captured, schedule, tmp_path)
     assert result.gradients_equal, result.differing_gradients
+
+
+def test_instance_norm_running_statistics_update_bitwise_recomputed_and_paged(tmp_path):
+    """InstanceNorm with running statistics: BatchNorm over the stacked instances, then the average of a view.
+
+    The view of the new statistics that the update averages is held with the parameters as they
+    are; the step runs recomputed and paged with the plain step's gradients and running statistics.
+    """
+    from pytorch_cases import recompute_and_page
+
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.InstanceNorm2d(3, track_running_stats=True),  # on the data: the update is a node of its own
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.InstanceNorm2d(8, affine=True, track_running_stats=True),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(8 * 36, 5),
+    )
+    captured = capture(net, (torch.randn(2, 3, 6, 6),), name="instance")
+    graph = captured.graph
+    costs = node_costs(graph, load_platform("rpi4"))
+    norms = {n.id for n in graph.nodes if n.name in ("0", "2")}
+    schedule = recompute_and_page(graph, costs, prefer=norms)
+    predicted = check_schedule(schedule, graph, costs, Timing.OVERLAP)
+    result = execute(captured, schedule, tmp_path)
+    assert result.gradients_equal and result.buffers_equal, result.differing_gradients
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes

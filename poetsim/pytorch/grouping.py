@@ -224,6 +224,16 @@ class _Grouping:
             n = self.owner[n]
         return self.role.get(n) in ("static", "statistic")
 
+    def statistic(self, n: fx.Node) -> bool:
+        """Whether `n` is a normalisation statistic or a view of one (held with the parameters).
+
+        InstanceNorm's running statistics are BatchNorm's over a view that stacks the instances;
+        their update averages a view of the new ones, maybe in a node of its own.
+        """
+        while self.role.get(n) == "view":
+            n = self.owner[n]
+        return self.role.get(n) == "statistic"
+
     def storage_key(self, n: fx.Node) -> tuple[fx.Node, object]:
         """Equal for two values that share one storage: its maker and which of its outputs.
 
@@ -475,7 +485,7 @@ class _Grouping:
                     ops=tuple(n for n in group if self.role[n] != "data"),
                     reads=tuple(sorted(reads[key], key=by_position)),
                     keeps=tuple(sorted(keeps[key], key=by_position)),
-                    statistics=tuple(n for n in group if self.role[n] == "statistic"),
+                    statistics=tuple(n for n in group if self.statistic(n)),
                     random=any(n in random for n in group),
                 )
             )

@@ -349,3 +349,43 @@ def test_instance_norm_running_statistics_update_bitwise_recomputed_and_paged(tm
     result = execute(captured, schedule, tmp_path)
     assert result.gradients_equal and result.buffers_equal, result.differing_gradients
     assert result.peak_activation_bytes == predicted.peak_ram_bytes
+
+
+class _Cached(nn.Module):
+    """Python state in the forward: a tensor cached on first use, a call counter, a buffer shared by two modules."""
+
+    def __init__(self, counting: bool = False):
+        super().__init__()
+        position = torch.arange(4.0)
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.a.register_buffer("position", position)
+        self.b.register_buffer("position", position)  # one tensor, two names
+        self.scale = None
+        self.counting = counting
+        self.calls = 0
+
+    def forward(self, x):
+        """Logits; the scale is made once and kept, as rotary embeddings keep their cos and sin."""
+        if self.scale is None:
+            self.scale = torch.linspace(0.5, 1.5, 4)
+        if self.counting:
+            self.calls += 1
+        h = self.a(x + self.a.position) * self.scale
+        return self.b(torch.relu(h) + self.b.position)
+
+
+def test_a_tensor_cached_in_the_forward_and_a_shared_buffer_run_bitwise_and_python_state_is_refused(tmp_path):
+    """A cache made in the forward is the captured step's to compute: the module keeps None; a counter is refused."""
+    torch.manual_seed(0)
+    module = _Cached()
+    captured = capture(module, (torch.randn(8, 4),), name="cached")
+    assert module.scale is None and module.calls == 0
+    costs = node_costs(captured.graph, load_platform("rpi4"))
+    schedule, _ = checkpoint_sqrt(captured.graph, costs, Timing.OVERLAP)
+    result = execute(captured, schedule, tmp_path)
+    assert result.gradients_equal and result.buffers_equal, result.differing_gradients
+    counting = _Cached(counting=True)
+    refusal = r"the model changes its attribute 'calls' in its forward \(0 before the capture, 1 after\)"
+    with pytest.raises(UserInputError, match=refusal):
+        capture(counting, (torch.randn(8, 4),), name="counting")
+    assert counting.calls == 0

@@ -18,6 +18,7 @@ computes. `poetsim.pytorch.grouping` turns the labelled graph into poetsim nodes
 import contextlib
 import dataclasses
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -320,7 +321,8 @@ class _CallTracker:
     The root step resets the counts, because the exporter runs the forward pass more than once.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_pass: Callable[[], None] | None = None) -> None:
+        self.on_pass = on_pass
         self.calls: dict[str, CallInfo] = {}
         self.stack: list[tuple[str, contextlib.ExitStack]] = []
         self._counts: dict[str, int] = {}
@@ -342,6 +344,8 @@ class _CallTracker:
 
     def _enter(self, module: nn.Module, path: str) -> None:
         if path == "":  # the step itself: a new pass of the exporter; it labels no op
+            if self.on_pass is not None:  # what an earlier pass left on the modules goes
+                self.on_pass()
             self._counts.clear()
             self._children.clear()
             self.calls.clear()
@@ -409,12 +413,12 @@ def _label_autograd_nodes(output, label: str, first_sequence_nr: int) -> None:
 
 
 @contextlib.contextmanager
-def _attributed(name: str, step: nn.Module):
+def _attributed(name: str, step: nn.Module, on_pass: Callable[[], None] | None = None):
     """Label module calls while the block runs.
 
     An error inside the model becomes one UserInputError naming the module call that raised it.
     """
-    tracker = _CallTracker()
+    tracker = _CallTracker(on_pass)
     handles = tracker.install(step)
     where = None
     try:
@@ -462,9 +466,9 @@ def _trace(step: TrainingStep, batch: tuple[torch.Tensor, ...], name: str):
     from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 
     with (
-        tracing.attributes_kept(step),
+        tracing.attributes_kept(step) as restore,
         tracing.eager_causal_masks(),
-        _attributed(name, step) as tracker,
+        _attributed(name, step, restore) as tracker,
         contextlib.ExitStack() as stack,
         randomness.eager_dropout(),
         recurrent.eager_recurrent(),

@@ -321,7 +321,7 @@ class Machine:
     def _prepare(self) -> None:
         capture = self.capture
         params = dict(capture.step.named_parameters(remove_duplicate=False))
-        buffers = dict(capture.step.named_buffers())
+        buffers = dict(capture.step.named_buffers(remove_duplicate=False))
         for n, name in capture.params:
             self.shared[n] = params[name].detach()
         for n, name in capture.buffers:

@@ -60,7 +60,7 @@ def plain_step(capture: Capture) -> PlainStep:
     loss.backward()
     seconds = time.perf_counter() - start
     grads = {name: p.grad for name, p in reference.named_parameters()}
-    return PlainStep(grads, {name: b.detach() for name, b in reference.named_buffers()}, seconds)
+    return PlainStep(grads, {name: b.detach() for name, b in reference.named_buffers(remove_duplicate=False)}, seconds)
 
 
 def compare(reference: PlainStep, machine: "Machine") -> tuple[bool, tuple[str, ...], bool]:

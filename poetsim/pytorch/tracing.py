@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from poetsim.errors import UserInputError
+
 
 @contextlib.contextmanager
 def traced_as(kernels: dict) -> Iterator[None]:
@@ -70,31 +72,58 @@ def eager_upsampling():
 
 
 @contextlib.contextmanager
-def attributes_kept(module: torch.nn.Module) -> Iterator[None]:
-    """On leaving the block, the tensors that `module`'s submodules held as plain attributes when it began.
+def attributes_kept(module: torch.nn.Module) -> Iterator[Callable[[], None]]:
+    """Within the block, trace `module`; on leaving, its submodules' attributes as they were when it began.
 
-    A forward pre-hook may store a tensor it computes on the module (`torch.nn.utils.weight_norm`
-    and `spectral_norm` set `weight`), and a forward hook may keep features in a dict or list
-    attribute; under a trace those are fake or traced tensors, which must not outlive the trace:
-    the module's own forward, a copy of it and its training use it after. A dict or list attribute
-    that holds a tensor before or after gets its items back.
+    A trace runs the forward, whose side effects must not outlive it: a forward pre-hook may store
+    a tensor it computes on the module (`torch.nn.utils.weight_norm` and `spectral_norm` set
+    `weight`), a forward hook may keep features in a dict or list attribute, a forward may cache a
+    tensor on the module or register a buffer. Under a trace those are fake or traced tensors,
+    which the module's own forward, a copy of it and its training use after. Tensor attributes,
+    buffers, and dict or list attributes that hold a tensor get their values back.
+
+    A forward that changes one of its modules' public attributes from one plain value to another
+    (a call counter, an `initialized` flag set by a data-dependent initialisation) or registers a
+    buffer has Python state that a replayed step cannot follow: leaving the block without an error
+    then raises `PythonState`, naming it. A tensor cached in an attribute (None before) is not
+    such state: the captured step computes it. The block gets the restoring function, for a tracer
+    that runs the forward more than once to call before each run.
     """
-    internal = set(vars(torch.nn.Module()))
-    saved = [(vars(m), dict(vars(m))) for m in module.modules()]
-    containers = [
-        (value, copy.copy(value))
-        for attributes, _ in saved
-        for name, value in attributes.items()
-        if name not in internal and isinstance(value, (dict, list))
-    ]
+    kept = _Kept(module)
     try:
-        yield
+        yield kept.restore
+        changed = kept.python_state()
     finally:
-        for attributes, before in saved:
+        kept.restore(buffers_too=True)
+    if changed:
+        raise PythonState(changed)
+
+
+class _Kept:
+    """A module tree's attributes, buffers and dict or list attributes as they were, to put back."""
+
+    def __init__(self, module: torch.nn.Module):
+        internal = set(vars(torch.nn.Module()))
+        self.named = list(module.named_modules())
+        self.saved = [(vars(m), dict(vars(m)), dict(m._buffers)) for _, m in self.named]
+        self.containers = [
+            (value, copy.copy(value))
+            for attributes, _, _ in self.saved
+            for name, value in attributes.items()
+            if name not in internal and isinstance(value, (dict, list))
+        ]
+
+    def restore(self, buffers_too: bool = False) -> None:
+        """Put the attributes back; with `buffers_too` the buffers too (a tracer swaps them while it runs)."""
+        for (_, m), (attributes, before, buffers) in zip(self.named, self.saved):
             for name in [n for n, v in attributes.items() if isinstance(v, torch.Tensor) and n not in before]:
                 del attributes[name]
-            attributes.update((n, v) for n, v in before.items() if isinstance(v, torch.Tensor))
-        for container, items in containers:
+            attributes.update((n, v) for n, v in before.items() if isinstance(v, torch.Tensor) or _plain(n, v))
+            attributes.update((n, before[n]) for n, v in list(attributes.items()) if isinstance(v, torch.Tensor) and n in before)
+            if buffers_too:
+                m._buffers.clear()
+                m._buffers.update(buffers)
+        for container, items in self.containers:
             if not (_holds_tensors(container) or _holds_tensors(items)):
                 continue
             container.clear()
@@ -102,6 +131,34 @@ def attributes_kept(module: torch.nn.Module) -> Iterator[None]:
                 container.update(items)
             else:
                 container.extend(items)
+
+    def python_state(self) -> str:
+        """The first plain attribute the forward changed, or buffer it registered, in words ("" if none)."""
+        for (path, m), (attributes, before, buffers) in zip(self.named, self.saved):
+            where = f"module '{path.removeprefix('model.')}'" if path not in ("", "model") else "the model"
+            for name, value in before.items():
+                after = attributes.get(name, value)
+                if _plain(name, value) and _plain(name, after) and after != value:
+                    return (
+                        f"{where} changes its attribute '{name}' in its forward ({value!r} before the capture, "
+                        f"{after!r} after): a scheduled step replays the captured forward, which cannot follow "
+                        "Python state; set it outside the forward"
+                    )
+            for name in m._buffers.keys() - buffers.keys():
+                return (
+                    f"{where} registers the buffer '{name}' in its forward: register it in __init__ (a scheduled step "
+                    "replays the captured forward, which cannot follow Python state)"
+                )
+        return ""
+
+
+class PythonState(UserInputError):
+    """A forward that changes its modules' Python attributes, which a replayed step cannot follow."""
+
+
+def _plain(name: str, value: object) -> bool:
+    """Whether an attribute is a public one of a plain value (bool, number, string, None)."""
+    return not name.startswith("_") and isinstance(value, (bool, int, float, str, type(None)))
 
 
 def _holds_tensors(container: dict | list) -> bool:

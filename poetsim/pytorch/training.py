@@ -215,7 +215,7 @@ class _Step:
             except BaseException:
                 machine.close()
                 raise
-        buffers = dict(plan.capture.step.named_buffers())
+        buffers = dict(plan.capture.step.named_buffers(remove_duplicate=False))
         with torch.no_grad():
             for name, value in machine.buffers.items():
                 buffers[name].copy_(value)

@@ -487,3 +487,28 @@ def test_a_loop_over_a_layers_output_runs_as_a_module_and_is_refused_inline_with
     captured = capture(Scanned(inline=False), (x,), name="scanned")
     schedule = recompute_and_page(captured.graph, node_costs(captured.graph, load_platform("rpi4")))
     assert execute(captured, schedule, tmp_path).gradients_equal
+
+
+class _Inverse(nn.Module):
+    """A learned linear map applied through its inverse: `torch.linalg.inv` or its `_ex` form."""
+
+    def __init__(self, checked: bool):
+        super().__init__()
+        self.matrix = nn.Parameter(torch.eye(4) * 2 + 0.1 * torch.randn(4, 4))
+        self.checked = checked
+
+    def forward(self, x):
+        """The logits of a batch of feature vectors."""
+        inverse = torch.linalg.inv(self.matrix) if self.checked else torch.linalg.inv_ex(self.matrix)[0]
+        return x @ inverse
+
+
+def test_lazy_modules_and_error_checked_linear_algebra_are_refused_in_one_line_naming_the_way_out():
+    """An uninitialised lazy parameter, and linalg.inv's run-time error check: one line each, with the remedy."""
+    torch.manual_seed(0)
+    lazy = r"parameter '1\.weight' is not initialised yet \(a lazy module\): run the model once"
+    with pytest.raises(UserInputError, match=lazy):
+        capture(nn.Sequential(nn.Flatten(), nn.LazyLinear(3)), (torch.randn(2, 4),), name="lazy")
+    with pytest.raises(UserInputError, match=r"side effect .* torch\.linalg\.inv_ex"):
+        capture(_Inverse(checked=True), (torch.randn(2, 4),), name="inverse")
+    assert len(capture(_Inverse(checked=False), (torch.randn(2, 4),), name="inverse").graph) > 0

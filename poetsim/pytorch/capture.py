@@ -139,6 +139,12 @@ def capture(
         raise UserInputError(f"the model must be a torch.nn.Module, got {type(module).__name__}")
     inputs = as_inputs(example_inputs)
     name = name or type(module).__name__
+    lazy = [path for path, p in module.named_parameters() if isinstance(p, nn.parameter.UninitializedParameter)]
+    if lazy:
+        raise UserInputError(
+            f"{name}: parameter '{lazy[0]}' is not initialised yet (a lazy module): run the model once on an "
+            "example batch before it is imported, as its first forward initialises it"
+        )
     loss = loss_module(loss)
     labels = default_labels(module, inputs, name) if labels is None else compact(labels.detach())
     step = TrainingStep(module, loss)

@@ -145,6 +145,12 @@ class _Grouping:
             self.role[n] = "data"
             self.group[n] = INPUT_KEY
             return
+        elif kind == "ForwardTokenAOTInput":
+            raise UserInputError(
+                f"{self.name}: the step runs an op with a side effect that the capture orders by a token "
+                "(torch.linalg's inv, solve and cholesky check their input for errors that way; their _ex "
+                "forms, such as torch.linalg.inv_ex, do not): poetsim cannot replay it"
+            )
         else:
             raise UserInputError(f"{self.name}: the captured step has an input poetsim cannot feed ({desc})")
         self.role[n] = "static"

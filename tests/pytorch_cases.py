@@ -44,3 +44,21 @@ def recompute_and_page(graph: TrainingGraph, costs: CostTable, prefer=frozenset(
             continue
         return paged
     raise AssertionError(f"{graph.name}: no node can be paged across an idle stretch")
+
+
+def run_recomputed_and_paged(captured, swap_dir, prefer_names=()):
+    """Execute `captured` following `recompute_and_page`'s schedule on the rpi4 profile's costs.
+
+    The nodes named in `prefer_names` are paged first. Returns the execution and the checked
+    prediction of its schedule.
+    """
+    from poetsim.inputs.profiles import load_platform
+    from poetsim.pytorch.executor import execute
+    from poetsim.schedule.costs import node_costs
+
+    graph = captured.graph
+    costs = node_costs(graph, load_platform("rpi4"))
+    prefer = {node.id for node in graph.nodes if node.name in prefer_names}
+    schedule = recompute_and_page(graph, costs, prefer=prefer)
+    predicted = check_schedule(schedule, graph, costs, Timing.OVERLAP)
+    return execute(captured, schedule, swap_dir), predicted

@@ -324,13 +324,7 @@ def test_pieces_of_one_output_count_its_storage_once_and_run_as_predicted(tmp_pa
 
     Each piece was counted as a storage of its own: the predicted peak then exceeded the measured one.
     """
-    from pytorch_cases import recompute_and_page
-
-    from poetsim.inputs.profiles import load_platform
-    from poetsim.pytorch.executor import execute
-    from poetsim.schedule.checker import check_schedule
-    from poetsim.schedule.costs import node_costs
-    from poetsim.schedule.model import Timing
+    from pytorch_cases import run_recomputed_and_paged
 
     torch.manual_seed(0)
     captured = capture(Pieces(), (torch.randn(2, 3, 6, 6),), name="pieces")
@@ -338,11 +332,7 @@ def test_pieces_of_one_output_count_its_storage_once_and_run_as_predicted(tmp_pa
     assert nodes["gate"].output_bytes == 2 * 8 * 6 * 6 * 4
     assert nodes["up"].output_bytes == 2 * 6 * 16 * 4
     assert nodes["qkv"].output_bytes == 2 * 6 * 24 * 4
-    costs = node_costs(captured.graph, load_platform("rpi4"))
-    pieced = {nodes[name].id for name in ("gate", "up", "qkv")}
-    schedule = recompute_and_page(captured.graph, costs, prefer=pieced)
-    predicted = check_schedule(schedule, captured.graph, costs, Timing.OVERLAP)
-    result = execute(captured, schedule, tmp_path)
+    result, predicted = run_recomputed_and_paged(captured, tmp_path, ("gate", "up", "qkv"))
     assert result.gradients_equal, result.differing_gradients
     assert result.peak_activation_bytes == predicted.peak_ram_bytes
 
@@ -415,20 +405,11 @@ def test_a_causal_mask_takes_eagers_causal_path_recomputed_and_paged(tmp_path):
     Given without `is_causal`, eager checks the mask's values and takes attention's causal kernel;
     the capture decides alike.
     """
-    from pytorch_cases import recompute_and_page
-
-    from poetsim.inputs.profiles import load_platform
-    from poetsim.pytorch.executor import execute
-    from poetsim.schedule.checker import check_schedule
-    from poetsim.schedule.costs import node_costs
-    from poetsim.schedule.model import Timing
+    from pytorch_cases import run_recomputed_and_paged
 
     torch.manual_seed(0)
     captured = capture(CausalLM(), (torch.randint(0, 20, (2, 6)),), name="causal")
-    costs = node_costs(captured.graph, load_platform("rpi4"))
-    schedule = recompute_and_page(captured.graph, costs)
-    predicted = check_schedule(schedule, captured.graph, costs, Timing.OVERLAP)
-    result = execute(captured, schedule, tmp_path)
+    result, predicted = run_recomputed_and_paged(captured, tmp_path)
     assert result.gradients_equal, result.differing_gradients
     assert result.peak_activation_bytes == predicted.peak_ram_bytes
 

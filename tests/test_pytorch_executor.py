@@ -196,19 +196,14 @@ def test_weights_a_hook_makes_are_traced_and_the_step_runs_bitwise(tmp_path):
     computed ones: the step then runs recomputed and paged with the plain step's gradients, and
     spectral norm's power-iteration vectors (buffers updated in the forward) have its bits too.
     """
-    from pytorch_cases import recompute_and_page
+    from pytorch_cases import run_recomputed_and_paged
 
     torch.manual_seed(0)
     module = Normalised()
     before = module.conv.weight
     captured = capture(module, (torch.randn(2, 3, 8, 8),), name="normalised")
     assert module.conv.weight is before and type(module.mid.weight) is torch.Tensor
-    graph = captured.graph
-    costs = node_costs(graph, load_platform("rpi4"))
-    prefer = {node.id for node in graph.nodes if node.name in ("conv", "mid")}
-    schedule = recompute_and_page(graph, costs, prefer=prefer)
-    predicted = check_schedule(schedule, graph, costs, Timing.OVERLAP)
-    result = execute(captured, schedule, tmp_path)
+    result, predicted = run_recomputed_and_paged(captured, tmp_path, ("conv", "mid"))
     assert result.gradients_equal and result.buffers_equal, result.differing_gradients
     assert result.peak_activation_bytes == predicted.peak_ram_bytes
 
@@ -329,7 +324,7 @@ def test_instance_norm_running_statistics_update_bitwise_recomputed_and_paged(tm
     The view of the new statistics that the update averages is held with the parameters as they
     are; the step runs recomputed and paged with the plain step's gradients and running statistics.
     """
-    from pytorch_cases import recompute_and_page
+    from pytorch_cases import run_recomputed_and_paged
 
     torch.manual_seed(0)
     net = nn.Sequential(
@@ -341,12 +336,7 @@ def test_instance_norm_running_statistics_update_bitwise_recomputed_and_paged(tm
         nn.Linear(8 * 36, 5),
     )
     captured = capture(net, (torch.randn(2, 3, 6, 6),), name="instance")
-    graph = captured.graph
-    costs = node_costs(graph, load_platform("rpi4"))
-    norms = {n.id for n in graph.nodes if n.name in ("0", "2")}
-    schedule = recompute_and_page(graph, costs, prefer=norms)
-    predicted = check_schedule(schedule, graph, costs, Timing.OVERLAP)
-    result = execute(captured, schedule, tmp_path)
+    result, predicted = run_recomputed_and_paged(captured, tmp_path, ("0", "2"))
     assert result.gradients_equal and result.buffers_equal, result.differing_gradients
     assert result.peak_activation_bytes == predicted.peak_ram_bytes
 

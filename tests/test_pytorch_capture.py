@@ -493,3 +493,25 @@ def test_lazy_modules_and_error_checked_linear_algebra_are_refused_in_one_line_n
     with pytest.raises(UserInputError, match=r"side effect .* torch\.linalg\.inv_ex"):
         capture(_Inverse(checked=True), (torch.randn(2, 4),), name="inverse")
     assert len(capture(_Inverse(checked=False), (torch.randn(2, 4),), name="inverse").graph) > 0
+
+
+class _Checkpointed(nn.Module):
+    """A block under `torch.utils.checkpoint`, in its reentrant or its recommended form."""
+
+    def __init__(self, reentrant: bool):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 3)
+        self.reentrant = reentrant
+
+    def forward(self, x):
+        """The logits of a batch of feature vectors."""
+        return torch.utils.checkpoint.checkpoint(self.b, torch.relu(self.a(x)), use_reentrant=self.reentrant)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_reentrant_checkpointing_is_refused_naming_the_form_that_imports():
+    torch.manual_seed(0)
+    with pytest.raises(UserInputError, match=r"use_reentrant=True: .* use use_reentrant=False"):
+        capture(_Checkpointed(reentrant=True), (torch.randn(2, 4),), name="checkpointed")
+    assert len(capture(_Checkpointed(reentrant=False), (torch.randn(2, 4),), name="checkpointed").graph) > 0

@@ -452,6 +452,11 @@ def _explain(error: Exception) -> str:
     first = (str(error).strip().splitlines() or [kind])[0]
     if isinstance(error, tracing.UnknownCausality):
         return first
+    if "use_reentrant=True" in first:
+        return (
+            "torch.utils.checkpoint with use_reentrant=True: its backward runs autograd inside the step, which "
+            "cannot be captured; use use_reentrant=False (PyTorch's recommended form), which poetsim replays"
+        )
     clues = ("data-dependent", "data dependent", "cannot be called on meta tensors", "_local_scalar_dense")
     if kind in ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException") or any(
         clue in first.lower() for clue in clues

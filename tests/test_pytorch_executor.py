@@ -379,3 +379,27 @@ def test_a_tensor_cached_in_the_forward_and_a_shared_buffer_run_bitwise_and_pyth
     with pytest.raises(UserInputError, match=refusal):
         capture(counting, (torch.randn(8, 4),), name="counting")
     assert counting.calls == 0
+
+
+class _TransposedNorm(nn.Module):
+    """A linear layer over time steps, then BatchNorm1d over its channels: the transposed layout sequence models use."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+        self.norm = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        """The logits of a batch of sequences (batch, steps, 4)."""
+        return self.norm(self.linear(x).transpose(1, 2)).sum(2)
+
+
+def test_a_view_planned_on_a_fake_tensors_strides_runs_on_the_real_ones(tmp_path):
+    """BatchNorm's real input gradient is laid out otherwise than its fake one: the view after it still runs, bitwise."""
+    from pytorch_cases import run_recomputed_and_paged
+
+    torch.manual_seed(0)
+    captured = capture(_TransposedNorm(), (torch.randn(8, 6, 4),), name="transposed")
+    result, predicted = run_recomputed_and_paged(captured, tmp_path, ("linear",))
+    assert result.gradients_equal and result.buffers_equal, result.differing_gradients
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes

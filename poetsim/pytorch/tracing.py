@@ -118,7 +118,7 @@ class _Kept:
         for (_, m), (attributes, before, buffers) in zip(self.named, self.saved):
             for name in [n for n, v in attributes.items() if isinstance(v, torch.Tensor) and n not in before]:
                 del attributes[name]
-            attributes.update((n, v) for n, v in before.items() if isinstance(v, torch.Tensor) or _plain(n, v))
+            attributes.update((n, v) for n, v in before.items() if isinstance(v, torch.Tensor) or plain_attribute(n, v))
             attributes.update((n, before[n]) for n, v in list(attributes.items()) if isinstance(v, torch.Tensor) and n in before)
             if buffers_too:
                 m._buffers.clear()
@@ -138,7 +138,7 @@ class _Kept:
             where = f"module '{path.removeprefix('model.')}'" if path not in ("", "model") else "the model"
             for name, value in before.items():
                 after = attributes.get(name, value)
-                if _plain(name, value) and _plain(name, after) and after != value:
+                if plain_attribute(name, value) and plain_attribute(name, after) and after != value:
                     return (
                         f"{where} changes its attribute '{name}' in its forward ({value!r} before the capture, "
                         f"{after!r} after): a scheduled step replays the captured forward, which cannot follow "
@@ -156,7 +156,7 @@ class PythonState(UserInputError):
     """A forward that changes its modules' Python attributes, which a replayed step cannot follow."""
 
 
-def _plain(name: str, value: object) -> bool:
+def plain_attribute(name: str, value: object) -> bool:
     """Whether an attribute is a public one of a plain value (bool, number, string, None)."""
     return not name.startswith("_") and isinstance(value, (bool, int, float, str, type(None)))
 

@@ -38,6 +38,7 @@ from torch import nn
 
 from poetsim.errors import UserInputError
 from poetsim.inputs.profiles import Platform, load_platform
+from poetsim.pytorch import tracing
 from poetsim.pytorch.capture import Capture, capture, describe
 from poetsim.pytorch.executor import Machine, default_threads
 from poetsim.pytorch.validate import Prediction, predict
@@ -76,12 +77,11 @@ def model_state(model: nn.Module) -> tuple:
     """
     autocast = ("autocast", torch.is_autocast_enabled("cpu"), str(torch.get_autocast_dtype("cpu")))
     grads = tuple((name, p.requires_grad) for name, p in model.named_parameters(remove_duplicate=False))
-    plain = (bool, int, float, str, type(None))
     attributes = tuple(
         (path, name, value)
         for path, module in model.named_modules()
         for name, value in vars(module).items()
-        if not name.startswith("_") and isinstance(value, plain)
+        if tracing.plain_attribute(name, value)
     )
     return (autocast, grads, attributes)
 

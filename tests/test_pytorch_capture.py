@@ -1,6 +1,9 @@
 """Importing PyTorch models: node granularity and names, FLOPs and bytes against the zoo, errors."""
 
+import gc
 import json
+import sys
+import warnings
 
 import pytest
 
@@ -508,10 +511,18 @@ class _Checkpointed(nn.Module):
         return torch.utils.checkpoint.checkpoint(self.b, torch.relu(self.a(x)), use_reentrant=self.reentrant)
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_reentrant_checkpointing_is_refused_naming_the_form_that_imports():
+def test_reentrant_checkpointing_is_refused_naming_the_form_that_imports_and_nothing_else_is_printed():
     torch.manual_seed(0)
-    with pytest.raises(UserInputError, match=r"use_reentrant=True: .* use use_reentrant=False"):
-        capture(_Checkpointed(reentrant=True), (torch.randn(2, 4),), name="checkpointed")
+    unraisable: list = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        with warnings.catch_warnings(record=True) as raised:
+            warnings.simplefilter("always")
+            with pytest.raises(UserInputError, match=r"use_reentrant=True: .* use use_reentrant=False"):
+                capture(_Checkpointed(reentrant=True), (torch.randn(2, 4),), name="checkpointed")
+            gc.collect()  # an annotation left open would be closed here, and raise
+    finally:
+        sys.unraisablehook = hook
+    assert [str(w.message) for w in raised] == []
+    assert [repr(u.exc_value) for u in unraisable] == []
     assert len(capture(_Checkpointed(reentrant=False), (torch.randn(2, 4),), name="checkpointed").graph) > 0

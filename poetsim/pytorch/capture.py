@@ -18,6 +18,7 @@ computes. `poetsim.pytorch.grouping` turns the labelled graph into poetsim nodes
 import contextlib
 import dataclasses
 import itertools
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -212,7 +213,7 @@ def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: st
     The output's shape comes from running the model on fake tensors (no data, no compute), so
     the model's buffers are not touched. They keep their device, so that a model that makes
     tensors of its own in its forward (`torch.zeros(batch, hidden)`, a recurrent cell's state)
-    runs as it does on the CPU.
+    runs as it does on the CPU. Its warnings are left out: the trace runs the model again.
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -222,12 +223,14 @@ def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: st
     }
     batch = tuple(fake.from_tensor(t) for t in inputs)
     with (
+        warnings.catch_warnings(),
         torch.no_grad(),
         tracing.attributes_kept(module),
         tracing.eager_causal_masks(),
         _attributed(name, TrainingStep(module, nn.Identity())),
         fake,
     ):
+        warnings.simplefilter("ignore")
         out = logits(torch.func.functional_call(module, state, batch))
     if out is None or out.dim() < 1 or out.shape[-1] < 1:
         raise UserInputError(f"{name}: {NO_LOGITS}")
@@ -331,6 +334,8 @@ class _CallTracker:
         self.on_pass = on_pass
         self.calls: dict[str, CallInfo] = {}
         self.stack: list[tuple[str, contextlib.ExitStack]] = []
+        #: Every annotation under way, forward calls' and backward nodes', in the order opened.
+        self.opened: list[contextlib.ExitStack] = []
         self._counts: dict[str, int] = {}
         self._children: dict[str, bool] = {}
         self._types: dict[str, str] = {}
@@ -367,26 +372,40 @@ class _CallTracker:
         context = contextlib.ExitStack()
         context.enter_context(fx_traceback.annotate({"call": label}))
         self.stack.append((label, context))
+        self.opened.append(context)
         self._first_sequence_nr[label] = torch.autograd._get_sequence_nr()
 
     def _leave(self, path: str, output) -> None:
         if not self.stack or path == "":
             return
         label, context = self.stack.pop()
+        self.opened.remove(context)
         context.close()
         self.calls[label] = CallInfo(label, self._types[label], not self._children.get(label, False))
-        _label_autograd_nodes(output, label, self._first_sequence_nr[label])
+        _label_autograd_nodes(output, label, self._first_sequence_nr[label], self.opened)
+
+    def close(self) -> None:
+        """Close the annotations an error left open, last opened first, while the tracer's node meta is there.
+
+        Left open, each would be closed when collected, after the tracer's meta is gone, and
+        print a stray KeyError beside the one-line refusal.
+        """
+        for context in reversed(self.opened):
+            with contextlib.suppress(KeyError):  # the meta an error left behind may lack the entry
+                context.close()
+        self.opened.clear()
+        self.stack.clear()
 
 
-def _label_autograd_nodes(output, label: str, first_sequence_nr: int) -> None:
+def _label_autograd_nodes(output, label: str, first_sequence_nr: int, open_contexts: list[contextlib.ExitStack]) -> None:
     """Mark the autograd nodes a module call created, so that its backward ops carry its label.
 
     Walking back from the call's outputs, a node created during the call (its sequence number
     is at least the one the call started at) and not yet marked is this call's: calls inside it
     ended first and marked theirs. Each marked node annotates the ops it runs in the backward
-    pass with `grad_of`. This follows in-place ops (an in-place ReLU6 replaces the history of
-    its input), which matching sequence numbers of forward and backward ops alone would
-    attribute to the layer before.
+    pass with `grad_of`, held on `open_contexts` until the node has run. This follows in-place
+    ops (an in-place ReLU6 replaces the history of its input), which matching sequence numbers
+    of forward and backward ops alone would attribute to the layer before.
     """
     roots: list[torch.autograd.graph.Node | None] = [
         t.grad_fn for t in torch.utils._pytree.tree_leaves(output) if isinstance(t, torch.Tensor) and t.grad_fn is not None
@@ -409,10 +428,13 @@ def _label_autograd_nodes(output, label: str, first_sequence_nr: int) -> None:
             context = contextlib.ExitStack()
             context.enter_context(fx_traceback.annotate({"grad_of": label}))
             contexts.append(context)
+            open_contexts.append(context)
 
         def leave(grad_inputs, grad_outputs, contexts=contexts):
             if contexts:
-                contexts.pop().close()
+                context = contexts.pop()
+                open_contexts.remove(context)
+                context.close()
 
         node.register_prehook(enter)
         node.register_hook(leave)
@@ -423,19 +445,23 @@ def _attributed(name: str, step: nn.Module, on_pass: Callable[[], None] | None =
     """Label module calls while the block runs.
 
     An error inside the model becomes one UserInputError naming the module call that raised it.
+    The warnings the block raises are passed on when it succeeds; a refusal is its one line
+    alone (torch warns on its way to most of the errors it then raises).
     """
     tracker = _CallTracker(on_pass)
     handles = tracker.install(step)
     where = None
     try:
-        with fx_traceback.preserve_node_meta():
-            try:
-                yield tracker
-            finally:  # calls an error left open are closed while their node meta is still the tracer's
-                where = tracker.active
-                for _, context in reversed(tracker.stack):
-                    context.close()
-                tracker.stack.clear()
+        with warnings.catch_warnings(record=True) as raised:
+            warnings.simplefilter("always")
+            with fx_traceback.preserve_node_meta():
+                try:
+                    yield tracker
+                finally:
+                    where = tracker.active
+                    tracker.close()
+        for warning in raised:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     except UserInputError:
         raise
     except Exception as error:  # noqa: BLE001 - any failure of the user's model is reported, with its module

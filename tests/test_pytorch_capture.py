@@ -303,6 +303,50 @@ def test_an_output_without_logits_is_refused_in_one_line():
         capture(_NoLogits(), (torch.randn(4, 6),), labels=torch.zeros(4, dtype=torch.int64), name="scores")
 
 
+class _WritesInPlace(nn.Module):
+    """A forward that writes its input, or a parameter, in place."""
+
+    def __init__(self, what: str):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+        self.what = what
+
+    def forward(self, x):
+        """Logits after the write."""
+        if self.what == "input":
+            x.mul_(2)
+        else:
+            with torch.no_grad():
+                self.fc.weight.clamp_(-0.1, 0.1)
+        return self.fc(x)
+
+
+@pytest.mark.parametrize(("what", "named"), [("input", "input 0"), ("parameter", "parameter 'fc.weight'")])
+def test_a_forward_that_writes_its_input_or_a_parameter_in_place_is_refused_naming_it_and_the_remedy(what, named):
+    with pytest.raises(UserInputError, match=rf"writes {named} in place \(aten\..*\);.* out of place") as caught:
+        capture(_WritesInPlace(what), (torch.randn(4, 6),), name="writer")
+    assert "\n" not in str(caught.value) and "AOT" not in str(caught.value)
+
+
+class _Sampled(nn.Module):
+    """A reparameterised Normal sample, its arguments checked by torch.distributions or not."""
+
+    def __init__(self, validate: bool):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+        self.validate = validate
+
+    def forward(self, x):
+        """A sample around the layer's output."""
+        return torch.distributions.Normal(self.fc(x), torch.ones(3), validate_args=self.validate).rsample()
+
+
+def test_a_distributions_argument_check_is_refused_naming_validate_args_and_imports_without_it():
+    with pytest.raises(UserInputError, match=r"data-dependent .*; here torch.distributions .* validate_args=False"):
+        capture(_Sampled(validate=True), (torch.randn(4, 6),), name="sampled")
+    assert len(capture(_Sampled(validate=False), (torch.randn(4, 6),), name="sampled").graph) > 0
+
+
 class Pieces(nn.Module):
     """Outputs cut into views: a gated convolution (`chunk`), a SwiGLU (`split`), q, k, v (`unbind`)."""
 

@@ -18,6 +18,7 @@ computes. `poetsim.pytorch.grouping` turns the labelled graph into poetsim nodes
 import contextlib
 import dataclasses
 import itertools
+import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -264,8 +265,8 @@ def compact(tensor: torch.Tensor) -> torch.Tensor:
 #: What the default loss says of a model whose output holds no logits.
 NO_LOGITS = (
     "the default loss (cross-entropy) needs logits with classes in their last dimension (the output, its "
-    "'logits' entry, or its first element); pass loss= and labels= for this model, or give a factory whose "
-    "model returns its logits"
+    "'logits' entry, or its first element); from Python, pass loss= and labels= (from_torch, scheduled); "
+    "from the command line, give a factory whose model returns its logits (a wrapper module that picks them)"
 )
 
 
@@ -489,13 +490,24 @@ def _explain(error: Exception) -> str:
     ):
         return (
             f"data-dependent control flow or output shape ({first}); poetsim captures one static "
-            "training step, so branches and shapes must not depend on tensor values"
+            "training step, so branches and shapes must not depend on tensor values" + _distribution_hint(error)
         )
     if kind == "UnsupportedOperatorException":
         return f"unsupported op {first}: it has no fake-tensor kernel, so it cannot be captured"
     if isinstance(error, (RuntimeError, ValueError, IndexError, TypeError)):
         return f"the inputs do not fit the model: {first}"
     return f"cannot be captured: {kind}: {first}"
+
+
+def _distribution_hint(error: Exception) -> str:
+    """The way out when the values were read by torch.distributions' argument checks."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not any("torch/distributions/" in frame.filename.replace("\\", "/") for frame in frames):
+        return ""
+    return (
+        "; here torch.distributions checks its arguments' values: pass validate_args=False to the "
+        "distribution (or call torch.distributions.Distribution.set_default_validate_args(False))"
+    )
 
 
 def _trace(step: TrainingStep, batch: tuple[torch.Tensor, ...], name: str):

@@ -598,14 +598,29 @@ class _Grouping:
                 updates.append((value, desc.mutated_input.target))
             elif kind == "PlainAOTOutput" and desc.idx == 0:
                 loss = value
+            elif kind == "InputMutationAOTOutput":
+                raise UserInputError(f"{self.name}: {self._written_in_place(desc.mutated_input, value)}")
             else:
-                raise UserInputError(
-                    f"{self.name}: the captured step has an output poetsim cannot place ({desc}): "
-                    "the model mutates an input or a parameter in place"
-                )
+                raise UserInputError(f"{self.name}: the captured step has an output poetsim cannot place ({desc})")
         if loss is None:
             raise UserInputError(f"{self.name}: the captured step has no loss output")
         return tuple(grads), tuple(updates), loss
+
+    def _written_in_place(self, mutated: Any, value: fx.Node) -> str:
+        """Why a step that writes a batch tensor or a parameter in place is refused, and what to write instead."""
+        call = (value.meta.get("custom") or {}).get("call") or (value.meta.get("custom") or {}).get("grad_of")
+        where = f"module '{call}'" if call else "the model's own forward"
+        if type(mutated).__name__ == "ParamAOTInput":
+            what = f"parameter '{mutated.target.removeprefix('model.')}'"
+        elif mutated.idx == len(self.data) - 1:
+            what = "the labels"
+        else:
+            what = f"input {mutated.idx}"
+        return (
+            f"{where} writes {what} in place ({value.target}); a scheduled step reads its inputs and "
+            "parameters again when it recomputes, so they must stay as they were: write the op out of "
+            "place (y = x * 2, not x.mul_(2)), or change parameters in the optimiser step"
+        )
 
 
 def _values(n: fx.Node) -> tuple[tuple, dict]:

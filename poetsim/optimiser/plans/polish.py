@@ -704,7 +704,8 @@ def _without_page_in(plan: Plan, i: int, stage: int) -> Plan:
 
 def _kept_over(kept: tuple[frozenset[int], ...], i: int, first: int, stop: int) -> tuple[frozenset[int], ...]:
     """The kept sets with i added to stages first .. stop-1."""
-    return tuple(k | {i} if first <= s < stop else k for s, k in enumerate(kept))
+    first, stop = max(first, 0), max(stop, first, 0)
+    return (*kept[:first], *(k | {i} for k in kept[first:stop]), *kept[stop:])
 
 
 def _last_presence(plan: Plan, i: int, stage: int) -> int | None:
@@ -719,19 +720,19 @@ def _live(
 ) -> tuple[int, ...]:
     """The stage's computes without recomputations whose output nothing uses any more.
 
-    A recomputed output is used when a later compute of the stage reads it, or it is kept for
-    the next stage or paged out; dropping one can leave its own inputs unused, so repeat.
+    A recomputed output is used when a later compute of the stage that is itself used reads it,
+    or it is kept for the next stage or paged out. One pass from the stage's own node back
+    decides each compute after every compute behind it, so dropping one that leaves its own
+    inputs unused drops those too.
     """
-    live = list(computed)
-    while True:
-        dead = [
-            k
-            for n, k in enumerate(live[:-1])
-            if k not in kept and k not in paged_out and not any(k in graph.nodes[j].deps for j in live[n + 1 :])
-        ]
-        if not dead:
-            return tuple(live)
-        live = [k for k in live if k not in dead]
+    read: set[int] = set()
+    live: list[int] = []
+    for n in range(len(computed) - 1, -1, -1):
+        k = computed[n]
+        if n == len(computed) - 1 or k in kept or k in paged_out or k in read:
+            live.append(k)
+            read.update(graph.nodes[k].deps)
+    return tuple(reversed(live))
 
 
 def _with_stage(computed: tuple[tuple[int, ...], ...], stage: int, new: tuple[int, ...]):

@@ -449,3 +449,41 @@ def test_an_example_batch_that_is_a_view_is_counted_at_its_own_size(tmp_path):
         record = model.last_step
         assert record is not None
         assert record.peak_activation_bytes == model.plan.predicted.peak_ram_bytes == model.plan.budget_bytes == 464
+
+
+def test_one_tensor_given_as_two_inputs_or_as_input_and_labels_counts_twice_as_each_step_holds_it(tmp_path):
+    """An autoencoder's input is its labels: a step reads each into a buffer of its own, so each counts."""
+    torch.manual_seed(0)
+    ae = nn.Sequential(nn.Linear(16, 4), nn.ReLU(), nn.Linear(4, 16))
+    x = torch.randn(8, 16)
+    model = scheduled(ae, x, labels=x, loss=nn.MSELoss(), ram="100%", swap_dir=tmp_path, threads=1)
+    batch = torch.randn(8, 16)
+    model(batch, batch).backward()
+    assert model.last_step is not None
+    assert model.last_step.peak_activation_bytes == model.plan.predicted.peak_ram_bytes == model.plan.budget_bytes
+
+
+class _TimeMajor(nn.Module):
+    """An LSTM over time-major input, as `batch.transpose(0, 1)` of a batch-first loader gives it."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.fc = nn.LSTM(6, 8), nn.Linear(8, 3)
+
+    def forward(self, x):
+        """Logits from the last time step."""
+        return self.fc(self.rnn(x)[0][-1])
+
+
+def test_a_strided_batch_steps_bitwise_as_plain_pytorch(tmp_path, deterministic):
+    """The step lays a transposed batch out as the capture did; oneDNN's LSTM reads its input's memory as laid out."""
+    torch.manual_seed(0)
+    plain = _TimeMajor()
+    net = copy.deepcopy(plain)
+    batch_first, labels = torch.randn(4, 5, 6), torch.tensor([0, 1, 2, 0])
+    model = scheduled(net, batch_first.transpose(0, 1), ram="100%", swap_dir=tmp_path, threads=1)
+    model(batch_first.transpose(0, 1), labels).backward()
+    nn.CrossEntropyLoss()(plain(batch_first.transpose(0, 1)), labels).backward()
+    pairs = [(n, a.grad, b.grad) for (n, a), b in zip(plain.named_parameters(), net.parameters())]
+    differing = [n for n, a, b in pairs if a is None or b is None or not same_bits(a, b)]
+    assert not differing, differing

@@ -149,6 +149,8 @@ def capture(
         )
     loss = loss_module(loss)
     labels = default_labels(module, inputs, name) if labels is None else compact(labels.detach())
+    *separate, labels = apart((*inputs, labels))
+    inputs = tuple(separate)
     step = TrainingStep(module, loss)
     gm, calls = _trace(step, (*inputs, labels), name)
     built = grouping.build(gm, calls, name, frozenset(n for names in tied_parameters(step) for n in names[1:]))
@@ -254,6 +256,20 @@ def as_inputs(example_inputs) -> tuple[torch.Tensor, ...]:
     if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
         raise UserInputError("example_inputs must be a tensor or a tuple of tensors")
     return tuple(compact(t.detach()) for t in inputs)
+
+
+def apart(tensors: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """`tensors`, each on a storage of its own: one passed twice (an autoencoder's input as its labels) is copied.
+
+    A step reads each input and the labels into a buffer of its own, so each counts.
+    """
+    seen: set[int] = set()
+    kept = []
+    for t in tensors:
+        pointer = t.untyped_storage().data_ptr()
+        kept.append(t.clone() if pointer in seen else t)
+        seen.add(pointer)
+    return tuple(kept)
 
 
 def compact(tensor: torch.Tensor) -> torch.Tensor:

@@ -484,9 +484,16 @@ class Machine:
                 self.loss = float(local[op])
 
     def _read_batch(self) -> dict:
-        """The batch, read into fresh buffers: from its file, or copied from the caller's tensors."""
+        """The batch, read into fresh buffers: from its file, or copied from the caller's tensors.
+
+        Each buffer is contiguous, as the capture's example was (`capture.compact`): a strided
+        batch (a time-major view of a batch-first one) is laid out as the captured ops read it.
+        """
         if self.memory_batch is not None:
-            values = {n: torch.empty_like(t).copy_(t) for n, t in zip(self.capture.data, self.memory_batch)}
+            values = {
+                n: torch.empty_like(t, memory_format=torch.contiguous_format).copy_(t)
+                for n, t in zip(self.capture.data, self.memory_batch)
+            }
             self.batch_bytes_read += swap.storage_bytes(values.values())
             return values
         buffers = swap.allocate(self.batch)

@@ -487,3 +487,54 @@ def test_a_strided_batch_steps_bitwise_as_plain_pytorch(tmp_path, deterministic)
     pairs = [(n, a.grad, b.grad) for (n, a), b in zip(plain.named_parameters(), net.parameters())]
     differing = [n for n, a, b in pairs if a is None or b is None or not same_bits(a, b)]
     assert not differing, differing
+
+
+def test_a_hook_or_a_loss_changed_after_scheduling_is_solved_again_or_refused_naming_it(tmp_path, deterministic):
+    """A forward hook added to a layer, and a loss's label smoothing annealed: both are captured with the step.
+
+    With on_new_shape='solve' the steps stay bitwise plain PyTorch's, the hook's effect included.
+    """
+    x, y = torch.randn(4, 8), torch.tensor([0, 1, 2, 3])
+    torch.manual_seed(0)
+    plain = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    loss_plain = nn.CrossEntropyLoss(label_smoothing=0.2)
+    net, loss = copy.deepcopy(plain), copy.deepcopy(loss_plain)
+    model = scheduled(net, x, loss=loss, labels=y, ram="100%", swap_dir=tmp_path, threads=1, on_new_shape="solve")
+    for step in range(3):
+        if step == 1:
+            for layer in (plain[1], net[1]):
+                layer.register_forward_hook(lambda module, args, out: out * 0.5)
+        if step == 2:
+            loss_plain.label_smoothing = loss.label_smoothing = 0.0
+        plain.zero_grad()
+        net.zero_grad()
+        loss_plain(plain(x), y).backward()
+        model(x, y).backward()
+        pairs = [(a.grad, b.grad) for a, b in zip(plain.parameters(), net.parameters())]
+        assert all(a is not None and b is not None and same_bits(a, b) for a, b in pairs), step
+    assert len(model._plans) == 3
+    other, criterion = copy.deepcopy(plain), nn.CrossEntropyLoss()
+    strict = scheduled(other, x, loss=criterion, labels=y, ram="100%", swap_dir=tmp_path, threads=1)
+    handle = other[2].register_forward_pre_hook(lambda module, args: None)
+    with pytest.raises(UserInputError, match=r"changed since .*\(the forward pre hooks of '2' now 1, captured with 0\)"):
+        strict(x, y)
+    handle.remove()
+    criterion.label_smoothing = 0.1
+    with pytest.raises(UserInputError, match=r"changed since .*\(loss\.label_smoothing now 0\.1, captured 0\.0\)"):
+        strict(x, y)
+
+
+def test_the_model_own_mode_decides_a_scheduled_step_and_an_input_that_wants_its_gradient_is_refused(tmp_path):
+    """`net.train()` after the wrapper's `eval()` trains scheduled steps again; an input with requires_grad stops in one line."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    x, y = torch.randn(4, 8), torch.tensor([0, 1, 2, 3])
+    model = scheduled(net, x, ram="100%", swap_dir=tmp_path, threads=1)
+    model.eval()
+    model(x, y)
+    assert model.last_step is None and model.loss_function.training  # the loss keeps its own mode
+    net.train()
+    model(x, y).backward()
+    assert model.last_step is not None and model.last_step.step == 1
+    with pytest.raises(UserInputError, match=r"input 0 requires its gradient .* through the plain model"):
+        model(x.clone().requires_grad_(), y)

@@ -69,26 +69,46 @@ class Plan:
         return tuple(describe(t) for t in self.capture.inputs)
 
 
-def model_state(model: nn.Module) -> tuple:
+#: A module's hooks, as torch keeps them: a dict per kind, keyed by each handle's id.
+HOOK_KINDS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+
+
+def model_state(model: nn.Module, loss: nn.Module | None = None) -> tuple:
     """What a captured step depends on besides the batch, which the capture bakes into the graph.
 
-    Autocast, each parameter's `requires_grad`, and each submodule's public attributes of plain
-    values (`training`, a dropout's `p`, ...): a change after the capture would be ignored.
+    Autocast, and for the model and its loss module: each parameter's `requires_grad`, each
+    submodule's public attributes of plain values (`training`, a dropout's `p`, a loss's
+    `label_smoothing`, ...) and its hooks (the capture ran those there, a step replays what they
+    did): a change after the capture would be ignored. A loss given as a function is captured as
+    its code read its variables then; nothing here can see them change.
     """
+    modules = [*model.named_modules()]
+    if loss is not None:
+        modules += [(f"loss.{path}" if path else "loss", module) for path, module in loss.named_modules()]
     autocast = ("autocast", torch.is_autocast_enabled("cpu"), str(torch.get_autocast_dtype("cpu")))
-    grads = tuple((name, p.requires_grad) for name, p in model.named_parameters(remove_duplicate=False))
+    grads = tuple(
+        (f"{path}.{name}" if path else name, p.requires_grad)
+        for path, module in modules
+        for name, p in module.named_parameters(recurse=False, remove_duplicate=False)
+    )
     attributes = tuple(
         (path, name, value)
-        for path, module in model.named_modules()
+        for path, module in modules
         for name, value in vars(module).items()
         if tracing.plain_attribute(name, value)
     )
-    return (autocast, grads, attributes)
+    hooks = tuple(
+        (path, kind.strip("_").removesuffix("s").replace("_", " "), tuple(getattr(module, kind)))
+        for path, module in modules
+        for kind in HOOK_KINDS
+        if getattr(module, kind, None)
+    )
+    return (autocast, grads, attributes, hooks)
 
 
 def _state_change(before: tuple, now: tuple) -> str:
     """The first differences between two `model_state`s, in words."""
-    (cast_a, grads_a, attrs_a), (cast_b, grads_b, attrs_b) = before, now
+    (cast_a, grads_a, attrs_a, hooks_a), (cast_b, grads_b, attrs_b, hooks_b) = before, now
     changes = []
     if cast_a != cast_b:
         changes.append(f"autocast {'on' if cast_b[1] else 'off'} ({cast_b[2]}), captured {'on' if cast_a[1] else 'off'}")
@@ -99,6 +119,13 @@ def _state_change(before: tuple, now: tuple) -> str:
         f"{(path + '.') if path else ''}{name} now {value!r}, captured {old_attrs[path, name]!r}"
         for path, name, value in attrs_b
         if (path, name) in old_attrs and old_attrs[path, name] != value
+    ]
+    old_hooks, new_hooks = ({(path, kind): keys for path, kind, keys in hooks} for hooks in (hooks_a, hooks_b))
+    changes += [
+        f"the {kind}s of '{path or 'the model'}' now {len(new_hooks.get((path, kind), ()))}, "
+        f"captured with {len(old_hooks.get((path, kind), ()))}"
+        for path, kind in sorted(old_hooks.keys() | new_hooks.keys())
+        if old_hooks.get((path, kind)) != new_hooks.get((path, kind))
     ]
     return "; ".join(changes[:3]) or "its structure"
 
@@ -148,13 +175,20 @@ class ScheduledModule(nn.Module):
                 f"the scheduled model takes its {count} input(s) and then the labels; got {len(args)} argument(s)"
             )
         inputs, labels = args[:count], (args[count] if len(args) > count else None)
-        if not self.training or not torch.is_grad_enabled():
+        if not self.model.training or not torch.is_grad_enabled():
             output = self.model(*inputs)
             return output if labels is None else self.loss_function(output, labels)
         if labels is None:
             raise UserInputError(
                 "in training the scheduled model is called with the inputs and the labels, model(*inputs, labels): "
                 "its schedule covers forward, loss and backward"
+            )
+        wanted = [k for k, t in enumerate(inputs) if t.requires_grad]
+        if wanted:
+            raise UserInputError(
+                f"input {wanted[0]} requires its gradient (an adversarial example, an input-gradient penalty): a "
+                "scheduled step computes the parameters' gradients only; take that gradient through the plain "
+                "model (scheduled_model.model), then train the scheduled one on the result"
             )
         batch = tuple(t.detach() for t in args)
         plan = self._plan_for(batch)
@@ -164,6 +198,16 @@ class ScheduledModule(nn.Module):
         step = _Step(self, plan, batch, self._steps)
         self._pending = step
         return _ScheduledStep.apply(step, *step.parameters)
+
+    def train(self, mode: bool = True) -> "ScheduledModule":
+        """Put the model in training (or evaluation) mode; the loss module keeps the mode its owner gave it.
+
+        Whether a call is a scheduled step follows the model's own mode, so `net.train()` on the
+        original model after `scheduled_model.eval()` trains scheduled steps again.
+        """
+        self.training = mode
+        self.model.train(mode)
+        return self
 
     def state_dict(self, *args, **kwargs):
         """The original model's state dict (its keys, its tensors)."""
@@ -175,7 +219,7 @@ class ScheduledModule(nn.Module):
 
     def _plan_for(self, batch: tuple[torch.Tensor, ...]) -> Plan:
         signature = tuple(describe(t) for t in batch)
-        state = model_state(self.model)
+        state = model_state(self.model, self.loss_function)
         plan = self._plans.get((signature, state))
         if plan is not None:
             return plan
@@ -316,7 +360,7 @@ class _Planner:
             self.model.train()
         try:
             captured = capture(self.model, inputs, self.loss, labels, name=self.name)
-            seen = model_state(self.model)
+            seen = model_state(self.model, self.loss_module)
         finally:
             for module, mode in modes.items():
                 module.training = mode

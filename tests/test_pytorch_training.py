@@ -2,6 +2,8 @@
 
 import copy
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -538,3 +540,34 @@ def test_the_model_own_mode_decides_a_scheduled_step_and_an_input_that_wants_its
     assert model.last_step is not None and model.last_step.step == 1
     with pytest.raises(UserInputError, match=r"input 0 requires its gradient .* through the plain model"):
         model(x.clone().requires_grad_(), y)
+
+
+_COPIED = """
+import copy, pickle, sys, torch
+from torch import nn
+from poetsim.pytorch import scheduled
+from poetsim.pytorch.reference import same_bits
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+plain = copy.deepcopy(net)
+model = scheduled(net, torch.randn(4, 8), ram="100%", swap_dir=sys.argv[1], threads=1)
+twin = copy.deepcopy(model)
+x, y = torch.randn(4, 8), torch.tensor([0, 1, 2, 3])
+twin(x, y).backward()
+nn.functional.cross_entropy(plain(x), y).backward()
+grads = [(a.grad, b.grad) for a, b in zip(plain.parameters(), twin.model.parameters())]
+print("copy bitwise", all(a is not None and b is not None and same_bits(a, b) for a, b in grads))
+print("original untouched", all(p.grad is None for p in net.parameters()))
+try:
+    pickle.dumps(model)
+except TypeError as error:
+    print("pickle:", error)
+"""
+
+
+def test_a_deep_copy_of_a_scheduled_model_trains_its_own_parameters_and_pickling_says_what_to_save(tmp_path):
+    """An EMA's or AveragedModel's copy: it trains bitwise on the copied parameters, and the process ends cleanly."""
+    done = subprocess.run([sys.executable, "-c", _COPIED, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "copy bitwise True" in done.stdout and "original untouched True" in done.stdout
+    assert "pickle: a scheduled model does not pickle whole: save its state_dict()" in done.stdout

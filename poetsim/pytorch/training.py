@@ -24,13 +24,15 @@ schedule recomputes. In evaluation mode or without gradients the wrapper is the 
 A batch of another shape or dtype than the one solved for stops with one line naming both, or,
 with `on_new_shape="solve"`, is captured and solved for in turn (once per shape). So does a
 model whose state the capture baked in has changed since (`model_state`: frozen parameters,
-submodule modes and plain attributes, autocast). `state_dict`
-and `load_state_dict` are the original model's.
+submodule modes, plain attributes and hooks, of the model and of its loss module; autocast).
+`state_dict` and `load_state_dict` are the original model's; a deep copy is a scheduled copy of
+a copy of the model.
 """
 
 import contextlib
+import copy
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -39,7 +41,7 @@ from torch import nn
 from poetsim.errors import UserInputError
 from poetsim.inputs.profiles import Platform, load_platform
 from poetsim.pytorch import tracing
-from poetsim.pytorch.capture import Capture, capture, describe
+from poetsim.pytorch.capture import Capture, TrainingStep, capture, describe
 from poetsim.pytorch.executor import Machine, default_threads
 from poetsim.pytorch.validate import Prediction, predict
 from poetsim.schedule.model import Schedule, Timing
@@ -208,6 +210,33 @@ class ScheduledModule(nn.Module):
         self.training = mode
         self.model.train(mode)
         return self
+
+    def __deepcopy__(self, memo: dict) -> "ScheduledModule":
+        """A scheduled copy of a copy of the model and its loss (an EMA's or `AveragedModel`'s), with the same plans.
+
+        The plans' captures are not copied (their graphs hold the tracer's tensors): each is
+        bound to the copies, whose parameters its steps then read and train.
+        """
+        model, loss = copy.deepcopy(self.model, memo), copy.deepcopy(self.loss_function, memo)
+        planner = replace(
+            self._planner,
+            model=model,
+            loss=loss if self._planner.loss is self.loss_function else self._planner.loss,
+            loss_module=loss,
+        )
+        step = TrainingStep(model, loss)
+        plans = {key: replace(plan, capture=replace(plan.capture, step=step)) for key, plan in self._plans.items()}
+        twin = ScheduledModule(model, planner, plans[next(iter(plans))])
+        twin._plans, twin.plan = plans, plans[next(k for k, p in self._plans.items() if p is self.plan)]
+        twin.training, twin.last_step, twin._steps = self.training, self.last_step, self._steps
+        return twin
+
+    def __reduce_ex__(self, protocol):
+        """Refused in one line: its plans hold the tracer's graphs, which do not pickle."""
+        raise TypeError(
+            "a scheduled model does not pickle whole: save its state_dict() (or torch.save the original model, "
+            "scheduled_model.model) and wrap the loaded model with scheduled() again"
+        )
 
     def state_dict(self, *args, **kwargs):
         """The original model's state dict (its keys, its tensors)."""

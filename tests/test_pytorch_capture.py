@@ -347,6 +347,32 @@ def test_a_distributions_argument_check_is_refused_naming_validate_args_and_impo
     assert len(capture(_Sampled(validate=False), (torch.randn(4, 6),), name="sampled").graph) > 0
 
 
+class _Tempered(nn.Module):
+    """Logits over a temperature kept as a plain tensor attribute, or registered as a buffer."""
+
+    def __init__(self, registered: bool):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+        if registered:
+            self.register_buffer("temperature", torch.tensor(2.0))
+        else:
+            self.temperature = torch.tensor(2.0)
+
+    def forward(self, x):
+        """Tempered logits."""
+        return self.fc(x) / self.temperature
+
+
+def test_a_tensor_that_is_neither_parameter_nor_buffer_is_refused_naming_it_and_register_buffer():
+    x, labels = torch.randn(4, 6), torch.tensor([0, 1, 2, 0])
+    with pytest.raises(UserInputError, match=r"model: the tensor attribute 'temperature' is neither .* register_buffer"):
+        capture(_Tempered(registered=False), (x,), name="tempered")
+    weights = torch.tensor([1.0, 2.0, 3.0])
+    with pytest.raises(UserInputError, match=r"module 'loss': a tensor is neither .* nn.Module loss that holds it"):
+        capture(nn.Linear(6, 3), (x,), loss=lambda out, y: nn.functional.cross_entropy(out, y, weight=weights), labels=labels)
+    assert len(capture(_Tempered(registered=True), (x,), name="tempered").graph) > 0
+
+
 class Pieces(nn.Module):
     """Outputs cut into views: a gated convolution (`chunk`), a SwiGLU (`split`), q, k, v (`unbind`)."""
 

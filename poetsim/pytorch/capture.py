@@ -483,10 +483,28 @@ def _attributed(name: str, step: nn.Module, on_pass: Callable[[], None] | None =
         raise
     except Exception as error:  # noqa: BLE001 - any failure of the user's model is reported, with its module
         module = f"module '{where}'" if where else "the model"
+        if "convert all Tensors to FakeTensors" in str(error):
+            raise UserInputError(f"{name}: {module}: {_unregistered(step)}") from None
         raise UserInputError(f"{name}: {module}: {_explain(error)}") from None
     finally:
         for handle in handles:
             handle.remove()
+
+
+def _unregistered(step: nn.Module) -> str:
+    """What to do about a tensor the step reads that is neither a parameter nor a buffer; named where an attribute holds it."""
+    held = [
+        ".".join(filter(None, (path.removeprefix("model").lstrip("."), attribute)))
+        for path, module in step.named_modules()
+        for attribute, value in vars(module).items()
+        if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
+    ]
+    what = f"the tensor attribute '{held[0]}'" if held else "a tensor"
+    return (
+        f"{what} is neither a parameter nor a buffer, so the capture cannot follow it: register it with "
+        "register_buffer; a tensor a loss function closes over (class weights), or another model the loss "
+        "calls, belongs to an nn.Module loss that holds it"
+    )
 
 
 def _explain(error: Exception) -> str:

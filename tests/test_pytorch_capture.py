@@ -373,6 +373,21 @@ def test_a_tensor_that_is_neither_parameter_nor_buffer_is_refused_naming_it_and_
     assert len(capture(_Tempered(registered=True), (x,), name="tempered").graph) > 0
 
 
+def test_a_loss_that_is_not_one_scalar_is_refused_saying_what_to_return():
+    x, labels = torch.randn(4, 6), torch.tensor([0, 1, 2, 0])
+
+    def with_accuracy(out, y):
+        return nn.functional.cross_entropy(out, y), (out.argmax(-1) == y).float().mean()
+
+    def per_sample(out, y):
+        return nn.functional.cross_entropy(out, y, reduction="none")
+
+    with pytest.raises(UserInputError, match=r"the loss gives a tuple, not one scalar tensor: return the loss alone"):
+        capture(nn.Linear(6, 3), (x,), loss=with_accuracy, labels=labels)
+    with pytest.raises(UserInputError, match=r"the loss gives float32\[4\], not one value: reduce it"):
+        capture(nn.Linear(6, 3), (x,), loss=per_sample, labels=labels)
+
+
 class Pieces(nn.Module):
     """Outputs cut into views: a gated convolution (`chunk`), a SwiGLU (`split`), q, k, v (`unbind`)."""
 

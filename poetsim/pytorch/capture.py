@@ -90,7 +90,18 @@ class TrainingStep(nn.Module):
     def forward(self, *batch: torch.Tensor) -> torch.Tensor:
         """The loss of the model on `batch`: the inputs, then the labels last."""
         *inputs, labels = batch
-        return self.loss(self.model(*inputs), labels)
+        loss = self.loss(self.model(*inputs), labels)
+        if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+            return loss
+        if isinstance(loss, torch.Tensor):
+            raise UserInputError(
+                f"the loss gives {describe(loss)}, not one value: reduce it (reduction='mean' or 'sum'); a step "
+                "differentiates one scalar"
+            )
+        raise UserInputError(
+            f"the loss gives a {type(loss).__name__}, not one scalar tensor: return the loss alone, and compute "
+            "what else it returned (an accuracy) from the model's output outside the step"
+        )
 
 
 class _LossFunction(nn.Module):

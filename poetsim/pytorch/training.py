@@ -302,7 +302,8 @@ class _Step:
             why = "a later call of the model discarded it" if self.discarded else "it already ran"
             raise RuntimeError(
                 f"poetsim: the backward of scheduled step {self.number} cannot run: {why}; call loss.backward() once, "
-                "before the model's next training call"
+                "before the model's next training call (for one loss over two calls, as two views or a consistency "
+                "term take, schedule one module that calls the model on both)"
             )
         plan = self.plan
         machine.seed_backward(gradient.detach())

@@ -403,3 +403,29 @@ def test_a_view_planned_on_a_fake_tensors_strides_runs_on_the_real_ones(tmp_path
     result, predicted = run_recomputed_and_paged(captured, tmp_path, ("linear",))
     assert result.gradients_equal and result.buffers_equal, result.differing_gradients
     assert result.peak_activation_bytes == predicted.peak_ram_bytes
+
+
+class _Constants(nn.Module):
+    """Tensors made in the forward from nothing: attention scaled by `torch.sqrt(torch.tensor(d))`, rows picked by a list."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.fc = nn.Linear(6, 6), nn.Linear(6, 6), nn.Linear(6, 3)
+
+    def forward(self, x):
+        """Logits of two picked rows of each sequence."""
+        scores = self.q(x) @ self.k(x).transpose(1, 2) / torch.sqrt(torch.tensor(6.0))
+        mixed = scores.softmax(-1) @ x
+        return self.fc(mixed[:, [1, 3]]).mean(1)
+
+
+def test_tensors_made_from_nothing_in_the_forward_are_static_and_run_bitwise_recomputed_and_paged(tmp_path):
+    """The trace keeps such tensors on the graph module: they are constants of the step, beside the parameters."""
+    from pytorch_cases import run_recomputed_and_paged
+
+    torch.manual_seed(0)
+    captured = capture(_Constants(), (torch.randn(2, 5, 6),), name="constants")
+    assert len(captured.constants) == 2
+    result, predicted = run_recomputed_and_paged(captured, tmp_path, ("q", "k"))
+    assert result.gradients_equal and result.buffers_equal, result.differing_gradients
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes

@@ -68,6 +68,7 @@ class Capture:
     step: "TrainingStep"
     inputs: tuple[torch.Tensor, ...]
     calls: tuple[CallInfo, ...] = field(default=())
+    constants: tuple[tuple[fx.Node, torch.Tensor], ...] = ()  # tensors the step makes from nothing
 
     @property
     def model(self) -> nn.Module:
@@ -188,6 +189,7 @@ def capture(
         step=step,
         inputs=(*inputs, labels),
         calls=tuple(calls.values()),
+        constants=built.constants,
     )
     return _real_bytes(captured)
 

@@ -329,6 +329,8 @@ class Machine:
         loss_val = capture.loss.meta.get("val")
         for n in capture.tangents:
             self.shared[n] = torch.ones((), dtype=loss_val.dtype if loss_val is not None else torch.float32)
+        for n, constant in capture.constants:
+            self.shared[n] = constant
         for n in capture.static_ops:
             self.shared[n] = self._run_op(n, self.shared)
         for n, name in capture.buffer_updates:  # a static update: BatchNorm's num_batches_tracked + 1

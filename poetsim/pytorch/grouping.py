@@ -94,6 +94,7 @@ class Built:
     buffer_updates: tuple[tuple[fx.Node, str], ...]
     loss: fx.Node
     meta: dict[str, str]
+    constants: tuple[tuple[fx.Node, torch.Tensor], ...] = ()
 
 
 def build(gm: fx.GraphModule, calls: dict, name: str, tied: frozenset[str] = frozenset()) -> Built:
@@ -123,9 +124,15 @@ class _Grouping:
         self.tangents: list[fx.Node] = []
         self.random: list[fx.Node] = []  # ops that draw random numbers, in graph order (few)
         data: list[tuple[int, fx.Node]] = []
+        #: Tensors the step makes from nothing (`torch.tensor(16.0)`, the index of `h[[1, 3]]`),
+        #: which the trace keeps on the graph module: static, like the parameters.
+        self.constants: list[tuple[fx.Node, torch.Tensor]] = []
         for n in self.nodes:
             if n.op == "placeholder":
                 self._placeholder(n, data)
+            elif n.op == "get_attr":
+                self.constants.append((n, getattr(gm, str(n.target))))
+                self.role[n] = "static"
         self.data = [n for _, n in sorted(data, key=lambda pair: pair[0])]
         self.param_target = dict(self.params)
         self._params_memo: dict[fx.Node, frozenset[fx.Node]] = {}
@@ -511,6 +518,7 @@ class _Grouping:
             grads=grads,
             buffer_updates=updates,
             loss=loss,
+            constants=tuple(self.constants),
             meta={
                 "param_count": str(param_count),
                 "random_nodes": str(random_nodes),

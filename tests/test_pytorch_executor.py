@@ -429,3 +429,34 @@ def test_tensors_made_from_nothing_in_the_forward_are_static_and_run_bitwise_rec
     result, predicted = run_recomputed_and_paged(captured, tmp_path, ("q", "k"))
     assert result.gradients_equal and result.buffers_equal, result.differing_gradients
     assert result.peak_activation_bytes == predicted.peak_ram_bytes
+
+
+class _SharedModules(nn.Module):
+    """One module under two names (a decoder that is the encoder) and one block three times in a Sequential (ALBERT)."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(6, 6)
+        self.dec = self.enc
+        block = nn.Sequential(nn.Linear(6, 6), nn.Tanh())
+        self.body = nn.Sequential(*[block] * 3)
+        self.out = nn.Linear(6, 3)
+
+    def forward(self, x):
+        """Logits through the shared layers."""
+        return self.out(self.body(self.dec(torch.tanh(self.enc(x)))))
+
+
+def test_a_module_registered_under_two_names_keeps_its_parameters_and_runs_bitwise_recomputed_and_paged(tmp_path):
+    """The tracer swaps parameters by name: a module under two names gets its own tensors back, not the tracer's."""
+    from pytorch_cases import run_recomputed_and_paged
+
+    torch.manual_seed(0)
+    net = _SharedModules()
+    before = [id(p) for p in net.parameters()]
+    captured = capture(net, (torch.randn(4, 6),), name="shared")
+    assert [id(p) for p in net.parameters()] == before
+    assert all(type(p) is nn.Parameter for p in net.parameters())
+    result, predicted = run_recomputed_and_paged(captured, tmp_path, ("enc", "body.0.0"))
+    assert result.gradients_equal and result.buffers_equal, result.differing_gradients
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes

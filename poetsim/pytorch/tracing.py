@@ -80,7 +80,7 @@ def attributes_kept(module: torch.nn.Module) -> Iterator[Callable[[], None]]:
     `weight`), a forward hook may keep features in a dict or list attribute, a forward may cache a
     tensor on the module or register a buffer. Under a trace those are fake or traced tensors,
     which the module's own forward, a copy of it and its training use after. Tensor attributes,
-    buffers, and dict or list attributes that hold a tensor get their values back.
+    parameters, buffers, and dict or list attributes that hold a tensor get their values back.
 
     A forward that changes one of its modules' public attributes from one plain value to another
     (a call counter, an `initialized` flag set by a data-dependent initialisation) or registers a
@@ -106,6 +106,9 @@ class _Kept:
         internal = set(vars(torch.nn.Module()))
         self.named = list(module.named_modules())
         self.saved = [(vars(m), dict(vars(m)), dict(m._buffers)) for _, m in self.named]
+        #: The tracer swaps parameters by name and back; a module registered under two names (an
+        #: ALBERT-style shared block, `self.dec = self.enc`) is swapped twice and back once.
+        self.parameters = [dict(m._parameters) for _, m in self.named]
         self.containers = [
             (value, copy.copy(value))
             for attributes, _, _ in self.saved
@@ -123,6 +126,10 @@ class _Kept:
             if buffers_too:
                 m._buffers.clear()
                 m._buffers.update(buffers)
+        if buffers_too:
+            for (_, m), parameters in zip(self.named, self.parameters):
+                m._parameters.clear()
+                m._parameters.update(parameters)
         for container, items in self.containers:
             if not (_holds_tensors(container) or _holds_tensors(items)):
                 continue

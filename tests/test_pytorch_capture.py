@@ -388,6 +388,14 @@ def test_a_loss_that_is_not_one_scalar_is_refused_saying_what_to_return():
         capture(nn.Linear(6, 3), (x,), loss=per_sample, labels=labels)
 
 
+def test_an_example_batch_a_kernel_refuses_is_one_line_naming_the_node_and_the_input_range():
+    """Token ids past the embedding's size pass the trace (fake tensors hold no values) and fail the real step."""
+    model = nn.Sequential(nn.Embedding(10, 4), nn.Flatten(), nn.Linear(12, 3))
+    refused = r"one real step on the example batch failed at node '0': index out of range.*--input-high"
+    with pytest.raises(UserInputError, match=refused):
+        capture(model, (torch.tensor([[1, 2, 30], [4, 5, 6]]),), name="ids")
+
+
 class Pieces(nn.Module):
     """Outputs cut into views: a gated convolution (`chunk`), a SwiGLU (`split`), q, k, v (`unbind`)."""
 

@@ -241,13 +241,32 @@ def real_output_bytes(capture: Capture, schedule: Schedule) -> dict[int, int]:
     is left as it was.
     """
     state = torch.get_rng_state()
+    machine = None
     try:
         with tempfile.TemporaryDirectory(prefix="poetsim-bytes-") as folder:
             machine = Machine(capture, Timing.COMPUTE_ONLY, Path(folder), durable=False, budget_bytes=None)
             machine.run(schedule)
+    except (UserInputError, ScheduleError, InternalError):
+        raise
+    except Exception as error:  # noqa: BLE001 - a kernel that checks values refused the example batch
+        raise UserInputError(_refused_batch(capture, machine, error)) from None
     finally:
         torch.set_rng_state(state)
     return {r.node: r.nbytes for r in machine.records if r.kind == "compute"}
+
+
+def _refused_batch(capture: Capture, machine: "Machine | None", error: Exception) -> str:
+    """One line for a real step whose kernel refused the example batch's values, naming the node it ran."""
+    graph = capture.graph
+    done = 0 if machine is None else sum(r.kind == "compute" for r in machine.records)
+    where = f"node '{graph.nodes[done].name}'" if machine is not None and done < len(graph) else "the parameters' set-up"
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    hint = (
+        "; integer inputs (token ids) must be below the size of what they index: --input-high, or the values given"
+        if isinstance(error, IndexError)
+        else ""
+    )
+    return f"{graph.name}: one real step on the example batch failed at {where}: {first}{hint}"
 
 
 @dataclass

@@ -404,3 +404,27 @@ def test_simulate_lists_no_cause_that_is_only_rounding(tmp_path):
     causes = json.loads((tmp_path / "comparison.json").read_text())["makespan_causes_s"]
     assert 0 < abs(causes["bus_contention_s"]) < 1e-12  # the rounding is there ...
     assert "by cause" not in result.stdout  # ... and not shown as a cause
+
+
+def test_an_exception_no_layer_turns_into_a_line_is_a_bug_exit_70_with_its_traceback(capsys):
+    """What the library does not foresee prints its traceback for the report, then one line, and exits 70, not 1."""
+    import typer
+
+    from poetsim.cli.app import _boundary
+
+    def command():
+        known: dict[str, int] = {}
+        return known["missing"]
+
+    def regressed():
+        raise typer.Exit(1)
+
+    with pytest.raises(typer.Exit) as ended:
+        _boundary(command)()
+    assert ended.value.exit_code == 70
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().splitlines()[-1].startswith("poetsim: ")
+    assert "KeyError: 'missing' (a bug in poetsim" in " ".join(err.split())
+    with pytest.raises(typer.Exit) as ended:
+        _boundary(regressed)()
+    assert ended.value.exit_code == 1

@@ -11,16 +11,18 @@ import functools
 import inspect
 import json
 import textwrap
+import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
+import click
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from poetsim import __version__
 from poetsim.assumptions import ASSUMPTIONS, SIMULATOR_ASSUMPTIONS, TIMING_HELP
 from poetsim.cli.terminal import Output
-from poetsim.errors import PoetsimError, StorageError
+from poetsim.errors import InternalError, PoetsimError, StorageError
 from poetsim.extras import missing
 
 if TYPE_CHECKING:
@@ -192,6 +194,7 @@ def _boundary(function: Callable[..., Any]) -> Callable[..., Any]:
 
     So does what the library does not turn into one itself: an install extra the command needs
     and lacks (4, naming the extra), Ctrl-C outside a sweep (130), and a file the machine refuses (74).
+    Any other exception is a bug: its traceback, then one line and exit 70.
     """
 
     @functools.wraps(function)
@@ -210,6 +213,12 @@ def _boundary(function: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(130) from None
         except OSError as exc:
             fail(StorageError.from_os_error(exc, "use"))
+        except (typer.Exit, click.exceptions.ClickException, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug: its traceback for the report, then exit 70
+            traceback.print_exc()
+            first = (str(exc).strip().splitlines() or [""])[0]
+            fail(InternalError(f"{type(exc).__name__}: {first} (a bug in poetsim: the traceback above is what to report)"))
 
     return run
 

@@ -1,4 +1,4 @@
-"""`F.interpolate` traced as eager PyTorch runs it: scheduled steps give bitwise the plain step's gradients.
+"""`F.interpolate` and `nn.MultiLabelMarginLoss` traced as eager runs them: scheduled steps give the plain step's gradients.
 
 torch's Python decompositions of the linear, bilinear, bicubic and trilinear modes round
 differently from the C++ kernels that eager runs; the capture keeps the C++ kernels.
@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
-from pytorch_cases import recompute_and_page  # noqa: E402
+from pytorch_cases import recompute_and_page, run_recomputed_and_paged  # noqa: E402
 from torch import nn  # noqa: E402
 
 from poetsim.inputs.profiles import load_platform  # noqa: E402
@@ -51,3 +51,14 @@ def test_an_interpolation_recomputed_and_paged_gives_bitwise_gradients(tmp_path,
     result = execute(captured, schedule, tmp_path)
     assert result.gradients_equal, result.differing_gradients
     assert any(r.kind in ("recompute", "page_out") for r in result.records)
+
+
+def test_multilabel_margin_loss_runs_its_eager_kernels_and_steps_bitwise(tmp_path):
+    """The decomposition of the loss in torch reads past a row's -1 end marker; the C++ kernels do not."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 4))
+    labels = torch.tensor([[0, 3, -1, 0], [1, -1, 0, 0]])
+    captured = capture(net, (torch.randn(2, 6),), loss=nn.MultiLabelMarginLoss(), labels=labels, name="multilabel")
+    result, predicted = run_recomputed_and_paged(captured, tmp_path, ("0",))
+    assert result.gradients_equal, result.differing_gradients
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes

@@ -568,7 +568,7 @@ def _trace(step: TrainingStep, batch: tuple[torch.Tensor, ...], name: str):
         contextlib.ExitStack() as stack,
         randomness.eager_dropout(),
         recurrent.eager_recurrent(),
-        tracing.eager_upsampling(),
+        tracing.eager_kernels(),
     ):
         gm = aot_export_joint_with_descriptors(stack, step, batch).graph_module
     recurrent.size_workspaces(gm)

@@ -2,7 +2,7 @@
 
 The importer's capture must record the ops eager PyTorch runs, or a scheduled step's gradients
 are not plain PyTorch's bits. Where torch's Python decomposition of an op departs from the eager
-CPU kernel (`randomness`: dropout; `recurrent`: LSTM, GRU, RNN; `eager_upsampling` here), the
+CPU kernel (`randomness`: dropout; `recurrent`: LSTM, GRU, RNN; `eager_kernels` here: upsampling and a loss), the
 capture replaces it for the trace with a kernel of poetsim's own, or removes it so that the op's
 C++ kernels run as in eager.
 """
@@ -65,10 +65,16 @@ UPSAMPLING = (
 )
 
 
-def eager_upsampling():
-    """Trace `F.interpolate` as eager runs it: the C++ upsampling kernels, not torch's Python decompositions."""
+#: Losses whose Python decomposition computes other values than the C++ kernel: torch 2.13's
+#: `multilabel_margin_loss_forward` reads past the -1 that ends a row's targets.
+LOSSES = ("multilabel_margin_loss_forward",)
+
+
+def eager_kernels():
+    """Trace `F.interpolate` and the losses of LOSSES as eager runs them: C++ kernels, not torch's Python decompositions."""
     aten = torch.ops.aten
-    return traced_as({getattr(getattr(aten, name), overload): None for name in UPSAMPLING for overload in ("default", "vec")})
+    upsampling = [getattr(getattr(aten, name), overload) for name in UPSAMPLING for overload in ("default", "vec")]
+    return traced_as(dict.fromkeys([*upsampling, *(getattr(aten, name).default for name in LOSSES)]))
 
 
 @contextlib.contextmanager

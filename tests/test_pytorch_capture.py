@@ -549,21 +549,37 @@ class Scanned(nn.Module):
         return self.head((_Scan.forward(self.scan, b, c) if self.inline else self.scan(b, c)).mean(1))
 
 
-def test_a_loop_over_a_layers_output_runs_as_a_module_and_is_refused_inline_with_the_remedy(tmp_path):
-    """Inlined in the model's forward, the loop's backward interleaves with the projection's; as a module, it is a layer."""
-    from pytorch_cases import recompute_and_page
-
-    from poetsim.inputs.profiles import load_platform
-    from poetsim.pytorch.executor import execute
-    from poetsim.schedule.costs import node_costs
+@pytest.mark.parametrize("inline", [True, False])
+def test_a_loop_over_a_layers_output_runs_bitwise_inline_or_as_a_module(tmp_path, inline):
+    """Inlined in the model's forward, the loop's backward winds through the projection's: both are one backward node."""
+    from pytorch_cases import run_recomputed_and_paged
 
     torch.manual_seed(0)
-    x = torch.randn(2, 5, 4)
-    with pytest.raises(UserInputError, match=r"interleave.*a Python loop over a layer's output.*a module of its own"):
-        capture(Scanned(inline=True), (x,), name="scanned")
-    captured = capture(Scanned(inline=False), (x,), name="scanned")
-    schedule = recompute_and_page(captured.graph, node_costs(captured.graph, load_platform("rpi4")))
-    assert execute(captured, schedule, tmp_path).gradients_equal
+    captured = capture(Scanned(inline=inline), (torch.randn(2, 5, 4),), name="scanned")
+    names = [node.name for node in captured.graph.nodes]
+    assert ("proj.grad" in names) and (inline or "scan.grad" in names), names
+    result, predicted = run_recomputed_and_paged(captured, tmp_path, ("proj",))
+    assert result.gradients_equal, result.differing_gradients
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes
+
+
+def test_the_backward_of_a_circular_pad_on_a_layers_output_joins_the_layers_and_runs_bitwise(tmp_path):
+    """`F.pad(conv(x), mode="circular")` in the model's forward: its backward and the convolution's feed each other."""
+    from pytorch_cases import run_recomputed_and_paged
+
+    class Padded(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.fc = nn.Conv2d(3, 4, 3, padding=1), nn.Linear(4, 5)
+
+        def forward(self, x):
+            return self.fc(nn.functional.pad(self.conv(x), (1, 1, 1, 1), mode="circular").mean((2, 3)))
+
+    torch.manual_seed(0)
+    captured = capture(Padded(), (torch.randn(2, 3, 6, 6),), name="padded")
+    result, predicted = run_recomputed_and_paged(captured, tmp_path, ("conv",))
+    assert result.gradients_equal, result.differing_gradients
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes
 
 
 class _Inverse(nn.Module):

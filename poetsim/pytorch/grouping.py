@@ -417,18 +417,37 @@ class _Grouping:
                 self.group[n] = self.group[self.root(n)]
 
     def _order(self) -> tuple[list[tuple], dict[tuple, list[fx.Node]]]:
-        """Groups in a topological order: forward ones first, each by its first op."""
-        members: dict[tuple, list[fx.Node]] = {}
-        for n in self.nodes:
-            if n in self.group and self.role[n] != "static":
-                members.setdefault(self.group[n], []).append(n)
-        edges: dict[tuple, set[tuple]] = {key: set() for key in members}
-        waiting = {key: 0 for key in members}
-        for key, group in members.items():
-            sources = {self.group[i] for n in group for i in n.all_input_nodes if not self.outside(i) and self.group[i] != key}
-            for source in sources:
-                edges[source].add(key)
-            waiting[key] = len(sources)
+        """Groups in a topological order: forward ones first, each by its first op.
+
+        Backward groups whose ops feed each other both ways (the backward of ops written in a
+        container's forward, such as a circular `F.pad` on a layer's output or a loop over it,
+        wound through the layer's) are one node, under the first layer's name among them.
+        """
+        members, edges = self._members_and_edges()
+        order = self._topological(members, edges)
+        cycles = [cycle for cycle in _cycles(edges, set(members) - set(order)) if all(key[0] == "bwd" for key in cycle)]
+        for cycle in cycles:
+            kept = min(cycle, key=lambda key: (len(key[1]) != 2, self.position[members[key][0]]))
+            for n in (n for key in cycle for n in members[key]):
+                self.group[n] = kept
+        if cycles:
+            members, edges = self._members_and_edges()
+            order = self._topological(members, edges)
+        if len(order) != len(members):
+            first = {key: self.position[group[0]] for key, group in members.items()}
+            stuck = sorted(set(members) - set(order), key=first.__getitem__)[:2]
+            raise UserInputError(
+                f"{self.name}: the ops of {' and '.join(map(_describe_key, stuck))} interleave, "
+                "so they cannot be grouped into layers"
+            )
+        return order, members
+
+    def _topological(self, members: dict[tuple, list[fx.Node]], edges: dict[tuple, set[tuple]]) -> list[tuple]:
+        """The groups in a topological order, forward ones first, each by its first op; short where a cycle stops it."""
+        waiting = dict.fromkeys(members, 0)
+        for readers in edges.values():
+            for reader in readers:
+                waiting[reader] += 1
         first = {key: self.position[group[0]] for key, group in members.items()}
         ready = [(key[0] == "bwd", first[key], key) for key in members if waiting[key] == 0]
         heapq.heapify(ready)
@@ -440,14 +459,19 @@ class _Grouping:
                 waiting[reader] -= 1
                 if waiting[reader] == 0:
                     heapq.heappush(ready, (reader[0] == "bwd", first[reader], reader))
-        if len(order) != len(members):
-            stuck = sorted((k for k in members if waiting[k] > 0), key=first.__getitem__)[:2]
-            raise UserInputError(
-                f"{self.name}: the ops of {' and '.join(map(_describe_key, stuck))} interleave, "
-                "so they cannot be grouped into layers; a Python loop over a layer's output (a scan over "
-                "time steps) does this: run the loop in the forward of a module of its own"
-            )
-        return order, members
+        return order
+
+    def _members_and_edges(self) -> tuple[dict[tuple, list[fx.Node]], dict[tuple, set[tuple]]]:
+        """Each group's ops in graph order, and the groups that read each group's values."""
+        members: dict[tuple, list[fx.Node]] = {}
+        for n in self.nodes:
+            if n in self.group and self.role[n] != "static":
+                members.setdefault(self.group[n], []).append(n)
+        edges: dict[tuple, set[tuple]] = {key: set() for key in members}
+        for key, group in members.items():
+            for source in {self.group[i] for n in group for i in n.all_input_nodes if not self.outside(i)} - {key}:
+                edges[source].add(key)
+        return members, edges
 
     # -- nodes -------------------------------------------------------------------------------
 
@@ -643,6 +667,35 @@ def _values(n: fx.Node) -> tuple[tuple, dict]:
 def _storage_bytes(n: fx.Node) -> int:
     val = n.meta.get("val")
     return int(val.untyped_storage().nbytes()) if isinstance(val, torch.Tensor) else 0
+
+
+def _cycles(edges: dict[tuple, set[tuple]], keys: set[tuple]) -> list[list[tuple]]:
+    """The sets of more than one of `keys` that reach each other along `edges` (strongly connected components)."""
+    backwards: dict[tuple, set[tuple]] = {key: set() for key in keys}
+    for key in keys:
+        for reader in edges[key] & keys:
+            backwards[reader].add(key)
+    finished = _post_order(sorted(keys, key=repr), {key: edges[key] & keys for key in keys}, set())
+    seen: set[tuple] = set()
+    components = [_post_order([key], backwards, seen) for key in reversed(finished) if key not in seen]
+    return [component for component in components if len(component) > 1]
+
+
+def _post_order(starts: list[tuple], edges: dict[tuple, set[tuple]], seen: set[tuple]) -> list[tuple]:
+    """The keys reachable from `starts` and not in `seen`, each after those it reaches (depth first); adds them to `seen`."""
+    done: list[tuple] = []
+    for start in (key for key in starts if key not in seen):
+        seen.add(start)
+        work = [(start, iter(sorted(edges[start], key=repr)))]
+        while work:
+            _, readers = work[-1]
+            reader = next((r for r in readers if r not in seen), None)
+            if reader is None:
+                done.append(work.pop()[0])
+            else:
+                seen.add(reader)
+                work.append((reader, iter(sorted(edges[reader], key=repr))))
+    return done
 
 
 def _describe_key(key: tuple) -> str:

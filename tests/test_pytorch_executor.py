@@ -460,3 +460,20 @@ def test_a_module_registered_under_two_names_keeps_its_parameters_and_runs_bitwi
     result, predicted = run_recomputed_and_paged(captured, tmp_path, ("enc", "body.0.0"))
     assert result.gradients_equal and result.buffers_equal, result.differing_gradients
     assert result.peak_activation_bytes == predicted.peak_ram_bytes
+
+
+def test_a_loss_that_reads_the_models_parameters_through_its_closure_is_compared_with_the_plain_step(tmp_path):
+    """A weight penalty in a loss function: the plain reference runs the step itself, and leaves it as it was."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+
+    def penalised(out, y):
+        return nn.functional.cross_entropy(out, y) + 0.2 * sum((p * p).sum() for p in net.parameters())
+
+    captured = capture(net, (torch.randn(4, 6),), loss=penalised, labels=torch.tensor([0, 1, 2, 0]), name="penalised")
+    before = {name: b.clone() for name, b in net.named_buffers()}
+    schedule, _ = keep_all(captured.graph, node_costs(captured.graph, load_platform("rpi4")), Timing.OVERLAP)
+    result = execute(captured, schedule, tmp_path)
+    assert result.gradients_equal and result.buffers_equal, result.differing_gradients
+    assert all(p.grad is None for p in net.parameters())
+    assert all(torch.equal(before[name], b) for name, b in net.named_buffers())

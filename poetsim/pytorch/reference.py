@@ -52,15 +52,31 @@ def copy_module(module: torch.nn.Module) -> torch.nn.Module:
 
 
 def plain_step(capture: Capture) -> PlainStep:
-    """Run a plain keep-all `loss.backward()` on a copy of the step (the module is not touched)."""
-    reference = copy_module(capture.step)
-    reference.zero_grad(set_to_none=True)
-    start = time.perf_counter()
-    loss = reference(*capture.inputs)
-    loss.backward()
-    seconds = time.perf_counter() - start
-    grads = {name: p.grad for name, p in reference.named_parameters()}
-    return PlainStep(grads, {name: b.detach() for name, b in reference.named_buffers(remove_duplicate=False)}, seconds)
+    """Run a plain keep-all `loss.backward()` of the step; its parameters' gradients and buffers are as they were after.
+
+    The step itself runs, not a copy: a loss function may read the model's parameters through
+    its closure (a weight penalty), which a copy of the step would not reach.
+    """
+    step = capture.step
+    parameters = list(step.parameters())
+    grads_before = [p.grad for p in parameters]
+    buffers_before = [(m, name, b, b.detach().clone()) for m in step.modules() for name, b in m._buffers.items() if b is not None]
+    try:
+        for p in parameters:
+            p.grad = None
+        start = time.perf_counter()
+        step(*capture.inputs).backward()
+        seconds = time.perf_counter() - start
+        grads = {name: p.grad for name, p in step.named_parameters()}
+        buffers = {name: b.detach().clone() for name, b in step.named_buffers(remove_duplicate=False)}
+    finally:
+        for p, grad in zip(parameters, grads_before):
+            p.grad = grad
+        with torch.no_grad():
+            for m, name, b, value in buffers_before:
+                m._buffers[name] = b
+                b.copy_(value)
+    return PlainStep(grads, buffers, seconds)
 
 
 def compare(reference: PlainStep, machine: "Machine") -> tuple[bool, tuple[str, ...], bool]:

@@ -477,3 +477,24 @@ def test_a_loss_that_reads_the_models_parameters_through_its_closure_is_compared
     assert result.gradients_equal and result.buffers_equal, result.differing_gradients
     assert all(p.grad is None for p in net.parameters())
     assert all(torch.equal(before[name], b) for name, b in net.named_buffers())
+
+
+class _OutArgument(nn.Module):
+    """A product written into a preallocated tensor (`out=`), which autograd refuses."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.w = nn.Linear(6, 4), nn.Parameter(torch.randn(4, 3))
+
+    def forward(self, x):
+        """Logits through the preallocated product."""
+        out = torch.empty(x.shape[0], 3)
+        return torch.matmul(self.a(x), self.w, out=out)
+
+
+def test_a_model_plain_pytorch_cannot_train_is_one_line_when_it_is_run(tmp_path):
+    torch.manual_seed(0)
+    captured = capture(_OutArgument(), (torch.randn(4, 6),), name="out")
+    schedule, _ = keep_all(captured.graph, node_costs(captured.graph, load_platform("rpi4")), Timing.OVERLAP)
+    with pytest.raises(UserInputError, match=r"out: plain PyTorch cannot train this model: matmul\(\): functions with out="):
+        execute(captured, schedule, tmp_path)

@@ -396,6 +396,66 @@ def test_an_example_batch_a_kernel_refuses_is_one_line_naming_the_node_and_the_i
         capture(model, (torch.tensor([[1, 2, 30], [4, 5, 6]]),), name="ids")
 
 
+class _Refused(nn.Module):
+    """Ordinary code a captured step cannot hold, one case per `case`."""
+
+    def __init__(self, case: str):
+        super().__init__()
+        self.inner, self.fc, self.case = nn.Linear(6, 6), nn.Linear(6, 3), case
+
+    def forward(self, x):
+        """Logits, after the case's construct."""
+        if self.case == "in-place after a saved output":
+            for _ in range(2):
+                x = nn.functional.dropout(torch.relu(self.inner(x)), 0.3, True, inplace=True)
+            return self.fc(x)
+        if self.case == "a functional loss's check":
+            out = self.fc(x)
+            return out - nn.functional.gaussian_nll_loss(out, torch.zeros_like(out), out.exp())
+        lengths = torch.tensor([3, 2])
+        return self.fc(nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True).data)
+
+
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("in-place after a saved output", r"an in-place op changes a tensor that the backward needs .* out of place$"),
+        ("a functional loss's check", r"torch.nn.functional.gaussian_nll_loss checks its arguments' values: write"),
+        ("packed sequences", r"pack_padded_sequence reads the lengths' values: run the recurrent layer on the padded"),
+    ],
+)
+def test_constructs_a_step_cannot_hold_are_refused_naming_them(case, said):
+    x = torch.randn(2, 3, 6) if case == "packed sequences" else torch.randn(2, 6)
+    with pytest.raises(UserInputError, match=said) as caught:
+        capture(_Refused(case), (x,))
+    assert "Hint" not in str(caught.value) and "inputs do not fit" not in str(caught.value)
+
+
+class _Hamiltonian(nn.Module):
+    """The output is the gradient of a learned energy with respect to the input, taken in the forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.energy = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 1))
+
+    def forward(self, x):
+        """The symplectic gradient of the energy."""
+        x = x.requires_grad_(True)
+        q, p = torch.autograd.grad(self.energy(x).sum(), x, create_graph=True)[0].chunk(2, -1)
+        return torch.cat([p, -q], -1)
+
+
+def test_a_gradient_taken_in_the_forward_imports_and_runs_bitwise_recomputed_and_paged(tmp_path):
+    """The default labels come from a pass with gradients on, as the forward needs; the input's own gradient is not trained."""
+    from pytorch_cases import run_recomputed_and_paged
+
+    torch.manual_seed(0)
+    captured = capture(_Hamiltonian(), (torch.randn(4, 6),), name="hamiltonian")
+    result, predicted = run_recomputed_and_paged(captured, tmp_path, ("energy.0",))
+    assert result.gradients_equal, result.differing_gradients
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes
+
+
 class Pieces(nn.Module):
     """Outputs cut into views: a gated convolution (`chunk`), a SwiGLU (`split`), q, k, v (`unbind`)."""
 

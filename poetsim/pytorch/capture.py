@@ -240,7 +240,6 @@ def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: st
     batch = tuple(fake.from_tensor(t) for t in inputs)
     with (
         warnings.catch_warnings(),
-        torch.no_grad(),
         tracing.attributes_kept(module),
         tracing.eager_causal_masks(),
         _attributed(name, TrainingStep(module, nn.Identity())),
@@ -520,6 +519,15 @@ def _unregistered(step: nn.Module) -> str:
     )
 
 
+#: What to do about an op that reads tensor values as Python values, by the op the tracer names.
+_VALUE_OPS = {
+    "_pack_padded_sequence": "pack_padded_sequence reads the lengths' values: run the recurrent layer on the padded "
+    "batch and mask its output by the lengths",
+    "_ctc_loss": f"torch {torch.__version__} has no fake-tensor kernel for CTC loss (aten._ctc_loss), so a step with it "
+    "cannot be captured",
+}
+
+
 def _explain(error: Exception) -> str:
     """What went wrong, in one line, by the kind of failure the tracer reports."""
     kind = type(error).__name__
@@ -531,30 +539,51 @@ def _explain(error: Exception) -> str:
             "torch.utils.checkpoint with use_reentrant=True: its backward runs autograd inside the step, which "
             "cannot be captured; use use_reentrant=False (PyTorch's recommended form), which poetsim replays"
         )
+    special = next((why for op, why in _VALUE_OPS.items() if f"aten.{op}." in first), None)
+    if special is not None:
+        return special
     clues = ("data-dependent", "data dependent", "cannot be called on meta tensors", "_local_scalar_dense")
     if kind in ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException") or any(
         clue in first.lower() for clue in clues
     ):
         return (
             f"data-dependent control flow or output shape ({first}); poetsim captures one static "
-            "training step, so branches and shapes must not depend on tensor values" + _distribution_hint(error)
+            "training step, so branches and shapes must not depend on tensor values" + _read_where(error)
         )
     if kind == "UnsupportedOperatorException":
         return f"unsupported op {first}: it has no fake-tensor kernel, so it cannot be captured"
+    if "does not require grad and does not have a grad_fn" in first:
+        return (
+            "the forward differentiates (torch.autograd.grad or backward inside it: a Hamiltonian network, a "
+            "gradient penalty), and a captured step differentiates once, after the loss"
+        )
+    if "don't support automatic differentiation" in first:
+        return f"autograd refuses an op of the forward, so eager PyTorch cannot train this model either: {first}"
+    if "modified by an inplace operation" in first:
+        return (
+            f"an in-place op changes a tensor that the backward needs ({first.partition(': ')[2].partition(' Hint')[0]}); "
+            "eager PyTorch refuses this step too: write that op out of place"
+        )
     if isinstance(error, (RuntimeError, ValueError, IndexError, TypeError)):
         return f"the inputs do not fit the model: {first}"
     return f"cannot be captured: {kind}: {first}"
 
 
-def _distribution_hint(error: Exception) -> str:
-    """The way out when the values were read by torch.distributions' argument checks."""
-    frames = traceback.extract_tb(error.__traceback__)
-    if not any("torch/distributions/" in frame.filename.replace("\\", "/") for frame in frames):
-        return ""
-    return (
-        "; here torch.distributions checks its arguments' values: pass validate_args=False to the "
-        "distribution (or call torch.distributions.Distribution.set_default_validate_args(False))"
-    )
+def _read_where(error: Exception) -> str:
+    """The way out when torch's own Python code read the values: torch.distributions' or a functional loss's argument checks."""
+    frames = [frame.filename.replace("\\", "/") + ":" + frame.name for frame in traceback.extract_tb(error.__traceback__)]
+    if any("torch/distributions/" in frame for frame in frames):
+        return (
+            "; here torch.distributions checks its arguments' values: pass validate_args=False to the "
+            "distribution (or call torch.distributions.Distribution.set_default_validate_args(False))"
+        )
+    functional = [frame.rpartition(":")[2] for frame in frames if "torch/nn/functional.py:" in frame]
+    if functional:
+        return (
+            f"; here torch.nn.functional.{functional[-1]} checks its arguments' values: write its formula out "
+            "in the model or the loss"
+        )
+    return ""
 
 
 def _trace(step: TrainingStep, batch: tuple[torch.Tensor, ...], name: str):

@@ -624,6 +624,8 @@ class _Grouping:
             kind = type(desc).__name__
             if value is None:
                 continue
+            if kind == "GradAOTOutput" and type(desc.grad_of).__name__ == "PlainAOTInput":
+                continue  # a batch tensor the forward made require its gradient (x.requires_grad_()): not trained
             if kind == "GradAOTOutput":
                 grads.append((value, desc.grad_of.target))
             elif kind == "InputMutationAOTOutput" and type(desc.mutated_input).__name__ == "BufferAOTInput":

@@ -456,6 +456,33 @@ def test_a_gradient_taken_in_the_forward_imports_and_runs_bitwise_recomputed_and
     assert result.peak_activation_bytes == predicted.peak_ram_bytes
 
 
+class _Resynthesised(nn.Module):
+    """A spectrogram gain and back to a waveform: `istft` checks its window's values, which a plain fake pass cannot read."""
+
+    def __init__(self):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(9, 1))
+        self.fc = nn.Linear(64, 3)
+
+    def forward(self, x):
+        """Logits of the resynthesised signal."""
+        window = torch.hann_window(16)
+        spectrum = torch.stft(x, 16, 8, window=window, return_complex=True) * self.gain
+        return self.fc(torch.istft(spectrum, 16, 8, window=window, length=64))
+
+
+def test_default_labels_come_from_a_real_pass_where_a_fake_one_stops_at_a_value_check():
+    torch.manual_seed(0)
+    model = _Resynthesised()
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    signal = torch.randn(2, 64)
+    state = torch.get_rng_state()
+    captured = capture(model, (signal,), name="istft")
+    assert captured.inputs[-1].shape == (2,) and captured.inputs[-1].dtype == torch.int64
+    assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())
+    assert torch.equal(state, torch.get_rng_state())
+
+
 class Pieces(nn.Module):
     """Outputs cut into views: a gated convolution (`chunk`), a SwiGLU (`split`), q, k, v (`unbind`)."""
 

@@ -229,28 +229,45 @@ def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: st
     The output's shape comes from running the model on fake tensors (no data, no compute), so
     the model's buffers are not touched. They keep their device, so that a model that makes
     tensors of its own in its forward (`torch.zeros(batch, hidden)`, a recurrent cell's state)
-    runs as it does on the CPU. Its warnings are left out: the trace runs the model again.
+    runs as it does on the CPU. Its warnings are left out: the trace runs the model again. Where
+    a plain fake pass stops at a check of values that the trace's own pass gets past (`istft`'s
+    window check), the model runs once for real on copies of its parameters and buffers, the
+    random state kept.
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     fake = FakeTensorMode()
-    state: dict[str, torch.Tensor] = {
-        k: fake.from_tensor(v) for k, v in itertools.chain(module.named_parameters(), module.named_buffers())
-    }
-    batch = tuple(fake.from_tensor(t) for t in inputs)
+    try:
+        out = _output(module, inputs, name, fake, fake.from_tensor)
+    except UserInputError:
+        state = torch.get_rng_state()
+        try:
+            out = _output(module, inputs, name, contextlib.nullcontext(), lambda t: t.detach().clone())
+        except UserInputError:
+            out = None
+        finally:
+            torch.set_rng_state(state)
+        if out is None:
+            raise
+    if out is None or out.dim() < 1 or out.shape[-1] < 1:
+        raise UserInputError(f"{name}: {NO_LOGITS}")
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, out.shape[-1], tuple(out.shape[:-1]), generator=generator, dtype=torch.int64)
+
+
+def _output(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: str, mode, copied: Callable) -> torch.Tensor | None:
+    """The logits of one forward of `module` under `mode`, on `copied` parameters, buffers and inputs; the module kept."""
+    state = {k: copied(v) for k, v in itertools.chain(module.named_parameters(), module.named_buffers())}
     with (
         warnings.catch_warnings(),
         tracing.attributes_kept(module),
         tracing.eager_causal_masks(),
         _attributed(name, TrainingStep(module, nn.Identity())),
-        fake,
+        mode,
     ):
         warnings.simplefilter("ignore")
-        out = logits(torch.func.functional_call(module, state, batch))
-    if out is None or out.dim() < 1 or out.shape[-1] < 1:
-        raise UserInputError(f"{name}: {NO_LOGITS}")
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(0, out.shape[-1], tuple(out.shape[:-1]), generator=generator, dtype=torch.int64)
+        batch = tuple(copied(t) for t in inputs)
+        return logits(torch.func.functional_call(module, state, batch))
 
 
 def _check_torch_version() -> None:

@@ -571,3 +571,39 @@ def test_a_deep_copy_of_a_scheduled_model_trains_its_own_parameters_and_pickling
     assert done.returncode == 0, done.stderr[-2000:]
     assert "copy bitwise True" in done.stdout and "original untouched True" in done.stdout
     assert "pickle: a scheduled model does not pickle whole: save its state_dict()" in done.stdout
+
+
+class _WeightNormed(nn.Module):
+    """A grouped convolution whose weight is made from its parameters before each forward (wav2vec2's positional conv)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 16)
+        with pytest.warns(FutureWarning):
+            self.wn = nn.utils.weight_norm(nn.Conv1d(16, 16, 3, padding=1, groups=4), name="weight", dim=2)
+        self.b = nn.Linear(16, 4)
+
+    def forward(self, x):
+        """Logits through the normalised convolution."""
+        return self.b(torch.relu(self.wn(torch.relu(self.a(x)).unsqueeze(-1).expand(-1, -1, 5))).mean(-1))
+
+
+def test_a_step_makes_its_static_tensors_at_its_own_thread_count(tmp_path):
+    """The weight made from g and v is computed as the step starts, with the step's threads, whatever the caller's."""
+    x, y = torch.randn(4, 8, generator=torch.Generator().manual_seed(100)), torch.tensor([0, 1, 2, 3])
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        plain = _WeightNormed()
+        torch.manual_seed(0)
+        net = _WeightNormed()
+        nn.CrossEntropyLoss()(plain(x), y).backward()
+        model = scheduled(net, x, labels=y, ram="100%", swap_dir=tmp_path, threads=1)
+        torch.set_num_threads(2)
+        model(x, y).backward()
+    finally:
+        torch.set_num_threads(before)
+    pairs = [(n, a.grad, b.grad) for (n, a), b in zip(plain.named_parameters(), net.parameters())]
+    differing = [n for n, a, b in pairs if a is None or b is None or not same_bits(a, b)]
+    assert not differing, differing

@@ -280,8 +280,10 @@ class _Step:
 
     def forward(self) -> torch.Tensor:
         planner, plan = self.owner._planner, self.plan
-        machine = Machine(plan.capture, planner.timing, planner.swap_dir, planner.durable, plan.budget_bytes, batch=self.batch)
-        with planner.threads_set():
+        with planner.threads_set():  # the machine computes the static tensors (weights made from parameters) as it starts
+            machine = Machine(
+                plan.capture, planner.timing, planner.swap_dir, planner.durable, plan.budget_bytes, batch=self.batch
+            )
             machine.start()
             try:
                 machine.run_stages(plan.schedule, range(plan.forward_stages))

@@ -242,7 +242,7 @@ def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: st
     except UserInputError:
         state = torch.get_rng_state()
         try:
-            out = _output(module, inputs, name, contextlib.nullcontext(), lambda t: t.detach().clone())
+            out = _output(module, inputs, name, contextlib.nullcontext(), _real_copy)
         except UserInputError:
             out = None
         finally:
@@ -253,6 +253,11 @@ def default_labels(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: st
         raise UserInputError(f"{name}: {NO_LOGITS}")
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(0, out.shape[-1], tuple(out.shape[:-1]), generator=generator, dtype=torch.int64)
+
+
+def _real_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy of `tensor` with its own storage and its `requires_grad`."""
+    return tensor.detach().clone().requires_grad_(tensor.requires_grad)
 
 
 def _output(module: nn.Module, inputs: tuple[torch.Tensor, ...], name: str, mode, copied: Callable) -> torch.Tensor | None:

@@ -607,3 +607,29 @@ def test_a_step_makes_its_static_tensors_at_its_own_thread_count(tmp_path):
     pairs = [(n, a.grad, b.grad) for (n, a), b in zip(plain.named_parameters(), net.parameters())]
     differing = [n for n, a, b in pairs if a is None or b is None or not same_bits(a, b)]
     assert not differing, differing
+
+
+class _Tagger(nn.Module):
+    """Token ids and a padding mask in, a class per sequence out."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.fc = nn.Embedding(50, 4), nn.Linear(4, 5)
+
+    def forward(self, ids, mask):
+        """Logits of the unmasked tokens' mean embedding."""
+        return self.fc((self.emb(ids) * (~mask).unsqueeze(-1)).mean(1))
+
+
+def test_synthetic_batches_draw_each_dtype_as_the_import_does():
+    """Token ids below --input-high and a bool padding mask a quarter True, as `import-torch` draws its example."""
+    from poetsim.pytorch.trial import synthetic_batches
+
+    source = ModelSource("poetsim.pytorch.models:mlp", ((64, 16), (64, 16)), ("int64", "bool"), seed=3, input_high=50)
+    _, example = source.build()
+    module = _Tagger()
+    batches = synthetic_batches(source, module, 2)
+    ids, mask, labels = batches[0]
+    assert torch.equal(ids, example[0]) and torch.equal(mask, example[1])
+    assert mask.dtype == torch.bool and 0.15 < mask.float().mean().item() < 0.35
+    assert int(ids.max()) < 50 and labels.shape == (64,)

@@ -41,7 +41,12 @@ class ModelSource:
             raise UserInputError(f"{self.factory}: the factory raised {type(error).__name__}: {error}") from None
         if not isinstance(module, torch.nn.Module):
             raise UserInputError(f"{self.factory}: the factory returned {type(module).__name__}, not a torch.nn.Module")
-        generator = torch.Generator().manual_seed(self.seed)
+        return module, self.draw(torch.Generator().manual_seed(self.seed))
+
+    def draw(self, generator) -> tuple:
+        """One random batch of the inputs from `generator`: normal floats, integers below input_high, bools True for BOOL_TRUE."""
+        import torch
+
         inputs = []
         for shape, dtype_name in zip(self.input_shapes, self.input_dtypes):
             dtype = getattr(torch, dtype_name)
@@ -51,7 +56,7 @@ class ModelSource:
                 inputs.append(torch.rand(shape, generator=generator) < BOOL_TRUE)
             else:
                 inputs.append(torch.randint(0, self.input_high, shape, generator=generator, dtype=dtype))
-        return module, tuple(inputs)
+        return tuple(inputs)
 
     def meta(self) -> dict[str, str]:
         """The graph-file meta that records this source."""

@@ -77,14 +77,8 @@ def synthetic_batches(source: ModelSource, module: nn.Module, steps: int) -> lis
     generator = torch.Generator().manual_seed(source.seed)
     batches = []
     for step in range(steps):
-        inputs = []
-        for shape, dtype_name in zip(source.input_shapes, source.input_dtypes):
-            dtype = getattr(torch, dtype_name)
-            if dtype.is_floating_point:
-                inputs.append(torch.randn(shape, generator=generator, dtype=dtype))
-            else:
-                inputs.append(torch.randint(0, source.input_high, shape, generator=generator, dtype=dtype))
-        labels = default_labels(module, tuple(inputs), source.factory, seed=source.seed + step)
+        inputs = source.draw(generator)
+        labels = default_labels(module, inputs, source.factory, seed=source.seed + step)
         batches.append((*inputs, labels))
     return batches
 

@@ -633,3 +633,19 @@ def test_synthetic_batches_draw_each_dtype_as_the_import_does():
     assert torch.equal(ids, example[0]) and torch.equal(mask, example[1])
     assert mask.dtype == torch.bool and 0.15 < mask.float().mean().item() < 0.35
     assert int(ids.max()) < 50 and labels.shape == (64,)
+
+
+def test_fit_keeps_a_frozen_submodule_in_eval_refuses_dict_batches_and_plan_follows_the_last_step(tmp_path):
+    """A BatchNorm the user froze stays in eval through fit; a dict batch is one line; `plan` is the last step's."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4))
+    net[1].eval()
+    model = scheduled(net, torch.randn(4, 8), ram="100%", swap_dir=tmp_path, threads=1, on_new_shape="solve")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = [(torch.randn(n, 8), torch.randint(0, 4, (n,))) for n in (4, 6)]
+    records = fit(model, data, optimizer)
+    assert not net[1].training and len(records) == 2
+    assert model.plan.signature == ("float32[6,8]", "int64[6]")
+    assert records[-1].peak_activation_bytes == model.plan.predicted.peak_ram_bytes
+    with pytest.raises(UserInputError, match=r"batch 1 is a dict \(x, y\): make the collate_fn return a tuple"):
+        fit(model, [{"x": data[0][0], "y": data[0][1]}], optimizer)

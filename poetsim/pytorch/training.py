@@ -151,7 +151,7 @@ class ScheduledModule(nn.Module):
     """The user's model, trained one scheduled step at a time (see the module docstring).
 
     `model` is the original module (its parameters are this module's); `plan` the plan of the
-    shape first solved for; `last_step` the record of the last finished step.
+    last step (the first shape's before any step); `last_step` the record of the last finished step.
     """
 
     def __init__(self, model: nn.Module, planner: "_Planner", plan: Plan):
@@ -176,6 +176,9 @@ class ScheduledModule(nn.Module):
             raise UserInputError(
                 f"the scheduled model takes its {count} input(s) and then the labels; got {len(args)} argument(s)"
             )
+        kinds = [type(a).__name__ for a in args if not isinstance(a, torch.Tensor)]
+        if kinds:
+            raise UserInputError(f"the scheduled model takes tensors (its inputs, then the labels); got a {kinds[0]}")
         inputs, labels = args[:count], (args[count] if len(args) > count else None)
         if not self.model.training or not torch.is_grad_enabled():
             output = self.model(*inputs)
@@ -251,6 +254,7 @@ class ScheduledModule(nn.Module):
         state = model_state(self.model, self.loss_function)
         plan = self._plans.get((signature, state))
         if plan is not None:
+            self.plan = plan
             return plan
         if not self._planner.solve_new_shapes:
             if signature != self.plan.signature:
@@ -262,7 +266,7 @@ class ScheduledModule(nn.Module):
                 f"the model changed since its schedule was solved ({_state_change(self.plan.state, state)}); "
                 "pass on_new_shape='solve' to solve again for each new shape or state of the model"
             )
-        self._plans[signature, state] = plan = self._planner.plan(batch, state=state)
+        self._plans[signature, state] = self.plan = plan = self._planner.plan(batch, state=state)
         return plan
 
 
@@ -543,14 +547,22 @@ def fit(
     """Train on `batches` (a DataLoader, or any iterable of (inputs..., labels)); at most `steps` steps.
 
     Each step zeroes the gradients, calls the model, `loss.backward()`, then `optimizer.step()`.
+    A model in evaluation mode is put in training mode first; one in training mode is left as it
+    is, with any submodule kept in `eval()` (a frozen BatchNorm).
 
     Returns one record per step; `on_step` hears each as it finishes (progress, logging).
     """
     records = []
-    model.train()
+    if not model.model.training:  # a model in evaluation as a whole; submodules the user froze in eval() stay so
+        model.train()
     for number, batch in enumerate(batches, start=1):
         if steps is not None and number > steps:
             break
+        if isinstance(batch, dict):
+            raise UserInputError(
+                f"fit takes batches of (inputs..., labels); batch {number} is a dict ({', '.join(map(str, batch))}): "
+                "make the collate_fn return a tuple, or unpack it in a loop of your own"
+            )
         tensors = (batch,) if isinstance(batch, torch.Tensor) else tuple(batch)
         optimizer.zero_grad(set_to_none=True)
         loss = model(*tensors)

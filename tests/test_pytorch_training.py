@@ -633,6 +633,10 @@ def test_synthetic_batches_draw_each_dtype_as_the_import_does():
     assert torch.equal(ids, example[0]) and torch.equal(mask, example[1])
     assert mask.dtype == torch.bool and 0.15 < mask.float().mean().item() < 0.35
     assert int(ids.max()) < 50 and labels.shape == (64,)
+    lm = nn.Sequential(nn.Embedding(50, 8), nn.Linear(8, 50))  # per-token logits over the vocabulary
+    token_source = ModelSource("poetsim.pytorch.models:mlp", ((4, 16),), ("int64",), seed=3, input_high=50)
+    tokens, token_labels = synthetic_batches(token_source, lm, 1)[0]
+    assert token_labels.shape == (4, 16) and not torch.equal(tokens, token_labels)
 
 
 def test_fit_keeps_a_frozen_submodule_in_eval_refuses_dict_batches_and_plan_follows_the_last_step(tmp_path):

@@ -78,7 +78,8 @@ def synthetic_batches(source: ModelSource, module: nn.Module, steps: int) -> lis
     batches = []
     for step in range(steps):
         inputs = source.draw(generator)
-        labels = default_labels(module, inputs, source.factory, seed=source.seed + step)
+        # labels from seeds of their own: drawn from the inputs' seed, a language model's first labels were its tokens
+        labels = default_labels(module, inputs, source.factory, seed=source.seed + 1 + step)
         batches.append((*inputs, labels))
     return batches
 

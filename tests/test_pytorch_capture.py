@@ -483,6 +483,43 @@ def test_default_labels_come_from_a_real_pass_where_a_fake_one_stops_at_a_value_
     assert torch.equal(state, torch.get_rng_state())
 
 
+class _HeldLoss(nn.Module):
+    """A loss module that calls a loss it holds between ops of its own (a detection or uncertainty-weighted loss)."""
+
+    def __init__(self):
+        super().__init__()
+        self.mse = nn.MSELoss()
+
+    def forward(self, out, y):
+        """Half the squared error of the sigmoid."""
+        return self.mse(torch.sigmoid(out), y) * 0.5
+
+
+def test_a_loss_module_holding_a_loss_is_the_loss_node_and_runs_bitwise(tmp_path):
+    from pytorch_cases import run_recomputed_and_paged
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    captured = capture(net, (torch.randn(4, 6),), loss=_HeldLoss(), labels=torch.rand(4, 3), name="held")
+    names = [node.name for node in captured.graph.nodes]
+    assert names.count("loss") == 1 and not any(name.startswith("loss.mse") for name in names), names
+    result, predicted = run_recomputed_and_paged(captured, tmp_path, ("0",))
+    assert result.gradients_equal, result.differing_gradients
+    assert result.peak_activation_bytes == predicted.peak_ram_bytes
+
+
+def test_labels_that_are_not_one_tensor_and_a_number_taken_from_a_tensor_are_one_line_naming_the_way_out():
+    x, y = torch.randn(4, 6), torch.tensor([0, 1, 2, 0])
+    with pytest.raises(UserInputError, match=r"labels must be one tensor, got a tuple: pack several targets into one"):
+        capture(nn.Linear(6, 3), (x,), loss=lambda out, t: out.sum(), labels=(y, y))  # type: ignore[arg-type]
+
+    def normalised(out, t):
+        return nn.functional.cross_entropy(out, t, reduction="sum") / max((t > 0).sum().item(), 1)
+
+    with pytest.raises(UserInputError, match=r"a Python number taken from a tensor: .item\(\).*clamp\(min=1\)"):
+        capture(nn.Linear(6, 3), (x,), loss=normalised, labels=y)
+
+
 class Pieces(nn.Module):
     """Outputs cut into views: a gated convolution (`chunk`), a SwiGLU (`split`), q, k, v (`unbind`)."""
 

@@ -160,6 +160,11 @@ def capture(
             "example batch before it is imported, as its first forward initialises it"
         )
     loss = loss_module(loss)
+    if labels is not None and not isinstance(labels, torch.Tensor):
+        raise UserInputError(
+            f"{name}: labels must be one tensor, got a {type(labels).__name__}: pack several targets into one "
+            "(boxes and classes side by side, padded) and unpack them in the loss"
+        )
     labels = default_labels(module, inputs, name) if labels is None else compact(labels.detach())
     *separate, labels = apart((*inputs, labels))
     inputs = tuple(separate)
@@ -568,8 +573,14 @@ def _explain(error: Exception) -> str:
     if kind in ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException") or any(
         clue in first.lower() for clue in clues
     ):
+        number = (
+            " (a Python number taken from a tensor: .item(), int(), float(), or an if on a tensor; keep it a tensor, "
+            "as pos.sum().clamp(min=1) for max(pos.sum().item(), 1))"
+            if "_local_scalar_dense" in first
+            else ""
+        )
         return (
-            f"data-dependent control flow or output shape ({first}); poetsim captures one static "
+            f"data-dependent control flow or output shape ({first}){number}; poetsim captures one static "
             "training step, so branches and shapes must not depend on tensor values" + _read_where(error)
         )
     if kind == "UnsupportedOperatorException":

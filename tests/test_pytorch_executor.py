@@ -495,3 +495,33 @@ class _OutArgument(nn.Module):
 def test_a_model_plain_pytorch_cannot_train_is_refused_in_one_line_at_import():
     with pytest.raises(UserInputError, match=r"out: the model: autograd refuses an op .* cannot train this model either: matmul"):
         capture(_OutArgument(), (torch.randn(4, 6),), name="out")
+
+
+class _NewTokensOnly(nn.Module):
+    """An embedding whose old rows a gradient hook on the parameter freezes (training only newly added tokens)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.fc = nn.Embedding(12, 4), nn.Linear(4, 3)
+        self.register_buffer("fresh", (torch.arange(12) >= 10).float().unsqueeze(1))
+        self.emb.weight.register_hook(lambda grad: grad * self.fresh)
+
+    def forward(self, ids):
+        """Logits of the mean embedding."""
+        return self.fc(self.emb(ids).mean(1))
+
+
+def test_a_parameters_gradient_hook_applies_to_the_compared_gradient_and_to_the_plain_copy(tmp_path):
+    """Autograd applies the hook before accumulating: the run's gradient is compared after it, and a plain copy keeps it."""
+    from poetsim.pytorch.reference import copy_module
+
+    torch.manual_seed(0)
+    model = _NewTokensOnly()
+    captured = capture(model, (torch.randint(0, 12, (4, 5)),), name="tokens")
+    schedule, _ = keep_all(captured.graph, node_costs(captured.graph, load_platform("rpi4")), Timing.OVERLAP)
+    result = execute(captured, schedule, tmp_path)
+    assert result.gradients_equal, result.differing_gradients
+    twin = copy_module(model)
+    nn.functional.cross_entropy(twin(torch.randint(0, 12, (4, 5))), torch.tensor([0, 1, 2, 0])).backward()
+    grad = dict(twin.named_parameters())["emb.weight"].grad
+    assert grad is not None and not grad[:10].any()

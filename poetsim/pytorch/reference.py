@@ -36,6 +36,7 @@ def copy_module(module: torch.nn.Module) -> torch.nn.Module:
     `torch.nn.utils.weight_norm` and `spectral_norm` set `weight` from their parameters in a
     forward pre-hook: a tensor with a gradient history, which `copy.deepcopy` refuses. The copy
     takes it detached (the hook computes it afresh before every forward); the module keeps its own.
+    The copy's parameters get the original's gradient hooks, which `copy.deepcopy` drops.
     """
     computed = [
         (m, name, value)
@@ -46,10 +47,15 @@ def copy_module(module: torch.nn.Module) -> torch.nn.Module:
     for m, name, value in computed:
         setattr(m, name, value.detach())
     try:
-        return copy.deepcopy(module)
+        twin = copy.deepcopy(module)
     finally:
         for m, name, value in computed:
             setattr(m, name, value)
+    copied = dict(twin.named_parameters())
+    for name, parameter in module.named_parameters():  # a deep copy drops a parameter's gradient hooks
+        for hook in (parameter._backward_hooks or {}).values():
+            copied[name].register_hook(hook)
+    return twin
 
 
 def plain_step(capture: Capture) -> PlainStep:
@@ -102,7 +108,8 @@ def parameter_grads(machine: "Machine") -> dict[str, torch.Tensor]:
     """The run's gradient of each parameter, by the name `named_parameters()` gives it.
 
     A tied parameter has a gradient per name in the trace: its gradient is their sum, in the order
-    the run computed them, as autograd accumulates them.
+    the run computed them, as autograd accumulates them. Hooks registered on a parameter
+    (`weight.register_hook`) are applied to its gradient, as autograd does before accumulating it.
     """
     grads = dict(machine.grads)
     order = list(machine.grads)
@@ -110,6 +117,11 @@ def parameter_grads(machine: "Machine") -> dict[str, torch.Tensor]:
         parts = [grads.pop(n) for n in sorted((n for n in names if n in grads), key=order.index)]
         if parts:
             grads[names[0]] = functools.reduce(operator.add, parts)
+    parameters = dict(machine.capture.step.named_parameters())
+    for name in grads:  # a parameter's gradient hooks, as autograd applies them before accumulating
+        for hook in (parameters[name]._backward_hooks or {}).values():
+            changed = hook(grads[name])
+            grads[name] = grads[name] if changed is None else changed
     return grads
 
 

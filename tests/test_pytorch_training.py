@@ -653,3 +653,36 @@ def test_fit_keeps_a_frozen_submodule_in_eval_refuses_dict_batches_and_plan_foll
     assert records[-1].peak_activation_bytes == model.plan.predicted.peak_ram_bytes
     with pytest.raises(UserInputError, match=r"batch 1 is a dict \(x, y\): make the collate_fn return a tuple"):
         fit(model, [{"x": data[0][0], "y": data[0][1]}], optimizer)
+
+
+class _DroppedAttention(nn.Module):
+    """Causal attention with `dropout_p`, as nanoGPT writes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.out = nn.Linear(16, 48), nn.Linear(16, 5)
+
+    def forward(self, x):
+        """Logits per token."""
+        batch, tokens, width = x.shape
+        q, k, v = self.qkv(x).view(batch, tokens, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.1)
+        return self.out(y.transpose(1, 2).reshape(batch, tokens, width))
+
+
+def test_attention_dropout_under_autocast_is_refused_in_one_line_and_trains_bitwise_without_it(tmp_path, deterministic):
+    """Under autocast eager runs another attention kernel than the trace: refused, where it would train other bits."""
+    x, y = torch.randn(2, 8, 16), torch.randint(0, 5, (2, 8))
+    torch.manual_seed(0)
+    plain = _DroppedAttention()
+    net = copy.deepcopy(plain)
+    refused = r"scaled_dot_product_attention with dropout_p under torch.autocast"
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(UserInputError, match=refused):
+        scheduled(net, x, ram="100%", swap_dir=tmp_path, threads=1)
+    model = scheduled(net, x, ram="100%", swap_dir=tmp_path, threads=1)
+    torch.manual_seed(1)
+    nn.functional.cross_entropy(plain(x).flatten(0, 1), y.flatten()).backward()
+    torch.manual_seed(1)
+    model(x, y).backward()
+    pairs = [(a.grad, b.grad) for a, b in zip(plain.parameters(), net.parameters())]
+    assert all(a is not None and b is not None and same_bits(a, b) for a, b in pairs)

@@ -170,6 +170,7 @@ def capture(
     inputs = tuple(separate)
     step = TrainingStep(module, loss)
     gm, calls = _trace(step, (*inputs, labels), name)
+    _refuse_attention_dropout_under_autocast(gm, name)
     built = grouping.build(gm, calls, name, frozenset(n for names in tied_parameters(step) for n in names[1:]))
     info = {
         "imported_from": "torch",
@@ -214,6 +215,24 @@ def _real_bytes(captured: Capture) -> Capture:
     if nodes == graph.nodes:
         return captured
     return dataclasses.replace(captured, graph=TrainingGraph.create(graph.name, nodes, meta=dict(graph.meta)))
+
+
+def _refuse_attention_dropout_under_autocast(gm: fx.GraphModule, name: str) -> None:
+    """Refuse `scaled_dot_product_attention` with `dropout_p` traced under `torch.autocast`.
+
+    The trace takes SDPA's math path (its `_safe_softmax`) in float32, where eager under autocast
+    runs another kernel on bfloat16: the masks and sums differ.
+    """
+    if not torch.is_autocast_enabled("cpu"):
+        return
+    ops = [n for n in gm.graph.nodes if n.op == "call_function"]
+    if any(n.target is torch.ops.aten._safe_softmax.default for n in ops) and any(
+        randomness.draws_random_numbers(n) for n in ops
+    ):
+        raise UserInputError(
+            f"{name}: scaled_dot_product_attention with dropout_p under torch.autocast: eager runs another kernel "
+            "than the trace there; train it without autocast, or with dropout_p=0 and an nn.Dropout elsewhere"
+        )
 
 
 def tied_parameters(module: nn.Module) -> tuple[tuple[str, ...], ...]:

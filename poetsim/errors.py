@@ -130,3 +130,8 @@ class InternalError(PoetsimError):
     """A bug in poetsim: an invariant that should always hold did not."""
 
     exit_code = 70
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message ("" if it has none): what a one-line report quotes of an error torch raised."""
+    return (str(error).strip().splitlines() or [""])[0]

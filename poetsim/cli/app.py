@@ -22,7 +22,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 from poetsim import __version__
 from poetsim.assumptions import ASSUMPTIONS, SIMULATOR_ASSUMPTIONS, TIMING_HELP
 from poetsim.cli.terminal import Output
-from poetsim.errors import InternalError, PoetsimError, StorageError
+from poetsim.errors import InternalError, PoetsimError, StorageError, first_line
 from poetsim.extras import missing
 
 if TYPE_CHECKING:
@@ -217,8 +217,8 @@ def _boundary(function: Callable[..., Any]) -> Callable[..., Any]:
             raise
         except Exception as exc:  # noqa: BLE001 - a bug: its traceback for the report, then exit 70
             traceback.print_exc()
-            first = (str(exc).strip().splitlines() or [""])[0]
-            fail(InternalError(f"{type(exc).__name__}: {first} (a bug in poetsim: the traceback above is what to report)"))
+            bug = f"{type(exc).__name__}: {first_line(exc)} (a bug in poetsim: the traceback above is what to report)"
+            fail(InternalError(bug))
 
     return run
 

@@ -27,7 +27,7 @@ import torch
 import torch.fx.traceback as fx_traceback
 from torch import fx, nn
 
-from poetsim.errors import UserInputError
+from poetsim.errors import UserInputError, first_line
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.pytorch import grouping, randomness, recurrent, tracing
 
@@ -577,7 +577,7 @@ _VALUE_OPS = {
 def _explain(error: Exception) -> str:
     """What went wrong, in one line, by the kind of failure the tracer reports."""
     kind = type(error).__name__
-    first = (str(error).strip().splitlines() or [kind])[0]
+    first = first_line(error) or kind
     if isinstance(error, tracing.UnknownCausality):
         return first
     if "use_reentrant=True" in first:

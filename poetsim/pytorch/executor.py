@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from poetsim.errors import InternalError, ScheduleError, UserInputError
+from poetsim.errors import InternalError, ScheduleError, UserInputError, first_line
 from poetsim.pytorch import randomness, swap
 from poetsim.pytorch.capture import Capture
 from poetsim.pytorch.reference import compare, plain_step
@@ -260,7 +260,7 @@ def _refused_batch(capture: Capture, machine: "Machine | None", error: Exception
     graph = capture.graph
     done = 0 if machine is None else sum(r.kind == "compute" for r in machine.records)
     where = f"node '{graph.nodes[done].name}'" if machine is not None and done < len(graph) else "the parameters' set-up"
-    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    first = first_line(error) or type(error).__name__
     hint = (
         "; integer inputs (token ids) must be below the size of what they index: --input-high, or the values given"
         if isinstance(error, IndexError)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from poetsim.errors import UserInputError
+from poetsim.errors import UserInputError, first_line
 from poetsim.pytorch.capture import Capture, tied_parameters
 
 if TYPE_CHECKING:
@@ -77,8 +77,7 @@ def plain_step(capture: Capture) -> PlainStep:
         except RuntimeError as error:
             if "deterministic implementation" in str(error):
                 raise
-            first = (str(error).strip().splitlines() or [""])[0]
-            raise UserInputError(f"{capture.graph.name}: plain PyTorch cannot train this model: {first}") from None
+            raise UserInputError(f"{capture.graph.name}: plain PyTorch cannot train this model: {first_line(error)}") from None
         seconds = time.perf_counter() - start
         grads = {name: p.grad for name, p in step.named_parameters()}
         buffers = {name: b.detach().clone() for name, b in step.named_buffers(remove_duplicate=False)}

@@ -71,8 +71,13 @@ class Plan:
         return tuple(describe(t) for t in self.capture.inputs)
 
 
-#: A module's hooks, as torch keeps them: a dict per kind, keyed by each handle's id.
-HOOK_KINDS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+#: A module's hooks, as torch keeps them (a dict per kind, keyed by each handle's id), and their names in words.
+HOOK_KINDS = {
+    "_forward_pre_hooks": "forward pre hook",
+    "_forward_hooks": "forward hook",
+    "_backward_pre_hooks": "backward pre hook",
+    "_backward_hooks": "backward hook",
+}
 
 
 def model_state(model: nn.Module, loss: nn.Module | None = None) -> tuple:
@@ -100,9 +105,9 @@ def model_state(model: nn.Module, loss: nn.Module | None = None) -> tuple:
         if tracing.plain_attribute(name, value)
     )
     hooks = tuple(
-        (path, kind.strip("_").removesuffix("s").replace("_", " "), tuple(getattr(module, kind)))
+        (path, words, tuple(getattr(module, kind)))
         for path, module in modules
-        for kind in HOOK_KINDS
+        for kind, words in HOOK_KINDS.items()
         if getattr(module, kind, None)
     )
     return (autocast, grads, attributes, hooks)

@@ -19,7 +19,7 @@ from poetsim.optimiser.clock import Clock
 REPLAY_UNITS_PER_NODE = 9e-6
 #: A change that its energy alone rules out (`plans.plan.Energies`): made, and its energy summed
 #: over the stages it made, without a replay. Half a replay: made and screened, the changes of one
-#: polish scan over a plan of each graph of the outside set take 0.31-0.56 of the time they take
+#: polish scan over a plan of each graph of the outside set take 0.26-0.58 of the time they take
 #: made and replayed (`make bench BENCH=replay`).
 SCREEN_UNITS_PER_NODE = 4.5e-6
 #: Building a cover program in Python, per nonzero.

@@ -413,15 +413,54 @@ def test_a_model_changed_after_scheduling_is_solved_again_or_refused_naming_the_
             opt_of.step()
         record = model.last_step
         assert record is not None
-        assert record.peak_activation_bytes == model._plans[next(reversed(model._plans))].predicted.peak_ram_bytes
+        assert record.peak_activation_bytes == model.plan.predicted.peak_ram_bytes
     assert_same_state(plain, model.model)
-    assert len(model._plans) == 4  # as scheduled, frozen, BatchNorm in eval with p 0.5, unfrozen
+    assert sum(map(len, model._plans.values())) == 4  # as scheduled, frozen, BatchNorm in eval with p 0.5, unfrozen
     tunable = Tunable()
     strict = scheduled(tunable, data[0][0], ram="100%", swap_dir=tmp_path, threads=1)
     tunable.drop.p = 0.3
     changed = r"the model changed since its schedule was solved \(drop\.p now 0\.3, captured 0\.1\)"
     with pytest.raises(UserInputError, match=changed):
         strict(*data[0])
+
+
+class Counted(nn.Module):
+    """A classifier that keeps a step counter its training loop sets and a scale its forward reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        self.num_updates = 0
+        self.scale = 1.0
+
+    def forward(self, x):
+        """The logits of a batch of feature vectors, scaled."""
+        return self.body(x) * self.scale
+
+
+def test_an_attribute_the_forward_never_reads_may_change_between_steps(tmp_path, deterministic):
+    """A step counter kept on the model trains on the same schedule; a changed attribute the forward reads stops."""
+    generator = torch.Generator().manual_seed(2)
+    data = [(torch.randn(4, 8, generator=generator), torch.randint(0, 4, (4,), generator=generator)) for _ in range(3)]
+    torch.manual_seed(0)
+    plain, net = Counted(), Counted()
+    net.load_state_dict(plain.state_dict())
+    model = scheduled(net, data[0][0], ram="100%", swap_dir=tmp_path, threads=1)
+    opt_plain, opt = (torch.optim.SGD(each.parameters(), lr=0.1) for each in (plain, model))
+    for step, (x, y) in enumerate(data):
+        for counted, opt_of in ((plain, opt_plain), (net, opt)):
+            counted.num_updates = step + 1
+            opt_of.zero_grad()
+        nn.functional.cross_entropy(plain(x), y).backward()
+        model(x, y).backward()
+        opt_plain.step()
+        opt.step()
+    assert_same_state(plain, model.model)
+    assert sum(map(len, model._plans.values())) == 1
+    assert ("", "scale") in (model.plan.reads or ()) and ("", "num_updates") not in (model.plan.reads or ())
+    net.scale = 2.0
+    with pytest.raises(UserInputError, match=r"changed since its schedule was solved \(scale now 2\.0, captured 1\.0\)"):
+        model(*data[0])
 
 
 def test_autocast_is_part_of_what_a_schedule_was_solved_for(tmp_path, deterministic):
@@ -514,7 +553,7 @@ def test_a_hook_or_a_loss_changed_after_scheduling_is_solved_again_or_refused_na
         model(x, y).backward()
         pairs = [(a.grad, b.grad) for a, b in zip(plain.parameters(), net.parameters())]
         assert all(a is not None and b is not None and same_bits(a, b) for a, b in pairs), step
-    assert len(model._plans) == 3
+    assert sum(map(len, model._plans.values())) == 3
     other, criterion = copy.deepcopy(plain), nn.CrossEntropyLoss()
     strict = scheduled(other, x, loss=criterion, labels=y, ram="100%", swap_dir=tmp_path, threads=1)
     handle = other[2].register_forward_pre_hook(lambda module, args: None)

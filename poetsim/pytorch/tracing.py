@@ -169,6 +169,33 @@ class PythonState(UserInputError):
     """A forward that changes its modules' Python attributes, which a replayed step cannot follow."""
 
 
+@contextlib.contextmanager
+def attribute_reads(modules: list[torch.nn.Module]) -> Iterator[set[tuple[int, str]]]:
+    """Within the block, the public attributes read from `modules`, as (id of the module, name).
+
+    A capture follows the Python code of one forward, so the plain attributes it read are the
+    ones its graph may depend on; one it never read (a step counter the training loop keeps on the
+    model) cannot have shaped it. `nn.Module` gets a `__getattribute__` that notes each read for
+    the block's length. A module whose class defines its own `__getattribute__` is noted as reading
+    every attribute, since reads through it are not seen.
+    """
+    watched = {id(m) for m in modules}
+    reads: set[tuple[int, str]] = set()
+    get = object.__getattribute__
+
+    def reading(self, name: str):
+        if name[:1] != "_" and id(self) in watched:
+            reads.add((id(self), name))
+        return get(self, name)
+
+    torch.nn.Module.__getattribute__ = reading  # type: ignore[method-assign]
+    try:
+        yield reads
+    finally:
+        del torch.nn.Module.__getattribute__
+        reads.update((id(m), name) for m in modules if type(m).__getattribute__ is not get for name in vars(m))
+
+
 def plain_attribute(name: str, value: object) -> bool:
     """Whether an attribute is a public one of a plain value (bool, number, string, None)."""
     return not name.startswith("_") and isinstance(value, (bool, int, float, str, type(None)))

@@ -24,7 +24,8 @@ schedule recomputes. In evaluation mode or without gradients the wrapper is the 
 A batch of another shape or dtype than the one solved for stops with one line naming both, or,
 with `on_new_shape="solve"`, is captured and solved for in turn (once per shape). So does a
 model whose state the capture baked in has changed since (`model_state`: frozen parameters,
-submodule modes, plain attributes and hooks, of the model and of its loss module; autocast).
+submodule modes, the plain attributes the capture read and hooks, of the model and of its loss
+module; autocast).
 `state_dict` and `load_state_dict` are the original model's; a deep copy is a scheduled copy of
 a copy of the model.
 """
@@ -64,6 +65,8 @@ class Plan:
     platform: str
     forward_stages: int  # the stages up to the loss, run when the model is called
     state: tuple = ()  # the model's state it was captured in (`model_state`)
+    #: The plain attributes its capture read, as (module path, name); None: all of them.
+    reads: frozenset[tuple[str, str]] | None = None
 
     @property
     def signature(self) -> tuple[str, ...]:
@@ -80,18 +83,25 @@ HOOK_KINDS = {
 }
 
 
-def model_state(model: nn.Module, loss: nn.Module | None = None) -> tuple:
-    """What a captured step depends on besides the batch, which the capture bakes into the graph.
-
-    Autocast, and for the model and its loss module: each parameter's `requires_grad`, each
-    submodule's public attributes of plain values (`training`, a dropout's `p`, a loss's
-    `label_smoothing`, ...) and its hooks (the capture ran those there, a step replays what they
-    did): a change after the capture would be ignored. A loss given as a function is captured as
-    its code read its variables then; nothing here can see them change.
-    """
+def _named_modules(model: nn.Module, loss: nn.Module | None) -> list[tuple[str, nn.Module]]:
+    """The model's submodules by path, then the loss module's under `loss.`."""
     modules = [*model.named_modules()]
     if loss is not None:
         modules += [(f"loss.{path}" if path else "loss", module) for path, module in loss.named_modules()]
+    return modules
+
+
+def model_state(model: nn.Module, loss: nn.Module | None = None, reads: frozenset[tuple[str, str]] | None = None) -> tuple:
+    """What a captured step depends on besides the batch, which the capture bakes into the graph.
+
+    Autocast, and for the model and its loss module: each parameter's `requires_grad`, each
+    submodule's public attributes of plain values that the capture read (`reads`, all of them
+    if None: `training`, a dropout's `p`, a loss's `label_smoothing`, ...) and its hooks (the
+    capture ran those there, a step replays what they did): a change after the capture would be
+    ignored. A loss given as a function is captured as its code read its variables then; nothing
+    here can see them change.
+    """
+    modules = _named_modules(model, loss)
     autocast = ("autocast", torch.is_autocast_enabled("cpu"), str(torch.get_autocast_dtype("cpu")))
     grads = tuple(
         (f"{path}.{name}" if path else name, p.requires_grad)
@@ -102,7 +112,7 @@ def model_state(model: nn.Module, loss: nn.Module | None = None) -> tuple:
         (path, name, value)
         for path, module in modules
         for name, value in vars(module).items()
-        if tracing.plain_attribute(name, value)
+        if tracing.plain_attribute(name, value) and (reads is None or (path, name) in reads)
     )
     hooks = tuple(
         (path, words, tuple(getattr(module, kind)))
@@ -164,7 +174,7 @@ class ScheduledModule(nn.Module):
         self.model = model
         self.loss_function = planner.loss_module
         self._planner = planner
-        self._plans = {(plan.signature, plan.state): plan}
+        self._plans: dict[tuple[str, ...], list[Plan]] = {plan.signature: [plan]}
         self.plan = plan
         self.last_step: StepRecord | None = None
         self._pending: _Step | None = None
@@ -233,9 +243,10 @@ class ScheduledModule(nn.Module):
             loss_module=loss,
         )
         step = TrainingStep(model, loss)
-        plans = {key: replace(plan, capture=replace(plan.capture, step=step)) for key, plan in self._plans.items()}
-        twin = ScheduledModule(model, planner, plans[next(iter(plans))])
-        twin._plans, twin.plan = plans, plans[next(k for k, p in self._plans.items() if p is self.plan)]
+        every = [plan for plans in self._plans.values() for plan in plans]
+        copies = {id(plan): replace(plan, capture=replace(plan.capture, step=step)) for plan in every}
+        twin = ScheduledModule(model, planner, copies[id(self.plan)])
+        twin._plans = {signature: [copies[id(plan)] for plan in plans] for signature, plans in self._plans.items()}
         twin.training, twin.last_step, twin._steps = self.training, self.last_step, self._steps
         return twin
 
@@ -256,22 +267,23 @@ class ScheduledModule(nn.Module):
 
     def _plan_for(self, batch: tuple[torch.Tensor, ...]) -> Plan:
         signature = tuple(describe(t) for t in batch)
-        state = model_state(self.model, self.loss_function)
-        plan = self._plans.get((signature, state))
-        if plan is not None:
-            self.plan = plan
-            return plan
+        for plan in self._plans.get(signature, ()):
+            if model_state(self.model, self.loss_function, plan.reads) == plan.state:
+                self.plan = plan
+                return plan
         if not self._planner.solve_new_shapes:
             if signature != self.plan.signature:
                 raise UserInputError(
                     f"the batch is {', '.join(signature)}, the schedule was solved for {', '.join(self.plan.signature)} "
                     "(inputs, then labels); pass on_new_shape='solve' to solve for each new shape"
                 )
+            state = model_state(self.model, self.loss_function, self.plan.reads)
             raise UserInputError(
                 f"the model changed since its schedule was solved ({_state_change(self.plan.state, state)}); "
                 "pass on_new_shape='solve' to solve again for each new shape or state of the model"
             )
-        self._plans[signature, state] = self.plan = plan = self._planner.plan(batch, state=state)
+        self.plan = plan = self._planner.plan(batch, as_now=True)
+        self._plans.setdefault(signature, []).append(plan)
         return plan
 
 
@@ -384,12 +396,13 @@ class _Planner:
     saved: Schedule | None
     name: str
 
-    def plan(self, batch: tuple[torch.Tensor, ...], labels: torch.Tensor | None = None, state: tuple | None = None) -> Plan:
+    def plan(self, batch: tuple[torch.Tensor, ...], labels: torch.Tensor | None = None, as_now: bool = False) -> Plan:
         """The plan of one batch (the model's inputs and, unless `labels`, the labels last).
 
         The model is captured in its submodules' modes (a BatchNorm kept in eval while the rest
-        trains), or all in training if it is in evaluation mode as a whole; `state` is the
-        `model_state` a step will find (default: the one the capture saw).
+        trains), or all in training if it is in evaluation mode as a whole. The plan's state is the
+        `model_state` the capture saw, or with `as_now` the one the model is in (a step's, which
+        found no plan for it), over the plain attributes the capture read.
         """
         from poetsim.pipeline import baseline_starts, require_schedule, run_strategy
         from poetsim.schedule.checker import check_schedule
@@ -399,13 +412,19 @@ class _Planner:
         modes = {module: module.training for module in self.model.modules()}
         if not self.model.training:
             self.model.train()
+        modules = _named_modules(self.model, self.loss_module)
         try:
-            captured = capture(self.model, inputs, self.loss, labels, name=self.name)
-            seen = model_state(self.model, self.loss_module)
+            with tracing.attribute_reads([module for _, module in modules]) as noted:
+                captured = capture(self.model, inputs, self.loss, labels, name=self.name)
+            paths: dict[int, list[str]] = {}
+            for path, module in modules:
+                paths.setdefault(id(module), []).append(path)
+            reads = frozenset((path, name) for key, name in noted for path in paths.get(key, ()))
+            seen = model_state(self.model, self.loss_module, reads)
         finally:
             for module, mode in modes.items():
                 module.training = mode
-        state = seen if state is None else state
+        state = model_state(self.model, self.loss_module, reads) if as_now else seen
         graph = captured.graph
         problem = make_problem(graph, self.platform, self.ram, self.runtime_x, self.timing)
         if self.saved is not None:
@@ -439,6 +458,7 @@ class _Planner:
             platform=self.platform.name,
             forward_stages=forward,
             state=state,
+            reads=reads,
         )
 
     @contextlib.contextmanager

@@ -150,12 +150,16 @@ def format_bytes(size: float) -> str:
 # at any load; a wall-clock limit only guards against a machine far slower or busier than that.
 
 #: Unless stated, a call's wall-clock guard is this many seconds per unit of its effort: a normal
-#: call, on an idle machine or one loaded twice over, never reaches it (a unit is about a second
-#: there, within a factor of two either way).
-GUARD_S_PER_UNIT = 10.0
+#: call, on an idle machine or one loaded twice over, never reaches it. A whole call takes 0.7 to
+#: 2.7 CPU seconds a unit on the reference machine, idle; its greedy phase, replaying plans of many
+#: recomputations, up to 4 (docs/optimiser.md, "How close a unit is to a second").
+GUARD_S_PER_UNIT = 30.0
 #: ... and at least this many seconds: a call of little effort still starts its solver processes
 #: and builds its model.
 GUARD_MIN_S = 10.0
+#: A guard stated alone sets the effort to a unit per this many seconds of it: a third of what the
+#: guard of that effort would be, for a limit the user chose to bind.
+LIMIT_S_PER_UNIT = 10.0
 
 
 def limits_or(default_effort: float, effort: float | None, time_limit_s: float | None) -> tuple[float, float]:
@@ -169,10 +173,11 @@ def resolve_limits(effort: float | None, time_limit_s: float | None) -> tuple[fl
     """A call's effort (units) and guard (seconds) from what was stated.
 
     Either derives the other (the guard is GUARD_S_PER_UNIT seconds per unit of effort, at least
-    GUARD_MIN_S), both stand as stated, and neither leaves the call unbounded (until proven).
+    GUARD_MIN_S; the effort a unit per LIMIT_S_PER_UNIT seconds of the guard), both stand as
+    stated, and neither leaves the call unbounded (until proven).
     """
     if effort is None and time_limit_s is not None:
-        return time_limit_s / GUARD_S_PER_UNIT, time_limit_s
+        return time_limit_s / LIMIT_S_PER_UNIT, time_limit_s
     if effort is not None and time_limit_s is None:
         return effort, max(GUARD_S_PER_UNIT * effort, GUARD_MIN_S)
     return effort, time_limit_s

@@ -16,7 +16,7 @@ from poetsim.optimiser.work import Work
 from poetsim.schedule.checker import check_schedule
 from poetsim.schedule.model import Moves, Timing
 from poetsim.schedule.problem import build_problem
-from poetsim.units import GUARD_MIN_S, GUARD_S_PER_UNIT, limits_or, parse_ram, resolve_limits
+from poetsim.units import GUARD_MIN_S, GUARD_S_PER_UNIT, LIMIT_S_PER_UNIT, limits_or, parse_ram, resolve_limits
 
 RECOMPUTE_ONLY = Moves(recompute=True, page=False)
 
@@ -92,7 +92,7 @@ def test_an_allowance_is_spent_by_work_charged_not_by_time():
     "stated, resolved",
     [
         ((12.0, None), (12.0, 12.0 * GUARD_S_PER_UNIT)),
-        ((None, 60.0), (60.0 / GUARD_S_PER_UNIT, 60.0)),
+        ((None, 60.0), (60.0 / LIMIT_S_PER_UNIT, 60.0)),
         ((12.0, 30.0), (12.0, 30.0)),
         ((None, None), (None, None)),
     ],
@@ -106,7 +106,7 @@ def test_an_effort_or_a_time_limit_stated_alone_derives_the_other(stated, resolv
     [
         ((None, None), (6.0, 6.0 * GUARD_S_PER_UNIT)),
         ((12.0, None), (12.0, 12.0 * GUARD_S_PER_UNIT)),
-        ((None, 60.0), (60.0 / GUARD_S_PER_UNIT, 60.0)),
+        ((None, 60.0), (60.0 / LIMIT_S_PER_UNIT, 60.0)),
         ((12.0, 30.0), (12.0, 30.0)),
     ],
 )
@@ -152,7 +152,7 @@ def _scenario(**limits) -> Scenario:
 def test_a_scenario_states_its_effort_and_the_command_line_may_replace_it():
     assert (_scenario().effort, _scenario().time_limit_s) == (DEFAULT_EFFORT, GUARD_S_PER_UNIT * DEFAULT_EFFORT)
     assert (_scenario(effort=12).effort, _scenario(effort=12).time_limit_s) == (12.0, 12.0 * GUARD_S_PER_UNIT)
-    assert _scenario(time_limit_s=30).effort == 30.0 / GUARD_S_PER_UNIT
+    assert _scenario(time_limit_s=30).effort == 30.0 / LIMIT_S_PER_UNIT
     stated = _scenario(effort=12, time_limit_s=100)
     assert (stated.effort, stated.time_limit_s) == (12.0, 100.0)
     assert stated.with_limits(effort=50.0).time_limit_s == 50.0 * GUARD_S_PER_UNIT

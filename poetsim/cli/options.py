@@ -8,6 +8,7 @@ from typer.models import OptionInfo
 from poetsim import strategies
 from poetsim.assumptions import TIMING_HELP
 from poetsim.inputs.solvers import SOLVERS
+from poetsim.units import GUARD_S_PER_UNIT, LIMIT_S_PER_UNIT
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -53,7 +54,8 @@ EffortOpt = Annotated[
 TimeLimitOpt = Annotated[
     float | None,
     _time_limit_option(
-        "Wall-clock guard in seconds (default 10 s per unit of effort; alone, it sets the effort to a tenth of it). "
+        f"Wall-clock guard in seconds (default {GUARD_S_PER_UNIT:g} s per unit of effort; alone, it sets the effort to "
+        f"1/{LIMIT_S_PER_UNIT:g} of it). "
         "A solve it stops says so: its answer then depends on the machine's speed."
     ),
 ]
@@ -76,8 +78,8 @@ PointEffortOpt = Annotated[
 PointTimeLimitOpt = Annotated[
     float | None,
     _time_limit_option(
-        "Wall-clock guard per point, seconds (default 10 s per unit of effort; alone, it sets the effort to a "
-        "tenth of it). A point it stops says so: its answer then depends on the machine's speed."
+        f"Wall-clock guard per point, seconds (default {GUARD_S_PER_UNIT:g} s per unit of effort; alone, it sets the "
+        f"effort to 1/{LIMIT_S_PER_UNIT:g} of it). A point it stops says so: its answer then depends on the machine's speed."
     ),
 ]
 BatchOpt = Annotated[

@@ -8,7 +8,7 @@
       ram: 50%                   # of the keep-all peak; or bytes (1048576) or units (256KiB); or a list
       runtime: 1.2x              # multiple of one plain forward+backward pass; or a list
     strategies: [hybrid, recompute-only, paging-only]
-    effort: 12                   # work units per solved point; the guard: time_limit_s (default 10 s per unit)
+    effort: 12                   # work units per solved point; the guard: time_limit_s (default 30 s per unit)
 
 Any of model, platform, ram and runtime may be a list: the scenario is then the grid of their
 combinations (`Scenario.points`). Errors name the file and the field path, one line each.
@@ -141,7 +141,7 @@ class Scenario(_Frozen):
         default=GUARD_S_PER_UNIT * DEFAULT_EFFORT,
         gt=0,
         le=1e6,
-        description="Wall-clock guard per solved point, seconds; by default 10 s per unit of effort.",
+        description=f"Wall-clock guard per solved point, seconds; by default {GUARD_S_PER_UNIT:g} s per unit of effort.",
     )
     reserve_training_state: str = Field(
         default="none",

@@ -512,7 +512,7 @@ def scheduled(
     poetsim's registry, or `schedule` a saved schedule.json/.bin of this model and batch (it must
     pass the checker within the budgets). `effort` is the optimiser's work in work units
     (default TRAIN_EFFORT), the same schedule on any machine; `time_limit_s` its wall-clock
-    guard (default 10 s a unit; given alone, the effort is a tenth of it). Page files go to
+    guard (default `units.GUARD_S_PER_UNIT` seconds a unit; given alone, it sets the effort to a tenth of it). Page files go to
     `swap_dir` (on the device: its flash or SD card), written with fsync and dropped from the
     page cache unless `durable` is False.
     `threads` are torch's threads while a step runs (default: the cores less one, left to the

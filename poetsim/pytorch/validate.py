@@ -168,8 +168,8 @@ def validate_run(
     is the largest of all its runs. `on_progress` gets a line of text per step. A strategy that
     does not apply to the graph (POFO on a graph that is not a chain) is skipped with one line
     saying why: its row, at the first budget, has status `skipped`. Each solve does `effort`
-    work units (default VALIDATE_EFFORT) within `time_limit_s` (default 10 s a unit; given
-    alone, the effort is a tenth of it).
+    work units (default VALIDATE_EFFORT) within `time_limit_s` (default `units.GUARD_S_PER_UNIT`
+    seconds a unit; given alone, it sets the effort to a tenth of it).
 
     With `recalibrate`, each round also runs the model's keep-all schedule, and the predictions
     use the profile's compute rates re-measured on the fastest of those runs

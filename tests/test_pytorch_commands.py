@@ -1,6 +1,10 @@
 """The PyTorch commands of the CLI: import, solve, execute (JSON and binary schedules), errors."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -121,6 +125,34 @@ def test_bad_input_is_one_line_and_exit_code_2(app, arguments, message):
     result = CliRunner().invoke(app, arguments)
     assert result.exit_code == 2, result.output
     assert message in result.output and result.output.count("\n") == 1
+
+
+def test_a_model_module_in_the_current_folder_imports_and_its_own_errors_are_one_line(tmp_path):
+    """The installed `poetsim` finds a model module in the folder it runs in, as `python -m` would.
+
+    A module with a syntax error, or whose top level raises, is the user's code failing: one line
+    naming it (its text printed as it is, `:x:` not made an emoji), exit 2, no traceback.
+    """
+    (tmp_path / "my_models.py").write_text(
+        "import torch\n\ndef small():\n    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())\n"
+    )
+    (tmp_path / "broken.py").write_text("def small(:\n    pass\n")
+    (tmp_path / "raising.py").write_text("raise RuntimeError('no config :x: here')\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def run(factory: str) -> subprocess.CompletedProcess:
+        command = [str(Path(sys.executable).parent / "poetsim"), "import-torch", factory, "--input-shape", "2,4"]
+        command += ["--out", "g.json"]
+        return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+
+    assert run("my_models:small").returncode == 0 and (tmp_path / "g.json").is_file()
+    for factory, fragment in [
+        ("broken:small", "broken:small: " + str(tmp_path / "broken.py") + ", line 1"),
+        ("raising:small", "importing raising raised RuntimeError: no config :x: here"),
+    ]:
+        result = run(factory)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.count("\n") == 1 and fragment in result.stderr and "Traceback" not in result.stderr
 
 
 def test_profile_and_validate_run_write_their_files(app, tmp_path):

@@ -60,13 +60,14 @@ def output_width(is_terminal: bool) -> int | None:
 
 
 def make_console(stderr: bool = False) -> "Console":
-    """A Rich console for stdout (or stderr): no markup, no colour outside a terminal, `output_width` wide."""
+    """A Rich console for stdout (or stderr): no markup or emoji codes, no colour outside a terminal, `output_width` wide."""
     from rich.console import Console
 
     is_terminal = Console(stderr=stderr).is_terminal
     return Console(
         stderr=stderr,
         markup=False,
+        emoji=False,
         highlight=False,
         width=output_width(is_terminal),
         soft_wrap=not is_terminal,
@@ -255,7 +256,7 @@ class Progress:
         from rich.console import Console
 
         self._label = label
-        self._console = Console(file=stream or sys.stderr, markup=False, highlight=False)
+        self._console = Console(file=stream or sys.stderr, markup=False, emoji=False, highlight=False)
         self._live = self._console.is_terminal
         self._every_s = every_s
         self._started = time.monotonic()

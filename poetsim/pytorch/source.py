@@ -8,10 +8,12 @@ capture still gives the graph in the file before running anything.
 
 import importlib
 import json
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from poetsim.errors import UserInputError
+from poetsim.errors import UserInputError, first_line
 from poetsim.graphs.io import read_graph_file
 
 _DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "bool")
@@ -113,14 +115,27 @@ def parse_inputs(shapes: list[str], dtypes: list[str] | None) -> tuple[tuple[tup
 
 
 def resolve_factory(spec: str):
-    """The function named `package.module:function`; UserInputError naming what is missing."""
+    """The function named `package.module:function`; UserInputError naming what is missing.
+
+    The module is looked for in the current folder first, then on the Python path, as `python -m`
+    looks for it. An error while importing it (a syntax error, an exception its top level raised)
+    is the user's code failing: one line naming the module and where.
+    """
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise UserInputError(f"'{spec}': name the model factory as PACKAGE.MODULE:FUNCTION")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        raise UserInputError(f"{spec}: cannot import {module_name} ({error})") from None
+        raise UserInputError(
+            f"{spec}: cannot import {module_name} ({error}); run from the folder that holds it, or add that folder to PYTHONPATH"
+        ) from None
+    except SyntaxError as error:
+        raise UserInputError(f"{spec}: {error.filename}, line {error.lineno}: {error.msg}") from None
+    except Exception as error:  # noqa: BLE001 - the user's module failed as it was imported: say so in one line
+        raise UserInputError(f"{spec}: importing {module_name} raised {type(error).__name__}: {first_line(error)}") from None
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise UserInputError(f"{spec}: {module_name} has no function '{attribute}'")

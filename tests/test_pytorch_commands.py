@@ -127,6 +127,25 @@ def test_bad_input_is_one_line_and_exit_code_2(app, arguments, message):
     assert message in result.output and result.output.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["execute", "scenarios/mcu.yaml", "--schedule", "x.json", "--out", "{file}"], "--out: {file} is a file, not a folder"),
+        (["execute", "scenarios/mcu.yaml", "--schedule", "x.json", "--swap-dir", "{file}/swap"], "--swap-dir: {file} is a file"),
+        (["validate-run", TINY, "--input-shape", "2,3,8,8", "--out", "{file}"], "--out: {file} is a file, not a folder"),
+        (["profile", "--out", "{file}/host.yaml"], "--out: {file} is a file, not a folder"),
+        (["train", TINY, "--input-shape", "2,3,8,8", "--swap-dir", "{file}"], "--swap-dir: {file} is a file, not a folder"),
+    ],
+)
+def test_an_unusable_output_or_swap_folder_is_refused_before_any_work(app, tmp_path, arguments, message):
+    """A file where a folder should be: one line naming the option, exit 2, before any capture, measurement or solve."""
+    file = tmp_path / "afile"
+    file.write_text("")
+    result = CliRunner().invoke(app, [a.format(file=file) for a in arguments])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and message.format(file=file) in result.output
+
+
 def test_a_model_module_in_the_current_folder_imports_and_its_own_errors_are_one_line(tmp_path):
     """The installed `poetsim` finds a model module in the folder it runs in, as `python -m` would.
 

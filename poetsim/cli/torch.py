@@ -15,6 +15,7 @@ from poetsim.cli.app import out as console
 from poetsim.cli.options import PointTimeLimitOpt, ValidateEffortOpt
 from poetsim.cli.terminal import table
 from poetsim.errors import InternalError, PoetsimError, UserInputError
+from poetsim.inputs.files import check_output_dir, check_output_file
 from poetsim.schedule.model import Timing
 from poetsim.units import parse_ram, parse_runtime
 
@@ -122,6 +123,9 @@ def execute(
     from poetsim.pytorch.source import capture_graph_file
     from poetsim.schedule.formats import load_schedule
 
+    check_output_dir(swap_dir, "--swap-dir")
+    if out is not None:
+        check_output_dir(out, "--out")
     graph_path, profile = _target(target, platform)
     captured = capture_graph_file(graph_path)
     loaded = load_schedule(schedule)
@@ -162,6 +166,8 @@ def profile(
     """
     from poetsim.pytorch.host import profile_host, write_profile
 
+    check_output_file(out, "--out")
+    check_output_dir(swap_dir, "--swap-dir")
     captures = None
     if model is not None:
         captures = [_capture_factory(model, input_shape or [], input_dtype, input_high, 0)]
@@ -225,6 +231,8 @@ def validate_run(
 
     if calibrate not in ("model", "suite"):
         raise UserInputError(f"--calibrate: use model or suite, not '{calibrate}'")
+    check_output_dir(out, "--out")
+    check_output_dir(swap_dir, "--swap-dir")
     captured = _capture_factory(factory, input_shape, input_dtype, input_high, seed)
     out.mkdir(parents=True, exist_ok=True)
     save_graph(captured.graph, out / "graph.json")

@@ -13,6 +13,7 @@ from poetsim.cli.options import TimeLimitOpt, TrainEffortOpt
 from poetsim.cli.terminal import Progress, table
 from poetsim.cli.torch import DtypeOpt, DurableOpt, FactoryArg, HighOpt, SeedOpt, ShapeOpt, SwapOpt, ThreadsOpt
 from poetsim.errors import InternalError
+from poetsim.inputs.files import check_output_dir
 
 
 @command("train")
@@ -51,6 +52,7 @@ def train(
     from poetsim.pytorch.source import ModelSource, parse_inputs
     from poetsim.pytorch.trial import run_trial
 
+    check_output_dir(swap_dir, "--swap-dir")
     shapes, dtypes = parse_inputs(input_shape, input_dtype)
     source = ModelSource(factory, shapes, dtypes, seed, input_high)
     with Progress(f"training {factory.rpartition(':')[2]}") as progress:

@@ -235,6 +235,8 @@ def check_output_file(path: Path, option: str) -> None:
     if path.is_dir():
         raise UserInputError(f"{option}: {path} is a folder; give a file name")
     folder = path.parent
+    if folder.exists() and not folder.is_dir():
+        raise UserInputError(f"{option}: {folder} is a file, not a folder")
     if not folder.is_dir():
         raise UserInputError(f"{option}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):

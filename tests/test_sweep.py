@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from poetsim.errors import UserInputError
 from poetsim.inputs.scenario import load_scenario
 from poetsim.runs import COLUMNS, RunsFile
 from poetsim.sweeps.runner import POINTS_DIR, point_slug, run_sweep, twin_points
@@ -105,6 +106,25 @@ def test_an_existing_sweep_needs_resume(tmp_path):
     run_sweep(scenario, tmp_path / "out", jobs=1)
     with pytest.raises(Exception, match="pass --resume"):
         run_sweep(scenario, tmp_path / "out", jobs=1)
+
+
+def test_a_resume_may_grow_the_grid_but_not_drop_from_it_or_change_what_a_row_means(tmp_path):
+    """A resume into a folder of another scenario's rows is refused, naming the field; a larger grid runs only what it adds."""
+    out = tmp_path / "out"
+    run_sweep(small_scenario(tmp_path), out, jobs=1)
+    before = read_rows(out)
+    for changes, message in [
+        ({"ram: [100%, 70%]": "ram: [100%, 60%]"}, "budgets.ram no longer has 70%"),
+        ({"effort: 30": "effort: 20"}, "effort was 30.0, now 20.0"),
+    ]:
+        with pytest.raises(UserInputError, match=message):
+            run_sweep(small_scenario(tmp_path, **changes), out, jobs=1, resume=True)
+    assert read_rows(out).equals(before)
+    seen = []
+    grown = small_scenario(tmp_path, **{"ram: [100%, 70%]": "ram: [100%, 70%, 60%]"})
+    run_sweep(grown, out, jobs=1, resume=True, on_row=lambda row, done, total: seen.append(row.point_key))
+    assert seen and all("|60%|" in key for key in seen)
+    assert sorted(read_rows(out)["point_key"]) == sorted(p.key for p in grown.points())
 
 
 def test_a_failing_point_is_a_row_not_a_crash(tmp_path):

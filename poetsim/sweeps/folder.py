@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from poetsim.errors import PoetsimError, StorageError
+from poetsim.errors import PoetsimError, StorageError, UserInputError
 from poetsim.folders import RunFolder, StudyFolder
 from poetsim.inputs.scenario import Point, Scenario
 from poetsim.schedule.formats import load_json
@@ -66,12 +66,8 @@ def make_folder(directory: Path) -> None:
         raise StorageError.from_os_error(exc, "make the folder", directory) from None
 
 
-def save_scenario_copy(scenario: Scenario, directory: Path) -> None:
-    """Keep the scenario beside its results, so `compare` and `report` can find it again.
-
-    File paths are written relative to `directory`, so the copy works wherever the repository
-    (or the results folder with its inputs) is cloned or moved.
-    """
+def _copy_data(scenario: Scenario, directory: Path) -> dict:
+    """The scenario as its copy in `directory` holds it: file paths relative to the folder."""
     data = scenario.model_dump(mode="json", exclude_defaults=True)
     data["model"] = [_relative(m, directory) for m in scenario.model]
     data["platform"] = [_relative(p, directory) for p in scenario.platform]
@@ -81,6 +77,59 @@ def save_scenario_copy(scenario: Scenario, directory: Path) -> None:
     }
     if "strategies" in data:
         data["strategies"] = list(scenario.strategies)
+    return data
+
+
+#: What a resumed sweep may change of its folder's scenario: the text, and the wall-clock guard
+#: (rows that reached it say so). Its grid may grow; every other field decides what a row means.
+_FREE_ON_RESUME = ("description", "time_limit_s")
+_GRID = {"model": "model", "platform": "platform", "strategies": "strategies", "ram": "budgets.ram", "runtime": "budgets.runtime"}
+
+
+def check_resumable(scenario: Scenario, directory: Path) -> None:
+    """UserInputError if the results in `directory` were swept with another scenario than `scenario`.
+
+    The scenario may add models, platforms, budgets and strategies to the grid of the folder's
+    copy, not drop any (the rows of what it dropped would stay in runs.csv beside the new grid),
+    and must keep every other field (effort, timing, solver, batch and the rest) as it was.
+    A folder without a copy has nothing to compare.
+    """
+    path = StudyFolder(directory).scenario_yaml
+    try:
+        old = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return
+    if not isinstance(old, dict):
+        return
+    new = _copy_data(scenario, directory)
+    grids_old = {name: old.get(name, []) for name in ("model", "platform", "strategies")} | old.get("budgets", {})
+    grids_new = {name: new.get(name, []) for name in ("model", "platform", "strategies")} | new["budgets"]
+    if "strategies" not in old:
+        grids_old["strategies"] = list(Scenario.model_fields["strategies"].default)
+    if "strategies" not in new:
+        grids_new["strategies"] = list(scenario.strategies)
+    for name, field in _GRID.items():
+        dropped = [str(v) for v in grids_old.get(name, []) if v not in grids_new.get(name, [])]
+        if dropped:
+            raise UserInputError(
+                f"{path}: {field} no longer has {', '.join(dropped)}, whose rows runs.csv holds; "
+                "resume with the folder's grid or a larger one, or choose another --out"
+            )
+    for field in sorted((set(old) | set(new)) - set(_FREE_ON_RESUME) - set(_GRID) - {"budgets"}):
+        if old.get(field) != new.get(field):
+            raise UserInputError(
+                f"{path}: {field} was {old.get(field, 'the default')}, now {new.get(field, 'the default')}; the rows in "
+                "runs.csv were swept with the folder's: resume with it, or choose another --out"
+            )
+
+
+def save_scenario_copy(scenario: Scenario, directory: Path) -> None:
+    """Keep the scenario beside its results, so `compare` and `report` can find it again.
+
+    File paths are written relative to `directory`, so the copy works wherever the repository
+    (or the results folder with its inputs) is cloned or moved.
+    """
+    data = _copy_data(scenario, directory)
     path = StudyFolder(directory).scenario_yaml
     temporary = path.with_name(path.name + ".tmp")
     try:

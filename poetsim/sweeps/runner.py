@@ -39,7 +39,7 @@ from poetsim.runs import FolderLock, ResultRow
 from poetsim.status import Status
 from poetsim.sweeps.dask_pool import NO_WORKER_WAIT_S, DaskPool, scheduler_address
 from poetsim.sweeps.donors import carry_across_grid
-from poetsim.sweeps.folder import make_folder, point_folder, read_schedule, save_scenario_copy, write_point
+from poetsim.sweeps.folder import check_resumable, make_folder, point_folder, read_schedule, save_scenario_copy, write_point
 from poetsim.sweeps.grid import POINTS_DIR, SweepPlan, plan_sweep, point_fields, point_slug, prerequisites, twin_points
 from poetsim.sweeps.interrupts import StopRequest
 from poetsim.sweeps.point import PointJob, PointOutcome, input_files, run_point
@@ -102,7 +102,7 @@ def run_sweep(
     if address is None:
         _refuse_unguarded_script()
     scenario = scenario.with_limits(effort, time_limit_s)
-    plan = plan_sweep(scenario, directory, resume)
+    plan = _plan(scenario, directory, resume)
     workers = max(1, jobs or os.cpu_count() or 1)
     # A point's solver takes this machine's share of cores; on a cluster, the one thread its task has.
     threads = 1 if address is not None else max(1, (os.cpu_count() or 1) // workers)
@@ -114,7 +114,7 @@ def run_sweep(
         with FolderLock(plan.directory):
             if resume:
                 plan.runs.tidy()
-            plan = plan_sweep(scenario, directory, resume)  # again, now that no one else can write
+            plan = _plan(scenario, directory, resume)  # again, now that no one else can write
             save_scenario_copy(scenario, plan.directory)
             finished = len(plan.done_keys)
             try:
@@ -151,6 +151,14 @@ def _executor(executor: str | None, scheduler: str | None) -> tuple[str, str | N
     if executor != "dask":
         raise UserInputError(f"--scheduler {scheduler}: a scheduler serves --executor dask, not --executor {executor}")
     return executor, scheduler_address(scheduler)
+
+
+def _plan(scenario: Scenario, directory: Path, resume: bool) -> SweepPlan:
+    """`plan_sweep`, and when resuming, the check that the folder's rows were swept with this scenario."""
+    plan = plan_sweep(scenario, directory, resume)
+    if resume:
+        check_resumable(scenario, plan.directory)
+    return plan
 
 
 def _refuse_unguarded_script() -> None:

@@ -149,6 +149,37 @@ def test_gradient_accumulation_over_micro_batches_matches_plain(saved, tmp_path,
     assert_same_state(plain, model.model)
 
 
+class _PerSampleMean(nn.Module):
+    def forward(self, out, y):
+        return nn.functional.cross_entropy(out[:, :10], y, reduction="none").mean()
+
+
+class _MainAndAux(nn.Module):
+    def forward(self, out, y):
+        return nn.functional.cross_entropy(out[:, :10], y) + 0.4 * nn.functional.cross_entropy(out[:, 10:], y)
+
+
+@pytest.mark.parametrize(
+    "loss", [nn.CrossEntropyLoss(label_smoothing=0.1), _PerSampleMean(), _MainAndAux()], ids=["smoothed", "mean", "aux"]
+)
+def test_a_scaled_loss_whose_gradient_ops_read_no_activation_trains_with_its_scale(tmp_path, deterministic, loss):
+    """The backward of these losses starts with ops of the loss's gradient alone (the mean's divide, the weights).
+
+    `(loss / 2).backward()` and `backward(gradient)` give plain PyTorch's gradients, bit for bit:
+    those ops run from the loss's own gradient, not from the 1 of the capture.
+    """
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 20))
+    plain = copy.deepcopy(net)
+    x, y = torch.randn(8, 16), torch.randint(0, 10, (8,))
+    model = scheduled(net, x, labels=y, loss=loss, strategy="keep-all", ram="100%", swap_dir=tmp_path, threads=1)
+    (loss(plain(x), y) / 2).backward()
+    (model(x, y) / 2).backward()
+    loss(plain(x), y).backward(torch.tensor(0.3))
+    model(x, y).backward(torch.tensor(0.3))
+    assert all(same_bits(a.grad, b.grad) for a, b in zip(plain.parameters(), net.parameters()))
+
+
 def test_outside_training_the_wrapper_is_the_plain_model(saved, tmp_path):
     """Evaluation mode and no_grad run the original forward: its output, or its loss with labels."""
     model = wrapped(saved, tmp_path)

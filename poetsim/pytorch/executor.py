@@ -352,6 +352,14 @@ class Machine:
             self.shared[n] = constant
         for n in capture.static_ops:
             self.shared[n] = self._run_op(n, self.shared)
+        # Ops of the loss's gradient alone (a mean's expand and divide, label smoothing's or a loss
+        # weight's multiply) read no activation: computed here from a gradient of 1, and again
+        # from the loss's own gradient when the backward starts (`seed_backward`).
+        seeded: set[fx.Node] = set(capture.tangents)
+        for n in capture.static_ops:
+            if any(i in seeded for i in n.all_input_nodes):
+                seeded.add(n)
+        self.seeded_ops = tuple(n for n in capture.static_ops if n in seeded)
         for n, name in capture.buffer_updates:  # a static update: BatchNorm's num_batches_tracked + 1
             value = self.shared.get(n)
             if isinstance(value, torch.Tensor):
@@ -423,6 +431,8 @@ class Machine:
         """Start the backward stages from `gradient`, the loss's gradient (1 for `loss.backward()`)."""
         for n in self.capture.tangents:
             self.shared[n] = gradient
+        for n in self.seeded_ops:
+            self.shared[n] = self._run_op(n, self.shared)
 
     def close(self) -> None:
         """Stop the I/O thread and remove the page files (what is still held is dropped with the machine)."""

@@ -456,6 +456,28 @@ def test_a_model_changed_after_scheduling_is_solved_again_or_refused_naming_the_
         strict(*data[0])
 
 
+def test_a_layer_replaced_by_one_of_another_size_is_named_or_solved_for(tmp_path, deterministic):
+    """A new head of 5 classes after scheduling a 10-class model: one line naming the changed tensors.
+
+    With on_new_shape='solve' the model is captured and solved again, and trains bitwise as plain.
+    """
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 10))
+    x, y = torch.randn(8, 16), torch.randint(0, 5, (8,))
+    options = {"strategy": "keep-all", "ram": "100%", "swap_dir": tmp_path, "threads": 1}
+    model = scheduled(net, x, labels=y, **options)
+    net[2] = nn.Linear(32, 5)
+    with pytest.raises(UserInputError, match=r"2.weight now 5x32 float32, captured 10x32 float32"):
+        model(x, y)
+    model = scheduled(net, x, labels=y, on_new_shape="solve", **options)
+    net[2] = nn.Linear(32, 7)
+    plain = copy.deepcopy(net)
+    model(x, y).backward()
+    nn.CrossEntropyLoss()(plain(x), y).backward()
+    grads = [(a.grad, b.grad) for a, b in zip(plain.parameters(), net.parameters())]
+    assert all(a is not None and b is not None and same_bits(a, b) for a, b in grads)
+
+
 class Counted(nn.Module):
     """A classifier that keeps a step counter its training loop sets and a scale its forward reads."""
 

@@ -94,7 +94,8 @@ def _named_modules(model: nn.Module, loss: nn.Module | None) -> list[tuple[str, 
 def model_state(model: nn.Module, loss: nn.Module | None = None, reads: frozenset[tuple[str, str]] | None = None) -> tuple:
     """What a captured step depends on besides the batch, which the capture bakes into the graph.
 
-    Autocast, and for the model and its loss module: each parameter's `requires_grad`, each
+    Autocast, and for the model and its loss module: each parameter's `requires_grad`, shape and
+    dtype, each buffer's shape and dtype (a layer replaced by one of another size), each
     submodule's public attributes of plain values that the capture read (`reads`, all of them
     if None: `training`, a dropout's `p`, a loss's `label_smoothing`, ...) and its hooks (the
     capture ran those there, a step replays what they did): a change after the capture would be
@@ -108,6 +109,13 @@ def model_state(model: nn.Module, loss: nn.Module | None = None, reads: frozense
         for path, module in modules
         for name, p in module.named_parameters(recurse=False, remove_duplicate=False)
     )
+    tensors = tuple(
+        (f"{path}.{name}" if path else name, tuple(t.shape), str(t.dtype).removeprefix("torch."))
+        for path, module in modules
+        for named in (module.named_parameters, module.named_buffers)
+        for name, t in named(recurse=False, remove_duplicate=False)
+        if t is not None
+    )
     attributes = tuple(
         (path, name, value)
         for path, module in modules
@@ -120,17 +128,23 @@ def model_state(model: nn.Module, loss: nn.Module | None = None, reads: frozense
         for kind, words in HOOK_KINDS.items()
         if getattr(module, kind, None)
     )
-    return (autocast, grads, attributes, hooks)
+    return (autocast, grads, tensors, attributes, hooks)
 
 
 def _state_change(before: tuple, now: tuple) -> str:
     """The first differences between two `model_state`s, in words."""
-    (cast_a, grads_a, attrs_a, hooks_a), (cast_b, grads_b, attrs_b, hooks_b) = before, now
+    (cast_a, grads_a, tensors_a, attrs_a, hooks_a), (cast_b, grads_b, tensors_b, attrs_b, hooks_b) = before, now
     changes = []
     if cast_a != cast_b:
         changes.append(f"autocast {'on' if cast_b[1] else 'off'} ({cast_b[2]}), captured {'on' if cast_a[1] else 'off'}")
     old_grads = dict(grads_a)
     changes += [f"{name}.requires_grad now {flag}" for name, flag in grads_b if old_grads.get(name, flag) != flag]
+    old_tensors = {name: (shape, dtype) for name, shape, dtype in tensors_a}
+    changes += [
+        f"{name} now {_tensor_words(shape, dtype)}, captured {_tensor_words(*old_tensors[name])}"
+        for name, shape, dtype in tensors_b
+        if old_tensors.get(name, (shape, dtype)) != (shape, dtype)
+    ]
     old_attrs = {(path, name): value for path, name, value in attrs_a}
     changes += [
         f"{(path + '.') if path else ''}{name} now {value!r}, captured {old_attrs[path, name]!r}"
@@ -145,6 +159,10 @@ def _state_change(before: tuple, now: tuple) -> str:
         if old_hooks.get((path, kind)) != new_hooks.get((path, kind))
     ]
     return "; ".join(changes[:3]) or "its structure"
+
+
+def _tensor_words(shape: tuple[int, ...], dtype: str) -> str:
+    return f"{'x'.join(map(str, shape)) or 'a scalar'} {dtype}"
 
 
 @dataclass(frozen=True)

@@ -97,12 +97,52 @@ def attributes_kept(module: torch.nn.Module) -> Iterator[Callable[[], None]]:
     """
     kept = _Kept(module)
     try:
-        yield kept.restore
-        changed = kept.python_state()
+        with _buffers_updated_in_place(module) as rebound:
+            yield kept.restore
+        changed = rebound[0] if rebound else kept.python_state()
     finally:
         kept.restore(buffers_too=True)
     if changed:
         raise PythonState(changed)
+
+
+@contextlib.contextmanager
+def _buffers_updated_in_place(module: torch.nn.Module) -> Iterator[list[str]]:
+    """Within the block, a forward's new tensor for one of its buffers is copied into the buffer.
+
+    `self.running = 0.9 * self.running + 0.1 * h.mean(0)` gives the buffer new values as eager
+    runs it; traced, the assignment would only rebind the tracer's stand-in and the update would
+    be lost. Copied in place it is a buffer update of the captured step, as BatchNorm's running
+    statistics are, with the same values. A new tensor of another shape or dtype, or one that
+    wants a gradient, is noted in words in the list the block gets instead.
+    """
+    tree = {id(m): path for path, m in module.named_modules(remove_duplicate=False)}
+    rebound: list[str] = []
+    assign = torch.nn.Module.__setattr__
+
+    def setting(self, name: str, value) -> None:
+        buffers = self.__dict__.get("_buffers", {})
+        old = buffers.get(name)
+        if id(self) not in tree or not isinstance(old, torch.Tensor) or not isinstance(value, torch.Tensor):
+            return assign(self, name, value)
+        if value.shape == old.shape and value.dtype == old.dtype and not value.requires_grad:
+            with torch.no_grad():
+                old.copy_(value)
+            return None
+        path = tree[id(self)].removeprefix("model.").removeprefix("model")
+        rebound.append(
+            f"{f'module {path!r}' if path else 'the model'} gives its buffer '{name}' a new tensor of "
+            f"{tuple(value.shape)} {value.dtype}{' that wants a gradient' if value.requires_grad else ''} in its forward, "
+            f"where it was {tuple(old.shape)} {old.dtype}: a scheduled step updates a buffer in place; keep its shape and "
+            "dtype and detach what it holds"
+        )
+        return assign(self, name, value)
+
+    torch.nn.Module.__setattr__ = setting  # type: ignore[method-assign]
+    try:
+        yield rebound
+    finally:
+        torch.nn.Module.__setattr__ = assign  # type: ignore[method-assign]
 
 
 class _Kept:

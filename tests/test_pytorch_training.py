@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from pytorch_cases import recompute_and_page  # noqa: E402
-from torch import nn  # noqa: E402
+from torch import Tensor, nn  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from poetsim.cli import app  # noqa: E402
@@ -476,6 +476,53 @@ def test_a_layer_replaced_by_one_of_another_size_is_named_or_solved_for(tmp_path
     nn.CrossEntropyLoss()(plain(x), y).backward()
     grads = [(a.grad, b.grad) for a, b in zip(plain.parameters(), net.parameters())]
     assert all(a is not None and b is not None and same_bits(a, b) for a, b in grads)
+
+
+class _RunningMean(nn.Module):
+    """Keeps a running mean of its features in a buffer it gives a new tensor in each training forward."""
+
+    running: Tensor
+
+    def __init__(self, shape_change: bool = False):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(16, 32), nn.Linear(32, 32), nn.Linear(32, 10)
+        self.register_buffer("running", torch.zeros(32))
+        self.shape_change = shape_change
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        if self.training:
+            new = 0.9 * self.running + 0.1 * h.detach().mean(0)
+            self.running = new.unsqueeze(0) if self.shape_change else new
+        return self.fc3(torch.relu(self.fc2(h - self.running)))
+
+
+def test_a_buffer_given_a_new_tensor_in_the_forward_is_updated_as_plain_pytorch_does(tmp_path, deterministic):
+    """`self.running = 0.9 * self.running + ...` in the forward: each scheduled step updates the buffer.
+
+    Three recomputing steps leave the buffer, parameters and gradients bitwise as plain PyTorch's;
+    a new tensor of another shape is refused in one line naming the buffer.
+    """
+    torch.manual_seed(0)
+    net = _RunningMean()
+    plain = copy.deepcopy(net)
+    x, y = torch.randn(8, 16), torch.randint(0, 10, (8,))
+    model = scheduled(net, x, labels=y, strategy="recompute-only", ram="70%", swap_dir=tmp_path, threads=1)
+    for _ in range(3):
+        nn.CrossEntropyLoss()(plain(x), y).backward()
+        model(x, y).backward()
+    assert plain.running.abs().sum() > 0
+    assert_same_state(plain, net)
+    grads = [(a.grad, b.grad) for a, b in zip(plain.parameters(), net.parameters())]
+    assert all(a is not None and b is not None and same_bits(a, b) for a, b in grads)
+    with pytest.raises(UserInputError, match=r"gives its buffer 'running' a new tensor of \(1, 32\) torch.float32"):
+        scheduled(_RunningMean(shape_change=True), x, labels=y, strategy="keep-all", ram="100%", swap_dir=tmp_path)
+
+
+def test_a_compiled_model_is_refused_naming_the_module_to_pass(tmp_path):
+    net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 10))
+    with pytest.raises(UserInputError, match=r"the model is Sequential compiled by torch.compile: pass the module itself"):
+        scheduled(torch.compile(net), torch.randn(8, 16), strategy="keep-all", ram="100%", swap_dir=tmp_path)
 
 
 class Counted(nn.Module):

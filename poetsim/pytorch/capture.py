@@ -139,6 +139,18 @@ def from_torch(
     return capture(module, example_inputs, loss, labels, name, meta).graph
 
 
+def check_model(module: object) -> None:
+    """UserInputError unless `module` is an nn.Module poetsim can capture: not one `torch.compile` made."""
+    if not isinstance(module, nn.Module):
+        raise UserInputError(f"the model must be a torch.nn.Module, got {type(module).__name__}")
+    original = getattr(module, "_orig_mod", None)
+    if type(module).__name__ == "OptimizedModule" and isinstance(original, nn.Module):
+        raise UserInputError(
+            f"the model is {type(original).__name__} compiled by torch.compile: pass the module itself (model._orig_mod); "
+            "a scheduled step runs the graph poetsim captures, not the compiled one"
+        )
+
+
 def capture(
     module: nn.Module,
     example_inputs,
@@ -149,8 +161,7 @@ def capture(
 ) -> Capture:
     """Trace one training step of `module` and group it into poetsim nodes (see `from_torch`)."""
     _check_torch_version()
-    if not isinstance(module, nn.Module):
-        raise UserInputError(f"the model must be a torch.nn.Module, got {type(module).__name__}")
+    check_model(module)
     inputs = as_inputs(example_inputs)
     name = name or type(module).__name__
     lazy = [path for path, p in module.named_parameters() if isinstance(p, nn.parameter.UninitializedParameter)]

@@ -541,11 +541,10 @@ def scheduled(
     InfeasibleBudgetError when no schedule meets the budgets.
     """
     from poetsim import strategies
-    from poetsim.pytorch.capture import as_inputs, loss_module
+    from poetsim.pytorch.capture import as_inputs, check_model, loss_module
     from poetsim.schedule.formats import load_schedule
 
-    if not isinstance(model, nn.Module):
-        raise UserInputError(f"the model must be a torch.nn.Module, got {type(model).__name__}")
+    check_model(model)
     if on_new_shape not in ("error", "solve"):
         raise UserInputError(f"on_new_shape: use 'error' or 'solve', not '{on_new_shape}'")
     strategies.get(strategy)

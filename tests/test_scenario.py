@@ -50,6 +50,13 @@ def test_lists_make_a_grid(tmp_path):
     assert points[0].key == "resnet18_cifar|rpi4|100%|1x|hybrid"
 
 
+def test_a_single_strategy_may_be_written_without_a_list(tmp_path):
+    scenario = load_scenario(
+        _write(tmp_path, GOOD.replace("strategies: [hybrid, recompute-only, paging-only]", "strategies: hybrid"))
+    )
+    assert scenario.strategies == ("hybrid",) and len(scenario.points()) == 1
+
+
 def test_graph_paths_are_relative_to_the_scenario(tmp_path, checkmate_graphs):
     (tmp_path / "g").mkdir()
     target = tmp_path / "g" / "vgg16.json"

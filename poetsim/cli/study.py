@@ -114,7 +114,8 @@ def compare(
     """Strategies side by side: one row per model, platform, RAM and runtime; one column per strategy.
 
     Runs the keep-all and checkpoint-sqrt baselines (no solver) for every point that lacks
-    them, then prints the table and writes compare.csv (every number) and compare.txt beside
+    them, and solves any point of the scenario's strategies that runs.csv lacks (an interrupted
+    sweep), then prints the table and writes compare.csv (every number) and compare.txt beside
     runs.csv. A '*' marks a schedule not proven optimal.
     """
     from poetsim import api

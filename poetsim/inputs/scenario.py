@@ -125,7 +125,7 @@ class Scenario(_Frozen):
         min_length=1, max_length=MAX_LIST
     )
     budgets: BudgetGrid
-    strategies: tuple[str, ...] = Field(default=names(Kind.SOLVED), max_length=MAX_LIST)
+    strategies: Annotated[tuple[str, ...], BeforeValidator(_as_list)] = Field(default=names(Kind.SOLVED), max_length=MAX_LIST)
     timing: Timing = Timing.OVERLAP
     solver: str = "highs"
     effort: float = Field(

@@ -28,7 +28,7 @@ from poetsim.analysis import COMPARE_BASELINES
 from poetsim.errors import UserInputError
 from poetsim.folders import StudyFolder
 from poetsim.inputs.files import check_output_dir
-from poetsim.inputs.scenario import FILE_SUFFIXES, Scenario, load_scenario
+from poetsim.inputs.scenario import FILE_SUFFIXES, Point, Scenario, load_scenario, source_key
 from poetsim.pipeline import Run, baseline_starts, load_run, require_schedule, run_strategy, write_run
 from poetsim.runs import ResultRow
 from poetsim.schedule.formats import load_schedule
@@ -67,6 +67,11 @@ class Choice:
     problem: Problem
     strategy: str
     notes: tuple[str, ...]
+    point: Point
+
+    def row_names(self) -> dict[str, str]:
+        """The fields that name the point in a result row: its scenario and its point_key, as a sweep writes them."""
+        return {"scenario": self.scenario.name, "point_key": self.point.key}
 
 
 @dataclass(frozen=True)
@@ -127,11 +132,13 @@ def choose(
     strategy: str | None = None,
     timing: Timing | str | None = None,
     batch_size: int | None = None,
+    saved: bool = False,
 ) -> Choice:
     """The problem and strategy of one point: the options given, else the scenario's values.
 
     A model or platform given here is a zoo or shipped name, or a file path relative to the
-    working directory (a scenario's own paths are relative to the scenario file).
+    working directory (a scenario's own paths are relative to the scenario file). `saved`: the
+    point replays a saved schedule, and its strategy is `strategies.SAVED`.
     """
     scenario, _ = with_batch_size(_scenario(scenario), batch_size)
     noted: list[str] = []
@@ -149,19 +156,29 @@ def choose(
     chosen_ram = _parsed(parse_ram, ram, "--ram") if isinstance(ram, (str, int, float)) else ram
     chosen_runtime = _parsed(parse_runtime, runtime, "--runtime") if isinstance(runtime, str) else runtime
     chosen_timing = _timing(timing) if timing is not None else scenario.timing
-    name = pick(scenario.strategies, strategy, "strategy")
-    if name not in strategies.REGISTRY:
+    name = strategies.SAVED if saved else pick(scenario.strategies, strategy, "strategy")
+    if name not in strategies.REGISTRY and not saved:
         raise UserInputError(f"--strategy: unknown strategy '{name}' (use {', '.join(strategies.REGISTRY)})")
     chosen_model = pick(scenario.model, _file_or_name(model, "--model"), "model", _show_source)
-    if batch_size is not None and chosen_model.endswith(FILE_SUFFIXES):
-        noted.append(
-            f"--batch-size {batch_size} does not apply to graph file {Path(chosen_model).name}, which fixes its own batch"
-        )
-    problem = build_problem(
+    if chosen_model.endswith(FILE_SUFFIXES) and (batch_size is not None or "batch_size" in scenario.model_fields_set):
+        stated = f"--batch-size {batch_size}" if batch_size is not None else f"the scenario's batch_size {scenario.batch_size}"
+        noted.append(f"{stated} does not apply to graph file {Path(chosen_model).name}, which fixes its own batch")
+    chosen_platform = pick(scenario.platform, _file_or_name(platform, "--platform"), "platform", _show_source)
+    point = Point(
+        scenario.name,
         chosen_model,
-        pick(scenario.platform, _file_or_name(platform, "--platform"), "platform", _show_source),
+        chosen_platform,
         pick(scenario.budgets.ram, chosen_ram, "ram"),
         pick(scenario.budgets.runtime, chosen_runtime, "runtime", lambda x: f"{number_text(x)}x"),
+        name,
+        source_key(chosen_model),
+        source_key(chosen_platform),
+    )
+    problem = build_problem(
+        chosen_model,
+        chosen_platform,
+        point.ram,
+        point.runtime_x,
         chosen_timing,
         scenario.batch_size,
         scenario.input_size,
@@ -169,7 +186,7 @@ def choose(
         scenario.flops_per_cost_unit,
         scenario.reserve_training_state,
     )
-    return Choice(scenario, problem, name, tuple(noted))
+    return Choice(scenario, problem, name, tuple(noted), point)
 
 
 def _parsed(parse, value, option: str):
@@ -314,6 +331,7 @@ def simulate(
         strategy=strategy,
         timing=timing,
         batch_size=batch_size,
+        saved=schedule is not None,
     )
     if schedule is not None:
         return load_run(choice.problem, Path(schedule), mode=mode)

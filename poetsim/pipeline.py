@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poetsim import optimiser, strategies
-from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError
+from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, ScheduleError
 from poetsim.folders import RunFolder
 from poetsim.inputs.scenario import Point, Scenario
 from poetsim.optimiser import SolveOutcome
@@ -281,13 +281,16 @@ def write_run(run: Run, directory: Path, row: ResultRow | None = None) -> None:
 
 
 def load_run(problem: Problem, schedule_path: Path, mode: str = "barrier") -> Run:
-    """A run from a saved schedule: checked against the problem, then simulated in `mode`."""
+    """A run from a saved schedule: checked against the problem within its budgets, then simulated in `mode`."""
     from poetsim.simulator import simulate
 
     schedule = load_json(schedule_path)
     if schedule.timing != problem.timing:
         problem = replace(problem, timing=schedule.timing)
-    checked = _check(problem, schedule, None)
+    try:
+        checked = _check(problem, schedule, problem.budgets)
+    except ScheduleError as exc:
+        raise ScheduleError(f"{schedule_path}: {exc}") from None
     keep_all_schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
     keep_all_figures = _check(problem, keep_all_schedule, None)
     run = Run(problem, SAVED, Status.BASELINE, f"loaded from {schedule_path}", schedule, checked, checked, keep_all_figures)

@@ -298,6 +298,21 @@ def test_simulate_replays_a_saved_schedule(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["predicted"]["energy_j"] > 0
+    point = ("--platform", "nrf52840", "--runtime", "1.5x", "--no-charts", "--out", tmp_path / "sim")
+    shown = poetsim("simulate", MCU, *point, "--ram", "85%", "--schedule", tmp_path / "solve" / "schedule.json")
+    assert shown.returncode == 0, shown.stderr
+    assert "status: a saved schedule (loaded from" in shown.stdout and "schedule.json: prediction vs simulation" in shown.stdout
+    tighter = poetsim("simulate", MCU, *point, "--ram", "60%", "--schedule", tmp_path / "solve" / "schedule.json")
+    assert_one_line_error(tighter, 6, "schedule.json: over budget: peak RAM")
+
+
+def test_solve_json_names_its_scenario_and_point_as_a_sweep_row_does():
+    result = poetsim(
+        "solve", MCU, "--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x", "--strategy", "recompute-only", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    row = json.loads(result.stdout)
+    assert (row["scenario"], row["point_key"]) == ("mcu", "mlp|nrf52840|85%|1.5x|recompute-only")
 
 
 def test_a_bare_ram_below_one_is_refused_with_a_hint():

@@ -90,11 +90,13 @@ BatchOpt = Annotated[
 ]
 
 
-def choose_point(scenario: "Path | Scenario", model, platform, ram, runtime, strategy, timing, batch_size) -> "api.Choice":
+def choose_point(
+    scenario: "Path | Scenario", model, platform, ram, runtime, strategy, timing, batch_size, saved: bool = False
+) -> "api.Choice":
     """The point the options name: the scenario's values where an option is not given.
 
     Each note of the choice (an option that overrides a list, a value taken from the scenario)
-    is printed on stderr.
+    is printed on stderr. `saved`: the point replays a saved schedule (no strategy is chosen).
     """
     from poetsim import api
     from poetsim.cli.app import note
@@ -110,6 +112,7 @@ def choose_point(scenario: "Path | Scenario", model, platform, ram, runtime, str
         strategy=strategy,
         timing=timing,
         batch_size=batch_size,
+        saved=saved,
     )
     for text in choice.notes:
         note(text)

@@ -104,7 +104,7 @@ def solve(
             on_progress=_solver_progress(progress, choice.strategy),
             choice=choice,
         )
-        row = result_row(run)
+        row = result_row(run, **choice.row_names())
         if out_dir is not None:
             progress.update(f"writing {out_dir}/")
             api.save_run(run, out_dir)
@@ -209,7 +209,9 @@ def simulate(
     effort: EffortOpt = None,
     time_limit: TimeLimitOpt = None,
     batch_size: BatchOpt = None,
-    schedule: Path | None = typer.Option(None, help="Replay this saved schedule.json instead of solving."),
+    schedule: Path | None = typer.Option(
+        None, help="Replay this saved schedule.json instead of solving (it must fit the point's budgets)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (prediction against simulation)."),
     out_dir: Path | None = typer.Option(None, "--out", help="Output folder (default build/<scenario name>/simulate/<point>/)."),
     charts: bool = typer.Option(
@@ -241,7 +243,7 @@ def simulate(
         api.check_out(out_dir)
         if schedule is not None and not schedule.is_file():
             raise UserInputError(f"--schedule: no such file {schedule}")
-        choice = choose_point(scenario, model, platform, ram, runtime, strategy, timing, batch_size)
+        choice = choose_point(scenario, model, platform, ram, runtime, strategy, timing, batch_size, saved=schedule is not None)
         progress.update(f"{'loading the schedule' if schedule else f'solving {choice.strategy}'}, then the device simulation")
         run = api.simulate(
             scenario,
@@ -267,8 +269,10 @@ def simulate(
         progress.close(f"{run.status} after {duration(progress.elapsed_s)}")
     if as_json:
         return emit_json(comparison)
-    row = result_row(run)
-    out.print(f"status: {_status_text(row)}", soft_wrap=True)
+    row = result_row(run, **choice.row_names())
+    saved = schedule is not None
+    status = f"a saved schedule ({run.message}), checked within the budgets" if saved else _status_text(row)
+    out.print(f"status: {status}", soft_wrap=True)
     out.print(
         table(
             ("figure", "predicted", "simulated", "difference"),
@@ -281,7 +285,8 @@ def simulate(
                 )
                 for name in ("makespan_s", "peak_ram_bytes", "energy_j")
             ],
-            title=f"{run.strategy}: prediction vs simulation ({choice.problem.timing.value} timing, {mode} replay)",
+            title=f"{schedule if saved else run.strategy}: prediction vs simulation ({choice.problem.timing.value} timing, "
+            f"{mode} replay)",
             right=("predicted", "simulated", "difference"),
         )
     )

@@ -141,3 +141,24 @@ def test_a_point_without_a_schedule_says_its_status_once_then_why(tmp_path):
     said = {line.split()[0]: line.split(": ", 1)[1] for line in lines if line.strip().startswith(("keep-all", "hybrid"))}
     assert said["keep-all"].startswith("over-budget: peak RAM"), said
     assert said["hybrid"].startswith("infeasible: RAM budget 1,000 bytes is below"), said
+
+
+def test_a_run_with_no_schedule_to_time_says_so_and_times_nothing(tmp_path):
+    """At a budget nothing fits, validate-run reports the points and says that there was nothing to time."""
+    torch.manual_seed(0)
+    tiny = capture(models.tiny_cnn(), (torch.randn(2, 3, 8, 8),), name="tiny")
+    said: list[str] = []
+    result = validate_run(
+        tiny,
+        load_platform("rpi4"),
+        rams=("1KiB",),
+        strategies=("keep-all", "hybrid"),
+        effort=0.5,
+        swap_dir=tmp_path,
+        threads=1,
+        repeats=2,
+        on_progress=said.append,
+    )
+    assert all(row.measured_runtime_s is None for row in result.rows)
+    assert said[-1] == "no schedule to time: every point is infeasible, over its budget or skipped"
+    assert not any("timed round" in line for line in said)

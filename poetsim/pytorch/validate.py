@@ -259,7 +259,10 @@ def _timed_rounds(
     """
     from poetsim.pytorch.executor import execute
 
-    calibration = []
+    calibration: list[Execution] = []
+    if not points:
+        say("no schedule to time: every point is infeasible, over its budget or skipped")
+        return calibration
     for round_number in range(1, rounds + 1):
         if keep_all is not None:
             calibration.append(

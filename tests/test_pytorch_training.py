@@ -181,6 +181,25 @@ def test_a_scaled_loss_whose_gradient_ops_read_no_activation_trains_with_its_sca
     assert all(a is not None and b is not None and same_bits(a, b) for a, b in grads)
 
 
+def test_the_gradient_of_a_mean_over_the_output_is_made_in_the_backward_not_held_beside_the_parameters():
+    """`((out - x) ** 2).mean()`: the mean's backward divides an output-sized tensor each step.
+
+    The capture makes it in the loss's backward node (counted, freed after); only the expand,
+    a view of the loss's gradient with no bytes of its own, stays static.
+    """
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 3, 3, padding=1))
+
+    class Squared(nn.Module):
+        def forward(self, out, y):
+            return ((out - y) ** 2).mean()
+
+    x = torch.randn(4, 3, 16, 16)
+    captured = capture(net, (x,), loss=Squared(), labels=x.clone(), name="ae")
+    big = [n for n in captured.static_ops if n.meta["val"].numel() >= x.numel()]
+    ops = [n.target for n in big]
+    assert ops and all(isinstance(op, torch._ops.OpOverload) and op._schema.returns[0].alias_info is not None for op in ops)
+
+
 def test_outside_training_the_wrapper_is_the_plain_model(saved, tmp_path):
     """Evaluation mode and no_grad run the original forward: its output, or its loss with labels."""
     model = wrapped(saved, tmp_path)

@@ -122,6 +122,8 @@ class _Grouping:
         self.params: list[tuple[fx.Node, str]] = []
         self.buffers: list[tuple[fx.Node, str]] = []
         self.tangents: list[fx.Node] = []
+        #: The loss's gradient and the static views of it, which a step makes again from its own gradient.
+        self.seeded: set[fx.Node] = set()
         self.random: list[fx.Node] = []  # ops that draw random numbers, in graph order (few)
         data: list[tuple[int, fx.Node]] = []
         #: Tensors the step makes from nothing (`torch.tensor(16.0)`, the index of `h[[1, 3]]`),
@@ -147,6 +149,7 @@ class _Grouping:
             self.buffers.append((n, desc.target))
         elif kind == "TangentAOTInput":
             self.tangents.append(n)
+            self.seeded.add(n)
         elif kind == "PlainAOTInput":
             data.append((desc.idx, n))
             self.role[n] = "data"
@@ -198,8 +201,10 @@ class _Grouping:
                 )
             self.role[n] = "compute"
             self.random.append(n)
-        elif all(self.role[i] == "static" for i in inputs):
+        elif all(self.role[i] == "static" for i in inputs) and not self._made_from_the_gradient(n):
             self.role[n] = "static"
+            if any(i in self.seeded for i in inputs):
+                self.seeded.add(n)  # a view of the loss's gradient: run again as the backward starts
         elif target is operator.getitem:
             producer = n.args[0]
             assert isinstance(producer, fx.Node)  # getitem takes an item of an op's outputs
@@ -212,6 +217,15 @@ class _Grouping:
             self.owner[n] = viewed
         else:
             self.role[n] = "compute"
+
+    def _made_from_the_gradient(self, n: fx.Node) -> bool:
+        """Whether `n` makes a tensor of its own from the loss's gradient (a mean's divide over the whole output).
+
+        Such a tensor is as large as what the loss reads, and made each step: an activation of the
+        loss's backward, not a static tensor held beside the parameters. Views of the gradient
+        (the mean's expand) hold no bytes of their own and stay static.
+        """
+        return any(i in self.seeded for i in n.all_input_nodes) and self._viewed_argument(n) is None
 
     def _viewed_argument(self, n: fx.Node) -> fx.Node | None:
         """The argument whose storage `n`'s output shares, if `n` is a view op."""

@@ -28,7 +28,7 @@ from poetsim.analysis import COMPARE_BASELINES
 from poetsim.errors import UserInputError
 from poetsim.folders import StudyFolder
 from poetsim.inputs.files import check_output_dir
-from poetsim.inputs.scenario import FILE_SUFFIXES, Point, Scenario, load_scenario, source_key
+from poetsim.inputs.scenario import FILE_SUFFIXES, Point, Scenario, above_platform_ram, load_scenario, source_key
 from poetsim.pipeline import Run, baseline_starts, load_run, require_schedule, run_strategy, write_run
 from poetsim.runs import ResultRow
 from poetsim.schedule.formats import load_schedule
@@ -186,6 +186,9 @@ def choose(
         scenario.flops_per_cost_unit,
         scenario.reserve_training_state,
     )
+    total = problem.budgets.ram_bytes + problem.reserved_bytes
+    if total > problem.platform.ram_bytes:
+        raise UserInputError(f"the point's RAM budget: {above_platform_ram(point.ram, total, chosen_model, problem.platform)}")
     return Choice(scenario, problem, name, tuple(noted), point)
 
 

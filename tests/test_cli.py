@@ -181,7 +181,7 @@ def test_solve_starts_from_a_saved_schedule_and_refuses_one_of_another_graph(tmp
         "solve",
         MCU,
         "--platform",
-        "nrf52840",
+        "rpi4",
         "--model",
         "resnet18_cifar",
         "--ram",

@@ -34,7 +34,7 @@ from pydantic import (
 from poetsim.errors import UserInputError
 from poetsim.graphs.io import load_graph
 from poetsim.inputs.files import MAX_GRAPH_BYTES, MAX_SCENARIO_BYTES, load_yaml, read_bytes
-from poetsim.inputs.profiles import format_validation_error, load_platform
+from poetsim.inputs.profiles import Platform, format_validation_error, load_platform
 from poetsim.inputs.solvers import SOLVERS
 from poetsim.schedule.model import Timing
 from poetsim.schedule.problem import RESERVE_MULTIPLE, reserved_bytes
@@ -378,11 +378,16 @@ def check_scenario_references(scenario: Scenario, path: Path) -> None:
             for ram_index, ram in enumerate(scenario.budgets.ram):
                 total = ram.resolve(graph.keep_all_peak_bytes) + reserved_bytes(graph, scenario.reserve_training_state)
                 if total > platform.ram_bytes:
-                    raise UserInputError(
-                        f"{path}: budgets.ram{_at(scenario.budgets.ram, ram_index)}: {ram} is {total:,} bytes "
-                        f"for {source_key(model)}, "
-                        f"above the {platform.ram_bytes:,} bytes of RAM of platform {platform.name}"
-                    )
+                    above = above_platform_ram(ram, total, model, platform)
+                    raise UserInputError(f"{path}: budgets.ram{_at(scenario.budgets.ram, ram_index)}: {above}")
+
+
+def above_platform_ram(ram: RamSpec, total_bytes: int, model: str, platform: Platform) -> str:
+    """In words: the budget `ram` (with the reserved training state, `total_bytes`) is more than the platform's RAM."""
+    return (
+        f"{ram} is {total_bytes:,} bytes for {source_key(model)}, "
+        f"above the {platform.ram_bytes:,} bytes of RAM of platform {platform.name}"
+    )
 
 
 def _at(values: tuple, index: int) -> str:

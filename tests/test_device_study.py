@@ -153,3 +153,63 @@ def test_the_device_study_reproduces_its_shipped_results(tmp_path):
     assert fresh.loc[ran, "device_compute_s"].to_numpy() == pytest.approx(
         shipped.loc[ran, "device_compute_s"].to_numpy(), rel=1e-9
     )
+
+
+def test_a_platform_without_a_device_is_left_unrun_saying_why_not_failed(tmp_path):
+    """A study on the Pi and the nRF52840: the Pi's rows are not run (one line says why), the nRF's are; exit 0."""
+    scenario = tmp_path / "mixed.yaml"
+    scenario.write_text(
+        yaml.safe_dump(
+            {
+                "name": "mixed",
+                "model": "mlp",
+                "batch_size": 2,
+                "platform": ["rpi4", "nrf52840"],
+                "budgets": {"ram": "100%", "runtime": "1.5x"},
+                "strategies": ["hybrid"],
+                "effort": 1,
+            }
+        )
+    )
+    result = poetsim("device", "sweep", scenario, "--out", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert "3 of 6 schedules not run; first mlp|rpi4|100%|1.5x|hybrid: platform rpi4 has no 'device' section" in result.stdout
+    rows = read_rows(tmp_path / "out" / "runs.csv")
+    assert {row.device_ok for row in rows if row.platform == "rpi4"} == {None}
+    assert {row.device_ok for row in rows if row.platform == "nrf52840"} == {True}
+    assert "device FAILED" not in (tmp_path / "out" / "compare.txt").read_text()
+
+
+def test_a_saved_schedule_runs_under_its_own_timing_and_a_budget_above_the_board_is_refused(tmp_path):
+    """`device run --schedule` checks and runs a compute-only schedule as such; --timing overlap is refused naming it.
+
+    A RAM budget above the platform's RAM is refused from the command line as from a scenario file.
+    """
+    point = ("--model", "mcu_cnn", "--platform", PLATFORMS / "mkr1000-qemu.yaml", "--runtime", "1.5x")
+    solved = poetsim(
+        "solve",
+        ROOT / "scenarios" / "device.yaml",
+        *point,
+        "--ram",
+        "26KiB",
+        "--strategy",
+        "hybrid",
+        "--timing",
+        "compute-only",
+        "--effort",
+        "2",
+        "--out",
+        tmp_path / "solved",
+    )
+    assert solved.returncode == 0, solved.stderr
+    saved = tmp_path / "solved" / "schedule.bin"
+    ran = poetsim("device", "run", ROOT / "scenarios" / "device.yaml", *point, "--ram", "26KiB", "--schedule", saved, "--json")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["timing"] == "compute-only"
+    mismatched = poetsim(
+        "device", "run", ROOT / "scenarios" / "device.yaml", *point, "--ram", "26KiB", "--timing", "overlap", "--schedule", saved
+    )
+    assert mismatched.returncode == 2 and f"{saved} was made for compute-only timing" in mismatched.stderr
+    too_big = poetsim("device", "run", ROOT / "scenarios" / "device.yaml", *point, "--ram", "64KiB", "--strategy", "hybrid")
+    assert too_big.returncode == 2 and "above the 32,768 bytes of RAM of platform mkr1000-qemu" in too_big.stderr
+    assert poetsim("device", "run", ROOT / "scenarios" / "device.yaml", *point, "--seed", "-1").returncode == 2

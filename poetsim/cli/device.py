@@ -25,7 +25,7 @@ from poetsim.cli.options import (
     choose_point,
 )
 from poetsim.cli.terminal import table
-from poetsim.errors import DeviceError, UserInputError
+from poetsim.errors import DeviceError, ScheduleError, UserInputError
 from poetsim.units import number_text
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ device = group(
 )
 
 TimeoutOpt = typer.Option(120.0, "--timeout", min=1.0, help="Seconds the emulator may run one step before it is stopped.")
-SeedOpt = typer.Option(0, "--seed", help="Seed of the weights and the batch.")
+SeedOpt = typer.Option(0, "--seed", min=0, help="Seed of the weights and the batch.")
 
 
 @command("run", group=device)
@@ -80,19 +80,26 @@ def run(
     if schedule is not None and not schedule.is_file():
         raise UserInputError(f"--schedule: no such file {schedule}")
     loaded = load_scenario(scenario)
-    if schedule is not None and strategy is None:
-        strategy = loaded.strategies[0]  # not used: a given schedule is run, so nothing to note
-    choice = choose_point(loaded, model, platform, ram, runtime, strategy, timing, batch_size)
+    given = load_schedule(schedule) if schedule is not None else None
+    if given is not None:
+        if timing is not None and timing != given.timing.value:
+            raise UserInputError(f"--timing {timing}: {schedule} was made for {given.timing.value} timing")
+        timing = given.timing.value  # a schedule is checked, and runs, under the timing it was made for
+    choice = choose_point(loaded, model, platform, ram, runtime, strategy, timing, batch_size, saved=given is not None)
     problem = choice.problem
     check_runnable(problem)
-    if schedule is not None:
-        picked = load_schedule(schedule)
-        label = schedule.name
+    if given is not None:
+        picked, label = given, str(schedule)
     else:
         solved = api.require_schedule(api.solve(scenario, solver=solver, effort=effort, time_limit_s=time_limit, choice=choice))
         assert solved.schedule is not None
         picked, label = solved.schedule, choice.strategy
-    result = run_on_device(problem, picked, out_dir=out_dir, session=Session(seed=seed, timeout_s=timeout))
+    try:
+        result = run_on_device(problem, picked, out_dir=out_dir, session=Session(seed=seed, timeout_s=timeout))
+    except ScheduleError as exc:
+        if given is None:
+            raise
+        raise ScheduleError(f"{schedule}: {exc}") from None
     if as_json:
         emit_json({"schedule": label, **result.summary()})
     else:
@@ -264,14 +271,15 @@ def sweep(
     compare's baselines are added (poetsim compare) and each row with a schedule runs on its
     platform's emulated core and gains the device_* columns: checks passed, measured peak,
     traffic, recomputations, and measured beside predicted compute time; compare.csv and
-    compare.txt are written again with them, and `poetsim report` shows them. Exits 7 if any
-    row's checks fail.
+    compare.txt are written again with them, and `poetsim report` shows them. A row the device
+    cannot run (a platform without a device section, a model without its kernels) is left unrun,
+    saying why. Exits 7 if any row's checks fail.
     """
     from poetsim import api
     from poetsim.analysis.results import load_results
     from poetsim.cli.app import records
     from poetsim.cli.terminal import Progress
-    from poetsim.device.study import device_sweep, device_table
+    from poetsim.device.study import NOT_RUN, device_sweep, device_table
 
     if target.suffix in (".yaml", ".yml"):
         api.check_out(out_dir)
@@ -303,6 +311,11 @@ def sweep(
         )
         out.print(f"wrote the device's columns into {directory}/runs.csv; each point folder has device.json", soft_wrap=True)
         out.print(DEVICE_ASSUMPTIONS + ".", style="dim")
+    unrun = [row for row in rows if row.device_ok is None]
+    if unrun and not as_json:
+        first = unrun[0]
+        why = (first.device_message or "").removeprefix(NOT_RUN)
+        out.print(f"{len(unrun)} of {len(rows)} schedules not run; first {first.point_key}: {why}", soft_wrap=True)
     failed = [row for row in rows if row.device_ok is False]
     if failed:
         first = failed[0]

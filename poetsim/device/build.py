@@ -90,14 +90,18 @@ def source_hash(target: Target, gcc: str) -> str:
     return digest.hexdigest()[:16]
 
 
+#: The largest arena the emulated board holds beside the runtime.
+MAX_ARENA_BYTES = BOARD_RAM_BYTES - RUNTIME_RAM_BYTES
+
+
 def build_runtime(target: Target, arena_bytes: int, cache: Path = DEFAULT_CACHE) -> Runtime:
     """The runtime for `target` linked with an arena of exactly `arena_bytes`, built if not cached."""
     if arena_bytes < 1:
         raise UserInputError(f"the RAM budget must be at least 1 byte, got {arena_bytes}")
-    if arena_bytes > BOARD_RAM_BYTES - RUNTIME_RAM_BYTES:
+    if arena_bytes > MAX_ARENA_BYTES:
         raise UserInputError(
             f"a RAM budget of {arena_bytes:,} bytes does not fit the emulated board's {BOARD_RAM_BYTES // 2**20} MiB of RAM "
-            f"beside the runtime (at most {BOARD_RAM_BYTES - RUNTIME_RAM_BYTES:,} bytes)"
+            f"beside the runtime (at most {MAX_ARENA_BYTES:,} bytes)"
         )
     gcc = compiler()
     folder = Path(cache) / target.name / source_hash(target, gcc)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from poetsim import optimiser
-from poetsim.device.build import TARGETS, Runtime, Target, build_runtime, code_sizes, flash_bytes
+from poetsim.device.build import MAX_ARENA_BYTES, TARGETS, Runtime, Target, build_runtime, code_sizes, flash_bytes
 from poetsim.device.formats import (
     PROGRAM_CHECK_TEXT,
     STATUS_TEXT,
@@ -268,6 +268,12 @@ class Session:
         if key not in self.keep_all_steps:
             schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
             peak = int(check_schedule(schedule, problem.graph, problem.costs, problem.timing).peak_ram_bytes)
+            if peak > MAX_ARENA_BYTES:
+                raise UserInputError(
+                    f"{problem.graph.name}: its keep-all step, which every device run is held to, needs an arena of "
+                    f"{peak:,} bytes, more than the emulated board holds ({MAX_ARENA_BYTES:,}); the device runs models "
+                    "whose keep-all step fits it"
+                )
             runtime = build_runtime(target, peak)
             self.keep_all_steps[key] = execute(
                 runtime, program, tensors, encode_binary(schedule), folder / KEEP_ALL.name, self.timeout_s

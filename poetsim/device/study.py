@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from poetsim.device.qemu import DEFAULT_TIMEOUT_S
-from poetsim.device.run import DeviceRun, Session, run_on_device
-from poetsim.errors import PoetsimError
+from poetsim.device.run import DeviceRun, Session, check_runnable, run_on_device
+from poetsim.errors import PoetsimError, UserInputError
 from poetsim.folders import StudyFolder
 from poetsim.inputs.scenario import Scenario, load_scenario
 from poetsim.pipeline import problem_for_point
@@ -55,6 +55,10 @@ def _with_all_strategies(scenario: Scenario, records: list[dict[str, str]]) -> S
     return scenario.model_copy(update={"strategies": named})
 
 
+#: How a row that the device cannot run says so in `device_message` (its `device_ok` stays empty).
+NOT_RUN = "not run: "
+
+
 def device_sweep(
     directory: Path,
     seed: int = 0,
@@ -76,18 +80,26 @@ def device_sweep(
             row = ResultRow.from_dict(record, where=f"{runs.path}, line {position + 2}")
             point = points[row.point_key]
             folder = StudyFolder(directory).point(point_slug(point))
-            try:
-                run = run_on_device(problem_for_point(scenario, point), load_json(folder.schedule_json), session=session)
-            except PoetsimError as exc:
-                row = replace(row, device_ok=False, device_message=" ".join(str(exc).split()))
-            else:
-                row = replace(row, **device_columns(run))
-                folder.device_json.write_text(json.dumps(run.summary(), indent=1) + "\n", encoding="utf-8")
+            row = _run_row(row, problem_for_point(scenario, point), folder, session)
             done[position] = row
             if on_row is not None:
                 on_row(row, count, len(wanted))
         runs.rewrite(done)
     return list(done.values())
+
+
+def _run_row(row: ResultRow, problem, folder, session: Session) -> ResultRow:
+    """`row` with the device's columns for its schedule in `folder`; a point the device cannot run is left unrun, saying why."""
+    try:
+        check_runnable(problem)
+    except UserInputError as exc:  # not a device's point (a Pi), or a model it has no kernels for
+        return replace(row, device_ok=None, device_message=f"{NOT_RUN}{' '.join(str(exc).split())}")
+    try:
+        run = run_on_device(problem, load_json(folder.schedule_json), session=session)
+    except PoetsimError as exc:
+        return replace(row, device_ok=False, device_message=" ".join(str(exc).split()))
+    folder.device_json.write_text(json.dumps(run.summary(), indent=1) + "\n", encoding="utf-8")
+    return replace(row, **device_columns(run))
 
 
 def device_table(frame: pd.DataFrame) -> pd.DataFrame:

@@ -247,3 +247,12 @@ def test_load_schedule_reads_the_binary_encoding(tmp_path):
     schedule = Schedule("g", 2, Timing.COMPUTE_ONLY, ((C(0),), (PO(0), C(1), F(0))))
     (tmp_path / "s.bin").write_bytes(encode_binary(schedule))
     assert typed(load_schedule(tmp_path / "s.bin"))[1:4] == typed(schedule)[1:4]
+
+
+@pytest.mark.parametrize(
+    "head, message", [(b"XOET\x01", "it starts with b'XOET', not b'POET'"), (b"", "it is empty, not b'POET'")]
+)
+def test_a_bin_file_without_the_magic_is_named_a_bad_binary_schedule(tmp_path, head, message):
+    (tmp_path / "s.bin").write_bytes(head)
+    with pytest.raises(UserInputError, match=f"s.bin: not a binary schedule: {message}"):
+        load_schedule(tmp_path / "s.bin")

@@ -117,7 +117,7 @@ def with_node_names(schedule: Schedule, graph) -> Schedule:
 
 
 def load_schedule(path: str | Path) -> Schedule:
-    """A schedule file in either format: binary if it starts with b'POET', JSON otherwise."""
+    """A schedule file in either format: binary if it starts with b'POET', JSON otherwise (a .bin must be binary)."""
     try:
         head = Path(path).read_bytes()[: len(MAGIC)]
     except OSError as error:
@@ -127,6 +127,9 @@ def load_schedule(path: str | Path) -> Schedule:
             return decode_binary(Path(path).read_bytes(), graph_name=Path(path).stem)
         except UserInputError as error:
             raise UserInputError(f"{path}: {error}") from None
+    if Path(path).suffix == ".bin":
+        found = f"starts with {head!r}" if head else "is empty"
+        raise UserInputError(f"{path}: not a binary schedule: it {found}, not {MAGIC!r}")
     return load_json(path)
 
 

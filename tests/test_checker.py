@@ -384,3 +384,11 @@ def test_checkpointing_schedule_recomputes_and_checks():
     recomputations = sum(isinstance(i, Compute) for s in stages for i in s) - len(graph)
     assert figures.recomputations == recomputations > 0
     assert figures.peak_ram_bytes < graph.keep_all_peak_bytes
+
+
+def test_a_schedule_whose_node_names_are_another_graph_s_is_refused(six, six_costs):
+    named = replace(schedule_of(six, RECOMPUTE), node_names=tuple(f"other{k}" for k in range(len(six))))
+    with pytest.raises(ScheduleError, match=r"names node 0 'other0' but graph 'six' calls it 'n0'"):
+        check_schedule(named, six, six_costs, Timing.OVERLAP)
+    ours = replace(named, node_names=tuple(node.name for node in six.nodes))
+    assert check_schedule(ours, six, six_costs, Timing.OVERLAP).recomputations > 0

@@ -41,6 +41,7 @@ from poetsim.errors import InternalError, ScheduleError, UserInputError, first_l
 from poetsim.pytorch import randomness, swap
 from poetsim.pytorch.capture import Capture
 from poetsim.pytorch.reference import compare, plain_step
+from poetsim.schedule.checker import check_node_names
 from poetsim.schedule.model import Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
 
 BATCH_FILE = "batch.bin"
@@ -179,13 +180,7 @@ def execute(
             f"the schedule is for {schedule.num_nodes} nodes in {len(schedule.stages)} stages "
             f"but graph '{graph.name}' has {len(graph)} nodes"
         )
-    names = getattr(schedule, "node_names", ())
-    if names and tuple(names) != tuple(n.name for n in graph.nodes):
-        first = next(i for i, (a, b) in enumerate(zip(names, (n.name for n in graph.nodes))) if a != b)
-        raise ScheduleError(
-            f"the schedule names node {first} '{names[first]}' but graph '{graph.name}' calls it "
-            f"'{graph.nodes[first].name}': it was made for another graph"
-        )
+    check_node_names(schedule, graph)
     timing = Timing(timing or schedule.timing)
     swap_dir = Path(swap_dir)
     try:

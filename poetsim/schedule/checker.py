@@ -70,6 +70,7 @@ def _check_shape(schedule: Schedule, graph: TrainingGraph, costs: CostTable) -> 
         raise InternalError(f"the cost table ({len(costs)} nodes) was not derived from graph '{graph.name}' ({num_nodes} nodes)")
     if schedule.num_nodes != num_nodes:
         raise ScheduleError(f"the schedule is for {schedule.num_nodes} nodes but graph '{graph.name}' has {num_nodes}")
+    check_node_names(schedule, graph)
     num_stages = len(schedule.stages)
     if num_stages < num_nodes:
         raise ScheduleError(
@@ -80,6 +81,17 @@ def _check_shape(schedule: Schedule, graph: TrainingGraph, costs: CostTable) -> 
         raise ScheduleError(
             f"the schedule has {num_stages} stages for {num_nodes} nodes "
             "(stage t computes node t for the first time, so there is one stage per node)"
+        )
+
+
+def check_node_names(schedule: Schedule, graph: TrainingGraph) -> None:
+    """ScheduleError if the schedule names its nodes (a schedule.json poetsim wrote) and a name is not the graph's."""
+    names = schedule.node_names
+    if names and tuple(names) != tuple(n.name for n in graph.nodes):
+        first = next(i for i, (a, b) in enumerate(zip(names, (n.name for n in graph.nodes))) if a != b)
+        raise ScheduleError(
+            f"the schedule names node {first} '{names[first]}' but graph '{graph.name}' calls it "
+            f"'{graph.nodes[first].name}': it was made for another graph"
         )
 
 

@@ -4,6 +4,8 @@ A CNN step that recomputes and pages, the arena's hard limit, bad schedules refu
 device itself, timeouts, and nothing left running.
 """
 
+from dataclasses import replace
+
 import psutil
 import pytest
 
@@ -12,7 +14,8 @@ from poetsim.device.build import TARGETS, build_runtime, code_sizes
 from poetsim.device.formats import pack_image, pack_program
 from poetsim.device.program import device_program
 from poetsim.device.qemu import run_image
-from poetsim.device.run import Session, execute, run_on_device
+from poetsim.device.reference import REFERENCE_RTOL, reference_step
+from poetsim.device.run import Session, execute, reference_error, run_on_device
 from poetsim.device.tensors import make_tensors
 from poetsim.errors import DeviceError
 from poetsim.pipeline import run_strategy
@@ -139,6 +142,19 @@ def test_an_mlp_step_on_the_m4f_recomputes_as_scheduled_with_any_seed():
     assert result.target == "cortex-m4f"
     scheduled = check_schedule(run.schedule, problem.graph, problem.costs, problem.timing).recomputations
     assert result.step.raw.fields["recomputations"] == scheduled > 0
+
+
+def test_the_reference_check_holds_the_losses_too(tmp_path):
+    """The step's losses are held to the NumPy reference as its gradients are: a loss off by 1 % fails the check."""
+    problem = build_problem("mlp", "nrf52840", parse_ram("100%"), 1.5, batch_size=2)
+    schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
+    result = run_on_device(problem, schedule)
+    program = device_program(problem.graph)
+    reference = reference_step(program, make_tensors(program, 0))
+    assert reference_error(result.step, reference, program) <= REFERENCE_RTOL
+    losses = tuple(loss * 1.01 for loss in result.step.raw.losses)
+    off = replace(result.step, raw=replace(result.step.raw, losses=losses))
+    assert reference_error(off, reference, program) > REFERENCE_RTOL
 
 
 def test_the_runtime_fits_a_microcontroller_s_flash_and_keeps_little_ram_of_its_own():

@@ -34,7 +34,7 @@ from poetsim.device.formats import (
 )
 from poetsim.device.program import DeviceProgram, device_program
 from poetsim.device.qemu import DEFAULT_TIMEOUT_S, instructions, run_image
-from poetsim.device.reference import REFERENCE_RTOL, reference_step
+from poetsim.device.reference import REFERENCE_RTOL, ReferenceStep, reference_step
 from poetsim.device.tensors import StepTensors, make_tensors
 from poetsim.errors import DeviceError, UserInputError
 from poetsim.inputs.profiles import Platform
@@ -300,7 +300,7 @@ def run_on_device(
         step = execute(runtime, program, tensors, blob, folder / "schedule", session.timeout_s)
         flash = flash_bytes(code_sizes(runtime))
     reference = reference_step(program, tensors)
-    error = _reference_error(step, reference.grads, program)
+    error = reference_error(step, reference, program)
     expected = schedule_traffic(schedule, program)
     nodes = _node_times(step, problem, clock_hz)
     checks = _checks(step, keep_all, predicted, problem.budgets.ram_bytes, expected, error)
@@ -323,14 +323,20 @@ def run_on_device(
     )
 
 
-def _reference_error(step: Step, reference: np.ndarray, program: DeviceProgram) -> float:
-    """The largest difference from the reference, as a share of each weight tensor's largest magnitude."""
+def reference_error(step: Step, reference: ReferenceStep, program: DeviceProgram) -> float:
+    """The largest difference from the reference, as a share of each weight tensor's, and the losses', largest magnitude."""
     device = np.frombuffer(step.grads, dtype="<f4").astype(np.float64)
     worst = 0.0
     for block in program.params:
         span = slice(block.offset, block.offset + block.floats)
-        scale = float(np.abs(reference[span]).max()) or 1.0
-        worst = max(worst, float(np.abs(device[span] - reference[span]).max()) / scale)
+        scale = float(np.abs(reference.grads[span]).max()) or 1.0
+        worst = max(worst, float(np.abs(device[span] - reference.grads[span]).max()) / scale)
+    losses = np.asarray(step.raw.losses, dtype=np.float64)
+    if len(losses) != len(reference.losses):
+        return float("inf")
+    if len(losses):
+        scale = float(np.abs(reference.losses).max()) or 1.0
+        worst = max(worst, float(np.abs(losses - reference.losses).max()) / scale)
     return worst
 
 

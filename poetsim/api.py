@@ -445,7 +445,9 @@ def compare(
     scenario, directory = results_scenario(target)
     wanted = tuple(dict.fromkeys(scenario.strategies + COMPARE_BASELINES))
     scenario = scenario.model_copy(update={"strategies": wanted})
-    plan_sweep(scenario, directory, resume=True)
+    plan = plan_sweep(scenario, directory, resume=True)
+    if not any(strategies.get(point.strategy).kind is strategies.Kind.SOLVED for point in plan.todo):
+        effort = time_limit_s = None  # nothing to solve: the folder's effort stands, as its rows were made
     run_sweep(scenario, directory, jobs, True, time_limit_s, on_row=on_row, effort=effort)
     from poetsim.analysis.results import headline, headline_text, load_results
 

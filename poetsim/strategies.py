@@ -113,6 +113,10 @@ REGISTRY: dict[str, Strategy] = {
 
 #: The strategy name of a run replayed from a saved schedule (`poetsim simulate --schedule`): no
 #: registry entry, since no rule or solve made it.
+#: The rule-made baselines `poetsim compare` adds at every point beside the scenario's own
+#: strategies, so that every headline row shows the reference it is measured against.
+COMPARE_BASELINES = (KEEP_ALL.name, CHECKPOINT_SQRT.name)
+
 SAVED = "saved"
 #: Colour of runs replayed from a saved schedule (`poetsim simulate --schedule`).
 SAVED_COLOUR = "#999999"

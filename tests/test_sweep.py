@@ -127,6 +127,24 @@ def test_a_resume_may_grow_the_grid_but_not_drop_from_it_or_change_what_a_row_me
     assert sorted(read_rows(out)["point_key"]) == sorted(p.key for p in grown.points())
 
 
+def test_a_folder_compare_has_completed_resumes_with_its_own_scenario_and_compares_at_any_effort(tmp_path):
+    """Compare adds keep-all and checkpoint-sqrt to the folder's scenario: a resume without them is not a smaller grid.
+
+    With nothing left to solve, compare --effort leaves the folder's effort as its rows were made.
+    """
+    from poetsim import api
+
+    out = tmp_path / "out"
+    scenario = small_scenario(tmp_path, **{"strategies: [hybrid, recompute-only, paging-only]": "strategies: [hybrid]"})
+    run_sweep(scenario, out, jobs=1)
+    api.compare(out)
+    rows = len(read_rows(out))
+    run_sweep(scenario, out, jobs=1, resume=True)
+    api.compare(out, effort=scenario.effort / 2)
+    assert len(read_rows(out)) == rows
+    assert load_scenario(out / "scenario.yaml").effort == scenario.effort
+
+
 def test_a_failing_point_is_a_row_not_a_crash(tmp_path):
     graph = tmp_path / "mlp.json"
     subprocess.run(

@@ -19,6 +19,7 @@ from poetsim.folders import RunFolder, StudyFolder
 from poetsim.inputs.scenario import Point, Scenario
 from poetsim.schedule.formats import load_json
 from poetsim.schedule.model import Schedule
+from poetsim.strategies import COMPARE_BASELINES
 from poetsim.sweeps.grid import point_slug
 from poetsim.units import number_text
 
@@ -108,6 +109,7 @@ def check_resumable(scenario: Scenario, directory: Path) -> None:
         grids_old["strategies"] = list(Scenario.model_fields["strategies"].default)
     if "strategies" not in new:
         grids_new["strategies"] = list(scenario.strategies)
+    grids_new["strategies"] = [*grids_new["strategies"], *COMPARE_BASELINES]  # rows `compare` added, not the scenario's
     for name, field in _GRID.items():
         dropped = [str(v) for v in grids_old.get(name, []) if v not in grids_new.get(name, [])]
         if dropped:

@@ -231,7 +231,7 @@ def test_check_after_compare_compares_like_with_like():
     assert result.stdout.startswith("ok: no point regressed") and " new " not in result.stdout
     assert result.stderr.strip() == (
         "poetsim: note: not compared: 32 points of checkpoint-sqrt, keep-all, "
-        "which `poetsim compare` added to one of the two files only"
+        "the baselines `poetsim compare` adds, in one of the two files only"
     )
     reverse = check(MCU_BASELINE, MCU_COMPARED)
     assert reverse.exit_code == 0, reverse.stderr

@@ -315,4 +315,6 @@ def _note_not_compared(changes: list) -> None:
     """One note for the points that only one file holds because `poetsim compare` added them there."""
     if changes:
         names = ", ".join(sorted({str(c.strategy) for c in changes}))
-        note(f"not compared: {len(changes)} points of {names}, which `poetsim compare` added to one of the two files only")
+        note(
+            f"not compared: {len(changes)} points of {names}, the baselines `poetsim compare` adds, in one of the two files only"
+        )

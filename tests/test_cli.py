@@ -443,3 +443,25 @@ def test_an_exception_no_layer_turns_into_a_line_is_a_bug_exit_70_with_its_trace
     with pytest.raises(typer.Exit) as ended:
         _boundary(regressed)()
     assert ended.value.exit_code == 1
+
+
+def test_a_report_after_a_platform_file_changed_says_why_it_cannot_replay_the_schedules(tmp_path):
+    """Point keys name a platform file by its content: edited after the sweep, the report says so.
+
+    It does not say that the sweep kept no schedule.
+    """
+    platform = tmp_path / "board.yaml"
+    platform.write_text(
+        (ROOT / "scenarios" / "platforms" / "nrf52840-qemu.yaml").read_text().replace("name: nrf52840-qemu", "name: board")
+    )
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        "name: s\nmodel: mlp\nbatch_size: 2\nplatform: board.yaml\nbudgets:\n  ram: [100%, 70%]\n  runtime: 1.5x\n"
+        "strategies: [hybrid]\neffort: 0.5\n"
+    )
+    assert poetsim("sweep", scenario, "--out", tmp_path / "out").returncode == 0
+    platform.write_text(platform.read_text().replace("power_w: 0.0109824", "power_w: 0.05"))
+    result = poetsim("report", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "no point of the scenario has its key (a model or platform file changed since the sweep?)" in page

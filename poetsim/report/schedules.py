@@ -97,8 +97,11 @@ def write_schedule_views(frame: pd.DataFrame, sweep_dir: Path | None, directory:
             left += 1
             continue
         point = points.get(str(row.get("point_key")))
-        path = None if point is None else Path(sweep_dir) / POINTS_DIR / point_slug(point) / "schedule.json"
-        if point is None or path is None or not path.exists():
+        if point is None:
+            missing.append(f"{name}: no point of the scenario has its key (a model or platform file changed since the sweep?)")
+            continue
+        path = Path(sweep_dir) / POINTS_DIR / point_slug(point) / "schedule.json"
+        if not path.exists():
             missing.append(f"{name}: the sweep did not keep its schedule")
             continue
         try:

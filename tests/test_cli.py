@@ -465,3 +465,16 @@ def test_a_report_after_a_platform_file_changed_says_why_it_cannot_replay_the_sc
     assert result.returncode == 0, result.stderr
     page = (tmp_path / "out" / "report.html").read_text()
     assert "no point of the scenario has its key (a model or platform file changed since the sweep?)" in page
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (("sweep", "scenarios/mcu.yaml", "-j", "0"), "poetsim sweep: Invalid value for '-j' / '--jobs'"),
+        (("sweep", "--bogus"), "poetsim sweep: No such option: --bogus"),
+        (("check", "x", "--rtol", "-1"), "poetsim check: Invalid value for '--rtol'"),
+        (("nosuch",), "poetsim: No such command 'nosuch'"),
+    ],
+)
+def test_a_bad_option_is_one_line_like_every_bad_input(args, fragment):
+    assert_one_line_error(poetsim(*args), 2, fragment)

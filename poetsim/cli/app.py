@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import click
 import typer
+import typer._click as typer_click
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from poetsim import __version__
@@ -221,6 +222,17 @@ def _boundary(function: Callable[..., Any]) -> Callable[..., Any]:
             fail(InternalError(bug))
 
     return run
+
+
+def _usage_error_in_one_line(self: Any, file: Any = None) -> None:
+    """A bad option or argument as every other bad input: one line on stderr naming the command and the option."""
+    command = self.ctx.command_path if self.ctx is not None else "poetsim"
+    err.print(f"poetsim: error: {command}: {' '.join(self.format_message().split())}", soft_wrap=True)
+
+
+# Click (as typer vendors it) prints a usage error as its usage, a hint and the error; the
+# commands promise one line.
+typer_click.exceptions.UsageError.show = _usage_error_in_one_line  # type: ignore[method-assign]
 
 
 def fail(exc: PoetsimError) -> None:

@@ -97,12 +97,12 @@ def test_a_budget_below_the_minimum_is_refused_in_one_line():
 @pytest.mark.parametrize(
     "options, fragment",
     [
-        (("--platform", "rpi4"), "platform rpi4 has no 'device' section"),
-        (("--model", "resnet18_cifar", "--platform", "nrf52840"), "node 2 (bn1) is a batchnorm"),
+        (("--platform", "rpi4", "--ram", "100%"), "platform rpi4 has no 'device' section"),
+        (("--model", "resnet18_cifar", "--platform", "nrf52840", "--ram", "2%"), "node 2 (bn1) is a batchnorm"),
     ],
 )
 def test_what_the_runtime_cannot_run_is_refused_in_one_line(options, fragment):
-    point = ("--ram", "100%", "--runtime", "1x", "--strategy", "hybrid")
+    point = ("--runtime", "1x", "--strategy", "hybrid")
     assert_one_line_error(poetsim("device", "run", MCU, *point, *options), 2, fragment)
 
 

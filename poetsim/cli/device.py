@@ -88,8 +88,8 @@ def run(
     choice = choose_point(loaded, model, platform, ram, runtime, strategy, timing, batch_size, saved=given is not None)
     problem = choice.problem
     check_runnable(problem)
-    if given is not None:
-        picked, label = given, str(schedule)
+    if given is not None and schedule is not None:
+        picked, label = given, schedule.name
     else:
         solved = api.require_schedule(api.solve(scenario, solver=solver, effort=effort, time_limit_s=time_limit, choice=choice))
         assert solved.schedule is not None

@@ -544,6 +544,37 @@ def test_a_compiled_model_is_refused_naming_the_module_to_pass(tmp_path):
         scheduled(torch.compile(net), torch.randn(8, 16), strategy="keep-all", ram="100%", swap_dir=tmp_path)
 
 
+class _Masked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 32), nn.Linear(32, 10)
+
+    def forward(self, x, mask=None):
+        h = torch.relu(self.a(x))
+        if mask is not None:
+            h = h.masked_fill(~mask.unsqueeze(-1), 0)
+        return self.b(h.mean(1))
+
+
+def test_keywords_reach_the_plain_model_and_a_differentiated_backward_is_refused(tmp_path):
+    """Outside training `model(x, mask=m)` is the plain model's call; in training a keyword is refused in one line.
+
+    A step's gradients cannot be differentiated again (create_graph=True): refused, not returned without a graph.
+    """
+    torch.manual_seed(0)
+    net = _Masked()
+    x, m, y = torch.randn(8, 6, 16), torch.rand(8, 6) > 0.3, torch.randint(0, 10, (8,))
+    model = scheduled(net, (x, m), labels=y, strategy="keep-all", ram="100%", swap_dir=tmp_path, threads=1)
+    model.eval()
+    assert torch.equal(model(x, mask=m), net(x, mask=m))
+    model.train()
+    with pytest.raises(UserInputError, match="takes its inputs positionally, as the example gave them, then the labels"):
+        model(x, y, mask=m)
+    loss = model(x, m, y)
+    with pytest.raises(RuntimeError, match="gradients cannot be differentiated again"):
+        torch.autograd.grad(loss, list(net.parameters()), create_graph=True)
+
+
 class Counted(nn.Module):
     """A classifier that keeps a step counter its training loop sets and a scale its forward reads."""
 

@@ -198,12 +198,20 @@ class ScheduledModule(nn.Module):
         self._pending: _Step | None = None
         self._steps = 0
 
-    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+    def forward(self, *args: torch.Tensor, **keywords: object) -> torch.Tensor:
         """The loss of a step with labels; the model's output without them (outside training only).
 
         `model(*inputs, labels)`: the loss of a scheduled step (training) or of a plain forward;
-        `model(*inputs)`: the model's output.
+        `model(*inputs)`: the model's output. Keyword arguments go to the plain model outside
+        training; a scheduled step takes its inputs in the order of the example's.
         """
+        if keywords and (not self.model.training or not torch.is_grad_enabled()):
+            return self.model(*args, **keywords)
+        if keywords:
+            raise UserInputError(
+                f"a scheduled step takes its inputs positionally, as the example gave them, then the labels; got "
+                f"{', '.join(keywords)} by keyword"
+            )
         count = len(self.plan.capture.inputs) - 1
         if len(args) not in (count, count + 1):
             raise UserInputError(
@@ -390,6 +398,12 @@ class _ScheduledStep(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, gradient: torch.Tensor):
+        if torch.is_grad_enabled():  # create_graph=True: its gradients would have to be differentiable
+            raise RuntimeError(
+                "poetsim: a scheduled step's gradients cannot be differentiated again (backward or autograd.grad "
+                "with create_graph=True, as a penalty on the gradients takes): its backward replays the schedule's "
+                "ops outside autograd; compute such a step through the plain model, model.model"
+            )
         return (None, *ctx.step.backward(gradient))
 
 

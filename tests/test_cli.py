@@ -445,6 +445,7 @@ def test_an_exception_no_layer_turns_into_a_line_is_a_bug_exit_70_with_its_trace
     assert ended.value.exit_code == 1
 
 
+@pytest.mark.slow  # a sweep and a report: about a minute
 def test_a_report_after_a_platform_file_changed_says_why_it_cannot_replay_the_schedules(tmp_path):
     """Point keys name a platform file by its content: edited after the sweep, the report says so.
 

@@ -18,11 +18,12 @@ import pandas as pd
 from poetsim.device.qemu import DEFAULT_TIMEOUT_S
 from poetsim.device.run import DeviceRun, Session, check_runnable, run_on_device
 from poetsim.errors import PoetsimError, UserInputError
-from poetsim.folders import StudyFolder
+from poetsim.folders import RunFolder, StudyFolder
 from poetsim.inputs.scenario import Scenario, load_scenario
 from poetsim.pipeline import problem_for_point
 from poetsim.runs import FolderLock, ResultRow, RunsFile
 from poetsim.schedule.formats import load_json
+from poetsim.schedule.problem import Problem
 from poetsim.status import Status
 from poetsim.sweeps.runner import point_slug
 
@@ -88,7 +89,7 @@ def device_sweep(
     return list(done.values())
 
 
-def _run_row(row: ResultRow, problem, folder, session: Session) -> ResultRow:
+def _run_row(row: ResultRow, problem: Problem, folder: RunFolder, session: Session) -> ResultRow:
     """`row` with the device's columns for its schedule in `folder`; a point the device cannot run is left unrun, saying why."""
     try:
         check_runnable(problem)

@@ -50,7 +50,9 @@ class Capture:
 
     `programs[i]` is what poetsim node i runs (`poetsim.pytorch.grouping.NodeProgram`);
     `static_ops` depend on parameters and constants only (weight transposes, constants) and are
-    evaluated once, outside the activation budget, like the parameters they come from.
+    evaluated once, outside the activation budget, like the parameters they come from;
+    `seeded_ops`, those of them that read the loss's gradient (views of it), again from each
+    step's own gradient as its backward starts.
     `inputs` are the batch the step was traced with: the model's inputs, then the labels.
     """
 
@@ -58,6 +60,7 @@ class Capture:
     fx_graph: fx.Graph
     programs: tuple
     static_ops: tuple[fx.Node, ...]
+    seeded_ops: tuple[fx.Node, ...]
     params: tuple[tuple[fx.Node, str], ...]
     buffers: tuple[tuple[fx.Node, str], ...]
     data: tuple[fx.Node, ...]
@@ -196,6 +199,7 @@ def capture(
         fx_graph=gm.graph,
         programs=built.programs,
         static_ops=built.static_ops,
+        seeded_ops=built.seeded_ops,
         params=built.params,
         buffers=built.buffers,
         data=built.data,

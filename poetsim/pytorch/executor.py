@@ -277,19 +277,6 @@ class _Stage:
     deferred_values: list = field(default_factory=list)
 
 
-def _seeded_ops(capture: Capture) -> tuple[fx.Node, ...]:
-    """The static ops that read the loss's gradient: computed once from a gradient of 1, again at `seed_backward`.
-
-    Ops of the loss's gradient alone (a mean's expand and divide, label smoothing's or a loss
-    weight's multiply) read no activation, so the grouping holds them with the parameters.
-    """
-    seeded: set[fx.Node] = set(capture.tangents)
-    for n in capture.static_ops:
-        if any(i in seeded for i in n.all_input_nodes):
-            seeded.add(n)
-    return tuple(n for n in capture.static_ops if n in seeded)
-
-
 class Machine:
     """The executor's state: resident nodes' tensors, what is on storage, bytes held, records.
 
@@ -360,7 +347,6 @@ class Machine:
             self.shared[n] = constant
         for n in capture.static_ops:
             self.shared[n] = self._run_op(n, self.shared)
-        self.seeded_ops = _seeded_ops(capture)
         for n, name in capture.buffer_updates:  # a static update: BatchNorm's num_batches_tracked + 1
             value = self.shared.get(n)
             if isinstance(value, torch.Tensor):
@@ -432,7 +418,7 @@ class Machine:
         """Start the backward stages from `gradient`, the loss's gradient (1 for `loss.backward()`)."""
         for n in self.capture.tangents:
             self.shared[n] = gradient
-        for n in self.seeded_ops:
+        for n in self.capture.seeded_ops:
             self.shared[n] = self._run_op(n, self.shared)
 
     def close(self) -> None:

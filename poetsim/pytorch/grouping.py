@@ -86,6 +86,7 @@ class Built:
     nodes: tuple[Node, ...]
     programs: tuple[NodeProgram, ...]
     static_ops: tuple[fx.Node, ...]
+    seeded_ops: tuple[fx.Node, ...]  # the static ops that read the loss's gradient
     params: tuple[tuple[fx.Node, str], ...]
     buffers: tuple[tuple[fx.Node, str], ...]
     data: tuple[fx.Node, ...]
@@ -550,6 +551,7 @@ class _Grouping:
             nodes=tuple(nodes),
             programs=tuple(programs),
             static_ops=static_ops,
+            seeded_ops=tuple(n for n in static_ops if n in self.seeded),
             params=tuple(self.params),
             buffers=tuple(self.buffers),
             data=tuple(self.data),

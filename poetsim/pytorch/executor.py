@@ -41,7 +41,7 @@ from poetsim.errors import InternalError, ScheduleError, UserInputError, first_l
 from poetsim.pytorch import randomness, swap
 from poetsim.pytorch.capture import Capture
 from poetsim.pytorch.reference import compare, plain_step
-from poetsim.schedule.checker import check_node_names
+from poetsim.schedule.checker import check_made_for
 from poetsim.schedule.model import Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing
 
 BATCH_FILE = "batch.bin"
@@ -175,12 +175,9 @@ def execute(
     algorithms on in both, and every parameter gradient and buffer is compared bit for bit.
     """
     graph = capture.graph
-    if schedule.num_nodes != len(graph) or len(schedule.stages) != len(graph):
-        raise ScheduleError(
-            f"the schedule is for {schedule.num_nodes} nodes in {len(schedule.stages)} stages "
-            f"but graph '{graph.name}' has {len(graph)} nodes"
-        )
-    check_node_names(schedule, graph)
+    check_made_for(schedule, graph)
+    if len(schedule.stages) != len(graph):
+        raise ScheduleError(f"the schedule has {len(schedule.stages)} stages for {len(graph)} nodes (one stage per node)")
     timing = Timing(timing or schedule.timing)
     swap_dir = Path(swap_dir)
     try:

@@ -39,12 +39,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from poetsim.errors import UserInputError
+from poetsim.errors import ScheduleError, UserInputError
 from poetsim.inputs.profiles import Platform, load_platform
 from poetsim.pytorch import tracing
 from poetsim.pytorch.capture import Capture, TrainingStep, capture, describe
 from poetsim.pytorch.executor import Machine, default_threads
 from poetsim.pytorch.validate import Prediction, predict
+from poetsim.schedule.checker import check_made_for
 from poetsim.schedule.model import Schedule, Timing
 from poetsim.units import RamSpec, limits_or, parse_ram, parse_runtime
 
@@ -461,7 +462,7 @@ class _Planner:
         problem = make_problem(graph, self.platform, self.ram, self.runtime_x, self.timing)
         if self.saved is not None:
             schedule = self.saved
-            _check_names(schedule, graph)
+            _check_made_for(schedule, graph)
             check_schedule(schedule, graph, problem.costs, self.timing, problem.budgets)
             strategy, status = str(dict(schedule.meta).get("strategy", "saved")), "saved"
         else:
@@ -504,13 +505,14 @@ class _Planner:
             torch.set_num_threads(before)
 
 
-def _check_names(schedule: Schedule, graph) -> None:
-    names = tuple(getattr(schedule, "node_names", ()) or ())
-    if schedule.num_nodes != len(graph) or (names and names != tuple(n.name for n in graph.nodes)):
+def _check_made_for(schedule: Schedule, graph) -> None:
+    """UserInputError if the saved schedule was made for another model or batch (`checker.check_made_for`)."""
+    try:
+        check_made_for(schedule, graph)
+    except ScheduleError as exc:
         raise UserInputError(
-            f"the saved schedule is for {schedule.num_nodes} nodes of graph '{schedule.graph_name}', "
-            f"not for this model's {len(graph)} nodes: solve it again for this model and batch"
-        )
+            f"the saved schedule does not fit this model: {exc}; solve it again for this model and batch"
+        ) from None
 
 
 def scheduled(

@@ -68,9 +68,7 @@ def _check_shape(schedule: Schedule, graph: TrainingGraph, costs: CostTable) -> 
     num_nodes = len(graph)
     if len(costs) != num_nodes or tuple(costs.output_bytes) != graph.output_bytes:
         raise InternalError(f"the cost table ({len(costs)} nodes) was not derived from graph '{graph.name}' ({num_nodes} nodes)")
-    if schedule.num_nodes != num_nodes:
-        raise ScheduleError(f"the schedule is for {schedule.num_nodes} nodes but graph '{graph.name}' has {num_nodes}")
-    check_node_names(schedule, graph)
+    check_made_for(schedule, graph)
     num_stages = len(schedule.stages)
     if num_stages < num_nodes:
         raise ScheduleError(
@@ -84,8 +82,10 @@ def _check_shape(schedule: Schedule, graph: TrainingGraph, costs: CostTable) -> 
         )
 
 
-def check_node_names(schedule: Schedule, graph: TrainingGraph) -> None:
-    """ScheduleError if the schedule names its nodes (a schedule.json poetsim wrote) and a name is not the graph's."""
+def check_made_for(schedule: Schedule, graph: TrainingGraph) -> None:
+    """ScheduleError if the schedule was made for another graph: another node count or, where it names its nodes, a name."""
+    if schedule.num_nodes != len(graph):
+        raise ScheduleError(f"the schedule is for {schedule.num_nodes} nodes but graph '{graph.name}' has {len(graph)}")
     names = schedule.node_names
     if names and tuple(names) != tuple(n.name for n in graph.nodes):
         first = next(i for i, (a, b) in enumerate(zip(names, (n.name for n in graph.nodes))) if a != b)

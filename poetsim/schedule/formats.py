@@ -9,7 +9,7 @@ JSON (`save_json`, `load_json`) keeps everything a Schedule holds::
 Instructions are `[kind, node]` with kind one of compute, page_out, page_in, free. `nodes`
 (optional, added in a backward-compatible way: older files lack it and still load) names each
 node id, so that a person can read the stages and the checker can refuse a schedule of another
-graph (`checker.check_node_names`); `poetsim solve --out` writes it. A file that is not such a document raises
+graph (`checker.check_made_for`); `poetsim solve --out` writes it. A file that is not such a document raises
 UserInputError naming the file and the field path, in one line. `load_schedule` reads either
 format, telling them apart by the binary magic.
 

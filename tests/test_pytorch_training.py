@@ -478,7 +478,7 @@ def test_a_model_changed_after_scheduling_is_solved_again_or_refused_naming_the_
 def test_a_saved_schedule_of_another_model_is_refused_in_one_line(saved, tmp_path):
     """A schedule solved for Net, handed to a smaller model: one line naming both node counts."""
     other = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10))
-    refused = r"^the saved schedule does not fit this model: the schedule is for 30 nodes but graph 'Sequential' has 5; solve it again"
+    refused = r"^the saved schedule does not fit this model: the schedule is for 30 nodes but graph 'Sequential' has 5; solve"
     with pytest.raises(UserInputError, match=refused):
         wrapped(saved, tmp_path, model=other)
 

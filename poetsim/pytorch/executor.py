@@ -176,8 +176,6 @@ def execute(
     """
     graph = capture.graph
     check_made_for(schedule, graph)
-    if len(schedule.stages) != len(graph):
-        raise ScheduleError(f"the schedule has {len(schedule.stages)} stages for {len(graph)} nodes (one stage per node)")
     timing = Timing(timing or schedule.timing)
     swap_dir = Path(swap_dir)
     try:

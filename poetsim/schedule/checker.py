@@ -69,6 +69,16 @@ def _check_shape(schedule: Schedule, graph: TrainingGraph, costs: CostTable) -> 
     if len(costs) != num_nodes or tuple(costs.output_bytes) != graph.output_bytes:
         raise InternalError(f"the cost table ({len(costs)} nodes) was not derived from graph '{graph.name}' ({num_nodes} nodes)")
     check_made_for(schedule, graph)
+
+
+def check_made_for(schedule: Schedule, graph: TrainingGraph) -> None:
+    """ScheduleError if the schedule was not made for the graph.
+
+    Another node count, a stage count other than one per node, or, where it names its nodes, a name that is not the graph's.
+    """
+    num_nodes = len(graph)
+    if schedule.num_nodes != num_nodes:
+        raise ScheduleError(f"the schedule is for {schedule.num_nodes} nodes but graph '{graph.name}' has {num_nodes}")
     num_stages = len(schedule.stages)
     if num_stages < num_nodes:
         raise ScheduleError(
@@ -80,12 +90,6 @@ def _check_shape(schedule: Schedule, graph: TrainingGraph, costs: CostTable) -> 
             f"the schedule has {num_stages} stages for {num_nodes} nodes "
             "(stage t computes node t for the first time, so there is one stage per node)"
         )
-
-
-def check_made_for(schedule: Schedule, graph: TrainingGraph) -> None:
-    """ScheduleError if the schedule was made for another graph: another node count or, where it names its nodes, a name."""
-    if schedule.num_nodes != len(graph):
-        raise ScheduleError(f"the schedule is for {schedule.num_nodes} nodes but graph '{graph.name}' has {len(graph)}")
     names = schedule.node_names
     if names and tuple(names) != tuple(n.name for n in graph.nodes):
         first = next(i for i, (a, b) in enumerate(zip(names, (n.name for n in graph.nodes))) if a != b)

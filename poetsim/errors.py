@@ -72,6 +72,10 @@ class ScheduleError(PoetsimError):
 
     exit_code = 6
 
+    def about(self, source: object) -> "ScheduleError":
+        """The same error, its message led by the file or name the schedule came from."""
+        return ScheduleError(f"{source}: {self}")
+
 
 class UnavailableError(PoetsimError):
     """The Dask cluster a sweep runs on cannot serve it.

@@ -290,7 +290,7 @@ def load_run(problem: Problem, schedule_path: Path, mode: str = "barrier") -> Ru
     try:
         checked = _check(problem, schedule, problem.budgets)
     except ScheduleError as exc:
-        raise ScheduleError(f"{schedule_path}: {exc}") from None
+        raise exc.about(schedule_path) from None
     keep_all_schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
     keep_all_figures = _check(problem, keep_all_schedule, None)
     run = Run(problem, SAVED, Status.BASELINE, f"loaded from {schedule_path}", schedule, checked, checked, keep_all_figures)

@@ -99,7 +99,7 @@ def run(
     except ScheduleError as exc:
         if given is None:
             raise
-        raise ScheduleError(f"{schedule}: {exc}") from None
+        raise exc.about(schedule) from None
     if as_json:
         emit_json({"schedule": label, **result.summary()})
     else:

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Literal
 import altair as alt
 import pandas as pd
 
-from poetsim.errors import ScheduleError, UserInputError
+from poetsim.errors import UserInputError
 from poetsim.folders import RunFolder
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.report import page
 from poetsim.report.framing import footer_text, framed, save_images
 from poetsim.report.timeline import WIDTH_PX as TIMELINE_WIDTH_PX
 from poetsim.report.timeline import timeline_chart
+from poetsim.schedule.checker import check_made_for
 from poetsim.schedule.model import Compute, Free, PageIn, PageOut, Schedule
 
 if TYPE_CHECKING:  # for annotations only: importing them would pull simpy and the solver stack into reporting
@@ -54,8 +55,7 @@ def stage_states(schedule: Schedule, graph: TrainingGraph) -> pd.DataFrame:
     from the next stage (the semantics of `poetsim.schedule.model`). The schedule is assumed valid (the
     checker's job); this only reads it.
     """
-    if schedule.num_nodes != len(graph):
-        raise ScheduleError(f"the schedule is for {schedule.num_nodes} nodes but graph '{graph.name}' has {len(graph)}")
+    check_made_for(schedule, graph)
     num_nodes = len(graph)
     resident: set[int] = set()
     on_storage: set[int] = set()

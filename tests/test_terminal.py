@@ -7,6 +7,7 @@ The commands run as real processes, on a pseudo-terminal (a pty of the given siz
 to match) or on a pipe.
 """
 
+import csv
 import fcntl
 import io
 import itertools
@@ -82,6 +83,23 @@ def test_a_table_in_an_80_column_terminal_fits_and_breaks_no_number():
         assert number in words, number
 
 
+def test_compare_in_an_80_column_terminal_prints_records_that_fit(tmp_path):
+    """The ten columns of compare cannot sit side by side in 80: one record per point, every line within them."""
+    out = tmp_path / "mcu"
+    sweep = [sys.executable, "-m", "poetsim", "sweep", str(MCU), "--out", str(out)]
+    subprocess.run(sweep, cwd=ROOT, check=True, capture_output=True)
+    text, _ = in_terminal(["compare", str(out)], 80)
+    lines = text.splitlines()
+    # The last line names the files written: a path is never broken, so the terminal may wrap it.
+    assert lines[-1].startswith("wrote ") and max(len(line) for line in lines[:-1]) <= 80
+    with (out / "runs.csv").open() as runs:
+        keys = {(row["model"], row["platform"], row["timing"], row["runtime_x"], row["ram"]) for row in csv.DictReader(runs)}
+    points = len(keys)
+    records = [line for line in lines if re.match(r"row \d+ of \d+ ─", line)]
+    assert len(records) == points and records[-1].startswith(f"row {points} of {points} ")
+    assert {line.split()[0] for line in lines if line[:1].isalpha()} >= {"model", "platform", "ram", "hybrid", "recompute-only"}
+
+
 def test_a_table_in_a_wide_terminal_keeps_each_row_on_one_line():
     text, _ = in_terminal(["platforms"], 200)
     rows = [line for line in text.splitlines() if line.startswith("│")]
@@ -144,11 +162,30 @@ def test_solve_shows_its_progress_in_a_terminal():
     assert "optimal (proven)" in text
 
 
+def test_a_table_whose_columns_cannot_sit_side_by_side_prints_one_record_per_row():
+    buffer = io.StringIO()
+    headers = ("point", "keep-all J", "hybrid J", "recompute-only J", "paging-only J", "checkpoint-sqrt J", "notes")
+    rows = [
+        ("resnet18_cifar|rpi4|35%|1.2x", "7.898285714285", "8.01*", "8.52", "9.01", "10.2", "optimal as before"),
+        ("resnet18_cifar|rpi4|50%|1.2x", "7.898285714285", "7.9", "8.1", "8.2", "9.3", ""),
+    ]
+    Console(file=buffer, width=50, markup=False).print(table(headers, rows, title="compare"), crop=False)
+    lines = buffer.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 50
+    assert lines[0].strip() == "compare" and [line.split()[:4] for line in lines if "row" in line] == [
+        ["row", "1", "of", "2"],
+        ["row", "2", "of", "2"],
+    ]
+    first = lines[2 : 2 + len(headers)]
+    assert [line[: len(headers[n])] for n, line in enumerate(first)] == list(headers)
+    assert [line.rstrip().split("  ")[-1].strip() for line in first] == [*rows[0][:-1], "optimal as before"]
+
+
 def test_a_table_too_wide_for_its_output_is_printed_wider_never_cut():
     buffer = io.StringIO()
     key = "resnet18_cifar|rpi4-nocache|35%|1.2x|recompute-only"
     shown = table(("point", "energy J", "detail"), [(key, "7.898285714285", "status optimal as before")])
-    Console(file=buffer, width=30, markup=False).print(shown, crop=False)
+    Console(file=buffer, width=18, markup=False).print(shown, crop=False)
     text = buffer.getvalue()
     assert "…" not in text and "7.898285714285" in text
     assert "".join(line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")) == key

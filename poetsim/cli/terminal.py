@@ -4,8 +4,9 @@ Width, the same in every command: in a terminal a table fits the window (`COLUMN
 environment sets it, else the terminal's size); sent to a file or a pipe it takes its whole
 width, whatever `COLUMNS` says, so that `grep` and CI logs see every row whole. A cell wraps only between words, after a
 hyphen between letters, and in a long key or path after a `|` or `/`: no number is ever broken
-and nothing is cut. A column is never
-narrower than its longest word, so a table that cannot fit is printed wider than the window
+and nothing is cut. A column is never narrower than its longest word; a table whose columns
+cannot fit side by side is printed as records, one block per row with each header beside its
+value (as `psql`'s expanded display), and only where even that cannot fit, wider than the window
 rather than cut. Long work shows a live line in a terminal and, without one, prints a plain
 progress line at least every `QUIET_EVERY_S` seconds, so a CI log shows the job is alive. User
 strings (file names, graph names) are never read as Rich markup.
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 #: Without a terminal, a progress line at least this often (and at the start and the end).
 QUIET_EVERY_S = 30.0
+#: Spaces between a header and its value in the records view.
+_RECORD_GAP = 2
 #: The width of output that is not a terminal: no table is ever wrapped or cut there.
 _UNLIMITED = 100_000
 #: Where a long unspaced token (a point key, a path) may wrap: after these characters.
@@ -119,26 +122,55 @@ class FittedTable:
         """Append a row; None is an empty cell, anything else is shown as its `str`."""
         self.rows.append(tuple("" if cell is None else str(cell) for cell in cells))
 
-    def layout(self, width: int) -> "tuple[list[int], Breaks]":
+    def _columns(self) -> list[tuple[str, ...]]:
+        """Each column's texts, its header first."""
+        return [(header, *(row[i] if i < len(row) else "" for row in self.rows)) for i, header in enumerate(self.headers)]
+
+    def layout(self, width: int) -> "tuple[list[int], Breaks] | None":
         """The text width of each column in an output `width` characters wide, and where its words may break.
 
         Borders and padding are apart; the layout is the one with the fewest breaks that let the
-        table fit.
+        table fit. None if no layout fits.
         """
-        columns = [(header, *(row[i] if i < len(row) else "" for row in self.rows)) for i, header in enumerate(self.headers)]
+        columns = self._columns()
         natural = [max(_line_width(text) for text in column) for column in columns]
         room = width - _frame_width(len(self.headers))
         for breaks in _BREAKS:
             least = [max(_longest_word(text, breaks) for text in column) for column in columns]
             if sum(least) <= room:
                 return _fit(natural, least, room), breaks
-        return [max(_longest_word(text, _BREAKS[0]) for text in column) for column in columns], _BREAKS[0]
+        return None
+
+    def record_layout(self, width: int) -> "tuple[int, int, Breaks] | None":
+        """The header and value widths of the records view in an output `width` characters wide, and its breaks.
+
+        The headers' column takes their natural width where the values still fit beside it, else
+        what the values leave (never below a header's longest word). None if no layout fits.
+        """
+        room = width - _RECORD_GAP
+        headers = [header for header in self.headers if header]
+        natural = max((_line_width(header) for header in headers), default=0)
+        for breaks in _BREAKS:
+            least_value = max((_longest_word(cell, breaks) for row in self.rows for cell in row), default=0)
+            least_header = max((_longest_word(header, breaks) for header in headers), default=0)
+            header_width = max(least_header, min(natural, room - least_value))
+            if header_width + least_value <= room:
+                return header_width, room - header_width, breaks
+        return None
 
     def __rich_console__(self, console: "Console", options: "ConsoleOptions") -> Iterator[Any]:
-        """Draw the table at the console's width, its columns laid out by `layout` (rich's protocol)."""
+        """Draw the table at the console's width: as laid out by `layout`, else as records (rich's protocol)."""
         from rich.table import Table
 
-        widths, breaks = self.layout(options.max_width)
+        fitted = self.layout(options.max_width)
+        if fitted is None:
+            records = self.record_layout(options.max_width) if self.rows else None
+            if records is not None:
+                yield from self._records(console, options, *records)
+                return
+            widths = [max(_longest_word(text, _BREAKS[0]) for text in column) for column in self._columns()]
+            fitted = widths, _BREAKS[0]
+        widths, breaks = fitted
         shown = Table(title=self.title, title_justify="left")
         for header, width in zip(self.headers, widths):
             shown.add_column(_wrap(header, width, breaks), width=width, justify="right" if header in self.right else "left")
@@ -146,6 +178,25 @@ class FittedTable:
             shown.add_row(*(_wrap(cell, width, breaks) for cell, width in zip(row, widths)))
         whole = sum(widths) + _frame_width(len(widths))
         yield from console.render(shown, options.update_width(max(options.max_width, whole)))
+
+    def _records(
+        self, console: "Console", options: "ConsoleOptions", header_width: int, value_width: int, breaks: Breaks
+    ) -> Iterator[Any]:
+        """One block per row, each header beside its value, a rule between blocks; the title above."""
+        from rich.rule import Rule
+        from rich.table import Table
+        from rich.text import Text
+
+        if self.title:
+            yield from console.render(Text(self.title), options)
+        for n, row in enumerate(self.rows):
+            yield from console.render(Rule(f"row {n + 1} of {len(self.rows)}", align="left", characters="─"), options)
+            block = Table.grid(padding=(0, _RECORD_GAP, 0, 0))
+            block.add_column(width=header_width)
+            block.add_column(width=value_width, justify="left")
+            for header, cell in zip(self.headers, row):
+                block.add_row(_wrap(header, header_width, breaks), _wrap(cell, value_width, breaks))
+            yield from console.render(block, options)
 
 
 def table(

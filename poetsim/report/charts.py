@@ -52,8 +52,9 @@ def stage_states(schedule: Schedule, graph: TrainingGraph) -> pd.DataFrame:
     Columns: stage, node, state (one of `STATES`). "in RAM" means resident at the start of the
     stage and not computed or paged in it; "on storage" means a copy is on storage and none in
     RAM. A page-in makes its node resident from the next stage, a page-out puts it on storage
-    from the next stage (the semantics of `poetsim.schedule.model`). The schedule is assumed valid (the
-    checker's job); this only reads it.
+    from the next stage (the semantics of `poetsim.schedule.model`). A schedule made for another
+    graph is refused (`check_made_for`); beyond that it is assumed valid (the checker's job), and
+    this only reads it.
     """
     check_made_for(schedule, graph)
     num_nodes = len(graph)

@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING
 
 from poetsim import strategies
 from poetsim.analysis import COMPARE_BASELINES
-from poetsim.errors import UserInputError
+from poetsim.errors import ScheduleError, UserInputError
 from poetsim.folders import StudyFolder
 from poetsim.inputs.files import check_output_dir
 from poetsim.inputs.scenario import FILE_SUFFIXES, Point, Scenario, above_platform_ram, load_scenario, source_key
 from poetsim.pipeline import Run, baseline_starts, load_run, require_schedule, run_strategy, write_run
 from poetsim.runs import ResultRow
+from poetsim.schedule.checker import check_made_for
 from poetsim.schedule.formats import load_schedule
 from poetsim.schedule.model import Schedule, Timing
 from poetsim.schedule.problem import Problem, build_problem
@@ -290,11 +291,10 @@ def load_starts(paths: Sequence[Path], problem: Problem) -> tuple[Schedule, ...]
     found = []
     for path in paths:
         schedule = load_schedule(path)
-        if schedule.num_nodes != len(problem.graph):
-            raise UserInputError(
-                f"--start {path}: a schedule of {schedule.num_nodes} nodes, "
-                f"but the graph '{problem.graph.name}' has {len(problem.graph)}"
-            )
+        try:
+            check_made_for(schedule, problem.graph)
+        except ScheduleError as exc:
+            raise UserInputError(f"--start {path}: {exc}") from None
         found.append(schedule)
     return tuple(found)
 

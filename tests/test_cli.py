@@ -193,7 +193,7 @@ def test_solve_starts_from_a_saved_schedule_and_refuses_one_of_another_graph(tmp
         "--start",
         start,
     )
-    assert_one_line_error(other, 2, f"--start {start}: a schedule of")
+    assert_one_line_error(other, 2, f"--start {start}: the schedule is for")
 
 
 def test_solve_infeasible_exits_3_with_one_line():

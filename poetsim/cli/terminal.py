@@ -136,7 +136,7 @@ class FittedTable:
         natural = [max(_line_width(text) for text in column) for column in columns]
         room = width - _frame_width(len(self.headers))
         for breaks in _BREAKS:
-            least = [max(_longest_word(text, breaks) for text in column) for column in columns]
+            least = _least_widths(columns, breaks)
             if sum(least) <= room:
                 return _fit(natural, least, room), breaks
         return None
@@ -168,8 +168,7 @@ class FittedTable:
             if records is not None:
                 yield from self._records(console, options, *records)
                 return
-            widths = [max(_longest_word(text, _BREAKS[0]) for text in column) for column in self._columns()]
-            fitted = widths, _BREAKS[0]
+            fitted = _least_widths(self._columns(), _BREAKS[0]), _BREAKS[0]
         widths, breaks = fitted
         shown = Table(title=self.title, title_justify="left")
         for header, width in zip(self.headers, widths):
@@ -245,6 +244,11 @@ def _longest_word(text: str, breaks: Breaks) -> int:
     from rich.cells import cell_len
 
     return max((cell_len(piece) for word in _words(text, breaks) for piece in _pieces(word, breaks)), default=0)
+
+
+def _least_widths(columns: Sequence[Sequence[str]], breaks: Breaks) -> list[int]:
+    """Each column's narrowest width under `breaks`: its longest unbreakable piece."""
+    return [max(_longest_word(text, breaks) for text in column) for column in columns]
 
 
 def _fit(natural: list[int], least: list[int], room: int) -> list[int]:

@@ -90,8 +90,8 @@ def test_compare_in_an_80_column_terminal_prints_records_that_fit(tmp_path):
     subprocess.run(sweep, cwd=ROOT, check=True, capture_output=True)
     text, _ = in_terminal(["compare", str(out)], 80)
     lines = text.splitlines()
-    # The last line names the files written: a path is never broken, so the terminal may wrap it.
-    assert lines[-1].startswith("wrote ") and max(len(line) for line in lines[:-1]) <= 80
+    # A path is never broken: one wider than the window stands alone on its line.
+    assert all(len(line) <= 80 or " " not in line for line in lines)
     with (out / "runs.csv").open() as runs:
         keys = {(row["model"], row["platform"], row["timing"], row["runtime_x"], row["ram"]) for row in csv.DictReader(runs)}
     points = len(keys)
@@ -148,6 +148,20 @@ def test_the_command_list_wraps_each_summary_whole():
     assert "Run every point of a scenario's grid: solve, check, simulate; one row per point in runs.csv." in " ".join(
         text.split()
     )
+
+
+def test_messages_wrap_between_words_and_a_longer_path_stays_whole(tmp_path):
+    """The 'wrote' line of simulate breaks only between words in 60 columns; a path wider than the window is not cut."""
+    point = ["--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x", "--strategy", "hybrid", "--no-charts"]
+    files = "(trace.csv, summary.json, comparison.json, schedule.json, schedule.bin)"
+    for out in (tmp_path / "s", tmp_path / ("a_folder_whose_name_is_longer_than_the_window_" * 2)):
+        text, _ = in_terminal(["simulate", str(MCU), *point, "--out", str(out)], 60)
+        lines = text.splitlines()
+        first = next(i for i, line in enumerate(lines) if line.startswith("wrote"))
+        last = next(i for i in range(first, len(lines)) if lines[i].endswith(")"))
+        message = lines[first : last + 1]
+        assert [line.split() for line in message if len(line) > 60] in ([], [[f"{out}/"]])
+        assert len(message) > 1 and " ".join(message) == f"wrote {out}/ {files}"
 
 
 def test_solve_shows_its_progress_in_a_terminal():

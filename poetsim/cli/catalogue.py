@@ -131,7 +131,7 @@ def validate(scenarios: list[Path] = typer.Argument(..., help="Scenario YAML fil
     else:
         for entry in report:
             if entry["ok"]:
-                out.print(f"ok  {entry['path']}: {entry['name']}, {entry['points']} points", soft_wrap=True)
+                out.line(f"ok  {entry['path']}: {entry['name']}, {entry['points']} points")
             else:
                 err.print(f"poetsim: error: {entry['error']}", soft_wrap=True)
     if any(not entry["ok"] for entry in report):

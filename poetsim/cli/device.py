@@ -251,7 +251,7 @@ def profile(
             right=("call (us)", "rate (MFLOP/s)", "samples", "largest error"),
         )
     )
-    out.print(f"wrote {out_file}", soft_wrap=True)
+    out.line(f"wrote {out_file}")
     out.print(DEVICE_ASSUMPTIONS + ".", style="dim")
 
 
@@ -309,13 +309,13 @@ def sweep(
                 right=[c for c in shown.columns if c not in _DEVICE_TEXT],
             )
         )
-        out.print(f"wrote the device's columns into {directory}/runs.csv; each point folder has device.json", soft_wrap=True)
+        out.line(f"wrote the device's columns into {directory}/runs.csv; each point folder has device.json")
         out.print(DEVICE_ASSUMPTIONS + ".", style="dim")
     unrun = [row for row in rows if row.device_ok is None]
     if unrun and not as_json:
         first = unrun[0]
         why = (first.device_message or "").removeprefix(NOT_RUN)
-        out.print(f"{len(unrun)} of {len(rows)} schedules not run; first {first.point_key}: {why}", soft_wrap=True)
+        out.line(f"{len(unrun)} of {len(rows)} schedules not run; first {first.point_key}: {why}")
     failed = [row for row in rows if row.device_ok is False]
     if failed:
         first = failed[0]

@@ -114,7 +114,7 @@ def solve(
     else:
         _print_summary(row)
         if out_dir is not None:
-            out.print(f"wrote {out_dir}/", soft_wrap=True)
+            out.line(f"wrote {out_dir}/")
     api.require_schedule(run)
 
 
@@ -272,7 +272,7 @@ def simulate(
     row = result_row(run, **choice.row_names())
     saved = schedule is not None
     status = f"a saved schedule ({run.message}), checked within the budgets" if saved else _status_text(row)
-    out.print(f"status: {status}", soft_wrap=True)
+    out.line(f"status: {status}")
     out.print(
         table(
             ("figure", "predicted", "simulated", "difference"),
@@ -294,11 +294,11 @@ def simulate(
     makespan_s = comparison["predicted"]["makespan_s"]
     causes = {k: v for k, v in comparison["makespan_causes_s"].items() if k != "total_s" and abs(v) > SAME_RTOL * makespan_s}
     if causes:
-        out.print("makespan difference by cause: " + ", ".join(f"{k} {v:+.6g} s" for k, v in causes.items()), soft_wrap=True)
+        out.line("makespan difference by cause: " + ", ".join(f"{k} {v:+.6g} s" for k, v in causes.items()))
     for flag in comparison["flags"]:
         err.print(f"poetsim: flag: {flag}", soft_wrap=True)
     folder = RunFolder(directory)
     written = (folder.trace_csv, folder.summary_json, folder.comparison_json, folder.schedule_json, folder.schedule_bin)
-    out.print(f"wrote {directory}/ ({', '.join(p.name for p in written)}{', charts' if charts else ''})", soft_wrap=True)
+    out.line(f"wrote {directory}/ ({', '.join(p.name for p in written)}{', charts' if charts else ''})")
     timing_name = choice.problem.timing.value
     out.print(f"{ASSUMPTIONS}; timing {timing_name}: {TIMING_MODELS[timing_name]}. {SIMULATOR_ASSUMPTIONS}.", style="dim")

@@ -98,9 +98,7 @@ def sweep(
         return emit_json(
             {"directory": str(result.directory), "runs_csv": str(result.runs_csv), "points": len(result.rows), "counts": counts}
         )
-    out.print(
-        f"{len(result.rows)} points in {result.runs_csv}: " + ", ".join(f"{n} {s}" for s, n in counts.items()), soft_wrap=True
-    )
+    out.line(f"{len(result.rows)} points in {result.runs_csv}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
 
 
 @command()
@@ -128,7 +126,7 @@ def compare(
     headers, rows = headline_cells(result.table)
     out.print(table(headers, rows))
     out.print(HEADLINE_NOTE)
-    out.print(f"wrote {result.csv_path} and {result.text_path}", soft_wrap=True)
+    out.line(f"wrote {result.csv_path} and {result.text_path}")
 
 
 @command()
@@ -152,7 +150,7 @@ def report(
     name = str(frame["scenario"].iloc[0]) if "scenario" in frame and len(frame) else directory.name
     sweep_dir = results.parent if results.name == "runs.csv" else results
     path = build_report(frame, directory, name, sweep_dir=sweep_dir)
-    out.print(f"report: {path}", soft_wrap=True)
+    out.line(f"report: {path}")
 
 
 @command()
@@ -222,7 +220,7 @@ def paper(
             )
         )
     if html_out is not None:
-        out.print(f"wrote {html_out}", soft_wrap=True)
+        out.line(f"wrote {html_out}")
 
 
 @command()

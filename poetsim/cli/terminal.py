@@ -7,7 +7,9 @@ hyphen between letters, and in a long key or path after a `|` or `/`: no number 
 and nothing is cut. A column is never narrower than its longest word; a table whose columns
 cannot fit side by side is printed as records, one block per row with each header beside its
 value (as `psql`'s expanded display), and only where even that cannot fit, wider than the window
-rather than cut. Long work shows a live line in a terminal and, without one, prints a plain
+rather than cut. A message ("wrote ...", "status: ...") fills the terminal's lines between words,
+a number kept with its unit, and a path wider than the window runs past its edge whole; errors
+and notes on stderr stay one line each, for logs. Long work shows a live line in a terminal and, without one, prints a plain
 progress line at least every `QUIET_EVERY_S` seconds, so a CI log shows the job is alive. User
 strings (file names, graph names) are never read as Rich markup.
 
@@ -101,6 +103,15 @@ class Output:
         """Rich's `Console.print`, never cropping."""
         options.setdefault("crop", False)
         self.console.print(*objects, **options)
+
+    def line(self, text: str, **options: Any) -> None:
+        """A message: in a terminal filled between words to its width, a number kept with its unit; elsewhere one line.
+
+        A word wider than the terminal (a long path) runs past its edge whole rather than being broken.
+        """
+        console = self.console
+        shown = _fill(text, console.width) if console.is_terminal else text
+        console.print(shown, soft_wrap=True, **options)
 
 
 class FittedTable:
@@ -263,6 +274,19 @@ def _fit(natural: list[int], least: list[int], room: int) -> list[int]:
     for i in sorted(range(len(need)), key=lambda i: need[i] - share[i], reverse=True)[: spare - sum(share)]:
         share[i] += 1
     return [low + s for low, s in zip(least, share)]
+
+
+def _fill(text: str, width: int) -> str:
+    """`text` with line breaks between words so that no line passes `width`, unless one word alone does."""
+    from rich.cells import cell_len
+
+    lines: list[str] = []
+    for word in _words(text, _BREAKS[0]):
+        if lines and cell_len(lines[-1]) + 1 + cell_len(word) <= width:
+            lines[-1] = f"{lines[-1]} {word}"
+        else:
+            lines.append(word)
+    return "\n".join(lines)
 
 
 def _wrap(text: str, width: int, breaks: Breaks) -> str:

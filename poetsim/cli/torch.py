@@ -93,7 +93,7 @@ def import_torch(
             f"generator state saved at the first compute ({dict(captured.graph.meta)['random_state_bytes']} bytes, "
             "held with the parameters)"
         )
-    console.print(f"wrote {out}")
+    console.line(f"wrote {out}")
 
 
 @command("execute")
@@ -140,7 +140,7 @@ def execute(
     else:
         _print_execution(report)
         if out is not None:
-            console.print(f"wrote {out}/ (execution.json, instructions.csv)")
+            console.line(f"wrote {out}/ (execution.json, instructions.csv)")
     _fail_on_mismatch(report)
 
 
@@ -183,7 +183,7 @@ def profile(
     console.print(shown)
     for note in measured.notes:
         console.print(note, style="dim")
-    console.print(f"wrote {out}")
+    console.line(f"wrote {out}")
 
 
 @command("validate-run")
@@ -303,9 +303,8 @@ def validate_run(
         )
     console.print(shown)
     write_validation(validation, out)
-    console.print(
-        f"wrote {out}/ (graph.json, {'' if platform else 'host.yaml, '}result.json, validation.csv, validation.html/png)"
-    )
+    files = f"graph.json, {'' if platform else 'host.yaml, '}result.json, validation.csv, validation.html/png"
+    console.line(f"wrote {out}/ ({files})")
     console.print(_ACCOUNTING, style="dim")
     bad = [r for r in validation.rows if r.measured_runtime_s is not None and not (r.gradients_equal and r.peak_equal)]
     if bad:

@@ -193,6 +193,8 @@ def test_a_table_whose_columns_cannot_sit_side_by_side_prints_one_record_per_row
     first = lines[2 : 2 + len(headers)]
     assert [line[: len(headers[n])] for n, line in enumerate(first)] == list(headers)
     assert [line.rstrip().split("  ")[-1].strip() for line in first] == [*rows[0][:-1], "optimal as before"]
+    second = lines[3 + len(headers) :]
+    assert [line[: len(headers[n])] for n, line in enumerate(second)] == list(headers[:-1])  # no empty "notes"
 
 
 def test_a_table_too_wide_for_its_output_is_printed_wider_never_cut():

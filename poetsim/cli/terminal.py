@@ -6,7 +6,7 @@ width, whatever `COLUMNS` says, so that `grep` and CI logs see every row whole. 
 hyphen between letters, and in a long key or path after a `|` or `/`: no number is ever broken
 and nothing is cut. A column is never narrower than its longest word; a table whose columns
 cannot fit side by side is printed as records, one block per row with each header beside its
-value (as `psql`'s expanded display), and only where even that cannot fit, wider than the window
+value and empty cells left out (as `psql`'s expanded display), and only where even that cannot fit, wider than the window
 rather than cut. A message ("wrote ...", "status: ...") fills the terminal's lines between words,
 a number kept with its unit, and a path wider than the window runs past its edge whole; errors
 and notes on stderr stay one line each, for logs. Long work shows a live line in a terminal and, without one, prints a plain
@@ -192,7 +192,7 @@ class FittedTable:
     def _records(
         self, console: "Console", options: "ConsoleOptions", header_width: int, value_width: int, breaks: Breaks
     ) -> Iterator[Any]:
-        """One block per row, each header beside its value, a rule between blocks; the title above."""
+        """One block per row, each header beside its value (an empty cell left out), a rule between blocks; the title above."""
         from rich.rule import Rule
         from rich.table import Table
         from rich.text import Text
@@ -205,7 +205,8 @@ class FittedTable:
             block.add_column(width=header_width)
             block.add_column(width=value_width, justify="left")
             for header, cell in zip(self.headers, row):
-                block.add_row(_wrap(header, header_width, breaks), _wrap(cell, value_width, breaks))
+                if cell:
+                    block.add_row(_wrap(header, header_width, breaks), _wrap(cell, value_width, breaks))
             yield from console.render(block, options)
 
 

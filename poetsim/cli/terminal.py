@@ -1,17 +1,18 @@
 """How the command line writes: tables that fit and never cut, and progress that reaches CI logs.
 
 Width, the same in every command: in a terminal a table fits the window (`COLUMNS` where the
-environment sets it, else the terminal's size); sent to a file or a pipe it takes its whole
-width, whatever `COLUMNS` says, so that `grep` and CI logs see every row whole. A cell wraps only between words, after a
-hyphen between letters, and in a long key or path after a `|` or `/`: no number is ever broken
-and nothing is cut. A column is never narrower than its longest word; a table whose columns
-cannot fit side by side is printed as records, one block per row with each header beside its
-value and empty cells left out (as `psql`'s expanded display), and only where even that cannot fit, wider than the window
-rather than cut. A message ("wrote ...", "status: ...") fills the terminal's lines between words,
-a number kept with its unit, and a path wider than the window runs past its edge whole; errors
-and notes on stderr stay one line each, for logs. Long work shows a live line in a terminal and, without one, prints a plain
-progress line at least every `QUIET_EVERY_S` seconds, so a CI log shows the job is alive. User
-strings (file names, graph names) are never read as Rich markup.
+environment sets it, else the terminal's size); sent to a file or a pipe it takes its whole width,
+whatever `COLUMNS` says, so that `grep` and CI logs see every row whole. A cell wraps only between
+words, after a hyphen between letters, and in a long key or path after a `|` or `/`: no number is
+ever broken and nothing is cut. A column is never narrower than its longest word; a table whose
+columns cannot fit side by side is printed as records, one block per row with each header beside its
+value and empty cells left out (as `psql`'s expanded display), and only where even that cannot fit,
+wider than the window rather than cut. A message ("wrote ...", "status: ...") fills the terminal's
+lines between words, a number kept with its unit, and a path wider than the window runs past its
+edge whole; errors and notes on stderr stay one line each, for logs. Long work shows a live line in
+a terminal and, without one, prints a plain progress line at least every `QUIET_EVERY_S` seconds, so
+a CI log shows the job is alive. User strings (file names, graph names) are never read as Rich
+markup.
 
 Rich is imported on first use, so that `poetsim --help` starts without it.
 """
@@ -47,16 +48,20 @@ _UNIT = re.compile(r"(%|[A-Za-zµ]{1,5}(/[A-Za-z]{1,2})?)[,;:)]*")
 class Breaks:
     """Where a cell's words may break.
 
-    `glue` keeps a number with its unit ("94.4 MB/s") and `hyphens` lets a word break after a
-    hyphen between letters ("over-" "budget").
+    `glue` keeps a number with its unit ("94.4 MB/s"), `hyphens` lets a word break after a
+    hyphen between letters ("over-" "budget"), and `paths` lets a long key or path break after
+    each `|` and `/`.
     """
 
     glue: bool
     hyphens: bool
+    paths: bool = True
 
 
 #: From the most readable to the narrowest: a table takes the first that lets it fit.
 _BREAKS = (Breaks(glue=True, hyphens=False), Breaks(glue=True, hyphens=True), Breaks(glue=False, hyphens=True))
+#: A message's lines break between words only: a path stays whole.
+_WHOLE_WORDS = Breaks(glue=True, hyphens=False, paths=False)
 
 
 def output_width(is_terminal: bool) -> int | None:
@@ -110,7 +115,7 @@ class Output:
         A word wider than the terminal (a long path) runs past its edge whole rather than being broken.
         """
         console = self.console
-        shown = _fill(text, console.width) if console.is_terminal else text
+        shown = _wrap(text, console.width, _WHOLE_WORDS) if console.is_terminal else text
         console.print(shown, soft_wrap=True, **options)
 
 
@@ -243,11 +248,11 @@ def _words(text: str, breaks: Breaks) -> list[str]:
 
 
 def _pieces(word: str, breaks: Breaks) -> list[str]:
-    """A word cut where it may wrap: after a hyphen (where `breaks` allow), and a long one after each `|` and `/`."""
+    """A word cut where it may wrap, as `breaks` allow: after a hyphen, and a long one after each `|` and `/`."""
     if " " in word:
         return [word]
     pieces = _HYPHEN.split(word) if breaks.hyphens else [word]
-    if len(word) > _LONG_TOKEN:
+    if breaks.paths and len(word) > _LONG_TOKEN:
         pieces = [part for piece in pieces for part in _BREAKS_AFTER.split(piece)]
     return [piece for piece in pieces if piece]
 
@@ -275,19 +280,6 @@ def _fit(natural: list[int], least: list[int], room: int) -> list[int]:
     for i in sorted(range(len(need)), key=lambda i: need[i] - share[i], reverse=True)[: spare - sum(share)]:
         share[i] += 1
     return [low + s for low, s in zip(least, share)]
-
-
-def _fill(text: str, width: int) -> str:
-    """`text` with line breaks between words so that no line passes `width`, unless one word alone does."""
-    from rich.cells import cell_len
-
-    lines: list[str] = []
-    for word in _words(text, _BREAKS[0]):
-        if lines and cell_len(lines[-1]) + 1 + cell_len(word) <= width:
-            lines[-1] = f"{lines[-1]} {word}"
-        else:
-            lines.append(word)
-    return "\n".join(lines)
 
 
 def _wrap(text: str, width: int, breaks: Breaks) -> str:

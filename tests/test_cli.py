@@ -475,7 +475,29 @@ def test_a_report_after_a_platform_file_changed_says_why_it_cannot_replay_the_sc
         (("sweep", "--bogus"), "poetsim sweep: No such option: --bogus"),
         (("check", "x", "--rtol", "-1"), "poetsim check: Invalid value for '--rtol'"),
         (("nosuch",), "poetsim: No such command 'nosuch'"),
+        (("check",), "poetsim check: Missing argument 'results'"),
+        (("device", "run", "--bogus"), "poetsim device run: No such option: --bogus"),
+        (("device", "nosuch"), "poetsim device: No such command 'nosuch'"),
     ],
 )
 def test_a_bad_option_is_one_line_like_every_bad_input(args, fragment):
     assert_one_line_error(poetsim(*args), 2, fragment)
+
+
+def test_importing_the_cli_leaves_other_click_apps_their_own_usage_errors(capsys):
+    import typer
+    import typer._click as click
+
+    import poetsim.cli.app  # noqa: F401 - the import alone must change nothing of click's
+
+    other = typer.Typer()
+
+    @other.command()
+    def count(times: int):
+        pass
+
+    with pytest.raises(click.exceptions.UsageError) as raised:
+        typer.main.get_command(other).main(["surplus"], prog_name="other", standalone_mode=False)
+    raised.value.show()
+    shown = capsys.readouterr().err
+    assert "Usage: other" in shown and "Try 'other --help' for help." in shown and "Invalid value for 'times'" in shown

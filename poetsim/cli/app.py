@@ -7,12 +7,13 @@ cut a digit and long work reports progress (`poetsim.cli.terminal`). Modules imp
 light, so that `poetsim --help` starts fast; commands import the library when they run.
 """
 
+import contextlib
 import functools
 import inspect
 import json
 import textwrap
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import click
@@ -140,7 +141,21 @@ class _QuickHelp(_CommandBase):
 
 
 class _Group(_QuickHelp, TyperGroup):
-    """The app's group and its sub-groups: the quick --help, listed by their whole first paragraph."""
+    """The app's group and its sub-groups: the quick --help, listed by their whole first paragraph.
+
+    A usage error anywhere below it (a bad option or argument, a missing one, no such command)
+    prints as one line (`_OneLineUsageError`).
+    """
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        """The group's context; a bad option of the group itself is one line."""
+        with _usage_errors_in_one_line():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: Any) -> Any:
+        """Resolve and run the command; its usage errors, and a command that does not exist, are one line."""
+        with _usage_errors_in_one_line():
+            return super().invoke(ctx)
 
 
 class _Command(_QuickHelp, TyperCommand):
@@ -224,15 +239,33 @@ def _boundary(function: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def _usage_error_in_one_line(self: Any, file: Any = None) -> None:
-    """A bad option or argument as every other bad input: one line on stderr naming the command and the option."""
-    command = self.ctx.command_path if self.ctx is not None else "poetsim"
-    err.print(f"poetsim: error: {command}: {' '.join(self.format_message().split())}", soft_wrap=True)
+class _OneLineUsageError(typer_click.exceptions.UsageError):
+    """A bad option or argument as every other bad input: one line on stderr naming the command and the option.
+
+    Click (as typer vendors it) prints a usage error as its usage, a hint and the error; the
+    commands promise one line.
+    """
+
+    def show(self, file: Any = None) -> None:
+        """The error as `poetsim: error: COMMAND: MESSAGE` on stderr."""
+        command = self.ctx.command_path if self.ctx is not None else "poetsim"
+        err.print(f"poetsim: error: {command}: {' '.join(self.format_message().split())}", soft_wrap=True)
 
 
-# Click (as typer vendors it) prints a usage error as its usage, a hint and the error; the
-# commands promise one line.
-typer_click.exceptions.UsageError.show = _usage_error_in_one_line  # type: ignore[method-assign]
+@contextlib.contextmanager
+def _usage_errors_in_one_line() -> Iterator[None]:
+    """Raise a usage error of poetsim's commands as `_OneLineUsageError`, its message whole.
+
+    Only errors that print through click's own `UsageError.show`: one that shows itself otherwise
+    (a bare `poetsim` prints the help) keeps its class. Click's classes stay as they are for any
+    other app in the process.
+    """
+    try:
+        yield
+    except typer_click.exceptions.UsageError as exc:
+        if isinstance(exc, _OneLineUsageError) or type(exc).show is not typer_click.exceptions.UsageError.show:
+            raise
+        raise _OneLineUsageError(exc.format_message(), exc.ctx) from exc
 
 
 def fail(exc: PoetsimError) -> None:

@@ -1,6 +1,7 @@
 """The command line end to end, as a user runs it: real processes, real files, exit codes."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -501,3 +502,25 @@ def test_importing_the_cli_leaves_other_click_apps_their_own_usage_errors(capsys
     raised.value.show()
     shown = capsys.readouterr().err
     assert "Usage: other" in shown and "Try 'other --help' for help." in shown and "Invalid value for 'times'" in shown
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("models",),
+        ("platforms", "--json"),
+        ("solve", MCU, "--platform", "nrf52840", "--ram", "10%", "--runtime", "1.5x", "--strategy", "hybrid"),
+    ],
+    ids=["table", "json", "infeasible-solve"],
+)
+def test_a_reader_that_goes_away_ends_the_command_quietly_with_141(args):
+    """As `poetsim ... | head` does: not 1 (a regression) or 74 (a file refused), whatever the command would return."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        command = [sys.executable, "-m", "poetsim", *map(str, args)]
+        result = subprocess.run(command, stdout=write_end, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=600)
+    finally:
+        os.close(write_end)
+    assert result.returncode == 141, result.stderr
+    assert result.stderr == ""

@@ -14,7 +14,7 @@ import json
 import textwrap
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import click
 import typer
@@ -23,7 +23,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from poetsim import __version__
 from poetsim.assumptions import ASSUMPTIONS, SIMULATOR_ASSUMPTIONS, TIMING_HELP
-from poetsim.cli.terminal import Output
+from poetsim.cli.terminal import OUTPUT_CLOSED, Output, leave_closed_output, stdout_closed
 from poetsim.errors import InternalError, PoetsimError, StorageError, first_line
 from poetsim.extras import missing
 
@@ -40,7 +40,8 @@ EXIT_CODES = (
     "69 the Dask cluster unavailable (its scheduler or workers gone, or another poetsim on them); "
     "70 internal error (a bug); 74 a file refused by the machine (disk full, read-only, permissions); "
     "75 another poetsim writes into that results folder; 130/143 stopped by SIGINT/SIGTERM "
-    "(finished points kept; rerun with --resume)."
+    f"(finished points kept; rerun with --resume); {OUTPUT_CLOSED} stdout's reader went away (as with head; "
+    "files written are kept)."
 )
 
 #: Below every command's help: where the model's assumptions are stated, and the exit codes.
@@ -228,7 +229,7 @@ def _boundary(function: Callable[..., Any]) -> Callable[..., Any]:
             err.print("poetsim: interrupted", soft_wrap=True)
             raise typer.Exit(130) from None
         except OSError as exc:
-            fail(StorageError.from_os_error(exc, "use"))
+            _refused(exc)
         except (typer.Exit, click.exceptions.ClickException, click.exceptions.Abort):
             raise
         except Exception as exc:  # noqa: BLE001 - a bug: its traceback for the report, then exit 70
@@ -252,6 +253,13 @@ class _OneLineUsageError(typer_click.exceptions.UsageError):
         err.print(f"poetsim: error: {command}: {' '.join(self.format_message().split())}", soft_wrap=True)
 
 
+def _refused(exc: OSError) -> NoReturn:
+    """A file the machine refused: one line, exit 74; a stdout whose reader has gone ends quietly instead."""
+    if isinstance(exc, BrokenPipeError) and stdout_closed():
+        leave_closed_output()
+    fail(StorageError.from_os_error(exc, "use"))
+
+
 @contextlib.contextmanager
 def _usage_errors_in_one_line() -> Iterator[None]:
     """Raise a usage error of poetsim's commands as `_OneLineUsageError`, its message whole.
@@ -268,7 +276,7 @@ def _usage_errors_in_one_line() -> Iterator[None]:
         raise _OneLineUsageError(exc.format_message(), exc.ctx) from exc
 
 
-def fail(exc: PoetsimError) -> None:
+def fail(exc: PoetsimError) -> NoReturn:
     """Print `exc` as one line on stderr and exit with its code."""
     message = " ".join(str(exc).split())
     err.print(f"poetsim: {exc.label}: {message}", soft_wrap=True)

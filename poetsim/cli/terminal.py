@@ -17,12 +17,14 @@ markup.
 Rich is imported on first use, so that `poetsim --help` starts without it.
 """
 
+import os
 import re
+import select
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions
@@ -69,12 +71,48 @@ def output_width(is_terminal: bool) -> int | None:
     return None if is_terminal else _UNLIMITED
 
 
+#: The exit code when stdout's reader goes away (`head`, a closed pager): 128 + SIGPIPE, as a
+#: command that the signal ends.
+OUTPUT_CLOSED = 141
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (writing to it fails with EPIPE)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    poll = select.poll()
+    poll.register(fd, 0)  # an error or hang-up is always reported
+    return any(events & select.POLLERR for _, events in poll.poll(0))
+
+
+def leave_closed_output() -> NoReturn:
+    """End the command quietly because stdout's reader has gone: exit `OUTPUT_CLOSED`.
+
+    stdout is pointed at /dev/null first, so that nothing later (Python's flush at exit) fails
+    on it again. Files the command already wrote are kept.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    raise SystemExit(OUTPUT_CLOSED)
+
+
 def make_console(stderr: bool = False) -> "Console":
-    """A Rich console for stdout (or stderr): no markup or emoji codes, no colour outside a terminal, `output_width` wide."""
+    """A Rich console for stdout (or stderr): no markup or emoji codes, no colour outside a terminal, `output_width` wide.
+
+    A stdout whose reader goes away ends the command with `leave_closed_output`.
+    """
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """End the command with `leave_closed_output` (Rich would exit 1, the code of a regression)."""
+            leave_closed_output()
+
     is_terminal = Console(stderr=stderr).is_terminal
-    return Console(
+    return _Console(
         stderr=stderr,
         markup=False,
         emoji=False,

@@ -14,10 +14,12 @@ import pandas as pd
 import pytest
 import yaml
 
+from poetsim import strategies
 from poetsim.analysis.results import load_results
 from poetsim.api import read_rows
 from poetsim.device.profile import PROBES, fit, profile_device
 from poetsim.device.run import run_on_device
+from poetsim.device.study import device_table
 from poetsim.inputs.profiles import load_platform
 from poetsim.pipeline import run_strategy
 from poetsim.runs import COLUMNS, RunsFile
@@ -84,6 +86,20 @@ def test_every_schedule_of_the_shipped_study_ran_as_predicted():
     # Both models, both cores, and schedules that recompute and page.
     assert set(ran["device_target"]) == {"cortex-m4f", "cortex-m0plus"} and set(ran["model"]) == {"mlp", "mcu_cnn"}
     assert ((ran["device_recomputations"] > 0) & (ran["device_page_outs"] > 0)).any()
+
+
+def test_the_device_table_is_in_compare_s_order_whatever_order_the_rows_ran_in():
+    frame = load_results(STUDY)
+    shown = device_table(frame.sample(frac=1.0, random_state=7))
+    assert shown.equals(device_table(frame))
+    # By model, platform and runtime; the largest RAM budget first; strategies in registry order.
+    order = [
+        (model, platform, runtime, -(parse_ram(ram).bytes or 0), strategies.rank(strategy))
+        for model, platform, runtime, ram, strategy in zip(
+            shown["model"], shown["platform"], shown["runtime"], shown["ram"], shown["strategy"]
+        )
+    ]
+    assert order == sorted(order) and len(set(order)) == len(order) > 50
 
 
 def test_device_sweep_fills_runs_csv_and_compare_and_the_report_show_it(tmp_path):

@@ -479,6 +479,11 @@ def test_a_report_after_a_platform_file_changed_says_why_it_cannot_replay_the_sc
         (("check",), "poetsim check: Missing argument 'results'"),
         (("device", "run", "--bogus"), "poetsim device run: No such option: --bogus"),
         (("device", "nosuch"), "poetsim device: No such command 'nosuch'"),
+        (("solve", MCU, "--effort", "nan"), "poetsim solve: Invalid value for '--effort': nan is not a finite number"),
+        (("solve", MCU, "--effort", "inf"), "poetsim solve: Invalid value for '--effort': inf is not a finite number"),
+        (("solve", MCU, "--time-limit", "0.01"), "'--time-limit': 0.01 is below the least value, 0.1"),
+        (("check", "x", "--baseline", "y", "--atol", "many"), "Invalid value for '--atol': 'many' is not a number"),
+        (("sweep", MCU, "--worker-wait", "1e9"), "'--worker-wait': 1e9 is above the largest value, 86400"),
     ],
 )
 def test_a_bad_option_is_one_line_like_every_bad_input(args, fragment):

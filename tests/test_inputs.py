@@ -30,6 +30,8 @@ GRAPH_NAME = json.loads(HOSTILE_NAME)["name"]
 REFUSED_SCENARIOS = {
     "alias_bomb.yaml": "its aliases expand to more than 100,000 values",
     "batch_huge.yaml": "batch_size: Input should be less than or equal to 1048576",
+    "effort_inf.yaml": "effort: Input should be a finite number",
+    "effort_nan.yaml": "effort: Input should be a finite number",
     "graph_costs_inf.yaml": "costs_inf.json: nodes.0.cost_cpu: Input should be a finite number",
     "graph_twice.yaml": "model[1]: ./../graphs/tiny.json has the same name and content as model[0] (../graphs/tiny.json)",
     "model_nested.yaml": "model.0: Input should be a valid string",
@@ -101,6 +103,13 @@ def test_every_file_of_the_corpus_has_an_expectation():
 @pytest.mark.parametrize("name", sorted(REFUSED_SCENARIOS))
 def test_a_hostile_scenario_is_refused_in_one_line_naming_file_and_field(name):
     refused(cli("validate", f"scenarios/{name}"), f"scenarios/{name}", REFUSED_SCENARIOS[name])
+
+
+@pytest.mark.parametrize("name", ["effort_inf.yaml", "effort_nan.yaml"])
+def test_a_bad_effort_is_the_only_field_named(name):
+    """The guard derived from an effort (time_limit_s) is not reported: the user never wrote it."""
+    result = cli("validate", f"scenarios/{name}")
+    assert result.stderr.strip().endswith(f"scenarios/{name}: effort: Input should be a finite number"), result.stderr
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED_GRAPHS))

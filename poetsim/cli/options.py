@@ -1,5 +1,7 @@
 """Options that several commands share: which scenario point, and how to solve it."""
 
+import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -15,6 +17,30 @@ if TYPE_CHECKING:
 
     from poetsim import api
     from poetsim.inputs.scenario import Scenario
+
+
+def number(at_least: float, at_most: float | None = None) -> Callable[[str], float]:
+    """The parser of a float option: a finite number within [at_least, at_most].
+
+    click's range check lets `nan` through to say it is below the least value, and `inf` through
+    to the command; a bad value here says which rule it breaks.
+    """
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise typer.BadParameter(f"'{text}' is not a number") from None
+        if not math.isfinite(value):
+            raise typer.BadParameter(f"{text} is not a finite number")
+        if value < at_least:
+            raise typer.BadParameter(f"{text} is below the least value, {at_least:g}")
+        if at_most is not None and value > at_most:
+            raise typer.BadParameter(f"{text} is above the largest value, {at_most:g}")
+        return value
+
+    return parse
+
 
 ModelOpt = Annotated[str | None, typer.Option(help="Model (zoo name or graph path); overrides the scenario.")]
 PlatformOpt = Annotated[str | None, typer.Option(help="Platform name or profile path; overrides the scenario.")]
@@ -36,12 +62,12 @@ SolverOpt = Annotated[
 
 def _effort_option(help_text: str) -> OptionInfo:
     """The `--effort` option, in work units, with its command's help (the defaults differ)."""
-    return typer.Option("--effort", min=0.01, help=help_text)
+    return typer.Option("--effort", parser=number(0.01), metavar="FLOAT", help=help_text)
 
 
 def _time_limit_option(help_text: str) -> OptionInfo:
     """The `--time-limit` option, the wall-clock guard in seconds, with its command's help."""
-    return typer.Option("--time-limit", min=0.1, help=help_text)
+    return typer.Option("--time-limit", parser=number(0.1), metavar="FLOAT", help=help_text)
 
 
 EffortOpt = Annotated[

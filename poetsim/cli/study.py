@@ -7,7 +7,7 @@ import typer
 
 from poetsim.analysis import GUARD_ATOL_J, GUARD_RTOL
 from poetsim.cli.app import JsonOpt, command, emit_json, err, note, out, records
-from poetsim.cli.options import BatchOpt, PointEffortOpt, PointTimeLimitOpt
+from poetsim.cli.options import BatchOpt, PointEffortOpt, PointTimeLimitOpt, number
 from poetsim.cli.terminal import Progress, duration, table
 from poetsim.folders import StudyFolder
 from poetsim.inputs.files import check_output_dir, check_output_file
@@ -53,8 +53,8 @@ def sweep(
     worker_wait: float | None = typer.Option(
         None,
         "--worker-wait",
-        min=0.1,
-        max=86400.0,
+        parser=number(0.1, 86400.0),
+        metavar="FLOAT",
         help="With dask: give up after this many seconds without any worker (default 60).",
     ),
     as_json: JsonOpt = False,
@@ -229,13 +229,16 @@ def check(
     baseline: Path = typer.Option(..., help="Baseline runs.csv to compare against."),
     rtol: float = typer.Option(
         GUARD_RTOL,
-        min=0.0,
+        parser=number(0.0),
+        metavar="FLOAT",
         help=(
             "Tolerance as a share of the baseline's energy above keep-all (and of its peak RAM): "
             "energy may rise by max(rtol x overhead, atol) before a point counts as worse."
         ),
     ),
-    atol: float = typer.Option(GUARD_ATOL_J, min=0.0, help="Floor of the energy tolerance, in joules."),
+    atol: float = typer.Option(
+        GUARD_ATOL_J, parser=number(0.0), metavar="FLOAT", help="Floor of the energy tolerance, in joules."
+    ),
     as_json: JsonOpt = False,
 ) -> None:
     """The energy regression guard: exit 1, one line per point, if any point regressed.

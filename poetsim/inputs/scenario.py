@@ -17,6 +17,7 @@ combinations (`Scenario.points`). Errors name the file and the field path, one l
 import functools
 import hashlib
 import itertools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -184,10 +185,10 @@ class Scenario(_Frozen):
         if not isinstance(data, dict) or ("effort" in data) == ("time_limit_s" in data):
             return data
         try:
-            effort, time_limit_s = resolve_limits(
-                None if data.get("effort") is None else float(data["effort"]),
-                None if data.get("time_limit_s") is None else float(data["time_limit_s"]),
-            )
+            given = [None if data.get(name) is None else float(data[name]) for name in ("effort", "time_limit_s")]
+            if not all(value is None or math.isfinite(value) for value in given):
+                return data  # its field says so, and no guard the user never wrote is derived from it
+            effort, time_limit_s = resolve_limits(*given)
         except (TypeError, ValueError):
             return data  # the fields' own validation says what is wrong
         return {**data, "effort": effort, "time_limit_s": time_limit_s}

@@ -77,14 +77,19 @@ class Choice:
 
 @dataclass(frozen=True)
 class SweepResult:
-    """A finished (or resumed) sweep: its folder, its runs.csv and every row in it."""
+    """A finished (or resumed) sweep: its folder, its runs.csv, the rows of its points and the others.
+
+    `rows` are those of the scenario's points, in runs.csv's order; `others` the rows runs.csv
+    holds besides them (the keep-all and checkpoint-sqrt rows `compare` adds).
+    """
 
     directory: Path
     runs_csv: Path
     rows: tuple[ResultRow, ...]
+    others: tuple[ResultRow, ...] = ()
 
     def counts(self) -> dict[str, int]:
-        """How many rows have each status."""
+        """How many of the points' rows have each status."""
         found: dict[str, int] = {}
         for row in self.rows:
             found[row.status.value] = found.get(row.status.value, 0) + 1
@@ -406,7 +411,11 @@ def sweep(
         no_worker_wait_s=no_worker_wait_s,
         effort=effort,
     )
-    return SweepResult(directory, runs_csv, read_rows(runs_csv))
+    keys = {point.key for point in scenario.points()}
+    rows = read_rows(runs_csv)
+    return SweepResult(
+        directory, runs_csv, tuple(r for r in rows if r.point_key in keys), tuple(r for r in rows if r.point_key not in keys)
+    )
 
 
 def read_rows(runs_csv: Path) -> tuple[ResultRow, ...]:

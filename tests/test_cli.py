@@ -402,6 +402,18 @@ def test_the_first_sweep_a_user_types_writes_under_build(tmp_path):
     assert (tmp_path / "build" / "mcu" / "scenario.yaml").is_file()
 
 
+def test_a_resumed_sweep_counts_its_points_not_the_rows_compare_added(tmp_path):
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(MCU.read_text().replace("ram: [100%, 85%, 70%, 60%]", "ram: 70%"))
+    out = tmp_path / "out"
+    assert poetsim("sweep", scenario, "--out", out).returncode == 0
+    assert poetsim("compare", out).returncode == 0  # adds keep-all and checkpoint-sqrt rows to runs.csv
+    summary = json.loads(poetsim("sweep", scenario, "--out", out, "--resume", "--json").stdout)
+    assert summary["points"] == 12 and sum(summary["counts"].values()) == 12 and summary["other_rows"] == 8
+    line = poetsim("sweep", scenario, "--out", out, "--resume").stdout.strip()
+    assert line.startswith("12 points in ") and line.endswith("; it also holds 8 rows of compare's baselines"), line
+
+
 def test_a_sweep_refused_for_an_existing_folder_writes_nothing(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

@@ -96,9 +96,22 @@ def sweep(
     counts = result.counts()
     if as_json:
         return emit_json(
-            {"directory": str(result.directory), "runs_csv": str(result.runs_csv), "points": len(result.rows), "counts": counts}
+            {
+                "directory": str(result.directory),
+                "runs_csv": str(result.runs_csv),
+                "points": len(result.rows),
+                "counts": counts,
+                "other_rows": len(result.others),
+            }
         )
-    out.line(f"{len(result.rows)} points in {result.runs_csv}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    others = ""
+    if result.others:
+        from poetsim.strategies import COMPARE_BASELINES
+
+        whose = "compare's baselines" if all(r.strategy in COMPARE_BASELINES for r in result.others) else "no point of it"
+        others = f"; it also holds {len(result.others)} rows of {whose}"
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items())
+    out.line(f"{len(result.rows)} points in {result.runs_csv}: {summary}{others}")
 
 
 @command()

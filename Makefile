@@ -47,7 +47,7 @@ demo: setup
 	$(BIN)/poetsim sweep scenarios/resnet18.yaml --out $(DEMO)
 	$(BIN)/poetsim compare $(DEMO)
 	$(BIN)/poetsim report $(DEMO)
-	@echo "report: $(DEMO)/report.html (results shipped in results/resnet18/)"
+	@echo "shipped results of this study: results/resnet18/; against its baseline: $(BIN)/poetsim check $(DEMO) --baseline results/baselines/resnet18.csv"
 
 # The suite runs on one worker per core (pytest-xdist); each test module stays on one worker, so its
 # module fixtures are built once.

@@ -64,6 +64,16 @@ def test_models_and_platforms_list_everything():
         assert name in platforms.stdout
 
 
+def test_the_model_list_shows_every_model_s_size_without_rounding_it_to_zero():
+    listed = json.loads(poetsim("models", "--json").stdout)
+    table = poetsim("models").stdout
+    for model in listed:
+        row = next(line for line in table.splitlines() if f" {model['model']} " in line)
+        params, mflop = (cell.strip() for cell in row.strip("│ ").split("│")[-2:])
+        assert params == f"{model['params']:,}" and model["params"] > 0
+        assert float(mflop.replace(",", "")) > 0, row
+
+
 def test_validate_bad_scenario_is_one_line_exit_2(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(MCU.read_text().replace("batch_size: 2", "batch_size: -2"))

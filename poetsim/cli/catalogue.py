@@ -33,9 +33,9 @@ def models(as_json: JsonOpt = False) -> None:
         return emit_json(rows)
     out.print(
         table(
-            ("model", "description", "nodes", "params", "fwd GFLOP (batch 1)"),
-            [(r["model"], r["description"], r["nodes"], f"{r['params'] / 1e6:.2f} M", f"{r['forward_gflop']:.3f}") for r in rows],
-            right=("nodes", "params", "fwd GFLOP (batch 1)"),
+            ("model", "description", "nodes", "params", "fwd MFLOP (batch 1)"),
+            [(r["model"], r["description"], r["nodes"], f"{r['params']:,}", f"{r['forward_gflop'] * 1e3:,.2f}") for r in rows],
+            right=("nodes", "params", "fwd MFLOP (batch 1)"),
         )
     )
 

@@ -199,7 +199,10 @@ def _print_run(result, label: str) -> None:
                     f"{summary['runtime_static_bytes']:,} bytes of state, "
                     f"{summary['runtime_stack_bytes']:,} bytes of stack at most",
                 ),
-                ("loss", ", ".join(f"{v:.6g}" for v in summary["losses"])),
+                (
+                    "loss per sample",
+                    ", ".join(f"{v:.6g}" for v in summary["losses"]) + f" (a batch of {len(summary['losses'])})",
+                ),
                 ("emulator", f"{summary['emulator_wall_s']:.2f} s wall for the step"),
             ],
         )

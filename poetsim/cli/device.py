@@ -23,7 +23,7 @@ from poetsim.cli.options import (
     TimeLimitOpt,
     TimingOpt,
     choose_point,
-    number,
+    number_option,
 )
 from poetsim.cli.terminal import table
 from poetsim.errors import DeviceError, ScheduleError, UserInputError
@@ -38,9 +38,7 @@ device = group(
     epilog=f"{DEVICE_ASSUMPTIONS}.",
 )
 
-TimeoutOpt = typer.Option(
-    120.0, "--timeout", parser=number(1.0), metavar="FLOAT", help="Seconds the emulator may run one step before it is stopped."
-)
+TimeoutOpt = number_option(120.0, "--timeout", at_least=1.0, help="Seconds the emulator may run one step before it is stopped.")
 SeedOpt = typer.Option(0, "--seed", min=0, help="Seed of the weights and the batch.")
 
 

@@ -2,7 +2,7 @@
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.models import OptionInfo
@@ -42,6 +42,12 @@ def number(at_least: float, at_most: float | None = None) -> Callable[[str], flo
     return parse
 
 
+def number_option(*args: Any, at_least: float, at_most: float | None = None, help: str) -> Any:
+    """A float option read by `number`, its range stated after its help as typer states ranges."""
+    within = f"x>={at_least:g}" if at_most is None else f"{at_least:g}<=x<={at_most:g}"
+    return typer.Option(*args, parser=number(at_least, at_most), metavar="<float>", help=f"{help} [{within}]")
+
+
 ModelOpt = Annotated[str | None, typer.Option(help="Model (zoo name or graph path); overrides the scenario.")]
 PlatformOpt = Annotated[str | None, typer.Option(help="Platform name or profile path; overrides the scenario.")]
 StrategyOpt = Annotated[
@@ -62,12 +68,12 @@ SolverOpt = Annotated[
 
 def _effort_option(help_text: str) -> OptionInfo:
     """The `--effort` option, in work units, with its command's help (the defaults differ)."""
-    return typer.Option("--effort", parser=number(0.01), metavar="FLOAT", help=help_text)
+    return number_option("--effort", at_least=0.01, help=help_text)
 
 
 def _time_limit_option(help_text: str) -> OptionInfo:
     """The `--time-limit` option, the wall-clock guard in seconds, with its command's help."""
-    return typer.Option("--time-limit", parser=number(0.1), metavar="FLOAT", help=help_text)
+    return number_option("--time-limit", at_least=0.1, help=help_text)
 
 
 EffortOpt = Annotated[

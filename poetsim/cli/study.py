@@ -7,7 +7,7 @@ import typer
 
 from poetsim.analysis import GUARD_ATOL_J, GUARD_RTOL
 from poetsim.cli.app import JsonOpt, command, emit_json, err, note, out, records
-from poetsim.cli.options import BatchOpt, PointEffortOpt, PointTimeLimitOpt, number
+from poetsim.cli.options import BatchOpt, PointEffortOpt, PointTimeLimitOpt, number_option
 from poetsim.cli.terminal import Progress, duration, table
 from poetsim.folders import StudyFolder
 from poetsim.inputs.files import check_output_dir, check_output_file
@@ -50,11 +50,11 @@ def sweep(
         help="A Dask scheduler's address, tcp://HOST:PORT: run the points on its cluster (implies --executor dask; "
         "without it, dask starts a local cluster). Workers need the same poetsim, not the results folder (docs/scale-out.md).",
     ),
-    worker_wait: float | None = typer.Option(
+    worker_wait: float | None = number_option(
         None,
         "--worker-wait",
-        parser=number(0.1, 86400.0),
-        metavar="FLOAT",
+        at_least=0.1,
+        at_most=86400.0,
         help="With dask: give up after this many seconds without any worker (default 60).",
     ),
     as_json: JsonOpt = False,
@@ -240,18 +240,15 @@ def paper(
 def check(
     results: Path = typer.Argument(..., help="Results folder or runs.csv to check."),
     baseline: Path = typer.Option(..., help="Baseline runs.csv to compare against."),
-    rtol: float = typer.Option(
+    rtol: float = number_option(
         GUARD_RTOL,
-        parser=number(0.0),
-        metavar="FLOAT",
+        at_least=0.0,
         help=(
             "Tolerance as a share of the baseline's energy above keep-all (and of its peak RAM): "
             "energy may rise by max(rtol x overhead, atol) before a point counts as worse."
         ),
     ),
-    atol: float = typer.Option(
-        GUARD_ATOL_J, parser=number(0.0), metavar="FLOAT", help="Floor of the energy tolerance, in joules."
-    ),
+    atol: float = number_option(GUARD_ATOL_J, at_least=0.0, help="Floor of the energy tolerance, in joules."),
     as_json: JsonOpt = False,
 ) -> None:
     """The energy regression guard: exit 1, one line per point, if any point regressed.

@@ -9,7 +9,7 @@ import typer
 
 from poetsim.cli.app import command, emit_json
 from poetsim.cli.app import out as console
-from poetsim.cli.options import TimeLimitOpt, TrainEffortOpt, number
+from poetsim.cli.options import TimeLimitOpt, TrainEffortOpt, number_option
 from poetsim.cli.terminal import Progress, table
 from poetsim.cli.torch import DtypeOpt, DurableOpt, FactoryArg, HighOpt, SeedOpt, ShapeOpt, SwapOpt, ThreadsOpt
 from poetsim.errors import InternalError
@@ -29,9 +29,7 @@ def train(
     strategy: str = typer.Option("hybrid", help="The strategy whose schedule the steps follow."),
     platform: str = typer.Option("rpi4", help="Platform profile: a shipped name, or a YAML such as `poetsim profile` writes."),
     optimizer: str = typer.Option("sgd", help="sgd (momentum 0.9) or adam."),
-    lr: float | None = typer.Option(
-        None, "--lr", parser=number(0.0), metavar="FLOAT", help="Learning rate (default 0.01 for sgd, 0.001 for adam)."
-    ),
+    lr: float | None = number_option(None, "--lr", at_least=0.0, help="Learning rate (default 0.01 for sgd, 0.001 for adam)."),
     effort: TrainEffortOpt = None,
     time_limit: TimeLimitOpt = None,
     timing: str = typer.Option("overlap", help="compute-only or overlap."),

@@ -108,7 +108,8 @@ def sweep(
     if result.others:
         from poetsim.strategies import COMPARE_BASELINES
 
-        whose = "compare's baselines" if all(r.strategy in COMPARE_BASELINES for r in result.others) else "no point of it"
+        compared = all(r.strategy in COMPARE_BASELINES for r in result.others)
+        whose = "compare's baselines" if compared else "points outside the scenario"
         others = f"; it also holds {len(result.others)} rows of {whose}"
     summary = ", ".join(f"{n} {s}" for s, n in counts.items())
     out.line(f"{len(result.rows)} points in {result.runs_csv}: {summary}{others}")

@@ -94,8 +94,12 @@ def leave_closed_output() -> NoReturn:
     on it again. Files the command already wrote are kept.
     """
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # a stdout without a descriptor of its own has nothing to flush there
+        pass
+    finally:
+        os.close(devnull)
     raise SystemExit(OUTPUT_CLOSED)
 
 

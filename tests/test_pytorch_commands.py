@@ -150,7 +150,8 @@ def test_a_model_module_in_the_current_folder_imports_and_its_own_errors_are_one
     """The installed `poetsim` finds a model module in the folder it runs in, as `python -m` would.
 
     A module with a syntax error, or whose top level raises, is the user's code failing: one line
-    naming it (its text printed as it is, `:x:` not made an emoji), exit 2, no traceback.
+    naming it (its text printed as it is, `:x:` not made an emoji), exit 2, no traceback. So is
+    an input shape the model cannot take (torch's fake-tensor mode logs its traceback first).
     """
     (tmp_path / "my_models.py").write_text(
         "import torch\n\ndef small():\n    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())\n"
@@ -159,8 +160,8 @@ def test_a_model_module_in_the_current_folder_imports_and_its_own_errors_are_one
     (tmp_path / "raising.py").write_text("raise RuntimeError('no config :x: here')\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
-    def run(factory: str) -> subprocess.CompletedProcess:
-        command = [str(Path(sys.executable).parent / "poetsim"), "import-torch", factory, "--input-shape", "2,4"]
+    def run(factory: str, shape: str = "2,4") -> subprocess.CompletedProcess:
+        command = [str(Path(sys.executable).parent / "poetsim"), "import-torch", factory, "--input-shape", shape]
         command += ["--out", "g.json"]
         return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
 
@@ -172,6 +173,9 @@ def test_a_model_module_in_the_current_folder_imports_and_its_own_errors_are_one
         result = run(factory)
         assert result.returncode == 2, result.stderr
         assert result.stderr.count("\n") == 1 and fragment in result.stderr and "Traceback" not in result.stderr
+    misfit = run("my_models:small", "2,5")
+    assert misfit.returncode == 2, misfit.stderr
+    assert misfit.stderr.count("\n") == 1 and "the inputs do not fit the model" in misfit.stderr
 
 
 def test_profile_and_validate_run_write_their_files(app, tmp_path):

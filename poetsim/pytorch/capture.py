@@ -18,6 +18,7 @@ computes. `poetsim.pytorch.grouping` turns the labelled graph into poetsim nodes
 import contextlib
 import dataclasses
 import itertools
+import logging
 import traceback
 import warnings
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from poetsim.pytorch import grouping, randomness, recurrent, tracing
 
 #: The torch release whose AOTAutograd graphs this importer reads (it uses an API marked unstable).
 SUPPORTED_TORCH = "2.13"
+FAKE_TENSOR_LOG = "torch._subclasses.fake_tensor"  # logs a failing meta kernel's traceback, then raises
 
 
 @dataclass(frozen=True)
@@ -536,13 +538,14 @@ def _attributed(name: str, step: nn.Module, on_pass: Callable[[], None] | None =
 
     An error inside the model becomes one UserInputError naming the module call that raised it.
     The warnings the block raises are passed on when it succeeds; a refusal is its one line
-    alone (torch warns on its way to most of the errors it then raises).
+    alone (torch warns on its way to most of the errors it then raises, and its fake-tensor mode
+    logs the traceback of every meta kernel that fails before raising it).
     """
     tracker = _CallTracker(on_pass)
     handles = tracker.install(step)
     where = None
     try:
-        with warnings.catch_warnings(record=True) as raised:
+        with warnings.catch_warnings(record=True) as raised, _silenced(FAKE_TENSOR_LOG):
             warnings.simplefilter("always")
             with fx_traceback.preserve_node_meta():
                 try:
@@ -562,6 +565,21 @@ def _attributed(name: str, step: nn.Module, on_pass: Callable[[], None] | None =
     finally:
         for handle in handles:
             handle.remove()
+
+
+@contextlib.contextmanager
+def _silenced(logger_name: str):
+    """Drop every record of the logger `logger_name` while the block runs."""
+    logger = logging.getLogger(logger_name)
+
+    def drop(record: logging.LogRecord) -> bool:
+        return False
+
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
 
 
 def _unregistered(step: nn.Module) -> str:

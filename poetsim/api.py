@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from poetsim import strategies
 from poetsim.analysis import COMPARE_BASELINES
-from poetsim.errors import ScheduleError, UserInputError
+from poetsim.errors import ScheduleError, UserInputError, parsed
 from poetsim.folders import StudyFolder
 from poetsim.inputs.files import check_output_dir
 from poetsim.inputs.scenario import FILE_SUFFIXES, Point, Scenario, above_platform_ram, load_scenario, source_key
@@ -159,12 +159,12 @@ def choose(
             )
         return values[0]
 
-    chosen_ram = _parsed(parse_ram, ram, "--ram") if isinstance(ram, (str, int, float)) else ram
-    chosen_runtime = _parsed(parse_runtime, runtime, "--runtime") if isinstance(runtime, str) else runtime
-    chosen_timing = _timing(timing) if timing is not None else scenario.timing
+    chosen_ram = parsed(parse_ram, ram, "--ram") if isinstance(ram, (str, int, float)) else ram
+    chosen_runtime = parsed(parse_runtime, runtime, "--runtime") if isinstance(runtime, str) else runtime
+    chosen_timing = parsed(Timing.of, timing, "--timing") if timing is not None else scenario.timing
     name = strategies.SAVED if saved else pick(scenario.strategies, strategy, "strategy")
-    if name not in strategies.REGISTRY and not saved:
-        raise UserInputError(f"--strategy: unknown strategy '{name}' (use {', '.join(strategies.REGISTRY)})")
+    if not saved:
+        parsed(strategies.known, name, "--strategy")
     chosen_model = pick(scenario.model, _file_or_name(model, "--model"), "model", _show_source)
     if chosen_model.endswith(FILE_SUFFIXES) and (batch_size is not None or "batch_size" in scenario.model_fields_set):
         stated = f"--batch-size {batch_size}" if batch_size is not None else f"the scenario's batch_size {scenario.batch_size}"
@@ -196,20 +196,6 @@ def choose(
     if total > problem.platform.ram_bytes:
         raise UserInputError(f"the point's RAM budget: {above_platform_ram(point.ram, total, chosen_model, problem.platform)}")
     return Choice(scenario, problem, name, tuple(noted), point)
-
-
-def _parsed(parse, value, option: str):
-    try:
-        return parse(value)
-    except ValueError as exc:
-        raise UserInputError(f"{option}: {exc}") from None
-
-
-def _timing(value: Timing | str) -> Timing:
-    try:
-        return Timing(value)
-    except ValueError:
-        raise UserInputError(f"--timing: unknown timing model '{value}' (use compute-only or overlap)") from None
 
 
 def _file_or_name(spec: str | None, option: str) -> str | None:

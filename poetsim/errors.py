@@ -4,6 +4,11 @@ The library raises these and never prints or exits; the CLI has one boundary tha
 `PoetsimError` into one line on stderr and an exit code (`exit_code`).
 """
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
 
 class PoetsimError(Exception):
     """Base of every error poetsim raises on purpose."""
@@ -139,3 +144,11 @@ class InternalError(PoetsimError):
 def first_line(error: BaseException) -> str:
     """The first line of an exception's message ("" if it has none): what a one-line report quotes of an error torch raised."""
     return (str(error).strip().splitlines() or [""])[0]
+
+
+def parsed(parse: Callable[[Any], T], value: Any, where: str) -> T:
+    """`parse(value)`, its ValueError turned into a UserInputError that names `where` (an option, a field)."""
+    try:
+        return parse(value)
+    except ValueError as error:
+        raise UserInputError(f"{where}: {error}") from None

@@ -122,12 +122,19 @@ SAVED = "saved"
 SAVED_COLOUR = "#999999"
 
 
+def known(name: str) -> str:
+    """`name` if a strategy has it; ValueError naming the known ones otherwise."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown strategy '{name}' (use {', '.join(REGISTRY)})")
+    return name
+
+
 def get(name: str) -> Strategy:
     """The strategy called `name`; UserInputError naming the known ones otherwise."""
     try:
-        return REGISTRY[name]
-    except KeyError:
-        raise UserInputError(f"unknown strategy '{name}' (use {', '.join(REGISTRY)})") from None
+        return REGISTRY[known(name)]
+    except ValueError as error:
+        raise UserInputError(str(error)) from None
 
 
 def names(kind: Kind | None = None) -> tuple[str, ...]:

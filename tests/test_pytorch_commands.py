@@ -146,6 +146,30 @@ def test_an_unusable_output_or_swap_folder_is_refused_before_any_work(app, tmp_p
     assert result.output.count("\n") == 1 and message.format(file=file) in result.output
 
 
+@pytest.mark.parametrize(
+    "command, option, message",
+    [
+        ("validate-run", ["--ram", "150%"], "--ram: '150%' is above 100%"),
+        ("validate-run", ["--ram", "lots"], "--ram: 'lots' is not a size"),
+        ("validate-run", ["--strategy", "bogus"], "--strategy: unknown strategy 'bogus'"),
+        ("validate-run", ["--timing", "bogus"], "--timing: unknown timing model 'bogus'"),
+        ("validate-run", ["--runtime", "fast"], "--runtime: 'fast' is not a multiple"),
+        ("validate-run", ["--profile", "nosuch"], "unknown platform 'nosuch'"),
+        ("train", ["--ram", "150%"], "--ram: '150%' is above 100%"),
+        ("train", ["--strategy", "bogus"], "--strategy: unknown strategy 'bogus'"),
+        ("train", ["--timing", "bogus"], "--timing: unknown timing model 'bogus'"),
+    ],
+)
+def test_a_bad_option_is_refused_in_one_line_before_the_model_is_built(app, tmp_path, monkeypatch, command, option, message):
+    """validate-run and train read every option before they build, capture, measure or write anything."""
+    monkeypatch.chdir(tmp_path)
+    out = ["--out", str(tmp_path / "out")] if command == "validate-run" else []
+    result = CliRunner().invoke(app, [command, "no_such_package.m:f", "--input-shape", "2,3,8,8", *option, *out])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and message in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_model_module_in_the_current_folder_imports_and_its_own_errors_are_one_line(tmp_path):
     """The installed `poetsim` finds a model module in the folder it runs in, as `python -m` would.
 

@@ -14,7 +14,7 @@ from poetsim.cli.app import command, emit_json
 from poetsim.cli.app import out as console
 from poetsim.cli.options import PointTimeLimitOpt, ValidateEffortOpt
 from poetsim.cli.terminal import table
-from poetsim.errors import InternalError, PoetsimError, UserInputError
+from poetsim.errors import InternalError, PoetsimError, UserInputError, parsed
 from poetsim.inputs.files import check_output_dir, check_output_file
 from poetsim.schedule.model import Timing
 from poetsim.units import parse_ram, parse_runtime
@@ -126,11 +126,13 @@ def execute(
     check_output_dir(swap_dir, "--swap-dir")
     if out is not None:
         check_output_dir(out, "--out")
+    stated_timing = parsed(Timing.of, timing, "--timing") if timing is not None else None
+    stated_ram = parsed(parse_ram, ram, "--ram") if ram is not None else None
     graph_path, profile = _target(target, platform)
-    captured = capture_graph_file(graph_path)
     loaded = load_schedule(schedule)
-    chosen = Timing(_timing(timing) or loaded.timing)
-    budget = _ram_bytes(ram, captured.graph) if ram else None
+    captured = capture_graph_file(graph_path)
+    chosen = stated_timing or loaded.timing
+    budget = stated_ram.resolve(captured.graph.keep_all_peak_bytes) if stated_ram is not None else None
     result = run(captured, loaded, swap_dir, timing=chosen, durable=durable, budget_bytes=budget, threads=threads)
     report = _execution_report(captured.graph, loaded, result, profile, chosen)
     if out is not None:
@@ -228,16 +230,23 @@ def validate_run(
     from poetsim.pytorch.host import profile_host, write_profile
     from poetsim.pytorch.validate import DEFAULT_RAMS, write_validation
     from poetsim.pytorch.validate import validate_run as run_validation
+    from poetsim.strategies import known
 
     if calibrate not in ("model", "suite"):
         raise UserInputError(f"--calibrate: use model or suite, not '{calibrate}'")
+    rams = tuple(parsed(parse_ram, text, "--ram") for text in ram) if ram else DEFAULT_RAMS
+    for name in strategy or ():
+        parsed(known, name, "--strategy")
+    runtime_x = parsed(parse_runtime, runtime, "--runtime")
+    chosen_timing = parsed(Timing.of, timing, "--timing")
     check_output_dir(out, "--out")
     check_output_dir(swap_dir, "--swap-dir")
+    profile_given = load_platform(platform) if platform is not None else None
     captured = _capture_factory(factory, input_shape, input_dtype, input_high, seed)
     out.mkdir(parents=True, exist_ok=True)
     save_graph(captured.graph, out / "graph.json")
-    if platform is not None:
-        profile_used = load_platform(platform)
+    if profile_given is not None:
+        profile_used = profile_given
     else:
         console.print("measuring the host ...")
         profile_used = profile_host(
@@ -265,10 +274,10 @@ def validate_run(
     validation = run_validation(
         captured,
         profile_used,
-        rams=tuple(ram) if ram else DEFAULT_RAMS,
+        rams=rams,
         strategies=strategy,
-        runtime_x=_runtime(runtime, parse_runtime),
-        timing=Timing(_timing(timing)),
+        runtime_x=runtime_x,
+        timing=chosen_timing,
         effort=effort,
         time_limit_s=time_limit,
         swap_dir=swap_dir,
@@ -339,26 +348,6 @@ def _target(target: Path, platform: str | None):
     if not model.endswith(".json"):
         raise UserInputError(f"{target}: model: '{model}' is a zoo name; execute needs a graph made by import-torch")
     return Path(model), load_platform(platform or scenario.platform[0])
-
-
-def _timing(value: str | None) -> str | None:
-    if value is not None and value not in ("compute-only", "overlap"):
-        raise UserInputError(f"--timing: unknown timing model '{value}' (use compute-only or overlap)")
-    return value
-
-
-def _runtime(text: str, parse) -> float:
-    try:
-        return parse(text)
-    except ValueError as error:
-        raise UserInputError(f"--runtime: {error}") from None
-
-
-def _ram_bytes(text: str, graph) -> int:
-    try:
-        return parse_ram(text).resolve(graph.keep_all_peak_bytes)
-    except ValueError as error:
-        raise UserInputError(f"--ram: {error}") from None
 
 
 def _execution_report(graph, schedule, result, profile, timing) -> dict:

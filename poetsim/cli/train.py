@@ -12,8 +12,11 @@ from poetsim.cli.app import out as console
 from poetsim.cli.options import TimeLimitOpt, TrainEffortOpt, number_option
 from poetsim.cli.terminal import Progress, table
 from poetsim.cli.torch import DtypeOpt, DurableOpt, FactoryArg, HighOpt, SeedOpt, ShapeOpt, SwapOpt, ThreadsOpt
-from poetsim.errors import InternalError
+from poetsim.errors import InternalError, parsed
 from poetsim.inputs.files import check_output_dir
+from poetsim.schedule.model import Timing
+from poetsim.strategies import known
+from poetsim.units import parse_ram, parse_runtime
 
 
 @command("train")
@@ -53,6 +56,10 @@ def train(
     from poetsim.pytorch.trial import run_trial
 
     check_output_dir(swap_dir, "--swap-dir")
+    stated_ram = parsed(parse_ram, ram, "--ram")
+    runtime_x = parsed(parse_runtime, runtime, "--runtime")
+    parsed(known, strategy, "--strategy")
+    chosen_timing = parsed(Timing.of, timing, "--timing")
     shapes, dtypes = parse_inputs(input_shape, input_dtype)
     source = ModelSource(factory, shapes, dtypes, seed, input_high)
     with Progress(f"training {factory.rpartition(':')[2]}") as progress:
@@ -67,10 +74,10 @@ def train(
             ),
             on_plain_step=lambda n, s: progress.update(f"plain step {n}/{steps}: {s:.3f} s"),
             platform=platform,
-            ram=ram,
-            runtime=runtime,
+            ram=stated_ram,
+            runtime=runtime_x,
             strategy=strategy,
-            timing=timing,
+            timing=chosen_timing,
             effort=effort,
             time_limit_s=time_limit,
             swap_dir=swap_dir,

@@ -39,7 +39,7 @@ from poetsim.inputs.profiles import Platform, format_validation_error, load_plat
 from poetsim.inputs.solvers import SOLVERS
 from poetsim.schedule.model import Timing
 from poetsim.schedule.problem import RESERVE_MULTIPLE, reserved_bytes
-from poetsim.strategies import REGISTRY, Kind, names
+from poetsim.strategies import Kind, known, names
 from poetsim.units import GUARD_S_PER_UNIT, RamSpec, number_text, parse_ram, parse_runtime, resolve_limits
 
 #: A solved point's effort when the scenario states neither it nor a time limit.
@@ -152,9 +152,8 @@ class Scenario(_Frozen):
     @field_validator("strategies")
     @classmethod
     def _known_strategies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [s for s in value if s not in REGISTRY]
-        if unknown:
-            raise ValueError(f"unknown strategy '{unknown[0]}' (use {', '.join(REGISTRY)})")
+        for name in value:
+            known(name)
         if not value:
             raise ValueError("give at least one strategy")
         return value

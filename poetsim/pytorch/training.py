@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from poetsim.errors import ScheduleError, UserInputError
+from poetsim.errors import ScheduleError, UserInputError, parsed
 from poetsim.inputs.profiles import Platform, load_platform
 from poetsim.pytorch import tracing
 from poetsim.pytorch.capture import Capture, TrainingStep, capture, describe
@@ -573,10 +573,10 @@ def scheduled(
         loss=loss,
         loss_module=loss_module(loss),
         platform=platform if isinstance(platform, Platform) else load_platform(platform),
-        ram=ram if isinstance(ram, RamSpec) else _parsed("ram", ram, parse_ram),
-        runtime_x=float(runtime) if isinstance(runtime, (int, float)) else _parsed("runtime", runtime, parse_runtime),
+        ram=ram if isinstance(ram, RamSpec) else parsed(parse_ram, str(ram), "ram"),
+        runtime_x=float(runtime) if isinstance(runtime, (int, float)) else parsed(parse_runtime, str(runtime), "runtime"),
         strategy=strategy,
-        timing=_timing(timing),
+        timing=parsed(Timing.of, timing, "timing"),
         effort=effort_units,
         time_limit_s=guard_s,
         swap_dir=Path(swap_dir),
@@ -639,17 +639,3 @@ def _labels(model: nn.Module, inputs: tuple[torch.Tensor, ...], loss) -> torch.T
     if loss is not None:
         raise UserInputError("with loss=, give labels= too: an example of what the loss takes beside the output")
     return default_labels(model, inputs, type(model).__name__)
-
-
-def _parsed(option: str, text, parse):
-    try:
-        return parse(str(text))
-    except ValueError as error:
-        raise UserInputError(f"{option}: {error}") from None
-
-
-def _timing(value) -> Timing:
-    try:
-        return Timing(value)
-    except ValueError:
-        raise UserInputError(f"timing: use compute-only or overlap, not '{value}'") from None

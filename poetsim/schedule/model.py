@@ -38,6 +38,14 @@ class Timing(str, Enum):
     COMPUTE_ONLY = "compute-only"
     OVERLAP = "overlap"
 
+    @classmethod
+    def of(cls, value: "Timing | str") -> "Timing":
+        """The timing model named `value`; ValueError naming both otherwise."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"unknown timing model '{value}' (use compute-only or overlap)") from None
+
 
 @dataclass(frozen=True)
 class Moves:

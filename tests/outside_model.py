@@ -56,3 +56,15 @@ class MaskedEncoder(nn.Module):
 def masked_encoder() -> nn.Module:
     """The factory `poetsim import-torch outside_model:masked_encoder` calls."""
     return MaskedEncoder()
+
+
+def frozen_mlp() -> nn.Module:
+    """An MLP whose every parameter is frozen: nothing of it trains."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    model.requires_grad_(False)
+    return model
+
+
+def parameter_free() -> nn.Module:
+    """A model with no parameters at all."""
+    return nn.Sequential(nn.ReLU(), nn.Softmax(-1))

@@ -332,6 +332,13 @@ def test_poetsim_train_refuses_an_unknown_optimiser_before_any_work(tmp_path):
     assert "--optimizer: use sgd or adam, not 'rmsprop'" in result.output
 
 
+@pytest.mark.parametrize("factory", ["outside_model:frozen_mlp", "outside_model:parameter_free"])
+def test_poetsim_train_refuses_a_model_with_nothing_to_train_in_one_line(tmp_path, factory):
+    result = CliRunner().invoke(app, ["train", factory, "--input-shape", "8,4", "--ram", "100%", "--swap-dir", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and f"{factory}: no parameter of the model requires a gradient" in result.output
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_resnet18_trains_twenty_steps_at_half_the_peak_as_plain_pytorch(tmp_path, optimizer):

@@ -101,6 +101,8 @@ def run_trial(
     """
     make_optimizer(optimizer, [torch.zeros(1, requires_grad=True)], lr)  # a bad name stops before any work
     module, _ = source.build()
+    if not any(p.requires_grad for p in module.parameters()):
+        raise UserInputError(f"{source.factory}: no parameter of the model requires a gradient, so there is nothing to train")
     batches = synthetic_batches(source, module, steps)
     settings.setdefault("name", source.factory.rpartition(":")[2])
     model: ScheduledModule = scheduled(module, batches[0][:-1], labels=batches[0][-1], **settings)

@@ -162,6 +162,8 @@ def choose(
     chosen_ram = parsed(parse_ram, ram, "--ram") if isinstance(ram, (str, int, float)) else ram
     chosen_runtime = parsed(parse_runtime, runtime, "--runtime") if isinstance(runtime, str) else runtime
     chosen_timing = parsed(Timing.of, timing, "--timing") if timing is not None else scenario.timing
+    if saved and strategy is not None:
+        raise UserInputError("--strategy: a saved schedule is replayed as it is; leave --strategy out (or --schedule, to solve)")
     name = strategies.SAVED if saved else pick(scenario.strategies, strategy, "strategy")
     if not saved:
         parsed(strategies.known, name, "--strategy")
@@ -308,7 +310,7 @@ def simulate(
     mode: str = "barrier",
     effort: float | None = None,
 ) -> Run:
-    """Solve (or load `schedule`, a saved schedule.json) and replay the schedule on the simulated device.
+    """Solve (or load `schedule`, a saved schedule.json or .bin) and replay the schedule on the simulated device.
 
     The solve starts from every baseline the strategy allows, as `solve` does.
 
@@ -328,7 +330,7 @@ def simulate(
         saved=schedule is not None,
     )
     if schedule is not None:
-        return load_run(choice.problem, Path(schedule), mode=mode)
+        return load_run(choice.problem, Path(schedule), mode=mode, timing_stated=timing is not None)
     starts, effort, limit_s = _with_baselines(choice, (), effort, time_limit_s)
     return run_strategy(
         choice.problem,

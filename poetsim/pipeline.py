@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poetsim import optimiser, strategies
-from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, ScheduleError
+from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, ScheduleError, UserInputError
 from poetsim.folders import RunFolder
 from poetsim.inputs.scenario import Point, Scenario
 from poetsim.optimiser import SolveOutcome
 from poetsim.runs import ResultRow
 from poetsim.schedule.checker import check_schedule, compare_figures
-from poetsim.schedule.formats import encode_binary, load_json, save_json, with_node_names
-from poetsim.schedule.model import Budgets, Figures, Schedule
+from poetsim.schedule.formats import encode_binary, load_schedule, save_json, with_node_names
+from poetsim.schedule.model import Budgets, Figures, Schedule, Timing
 from poetsim.schedule.problem import Problem, build_problem
 from poetsim.status import Status
 from poetsim.strategies import SAVED, Kind
@@ -280,12 +280,21 @@ def write_run(run: Run, directory: Path, row: ResultRow | None = None) -> None:
         write_trace(run.simulated, directory)
 
 
-def load_run(problem: Problem, schedule_path: Path, mode: str = "barrier") -> Run:
-    """A run from a saved schedule: checked against the problem within its budgets, then simulated in `mode`."""
+def load_run(problem: Problem, schedule_path: Path, mode: str = "barrier", *, timing_stated: bool = False) -> Run:
+    """A run from a saved schedule (JSON or binary): checked against the problem within its budgets, then simulated in `mode`.
+
+    The schedule is replayed with the timing model it was made for; with `timing_stated` (the
+    caller named the problem's timing), a schedule made for another is refused.
+    """
     from poetsim.simulator import simulate
 
-    schedule = load_json(schedule_path)
+    schedule = load_schedule(schedule_path)
     if schedule.timing != problem.timing:
+        if timing_stated:
+            raise UserInputError(
+                f"--timing: {schedule_path} was made for {Timing(schedule.timing).value} timing, not "
+                f"{problem.timing.value}; a saved schedule replays with its own (leave --timing out)"
+            )
         problem = replace(problem, timing=schedule.timing)
     try:
         checked = _check(problem, schedule, problem.budgets)

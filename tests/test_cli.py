@@ -275,7 +275,7 @@ def test_simulate_writes_under_build_by_default(tmp_path):
     assert [p.parent.name for p in written] == ["mlp_nrf52840_ram85pct_rt1.5x_hybrid_overlap_barrier"]
 
 
-def test_simulate_replays_a_saved_schedule(tmp_path):
+def test_simulate_replays_a_saved_schedule_json_or_bin_with_its_own_timing_and_no_strategy(tmp_path):
     solved = poetsim(
         "solve",
         MCU,
@@ -315,6 +315,16 @@ def test_simulate_replays_a_saved_schedule(tmp_path):
     assert "status: a saved schedule (loaded from" in shown.stdout and "schedule.json: prediction vs simulation" in shown.stdout
     tighter = poetsim("simulate", MCU, *point, "--ram", "60%", "--schedule", tmp_path / "solve" / "schedule.json")
     assert_one_line_error(tighter, 6, "schedule.json: over budget: peak RAM")
+    binary = poetsim("simulate", MCU, *point, "--ram", "85%", "--schedule", tmp_path / "solve" / "schedule.bin", "--json")
+    assert binary.returncode == 0, binary.stderr
+    assert json.loads(binary.stdout)["predicted"] == json.loads(result.stdout)["predicted"]
+    saved = tmp_path / "solve" / "schedule.json"
+    other_timing = poetsim("simulate", MCU, *point, "--ram", "85%", "--schedule", saved, "--timing", "compute-only")
+    assert_one_line_error(other_timing, 2, "--timing: " + str(saved) + " was made for overlap timing, not compute-only")
+    same_timing = poetsim("simulate", MCU, *point, "--ram", "85%", "--schedule", saved, "--timing", "overlap")
+    assert same_timing.returncode == 0, same_timing.stderr
+    with_strategy = poetsim("simulate", MCU, *point, "--ram", "85%", "--schedule", saved, "--strategy", "hybrid")
+    assert_one_line_error(with_strategy, 2, "--strategy: a saved schedule is replayed as it is")
 
 
 def test_solve_json_names_its_scenario_and_point_as_a_sweep_row_does():

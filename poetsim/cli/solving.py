@@ -210,7 +210,11 @@ def simulate(
     time_limit: TimeLimitOpt = None,
     batch_size: BatchOpt = None,
     schedule: Path | None = typer.Option(
-        None, help="Replay this saved schedule.json instead of solving (it must fit the point's budgets)."
+        None,
+        help=(
+            "Replay this saved schedule (schedule.json or schedule.bin) instead of solving: it must fit the point's "
+            "budgets, and replays with the timing model it was made for."
+        ),
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (prediction against simulation)."),
     out_dir: Path | None = typer.Option(None, "--out", help="Output folder (default build/<scenario name>/simulate/<point>/)."),
@@ -253,6 +257,7 @@ def simulate(
             schedule=schedule,
             on_progress=_solver_progress(progress, choice.strategy),
             choice=choice,
+            timing=timing,
             mode=mode,
         )
         api.require_schedule(run)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -561,3 +562,15 @@ def test_a_reader_that_goes_away_ends_the_command_quietly_with_141(args):
         os.close(write_end)
     assert result.returncode == 141, result.stderr
     assert result.stderr == ""
+
+
+def test_report_takes_a_scenario_for_its_default_results_folder(tmp_path):
+    """`report scenarios/x.yaml`, as `compare` does, draws the report of build/<scenario name>/."""
+    folder = tmp_path / "build" / "mcu"
+    folder.mkdir(parents=True)
+    for name in ("runs.csv", "scenario.yaml"):
+        shutil.copy(ROOT / "results" / "mcu" / name, folder / name)
+    result = poetsim("report", MCU, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "report: build/mcu/report.html" and (folder / "report.html").is_file()
+    assert_one_line_error(poetsim("report", ROOT / "scenarios" / "resnet18.yaml", cwd=tmp_path), 2, "build/resnet18: no such")

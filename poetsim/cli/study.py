@@ -145,7 +145,7 @@ def compare(
 
 @command()
 def report(
-    results: Path = typer.Argument(..., help="Results folder or runs.csv of a sweep."),
+    results: Path = typer.Argument(..., help="A sweep's results folder (or runs.csv), or a scenario YAML (its default folder)."),
     out_dir: Path | None = typer.Option(
         None, "--out", help="Where to write report.html, the PNGs and the SVGs (default: the results folder)."
     ),
@@ -155,9 +155,12 @@ def report(
     Every chart is also written as a PNG (2x) and an SVG; the tightest budget each strategy meets
     is replayed from the sweep's points/ into schedules.html.
     """
+    from poetsim import api
     from poetsim.analysis.results import load_results
     from poetsim.report.report import build_report
 
+    if results.suffix in (".yaml", ".yml"):
+        results = api.results_scenario(results)[1]
     directory = out_dir or StudyFolder.holding(results).path
     check_output_dir(directory, "--out")
     frame = load_results(results)

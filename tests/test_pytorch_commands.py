@@ -170,6 +170,17 @@ def test_a_bad_option_is_refused_in_one_line_before_the_model_is_built(app, tmp_
     assert list(tmp_path.iterdir()) == []
 
 
+def test_validate_run_where_no_schedule_ran_keeps_its_files_and_exits_3(app, tmp_path):
+    out = tmp_path / "out"
+    arguments = ["validate-run", TINY, "--input-shape", "2,3,8,8", "--profile", "rpi4", "--ram", "1%", "--repeats", "1"]
+    result = CliRunner().invoke(app, [*arguments, "--out", str(out), "--swap-dir", str(tmp_path / "swap")])
+    assert result.exit_code == 3, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("poetsim: error: no schedule ran: at every budget each strategy was infeasible, over the budget")
+    assert f"wrote {out}/ (graph.json, result.json, validation.csv, validation.html)" in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["graph.json", "result.json", "validation.csv", "validation.html"]
+
+
 def test_a_model_module_in_the_current_folder_imports_and_its_own_errors_are_one_line(tmp_path):
     """The installed `poetsim` finds a model module in the folder it runs in, as `python -m` would.
 

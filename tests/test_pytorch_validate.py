@@ -1,5 +1,6 @@
 """The closed loop: every executed point matches its prediction in peak and traffic, bitwise gradients."""
 
+import dataclasses
 import json
 
 import pytest
@@ -60,6 +61,17 @@ def test_results_are_written_as_json_csv_and_an_offline_chart(validation, tmp_pa
     assert len(data["rows"]) == 6 and data["timing"] == "overlap"
     html = (tmp_path / "validation.html").read_text()
     assert "vega" in html and '<script src="http' not in html
+    assert f"<h1>{validation.graph_name}: prediction against measurement</h1>" in html
+    rows = html.split("<table>")[1].split("</table>")[0]
+    assert rows.count("<tr>") == 1 + len(validation.rows) and "bitwise equal" in rows and "Scenario: " in html
+
+
+def test_a_validation_where_nothing_ran_has_a_page_that_says_so_and_no_chart(validation, tmp_path):
+    nothing = dataclasses.replace(validation, rows=tuple(r for r in validation.rows if r.measured_runtime_s is None))
+    paths = write_validation(nothing, tmp_path)
+    assert {p.name for p in paths} == {"result.json", "validation.csv", "validation.html"}
+    html = (tmp_path / "validation.html").read_text()
+    assert "No schedule ran" in html and "over-budget" in html and "chart-validation" not in html
 
 
 def test_recalibrated_predictions_use_rates_measured_in_the_timed_rounds(tmp_path):

@@ -14,7 +14,7 @@ from poetsim.cli.app import command, emit_json
 from poetsim.cli.app import out as console
 from poetsim.cli.options import PointTimeLimitOpt, ValidateEffortOpt
 from poetsim.cli.terminal import table
-from poetsim.errors import InternalError, PoetsimError, UserInputError, parsed
+from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, UserInputError, parsed
 from poetsim.inputs.files import check_output_dir, check_output_file
 from poetsim.schedule.model import Timing
 from poetsim.units import parse_ram, parse_runtime
@@ -311,10 +311,14 @@ def validate_run(
             ),
         )
     console.print(shown)
-    write_validation(validation, out)
-    files = f"graph.json, {'' if platform else 'host.yaml, '}result.json, validation.csv, validation.html/png"
-    console.line(f"wrote {out}/ ({files})")
+    written = write_validation(validation, out)
+    files = ["graph.json", *([] if platform else ["host.yaml"]), *(path.name for path in written)]
+    console.line(f"wrote {out}/ ({', '.join(files)})")
     console.print(_ACCOUNTING, style="dim")
+    if all(row.measured_runtime_s is None for row in validation.rows):
+        raise InfeasibleBudgetError(
+            "no schedule ran: at every budget each strategy was infeasible, over the budget or skipped (see the table)"
+        )
     bad = [r for r in validation.rows if r.measured_runtime_s is not None and not (r.gradients_equal and r.peak_equal)]
     if bad:
         raise PoetsimError(

@@ -322,15 +322,19 @@ def _row(point: _Point) -> ValidationRow:
 
 
 def write_validation(validation: Validation, directory: Path, chart: bool = True) -> list[Path]:
-    """Write result.json, validation.csv and (with `chart`) validation.html/png into `directory`."""
+    """Write result.json, validation.csv and (with `chart`) validation.html/png/svg into `directory`; return the paths.
+
+    The page is written whatever ran; the images only when a schedule ran
+    (poetsim.report.validation.save_validation_page).
+    """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "result.json").write_text(json.dumps(validation.to_dict(), indent=1) + "\n")
     frame = pd.DataFrame([asdict(row) for row in validation.rows])
     frame.to_csv(directory / "validation.csv", index=False)
     paths = [directory / "result.json", directory / "validation.csv"]
-    if chart and frame["measured_runtime_s"].notna().any():
-        from poetsim.report.validation import save_validation_chart
+    if chart:
+        from poetsim.report.validation import save_validation_page
 
-        paths += save_validation_chart(validation, directory)
+        paths += save_validation_page(validation, directory)
     return paths

@@ -5,18 +5,21 @@ hollow points on a dashed line, measured: filled points), measured against predi
 (the diagonal and a +-15 % band; a point is a schedule's fastest timed run, its bar reaches the
 median run), and the activation peak across budgets (predicted and
 measured, with the budget as a grey tick). Strategies keep the registry's colours.
-Written as HTML with the JavaScript inline (opens offline) and PNG, like every poetsim chart.
+Its page, validation.html, opens offline on a heading, what ran and a row per budget and
+strategy, with the chart below; validation.png and validation.svg carry the chart alone.
 It reads a `poetsim.pytorch.validate.Validation` by its fields alone, so that drawing stays in
 this package and this package never imports the PyTorch layer above it.
 """
 
+import html
 from pathlib import Path
 
 import altair as alt
 import pandas as pd
 
 from poetsim import strategies
-from poetsim.report.charts import footer_text, framed, save_chart
+from poetsim.report import page
+from poetsim.report.framing import footer_text, framed, save_images
 
 
 def validation_frame(validation) -> pd.DataFrame:
@@ -47,8 +50,8 @@ def validation_frame(validation) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def validation_chart(validation) -> alt.VConcatChart:
-    """Three panels, framed with a title and poetsim's footer (see the module docstring)."""
+def validation_chart(validation, footer: str | None = None) -> alt.VConcatChart:
+    """Three panels, framed with a title and `footer` (default: poetsim's, see `validation_footer`; "" for none)."""
     frame = validation_frame(validation)
     names = sorted(frame["strategy"].unique(), key=strategies.rank)
     colour = alt.Color(
@@ -60,12 +63,7 @@ def validation_chart(validation) -> alt.VConcatChart:
         _scatter(frame, colour),
         _across_budgets(frame, "activation peak (MB)", x, colour),
     ]
-    scenario = (
-        f"{validation.graph_name} executed on this host ({validation.platform_name} profile), "
-        f"{validation.threads} thread(s), deadline {validation.runtime_x:g}x, "
-        f"{'durable' if validation.durable else 'page-cached'} swap files"
-    )
-    footer = footer_text(scenario, [_timing_name(validation.timing)])
+    footer = validation_footer(validation) if footer is None else footer
     title = f"{validation.graph_name}: predicted (hollow) and measured (filled) across RAM budgets"
     subtitle = (
         "Measured: the fastest timed run. Middle: measured against predicted step time, the band is +-15 %, "
@@ -135,6 +133,72 @@ def _timing_name(timing) -> str:
     return str(getattr(timing, "value", timing))
 
 
-def save_validation_chart(validation, directory: Path) -> list[Path]:
-    """validation.html (JavaScript inline) and validation.png in `directory`."""
-    return save_chart(validation_chart(validation), Path(directory), "validation")
+def validation_footer(validation) -> str:
+    """What ran where, and the cost and timing model's assumptions."""
+    return footer_text(_what_ran(validation), [_timing_name(validation.timing)])
+
+
+def _what_ran(validation) -> str:
+    return (
+        f"{validation.graph_name} executed on this host ({validation.platform_name} profile), "
+        f"{validation.threads} thread(s), deadline {validation.runtime_x:g}x, "
+        f"{'durable' if validation.durable else 'page-cached'} swap files"
+    )
+
+
+def save_validation_page(validation, directory: Path) -> list[Path]:
+    """validation.html: what ran, a row per budget and strategy, the chart, and the assumptions at its foot.
+
+    The page opens offline (JavaScript inline) and states the footer once, below everything;
+    validation.png and validation.svg, which travel alone, carry it. Without a point that ran
+    (every one infeasible, over budget or skipped) there is no chart: the page says so, and
+    no image is written. Returns the paths written.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    ran = any(row.measured_runtime_s is not None for row in validation.rows)
+    footer = validation_footer(validation)
+    paths: list[Path] = []
+    specs = {}
+    if ran:
+        paths += save_images(validation_chart(validation).to_dict(), directory, "validation")
+        specs["chart-validation"] = validation_chart(validation, footer="").to_dict(validate=False)
+    body = [
+        f"<h1>{html.escape(validation.graph_name)}: prediction against measurement</h1>",
+        f"<p class='lede'>{html.escape(_what_ran(validation))}; {html.escape(_timing_name(validation.timing))} timing. "
+        "Every schedule that ran had its gradients compared bit for bit with a plain loss.backward().</p>",
+        _rows_table(validation),
+        "<div class='scroll'><div class='chart' id='chart-validation'></div></div>"
+        if ran
+        else "<p>No schedule ran: at every budget each strategy was infeasible, over the budget or skipped.</p>",
+        f"<p class='footer'>{html.escape(footer)}</p>",
+    ]
+    target = directory / "validation.html"
+    title = f"poetsim validate-run: {validation.graph_name}"
+    target.write_text(page.page(title, "\n".join(body), specs), encoding="utf-8")
+    return [target, *paths]
+
+
+def _rows_table(validation) -> str:
+    """Every budget and strategy: status, predicted and measured step time and peak, and the gradients."""
+    head = (
+        "<tr><th class='text'>strategy</th><th class='text'>RAM</th><th class='text'>status</th><th>step s, predicted</th>"
+        "<th>step s, measured</th><th>difference</th><th>peak bytes, predicted</th><th>peak bytes, measured</th>"
+        "<th class='text'>gradients</th></tr>"
+    )
+    cells = []
+    for row in validation.rows:
+        if row.measured_runtime_s is None:
+            figures = f"<td class='text' colspan='6'>{html.escape(row.message)}</td>"
+        else:
+            figures = (
+                f"<td>{row.predicted_runtime_s:.4g}</td><td>{row.measured_runtime_s:.4g}</td>"
+                f"<td>{row.runtime_difference_pct:+.1f} %</td><td>{row.predicted_peak_bytes:,}</td>"
+                f"<td>{row.measured_peak_bytes:,}</td>"
+                f"<td class='text'>{'bitwise equal' if row.gradients_equal else 'DIFFERENT'}</td>"
+            )
+        cells.append(
+            f"<tr><td class='text'>{html.escape(row.strategy)}</td><td class='text'>{html.escape(row.ram)}</td>"
+            f"<td class='text'>{html.escape(row.status)}</td>{figures}</tr>"
+        )
+    return f"<div class='scroll'><table>{head}{''.join(cells)}</table></div>"

@@ -117,6 +117,10 @@ def test_execute_over_a_ram_budget_stops_with_one_line(app, imported, tmp_path):
             "has no function 'nothing'",
         ),
         (["import-torch", "no_such_package.m:f", "--input-shape", "1,2", "--out", "x.json"], "cannot import no_such_package.m"),
+        (
+            ["import-torch", "poetsim.pytorch.models:__doc__", "--input-shape", "1,2", "--out", "x.json"],
+            "poetsim.pytorch.models.__doc__ is a str, not a function that returns the model",
+        ),
         (["import-torch", TINY, "--input-shape", "2,3,a", "--out", "x.json"], "--input-shape: '2,3,a'"),
         (["execute", "scenarios/mcu.yaml", "--schedule", "x.json"], "is a zoo name"),
     ],

@@ -136,9 +136,13 @@ def resolve_factory(spec: str):
         raise UserInputError(f"{spec}: {error.filename}, line {error.lineno}: {error.msg}") from None
     except Exception as error:  # noqa: BLE001 - the user's module failed as it was imported: say so in one line
         raise UserInputError(f"{spec}: importing {module_name} raised {type(error).__name__}: {first_line(error)}") from None
-    factory = getattr(module, attribute, None)
-    if not callable(factory):
+    if not hasattr(module, attribute):
         raise UserInputError(f"{spec}: {module_name} has no function '{attribute}'")
+    factory = getattr(module, attribute)
+    if not callable(factory):
+        raise UserInputError(
+            f"{spec}: {module_name}.{attribute} is a {type(factory).__name__}, not a function that returns the model"
+        )
     return factory
 
 

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from poetsim.analysis.results import headline, headline_columns, load_results
+from poetsim.analysis.results import headline, headline_columns, in_study_order, load_results
 from poetsim.errors import UserInputError
 
 
@@ -77,3 +77,23 @@ def test_the_headline_puts_strategies_side_by_side_with_ram_sorted_as_a_number()
     first = table.iloc[0]
     assert (first["hybrid"], first["paging-only"], first["recompute-only"]) == ("0.500 %*", "0.500 %", "infeasible")
     assert first["hybrid gap"] == 0.2
+
+
+def test_tables_of_points_read_in_one_order_largest_ram_first_strategies_in_registry_order():
+    frame = pd.DataFrame(
+        {
+            "model": ["b", "a", "a", "a", "a"],
+            "platform": ["rpi4"] * 5,
+            "runtime_x": ["1.2", "1.2", "1.2", "1.2", "1.2"],
+            "ram": ["50%", "35%", "50%", "50%", "100%"],
+            "strategy": ["hybrid", "hybrid", "recompute-only", "keep-all", "hybrid"],
+        }
+    )
+    ordered = in_study_order(frame)
+    assert list(zip(ordered["model"], ordered["ram"], ordered["strategy"])) == [
+        ("a", "100%", "hybrid"),
+        ("a", "50%", "keep-all"),
+        ("a", "50%", "recompute-only"),
+        ("a", "35%", "hybrid"),
+        ("b", "50%", "hybrid"),
+    ]

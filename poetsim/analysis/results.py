@@ -96,9 +96,10 @@ def ram_share(frame: pd.DataFrame) -> pd.Series:
     From the resolved bytes where the row has them; else from a percentage as written (a point
     that failed before its budget was resolved); NaN for absolute budgets of failed points.
     """
-    budget = pd.to_numeric(frame.get("ram_budget_bytes"), errors="coerce")
-    peak = pd.to_numeric(frame.get("keep_all_peak_bytes"), errors="coerce")
-    written = frame["ram"].map(_percent_text) if "ram" in frame else pd.Series(float("nan"), index=frame.index)
+    missing = pd.Series(float("nan"), index=frame.index)
+    budget = pd.to_numeric(frame.get("ram_budget_bytes", missing), errors="coerce")
+    peak = pd.to_numeric(frame.get("keep_all_peak_bytes", missing), errors="coerce")
+    written = frame["ram"].map(_percent_text) if "ram" in frame else missing
     return (budget / peak).where(budget.notna() & peak.notna() & (peak > 0), written)
 
 
@@ -174,14 +175,29 @@ def headline(frame: pd.DataFrame) -> pd.DataFrame:
             else:
                 row[name] = ""
         rows.append(row)
-    table = pd.DataFrame(rows)
-    table = table.sort_values(
-        ["model", "platform", "timing", "runtime_x", "ram_share"],
-        ascending=[True, True, True, True, False],
-        na_position="last",
-        kind="stable",
-    )
-    return table.reset_index(drop=True)
+    return in_study_order(pd.DataFrame(rows)).reset_index(drop=True)
+
+
+def in_study_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` in the order every table of points reads (model, platform, timing, runtime, RAM, strategy).
+
+    By model, platform, timing and runtime, the largest RAM budget first, then the strategies
+    in registry order. Each key that `frame` has counts (a table of strategies side by side has no strategy
+    column); RAM is a share of the keep-all peak (`ram_share`), runtime a number. Rows equal
+    in every key keep their order; a missing value sorts last.
+    """
+    keys = pd.DataFrame(index=frame.index)
+    for column in ("model", "platform", "timing"):
+        if column in frame:
+            keys[column] = frame[column].fillna("").astype(str)
+    if "runtime_x" in frame:
+        keys["runtime_x"] = pd.to_numeric(frame["runtime_x"], errors="coerce")
+    keys["ram_share"] = frame["ram_share"] if "ram_share" in frame else ram_share(frame)
+    if "strategy" in frame:
+        keys["strategy"] = frame["strategy"].astype(str).map(strategies.rank)
+    ascending = [column != "ram_share" for column in keys.columns]
+    order = keys.sort_values(list(keys.columns), ascending=ascending, na_position="last", kind="stable").index
+    return frame.loc[order]
 
 
 def headline_columns(table: pd.DataFrame) -> list[str]:

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from poetsim import strategies
-from poetsim.analysis.results import ram_share
+from poetsim.analysis.results import in_study_order
 from poetsim.device.qemu import DEFAULT_TIMEOUT_S
 from poetsim.device.run import DeviceRun, Session, check_runnable, run_on_device
 from poetsim.errors import PoetsimError, UserInputError
@@ -108,22 +107,11 @@ def _run_row(row: ResultRow, problem: Problem, folder: RunFolder, session: Sessi
 def device_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Measured beside predicted for every row run on the device: what compare and the report show.
 
-    In compare's order, whatever the order the rows were run in: by model, platform and runtime,
-    the largest RAM budget first, then the strategies in registry order.
+    In compare's order (`in_study_order`), whatever the order the rows were run in.
     """
     if "device_ok" not in frame or frame["device_ok"].isna().all():
         return pd.DataFrame()
-    ran = frame[frame["device_ok"].notna()].copy()
-    ran = ran.assign(
-        order_runtime=pd.to_numeric(ran["runtime_x"], errors="coerce"),
-        order_ram=ram_share(ran),
-        order_strategy=ran["strategy"].astype(str).map(strategies.rank),
-    ).sort_values(
-        ["model", "platform", "order_runtime", "order_ram", "order_strategy"],
-        ascending=[True, True, True, False, True],
-        na_position="last",
-        kind="stable",
-    )
+    ran = in_study_order(frame[frame["device_ok"].notna()]).copy()
     ran["device_ok"] = ran["device_ok"].map(lambda v: str(v).lower() == "true")
     ratio = pd.to_numeric(ran["device_compute_s"], errors="coerce") / pd.to_numeric(
         ran["device_predicted_compute_s"], errors="coerce"

@@ -30,6 +30,7 @@ GRAPH_NAME = json.loads(HOSTILE_NAME)["name"]
 REFUSED_SCENARIOS = {
     "alias_bomb.yaml": "its aliases expand to more than 100,000 values",
     "batch_huge.yaml": "batch_size: Input should be less than or equal to 1048576",
+    "control_byte.yaml": "not valid YAML (character 0x01, which YAML does not allow, at line 2, column 11)",
     "effort_inf.yaml": "effort: Input should be a finite number",
     "effort_nan.yaml": "effort: Input should be a finite number",
     "graph_costs_inf.yaml": "costs_inf.json: nodes.0.cost_cpu: Input should be a finite number",

@@ -103,7 +103,15 @@ def parse_yaml(text: str, where: str | Path) -> Any:
     """A YAML document (safe types only); UserInputError for bad syntax, deep nesting or alias bombs."""
     import yaml  # on first use: the commands that read no YAML start without it
 
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (a control byte: a binary file)
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        character = f"0x{exc.character:02x}" if isinstance(exc.character, int) else repr(exc.character)
+        raise UserInputError(
+            f"{where}: not valid YAML (character {character}, which YAML does not allow, at line {line}, column {column})"
+        ) from None
     try:
         node = loader.get_single_node()
         if node is None:

@@ -84,7 +84,7 @@ def test_a_schedule_for_another_graph_is_refused_in_one_line(tmp_path):
         "solve", MCU, "--platform", "nrf52840", "--ram", "100%", "--runtime", "1x", "--strategy", "hybrid", "--out", tmp_path
     )
     assert solved.returncode == 0, solved.stderr
-    args = ("--model", "mcu_cnn", "--platform", "nrf52840", "--ram", "100%", "--runtime", "1x", "--strategy", "hybrid")
+    args = ("--model", "mcu_cnn", "--platform", "nrf52840", "--ram", "100%", "--runtime", "1x")
     result = poetsim("device", "run", MCU, *args, "--schedule", tmp_path / "schedule.json")
     assert_one_line_error(result, 6, "the schedule is for 13 nodes but graph 'mcu_cnn' has 29")
 
@@ -116,6 +116,17 @@ def test_a_missing_toolchain_is_named_in_one_line(tmp_path):
     for tool in ("arm-none-eabi-gcc", "arm-none-eabi-size"):
         (bare / tool).symlink_to(shutil.which(tool))
     assert_one_line_error(poetsim(*args, "--out", tmp_path / "run", env=env), 4, "qemu-system-arm not found")
+
+
+@pytest.mark.parametrize("command", [("sweep", MCU), ("profile", "--platform", "nrf52840", "--out")])
+def test_a_missing_toolchain_stops_sweep_and_profile_before_any_work(tmp_path, command):
+    """Without the cross-compiler, device sweep neither sweeps nor records failed rows, and profile measures nothing."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    out = tmp_path / "out"
+    args = ("device", *command, out / "profile.yaml") if command[0] == "profile" else ("device", *command, "--out", out)
+    assert_one_line_error(poetsim(*args, env={**os.environ, "PATH": str(bare)}), 4, "arm-none-eabi-gcc not found")
+    assert not out.exists()
 
 
 def test_no_emulator_outlives_the_command(tmp_path):

@@ -87,6 +87,12 @@ def test_a_model_with_operations_the_runtime_lacks_is_refused_naming_the_node():
         device_program(build_model("transformer"))
 
 
+def test_a_batch_larger_than_the_losses_the_result_holds_is_refused():
+    assert device_program(build_model("mlp", batch_size=64)).graph.name
+    with pytest.raises(UserInputError, match="batch size 65, more than the 64 samples whose losses the device runtime reports"):
+        device_program(build_model("mlp", batch_size=65))
+
+
 def test_a_graph_that_is_not_the_zoo_model_it_names_is_refused():
     graph = build_model("mcu_cnn")
     bigger = build_model("mcu_cnn", batch_size=2)

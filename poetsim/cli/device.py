@@ -73,11 +73,12 @@ def run(
     when a check fails or the device refuses the schedule.
     """
     from poetsim import api
-    from poetsim.device.run import Session, check_runnable, run_on_device
+    from poetsim.device.run import Session, check_runnable, require_tools, run_on_device
     from poetsim.inputs.scenario import load_scenario
     from poetsim.schedule.formats import load_schedule
 
     api.check_out(out_dir)
+    require_tools()
     if schedule is not None and not schedule.is_file():
         raise UserInputError(f"--schedule: no such file {schedule}")
     loaded = load_scenario(scenario)
@@ -227,11 +228,13 @@ def profile(
     import tempfile
 
     from poetsim.device.profile import profile_device, write_profile
+    from poetsim.device.run import require_tools
     from poetsim.inputs.files import check_output_file
     from poetsim.inputs.profiles import load_platform
 
     check_output_file(out_file, "--out")
     base = load_platform(platform)
+    require_tools()
     with tempfile.TemporaryDirectory(prefix="poetsim-profile-") as work:
         measured, fits = profile_device(base, name or f"{base.name}-qemu", Path(work), timeout)
     write_profile(measured, out_file, f"poetsim device profile --platform {platform}")
@@ -283,8 +286,10 @@ def sweep(
     from poetsim.analysis.results import load_results
     from poetsim.cli.app import records
     from poetsim.cli.terminal import Progress
+    from poetsim.device.run import require_tools
     from poetsim.device.study import NOT_RUN, device_sweep, device_table
 
+    require_tools()
     if target.suffix in (".yaml", ".yml"):
         api.check_out(out_dir)
         scenario = api.load_scenario(target)
@@ -313,7 +318,7 @@ def sweep(
                 right=[c for c in shown.columns if c not in _DEVICE_TEXT],
             )
         )
-        out.line(f"wrote the device's columns into {directory}/runs.csv; each point folder has device.json")
+        out.line(f"wrote the device's columns into {directory}/runs.csv; the folder of each point run has device.json")
         out.print(DEVICE_ASSUMPTIONS + ".", style="dim")
     unrun = [row for row in rows if row.device_ok is None]
     if unrun and not as_json:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 
-from poetsim.device.formats import MAX_NODES, Kind, NodeRecord
+from poetsim.device.formats import MAX_LOSS_ROWS, MAX_NODES, Kind, NodeRecord
 from poetsim.errors import InternalError, UserInputError
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.graphs.layers import Layer, Network, Tensor
@@ -126,9 +126,14 @@ def device_program(graph: TrainingGraph) -> DeviceProgram:
         )
     if len(graph) > MAX_NODES:
         raise UserInputError(f"model {model}: {len(graph)} nodes, more than the device runtime's {MAX_NODES}")
+    batch = int(meta.get("batch_size", "1"))
+    if batch > MAX_LOSS_ROWS:
+        raise UserInputError(
+            f"model {model}: batch size {batch}, more than the {MAX_LOSS_ROWS} samples whose losses the device runtime reports"
+        )
     recorder = _Recorder(model)
     # Every model of the runtime's operations is an image model (sequence models need embeddings).
-    rebuilt = record_model(recorder, int(meta.get("batch_size", "1")), int(meta.get("input_size", "0")) or None)
+    rebuilt = record_model(recorder, batch, int(meta.get("input_size", "0")) or None)
     _same_graph(graph, rebuilt)
     return _Builder(graph, recorder).program()
 

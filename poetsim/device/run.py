@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from poetsim import optimiser
-from poetsim.device.build import MAX_ARENA_BYTES, TARGETS, Runtime, Target, build_runtime, code_sizes, flash_bytes
+from poetsim.device.build import MAX_ARENA_BYTES, TARGETS, Runtime, Target, build_runtime, code_sizes, compiler, flash_bytes
 from poetsim.device.formats import (
     PROGRAM_CHECK_TEXT,
     STATUS_TEXT,
@@ -33,7 +33,7 @@ from poetsim.device.formats import (
     parse_result,
 )
 from poetsim.device.program import DeviceProgram, device_program
-from poetsim.device.qemu import DEFAULT_TIMEOUT_S, instructions, run_image
+from poetsim.device.qemu import DEFAULT_TIMEOUT_S, emulator, instructions, run_image
 from poetsim.device.reference import REFERENCE_RTOL, ReferenceStep, reference_step
 from poetsim.device.tensors import StepTensors, make_tensors
 from poetsim.errors import DeviceError, UserInputError
@@ -182,6 +182,16 @@ def target_of(platform: Platform) -> tuple[Target, float]:
             "profiles such as nrf52840 and mkr1000"
         )
     return TARGETS[platform.device.core], platform.device.clock_hz
+
+
+def require_tools() -> None:
+    """ToolMissingError (one line: what to install) unless the cross-compiler and the emulator are both installed.
+
+    Commands call it before any solve, sweep or measurement, so that a missing tool stops them
+    at once instead of failing every schedule after the work.
+    """
+    compiler()
+    emulator()
 
 
 def check_runnable(problem: Problem) -> tuple[Target, float, DeviceProgram]:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from poetsim.analysis.results import in_study_order
 from poetsim.device.qemu import DEFAULT_TIMEOUT_S
-from poetsim.device.run import DeviceRun, Session, check_runnable, run_on_device
+from poetsim.device.run import DeviceRun, Session, check_runnable, require_tools, run_on_device
 from poetsim.errors import PoetsimError, UserInputError
 from poetsim.folders import RunFolder, StudyFolder
 from poetsim.inputs.scenario import Scenario, load_scenario
@@ -68,6 +68,7 @@ def device_sweep(
     on_row: Callable[[ResultRow, int, int], None] | None = None,
 ) -> list[ResultRow]:
     """Run every reported schedule of the results folder on the device; the rows, rewritten (module doc)."""
+    require_tools()
     directory = Path(directory)
     scenario = load_scenario(directory / "scenario.yaml")
     session = Session(seed=seed, timeout_s=timeout_s)

@@ -574,3 +574,17 @@ def test_report_takes_a_scenario_for_its_default_results_folder(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "report: build/mcu/report.html" and (folder / "report.html").is_file()
     assert_one_line_error(poetsim("report", ROOT / "scenarios" / "resnet18.yaml", cwd=tmp_path), 2, "build/resnet18: no such")
+
+
+def test_an_output_file_in_a_folder_not_made_yet_gets_its_folder(tmp_path):
+    """A file option (--save, --lp) in a folder not made yet makes it, as --out folders are; a file in the way is named."""
+    saved = poetsim("graph", "mlp", "--save", tmp_path / "new" / "deeper" / "mlp.json")
+    assert saved.returncode == 0, saved.stderr
+    assert json.loads((tmp_path / "new" / "deeper" / "mlp.json").read_text())["name"] == "mlp"
+    point = ("--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x", "--strategy", "hybrid")
+    solved = poetsim("solve", MCU, *point, "--lp", tmp_path / "lp" / "point.lp")
+    assert solved.returncode == 0, solved.stderr
+    assert (tmp_path / "lp" / "point.lp").read_text().startswith("\\* Source Pyomo model name=")
+    (tmp_path / "afile").write_text("")
+    blocked = poetsim("graph", "mlp", "--save", tmp_path / "afile" / "mlp.json")
+    assert_one_line_error(blocked, 2, f"--save: {tmp_path / 'afile'} is a file, not a folder")

@@ -71,6 +71,7 @@ def import_torch(
     from poetsim.pytorch.capture import capture
     from poetsim.pytorch.source import ModelSource, parse_inputs
 
+    check_output_file(out, "--out")
     shapes, dtypes = parse_inputs(input_shape, input_dtype)
     source = ModelSource(factory, shapes, dtypes, seed, input_high)
     module, inputs = source.build()

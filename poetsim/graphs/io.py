@@ -123,7 +123,8 @@ def graph_to_json(graph: TrainingGraph) -> dict:
 
 
 def save_graph(graph: TrainingGraph, path: Path) -> None:
-    """Write a graph as poetsim-graph JSON."""
+    """Write a graph as poetsim-graph JSON (its folder made if missing)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(graph_to_json(graph), indent=1) + "\n")
 
 

@@ -238,14 +238,11 @@ def check_output_dir(directory: Path, option: str) -> None:
 
 
 def check_output_file(path: Path, option: str) -> None:
-    """UserInputError unless `path` can be written: its folder exists and it is not a folder."""
+    """UserInputError unless `path` can be written: it is not a folder, and its folder is one or can be made.
+
+    The writer makes the folder when it writes (`Path.parent.mkdir`), as output folders are made.
+    """
     path = Path(path)
     if path.is_dir():
         raise UserInputError(f"{option}: {path} is a folder; give a file name")
-    folder = path.parent
-    if folder.exists() and not folder.is_dir():
-        raise UserInputError(f"{option}: {folder} is a file, not a folder")
-    if not folder.is_dir():
-        raise UserInputError(f"{option}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UserInputError(f"{option}: the folder {folder} is not writable")
+    check_output_dir(path.parent, option)

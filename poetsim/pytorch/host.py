@@ -185,6 +185,7 @@ def write_profile(profile: Platform, path: Path) -> None:
     data = profile.model_dump(exclude_none=True)
     data["notes"] = list(data["notes"])
     try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(yaml.safe_dump(data, sort_keys=False, width=120))
     except OSError as error:
         raise UserInputError(f"{path}: cannot write: {error.strerror or error}") from None

@@ -83,6 +83,7 @@ def write_paper_page(found: list[PaperComparison], target: Path, studies: Mappin
         f"<div class='footer'><p>Paper: {esc(SOURCE)}; its numbers and their sources are in docs/paper.md. "
         f"{esc(ASSUMPTIONS)}.</p></div>"
     )
+    target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(page.page(TITLE, "\n".join(parts), specs, _STYLE), encoding="utf-8")
     return target
 

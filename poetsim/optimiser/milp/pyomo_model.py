@@ -61,6 +61,7 @@ def build_model(form: Formulation) -> pyo.ConcreteModel:
 
 def write_model_lp(form: Formulation, path: Path) -> None:
     """Write the formulation as a CPLEX LP file with readable names (R[3,1], inputs_present(...))."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     build_model(form).write(str(path), format=ProblemFormat.cpxlp, io_options={"symbolic_solver_labels": True})
 
 

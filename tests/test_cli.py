@@ -588,3 +588,14 @@ def test_an_output_file_in_a_folder_not_made_yet_gets_its_folder(tmp_path):
     (tmp_path / "afile").write_text("")
     blocked = poetsim("graph", "mlp", "--save", tmp_path / "afile" / "mlp.json")
     assert_one_line_error(blocked, 2, f"--save: {tmp_path / 'afile'} is a file, not a folder")
+
+
+def test_json_output_writes_a_number_that_is_not_finite_as_null(capsys):
+    from poetsim.cli.app import emit_json
+
+    emit_json({"largest difference": float("inf"), "rows": [{"ratio": float("nan")}, (1.5, float("-inf"))], "name": "x"})
+    assert json.loads(capsys.readouterr().out) == {
+        "largest difference": None,
+        "rows": [{"ratio": None}, [1.5, None]],
+        "name": "x",
+    }

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import inspect
 import json
+import math
 import textwrap
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -289,8 +290,19 @@ def note(text: str) -> None:
 
 
 def emit_json(data: Any) -> None:
-    """One JSON document on stdout (numbers as numbers; NaN as null)."""
-    print(json.dumps(data, default=str, allow_nan=False))
+    """One JSON document on stdout: numbers as numbers, a number that is not finite (NaN, infinity) as null."""
+    print(json.dumps(_finite(data), default=str, allow_nan=False))
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every float that is not finite, at any depth of its dicts, lists and tuples, made None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _clean(value: Any) -> Any:

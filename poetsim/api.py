@@ -27,12 +27,12 @@ from poetsim import strategies
 from poetsim.analysis import COMPARE_BASELINES
 from poetsim.errors import ScheduleError, UserInputError, parsed
 from poetsim.folders import StudyFolder
-from poetsim.inputs.files import check_output_dir
+from poetsim.inputs.files import check_input_file, check_output_dir
 from poetsim.inputs.scenario import FILE_SUFFIXES, Point, Scenario, above_platform_ram, load_scenario, source_key
 from poetsim.pipeline import Run, baseline_starts, load_run, require_schedule, run_strategy, write_run
 from poetsim.runs import ResultRow
 from poetsim.schedule.checker import check_made_for
-from poetsim.schedule.formats import load_schedule
+from poetsim.schedule.formats import SCHEDULE_FILES, load_schedule
 from poetsim.schedule.model import Schedule, Timing
 from poetsim.schedule.problem import Problem, build_problem
 from poetsim.sweeps.dask_pool import NO_WORKER_WAIT_S
@@ -283,6 +283,7 @@ def load_starts(paths: Sequence[Path], problem: Problem) -> tuple[Schedule, ...]
     """Saved schedules (schedule.json or schedule.bin) as starts for `problem`; each must be of its graph."""
     found = []
     for path in paths:
+        check_input_file(path, "--start", SCHEDULE_FILES)
         schedule = load_schedule(path)
         try:
             check_made_for(schedule, problem.graph)

@@ -599,3 +599,17 @@ def test_json_output_writes_a_number_that_is_not_finite_as_null(capsys):
         "rows": [{"ratio": None}, [1.5, None]],
         "name": "x",
     }
+
+
+@pytest.mark.parametrize(
+    "command, option",
+    [("simulate", "--schedule"), ("solve", "--start"), ("device run", "--schedule")],
+)
+def test_a_schedule_option_given_a_folder_asks_for_the_file_in_it(tmp_path, command, option):
+    """The folder `solve --out` wrote is an easy thing to pass where its schedule.bin is meant."""
+    point = ("--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x")
+    strategy = ("--strategy", "hybrid") if command == "solve" else ()
+    result = poetsim(*command.split(), MCU, *point, *strategy, option, tmp_path)
+    assert_one_line_error(result, 2, f"{option}: {tmp_path} is a folder; give the schedule.json or schedule.bin in it")
+    missing = poetsim(*command.split(), MCU, *point, *strategy, option, tmp_path / "nothing.bin")
+    assert_one_line_error(missing, 2, f"{option}: no such file {tmp_path / 'nothing.bin'}")

@@ -74,13 +74,14 @@ def run(
     """
     from poetsim import api
     from poetsim.device.run import Session, check_runnable, require_tools, run_on_device
+    from poetsim.inputs.files import check_input_file
     from poetsim.inputs.scenario import load_scenario
-    from poetsim.schedule.formats import load_schedule
+    from poetsim.schedule.formats import SCHEDULE_FILES, load_schedule
 
     api.check_out(out_dir)
     require_tools()
-    if schedule is not None and not schedule.is_file():
-        raise UserInputError(f"--schedule: no such file {schedule}")
+    if schedule is not None:
+        check_input_file(schedule, "--schedule", SCHEDULE_FILES)
     loaded = load_scenario(scenario)
     given = load_schedule(schedule) if schedule is not None else None
     if given is not None:

@@ -25,7 +25,7 @@ from poetsim.cli.options import (
 from poetsim.cli.terminal import Progress, duration, table
 from poetsim.errors import UserInputError
 from poetsim.folders import RunFolder
-from poetsim.inputs.files import check_output_file
+from poetsim.inputs.files import check_input_file, check_output_file
 from poetsim.status import Status
 from poetsim.tolerances import SAME_RTOL
 from poetsim.units import number_text
@@ -243,10 +243,11 @@ def simulate(
         progress.update("reading the scenario")
         from poetsim import api
         from poetsim.pipeline import compare_prediction, result_row
+        from poetsim.schedule.formats import SCHEDULE_FILES
 
         api.check_out(out_dir)
-        if schedule is not None and not schedule.is_file():
-            raise UserInputError(f"--schedule: no such file {schedule}")
+        if schedule is not None:
+            check_input_file(schedule, "--schedule", SCHEDULE_FILES)
         choice = choose_point(scenario, model, platform, ram, runtime, strategy, timing, batch_size, saved=schedule is not None)
         progress.update(f"{'loading the schedule' if schedule else f'solving {choice.strategy}'}, then the device simulation")
         run = api.simulate(

@@ -224,6 +224,15 @@ def check_text(value: object, field: str, max_chars: int) -> str:
     return value
 
 
+def check_input_file(path: Path, option: str, what: str) -> None:
+    """UserInputError naming `option` unless `path` is a file: missing, or a folder (the one that holds `what`)."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserInputError(f"{option}: {path} is a folder; give the {what} in it")
+    if not path.exists():
+        raise UserInputError(f"{option}: no such file {path}")
+
+
 def check_output_dir(directory: Path, option: str) -> None:
     """UserInputError unless `directory` is a writable folder or can be made as one."""
     probe = Path(directory)

@@ -49,6 +49,8 @@ _KIND_NAMES = {cls: name for name, cls in _KINDS.items()}
 _FIELDS = ("format", "version", "graph", "num_nodes", "timing", "stages", "meta", "nodes")
 
 MAGIC = b"POET"
+#: The files a saved schedule comes in, as messages name them.
+SCHEDULE_FILES = "schedule.json or schedule.bin"
 BINARY_VERSION = 1
 _TIMING_CODES = {Timing.COMPUTE_ONLY: 0, Timing.OVERLAP: 1}
 _OPCODES: dict[type[Instruction], int] = {Compute: 0, PageOut: 1, PageIn: 2, Free: 3}

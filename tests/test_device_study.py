@@ -141,6 +141,29 @@ def test_device_sweep_fills_runs_csv_and_compare_and_the_report_show_it(tmp_path
     assert poetsim("report", out).returncode == 0
     page = (out / "report.html").read_text()
     assert "Run on the emulated device" in page and "device-runs" in page
+    elsewhere = poetsim("device", "sweep", out, "--out", tmp_path / "other")
+    assert elsewhere.returncode == 2 and "--out: " in elsewhere.stderr and "rewritten in place" in elsewhere.stderr
+    assert elsewhere.stderr.count("\n") == 1 and not (tmp_path / "other").exists()
+
+
+def test_device_sweep_json_says_on_stderr_which_schedules_it_did_not_run(tmp_path):
+    scenario = tmp_path / "pi.yaml"
+    scenario.write_text(
+        yaml.safe_dump(
+            {
+                "name": "pi",
+                "model": "mlp",
+                "platform": "rpi4",
+                "budgets": {"ram": "100%", "runtime": "1.5x"},
+                "strategies": ["hybrid"],
+            }
+        )
+    )
+    result = poetsim("device", "sweep", scenario, "--out", tmp_path / "out", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
+    assert "3 of 3 schedules not run; first mlp|rpi4|100%|1.5x|" in result.stderr
+    assert "platform rpi4 has no 'device' section" in result.stderr
 
 
 def test_an_older_runs_csv_without_device_columns_loads_and_is_brought_up_to_date(tmp_path):

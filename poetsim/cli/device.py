@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from poetsim.assumptions import DEVICE_ASSUMPTIONS
-from poetsim.cli.app import command, emit_json, group, out
+from poetsim.cli.app import command, emit_json, group, note, out
 from poetsim.cli.options import (
     BatchOpt,
     EffortOpt,
@@ -298,6 +298,8 @@ def sweep(
         with Progress(f"sweeping {scenario.name}") as progress:
             api.sweep(scenario, directory, resume=True, on_row=lambda row, done, total: progress.update(f"{done}/{total} points"))
     else:
+        if out_dir is not None:
+            raise UserInputError(f"--out: {target} is a results folder, whose runs.csv is rewritten in place; leave --out out")
         directory = target
         if not (directory / "runs.csv").is_file():
             raise UserInputError(f"{directory}: not a sweep's results folder (no runs.csv; run `poetsim sweep` first)")
@@ -322,10 +324,14 @@ def sweep(
         out.line(f"wrote the device's columns into {directory}/runs.csv; the folder of each point run has device.json")
         out.print(DEVICE_ASSUMPTIONS + ".", style="dim")
     unrun = [row for row in rows if row.device_ok is None]
-    if unrun and not as_json:
+    if unrun:
         first = unrun[0]
         why = (first.device_message or "").removeprefix(NOT_RUN)
-        out.line(f"{len(unrun)} of {len(rows)} schedules not run; first {first.point_key}: {why}")
+        said = f"{len(unrun)} of {len(rows)} schedules not run; first {first.point_key}: {why}"
+        if as_json:
+            note(said)  # stdout holds the JSON document alone
+        else:
+            out.line(said)
     failed = [row for row in rows if row.device_ok is False]
     if failed:
         first = failed[0]

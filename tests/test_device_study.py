@@ -17,7 +17,7 @@ import yaml
 from poetsim import strategies
 from poetsim.analysis.results import load_results
 from poetsim.api import read_rows
-from poetsim.device.profile import PROBES, fit, profile_device
+from poetsim.device.profile import PROBES, fit, measured_name, profile_device
 from poetsim.device.run import run_on_device
 from poetsim.device.study import device_table
 from poetsim.inputs.profiles import load_platform
@@ -49,6 +49,14 @@ def test_the_shipped_measured_profiles_are_what_the_emulated_cores_measure(name,
     assert shipped.compute.power_w == load_platform(name).compute.power_w  # powers kept from the datasheet
     assert shipped.storage == load_platform(name).storage
     assert all(f"compute.op_flops_per_s.{op}" in shipped.sources for op in shipped.compute.op_flops_per_s)
+
+
+def test_measuring_a_measured_profile_again_keeps_its_name_title_and_notes(tmp_path):
+    shipped = load_platform(PLATFORMS / "nrf52840-qemu.yaml")
+    again, _ = profile_device(shipped, measured_name(shipped), tmp_path)
+    assert (again.name, again.title, again.notes) == (shipped.name, shipped.title, shipped.notes)
+    first, _ = profile_device(load_platform("nrf52840"), measured_name(load_platform("nrf52840")), tmp_path)
+    assert first.name == "nrf52840-qemu" and first.title == shipped.title and first.notes == shipped.notes
 
 
 def test_the_fit_recovers_a_cost_it_was_given():

@@ -140,6 +140,8 @@ def _broken(mutate):
         (lambda d: d["compute"].update({"power_w": float("inf")}), "compute.power_w", "finite number"),
         (lambda d: d["storage"].update({"power_w": 1e300}), "storage.power_w", "less than or equal to 1000000"),
         (lambda d: d.update({"name": "two\nlines"}), "name", "control character U+000A"),
+        (lambda d: d.update({"name": "  "}), "name", "is empty"),
+        (lambda d: d.update({"title": ""}), "title", "is empty"),
         (lambda d: d.update({"dma_channels": 0}), "dma_channels", "greater than or equal to 1"),
         (lambda d: d.pop("ram_bytes"), "ram_bytes", "Field required"),
         (lambda d: d["sources"].update({"compute.flop_per_s": "typo"}), "compute.flop_per_s", "names no figure"),

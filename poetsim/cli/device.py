@@ -214,7 +214,9 @@ def _print_run(result, label: str) -> None:
 def profile(
     platform: str = typer.Option(..., "--platform", help="The datasheet profile (name or YAML) whose core to measure."),
     out_file: Path = typer.Option(..., "--out", help="The measured profile YAML to write."),
-    name: str | None = typer.Option(None, "--name", help="The new profile's name (default: <platform>-qemu)."),
+    name: str | None = typer.Option(
+        None, "--name", help="The new profile's name (default: <platform>-qemu; a measured profile keeps its own)."
+    ),
     timeout: float = TimeoutOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the fits as one JSON document."),
 ) -> None:
@@ -228,16 +230,18 @@ def profile(
     """
     import tempfile
 
-    from poetsim.device.profile import profile_device, write_profile
+    from poetsim.device.profile import measured_name, profile_device, write_profile
     from poetsim.device.run import require_tools
     from poetsim.inputs.files import check_output_file
     from poetsim.inputs.profiles import load_platform
 
     check_output_file(out_file, "--out")
+    if name is not None and not name.strip():
+        raise UserInputError("--name: give the new profile a name, or leave --name out for <platform>-qemu")
     base = load_platform(platform)
     require_tools()
     with tempfile.TemporaryDirectory(prefix="poetsim-profile-") as work:
-        measured, fits = profile_device(base, name or f"{base.name}-qemu", Path(work), timeout)
+        measured, fits = profile_device(base, name if name is not None else measured_name(base), Path(work), timeout)
     write_profile(measured, out_file, f"poetsim device profile --platform {platform}")
     if as_json:
         emit_json(

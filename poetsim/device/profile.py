@@ -136,6 +136,17 @@ def fit(samples: list[Sample]) -> dict[str, OpFit]:
     return fits
 
 
+#: What a measured profile's title ends with; `measured_name` and a second measurement read it.
+EMULATED_TITLE = ", compute as emulated by QEMU"
+_MEASURED_NOTE = "Compute costs measured by `poetsim device profile`"
+_KEPT_NOTE = "Powers, storage and memory bus are the "
+
+
+def measured_name(platform: Platform) -> str:
+    """The default name of `platform` measured: <name>-qemu, or its own name if it was measured before."""
+    return platform.name if platform.title.endswith(EMULATED_TITLE) else f"{platform.name}-qemu"
+
+
 def profile_device(
     platform: Platform, name: str, work: Path, timeout_s: float = DEFAULT_TIMEOUT_S
 ) -> tuple[Platform, dict[str, OpFit]]:
@@ -163,18 +174,21 @@ def profile_device(
             "op_call_s": {op: f.call_s for op, f in fits.items()},
         }
     )
+    # A profile measured before is measured again: its own measurement notes give way to the new ones.
+    inherited = [note for note in platform.notes if not note.startswith(_MEASURED_NOTE)]
+    if not any(note.startswith(_KEPT_NOTE) for note in inherited):
+        inherited.insert(0, f"{_KEPT_NOTE}{platform.name} datasheet profile's, with its sources.")
     notes = (
-        f"Compute costs measured by `poetsim device profile` on QEMU's emulated {target.name}: instruction counts at the "
+        f"{_MEASURED_NOTE} on QEMU's emulated {target.name}: instruction counts at the "
         f"{clock_hz / 1e6:g} MHz clock, one instruction a cycle. QEMU is not cycle-accurate (no flash wait states, no "
         "pipeline stalls, every instruction one cycle), so these are the runtime's instruction costs, not the chip's cycles.",
-        f"Powers, storage and memory bus are the {platform.name} datasheet profile's, with its sources.",
-        *platform.notes,
+        *inherited,
     )
     measured = Platform.model_validate(
         {
             **platform.model_dump(),
             "name": name,
-            "title": f"{platform.title}, compute as emulated by QEMU",
+            "title": platform.title.removesuffix(EMULATED_TITLE) + EMULATED_TITLE,
             "compute": compute.model_dump(),
             "sources": sources,
             "notes": notes,

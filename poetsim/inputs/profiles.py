@@ -164,6 +164,8 @@ class Platform(_Frozen):
     @field_validator("name", "title")
     @classmethod
     def _one_line(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is empty")
         return check_text(value, "", 200)
 
     @model_validator(mode="after")

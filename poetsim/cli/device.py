@@ -60,7 +60,11 @@ def run(
     ),
     seed: int = SeedOpt,
     timeout: float = TimeoutOpt,
-    out_dir: Path | None = typer.Option(None, "--out", help="Keep the emulator's files here (image.bin, result.bin, grads.bin)."),
+    out_dir: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Keep the emulator's files here: image.bin, result.bin and grads.bin of each run, in schedule/ and keep-all/.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
     """Solve (or load) one schedule and run it on the emulated microcontroller of the platform.

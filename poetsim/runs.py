@@ -214,6 +214,30 @@ def _cell(value) -> str | int | float | bool:
     return value
 
 
+def whole_rows(text: str) -> tuple[str, bool]:
+    """The text of a runs.csv without a last row a power cut tore, and whether it had one.
+
+    A row is written with its newline in one write, so a last line without a newline was cut
+    short; so was a last row, newline and all, with fewer cells than the header.
+    """
+    torn = bool(text) and not text.endswith("\n")
+    if torn:
+        text = text[: text.rfind("\n") + 1]
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, None)
+        ends = [reader.line_num]  # the physical line each record ends on, the header's first
+        last: list[str] = []
+        for row in reader:
+            last = row
+            ends.append(reader.line_num)
+    except csv.Error:
+        return text, torn  # not a CSV: left for the reader to refuse
+    if header and len(ends) > 1 and len(last) != len(header):
+        return "".join(text.splitlines(keepends=True)[: ends[-2]]), True
+    return text, torn
+
+
 class RunsFile:
     """runs.csv: append-only, one complete row per write, readable while a sweep runs.
 
@@ -318,10 +342,7 @@ class RunsFile:
         """Header, complete rows and whether a torn last line was left out."""
         if not self.path.exists():
             return list(COLUMNS), [], False
-        text = read_text(self.path, "results file", MAX_RESULTS_BYTES)
-        torn = bool(text) and not text.endswith("\n")
-        if torn:
-            text = text[: text.rfind("\n") + 1]
+        text, torn = whole_rows(read_text(self.path, "results file", MAX_RESULTS_BYTES))
         try:
             lines = list(csv.reader(io.StringIO(text, newline="")))
         except csv.Error as exc:
@@ -336,9 +357,6 @@ class RunsFile:
         records = []
         for number, cells in enumerate(body, start=2):
             if len(cells) != len(header):
-                if number == len(lines):  # a last row cut short by a power cut, ending in a newline
-                    torn = True
-                    break
                 raise UserInputError(f"{self.path}: line {number} has {len(cells)} cells, the header {len(header)}")
             records.append(dict(zip(header, cells)))
         return header, records, torn

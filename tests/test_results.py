@@ -1,10 +1,15 @@
 """The side-by-side table and loading results, on hand-built result frames (the guard: test_guard.py)."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 from poetsim.analysis.results import headline, headline_columns, in_study_order, load_results
 from poetsim.errors import UserInputError
+from poetsim.runs import RunsFile
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _frame(rows):
@@ -97,3 +102,15 @@ def test_tables_of_points_read_in_one_order_largest_ram_first_strategies_in_regi
         ("a", "35%", "hybrid"),
         ("b", "50%", "hybrid"),
     ]
+
+
+@pytest.mark.parametrize("cut", ["mid-line", "short row"])
+def test_a_last_row_a_power_cut_tore_is_left_out_as_every_reader_does(tmp_path, cut):
+    """Check and report read a runs.csv whose last row was torn, without it (docs/dependability.md)."""
+    shipped = (ROOT / "results" / "mcu" / "runs.csv").read_text()
+    torn = shipped[:-200] + ("\n" if cut == "short row" else "")
+    (tmp_path / "runs.csv").write_text(torn)
+    frame = load_results(tmp_path)
+    whole = load_results(ROOT / "results" / "mcu")
+    assert len(frame) == len(whole) - 1 and frame.equals(whole.iloc[:-1])
+    assert len(RunsFile(tmp_path / "runs.csv").records()) == len(whole) - 1

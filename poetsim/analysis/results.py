@@ -14,7 +14,7 @@ from poetsim import strategies
 from poetsim.errors import UserInputError
 from poetsim.folders import StudyFolder
 from poetsim.inputs.files import MAX_RESULTS_BYTES, read_text
-from poetsim.runs import COLUMNS, ResultRow
+from poetsim.runs import COLUMNS, ResultRow, whole_rows
 from poetsim.status import Status
 from poetsim.units import number_text
 
@@ -34,14 +34,15 @@ def load_results(path: str | Path) -> pd.DataFrame:
     UserInputError (one line naming the file, and the line and column where it applies) for a
     file that is not a regular UTF-8 CSV under the size cap, lacks point_key, status or
     predicted_total_j, has a row of the wrong width, a cell that does not parse as its column's
-    type (`ResultRow`), or a point key twice.
+    type (`ResultRow`), or a point key twice. A last row a power cut tore is left out
+    (`poetsim.runs.whole_rows`), as every reader of runs.csv does.
     """
     path = Path(path)
     if path.is_dir():
         path = StudyFolder(path).runs_csv
     if not path.exists():
         raise UserInputError(f"{path}: no such results file (run `poetsim sweep` first)")
-    text = read_text(path, "results file", MAX_RESULTS_BYTES)
+    text, _ = whole_rows(read_text(path, "results file", MAX_RESULTS_BYTES))
     _check_cells(path, text)
     try:
         frame = pd.read_csv(io.StringIO(text), keep_default_na=True)

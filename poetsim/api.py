@@ -360,9 +360,12 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.@-]+", "-", text.replace("%", "pct"))
 
 
-def save_run(run: Run, directory: Path) -> None:
-    """Write a run's schedule, result row and (if simulated) trace into `directory`."""
-    write_run(run, Path(directory))
+def save_run(run: Run, directory: Path) -> list[Path]:
+    """Write a run's result row, schedule and (if simulated) trace into `directory`, in place of an earlier run's files.
+
+    Returns the files written (`pipeline.write_run`).
+    """
+    return write_run(run, Path(directory))
 
 
 def sweep(

@@ -60,6 +60,20 @@ class RunFolder:
         """The step on the emulated device, measured beside predicted (`poetsim device sweep`)."""
         return self.path / "device.json"
 
+    def chart(self, stem: str, suffix: str) -> Path:
+        """A chart of the run page as a file of its own: `timeline` or `schedule`, `.png` or `.svg`."""
+        return self.path / f"{stem}{suffix}"
+
+    def made_from_a_run(self) -> tuple[Path, ...]:
+        """Every file made from the run the folder holds: what a new run written into it replaces or removes."""
+        charts = tuple(self.chart(stem, suffix) for stem in RUN_CHARTS for suffix in (".png", ".svg"))
+        named = (self.result_json, self.schedule_json, self.schedule_bin, self.trace_csv, self.summary_json)
+        return (*named, self.comparison_json, self.run_html, self.device_json, *charts)
+
+
+#: The charts of a run page that are also files of their own (`poetsim.report.charts.save_run_charts`).
+RUN_CHARTS = ("timeline", "schedule")
+
 
 @dataclass(frozen=True)
 class StudyFolder:

@@ -265,19 +265,29 @@ def result_row(run: Run, **point: object) -> ResultRow:
     return ResultRow(**fields)
 
 
-def write_run(run: Run, directory: Path, row: ResultRow | None = None) -> None:
-    """Save a run's schedule (JSON and binary), its result row and, if simulated, its trace."""
+def write_run(run: Run, directory: Path, row: ResultRow | None = None) -> list[Path]:
+    """Save a run's result row, its schedule (JSON and binary) and, if simulated, its trace; return the files written.
+
+    A folder holds one run: the files an earlier run left there (a schedule where this run has
+    none, its trace, page or device record) are removed, so that none is read as this run's.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     row = row or result_row(run)
     folder = RunFolder(directory)
+    for earlier in folder.made_from_a_run():
+        earlier.unlink(missing_ok=True)
     folder.result_json.write_text(json.dumps(row.to_dict(), indent=1) + "\n")
+    written = [folder.result_json]
     if run.schedule is not None:
         save_json(with_node_names(run.schedule, run.problem.graph), folder.schedule_json)
         folder.schedule_bin.write_bytes(encode_binary(run.schedule))
+        written += [folder.schedule_json, folder.schedule_bin]
     if run.simulated is not None:
         from poetsim.simulator import write_trace
 
         write_trace(run.simulated, directory)
+        written += [folder.trace_csv, folder.summary_json]
+    return written
 
 
 def load_run(problem: Problem, schedule_path: Path, mode: str = "barrier", *, timing_stated: bool = False) -> Run:

@@ -613,3 +613,15 @@ def test_a_schedule_option_given_a_folder_asks_for_the_file_in_it(tmp_path, comm
     assert_one_line_error(result, 2, f"{option}: {tmp_path} is a folder; give the schedule.json or schedule.bin in it")
     missing = poetsim(*command.split(), MCU, *point, *strategy, option, tmp_path / "nothing.bin")
     assert_one_line_error(missing, 2, f"{option}: no such file {tmp_path / 'nothing.bin'}")
+
+
+def test_a_run_written_into_a_folder_of_an_earlier_one_leaves_none_of_its_files(tmp_path):
+    """An infeasible solve --out where a run was simulated before leaves its result.json alone, not the old files."""
+    point = ("--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x", "--effort", "1", "--out", tmp_path)
+    simulated = poetsim("simulate", MCU, *point, "--strategy", "hybrid")
+    assert simulated.returncode == 0, simulated.stderr
+    assert {"schedule.bin", "trace.csv", "run.html", "timeline.png"} <= {p.name for p in tmp_path.iterdir()}
+    infeasible = poetsim("solve", MCU, *point, "--strategy", "paging-only")
+    assert infeasible.returncode == 3 and f"wrote {tmp_path}/ (result.json)" in infeasible.stdout
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+    assert json.loads((tmp_path / "result.json").read_text())["strategy"] == "paging-only"

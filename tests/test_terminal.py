@@ -153,7 +153,7 @@ def test_the_command_list_wraps_each_summary_whole():
 def test_messages_wrap_between_words_and_a_longer_path_stays_whole(tmp_path):
     """The 'wrote' line of simulate breaks only between words in 60 columns; a path wider than the window is not cut."""
     point = ["--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x", "--strategy", "hybrid", "--no-charts"]
-    files = "(trace.csv, summary.json, comparison.json, schedule.json, schedule.bin)"
+    files = "(result.json, schedule.json, schedule.bin, trace.csv, summary.json, comparison.json)"
     for out in (tmp_path / "s", tmp_path / ("a_folder_whose_name_is_longer_than_the_window_" * 2)):
         text, _ = in_terminal(["simulate", str(MCU), *point, "--out", str(out)], 60)
         lines = text.splitlines()

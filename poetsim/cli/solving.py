@@ -105,16 +105,17 @@ def solve(
             choice=choice,
         )
         row = result_row(run, **choice.row_names())
+        written = []
         if out_dir is not None:
             progress.update(f"writing {out_dir}/")
-            api.save_run(run, out_dir)
+            written = api.save_run(run, out_dir)
         progress.close(f"{run.status} after {duration(progress.elapsed_s)}")
     if as_json:
         emit_json(_json_row(row))
     else:
         _print_summary(row)
         if out_dir is not None:
-            out.line(f"wrote {out_dir}/")
+            out.line(f"wrote {out_dir}/ ({', '.join(p.name for p in written)})")
     api.require_schedule(run)
 
 
@@ -264,14 +265,15 @@ def simulate(
         api.require_schedule(run)
         directory = out_dir or api.simulate_out(choice, run, mode)
         progress.update(f"writing the trace into {directory}/")
-        api.save_run(run, directory)
+        written = api.save_run(run, directory)
         comparison = compare_prediction(run)
         RunFolder(directory).comparison_json.write_text(json.dumps(comparison, indent=1) + "\n")
+        written.append(RunFolder(directory).comparison_json)
         if charts:
             progress.update("drawing run.html and the charts (PNG, SVG)", force=True)
             from poetsim.report.charts import save_run_charts
 
-            save_run_charts(run, directory, title=f"{choice.scenario.name}: {run.strategy}")
+            written += save_run_charts(run, directory, title=f"{choice.scenario.name}: {run.strategy}")
         progress.close(f"{run.status} after {duration(progress.elapsed_s)}")
     if as_json:
         return emit_json(comparison)
@@ -303,8 +305,6 @@ def simulate(
         out.line("makespan difference by cause: " + ", ".join(f"{k} {v:+.6g} s" for k, v in causes.items()))
     for flag in comparison["flags"]:
         err.print(f"poetsim: flag: {flag}", soft_wrap=True)
-    folder = RunFolder(directory)
-    written = (folder.trace_csv, folder.summary_json, folder.comparison_json, folder.schedule_json, folder.schedule_bin)
-    out.line(f"wrote {directory}/ ({', '.join(p.name for p in written)}{', charts' if charts else ''})")
+    out.line(f"wrote {directory}/ ({', '.join(p.name for p in written)})")
     timing_name = choice.problem.timing.value
     out.print(f"{ASSUMPTIONS}; timing {timing_name}: {TIMING_MODELS[timing_name]}. {SIMULATOR_ASSUMPTIONS}.", style="dim")

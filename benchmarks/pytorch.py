@@ -60,7 +60,7 @@ _IMPORT_ONE = """
 import sys, time
 start = time.perf_counter()
 from poetsim.graphs.io import save_graph
-from poetsim.pytorch.capture import capture
+from poetsim.pytorch.capturing import capture
 from poetsim.pytorch.source import ModelSource
 source = ModelSource({factory!r}, {shapes!r}, {dtypes!r}, 0, {high!r})
 module, inputs = source.build()
@@ -152,7 +152,7 @@ def run_validation(
     out_csv: Path = VALIDATE_OUT, threads: int | None = None, time_limit_s: float = 20.0, repeats: int = 5
 ) -> pd.DataFrame:
     """The closed loop on ResNet-18 CIFAR, batch 8 (see the module docstring); one row per point."""
-    from poetsim.pytorch.capture import capture
+    from poetsim.pytorch.capturing import capture
     from poetsim.pytorch.executor import default_threads
     from poetsim.pytorch.host import profile_host, write_profile
 

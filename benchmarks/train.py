@@ -85,7 +85,7 @@ def run(out_csv: Path = OUT, steps: int = 10, ram: str = "50%", runtime: str = "
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from poetsim.pytorch.capture import TrainingStep, capture
+    from poetsim.pytorch.capturing import TrainingStep, capture
     from poetsim.pytorch.executor import default_threads
     from poetsim.pytorch.reference import same_bits
     from poetsim.pytorch.source import ModelSource

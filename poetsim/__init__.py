@@ -24,7 +24,7 @@ _PUBLIC = {
     "Run": "poetsim.pipeline",
     "ResultRow": "poetsim.runs",
     "Status": "poetsim.status",
-    "from_torch": "poetsim.pytorch.capture",
+    "from_torch": "poetsim.pytorch.capturing",
     "DeviceRun": "poetsim.device.run",
     "run_on_device": "poetsim.device.run",
 }

@@ -16,7 +16,7 @@ from poetsim.errors import UserInputError  # noqa: E402
 from poetsim.graphs import zoo  # noqa: E402
 from poetsim.graphs.io import read_graph_file, save_graph  # noqa: E402
 from poetsim.pytorch import models  # noqa: E402
-from poetsim.pytorch.capture import capture, from_torch  # noqa: E402
+from poetsim.pytorch.capturing import capture, from_torch  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -759,3 +759,18 @@ def test_reentrant_checkpointing_is_refused_naming_the_form_that_imports_and_not
     assert [str(w.message) for w in raised] == []
     assert [repr(u.exc_value) for u in unraisable] == []
     assert len(capture(_Checkpointed(reentrant=False), (torch.randn(2, 4),), name="checkpointed").graph) > 0
+
+
+def test_every_name_the_package_exports_is_what_it_names_after_its_modules_are_imported():
+    """`poetsim.pytorch.capture` is the function, not the module its code lives in, however often it is read."""
+    import types
+
+    import poetsim.pytorch as package
+
+    for name in package.__all__:
+        assert not isinstance(getattr(package, name), types.ModuleType), name
+        assert not isinstance(getattr(package, name), types.ModuleType), name  # read again, once its module is imported
+    traced = package.capture(models.tiny_cnn(), (torch.randn(2, 3, 8, 8),))
+    assert type(traced).__name__ == "Capture" and len(traced.graph) == len(
+        package.from_torch(models.tiny_cnn(), (torch.randn(2, 3, 8, 8),))
+    )

@@ -11,7 +11,7 @@ from poetsim.errors import ScheduleError, UserInputError  # noqa: E402
 from poetsim.inputs.profiles import load_platform  # noqa: E402
 from poetsim.optimiser import checkpoint_sqrt, keep_all, optimise  # noqa: E402
 from poetsim.pytorch import models, swap  # noqa: E402
-from poetsim.pytorch.capture import capture  # noqa: E402
+from poetsim.pytorch.capturing import capture  # noqa: E402
 from poetsim.pytorch.executor import default_threads, execute  # noqa: E402
 from poetsim.schedule.checker import check_schedule  # noqa: E402
 from poetsim.schedule.costs import node_costs  # noqa: E402

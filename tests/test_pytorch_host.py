@@ -6,7 +6,7 @@ torch = pytest.importorskip("torch")
 
 from poetsim.inputs.profiles import load_platform  # noqa: E402
 from poetsim.pytorch import host, models  # noqa: E402
-from poetsim.pytorch.capture import capture  # noqa: E402
+from poetsim.pytorch.capturing import capture  # noqa: E402
 from poetsim.schedule.costs import node_costs  # noqa: E402
 
 SMALL_FILES = (4096, 65536, 262144)

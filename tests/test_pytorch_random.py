@@ -15,7 +15,7 @@ from torch import nn  # noqa: E402
 from poetsim.errors import UserInputError  # noqa: E402
 from poetsim.inputs.profiles import load_platform  # noqa: E402
 from poetsim.pytorch.architectures import StochasticDepth  # noqa: E402
-from poetsim.pytorch.capture import capture, from_torch  # noqa: E402
+from poetsim.pytorch.capturing import capture, from_torch  # noqa: E402
 from poetsim.pytorch.executor import execute  # noqa: E402
 from poetsim.pytorch.randomness import out_of_order, state_bytes  # noqa: E402
 from poetsim.schedule.checker import check_schedule  # noqa: E402

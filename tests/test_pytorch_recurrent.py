@@ -13,7 +13,7 @@ from pytorch_cases import recompute_and_page  # noqa: E402
 from torch import nn  # noqa: E402
 
 from poetsim.inputs.profiles import load_platform  # noqa: E402
-from poetsim.pytorch.capture import capture  # noqa: E402
+from poetsim.pytorch.capturing import capture  # noqa: E402
 from poetsim.pytorch.executor import Machine, execute  # noqa: E402
 from poetsim.pytorch.reference import same_bits  # noqa: E402
 from poetsim.pytorch.training import fit, scheduled  # noqa: E402

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 from poetsim.inputs.profiles import load_platform  # noqa: E402
 from poetsim.pytorch import models  # noqa: E402
-from poetsim.pytorch.capture import capture  # noqa: E402
+from poetsim.pytorch.capturing import capture  # noqa: E402
 from poetsim.pytorch.validate import validate_run  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from poetsim.cli import app  # noqa: E402
 from poetsim.errors import UserInputError  # noqa: E402
 from poetsim.inputs.profiles import load_platform  # noqa: E402
 from poetsim.pytorch import models  # noqa: E402
-from poetsim.pytorch.capture import capture  # noqa: E402
+from poetsim.pytorch.capturing import capture  # noqa: E402
 from poetsim.pytorch.reference import same_bits  # noqa: E402
 from poetsim.pytorch.source import ModelSource  # noqa: E402
 from poetsim.pytorch.training import fit, scheduled  # noqa: E402

@@ -12,7 +12,7 @@ from pytorch_cases import recompute_and_page, run_recomputed_and_paged  # noqa: 
 from torch import nn  # noqa: E402
 
 from poetsim.inputs.profiles import load_platform  # noqa: E402
-from poetsim.pytorch.capture import capture  # noqa: E402
+from poetsim.pytorch.capturing import capture  # noqa: E402
 from poetsim.pytorch.executor import execute  # noqa: E402
 from poetsim.schedule.checker import check_schedule  # noqa: E402
 from poetsim.schedule.costs import node_costs  # noqa: E402

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 from poetsim.inputs.profiles import load_platform  # noqa: E402
 from poetsim.pytorch import models  # noqa: E402
-from poetsim.pytorch.capture import capture  # noqa: E402
+from poetsim.pytorch.capturing import capture  # noqa: E402
 from poetsim.pytorch.validate import validate_run, write_validation  # noqa: E402
 
 

@@ -68,7 +68,7 @@ def import_torch(
     shapes and dtypes. Random weights; nothing is downloaded.
     """
     from poetsim.graphs.io import save_graph
-    from poetsim.pytorch.capture import capture
+    from poetsim.pytorch.capturing import capture
     from poetsim.pytorch.source import ModelSource, parse_inputs
 
     check_output_file(out, "--out")
@@ -332,7 +332,7 @@ def validate_run(
 
 
 def _capture_factory(factory: str, shapes, dtypes, high: int, seed: int):
-    from poetsim.pytorch.capture import capture
+    from poetsim.pytorch.capturing import capture
     from poetsim.pytorch.source import ModelSource, parse_inputs
 
     parsed_shapes, parsed_dtypes = parse_inputs(shapes, dtypes)

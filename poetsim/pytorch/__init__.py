@@ -1,6 +1,8 @@
 """Bring your own PyTorch model: import one training step as a poetsim graph, run a schedule for real, train with it.
 
-`from_torch` (capture.py) imports a model; `execute` (executor.py) runs one training step
+`from_torch` (capturing.py) imports a model as a graph, and `capture` as a Capture (the graph
+with the step it was traced from), which `execute` and `validate_run` take; `execute`
+(executor.py) runs one training step
 instruction by instruction following a poetsim schedule; `profile_host` (host.py) measures this
 machine as a platform profile; `validate_run` (validate.py) closes the loop; `scheduled` and
 `fit` (training.py) train with a schedule in an ordinary loop. Everything here needs torch (the
@@ -11,8 +13,8 @@ of them runs.
 import importlib
 
 _EXPORTS = {
-    "from_torch": "poetsim.pytorch.capture",
-    "capture": "poetsim.pytorch.capture",
+    "from_torch": "poetsim.pytorch.capturing",
+    "capture": "poetsim.pytorch.capturing",
     "execute": "poetsim.pytorch.executor",
     "profile_host": "poetsim.pytorch.host",
     "validate_run": "poetsim.pytorch.validate",

@@ -1,7 +1,7 @@
 """Run one training step for real, instruction by instruction, as a poetsim schedule says.
 
 `execute(capture, schedule, swap_dir)` plays the schedule on the CPU with the captured aten
-graph (poetsim.pytorch.capture): `Compute(k)` runs node k's ops (again, for a recomputation)
+graph (poetsim.pytorch.capturing): `Compute(k)` runs node k's ops (again, for a recomputation)
 on the tensors of the nodes it reads, `Free(i)` drops node i's tensors, `PageOut(i)` writes
 them to a real file in the swap folder and `PageIn(i)` reads them back (poetsim.pytorch.swap).
 The input node's compute reads the batch from a file too, as the cost model says.
@@ -39,7 +39,7 @@ from torch import fx
 
 from poetsim.errors import InternalError, ScheduleError, UserInputError, first_line
 from poetsim.pytorch import randomness, swap
-from poetsim.pytorch.capture import Capture
+from poetsim.pytorch.capturing import Capture
 from poetsim.pytorch.reference import compare, plain_step
 from poetsim.schedule.checker import check_made_for
 from poetsim.schedule.model import Compute, Free, Instruction, PageIn, PageOut, Schedule, Timing

@@ -42,7 +42,7 @@ from poetsim.errors import UserInputError
 from poetsim.inputs.profiles import Platform, load_platform
 from poetsim.optimiser import keep_all
 from poetsim.pytorch import models, swap
-from poetsim.pytorch.capture import capture
+from poetsim.pytorch.capturing import capture
 from poetsim.pytorch.executor import default_threads, execute
 from poetsim.schedule.costs import node_costs
 from poetsim.schedule.model import Timing

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from poetsim.errors import UserInputError, first_line
-from poetsim.pytorch.capture import Capture, tied_parameters
+from poetsim.pytorch.capturing import Capture, tied_parameters
 
 if TYPE_CHECKING:
     from poetsim.pytorch.executor import Machine

@@ -152,7 +152,7 @@ def capture_graph_file(path: Path, graph=None):
     Returns the Capture. UserInputError when the file was not made by import-torch, or when the
     model no longer captures to the same nodes (the factory's code changed since the import).
     """
-    from poetsim.pytorch.capture import capture
+    from poetsim.pytorch.capturing import capture
 
     graph = graph if graph is not None else read_graph_file(Path(path))
     meta = dict(graph.meta)

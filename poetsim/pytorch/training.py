@@ -42,7 +42,7 @@ from torch import nn
 from poetsim.errors import ScheduleError, UserInputError, parsed
 from poetsim.inputs.profiles import Platform, load_platform
 from poetsim.pytorch import tracing
-from poetsim.pytorch.capture import Capture, TrainingStep, capture, describe
+from poetsim.pytorch.capturing import Capture, TrainingStep, capture, describe
 from poetsim.pytorch.executor import Machine, default_threads
 from poetsim.pytorch.validate import Prediction, predict
 from poetsim.schedule.checker import check_made_for
@@ -557,7 +557,7 @@ def scheduled(
     InfeasibleBudgetError when no schedule meets the budgets.
     """
     from poetsim import strategies
-    from poetsim.pytorch.capture import as_inputs, check_model, loss_module
+    from poetsim.pytorch.capturing import as_inputs, check_model, loss_module
     from poetsim.schedule.formats import load_schedule
 
     check_model(model)
@@ -634,7 +634,7 @@ def fit(
 
 
 def _labels(model: nn.Module, inputs: tuple[torch.Tensor, ...], loss) -> torch.Tensor:
-    from poetsim.pytorch.capture import default_labels
+    from poetsim.pytorch.capturing import default_labels
 
     if loss is not None:
         raise UserInputError("with loss=, give labels= too: an example of what the loss takes beside the output")

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from poetsim.errors import UserInputError
-from poetsim.pytorch.capture import TrainingStep, default_labels
+from poetsim.pytorch.capturing import TrainingStep, default_labels
 from poetsim.pytorch.executor import deterministic
 from poetsim.pytorch.reference import copy_module, same_bits
 from poetsim.pytorch.source import ModelSource

@@ -29,7 +29,7 @@ from poetsim.schedule.problem import make_problem
 from poetsim.units import RamSpec, limits_or, parse_ram
 
 if TYPE_CHECKING:  # the capture and the executor import torch; this module is imported without it
-    from poetsim.pytorch.capture import Capture
+    from poetsim.pytorch.capturing import Capture
     from poetsim.pytorch.executor import Execution
 
 

@@ -123,6 +123,7 @@ def test_execute_over_a_ram_budget_stops_with_one_line(app, imported, tmp_path):
         ),
         (["import-torch", TINY, "--input-shape", "2,3,a", "--out", "x.json"], "--input-shape: '2,3,a'"),
         (["execute", "scenarios/mcu.yaml", "--schedule", "x.json"], "is a zoo name"),
+        (["profile", "--out", "host.yaml", "--input-shape", "4,3"], "--input-shape: describes the inputs of --model"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(app, arguments, message):
@@ -159,6 +160,7 @@ def test_an_unusable_output_or_swap_folder_is_refused_before_any_work(app, tmp_p
         ("validate-run", ["--timing", "bogus"], "--timing: unknown timing model 'bogus'"),
         ("validate-run", ["--runtime", "fast"], "--runtime: 'fast' is not a multiple"),
         ("validate-run", ["--profile", "nosuch"], "unknown platform 'nosuch'"),
+        ("validate-run", ["--profile", "rpi4", "--calibrate", "suite"], "--calibrate: applies when the host is measured"),
         ("train", ["--ram", "150%"], "--ram: '150%' is above 100%"),
         ("train", ["--strategy", "bogus"], "--strategy: unknown strategy 'bogus'"),
         ("train", ["--timing", "bogus"], "--timing: unknown timing model 'bogus'"),

@@ -171,6 +171,10 @@ def profile(
 
     check_output_file(out, "--out")
     check_output_dir(swap_dir, "--swap-dir")
+    if model is None and (input_shape or input_dtype):
+        raise UserInputError(
+            f"{'--input-shape' if input_shape else '--input-dtype'}: describes the inputs of --model; give --model too"
+        )
     captures = None
     if model is not None:
         captures = [_capture_factory(model, input_shape or [], input_dtype, input_high, 0)]
@@ -203,8 +207,10 @@ def validate_run(
     effort: ValidateEffortOpt = None,
     time_limit: PointTimeLimitOpt = None,
     platform: str | None = typer.Option(None, "--profile", help="Use this profile instead of measuring the host."),
-    calibrate: str = typer.Option(
-        "model", help="Profile compute on the model itself (model) or on poetsim's calibration set (suite)."
+    calibrate: str | None = typer.Option(
+        None,
+        help="Profile compute on the model itself (model, the default) or on poetsim's calibration set (suite); "
+        "not with --profile.",
     ),
     repeats: int = typer.Option(
         5, min=1, help="Timed rounds, each running every schedule once; a schedule's measured time is its fastest run."
@@ -233,6 +239,9 @@ def validate_run(
     from poetsim.pytorch.validate import validate_run as run_validation
     from poetsim.strategies import known
 
+    if calibrate is not None and platform is not None:
+        raise UserInputError("--calibrate: applies when the host is measured; --profile gives the profile instead")
+    calibrate = calibrate or "model"
     if calibrate not in ("model", "suite"):
         raise UserInputError(f"--calibrate: use model or suite, not '{calibrate}'")
     rams = tuple(parsed(parse_ram, text, "--ram") for text in ram) if ram else DEFAULT_RAMS

@@ -70,9 +70,9 @@ def train(
             lr=lr,
             compare=compare,
             on_step=lambda r: progress.update(
-                f"step {r.step}/{steps}: loss {r.loss:.4f}, {r.step_s:.3f} s, activation peak {r.peak_activation_bytes:,} bytes"
+                f"step {r.step}/{steps}: loss {r.loss:.4f}, {r.step_s:.3g} s, activation peak {r.peak_activation_bytes:,} bytes"
             ),
-            on_plain_step=lambda n, s: progress.update(f"plain step {n}/{steps}: {s:.3f} s"),
+            on_plain_step=lambda n, s: progress.update(f"plain step {n}/{steps}: {s:.3g} s"),
             platform=platform,
             ram=stated_ram,
             runtime=runtime_x,
@@ -106,11 +106,11 @@ def _print(trial, summary: dict) -> None:
         f"{trial.optimizer}, {trial.threads} thread(s)",
     )
     for index, r in enumerate(trial.records):
-        plain = f"{trial.plain_step_s[index]:.4f}" if index < len(trial.plain_step_s) else ""
+        plain = f"{trial.plain_step_s[index]:.4g}" if index < len(trial.plain_step_s) else ""
         steps.add_row(
             str(r.step),
             f"{r.loss:.5f}",
-            f"{r.step_s:.4f}",
+            f"{r.step_s:.4g}",
             plain,
             f"{r.peak_activation_bytes:,}",
             f"{r.bytes_written:,} / {r.bytes_read:,}",
@@ -122,9 +122,9 @@ def _print(trial, summary: dict) -> None:
     lines = [
         (
             "step time",
-            f"median {times[len(times) // 2]:.4f} s on this machine"
-            + (f" (plain training {plain_times[len(plain_times) // 2]:.4f} s)" if plain_times else "")
-            + f"; on {trial.platform}, the platform the schedule was solved for, predicted {trial.predicted_step_s:.4f} s",
+            f"median {times[len(times) // 2]:.4g} s on this machine"
+            + (f" (plain training {plain_times[len(plain_times) // 2]:.4g} s)" if plain_times else "")
+            + f"; on {trial.platform}, the platform the schedule was solved for, predicted {trial.predicted_step_s:.4g} s",
         ),
         (
             "activation peak",

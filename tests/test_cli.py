@@ -625,3 +625,18 @@ def test_a_run_written_into_a_folder_of_an_earlier_one_leaves_none_of_its_files(
     assert infeasible.returncode == 3 and f"wrote {tmp_path}/ (result.json)" in infeasible.stdout
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
     assert json.loads((tmp_path / "result.json").read_text())["strategy"] == "paging-only"
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (("simulate", "--mode", "freerunning"), "--mode: unknown replay mode 'freerunning' (use barrier or free-running)"),
+        (("simulate", "--solver", "cplex"), "Invalid value for '--solver': unknown solver 'cplex'"),
+        (("solve", "--solver", "cplex"), "Invalid value for '--solver': unknown solver 'cplex'"),
+    ],
+)
+def test_a_misspelt_mode_or_solver_is_refused_naming_its_option_before_any_solve(tmp_path, arguments, message):
+    command, *options = arguments
+    point = ("--platform", "nrf52840", "--ram", "85%", "--runtime", "1.5x", "--strategy", "hybrid", "--out", tmp_path / "o")
+    assert_one_line_error(poetsim(command, MCU, *point, *options), 2, message)
+    assert not (tmp_path / "o").exists()

@@ -61,8 +61,25 @@ RamOpt = Annotated[
 ]
 RuntimeOpt = Annotated[str | None, typer.Option(help="Runtime budget: multiple of one plain pass (1.2x).")]
 TimingOpt = Annotated[str | None, typer.Option(help=TIMING_HELP)]
+
+
+def one_of(names: tuple[str, ...], what: str) -> Callable[[str | None], str | None]:
+    """The callback of an option whose value is one of `names`, checked as the command line is read."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and value not in names:
+            raise typer.BadParameter(f"unknown {what} '{value}' (use {', '.join(names)})")
+        return value
+
+    return check
+
+
 SolverOpt = Annotated[
-    str | None, typer.Option(help=", ".join(SOLVERS) + " (default highs; gurobi beyond 2,000 columns needs a license).")
+    str | None,
+    typer.Option(
+        help=", ".join(SOLVERS) + " (default highs; gurobi beyond 2,000 columns needs a license).",
+        callback=one_of(tuple(SOLVERS), "solver"),
+    ),
 ]
 
 

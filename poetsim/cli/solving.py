@@ -23,7 +23,7 @@ from poetsim.cli.options import (
     choose_point,
 )
 from poetsim.cli.terminal import Progress, duration, table
-from poetsim.errors import UserInputError
+from poetsim.errors import UserInputError, parsed
 from poetsim.folders import RunFolder
 from poetsim.inputs.files import check_input_file, check_output_file
 from poetsim.status import Status
@@ -245,8 +245,10 @@ def simulate(
         from poetsim import api
         from poetsim.pipeline import compare_prediction, result_row
         from poetsim.schedule.formats import SCHEDULE_FILES
+        from poetsim.simulator import Mode
 
         api.check_out(out_dir)
+        parsed(Mode.of, mode, "--mode")
         if schedule is not None:
             check_input_file(schedule, "--schedule", SCHEDULE_FILES)
         choice = choose_point(scenario, model, platform, ram, runtime, strategy, timing, batch_size, saved=schedule is not None)

@@ -33,7 +33,7 @@ from typing import NoReturn
 
 import simpy
 
-from poetsim.errors import InternalError, SimulationError, UserInputError
+from poetsim.errors import InternalError, SimulationError, parsed
 from poetsim.graphs.graph import TrainingGraph
 from poetsim.inputs.profiles import Platform
 from poetsim.schedule.checker import check_schedule
@@ -49,6 +49,14 @@ class Mode(str, Enum):
 
     BARRIER = "barrier"
     FREE_RUNNING = "free-running"
+
+    @classmethod
+    def of(cls, value: "Mode | str") -> "Mode":
+        """The replay mode named `value`; ValueError naming the modes otherwise."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"unknown replay mode {value!r} (use {' or '.join(m.value for m in cls)})") from None
 
 
 def simulate(
@@ -73,10 +81,7 @@ def simulate(
     (`math.inf`: no contention). Without a platform the bus never contends, transfers have no
     latency part and RAM is unlimited unless a capacity or budget is given.
     """
-    try:
-        mode = Mode(mode)
-    except ValueError:
-        raise UserInputError(f"unknown replay mode {mode!r} (use {' or '.join(m.value for m in Mode)})") from None
+    mode = parsed(Mode.of, mode, "mode")
     stage_model = check_schedule(schedule, graph, costs, Timing.OVERLAP)
     physical_bytes: float = platform.ram_bytes if platform else math.inf
     if ram_capacity_bytes is not None:

@@ -363,7 +363,11 @@ def test_ctrl_c_exits_130_cancels_the_clusters_work_and_resume_completes(cluster
 @pytest.mark.parametrize(
     "address, fragment",
     [
-        ("notanaddress", "is not a Dask scheduler address (no host and port)"),
+        ("notanaddress", "is not a Dask scheduler address (no port)"),
+        ("tcp://127.0.0.1", "is not a Dask scheduler address (no port)"),
+        ("tcp://127.0.0.1:99999", "is not a Dask scheduler address (port 99999 is not one from 1 to 65535)"),
+        ("tcp://:8786", "is not a Dask scheduler address (no host)"),
+        ("tcp://", "is not a Dask scheduler address (no host and port)"),
         ("http://127.0.0.1:8786", "is a web address (the dashboard's), not the Dask scheduler's"),
         ("udp://127.0.0.1:8786", "unknown protocol udp://"),
     ],

@@ -77,8 +77,12 @@ def scheduler_address(text: str) -> str:
         known = ", ".join(SCHEMES)
         raise UserInputError(f"--scheduler: '{text}': unknown protocol {scheme}:// (Dask speaks {known}); {_ADDRESS_HELP}")
     host, colon, port = rest.rpartition(":")
-    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UserInputError(f"--scheduler: '{text}' is not a Dask scheduler address (no host and port); {_ADDRESS_HELP}")
+    if not colon or not host:
+        missing = "no host" if colon else ("no port" if rest else "no host and port")
+        raise UserInputError(f"--scheduler: '{text}' is not a Dask scheduler address ({missing}); {_ADDRESS_HELP}")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        what = f"port {port} is not one from 1 to 65535" if port else "no port"
+        raise UserInputError(f"--scheduler: '{text}' is not a Dask scheduler address ({what}); {_ADDRESS_HELP}")
     return f"{scheme}://{rest}"
 
 

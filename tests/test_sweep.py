@@ -127,6 +127,18 @@ def test_a_resume_may_grow_the_grid_but_not_drop_from_it_or_change_what_a_row_me
     assert sorted(read_rows(out)["point_key"]) == sorted(p.key for p in grown.points())
 
 
+def test_a_resume_where_no_point_was_swept_yet_takes_the_scenario_as_it_is(tmp_path):
+    """A sweep stopped before its first row (a cluster without workers) left its scenario copy alone: nothing to keep."""
+    from poetsim.sweeps.folder import save_scenario_copy
+
+    out = tmp_path / "out"
+    out.mkdir()
+    save_scenario_copy(small_scenario(tmp_path), out)
+    changed = small_scenario(tmp_path, **{"effort: 30": "effort: 20"})
+    run_sweep(changed, out, jobs=1, resume=True)
+    assert sorted(read_rows(out)["point_key"]) == sorted(p.key for p in changed.points())
+
+
 def test_a_folder_compare_has_completed_resumes_with_its_own_scenario_and_compares_at_any_effort(tmp_path):
     """Compare adds keep-all and checkpoint-sqrt to the folder's scenario: a resume without them is not a smaller grid.
 

@@ -17,6 +17,7 @@ import yaml
 from poetsim.errors import PoetsimError, StorageError, UserInputError
 from poetsim.folders import RunFolder, StudyFolder
 from poetsim.inputs.scenario import Point, Scenario
+from poetsim.runs import RunsFile
 from poetsim.schedule.formats import load_json
 from poetsim.schedule.model import Schedule
 from poetsim.strategies import COMPARE_BASELINES
@@ -93,8 +94,11 @@ def check_resumable(scenario: Scenario, directory: Path) -> None:
     The scenario may add models, platforms, budgets and strategies to the grid of the folder's
     copy, not drop any (the rows of what it dropped would stay in runs.csv beside the new grid),
     and must keep every other field (effort, timing, solver, batch and the rest) as it was.
-    A folder without a copy has nothing to compare.
+    A folder without a copy, or without a row in runs.csv (a sweep stopped before its first
+    point), has nothing to compare.
     """
+    if not RunsFile(StudyFolder(directory).runs_csv).records():
+        return
     path = StudyFolder(directory).scenario_yaml
     try:
         old = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -347,10 +347,8 @@ def test_bad_output_paths_fail_before_any_solve(tmp_path):
     a_file.write_text("x")
     result = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x", "--out", a_file)
     assert_one_line_error(result, 2, "--out: ")
-    result = poetsim(
-        "solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x", "--lp", tmp_path / "missing" / "model.lp"
-    )
-    assert_one_line_error(result, 2, "--lp: the folder")
+    result = poetsim("solve", MCU, "--platform", "nrf52840", "--ram", "70%", "--runtime", "1.5x", "--lp", a_file / "model.lp")
+    assert_one_line_error(result, 2, f"--lp: {a_file} is a file, not a folder")
 
 
 def test_json_on_every_listing_command(tmp_path):

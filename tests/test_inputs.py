@@ -29,6 +29,7 @@ GRAPH_NAME = json.loads(HOSTILE_NAME)["name"]
 #: What each refused scenario of the corpus is refused for (after "poetsim: error: <path>: ").
 REFUSED_SCENARIOS = {
     "alias_bomb.yaml": "its aliases expand to more than 100,000 values",
+    "batch_bool.yaml": "batch_size: true is a yes or no, not a number; effort: true is a yes or no, not a number",
     "batch_huge.yaml": "batch_size: Input should be less than or equal to 1048576",
     "control_byte.yaml": "not valid YAML (character 0x01, which YAML does not allow, at line 2, column 11)",
     "effort_inf.yaml": "effort: Input should be a finite number",
@@ -42,6 +43,7 @@ REFUSED_SCENARIOS = {
     "not_utf8.yaml": "not UTF-8 text (byte 0xff at offset 25)",
     "platform_huge.yaml": "power_huge.yaml: storage.power_w: Input should be less than or equal to 1000000",
     "platform_inf.yaml": "power_inf.yaml: compute.power_w: Input should be a finite number",
+    "platform_number.yaml": "platform.0: Input should be a valid string",
     "platform_newline.yaml": "name: contains the control character U+000A",
     "ram_empty.yaml": "budgets.ram: expected a size",
     "ram_huge.yaml": "budgets.ram: '1e308%' is above 100%",
@@ -104,6 +106,12 @@ def test_every_file_of_the_corpus_has_an_expectation():
 @pytest.mark.parametrize("name", sorted(REFUSED_SCENARIOS))
 def test_a_hostile_scenario_is_refused_in_one_line_naming_file_and_field(name):
     refused(cli("validate", f"scenarios/{name}"), f"scenarios/{name}", REFUSED_SCENARIOS[name])
+
+
+def test_a_refused_item_of_a_list_is_the_only_error_its_list_gets():
+    """The list is not also called too short (pydantic counts the items left after the refused one)."""
+    result = cli("validate", "scenarios/platform_number.yaml")
+    assert result.stderr.strip().endswith("scenarios/platform_number.yaml: platform.0: Input should be a valid string")
 
 
 @pytest.mark.parametrize("name", ["effort_inf.yaml", "effort_nan.yaml"])

@@ -222,9 +222,17 @@ def load_platform(spec: str | Path) -> Platform:
 
 
 def format_validation_error(exc: ValidationError) -> str:
-    """One line per pydantic error, joined with '; ': 'field.path: message'."""
+    """One line per pydantic error, joined with '; ': 'field.path: message'.
+
+    A list too short only because an item of it was refused (pydantic counts the items left) is
+    that item's error alone.
+    """
     parts = []
-    for err in exc.errors():
+    errors = exc.errors()
+    refused_items = {tuple(err["loc"][:-1]) for err in errors if err["loc"] and isinstance(err["loc"][-1], int)}
+    for err in errors:
+        if err["type"] == "too_short" and tuple(err["loc"]) in refused_items:
+            continue
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":

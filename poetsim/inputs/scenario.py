@@ -149,6 +149,13 @@ class Scenario(_Frozen):
         description="Keep parameters, gradients and optimiser state in the RAM budget: none, sgd, momentum or adam.",
     )
 
+    @field_validator("batch_size", "input_size", "seq_len", "flops_per_cost_unit", "effort", "time_limit_s", mode="before")
+    @classmethod
+    def _not_a_yes_or_no(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # pydantic would read true as 1
+            raise ValueError(f"{str(value).lower()} is a yes or no, not a number")
+        return value
+
     @field_validator("strategies")
     @classmethod
     def _known_strategies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -183,6 +190,8 @@ class Scenario(_Frozen):
         """An effort or a guard stated alone derives the other (`work.resolve_limits`)."""
         if not isinstance(data, dict) or ("effort" in data) == ("time_limit_s" in data):
             return data
+        if any(isinstance(data.get(name), bool) for name in ("effort", "time_limit_s")):
+            return data  # a yes or no is not a number: its field says so
         try:
             given = [None if data.get(name) is None else float(data[name]) for name in ("effort", "time_limit_s")]
             if not all(value is None or math.isfinite(value) for value in given):

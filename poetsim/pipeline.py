@@ -312,7 +312,7 @@ def load_run(problem: Problem, schedule_path: Path, mode: str = "barrier", *, ti
         raise exc.about(schedule_path) from None
     keep_all_schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
     keep_all_figures = _check(problem, keep_all_schedule, None)
-    run = Run(problem, SAVED, Status.BASELINE, f"loaded from {schedule_path}", schedule, checked, checked, keep_all_figures)
+    run = Run(problem, SAVED, Status.CHECKED, f"loaded from {schedule_path}", schedule, checked, checked, keep_all_figures)
     result = simulate(
         schedule,
         problem.graph,

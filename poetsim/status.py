@@ -15,6 +15,8 @@ class Status(str, Enum):
     - `feasible`: a checked schedule whose optimality is not proven; read its gap.
     - `baseline`: a schedule made by a fixed rule (keep-all, checkpoint-sqrt, Capuchin, POFO)
       that meets the budgets; nothing is claimed about optimality.
+    - `checked`: a saved schedule, replayed (`simulate --schedule`), that the checker accepted
+      within the budgets; how it was found is not known here.
     - `infeasible`: proven that no schedule of this strategy meets the budgets.
     - `over-budget`: a fixed rule's schedule misses the budgets (a fact about the rule, not a
       proof that nothing fits).
@@ -28,6 +30,7 @@ class Status(str, Enum):
     OPTIMAL = "optimal"
     FEASIBLE = "feasible"
     BASELINE = "baseline"
+    CHECKED = "checked"
     INFEASIBLE = "infeasible"
     OVER_BUDGET = "over-budget"
     NO_SOLUTION = "no-solution"
@@ -47,17 +50,24 @@ class Status(str, Enum):
     @property
     def has_schedule(self) -> bool:
         """Whether a checked schedule within the budgets comes with this status."""
-        return self in (Status.OPTIMAL, Status.FEASIBLE, Status.BASELINE)
+        return self in (Status.OPTIMAL, Status.FEASIBLE, Status.BASELINE, Status.CHECKED)
 
     @property
     def is_proven(self) -> bool:
         """Whether the status is a fact that no machine's speed can change.
 
-        `optimal` and `infeasible` are proofs; a rule's schedule (`baseline`, `over-budget`) and
-        a rule's refusal (`not-applicable`) are deterministic. `feasible` and `no-solution` depend
+        `optimal` and `infeasible` are proofs; a rule's schedule (`baseline`, `over-budget`), a
+        saved one (`checked`) and a rule's refusal (`not-applicable`) are deterministic. `feasible` and `no-solution` depend
         on the effort the search was given.
         """
-        return self in (Status.OPTIMAL, Status.INFEASIBLE, Status.BASELINE, Status.OVER_BUDGET, Status.NOT_APPLICABLE)
+        return self in (
+            Status.OPTIMAL,
+            Status.INFEASIBLE,
+            Status.BASELINE,
+            Status.CHECKED,
+            Status.OVER_BUDGET,
+            Status.NOT_APPLICABLE,
+        )
 
     @classmethod
     def parse(cls, text: str) -> "Status":
@@ -72,6 +82,7 @@ _MEANINGS = {
     Status.OPTIMAL: "proven least-energy",
     Status.FEASIBLE: "a checked schedule not proven optimal: read its gap",
     Status.BASELINE: "a fixed rule's schedule that meets the budgets",
+    Status.CHECKED: "a saved schedule the checker accepted within the budgets",
     Status.INFEASIBLE: "proven: nothing fits",
     Status.OVER_BUDGET: "the rule's schedule misses a budget",
     Status.NO_SOLUTION: "the effort ran out before any schedule: not a proof",

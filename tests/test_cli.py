@@ -319,6 +319,7 @@ def test_simulate_replays_a_saved_schedule_json_or_bin_with_its_own_timing_and_n
     binary = poetsim("simulate", MCU, *point, "--ram", "85%", "--schedule", tmp_path / "solve" / "schedule.bin", "--json")
     assert binary.returncode == 0, binary.stderr
     assert json.loads(binary.stdout)["predicted"] == json.loads(result.stdout)["predicted"]
+    assert (json.loads(binary.stdout)["strategy"], json.loads(binary.stdout)["status"]) == ("saved", "checked")
     saved = tmp_path / "solve" / "schedule.json"
     other_timing = poetsim("simulate", MCU, *point, "--ram", "85%", "--schedule", saved, "--timing", "compute-only")
     assert_one_line_error(other_timing, 2, "--timing: " + str(saved) + " was made for overlap timing, not compute-only")

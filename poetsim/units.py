@@ -7,7 +7,7 @@ as in IEC 80000-13; a plain number is bytes. Embedded datasheets often say "256 
 
 import math
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 _BYTE_UNITS = {
     "": 1,
@@ -181,3 +181,14 @@ def resolve_limits(effort: float | None, time_limit_s: float | None) -> tuple[fl
     if effort is not None and time_limit_s is None:
         return effort, max(GUARD_S_PER_UNIT * effort, GUARD_MIN_S)
     return effort, time_limit_s
+
+
+def json_numbers(value: Any) -> Any:
+    """`value` with NaN and infinities, at any depth of its dicts, lists and tuples, as None: JSON has no word for them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_numbers(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_numbers(item) for item in value]
+    return value

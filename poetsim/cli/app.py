@@ -11,7 +11,6 @@ import contextlib
 import functools
 import inspect
 import json
-import math
 import textwrap
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -27,6 +26,7 @@ from poetsim.assumptions import ASSUMPTIONS, SIMULATOR_ASSUMPTIONS, TIMING_HELP
 from poetsim.cli.terminal import OUTPUT_CLOSED, Output, leave_closed_output, stdout_closed
 from poetsim.errors import InternalError, PoetsimError, StorageError, first_line
 from poetsim.extras import missing
+from poetsim.units import json_numbers
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -291,18 +291,7 @@ def note(text: str) -> None:
 
 def emit_json(data: Any) -> None:
     """One JSON document on stdout: numbers as numbers, a number that is not finite (NaN, infinity) as null."""
-    print(json.dumps(_finite(data), default=str, allow_nan=False))
-
-
-def _finite(value: Any) -> Any:
-    """`value` with every float that is not finite, at any depth of its dicts, lists and tuples, made None."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(item) for item in value]
-    return value
+    print(json.dumps(json_numbers(data), default=str, allow_nan=False))
 
 
 def _clean(value: Any) -> Any:

@@ -14,6 +14,7 @@ import math
 import vl_convert
 
 from poetsim.report.framing import VL_VERSION
+from poetsim.units import json_numbers
 
 #: vega-embed's options: SVG (sharp at any zoom, text a browser can measure), tooltips escaped
 #: by vega-tooltip, and no actions menu: it would offer "Open in Vega Editor", which goes online,
@@ -125,21 +126,10 @@ def script_json(value) -> str:
     them escaped, no data (a graph or platform named `</script><script>...`) can end the script.
     U+2028 and U+2029 are escaped too, since older JavaScript reads them as line ends.
     """
-    text = json.dumps(_finite(value), allow_nan=False, default=str)
+    text = json.dumps(json_numbers(value), allow_nan=False, default=str)
     for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(char, escape)
     return text
-
-
-def _finite(value):
-    """`value` with NaN and infinities as None: JSON has no word for them (a missing figure)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 @functools.cache

@@ -725,6 +725,15 @@ def test_finding_says_where_hybrid_wins_by_how_much_and_what_is_proven():
     assert "1 feasible" in said[2] and "1 failed" in said[2]
 
 
+def test_a_finding_where_hybrid_alone_has_schedules_says_nothing_of_ties():
+    """At every point with a schedule, only hybrid has one: no sentence about the points it shares with others."""
+    rows = prepare(sweep_rows())
+    alone = rows[(rows["strategy"] == "hybrid") | ~rows["ok"]]
+    said = sentences(alone)
+    assert said[0].endswith("and at 12 of them it is the only strategy with one.")
+    assert not any("ties" in sentence or "Where" in sentence for sentence in said)
+
+
 def test_report_opens_on_the_finding(report):
     _, text = report
     finding = searched(r"<div class='finding' id='finding'>(.*?)</div>", text, re.S).group(1)

@@ -74,6 +74,8 @@ def _wins(frame: pd.DataFrame, focus: str) -> list[str]:
     savings = [s for s in (_saving(ok, focus, other) for other in _others(frame, focus)) if s is not None]
     gains = [s for s in savings if s.beats]
     ties = [s.other for s in savings if not s.beats]
+    if not savings:  # no point where another strategy has a schedule too: the first sentence says it all
+        return [first]
     if not gains:
         second = f"Where another strategy also has a schedule, {focus} ties it" + (f" ({', '.join(ties)})." if ties else ".")
         return [first, second]

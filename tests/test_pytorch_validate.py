@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 from poetsim.inputs.profiles import load_platform  # noqa: E402
 from poetsim.pytorch import models  # noqa: E402
 from poetsim.pytorch.capturing import capture  # noqa: E402
-from poetsim.pytorch.validate import validate_run, write_validation  # noqa: E402
+from poetsim.pytorch.validate import Validation, validate_run, write_validation  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +62,9 @@ def test_results_are_written_as_json_csv_and_an_offline_chart(validation, tmp_pa
     html = (tmp_path / "validation.html").read_text()
     assert "vega" in html and '<script src="http' not in html
     assert f"<h1>{validation.graph_name}: prediction against measurement</h1>" in html
+    ran = [r for r in validation.rows if r.measured_runtime_s is not None]
+    assert f"of {len(ran)} measured step times are within 15 % of the prediction" in html
+    assert Validation.from_dict(data) == validation  # result.json reads back as it was written
     rows = html.split("<table>")[1].split("</table>")[0]
     assert rows.count("<tr>") == 1 + len(validation.rows) and "bitwise equal" in rows and "Scenario: " in html
 

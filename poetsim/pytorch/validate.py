@@ -119,6 +119,12 @@ class Validation:
         data["timing"] = Timing(self.timing).value
         return data
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "Validation":
+        """The validation a result.json holds (`to_dict`), without its profile."""
+        rows = tuple(ValidationRow(**row) for row in data["rows"])
+        return cls(**{**data, "timing": Timing(data["timing"]), "rows": rows})
+
 
 DEFAULT_RAMS = ("100%", "70%", "50%", "35%")
 #: The optimiser's work (units) per solved point when neither an effort nor a time limit is given.

@@ -21,6 +21,9 @@ from poetsim import strategies
 from poetsim.report import page
 from poetsim.report.framing import footer_text, framed, save_images
 
+#: The band around the diagonal of measured against predicted step time, percent either way.
+BAND_PCT = 15
+
 
 def validation_frame(validation) -> pd.DataFrame:
     """One row per executed point and figure: strategy, budget, figure, source, value."""
@@ -66,7 +69,7 @@ def validation_chart(validation, footer: str | None = None) -> alt.VConcatChart:
     footer = validation_footer(validation) if footer is None else footer
     title = f"{validation.graph_name}: predicted (hollow) and measured (filled) across RAM budgets"
     subtitle = (
-        "Measured: the fastest timed run. Middle: measured against predicted step time, the band is +-15 %, "
+        f"Measured: the fastest timed run. Middle: measured against predicted step time, the band is +-{BAND_PCT} %, "
         "a bar reaches the median run. Grey ticks: the RAM budget. "
         "Every gradient was compared bit for bit with a plain loss.backward()."
     )
@@ -103,7 +106,7 @@ def _scatter(frame: pd.DataFrame, colour) -> alt.LayerChart | alt.FacetChart:
     wide = times.pivot_table(index=["strategy", "budget_pct"], columns="source", values="value").reset_index()
     top = float(max(wide["predicted"].max(), wide["measured"].max())) * 1.1
     line = pd.DataFrame({"predicted": [0.0, top]})
-    band = line.assign(low=line["predicted"] * 0.85, high=line["predicted"] * 1.15)
+    band = line.assign(low=line["predicted"] * (1 - BAND_PCT / 100), high=line["predicted"] * (1 + BAND_PCT / 100))
     axis_x = alt.X("predicted:Q", title="predicted step time (s)", scale=alt.Scale(domain=[0, top]))
     axis_y = alt.Y("measured:Q", title="measured step time (s)", scale=alt.Scale(domain=[0, top]))
     bars = (
@@ -165,7 +168,8 @@ def save_validation_page(validation, directory: Path) -> list[Path]:
         specs["chart-validation"] = validation_chart(validation, footer="").to_dict(validate=False)
     body = [
         f"<h1>{html.escape(validation.graph_name)}: prediction against measurement</h1>",
-        f"<p class='lede'>{html.escape(_what_ran(validation))}; {html.escape(_timing_name(validation.timing))} timing. "
+        f"<p class='lede'>{html.escape(_verdict(validation))}</p>",
+        f"<p>{html.escape(_what_ran(validation))}; {html.escape(_timing_name(validation.timing))} timing. "
         "Every schedule that ran had its gradients compared bit for bit with a plain loss.backward().</p>",
         _rows_table(validation),
         "<div class='scroll'><div class='chart' id='chart-validation'></div></div>"
@@ -177,6 +181,20 @@ def save_validation_page(validation, directory: Path) -> list[Path]:
     title = f"poetsim validate-run: {validation.graph_name}"
     target.write_text(page.page(title, "\n".join(body), specs), encoding="utf-8")
     return [target, *paths]
+
+
+def _verdict(validation) -> str:
+    """What the runs show, in one sentence: step times within the band, gradients and peaks as predicted."""
+    ran = [row for row in validation.rows if row.measured_runtime_s is not None]
+    if not ran:
+        return "No schedule ran."
+    within = sum(abs(row.runtime_difference_pct) <= BAND_PCT for row in ran)
+    equal = sum(bool(row.gradients_equal) for row in ran)
+    peaks = sum(bool(row.peak_equal) for row in ran)
+    return (
+        f"{within} of {len(ran)} measured step times are within {BAND_PCT} % of the prediction; gradients are bitwise "
+        f"equal to plain PyTorch's in {equal} of {len(ran)} runs, and the activation peak is as predicted in {peaks}."
+    )
 
 
 def _rows_table(validation) -> str:

@@ -889,3 +889,12 @@ def test_one_ram_budget_puts_the_runtime_chart_in_the_main_place(tmp_path):
     assert "id='chart-overhead_runtime'" in row and "chart-overhead_ram" not in text
     assert "RAM budget 50 % of keep-all&#x27;s peak" in text
     assert not (tmp_path / "overhead_ram.png").exists() and (tmp_path / "overhead_runtime.png").exists()
+
+
+def test_budgets_that_read_the_same_share_one_position_on_the_x_axis():
+    """A 35 % budget resolved to whole bytes is 34.9957 % of one model's peak and 35 % of another's: one tick, one place."""
+    from poetsim.report.overhead import Axis
+
+    axis = Axis.of(pd.Series([0.35, 0.349957, 0.5, 0.700022, 0.7, 1.0]), lambda v: f"{100 * v:.3g}%")
+    assert axis.labels == ("35%", "50%", "70%", "100%")
+    assert [axis.index(v) for v in (0.349957, 0.35, 0.700022, 0.7, 1.0)] == [0, 0, 2, 2, 3]

@@ -10,6 +10,7 @@ from typer.models import OptionInfo
 from poetsim import strategies
 from poetsim.assumptions import TIMING_HELP
 from poetsim.inputs.solvers import SOLVERS
+from poetsim.inputs.solvers import known as known_solver
 from poetsim.units import GUARD_S_PER_UNIT, LIMIT_S_PER_UNIT
 
 if TYPE_CHECKING:
@@ -63,13 +64,14 @@ RuntimeOpt = Annotated[str | None, typer.Option(help="Runtime budget: multiple o
 TimingOpt = Annotated[str | None, typer.Option(help=TIMING_HELP)]
 
 
-def one_of(names: tuple[str, ...], what: str) -> Callable[[str | None], str | None]:
-    """The callback of an option whose value is one of `names`, checked as the command line is read."""
+def read_by(parse: Callable[[str], Any]) -> Callable[[str | None], Any]:
+    """The callback of an option whose value `parse` reads (ValueError: a bad value), as the command line is read."""
 
-    def check(value: str | None) -> str | None:
-        if value is not None and value not in names:
-            raise typer.BadParameter(f"unknown {what} '{value}' (use {', '.join(names)})")
-        return value
+    def check(value: str | None) -> Any:
+        try:
+            return None if value is None else parse(value)
+        except ValueError as error:
+            raise typer.BadParameter(str(error)) from None
 
     return check
 
@@ -78,7 +80,7 @@ SolverOpt = Annotated[
     str | None,
     typer.Option(
         help=", ".join(SOLVERS) + " (default highs; gurobi beyond 2,000 columns needs a license).",
-        callback=one_of(tuple(SOLVERS), "solver"),
+        callback=read_by(known_solver),
     ),
 ]
 

@@ -36,7 +36,7 @@ from poetsim.errors import UserInputError
 from poetsim.graphs.io import load_graph
 from poetsim.inputs.files import MAX_GRAPH_BYTES, MAX_SCENARIO_BYTES, load_yaml, read_bytes
 from poetsim.inputs.profiles import Platform, format_validation_error, load_platform
-from poetsim.inputs.solvers import SOLVERS
+from poetsim.inputs.solvers import known as known_solver
 from poetsim.schedule.model import Timing
 from poetsim.schedule.problem import RESERVE_MULTIPLE, reserved_bytes
 from poetsim.strategies import Kind, known, names
@@ -168,9 +168,7 @@ class Scenario(_Frozen):
     @field_validator("solver")
     @classmethod
     def _known_solver(cls, value: str) -> str:
-        if value not in SOLVERS:
-            raise ValueError(f"unknown solver '{value}' (use {', '.join(SOLVERS)})")
-        return value
+        return known_solver(value)
 
     @field_validator("reserve_training_state")
     @classmethod

@@ -21,10 +21,19 @@ SOLVERS = {
 PYTHON_SOLVERS = ("highs", "scip", "gurobi")
 
 
+def known(solver: str) -> str:
+    """`solver` if poetsim can run it; ValueError naming the solvers otherwise."""
+    if solver not in SOLVERS:
+        raise ValueError(f"unknown solver '{solver}' (use {', '.join(SOLVERS)})")
+    return solver
+
+
 def check_available(solver: str) -> None:
     """UserInputError for an unknown name, SolverUnavailableError naming the package if missing."""
-    if solver not in SOLVERS:
-        raise UserInputError(f"unknown solver '{solver}' (known: {', '.join(SOLVERS)})")
+    try:
+        known(solver)
+    except ValueError as error:
+        raise UserInputError(str(error)) from None
     needs, install = SOLVERS[solver]
     if solver in PYTHON_SOLVERS:
         if importlib.util.find_spec(needs) is None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poetsim import optimiser, strategies
-from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, ScheduleError, UserInputError
+from poetsim.errors import InfeasibleBudgetError, InternalError, PoetsimError, ScheduleError, UserInputError, parsed
 from poetsim.folders import RunFolder
 from poetsim.inputs.scenario import Point, Scenario
 from poetsim.optimiser import SolveOutcome
@@ -290,6 +290,17 @@ def write_run(run: Run, directory: Path, row: ResultRow | None = None) -> list[P
     return written
 
 
+def saved_timing(schedule: Schedule, stated: Timing | str | None, path: Path) -> Timing:
+    """The timing model a saved schedule runs under: its own; UserInputError if `stated` (--timing) names another."""
+    own = Timing(schedule.timing)
+    if stated is not None and parsed(Timing.of, stated, "--timing") is not own:
+        raise UserInputError(
+            f"--timing: {path} was made for {own.value} timing, not {Timing(stated).value}; a saved schedule runs "
+            "with its own (leave --timing out)"
+        )
+    return own
+
+
 def load_run(problem: Problem, schedule_path: Path, mode: str = "barrier", *, timing_stated: bool = False) -> Run:
     """A run from a saved schedule (JSON or binary): checked against the problem within its budgets, then simulated in `mode`.
 
@@ -299,13 +310,9 @@ def load_run(problem: Problem, schedule_path: Path, mode: str = "barrier", *, ti
     from poetsim.simulator import simulate
 
     schedule = load_schedule(schedule_path)
-    if schedule.timing != problem.timing:
-        if timing_stated:
-            raise UserInputError(
-                f"--timing: {schedule_path} was made for {Timing(schedule.timing).value} timing, not "
-                f"{problem.timing.value}; a saved schedule replays with its own (leave --timing out)"
-            )
-        problem = replace(problem, timing=schedule.timing)
+    timing = saved_timing(schedule, problem.timing if timing_stated else None, schedule_path)
+    if timing != problem.timing:
+        problem = replace(problem, timing=timing)
     try:
         checked = _check(problem, schedule, problem.budgets)
     except ScheduleError as exc:

@@ -80,6 +80,7 @@ def run(
     from poetsim.device.run import Session, check_runnable, require_tools, run_on_device
     from poetsim.inputs.files import check_input_file
     from poetsim.inputs.scenario import load_scenario
+    from poetsim.pipeline import saved_timing
     from poetsim.schedule.formats import SCHEDULE_FILES, load_schedule
 
     api.check_out(out_dir)
@@ -88,10 +89,8 @@ def run(
         check_input_file(schedule, "--schedule", SCHEDULE_FILES)
     loaded = load_scenario(scenario)
     given = load_schedule(schedule) if schedule is not None else None
-    if given is not None:
-        if timing is not None and timing != given.timing.value:
-            raise UserInputError(f"--timing {timing}: {schedule} was made for {given.timing.value} timing")
-        timing = given.timing.value  # a schedule is checked, and runs, under the timing it was made for
+    if given is not None and schedule is not None:
+        timing = saved_timing(given, timing, schedule).value  # a schedule is checked, and runs, under its own
     choice = choose_point(loaded, model, platform, ram, runtime, strategy, timing, batch_size, saved=given is not None)
     problem = choice.problem
     check_runnable(problem)

@@ -42,6 +42,11 @@ from poetsim.strategies import rank
 #: Height of the plot area of one panel and of one strip row, px.
 PLOT_PX = 165
 STRIP_ROW_PX = 15
+#: The budget axis's labels (Vega's 10 px font): a character's width, the room between two flat
+#: labels, and the height of a line, which upright labels stand apart by; px.
+LABEL_CHAR_PX = 6
+LABEL_GAP_PX = 6
+LABEL_LINE_PX = 12
 #: Fewer values than this on the x axis make a bar chart.
 MIN_CURVE_VALUES = 3
 _PROVEN = {Status.OPTIMAL.value, Status.BASELINE.value}
@@ -105,6 +110,22 @@ class Axis:
         """The position of `value` on the axis: that of its label."""
         return self.labels.index(self.label(float(value)))
 
+    def shown(self, width_px: float) -> dict:
+        """The x axis's tick and label properties for a panel `width_px` wide: labels that never run together.
+
+        Labels lie flat when the widest fits its position's share of the width; else they stand
+        upright, and when even upright labels are closer than a line, every k-th position is
+        labelled (the first among them), the smallest k that spaces them a line apart.
+        """
+        count = len(self.labels)
+        step = width_px / max(count, 1)
+        if max((len(text) for text in self.labels), default=0) * LABEL_CHAR_PX + LABEL_GAP_PX <= step:
+            return {"values": list(range(count)), "labelExpr": label_expr(list(enumerate(self.labels)))}
+        every = math.ceil(LABEL_LINE_PX / step)
+        shown: list[tuple[float, str]] = [(i, text) for i, text in enumerate(self.labels) if i % every == 0]
+        upright = {"labelAngle": -90, "labelAlign": "right", "labelBaseline": "middle"}
+        return {"values": [i for i, _ in shown], "labelExpr": label_expr(shown), **upright}
+
 
 def overhead_chart(
     frame: pd.DataFrame, *, x: str, label, x_title: str, colour: str, columns: str | None, rows: list[str], width_px: float
@@ -153,13 +174,7 @@ def overhead_chart(
         "x:Q",
         title=x_title,
         scale=alt.Scale(domain=[-0.5, len(axis.values) - 0.5], nice=False, zero=False),
-        axis=alt.Axis(
-            values=list(range(len(axis.values))),
-            labelExpr=label_expr(list(enumerate(axis.labels))),
-            grid=False,
-            labelFlush=False,
-            labelOverlap=False,
-        ),
+        axis=alt.Axis(grid=False, labelFlush=False, labelOverlap=False, **axis.shown(panel_w)),
     )
     domain, colours = (strategy_colours if colour == "strategy" else platform_colours)(groups)
     color = alt.Color(

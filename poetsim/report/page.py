@@ -38,6 +38,7 @@ a { color: #0060A0; }
 .row > * { min-width: 0; max-width: 100%; }
 .headline-box { flex: 0 1 560px; }
 table.headline th { white-space: normal; max-width: 80px; vertical-align: bottom; }
+table.headline .mark { font-size: 11px; font-weight: 400; color: #555; }
 .main-chart { flex: 1 1 640px; }
 .over { color: #B00020; font-weight: 700; }
 .scroll { overflow-x: auto; max-width: 100%; }

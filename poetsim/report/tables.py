@@ -97,10 +97,22 @@ def _headline_rows(rows: pd.DataFrame, strategies: list[str]) -> str:
             status = str(row.get(f"{strategy} status", ""))
             css = "none" if status not in WITH_SCHEDULE else "best" if _ties(overheads.get(strategy), best) else ""
             tip = _cell_tip(strategy, row, status)
-            cells.append(f"<td class='{css}' title='{_esc(tip)}'>{_esc(str(text))}</td>")
+            cells.append(f"<td class='{css}' title='{_esc(tip)}'>{_cell_html(str(text))}</td>")
         lines.append(f"<tr{group}>{''.join(cells)}</tr>")
     lines.append("</tbody></table>")
     return "".join(lines)
+
+
+def _cell_html(text: str) -> str:
+    """A headline cell's text, its device verdict (`[device ok]`, from `results.headline`) on a line of its own.
+
+    On one line the verdict doubles a column's width, and a table of five strategies no longer
+    fits beside the chart.
+    """
+    figure, mark, verdict = text.partition(" [")
+    if not mark:
+        return _esc(text)
+    return f"{_esc(figure)}<br><span class='mark'>{_esc(verdict.rstrip(']'))}</span>"
 
 
 def _ties(value, best) -> bool:

@@ -898,3 +898,27 @@ def test_budgets_that_read_the_same_share_one_position_on_the_x_axis():
     axis = Axis.of(pd.Series([0.35, 0.349957, 0.5, 0.700022, 0.7, 1.0]), lambda v: f"{100 * v:.3g}%")
     assert axis.labels == ("35%", "50%", "70%", "100%")
     assert [axis.index(v) for v in (0.349957, 0.35, 0.700022, 0.7, 1.0)] == [0, 0, 2, 2, 3]
+
+
+def test_budget_labels_lie_flat_where_they_fit_and_stand_upright_a_line_apart_where_not():
+    """Four budgets in 400 px read flat; twenty in 200 px stand upright, every other one labelled, never closer than a line."""
+    from poetsim.report.overhead import LABEL_LINE_PX, Axis
+
+    label = lambda v: f"{100 * v:.3g}%"  # noqa: E731
+    few = Axis.of(pd.Series([0.35, 0.5, 0.7, 1.0]), label).shown(400)
+    assert few["values"] == [0, 1, 2, 3] and "labelAngle" not in few
+    many = Axis.of(pd.Series([0.05 * k for k in range(1, 21)]), label)
+    shown = many.shown(200)
+    assert shown["labelAngle"] == -90 and shown["values"] == list(range(0, 20, 2))
+    assert LABEL_LINE_PX > 200 / 20  # one position apart, upright labels would touch
+    assert '"5%"' in shown["labelExpr"] and '"15%"' in shown["labelExpr"] and '"10%"' not in shown["labelExpr"]
+
+
+def test_the_device_verdict_stands_on_a_line_of_its_own_in_the_headline_cell(tmp_path):
+    """On one line `[device ok]` doubles a column's width; the headline puts it under the figure."""
+    rows = sweep_rows()
+    rows["device_ok"] = True
+    rows["device_compute_s"] = rows["device_predicted_compute_s"] = 1.0
+    text = build_report(rows, tmp_path, "device").read_text(encoding="utf-8")
+    headline = text[text.index("<table class='headline'>") : text.index("</table>", text.index("<table class='headline'>"))]
+    assert "<br><span class='mark'>device ok</span></td>" in headline and "[device ok]" not in headline

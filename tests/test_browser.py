@@ -249,6 +249,8 @@ def test_report_tables_switch_sort_and_filter_offline(browser, site):
     visit.page.fill("input[data-table='all-runs']", "infeasible")
     shown = visit.page.locator("#all-runs tbody tr:visible")
     assert shown.count() == int((runs["status"] == "infeasible").sum()) > 0
+    visit.page.fill("input[data-table='all-runs']", "feasible")  # starts a word: not "infeasible"
+    assert shown.count() == int((runs["status"] == "feasible").sum())
     visit.page.fill("input[data-table='all-runs']", "")
     visit.page.locator("#all-runs").get_by_role("columnheader", name="energy (J)", exact=True).click()
     energy_column = _column_index(visit, "energy (J)") + 1

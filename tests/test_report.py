@@ -922,3 +922,18 @@ def test_the_device_verdict_stands_on_a_line_of_its_own_in_the_headline_cell(tmp
     text = build_report(rows, tmp_path, "device").read_text(encoding="utf-8")
     headline = text[text.index("<table class='headline'>") : text.index("</table>", text.index("<table class='headline'>"))]
     assert "<br><span class='mark'>device ok</span></td>" in headline and "[device ok]" not in headline
+
+
+def test_the_table_of_every_run_leaves_out_columns_no_run_has_a_value_in(tmp_path):
+    """Device columns that are empty in every run (a sweep run on no device) take no room; filled ones stay."""
+    rows = sweep_rows()
+    rows["device_energy_j"] = None
+    rows["device_board"] = ""
+    text = build_report(rows, tmp_path, "no device").read_text(encoding="utf-8")
+    table = searched(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+    assert "energy (J)" in headers and not any(h.startswith("device") for h in headers)
+    rows.loc[rows.index[0], "device_board"] = "qemu"
+    text = build_report(rows, tmp_path, "one device run").read_text(encoding="utf-8")
+    table = searched(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
+    assert "device board" in re.findall(r"<th[^>]*>([^<]*)</th>", table)

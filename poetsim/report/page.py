@@ -38,6 +38,7 @@ a { color: #0060A0; }
 .row > * { min-width: 0; max-width: 100%; }
 .headline-box { flex: 0 1 560px; }
 table.headline th { white-space: normal; max-width: 80px; vertical-align: bottom; }
+table.sortable th { white-space: normal; max-width: 110px; vertical-align: bottom; }
 table.headline .mark { font-size: 11px; font-weight: 400; color: #555; }
 .main-chart { flex: 1 1 640px; }
 .over { color: #B00020; font-weight: 700; }
@@ -46,7 +47,7 @@ table { border-collapse: collapse; font-size: 13px; }
 th, td { border: 1px solid #d0d0d0; padding: 2px 6px; text-align: right; white-space: nowrap; }
 th { background: #f2f2f2; font-weight: 600; }
 td.text, th.text { text-align: left; }
-td.msg { text-align: left; white-space: normal; min-width: 240px; max-width: 520px; }
+td.msg { text-align: left; white-space: normal; min-width: 320px; max-width: 520px; }
 td.best { font-weight: 700; }
 td.none { color: #666; font-style: italic; }
 tr.group td { border-top: 2px solid #999; }
@@ -102,15 +103,17 @@ for (const table of document.querySelectorAll("table.sortable")) {
     });
   });
 }
+const WORD_BREAK = /[^\\p{L}\\p{N}%#._+-]+/u;
 for (const input of document.querySelectorAll("input.filter")) {
   const table = document.getElementById(input.dataset.table);
   const count = document.getElementById(input.dataset.count);
   input.addEventListener("input", () => {
+    // Every term starts a word of the row: "feasible" is not "infeasible".
     const terms = input.value.toLowerCase().split(/\\s+/).filter(Boolean);
     let shown = 0;
     for (const row of table.tBodies[0].rows) {
-      const text = row.textContent.toLowerCase();
-      const keep = terms.every(term => text.includes(term));
+      const words = Array.from(row.cells, cell => cell.textContent.toLowerCase()).join(" ").split(WORD_BREAK);
+      const keep = terms.every(term => words.some(word => word.startsWith(term)));
       row.hidden = !keep;
       shown += keep;
     }

@@ -196,8 +196,12 @@ def device_columns(frame: pd.DataFrame) -> list[tuple[str, str, Shown]]:
 
 
 def runs_table(frame: pd.DataFrame, table_id: str, columns: Sequence[tuple[str, str, Shown]] | None = None) -> str:
-    """A sortable table of runs (one row each) with a filter box above it."""
-    columns = [c for c in (columns or run_columns(frame)) if c[1] in frame.columns]
+    """A sortable table of runs (one row each) with a filter box above it.
+
+    A column no run has a value in is left out: the device's columns of a sweep that ran on
+    none, the simulator's of one that replayed nothing.
+    """
+    columns = [c for c in (columns or run_columns(frame)) if c[1] in frame.columns and _has_values(frame[c[1]])]
     ordered = frame.sort_values(
         ["model_label", "platform_label", "timing", "runtime_x", "ram_fraction", "strategy"],
         ascending=[True, True, True, True, False, True],
@@ -211,12 +215,17 @@ def runs_table(frame: pd.DataFrame, table_id: str, columns: Sequence[tuple[str, 
         rows.append("<tr>" + "".join(_run_cell(run[column], shown) for _, column, shown in columns) + "</tr>")
     count = f"{table_id}-count"
     return (
-        f"<input class='filter' type='search' placeholder='filter: e.g. rpi4 hybrid feasible' "
+        f"<input class='filter' type='search' placeholder='filter: e.g. hybrid feasible' "
         f"data-table='{table_id}' data-count='{count}' aria-label='filter the runs'> "
         f"<span class='note' id='{count}'>{len(rows)} runs</span> <span class='note'>(click a header to sort)</span>"
         f"<div class='scroll'><table class='sortable' id='{table_id}'><thead><tr>{head}</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
+
+
+def _has_values(column: pd.Series) -> bool:
+    """Whether some run has a value in `column` (an empty text is none)."""
+    return bool(column.notna().any()) and bool(column.dropna().astype(str).str.strip().ne("").any())
 
 
 def _run_cell(value, shown) -> str:

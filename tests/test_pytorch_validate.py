@@ -177,3 +177,13 @@ def test_a_run_with_no_schedule_to_time_says_so_and_times_nothing(tmp_path):
     assert all(row.measured_runtime_s is None for row in result.rows)
     assert said[-1] == "no schedule to time: every point is infeasible, over its budget or skipped"
     assert not any("timed round" in line for line in said)
+
+
+def test_the_validation_chart_stacks_its_panels_where_the_page_is_narrow(validation):
+    """Side by side the three panels need WIDE_PX; a phone gets them one above another, legends below."""
+    from poetsim.report.validation import WIDE_PX, validation_chart
+
+    wide = validation_chart(validation, footer="").to_dict(validate=False)
+    narrow = validation_chart(validation, footer="", stacked=True).to_dict(validate=False)
+    assert len(wide["vconcat"][0]["hconcat"]) == 3 and len(narrow["vconcat"][0]["vconcat"]) == 3
+    assert narrow["config"]["legend"]["orient"] == "bottom" and WIDE_PX > 3 * 300

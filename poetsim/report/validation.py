@@ -23,6 +23,10 @@ from poetsim.report.framing import footer_text, framed, save_images
 
 #: The band around the diagonal of measured against predicted step time, percent either way.
 BAND_PCT = 15
+#: The page draws the panels side by side where the chart's element is at least this wide
+#: (their width), else one above another, the subtitle wrapped at STACKED_WRAP_CHARS.
+WIDE_PX = 1180
+STACKED_WRAP_CHARS = 60
 
 
 def validation_frame(validation) -> pd.DataFrame:
@@ -53,8 +57,11 @@ def validation_frame(validation) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def validation_chart(validation, footer: str | None = None) -> alt.VConcatChart:
-    """Three panels, framed with a title and `footer` (default: poetsim's, see `validation_footer`; "" for none)."""
+def validation_chart(validation, footer: str | None = None, stacked: bool = False) -> alt.VConcatChart:
+    """Three panels, framed with a title and `footer` (default: poetsim's, see `validation_footer`; "" for none).
+
+    Side by side, or `stacked` one above another with the legends below them (a phone's layout).
+    """
     frame = validation_frame(validation)
     names = sorted(frame["strategy"].unique(), key=strategies.rank)
     colour = alt.Color(
@@ -73,6 +80,10 @@ def validation_chart(validation, footer: str | None = None) -> alt.VConcatChart:
         "a bar reaches the median run. Grey ticks: the RAM budget. "
         "Every gradient was compared bit for bit with a plain loss.backward()."
     )
+    if stacked:
+        return framed(alt.vconcat(*panels), title, footer, subtitle, wrap_chars=STACKED_WRAP_CHARS).configure_legend(
+            orient="bottom", direction="horizontal", columns=3
+        )
     return framed(alt.hconcat(*panels), title, footer, subtitle)
 
 
@@ -123,7 +134,7 @@ def _scatter(frame: pd.DataFrame, colour) -> alt.LayerChart | alt.FacetChart:
             x=axis_x,
             y=axis_y,
             color=colour,
-            shape=alt.Shape("budget_pct:O", title="RAM budget %"),
+            shape=alt.Shape("budget_pct:N", title="RAM budget %", sort="descending"),
             tooltip=["strategy", "budget_pct", alt.Tooltip("predicted:Q", format=".4g"), alt.Tooltip("measured:Q", format=".4g")],
         )
     )
@@ -165,7 +176,11 @@ def save_validation_page(validation, directory: Path) -> list[Path]:
     specs = {}
     if ran:
         paths += save_images(validation_chart(validation).to_dict(), directory, "validation")
-        specs["chart-validation"] = validation_chart(validation, footer="").to_dict(validate=False)
+        specs["chart-validation"] = page.responsive(
+            validation_chart(validation, footer="").to_dict(validate=False),
+            validation_chart(validation, footer="", stacked=True).to_dict(validate=False),
+            WIDE_PX,
+        )
     body = [
         f"<h1>{html.escape(validation.graph_name)}: prediction against measurement</h1>",
         f"<p class='lede'>{html.escape(_verdict(validation))}</p>",

@@ -332,3 +332,21 @@ def test_each_paper_number_cites_the_exhibit_that_states_it():
     for number in paper.PAPER_NUMBERS.values():
         assert number.source.startswith(paper.SOURCE) and number.exhibit in ("Figure 5", "Table 3")
         assert number.low <= number.high
+
+
+def test_the_figures_per_point_have_headers_in_words_no_empty_column_and_sort_by_value():
+    """'hybrid_overhead_pct' reads 'hybrid overhead (%)'; a note no point has is left out; numbers carry their value."""
+    table = pd.DataFrame(
+        {
+            "ram": ["50%", "35%"],
+            "keep_all_energy_j": [702.19, 702.19],
+            "hybrid_overhead_pct": [0.0153, float("nan")],
+            "pofo_note": ["", None],
+            "capuchin_note": ["the schedule of recompute-only at 35% RAM, 1.2x on rpi4-nocache", ""],
+        }
+    )
+    html = paper.render_table(paper.PaperComparison("fig", "Figure", "scenarios/x.yaml", table, ()))
+    headers = [h.split("</th>")[0] for h in html.split("<th>")[1:]]
+    assert headers == ["RAM", "keep-all energy (J)", "hybrid overhead (%)", "capuchin note"]
+    assert "<td data-sort='0.0153'>0.0153</td>" in html and "<td data-sort=''>-</td>" in html
+    assert "<td class='msg'>the schedule of recompute-only" in html and "class='figures sortable'" in html

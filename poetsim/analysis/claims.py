@@ -9,10 +9,14 @@ says how a verdict is reached.
 
 import html
 import math
+import numbers
+import re
 from dataclasses import dataclass
 from enum import Enum
 
 import pandas as pd
+
+from poetsim import strategies
 
 SOURCE = "Patil et al., POET, ICML 2022 (arXiv 2207.07697)"
 #: A size within this factor of the paper's (same sign) holds in part; further off, it does not hold.
@@ -179,19 +183,59 @@ def render_claim(claim: Claim) -> str:
 
 
 def render_table(comparison: PaperComparison) -> str:
-    """An HTML table, in its own scroll box, of poetsim's figures per point of one exhibit."""
+    """An HTML table, in its own scroll box, of poetsim's figures per point of one exhibit.
+
+    Headers in words with their units; a column no point has a value in is left out; notes wrap;
+    it sorts as the reports' tables do (numbers by value).
+    """
     e = html.escape
-    if comparison.table.empty:
+    table = comparison.table
+    if table.empty:
         return ""
+    columns = [c for c in table.columns if any(_cell(v) not in ("-", "") for v in table[c])]
     out = [
-        "<div class='scroll'><table class='figures'><thead><tr>"
-        + "".join(f"<th>{e(str(c).replace('_', ' '))}</th>" for c in comparison.table.columns)
+        "<div class='scroll'><table class='figures sortable'><thead><tr>"
+        + "".join(f"<th>{e(_header(str(c)))}</th>" for c in columns)
         + "</tr></thead><tbody>"
     ]
-    for row in comparison.table.itertuples(index=False):
-        out.append("<tr>" + "".join(f"<td>{e(_cell(v))}</td>" for v in row) + "</tr>")
+    for row in table[columns].itertuples(index=False):
+        out.append("<tr>" + "".join(_html_cell(v) for v in row) + "</tr>")
     out.append("</tbody></table></div>")
     return "".join(out)
+
+
+#: A figure's column name ends in its unit: how a header says it.
+_HEADER_UNITS = (("_pct", "%"), ("_bytes", "bytes"), ("_j", "J"), ("_s", "s"), ("_x", "x"))
+_HEADER_WORDS = {"ram": "RAM", "gap overhead": "unproven (share of overhead)", "page ins": "page-ins", "page outs": "page-outs"}
+
+
+def _header(column: str) -> str:
+    """A table column's name as a header: 'hybrid_overhead_pct' -> 'hybrid overhead (%)'."""
+    for name in strategies.names():
+        column = column.replace(name.replace("-", "_"), name)
+    unit = ""
+    for suffix, word in _HEADER_UNITS:
+        if column.endswith(suffix):
+            column, unit = column[: -len(suffix)], f" ({word})"
+            break
+    words = column.replace("_", " ")
+    for word, shown in _HEADER_WORDS.items():
+        words = re.sub(rf"\b{word}\b", shown, words)
+    return words + unit
+
+
+def _html_cell(value) -> str:
+    """One cell: a number carries its value to sort by; a long text wraps."""
+    text = html.escape(_cell(value))
+    if value is None or (isinstance(value, numbers.Real) and math.isnan(float(value))):
+        return f"<td data-sort=''>{text}</td>"
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return f"<td data-sort='{float(value)!r}'>{text}</td>"
+    return f"<td class='msg'>{text}</td>" if len(text) > LONG_TEXT_CHARS else f"<td class='text'>{text}</td>"
+
+
+#: A text cell longer than this wraps (as the reports' messages do).
+LONG_TEXT_CHARS = 40
 
 
 def render_html(comparison: PaperComparison) -> str:

@@ -937,3 +937,16 @@ def test_the_table_of_every_run_leaves_out_columns_no_run_has_a_value_in(tmp_pat
     text = build_report(rows, tmp_path, "one device run").read_text(encoding="utf-8")
     table = searched(r"<table class='sortable' id='all-runs'>(.*?)</table>", text, re.S).group(1)
     assert "device board" in re.findall(r"<th[^>]*>([^<]*)</th>", table)
+
+
+def test_a_key_entry_wider_than_the_key_wraps_its_words_within_it():
+    """On a phone an entry longer than the key is wide goes on under its mark, so the key never widens the chart."""
+    from poetsim.report.key import Entry, key_chart
+
+    text = "not proven optimal: the bar marks the proven lower bound"
+    spec = key_chart([Entry("hybrid"), Entry(text)], width_px=200).to_dict()
+    assert spec["width"] == 200
+    data = next(iter(spec["datasets"].values()))
+    lines = [row["text"] for row in data]
+    assert lines[0] == "hybrid" and " ".join(lines[1:]) == text and len(lines) >= 4
+    assert all(row["text_x"] + 6.2 * len(row["text"]) <= 200 for row in data)

@@ -6,6 +6,7 @@ proven". The key is a small chart of its own, stacked under the title, listing e
 the chart uses.
 """
 
+import textwrap
 from dataclasses import dataclass, field
 
 import altair as alt
@@ -35,14 +36,19 @@ def shape_entries(shapes: list[tuple[str, str]], colour: str = "#555555") -> lis
 
 
 def key_chart(entries: list[Entry], width_px: float) -> alt.LayerChart | alt.FacetChart:
-    """The entries in reading order, wrapped to `width_px`."""
+    """The entries in reading order, wrapped to `width_px`; an entry wider than that on its own wraps its words."""
     rows, x, line = [], 0.0, 0
+    fits = max(8, int((width_px - 32) / _CHAR_PX))
     for number, entry in enumerate(entries):
         size = 14 + _CHAR_PX * len(entry.text) + 18
         if x > 0 and (x + size > width_px or entry.line_break):
             x, line = 0.0, line + 1
-        rows.append({"entry": number, "x": x + 6, "text_x": x + 14, "y": line * _LINE_PX + 9, "text": entry.text})
-        x += size
+        parts = textwrap.wrap(entry.text, fits) if size > width_px else [entry.text]
+        rows.append({"entry": number, "x": x + 6, "text_x": x + 14, "y": line * _LINE_PX + 9, "text": parts[0]})
+        for more in parts[1:]:  # no mark: the entry's words go on under its first line
+            line += 1
+            rows.append({"entry": -1, "x": x + 6, "text_x": x + 14, "y": line * _LINE_PX + 9, "text": more})
+        x += size if len(parts) == 1 else width_px
     data = pd.DataFrame(rows)
     width = max(width_px, float((data["text_x"] + _CHAR_PX * data["text"].str.len()).max()))
     scale_x = alt.Scale(domain=[0, width], nice=False, zero=True)

@@ -35,7 +35,7 @@ from poetsim.report.palette import strategy_colours, strip_order
 
 #: Room for the charts: the main chart sits beside the headline table, the others span the page;
 #: NARROW_PX is a phone's width less the page's margins.
-MAIN_WIDTH_PX = 720
+MAIN_WIDTH_PX = 660
 WIDE_WIDTH_PX = 1240
 NARROW_PX = 350
 #: Characters per line of a title or subtitle in a narrow chart.
@@ -114,7 +114,10 @@ def _overhead(frame, stem, heading, *, x, columns, rows) -> SweepChart:
         if unplaced:
             subtitle += f" {unplaced} run(s) without a known {name} are not drawn."
         entries = colour_entries(groups) + marker_entries(statuses, unproven, bars=few)
-        key = key_chart(entries, width_px=min(width_px - 40, 3 * panel_w + 100))
+        # The key starts where the plot does; on a phone it is as wide as the one panel, past which
+        # the chart would be shrunk to fit.
+        key_px = panel_w if width_px < NARROW_BELOW_PX else min(width_px - 40, 3 * panel_w + 100)
+        key = key_chart(entries, width_px=key_px)
         return framed(alt.vconcat(key, chart, spacing=2), heading, footer, subtitle, _wrap(width_px))
 
     return SweepChart(stem, heading, draw)

@@ -749,7 +749,8 @@ def test_reach_table_gives_the_tightest_budget_each_strategy_meets():
     assert best[("rpi4", 1.5, "recompute-only")] == "25 %"
     key = "rpi4|0.25|1.5|hybrid"
     html_table = reach_table(frame, {key: "schedules.html#p1"})
-    assert "<a href='schedules.html#p1'>25 % · 2.000 %*</a>" in html_table
+    # A figure and its unit stay together where a phone wraps the cell.
+    assert "<a href='schedules.html#p1'>25\u00a0% · 2.000\u00a0%*</a>" in html_table
     assert html_table.count("<a href") == 1
 
 

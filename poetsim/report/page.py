@@ -39,6 +39,7 @@ a { color: #0060A0; }
 .headline-box { flex: 0 1 560px; }
 table.headline th { white-space: normal; max-width: 80px; vertical-align: bottom; }
 table.sortable th { white-space: normal; max-width: 110px; vertical-align: bottom; }
+@media (max-width: 600px) { table.reach td, table.reach th { white-space: normal; padding: 2px 3px; font-size: 12px; } }
 table.headline .mark { font-size: 11px; font-weight: 400; color: #555; }
 .main-chart { flex: 1 1 640px; }
 .over { color: #B00020; font-weight: 700; }

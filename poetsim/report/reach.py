@@ -58,6 +58,7 @@ def reach_table(frame: pd.DataFrame, links: Mapping[str, str]) -> str:
                 cells.append(f"<td class='none'>{'none' if tried else ''}</td>")
                 continue
             text = f"{run['ram_label']} · {cell_text(str(run['status']), run['overhead_pct'], run['gap_overhead'])}"
+            text = text.replace(" %", "\u00a0%")  # a narrow page wraps the cell at the dot, never inside a figure
             href = links.get(str(run.get("point_key")))
             body = f"<a href='{esc(href)}'>{esc(text)}</a>" if href else esc(text)
             cells.append(f"<td>{body}</td>")

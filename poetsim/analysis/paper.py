@@ -460,7 +460,7 @@ def figure3(results: Results) -> PaperComparison:
     table = pd.DataFrame(rows)
     return PaperComparison(
         "fig3",
-        "Figure 3: energy against peak memory, every zoo model, one panel per platform",
+        "Figure 3: the integrated search against paging or recomputation alone, every zoo model and platform",
         "scenarios/paper_fig3.yaml and scenarios/paper_fig3_mcu.yaml",
         table,
         (_fig3_mcu_claim(table), _fig3_integrated_claim(table)),

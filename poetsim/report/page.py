@@ -22,7 +22,7 @@ from poetsim.units import json_numbers
 EMBED_OPTIONS = {"mode": "vega-lite", "renderer": "svg", "actions": False}
 
 _STYLE = """
-body { font-family: sans-serif; font-size: 14px; color: #222; margin: 12px 16px; max-width: 1368px;
+body { font-family: sans-serif; font-size: 14px; color: #222; margin: 12px auto; padding: 0 16px; max-width: 1368px;
   overflow-wrap: break-word; }
 h1 { font-size: 20px; margin: 0 0 4px 0; }
 h2 { font-size: 16px; margin: 18px 0 6px 0; }

@@ -951,3 +951,13 @@ def test_a_key_entry_wider_than_the_key_wraps_its_words_within_it():
     lines = [row["text"] for row in data]
     assert lines[0] == "hybrid" and " ".join(lines[1:]) == text and len(lines) >= 4
     assert all(row["text_x"] + 6.2 * len(row["text"]) <= 200 for row in data)
+
+
+def test_pareto_with_one_strategy_draws_no_empty_ring_layer():
+    """Only hybrid has schedules: no layer of rings without data (the browser warns of an infinite extent)."""
+    rows = sweep_rows()
+    rows = rows[rows["strategy"] == "hybrid"]
+    spec = drawn(pareto_chart(prepare(rows)))(FOOTER, 1240).to_dict()
+    marks = [layer for layer in _layers(spec) if isinstance(layer.get("mark"), dict) and layer["mark"]["type"] == "point"]
+    by_group = [m for m in marks if "datum.group" in json.dumps(m.get("transform", []))]
+    assert len(by_group) == 1 and by_group[0]["mark"]["filled"] is True

@@ -195,13 +195,16 @@ def pareto_chart(frame: pd.DataFrame) -> SweepChart:
             ],
         )
         colour = alt.Color("group:N", scale=alt.Scale(domain=domain, range=colours), legend=None)
-        layers = [
-            base.transform_filter("datum.front").mark_line(interpolate="step-after", color="black", strokeWidth=1),
-            base.transform_filter(alt.datum.group != focus)
-            .mark_point(filled=False, strokeWidth=2, opacity=1)
-            .encode(color=colour, size=alt.Size("size:Q", scale=None)),
-            base.transform_filter(alt.datum.group == focus).mark_point(filled=True, size=45, opacity=1).encode(color=colour),
-        ]
+        layers = [base.transform_filter("datum.front").mark_line(interpolate="step-after", color="black", strokeWidth=1)]
+        if rings:  # a layer with no data warns in the browser (an infinite extent)
+            layers.append(
+                base.transform_filter(alt.datum.group != focus)
+                .mark_point(filled=False, strokeWidth=2, opacity=1)
+                .encode(color=colour, size=alt.Size("size:Q", scale=None))
+            )
+        layers.append(
+            base.transform_filter(alt.datum.group == focus).mark_point(filled=True, size=45, opacity=1).encode(color=colour)
+        )
         chart = alt.layer(*layers, data=data).properties(width=width, height=170 if narrow else 190)
         if panels > 1:
             chart = chart.facet(

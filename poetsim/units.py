@@ -192,3 +192,15 @@ def json_numbers(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [json_numbers(item) for item in value]
     return value
+
+
+#: A figure's column name ends in its unit: how a table's header says it.
+COLUMN_UNITS = (("_pct", "%"), ("_bytes", "bytes"), ("_j", "J"), ("_s", "s"), ("_w", "W"), ("_x", "x"))
+
+
+def column_header(column: str) -> str:
+    """A results column's name as a header, its unit in brackets: 'device_energy_j' -> 'device energy (J)'."""
+    for suffix, unit in COLUMN_UNITS:
+        if column.endswith(suffix):
+            return f"{column[: -len(suffix)].replace('_', ' ')} ({unit})"
+    return column.replace("_", " ")

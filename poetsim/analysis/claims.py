@@ -17,6 +17,7 @@ from enum import Enum
 import pandas as pd
 
 from poetsim import strategies
+from poetsim.units import column_header
 
 SOURCE = "Patil et al., POET, ICML 2022 (arXiv 2207.07697)"
 #: A size within this factor of the paper's (same sign) holds in part; further off, it does not hold.
@@ -204,8 +205,6 @@ def render_table(comparison: PaperComparison) -> str:
     return "".join(out)
 
 
-#: A figure's column name ends in its unit: how a header says it.
-_HEADER_UNITS = (("_pct", "%"), ("_bytes", "bytes"), ("_j", "J"), ("_s", "s"), ("_x", "x"))
 _HEADER_WORDS = {"ram": "RAM", "gap overhead": "unproven (share of overhead)", "page ins": "page-ins", "page outs": "page-outs"}
 
 
@@ -213,15 +212,10 @@ def _header(column: str) -> str:
     """A table column's name as a header: 'hybrid_overhead_pct' -> 'hybrid overhead (%)'."""
     for name in strategies.names():
         column = column.replace(name.replace("-", "_"), name)
-    unit = ""
-    for suffix, word in _HEADER_UNITS:
-        if column.endswith(suffix):
-            column, unit = column[: -len(suffix)], f" ({word})"
-            break
-    words = column.replace("_", " ")
+    words = column_header(column)
     for word, shown in _HEADER_WORDS.items():
         words = re.sub(rf"\b{word}\b", shown, words)
-    return words + unit
+    return words
 
 
 def _html_cell(value) -> str:

@@ -16,6 +16,7 @@ from poetsim.analysis.results import WITH_SCHEDULE, headline
 from poetsim.report.timeline import Unit
 from poetsim.status import Status
 from poetsim.tolerances import exceeds
+from poetsim.units import column_header
 
 _esc = html.escape
 
@@ -172,10 +173,6 @@ def run_columns(frame: pd.DataFrame) -> list[tuple[str, str, Shown]]:
     ]
 
 
-#: The unit a `device_*` column's name ends in, and how its header says it.
-_DEVICE_UNITS = {"_j": "J", "_s": "s", "_bytes": "bytes", "_pct": "%", "_w": "W"}
-
-
 def device_columns(frame: pd.DataFrame) -> list[tuple[str, str, Shown]]:
     """The measured-on-device columns a runs.csv may carry (`device_*`), in the file's order.
 
@@ -184,14 +181,9 @@ def device_columns(frame: pd.DataFrame) -> list[tuple[str, str, Shown]]:
     """
     columns: list[tuple[str, str, Shown]] = []
     for name in (c for c in frame.columns if str(c).startswith("device_")):
-        stem, unit = str(name), ""
-        for suffix, word in _DEVICE_UNITS.items():
-            if stem.endswith(suffix):
-                stem, unit = stem[: -len(suffix)], f" ({word})"
-                break
         numbers = pd.to_numeric(frame[name], errors="coerce")
         numeric = numbers.notna().sum() == frame[name].notna().sum()
-        columns.append((stem.replace("_", " ") + unit, str(name), (1, ".6g") if numeric else "text"))
+        columns.append((column_header(str(name)), str(name), (1, ".6g") if numeric else "text"))
     return columns
 
 

@@ -15,6 +15,7 @@ import math
 import os
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -293,15 +294,19 @@ class RunsFile:
         _replace_atomically(self.path, buffer.getvalue().encode("utf-8"))
         return dropped
 
-    def rewrite(self, rows: dict[int, ResultRow]) -> None:
+    def rewrite(self, rows: dict[int, ResultRow], key_order: Sequence[str] = ()) -> None:
         """Replace the complete rows at the given positions (in `records` order), atomically.
 
-        The other rows keep their text exactly; the header becomes `COLUMNS`. Hold the folder's
-        `FolderLock` first.
+        With `key_order`, the rows are then put in that order of their point keys (a key it does
+        not list goes after those it does, in the order it had). The other rows keep their text
+        exactly; the header becomes `COLUMNS`. Hold the folder's `FolderLock` first.
         """
         records = self.records()
         for position, row in rows.items():
             records[position] = {name: str(_cell(getattr(row, name))) for name in COLUMNS}
+        if key_order:
+            rank = {key: n for n, key in enumerate(key_order)}
+            records.sort(key=lambda record: rank.get(record["point_key"], len(rank)))
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()

@@ -238,3 +238,17 @@ def test_a_schedule_made_on_another_platform_is_checked_under_this_ones_costs(tm
     problem = problem_for_point(scenario, points[solved.point_key])
     checked = check_schedule(load_json(folder / "schedule.json"), problem.graph, problem.costs, problem.timing, problem.budgets)
     assert checked.total_j == pytest.approx(solved.predicted_total_j, rel=1e-9)
+
+
+def test_carry_across_grid_puts_the_rows_in_the_grids_order(tmp_path):
+    """runs.csv ends in the grid's point order, whichever point finished first, each row's text kept."""
+    scenario = small_scenario(tmp_path)
+    runs = RunsFile(run_sweep(scenario, tmp_path / "out", jobs=2))
+    order = [point.key for point in scenario.points()]
+    assert [r["point_key"] for r in runs.records()] == order
+    header, *lines = runs.path.read_text().splitlines()
+    runs.path.write_text("\n".join([header, *reversed(lines)]) + "\n")  # as if the points had finished backwards
+
+    assert carry_across_grid(scenario, tmp_path / "out") == 0
+    assert [r["point_key"] for r in runs.records()] == order
+    assert runs.path.read_text().splitlines() == [header, *lines]

@@ -35,7 +35,8 @@ def carry_across_grid(scenario: Scenario, directory: Path) -> int:
     it is checked again against this point's budgets, simulated, and written to its folder.
     Then proofs: infeasibility and lower bounds of relaxations. Run once every point has its
     row, so that the result does not depend on which point ran first; runs.csv is rewritten
-    atomically (the unchanged rows byte for byte) and each changed point's result.json with it.
+    atomically (the unchanged rows byte for byte) and each changed point's result.json with it,
+    its rows in the grid's order (`Scenario.points`), not the order the points finished in.
     """
     runs = RunsFile(StudyFolder(directory).runs_csv)
     rows = [ResultRow.from_dict(record, str(runs.path)) for record in runs.records()]
@@ -60,8 +61,10 @@ def carry_across_grid(scenario: Scenario, directory: Path) -> int:
         result = StudyFolder(directory).point(point_slug(points[row.point_key])).result_json if row.point_key in points else None
         if result is not None and result.exists():
             result.write_text(json.dumps(row.to_dict(), indent=1) + "\n")
-    if changed:
-        runs.rewrite(changed)
+    rank = {key: n for n, key in enumerate(points)}
+    ranks = [rank.get(row.point_key, len(rank)) for row in rows]
+    if changed or ranks != sorted(ranks):
+        runs.rewrite(changed, tuple(points))
     return len(changed)
 
 

@@ -855,6 +855,33 @@ def test_a_narrow_overhead_chart_stacks_one_panel_per_row_and_every_panel_has_an
     }
 
 
+def test_rows_of_panels_whose_budgets_differ_each_get_a_budget_axis_of_their_own():
+    """Byte budgets are different shares of each model's peak: a row of panels draws only its own budgets.
+
+    Here the 1.5x row's budgets (25, 50 and 100 %) are made 0.9 times as large, as a second
+    model's would be; the 1.2x row has 10, 25, 50 and 100 %.
+    """
+    frame = prepare(sweep_rows())
+    frame.loc[frame["runtime_x"] == 1.5, "ram_fraction"] *= 0.9
+    spec, data = overhead_data(frame)
+    shelves = spec["vconcat"]
+    first, second = ("10%", "25%", "50%", "100%"), ("22.5%", "45%", "90%")
+    for shelf, labels, others in ((shelves[0], first, second), (shelves[1], second, first)):
+        axis = next(e["axis"] for e in _encodings(shelf, "x") if e.get("axis"))
+        assert axis["values"] == list(range(len(labels)))
+        assert all(f'"{label}"' in axis["labelExpr"] for label in labels)
+        assert not any(f'"{label}"' in axis["labelExpr"] for label in others)
+        assert {str(e["scale"]["domain"]) for e in _encodings(shelf, "x") if "scale" in e} == {str([-0.5, len(labels) - 0.5])}
+    assert len(shelves) == 2 and set(data["x"].round()) == {0, 1, 2, 3}  # every row's positions start at 0
+    assert shelves[1]["facet"]["column"]["header"] == {"labels": False}  # platforms named above the first row only
+
+
+def test_rows_of_panels_share_the_budget_axis_where_one_has_every_budget_of_the_others():
+    """The 1.5x row lacks the 10 % budget of the 1.2x row: one axis, each budget at one position in both."""
+    spec, _ = overhead_data(prepare(sweep_rows()))
+    assert "vconcat" not in spec and spec["facet"]["row"]["field"] == "row"
+
+
 def test_the_headline_opens_on_the_runtime_budget_with_the_most_schedules():
     """At 1.5x recompute-only has a schedule at 25 % too, so the 1.5x tab opens."""
     headline, _ = headline_table(prepare(sweep_rows()))

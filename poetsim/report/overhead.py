@@ -110,21 +110,70 @@ class Axis:
         """The position of `value` on the axis: that of its label."""
         return self.labels.index(self.label(float(value)))
 
+    def upright(self, width_px: float) -> bool:
+        """Whether the labels stand upright in a panel `width_px` wide: the widest does not fit its position's share."""
+        step = width_px / max(len(self.labels), 1)
+        return max((len(text) for text in self.labels), default=0) * LABEL_CHAR_PX + LABEL_GAP_PX > step
+
+    def labelled(self, width_px: float, upright: bool) -> list[tuple[float, str]]:
+        """The positions labelled, with their labels: every one when flat, else every k-th (the first among them).
+
+        Upright labels closer than a line would run together; k is the smallest that spaces them a
+        line apart.
+        """
+        if not upright:
+            return list(enumerate(self.labels))
+        every = math.ceil(LABEL_LINE_PX / (width_px / max(len(self.labels), 1)))
+        return [(i, text) for i, text in enumerate(self.labels) if i % every == 0]
+
     def shown(self, width_px: float) -> dict:
         """The x axis's tick and label properties for a panel `width_px` wide: labels that never run together.
 
         Labels lie flat when the widest fits its position's share of the width; else they stand
-        upright, and when even upright labels are closer than a line, every k-th position is
-        labelled (the first among them), the smallest k that spaces them a line apart.
+        upright (`labelled`).
         """
-        count = len(self.labels)
-        step = width_px / max(count, 1)
-        if max((len(text) for text in self.labels), default=0) * LABEL_CHAR_PX + LABEL_GAP_PX <= step:
-            return {"values": list(range(count)), "labelExpr": label_expr(list(enumerate(self.labels)))}
-        every = math.ceil(LABEL_LINE_PX / step)
-        shown: list[tuple[float, str]] = [(i, text) for i, text in enumerate(self.labels) if i % every == 0]
-        upright = {"labelAngle": -90, "labelAlign": "right", "labelBaseline": "middle"}
-        return {"values": [i for i, _ in shown], "labelExpr": label_expr(shown), **upright}
+        upright = self.upright(width_px)
+        return axis_labels(self.labelled(width_px, upright), upright)
+
+
+def axis_labels(ticks: list[tuple[float, str]], upright: bool) -> dict:
+    """The tick values and labels of an x axis, flat or upright."""
+    turned = {"labelAngle": -90, "labelAlign": "right", "labelBaseline": "middle"} if upright else {}
+    return {"values": [value for value, _ in ticks], "labelExpr": label_expr(ticks), **turned}
+
+
+@dataclass(frozen=True)
+class BudgetAxes:
+    """The budget axes of a chart's panels: one for every panel, or one per row of panels.
+
+    The axis is shared when one row of panels has every budget of the others (the same budget
+    then sits at the same position in every row). Otherwise each row gets an axis of its own
+    (`own`): a sweep of byte budgets gives each model different shares of its keep-all peak, and
+    on one shared axis each row would use a part of it.
+    """
+
+    axes: dict[str, Axis]  # by row of panels
+    shelf: pd.Series  # the row of panels of each run, by the frame's index
+    own: bool
+
+    @classmethod
+    def of(cls, values: pd.Series, shelves: pd.Series, label: Callable[[float], str]) -> "BudgetAxes":
+        """The axes of `values` (by `label`), one per value of `shelves` where their axes differ."""
+        names = [str(name) for name in shelves.cat.categories if (shelves == name).any()]
+        axes = {name: Axis.of(values[shelves == name], label) for name in names}
+        shared = Axis.of(values, label)
+        if all(len(axis.labels) < len(shared.labels) for axis in axes.values()):
+            return cls(axes, shelves.astype(str), own=True)
+        return cls(dict.fromkeys(names, shared), shelves.astype(str), own=False)
+
+    def axis_of(self, index: Any) -> Axis:
+        """The axis of the run at `index` of the frame."""
+        return self.axes[self.shelf[index]]
+
+    @property
+    def most_values(self) -> int:
+        """The most positions of one axis."""
+        return max((len(axis.values) for axis in self.axes.values()), default=1)
 
 
 def overhead_chart(
@@ -139,6 +188,7 @@ def overhead_chart(
     `frame` is the report's prepared frame restricted to rows with a known `x`.
     """
     axis = Axis.of(frame[x], label)
+    budgets = BudgetAxes.of(frame[x], panel_labels(frame, rows), label)
     groups = _group_order(colour, frame[colour])
     ok = frame[frame["ok"]]
     bounds = _bound_pct(ok)
@@ -149,7 +199,7 @@ def overhead_chart(
     band = top * STRIP_ROW_PX / PLOT_PX
     step = min(0.7 / max(len(groups), 1), 0.16)
     bars = len(axis.values) < MIN_CURVE_VALUES
-    data = _points(frame, x, axis, colour, groups, scale, bounds, strip, top, band, step)
+    data = _points(frame, x, budgets, colour, groups, scale, bounds, strip, top, band, step)
     narrow = width_px < NARROW_BELOW_PX
     # A narrow chart (a phone) stacks every panel in one column, each named by all it varies in.
     data["column"] = panel_labels(frame, ([columns] if columns else []) + (rows if narrow else []))
@@ -170,12 +220,6 @@ def overhead_chart(
         title="energy above keep-all",
     )
     y = alt.Y("y:Q", scale=y_scale, axis=y_axis)
-    xenc = alt.X(
-        "x:Q",
-        title=x_title,
-        scale=alt.Scale(domain=[-0.5, len(axis.values) - 0.5], nice=False, zero=False),
-        axis=alt.Axis(grid=False, labelFlush=False, labelOverlap=False, **axis.shown(panel_w)),
-    )
     domain, colours = (strategy_colours if colour == "strategy" else platform_colours)(groups)
     color = alt.Color(
         "group:N", title=_GROUP_TITLES.get(colour, colour), scale=alt.Scale(domain=domain, range=colours), legend=None
@@ -191,13 +235,30 @@ def overhead_chart(
         "panel:N",
         "reason:N",
     ]
-    base = alt.Chart().encode(x=xenc, y=y, color=color, tooltip=tooltip)
-    layers = _strip_frame(base, top + 0.45 * band, ceiling, y_scale, y_axis) if strip else []
     outline = alt.Stroke("group:N", scale=alt.Scale(domain=domain, range=colours), legend=None)
-    layers += _bar_layers(base, max(4.0, 0.8 * step * panel_w / len(axis.values)), outline) if bars else _point_layers(base)
-    layers += [_strip_layer(base, status) for status in strip]
-    chart = alt.layer(*layers, data=data).properties(width=panel_w, height=PLOT_PX + (ceiling - top) / top * PLOT_PX)
-    return _facet(chart, data, across), data, list(zip(domain, colours)), panel_w
+    bar_px = max(4.0, 0.8 * step * panel_w / budgets.most_values)
+
+    def panel(part: pd.DataFrame, axis: Axis) -> ChartType:
+        xenc = alt.X(
+            "x:Q",
+            title=x_title,
+            scale=alt.Scale(domain=[-0.5, len(axis.values) - 0.5], nice=False, zero=False),
+            axis=alt.Axis(grid=False, labelFlush=False, labelOverlap=False, **axis.shown(panel_w)),
+        )
+        base = alt.Chart().encode(x=xenc, y=y, color=color, tooltip=tooltip)
+        layers = _strip_frame(base, top + 0.45 * band, ceiling, y_scale, y_axis) if strip else []
+        layers += _bar_layers(base, bar_px, outline) if bars else _point_layers(base)
+        layers += [_strip_layer(base, status) for status in strip]
+        return alt.layer(*layers, data=part).properties(width=panel_w, height=PLOT_PX + (ceiling - top) / top * PLOT_PX)
+
+    groups_drawn = list(zip(domain, colours))
+    if not budgets.own:
+        return _facet(panel(data, axis), data, across), data, groups_drawn, panel_w
+    shelves = [
+        _shelf(panel(data[budgets.shelf == name], shelf_axis), data[budgets.shelf == name], narrow, first=n == 0)
+        for n, (name, shelf_axis) in enumerate(budgets.axes.items())
+    ]
+    return alt.vconcat(*shelves, spacing=_SHELF_GAP_PX), data, groups_drawn, panel_w
 
 
 #: Panels narrower than this are not worth having: more panels wrap onto another row.
@@ -232,7 +293,7 @@ def _bound_pct(ok: pd.DataFrame) -> pd.Series:
     return bound.clip(lower=0).where(bound.notna(), 0.0).clip(upper=ok["overhead_pct"])
 
 
-def _points(frame, x, axis, colour, groups, scale, bounds, strip, top, band, step) -> pd.DataFrame:
+def _points(frame, x, budgets: BudgetAxes, colour, groups, scale, bounds, strip, top, band, step) -> pd.DataFrame:
     """One row per run: where it is drawn, and what its tooltip says."""
     rows = []
     for index, run in frame.iterrows():
@@ -244,10 +305,12 @@ def _points(frame, x, axis, colour, groups, scale, bounds, strip, top, band, ste
         strip_row = None if ok else strip_status(status)
         overhead = float(run["overhead_pct"]) if ok else None
         bound = float(bounds[index]) if ok and not proven else (overhead if ok else None)
+        axis = budgets.axis_of(index)
+        position = axis.index(run[x])
         rows.append(
             {
-                "x": axis.index(run[x]) + offset,
-                "budget": axis.labels[axis.index(run[x])],
+                "x": position + offset,
+                "budget": axis.labels[position],
                 "group": group,
                 "y": scale.position(overhead) if ok else top + (strip.index(strip_row) + 1) * band,
                 "y_bound": scale.position(bound) if ok else None,
@@ -369,27 +432,52 @@ def _strip_layer(base, status: str):
     return base.transform_filter(alt.datum.strip == status).mark_point(**mark)
 
 
+def _present(labels: pd.Series) -> list[str]:
+    """The panel labels `labels` holds, in their order."""
+    return [str(c) for c in labels.cat.categories if c in set(labels)]
+
+
+_HEADER = alt.Header(labelFontSize=12, labelFontWeight="bold")
+_ROW_HEADER = alt.Header(labelFontSize=12, labelFontWeight="bold", labelAngle=-90)
+#: Room between two rows of panels drawn as charts of their own (`_shelf`), px.
+_SHELF_GAP_PX = 16
+
+
 def _facet(chart, data: pd.DataFrame, across: int):
     """Panels across by `column` and down by `row` when both vary.
 
     When only one does, they are wrapped `across` to a row; otherwise there is one panel.
     """
-    columns = [str(c) for c in data["column"].cat.categories if c in set(data["column"])]
-    rows = [str(r) for r in data["row"].cat.categories if r in set(data["row"])]
-    header = alt.Header(labelFontSize=12, labelFontWeight="bold")
+    columns, rows = _present(data["column"]), _present(data["row"])
     # Every panel draws its own x axis (the scale stays shared), so no panel is left without labels.
     if len(columns) > 1 and len(rows) > 1:
         return chart.facet(
-            column=alt.Column("column:N", title=None, sort=columns, header=header),
-            row=alt.Row(
-                "row:N", title=None, sort=rows, header=alt.Header(labelFontSize=12, labelFontWeight="bold", labelAngle=-90)
-            ),
+            column=alt.Column("column:N", title=None, sort=columns, header=_HEADER),
+            row=alt.Row("row:N", title=None, sort=rows, header=_ROW_HEADER),
         ).resolve_axis(x="independent")
     if len(columns) > 1 or len(rows) > 1:
         field, order = ("column", columns) if len(columns) > 1 else ("row", rows)
-        faceted = chart.facet(facet=alt.Facet(f"{field}:N", title=None, sort=order, header=header), columns=across)
+        faceted = chart.facet(facet=alt.Facet(f"{field}:N", title=None, sort=order, header=_HEADER), columns=across)
         return faceted.resolve_axis(x="independent")
     return chart
+
+
+def _shelf(chart, part: pd.DataFrame, narrow: bool, first: bool):
+    """One row of panels with a budget axis of its own: its panels named as `_facet` names them.
+
+    On a phone its panels stand one above the other, each named by all it varies in; else they
+    lie across with the row's name beside them, the column names above the first row only.
+    """
+    columns = _present(part["column"])
+    if narrow:
+        return chart.facet(facet=alt.Facet("column:N", title=None, sort=columns, header=_HEADER), columns=1).resolve_axis(
+            x="independent"
+        )
+    row = alt.Row("row:N", title=None, sort=_present(part["row"]), header=_ROW_HEADER)
+    if columns == [""]:
+        return chart.facet(row=row)
+    column = alt.Column("column:N", title=None, sort=columns, header=_HEADER if first else alt.Header(labels=False))
+    return chart.facet(column=column, row=row).resolve_axis(x="independent")
 
 
 #: What each marker of the key says.

@@ -169,6 +169,28 @@ def test_table3_holds_where_poetsim_meets_the_papers_numbers():
     assert comparison.table["throughput_difference_pct"].iloc[0] == pytest.approx(13.0)
 
 
+def test_table3_chart_leaves_room_for_the_figure_beside_each_bar_end():
+    """The x domain reaches past the longest bar on each side by a label's width, so no figure crosses the axis or border."""
+    from poetsim.report.paper_charts import BAR_LABEL_PX, table3_chart
+
+    results = frame(
+        row("hybrid", "50%", 4.0, platform="jetson-tx2", peak=4585, runtime_s=1.0, budget=5000),
+        row("pofo", "50%", 12.0, Status.BASELINE, platform="jetson-tx2", peak=5000, runtime_s=1.13, budget=5000),
+    )
+    draw = table3_chart(paper.table3(results))
+    assert draw is not None
+    spec = draw("", 1280).to_dict()
+    facet = next(part for part in spec["vconcat"] if "facet" in part)
+    width = facet["spec"]["width"]
+    low, high = next(
+        layer["encoding"]["x"]["scale"]["domain"] for layer in facet["spec"]["layer"] if "scale" in layer["encoding"]["x"]
+    )
+    # the paper's -8.3 % and +13 % are the longest bars; each figure's room at the scale's px per percent
+    px_per_pct = width / (high - low)
+    assert (-8.3 - low) * px_per_pct == pytest.approx(BAR_LABEL_PX, rel=0.01)
+    assert (high - 13.0) * px_per_pct == pytest.approx(BAR_LABEL_PX, rel=0.01)
+
+
 def test_table3_holds_in_part_where_only_the_sign_agrees():
     """-10 % peak and +20 % throughput: the paper's signs, not its sizes (within a factor of 2): in part."""
     results = frame(

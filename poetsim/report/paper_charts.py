@@ -19,6 +19,8 @@ from poetsim.report.palette import platform_colours, strategy_colours
 from poetsim.report.sweep_charts import NARROW_WRAP_CHARS, Draw
 
 PAPER_COLOUR = "#333333"
+#: The width of a bar's figure written beside its end ("+10.7 %" at 11 px, and its gap), px.
+BAR_LABEL_PX = 50
 
 
 def _wrap(width_px: float) -> int:
@@ -123,10 +125,16 @@ def table3_chart(comparison: PaperComparison) -> Draw | None:
     sources = list(dict.fromkeys(data["source"]))
     palette = [PAPER_COLOUR] + [strategies.colour(strategies.HYBRID.name)] * (len(sources) - 1)
 
+    low, high = min(0.0, float(data["value"].min())), max(0.0, float(data["value"].max()))
+
     def draw(footer: str, width_px: float) -> alt.TopLevelMixin:
+        plot_px = _panel_px(width_px, 1) - 120
+        # Room for the figure beside the end of each bar: left of the negative ones, right of the others.
+        pad = (high - low) * BAR_LABEL_PX / max(plot_px - 2 * BAR_LABEL_PX, BAR_LABEL_PX)
+        domain = [low - (pad if low < 0 else 0.0), high + (pad if high > 0 else 0.0)]
         base = alt.Chart().encode(
             y=alt.Y("source:N", sort=sources, title=None, axis=alt.Axis(labelLimit=200)),
-            x=alt.X("value:Q", title="POET minus POFO (% of POFO's)", scale=alt.Scale(nice=True)),
+            x=alt.X("value:Q", title="POET minus POFO (% of POFO's)", scale=alt.Scale(domain=domain, nice=False)),
         )
         bars = base.mark_bar(height=14).encode(
             color=alt.Color("source:N", scale=alt.Scale(domain=sources, range=palette), legend=None),
@@ -145,7 +153,7 @@ def table3_chart(comparison: PaperComparison) -> Draw | None:
         zero = base.mark_rule(color="#666666").encode(x=alt.datum(0), y=alt.value(0), y2=alt.value("height"))
         chart = (
             alt.layer(zero, bars, right, left, data=data)
-            .properties(width=_panel_px(width_px, 1) - 120, height=22 * len(sources))
+            .properties(width=plot_px, height=22 * len(sources))
             .facet(row=alt.Row("metric:N", title=None, header=alt.Header(labelFontSize=12, labelFontWeight="bold")))
         )
         subtitle = (

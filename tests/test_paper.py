@@ -113,6 +113,26 @@ def test_figure5_holds_when_capuchin_is_in_the_papers_range_and_poet_under_one_p
     assert list(comparison.table["ram"]) == ["100%", "50%", "25%"]
 
 
+def test_figure5_chart_labels_every_decade_of_its_energy_axis():
+    """Every layer encodes y with the same axis (layers merge theirs), which labels each decade, overlapping or not."""
+    from poetsim.report.paper_charts import figure5_chart
+
+    results = frame(
+        row("hybrid", "100%", 0.0, Status.OPTIMAL),
+        row("capuchin", "100%", 0.0, Status.BASELINE),
+        row("hybrid", "50%", 0.004),
+        row("capuchin", "50%", 90.0, Status.BASELINE, page_ins=7),
+    )
+    draw = figure5_chart(paper.figure5(results))
+    assert draw is not None
+    spec = draw("", 1280).to_dict()
+    layers = next(part for part in spec["vconcat"] if "layer" in part)["layer"]
+    axes = [layer["encoding"]["y"].get("axis") for layer in layers if "y" in layer.get("encoding", {})]
+    assert len(axes) == len(layers) and all(axis == axes[0] for axis in axes)
+    assert axes[0]["labelOverlap"] is False
+    assert all(f'"{label} %"' in axes[0]["labelExpr"] for label in ("0.001", "0.01", "0.1", "1", "10", "100"))
+
+
 def test_figure5_counts_an_optimum_with_a_gap_of_rounding_as_proven():
     """An optimal row whose gap is 5e-13 of its overhead is proven; the feasible one with a real gap is not."""
     results = frame(

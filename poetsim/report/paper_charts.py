@@ -43,7 +43,7 @@ def _symlog_axis(values: list[float], title: str) -> tuple[Symlog, alt.Y]:
         "y:Q",
         title=title,
         scale=alt.Scale(domain=[0, ticks[-1][0] * 1.04], nice=False),
-        axis=alt.Axis(values=[t for t, _ in ticks], labelExpr=label_expr(ticks), gridColor="#eeeeee"),
+        axis=alt.Axis(values=[t for t, _ in ticks], labelExpr=label_expr(ticks), labelOverlap=False, gridColor="#eeeeee"),
     )
     return scale, y
 
@@ -78,18 +78,21 @@ def figure5_chart(comparison: PaperComparison) -> Draw | None:
         colour = alt.Color("strategy:N", scale=alt.Scale(domain=domain, range=colours), title="poetsim", legend=_legend(width_px))
         points = alt.Chart(data).encode(x=x, y=y, color=colour, tooltip=["strategy:N", "ram:N", "overhead_pct:Q"])
         layers = [
+            # Every layer encodes y with the points' axis: layers merge their axes, and one left
+            # at the defaults would let Vega drop every other decade's label.
             alt.Chart(band)
             .mark_rect(color=strategies.colour(strategies.CAPUCHIN.name), opacity=0.18)
-            .encode(x=alt.value(0), x2=alt.value("width"), y="y:Q", y2="y2:Q"),
+            .encode(x=alt.value(0), x2=alt.value("width"), y=y, y2="y2:Q"),
             alt.Chart(band)
+            .transform_calculate(y="datum.y2")
             .mark_text(align="left", dx=4, dy=10, fontSize=12, color=PAPER_COLOUR)
-            .encode(x=alt.value(0), y="y2:Q", text="text:N"),
+            .encode(x=alt.value(0), y=y, text="text:N"),
             alt.Chart(line)
             .mark_rule(strokeDash=[6, 3], color=strategies.colour(strategies.HYBRID.name), strokeWidth=2)
-            .encode(y="y:Q"),
+            .encode(y=y),
             alt.Chart(line)
             .mark_text(align="left", dx=4, dy=-6, fontSize=12, color=PAPER_COLOUR)
-            .encode(x=alt.value(0), y="y:Q", text="text:N"),
+            .encode(x=alt.value(0), y=y, text="text:N"),
             points.mark_line(strokeWidth=2),
             points.mark_point(filled=True, size=60, opacity=1),
         ]
@@ -254,7 +257,8 @@ def figure3_chart(comparison: PaperComparison) -> Draw | None:
             "x:Q",
             title="best of paging-only and recompute-only: energy above keep-all",
             scale=alt.Scale(domain=[0, max(top, ticks[-1][0]) * 1.04], nice=False),
-            axis=alt.Axis(values=[t for t, _ in ticks], labelExpr=label_expr(ticks), gridColor="#eeeeee"),
+            # Flat labels: the first decade's may run into "0", and only it is left out.
+            axis=alt.Axis(values=[t for t, _ in ticks], labelExpr=label_expr(ticks), labelOverlap="greedy", gridColor="#eeeeee"),
         )
         points = (
             alt.Chart(data)

@@ -41,6 +41,7 @@ table.headline th { white-space: normal; max-width: 80px; vertical-align: bottom
 table.sortable th { white-space: normal; max-width: 110px; vertical-align: bottom; }
 @media (max-width: 600px) { table.reach td, table.reach th { white-space: normal; padding: 2px 3px; font-size: 12px; } }
 table.headline .mark { font-size: 11px; font-weight: 400; color: #555; }
+table.headline td.text { white-space: normal; }
 .main-chart { flex: 1 1 640px; }
 .over { color: #B00020; font-weight: 700; }
 .scroll { overflow-x: auto; max-width: 100%; }

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from chart_specs import layers_with_other_axes
 from conftest import ROOT
 
 from poetsim.analysis import paper
@@ -128,7 +129,7 @@ def test_figure5_chart_labels_every_decade_of_its_energy_axis():
     spec = draw("", 1280).to_dict()
     layers = next(part for part in spec["vconcat"] if "layer" in part)["layer"]
     axes = [layer["encoding"]["y"].get("axis") for layer in layers if "y" in layer.get("encoding", {})]
-    assert len(axes) == len(layers) and all(axis == axes[0] for axis in axes)
+    assert len(axes) == len(layers) and layers_with_other_axes(spec) == []
     assert axes[0]["labelOverlap"] is False
     assert all(f'"{label} %"' in axes[0]["labelExpr"] for label in ("0.001", "0.01", "0.1", "1", "10", "100"))
 
@@ -282,6 +283,16 @@ def test_figure3_integrated_search_on_real_mlp_runs_is_never_worse_than_either_m
     comparison = paper.figure3(frame(*rows))
     assert comparison.claims[1].verdict is HOLDS
     assert comparison.table["platform"].iloc[0] == "mkr1000"
+
+
+def test_figure3_chart_draws_its_diagonal_on_the_points_axes():
+    """The diagonal and the marks share both axes (layers merge their axes)."""
+    from poetsim.report.paper_charts import figure3_chart
+
+    results = frame(row("hybrid", "50%", 0.5), row("paging-only", "50%", 0.7), row("recompute-only", "50%", 2.0))
+    draw = figure3_chart(paper.figure3(results))
+    assert draw is not None
+    assert layers_with_other_axes(draw("", 1280).to_dict()) == []
 
 
 # -- reading files and rendering ---------------------------------------------------------------------

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
+from chart_specs import layers_with_other_axes
 
 from poetsim import strategies
 from poetsim.errors import ScheduleError, UserInputError
@@ -654,6 +655,14 @@ def test_fewer_than_three_budgets_make_a_bar_chart(tmp_path):
     assert "bar" in marks and "line" not in marks
 
 
+@pytest.mark.parametrize("budgets", [("50%", "100%"), ("25%", "50%", "100%")], ids=["bars", "curves"])
+def test_every_layer_of_an_overhead_chart_shares_its_axes(budgets):
+    """Layers merge their axes: one at the defaults would let Vega drop every other decade's label."""
+    rows = sweep_rows()
+    spec, _ = overhead_data(prepare(rows[rows["ram"].isin(budgets)]))
+    assert layers_with_other_axes(spec) == []
+
+
 def _layers(spec) -> list[dict]:
     found = []
     if isinstance(spec, dict):
@@ -675,6 +684,13 @@ def test_prediction_differences_are_per_run_and_figure():
     assert (differences.loc[differences["figure"] == "energy", "difference_pct"].round(9) == 1.0).all()
     assert (differences.loc[differences["figure"] == "makespan", "difference_pct"].round(9) == 2.0).all()
     assert len(differences) == 2 * int(frame["ok"].sum())
+
+
+def test_the_prediction_chart_draws_its_zero_line_on_the_points_axis():
+    """The zero rule and the points share one x axis (layers merge their axes)."""
+    chart = prediction_chart(prepare(sweep_rows()))
+    assert chart.draw is not None
+    assert layers_with_other_axes(chart.draw("", 1280).to_dict()) == []
 
 
 def test_platforms_keep_one_colour_and_strategies_their_registry_colour():

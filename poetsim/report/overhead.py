@@ -247,7 +247,8 @@ def overhead_chart(
         )
         base = alt.Chart().encode(x=xenc, y=y, color=color, tooltip=tooltip)
         layers = _strip_frame(base, top + 0.45 * band, ceiling, y_scale, y_axis) if strip else []
-        layers += _bar_layers(base, bar_px, outline) if bars else _point_layers(base)
+        bound = alt.Y("y_bound:Q", scale=y_scale, axis=y_axis)
+        layers += _bar_layers(base, bar_px, outline, bound) if bars else _point_layers(base)
         layers += [_strip_layer(base, status) for status in strip]
         return alt.layer(*layers, data=part).properties(width=panel_w, height=PLOT_PX + (ceiling - top) / top * PLOT_PX)
 
@@ -413,14 +414,18 @@ def _point_layers(base) -> list:
     ]
 
 
-def _bar_layers(base, width_px: float, outline: alt.Stroke) -> list:
-    """Bars from zero, for too few budgets: filled when proven, outlined when not, the bound a tick."""
+def _bar_layers(base, width_px: float, outline: alt.Stroke, bound: alt.Y) -> list:
+    """Bars from zero, for too few budgets: filled when proven, outlined when not, the bound a tick.
+
+    The tick's y (`bound`) has the plot's scale and axis: layers merge their axes, and one left at
+    the defaults would let Vega drop every other decade's label.
+    """
     ok = base.transform_filter("datum.ok")
     unproven = ok.transform_filter("!datum.proven")
     return [
         ok.transform_filter("datum.proven").mark_bar(width=width_px).encode(y2=alt.datum(0)),
         unproven.mark_bar(width=width_px, fill="white", strokeWidth=2).encode(y2=alt.datum(0), stroke=outline),
-        unproven.mark_tick(thickness=2, size=width_px, orient="horizontal").encode(y="y_bound:Q"),
+        unproven.mark_tick(thickness=2, size=width_px, orient="horizontal").encode(y=bound),
     ]
 
 

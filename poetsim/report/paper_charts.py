@@ -279,7 +279,9 @@ def figure3_chart(comparison: PaperComparison) -> Draw | None:
                 ],
             )
         )
-        line = alt.Chart(diagonal).mark_line(color="#999999", strokeDash=[4, 3]).encode(x="x:Q", y="y:Q")
+        line = (
+            alt.Chart(diagonal).mark_line(color="#999999", strokeDash=[4, 3]).encode(x=x, y=y)
+        )  # the same axes: layers merge theirs
         chart = alt.layer(line, points).properties(width=side, height=side)
         subtitle = (
             "One mark per model, platform and RAM budget where both hybrid and a single move have a schedule; "

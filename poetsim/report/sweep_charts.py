@@ -318,15 +318,17 @@ def prediction_chart(frame: pd.DataFrame) -> SweepChart:
     subtitle = f"One point per run and figure; largest differences: {', '.join(worst)}.{left}"
 
     def draw(footer: str, width_px: float) -> alt.TopLevelMixin:
+        # Both layers encode x with one axis: layers merge their axes.
+        x = alt.X(
+            "difference_pct:Q",
+            title="simulated minus predicted (% of the prediction)",
+            axis=alt.Axis(format="~g", labelOverlap=True),
+        )
         points = (
             alt.Chart(data)
             .mark_point(filled=True, size=55, opacity=1)
             .encode(
-                x=alt.X(
-                    "difference_pct:Q",
-                    title="simulated minus predicted (% of the prediction)",
-                    axis=alt.Axis(format="~g", labelOverlap=True),
-                ),
+                x=x,
                 y=alt.Y("figure:N", sort=figures, title=None, axis=alt.Axis(labelFontSize=12, labelFontWeight="bold")),
                 yOffset=alt.YOffset("strategy:N", sort=s_domain),
                 color=alt.Color("strategy:N", scale=alt.Scale(domain=s_domain, range=s_colours), legend=None),
@@ -343,7 +345,7 @@ def prediction_chart(frame: pd.DataFrame) -> SweepChart:
                 ],
             )
         )
-        zero = alt.Chart(pd.DataFrame({"difference_pct": [0.0]})).mark_rule(color="#666666").encode(x="difference_pct:Q")
+        zero = alt.Chart(pd.DataFrame({"difference_pct": [0.0]})).mark_rule(color="#666666").encode(x=x)
         chart = alt.layer(zero, points).properties(width=int(min(900, width_px - 100)), height=70 * len(figures))
         key = key_chart(colour_entries(list(zip(s_domain, s_colours))), width_px=min(900, width_px - 40))
         return framed(alt.vconcat(key, chart, spacing=4), heading, footer, subtitle, _wrap(width_px))

@@ -110,36 +110,21 @@ class Axis:
         """The position of `value` on the axis: that of its label."""
         return self.labels.index(self.label(float(value)))
 
-    def upright(self, width_px: float) -> bool:
-        """Whether the labels stand upright in a panel `width_px` wide: the widest does not fit its position's share."""
-        step = width_px / max(len(self.labels), 1)
-        return max((len(text) for text in self.labels), default=0) * LABEL_CHAR_PX + LABEL_GAP_PX > step
-
-    def labelled(self, width_px: float, upright: bool) -> list[tuple[float, str]]:
-        """The positions labelled, with their labels: every one when flat, else every k-th (the first among them).
-
-        Upright labels closer than a line would run together; k is the smallest that spaces them a
-        line apart.
-        """
-        if not upright:
-            return list(enumerate(self.labels))
-        every = math.ceil(LABEL_LINE_PX / (width_px / max(len(self.labels), 1)))
-        return [(i, text) for i, text in enumerate(self.labels) if i % every == 0]
-
     def shown(self, width_px: float) -> dict:
         """The x axis's tick and label properties for a panel `width_px` wide: labels that never run together.
 
         Labels lie flat when the widest fits its position's share of the width; else they stand
-        upright (`labelled`).
+        upright, and when even upright labels are closer than a line, every k-th position is
+        labelled (the first among them), the smallest k that spaces them a line apart.
         """
-        upright = self.upright(width_px)
-        return axis_labels(self.labelled(width_px, upright), upright)
-
-
-def axis_labels(ticks: list[tuple[float, str]], upright: bool) -> dict:
-    """The tick values and labels of an x axis, flat or upright."""
-    turned = {"labelAngle": -90, "labelAlign": "right", "labelBaseline": "middle"} if upright else {}
-    return {"values": [value for value, _ in ticks], "labelExpr": label_expr(ticks), **turned}
+        count = len(self.labels)
+        step = width_px / max(count, 1)
+        if max((len(text) for text in self.labels), default=0) * LABEL_CHAR_PX + LABEL_GAP_PX <= step:
+            return {"values": list(range(count)), "labelExpr": label_expr(list(enumerate(self.labels)))}
+        every = math.ceil(LABEL_LINE_PX / step)
+        shown: list[tuple[float, str]] = [(i, text) for i, text in enumerate(self.labels) if i % every == 0]
+        upright = {"labelAngle": -90, "labelAlign": "right", "labelBaseline": "middle"}
+        return {"values": [i for i, _ in shown], "labelExpr": label_expr(shown), **upright}
 
 
 @dataclass(frozen=True)
@@ -152,6 +137,7 @@ class BudgetAxes:
     on one shared axis each row would use a part of it.
     """
 
+    shared: Axis  # every budget of every panel
     axes: dict[str, Axis]  # by row of panels
     shelf: pd.Series  # the row of panels of each run, by the frame's index
     own: bool
@@ -163,8 +149,8 @@ class BudgetAxes:
         axes = {name: Axis.of(values[shelves == name], label) for name in names}
         shared = Axis.of(values, label)
         if all(len(axis.labels) < len(shared.labels) for axis in axes.values()):
-            return cls(axes, shelves.astype(str), own=True)
-        return cls(dict.fromkeys(names, shared), shelves.astype(str), own=False)
+            return cls(shared, axes, shelves.astype(str), own=True)
+        return cls(shared, dict.fromkeys(names, shared), shelves.astype(str), own=False)
 
     def axis_of(self, index: Any) -> Axis:
         """The axis of the run at `index` of the frame."""
@@ -187,7 +173,6 @@ def overhead_chart(
 
     `frame` is the report's prepared frame restricted to rows with a known `x`.
     """
-    axis = Axis.of(frame[x], label)
     budgets = BudgetAxes.of(frame[x], panel_labels(frame, rows), label)
     groups = _group_order(colour, frame[colour])
     ok = frame[frame["ok"]]
@@ -198,7 +183,7 @@ def overhead_chart(
     strip = strip_order(frame.loc[~frame["ok"], "status"].astype(str))
     band = top * STRIP_ROW_PX / PLOT_PX
     step = min(0.7 / max(len(groups), 1), 0.16)
-    bars = len(axis.values) < MIN_CURVE_VALUES
+    bars = len(budgets.shared.values) < MIN_CURVE_VALUES
     data = _points(frame, x, budgets, colour, groups, scale, bounds, strip, top, band, step)
     narrow = width_px < NARROW_BELOW_PX
     # A narrow chart (a phone) stacks every panel in one column, each named by all it varies in.
@@ -254,7 +239,7 @@ def overhead_chart(
 
     groups_drawn = list(zip(domain, colours))
     if not budgets.own:
-        return _facet(panel(data, axis), data, across), data, groups_drawn, panel_w
+        return _facet(panel(data, budgets.shared), data, across), data, groups_drawn, panel_w
     shelves = [
         _shelf(panel(data[budgets.shelf == name], shelf_axis), data[budgets.shelf == name], narrow, first=n == 0)
         for n, (name, shelf_axis) in enumerate(budgets.axes.items())

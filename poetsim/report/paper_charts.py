@@ -279,9 +279,8 @@ def figure3_chart(comparison: PaperComparison) -> Draw | None:
                 ],
             )
         )
-        line = (
-            alt.Chart(diagonal).mark_line(color="#999999", strokeDash=[4, 3]).encode(x=x, y=y)
-        )  # the same axes: layers merge theirs
+        # The diagonal has the points' axes: layers merge theirs.
+        line = alt.Chart(diagonal).mark_line(color="#999999", strokeDash=[4, 3]).encode(x=x, y=y)
         chart = alt.layer(line, points).properties(width=side, height=side)
         subtitle = (
             "One mark per model, platform and RAM budget where both hybrid and a single move have a schedule; "

@@ -298,15 +298,19 @@ class RunsFile:
         """Replace the complete rows at the given positions (in `records` order), atomically.
 
         With `key_order`, the rows are then put in that order of their point keys (a key it does
-        not list goes after those it does, in the order it had). The other rows keep their text
-        exactly; the header becomes `COLUMNS`. Hold the folder's `FolderLock` first.
+        not list goes after those it does, in the order it had); nothing is written when no row
+        is replaced and they are in that order already. The other rows keep their text exactly;
+        the header becomes `COLUMNS`. Hold the folder's `FolderLock` first.
         """
         records = self.records()
         for position, row in rows.items():
             records[position] = {name: str(_cell(getattr(row, name))) for name in COLUMNS}
         if key_order:
             rank = {key: n for n, key in enumerate(key_order)}
-            records.sort(key=lambda record: rank.get(record["point_key"], len(rank)))
+            ordered = sorted(records, key=lambda record: rank.get(record["point_key"], len(rank)))
+            if not rows and ordered == records:
+                return
+            records = ordered
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()

@@ -252,3 +252,5 @@ def test_carry_across_grid_puts_the_rows_in_the_grids_order(tmp_path):
     assert carry_across_grid(scenario, tmp_path / "out") == 0
     assert [r["point_key"] for r in runs.records()] == order
     assert runs.path.read_text().splitlines() == [header, *lines]
+    inode = runs.path.stat().st_ino  # a rewrite replaces the file with a new one
+    assert carry_across_grid(scenario, tmp_path / "out") == 0 and runs.path.stat().st_ino == inode  # in order: not written

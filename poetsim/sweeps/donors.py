@@ -61,10 +61,7 @@ def carry_across_grid(scenario: Scenario, directory: Path) -> int:
         result = StudyFolder(directory).point(point_slug(points[row.point_key])).result_json if row.point_key in points else None
         if result is not None and result.exists():
             result.write_text(json.dumps(row.to_dict(), indent=1) + "\n")
-    rank = {key: n for n, key in enumerate(points)}
-    ranks = [rank.get(row.point_key, len(rank)) for row in rows]
-    if changed or ranks != sorted(ranks):
-        runs.rewrite(changed, tuple(points))
+    runs.rewrite(changed, tuple(points))
     return len(changed)
 
 

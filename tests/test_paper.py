@@ -244,6 +244,40 @@ def test_figure4_holds_when_energy_never_rises_as_the_deadline_loosens():
     assert claim.verdict is HOLDS and "falls by 1.94 %" in claim.poetsim
 
 
+def test_figure4_chart_puts_each_runtime_budget_at_a_position_of_its_own_with_ties_side_by_side():
+    """Budgets evenly spaced and labelled as on the overhead charts; tied strategies beside each budget, not on it."""
+    from poetsim.report.paper_charts import figure4_chart
+
+    budgets = (1.0, 1.2, 1.5, 2.0)
+    results = frame(*(row(s, "50%", 1.0, runtime_x=x) for x in budgets for s in ("hybrid", "recompute-only")))
+    draw = figure4_chart(paper.figure4(results))
+    assert draw is not None
+    spec = draw("", 1280).to_dict()
+    (x,) = {json.dumps(e, sort_keys=True) for e in _x_encodings(spec)}
+    axis = json.loads(x)["axis"]
+    assert axis["values"] == [0, 1, 2, 3] and all(f'"{b:g}x"' in axis["labelExpr"] for b in budgets)
+    points = next(iter(spec["datasets"].values()))
+    at = {(p["strategy"], p["runtime_x"]): p["x"] for p in points}
+    for n, budget in enumerate(budgets):
+        hybrid, recompute = at["hybrid", budget], at["recompute-only", budget]
+        assert hybrid < n < recompute and recompute - hybrid == pytest.approx(0.16)
+    assert layers_with_other_axes(spec) == []
+
+
+def _x_encodings(spec) -> list[dict]:
+    found = []
+    if isinstance(spec, dict):
+        enc = spec.get("encoding", {}).get("x")
+        if isinstance(enc, dict) and enc.get("field") == "x":
+            found.append(enc)
+        for value in spec.values():
+            found += _x_encodings(value)
+    elif isinstance(spec, list):
+        for value in spec:
+            found += _x_encodings(value)
+    return found
+
+
 def test_figure4_holds_only_in_part_where_energy_stays_flat():
     """Energy that never rises but never falls is not the paper's falling curve: in part, and says so."""
     results = frame(*(row("hybrid", "50%", 1.0, runtime_x=x) for x in (1.0, 1.2, 1.5)))

@@ -14,7 +14,7 @@ import pandas as pd
 from poetsim import strategies
 from poetsim.analysis.claims import PAPER_NUMBERS, PaperComparison
 from poetsim.report.framing import framed
-from poetsim.report.overhead import NARROW_BELOW_PX, Symlog, label_expr
+from poetsim.report.overhead import NARROW_BELOW_PX, Axis, Symlog, label_expr
 from poetsim.report.palette import platform_colours, strategy_colours
 from poetsim.report.sweep_charts import NARROW_WRAP_CHARS, Draw
 
@@ -182,14 +182,23 @@ def figure4_chart(comparison: PaperComparison) -> Draw | None:
     data["panel"] = [f"{p} · RAM {r}" for p, r in zip(data["platform"], data["ram"])]
     panels = list(dict.fromkeys(data["panel"]))
     domain, colours = strategy_colours(data["strategy"])
-    # Ties stay visible: each strategy sits at its own small offset beside every budget.
-    offsets = {name: (i - (len(domain) - 1) / 2) * 0.012 for i, name in enumerate(domain)}
-    data["x"] = data["runtime_x"] + data["strategy"].map(offsets)
+    # As on the overhead charts: one position per budget, evenly spaced and labelled with it, and
+    # each strategy at its own small offset beside it, so ties stay visible.
+    budgets = Axis.of(data["runtime_x"], lambda v: f"{v:g}x")
+    step = min(0.7 / max(len(domain), 1), 0.16)
+    offsets = {name: (i - (len(domain) - 1) / 2) * step for i, name in enumerate(domain)}
+    data["x"] = [budgets.index(v) + offsets[s] for v, s in zip(data["runtime_x"], data["strategy"])]
 
     def draw(footer: str, width_px: float) -> alt.TopLevelMixin:
         across = 1 if width_px < NARROW_BELOW_PX else min(2, len(panels))
+        panel_px = _panel_px(width_px, across)
         base = alt.Chart().encode(
-            x=alt.X("x:Q", title="runtime budget (x plain pass)", scale=alt.Scale(zero=False, padding=10)),
+            x=alt.X(
+                "x:Q",
+                title="runtime budget (x plain pass)",
+                scale=alt.Scale(domain=[-0.5, len(budgets.values) - 0.5], nice=False, zero=False),
+                axis=alt.Axis(grid=False, labelFlush=False, labelOverlap=False, **budgets.shown(panel_px)),
+            ),
             y=y,
             color=alt.Color(
                 "strategy:N", scale=alt.Scale(domain=domain, range=colours), title="poetsim", legend=_legend(width_px)
@@ -198,7 +207,7 @@ def figure4_chart(comparison: PaperComparison) -> Draw | None:
         )
         chart = (
             alt.layer(base.mark_line(strokeWidth=2), base.mark_point(filled=True, size=50, opacity=1), data=data)
-            .properties(width=_panel_px(width_px, across), height=200)
+            .properties(width=panel_px, height=200)
             .facet(facet=alt.Facet("panel:N", title=None, sort=panels), columns=across)
             .resolve_axis(x="independent")
         )

@@ -1,6 +1,20 @@
-"""Reading Vega-Lite specs in tests: the layers whose axes Vega merges."""
+"""Reading Vega-Lite specs in tests: encodings of a channel, and the layers whose axes Vega merges."""
 
 import json
+
+
+def encodings(spec, channel: str) -> list[dict]:
+    """Every encoding of `channel` in a spec, nested charts included."""
+    found = []
+    if isinstance(spec, dict):
+        if channel in spec.get("encoding", {}):
+            found.append(spec["encoding"][channel])
+        for value in spec.values():
+            found += encodings(value, channel)
+    elif isinstance(spec, list):
+        for value in spec:
+            found += encodings(value, channel)
+    return found
 
 
 def layers_with_other_axes(spec, path: str = "") -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from chart_specs import layers_with_other_axes
+from chart_specs import encodings, layers_with_other_axes
 from conftest import ROOT
 
 from poetsim.analysis import paper
@@ -253,7 +253,7 @@ def test_figure4_chart_puts_each_runtime_budget_at_a_position_of_its_own_with_ti
     draw = figure4_chart(paper.figure4(results))
     assert draw is not None
     spec = draw("", 1280).to_dict()
-    (x,) = {json.dumps(e, sort_keys=True) for e in _x_encodings(spec)}
+    (x,) = {json.dumps(e, sort_keys=True) for e in encodings(spec, "x") if e.get("field") == "x"}
     axis = json.loads(x)["axis"]
     assert axis["values"] == [0, 1, 2, 3] and all(f'"{b:g}x"' in axis["labelExpr"] for b in budgets)
     points = next(iter(spec["datasets"].values()))
@@ -262,20 +262,6 @@ def test_figure4_chart_puts_each_runtime_budget_at_a_position_of_its_own_with_ti
         hybrid, recompute = at["hybrid", budget], at["recompute-only", budget]
         assert hybrid < n < recompute and recompute - hybrid == pytest.approx(0.16)
     assert layers_with_other_axes(spec) == []
-
-
-def _x_encodings(spec) -> list[dict]:
-    found = []
-    if isinstance(spec, dict):
-        enc = spec.get("encoding", {}).get("x")
-        if isinstance(enc, dict) and enc.get("field") == "x":
-            found.append(enc)
-        for value in spec.values():
-            found += _x_encodings(value)
-    elif isinstance(spec, list):
-        for value in spec:
-            found += _x_encodings(value)
-    return found
 
 
 def test_figure4_holds_only_in_part_where_energy_stays_flat():

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
-from chart_specs import layers_with_other_axes
+from chart_specs import encodings, layers_with_other_axes
 
 from poetsim import strategies
 from poetsim.errors import ScheduleError, UserInputError
@@ -302,22 +302,8 @@ def test_timeline_draws_kinds_it_does_not_know_in_a_neutral_colour(simulated):
     )
     trace = pd.concat([simulated.trace, extra], ignore_index=True)
     spec = timeline_chart(replace(simulated, trace=trace), None, "seven", FOOTER).to_dict()
-    scale = next(c["scale"] for c in _encodings(spec, "color") if "wait-dma" in c.get("scale", {}).get("domain", []))
+    scale = next(c["scale"] for c in encodings(spec, "color") if "wait-dma" in c.get("scale", {}).get("domain", []))
     assert scale["range"][scale["domain"].index("wait-dma")] in NEUTRAL_COLOURS
-
-
-def _encodings(spec, channel):
-    """Every encoding of `channel` in a spec, nested charts included."""
-    found = []
-    if isinstance(spec, dict):
-        if channel in spec.get("encoding", {}):
-            found.append(spec["encoding"][channel])
-        for value in spec.values():
-            found += _encodings(value, channel)
-    elif isinstance(spec, list):
-        for value in spec:
-            found += _encodings(value, channel)
-    return found
 
 
 def test_timeline_of_a_long_run_is_coarsened_but_keeps_the_peak():
@@ -608,7 +594,7 @@ def test_overhead_chart_sets_tied_strategies_side_by_side_on_a_symlog_axis():
         (frame["platform_label"] == "mkr1000") & (frame["strategy"] == "recompute-only") & (frame["ram_fraction"] == 0.5)
     ]
     assert point["y"].iloc[0] == pytest.approx(math.log1p(3.0 / constant))
-    axis = next(e["axis"] for e in _encodings(spec, "x") if e.get("axis"))
+    axis = next(e["axis"] for e in encodings(spec, "x") if e.get("axis"))
     assert axis["values"] == [0, 1, 2, 3]  # 10 %, 25 %, 50 %, 100 %: a tick on every budget swept
     assert all(f'"{label}"' in axis["labelExpr"] for label in ("10%", "25%", "50%", "100%"))
 
@@ -883,11 +869,11 @@ def test_rows_of_panels_whose_budgets_differ_each_get_a_budget_axis_of_their_own
     shelves = spec["vconcat"]
     first, second = ("10%", "25%", "50%", "100%"), ("22.5%", "45%", "90%")
     for shelf, labels, others in ((shelves[0], first, second), (shelves[1], second, first)):
-        axis = next(e["axis"] for e in _encodings(shelf, "x") if e.get("axis"))
+        axis = next(e["axis"] for e in encodings(shelf, "x") if e.get("axis"))
         assert axis["values"] == list(range(len(labels)))
         assert all(f'"{label}"' in axis["labelExpr"] for label in labels)
         assert not any(f'"{label}"' in axis["labelExpr"] for label in others)
-        assert {str(e["scale"]["domain"]) for e in _encodings(shelf, "x") if "scale" in e} == {str([-0.5, len(labels) - 0.5])}
+        assert {str(e["scale"]["domain"]) for e in encodings(shelf, "x") if "scale" in e} == {str([-0.5, len(labels) - 0.5])}
     assert len(shelves) == 2 and set(data["x"].round()) == {0, 1, 2, 3}  # every row's positions start at 0
     assert shelves[1]["facet"]["column"]["header"] == {"labels": False}  # platforms named above the first row only
 

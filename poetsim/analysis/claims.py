@@ -218,6 +218,10 @@ def _header(column: str) -> str:
     return words
 
 
+#: A text cell longer than this wraps (as the reports' messages do).
+LONG_TEXT_CHARS = 40
+
+
 def _html_cell(value) -> str:
     """One cell: a number carries its value to sort by; a long text wraps."""
     text = html.escape(_cell(value))
@@ -226,10 +230,6 @@ def _html_cell(value) -> str:
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return f"<td data-sort='{float(value)!r}'>{text}</td>"
     return f"<td class='msg'>{text}</td>" if len(text) > LONG_TEXT_CHARS else f"<td class='text'>{text}</td>"
-
-
-#: A text cell longer than this wraps (as the reports' messages do).
-LONG_TEXT_CHARS = 40
 
 
 def render_html(comparison: PaperComparison) -> str:

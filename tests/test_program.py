@@ -164,6 +164,32 @@ def test_the_highs_process_dies_with_its_parent_however_the_parent_ends():
         time.sleep(0.05)
 
 
+def test_the_highs_process_ends_quietly_when_its_parent_stops_waiting_for_the_answer():
+    """The parent closes its end of the pipe before the answer comes: no traceback on the shared terminal."""
+    from multiprocessing import Pipe
+    from pathlib import Path
+
+    parent_end, child_end = Pipe()
+    root = str(Path(program.__file__).resolve().parents[3])
+    process = subprocess.Popen(
+        [sys.executable, "-P", program.__file__, root, str(child_end.fileno()), str(os.getpid())],
+        pass_fds=(child_end.fileno(),),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    child_end.close()
+    p = knapsack_cover()
+    model = program.model_arrays(
+        p.cost, [0.0] * len(p.cost), p.upper, p.row_lower, p.row_upper, p.starts, p.index, p.value, p.integer
+    )
+    parent_end.send((vars(program.HighsJob(model=model, options={"threads": 1})), False))
+    parent_end.close()
+    _, err = process.communicate(timeout=HANG_S)
+    assert process.returncode == 0 and err == ""
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:

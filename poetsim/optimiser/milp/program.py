@@ -390,12 +390,16 @@ class _Solver:
         return self.owner == os.getpid() and self.process.poll() is None
 
     def end(self) -> None:
-        """Kill the process (it may be inside HiGHS, where nothing else stops it) and reap it."""
+        """Kill the process (it may be inside HiGHS, where nothing else stops it), reap it, close the pipe.
+
+        Killed first: a process still sending into a pipe its parent has closed would print the
+        broken pipe on the terminal it shares.
+        """
         if self.owner != os.getpid():
             return
-        self.conn.close()
         self.process.kill()
         self.process.wait()
+        self.conn.close()
 
 
 _IDLE: list[_Solver] = []
@@ -630,7 +634,11 @@ def _serve(fd: int, parent_pid: int) -> None:
         except (EOFError, OSError):
             return
         fields, watched = message
-        conn.send(("done", _solve(HighsJob(**fields), watched, conn)))
+        answer = _solve(HighsJob(**fields), watched, conn)
+        try:
+            conn.send(("done", answer))
+        except OSError:  # the parent closed its end (it stopped waiting): no one to answer
+            return
 
 
 if __name__ == "__main__":  # the HiGHS process (`_Solver`): root of poetsim, pipe, parent's pid

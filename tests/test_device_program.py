@@ -10,11 +10,12 @@ import torch
 import torch.nn.functional as F
 
 from poetsim.device.formats import Kind, pack_program
-from poetsim.device.program import device_program
+from poetsim.device.program import device_program, network_program
 from poetsim.device.reference import reference_step
 from poetsim.device.tensors import make_tensors
 from poetsim.errors import UserInputError
 from poetsim.graphs.graph import TrainingGraph
+from poetsim.graphs.layers import Network, Tensor
 from poetsim.graphs.zoo import build_model
 
 
@@ -27,7 +28,7 @@ def _torch_gradients(program, tensors) -> tuple[np.ndarray, np.ndarray]:
         if r.kind is Kind.INPUT:
             values[i] = torch.tensor(tensors.data, dtype=torch.float64)
             continue
-        if r.kind not in (Kind.LINEAR, Kind.CONV, Kind.RELU, Kind.ADD, Kind.MAXPOOL, Kind.LOSS):
+        if r.kind not in (Kind.LINEAR, Kind.CONV, Kind.RELU, Kind.ADD, Kind.MAXPOOL, Kind.AVGPOOL, Kind.LOSS):
             continue
         x = values[r.inputs[0]]
         if r.kind is Kind.LINEAR:
@@ -36,11 +37,11 @@ def _torch_gradients(program, tensors) -> tuple[np.ndarray, np.ndarray]:
             b = flat[r.param_offset + n * k : r.param_offset + n * k + n] if r.bias else None
             values[i] = F.linear(x.reshape(m, k), w, b)
         elif r.kind is Kind.CONV:
-            n, c, h, w_, o, _, _, k, stride, pad = r.dims
-            count = o * c * k * k
-            w = flat[r.param_offset : r.param_offset + count].reshape(o, c, k, k)
+            n, c, h, w_, o, _, _, k, stride, pad, groups = r.dims
+            count = o * c // groups * k * k
+            w = flat[r.param_offset : r.param_offset + count].reshape(o, c // groups, k, k)
             b = flat[r.param_offset + count : r.param_offset + count + o] if r.bias else None
-            values[i] = F.conv2d(x.reshape(n, c, h, w_), w, b, stride=stride, padding=pad)
+            values[i] = F.conv2d(x.reshape(n, c, h, w_), w, b, stride=stride, padding=pad, groups=groups)
         elif r.kind is Kind.RELU:
             values[i] = F.relu(x)
         elif r.kind is Kind.ADD:
@@ -48,6 +49,8 @@ def _torch_gradients(program, tensors) -> tuple[np.ndarray, np.ndarray]:
         elif r.kind is Kind.MAXPOOL:
             k, stride, pad = r.dims[5:8]
             values[i] = F.max_pool2d(x, k, stride, pad)
+        elif r.kind is Kind.AVGPOOL:
+            values[i] = x.mean(dim=(2, 3))
         else:
             rows, classes = r.dims[:2]
             logits = x.reshape(rows, classes)
@@ -57,27 +60,66 @@ def _torch_gradients(program, tensors) -> tuple[np.ndarray, np.ndarray]:
     return losses.detach().numpy(), flat.grad.numpy()
 
 
-@pytest.mark.parametrize("model, batch", [("mlp", 2), ("mcu_cnn", 1), ("mcu_cnn", 3)])
-def test_the_numpy_reference_is_pytorch_s_autograd(model, batch):
-    program = device_program(build_model(model, batch_size=batch))
-    tensors = make_tensors(program, seed=batch)
+def _grouped(net: Network) -> Tensor:
+    """A network with a grouped (not depthwise) convolution: 8 channels in 2 groups to 12."""
+    x = net.input((2, 4, 9, 9), labels=2)
+    x = net.relu(net.conv(x, 8, 3, stride=2, padding=1, bias=True, name="stem"))
+    x = net.relu(net.conv(x, 12, 3, padding=1, groups=2, bias=True, name="grouped"))
+    x = net.relu(net.depthwise_conv(x, 3, stride=2, padding=1, name="dw"))
+    return net.linear(net.global_avgpool(x, name="pool"), 5, name="fc")
+
+
+PROGRAMS = {
+    "mlp, batch 2": lambda: device_program(build_model("mlp", batch_size=2)),
+    "mcu_cnn": lambda: device_program(build_model("mcu_cnn")),
+    "mcu_cnn, batch 3": lambda: device_program(build_model("mcu_cnn", batch_size=3)),
+    "mcu_dscnn": lambda: device_program(build_model("mcu_dscnn")),
+    "mcu_dscnn, batch 2": lambda: device_program(build_model("mcu_dscnn", batch_size=2)),
+    "grouped": lambda: network_program("grouped", _grouped),
+}
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_the_numpy_reference_is_pytorch_s_autograd(name):
+    program = PROGRAMS[name]()
+    tensors = make_tensors(program, seed=len(name))
     reference = reference_step(program, tensors)
     losses, grads = _torch_gradients(program, tensors)
     assert reference.losses == pytest.approx(losses, rel=1e-12)
     assert np.abs(reference.grads - grads).max() <= 1e-12 * np.abs(grads).max()
 
 
-def test_the_cnn_s_program_has_every_operation_of_the_runtime_and_reads_what_the_graph_says():
-    graph = build_model("mcu_cnn")
+@pytest.mark.parametrize("model, weights", [("mcu_cnn", 3426), ("mcu_dscnn", 2714)])
+def test_a_device_model_s_program_reads_what_the_graph_says(model, weights):
+    graph = build_model(model)
     program = device_program(graph)
-    assert {r.kind for r in program.records} == set(Kind)
     for node, record in zip(graph.nodes, program.records):
         assert set(record.grads) | set(record.inputs) == set(node.deps), node.name
         assert record.output_bytes == node.output_bytes
-    assert program.weight_floats == graph.param_bytes // 4 == 3426
-    convs = [r.dims for r in program.records if r.kind is Kind.CONV]
-    assert {(d[7], d[8], d[9]) for d in convs} == {(3, 2, 1), (3, 1, 1), (1, 2, 0)}  # 3x3 and 1x1, strides 1 and 2
-    assert len(pack_program(program.records)) == 16 + 96 * len(graph)
+    assert program.weight_floats == graph.param_bytes // 4 == weights
+    assert len(pack_program(program.records)) == 16 + 100 * len(graph)
+
+
+def test_the_two_cnns_hold_every_operation_of_the_runtime():
+    cnn, dscnn = (device_program(build_model(model)) for model in ("mcu_cnn", "mcu_dscnn"))
+    assert {r.kind for r in cnn.records} | {r.kind for r in dscnn.records} == set(Kind)
+    convs = [r.dims for r in cnn.records if r.kind is Kind.CONV]
+    # 3x3 and 1x1, strides 1 and 2, one group
+    assert {(d[7], d[8], d[9], d[10]) for d in convs} == {(3, 2, 1, 1), (3, 1, 1, 1), (1, 2, 0, 1)}
+    depthwise = [r for r in dscnn.records if r.kind is Kind.CONV and r.dims[10] > 1]
+    assert len(depthwise) == 3 and all(r.dims[10] == r.dims[1] == r.dims[4] for r in depthwise)  # one filter per channel
+    first = next(b for b in dscnn.params if b.layer == "block1.dw")
+    assert first.weight_shape == (8, 1, 3, 3)
+
+
+def test_a_windowed_average_pooling_is_refused_naming_the_node():
+    def pooled(net: Network) -> Tensor:
+        x = net.input((1, 2, 8, 8), labels=1)
+        x = net.avgpool(net.relu(net.conv(x, 4, 3, padding=1, name="conv")), 2, name="window")
+        return net.linear(net.flatten(x), 3, name="fc")
+
+    with pytest.raises(UserInputError, match=r"node 3 \(window\) is a windowed average pooling"):
+        network_program("pooled", pooled)
 
 
 def test_a_model_with_operations_the_runtime_lacks_is_refused_naming_the_node():

@@ -12,16 +12,18 @@ import pytest
 from poetsim import optimiser
 from poetsim.device.build import TARGETS, build_runtime, code_sizes
 from poetsim.device.formats import pack_image, pack_program
-from poetsim.device.program import device_program
+from poetsim.device.program import device_program, network_program
 from poetsim.device.qemu import run_image
 from poetsim.device.reference import REFERENCE_RTOL, reference_step
 from poetsim.device.run import Session, execute, reference_error, run_on_device
 from poetsim.device.tensors import make_tensors
 from poetsim.errors import DeviceError
+from poetsim.inputs.profiles import load_platform
 from poetsim.pipeline import run_strategy
 from poetsim.schedule.checker import check_schedule
+from poetsim.schedule.costs import node_costs
 from poetsim.schedule.formats import encode_binary
-from poetsim.schedule.model import Compute, Free, PageOut, Schedule
+from poetsim.schedule.model import Compute, Free, PageOut, Schedule, Timing
 from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
 
@@ -209,3 +211,42 @@ def test_an_output_freed_twice_while_being_paged_out_holds_both_buffers_to_the_s
     result = run_on_device(problem, schedule)
     assert result.ok, result.failed
     assert result.step.raw.fields["peak_bytes"] == peak == result.ram_budget_bytes
+
+
+def test_a_depthwise_separable_cnn_schedule_that_recomputes_and_pages_runs_as_predicted(tmp_path):
+    """mcu_dscnn on the MKR1000 at 70 % of keep-all: depthwise convolutions and global pooling, recomputed and paged."""
+    problem = build_problem("mcu_dscnn", "mkr1000", parse_ram("70%"), 1.5)
+    run = run_strategy(problem, "hybrid", time_limit_s=30, simulate=False)
+    assert run.schedule is not None and run.checked is not None
+    assert run.checked.recomputations > 0 and run.checked.page_outs > 0
+    result = run_on_device(problem, run.schedule, out_dir=tmp_path)
+    assert result.ok, result.failed
+    summary = result.summary()
+    assert summary["gradients_bitwise_equal"] and summary["reference_max_error"] < 1e-4
+    assert summary["peak_bytes"] == run.checked.peak_ram_bytes
+    assert summary["recomputations"] == run.checked.recomputations
+
+
+def test_a_grouped_convolution_runs_within_the_reference_on_both_cores(tmp_path):
+    """8 channels in 2 groups to 12, then a depthwise convolution and global pooling: held to the NumPy step."""
+
+    def grouped(net):
+        x = net.input((2, 4, 9, 9), labels=2)
+        x = net.relu(net.conv(x, 8, 3, stride=2, padding=1, bias=True, name="stem"))
+        x = net.relu(net.conv(x, 12, 3, padding=1, groups=2, bias=True, name="grouped"))
+        x = net.relu(net.depthwise_conv(x, 3, stride=2, padding=1, name="dw"))
+        return net.linear(net.global_avgpool(x, name="pool"), 5, name="fc")
+
+    program = network_program("grouped", grouped)
+    graph = program.graph
+    costs = node_costs(graph, load_platform("nrf52840"))
+    schedule, _ = optimiser.keep_all(graph, costs, Timing.OVERLAP)
+    peak = int(check_schedule(schedule, graph, costs, Timing.OVERLAP).peak_ram_bytes)
+    tensors = make_tensors(program, seed=5)
+    reference = reference_step(program, tensors)
+    steps = [
+        execute(build_runtime(TARGETS[core], peak), program, tensors, encode_binary(schedule), tmp_path / core)
+        for core in ("cortex-m4f", "cortex-m0plus")
+    ]
+    assert steps[0].same_bits(steps[1])
+    assert reference_error(steps[0], reference, program) <= REFERENCE_RTOL

@@ -7,8 +7,8 @@ Three documents cross the boundary, all little-endian uint32 words:
   `poetsim.schedule.formats.encode_binary` writes it, the weights, the batch) and the runtime
   writes two (the weight gradients, laid out as the weights, and the storage activations page
   to);
-- the **program**: a header and one fixed 24-word record per node (kind, output bytes, operand
-  ids, dimensions, where its weights start);
+- the **program**: a header and one fixed 25-word record per node (kind, output bytes, operand
+  ids, dimensions, where its weights start, flags);
 - the **result** the runtime writes back (`result.bin`): status and error details, the arena's
   figures, traffic and compute counts, timer ticks in total and per node, and the loss values.
 
@@ -23,7 +23,7 @@ from poetsim.errors import InternalError
 
 MAX_NODES = 128
 MAX_OPERANDS = 8
-MAX_DIMS = 10
+MAX_DIMS = 11
 MAX_LOSS_ROWS = 64
 NO_PARAMS = 0xFFFFFFFF
 FLAG_BIAS = 1
@@ -31,7 +31,11 @@ FLAG_BIAS = 1
 IMAGE_MAGIC = 0x474D4950  # "PIMG"
 PROGRAM_MAGIC = 0x47525050  # "PPRG"
 RESULT_MAGIC = 0x53455250  # "PRES"
-FORMAT_VERSION = 1
+#: Each document's format version (poet.h: POET_IMAGE_VERSION, POET_PROGRAM_VERSION,
+#: POET_RESULT_VERSION).
+IMAGE_VERSION = 1
+PROGRAM_VERSION = 2
+RESULT_VERSION = 1
 
 #: The regions of the image, in header order.
 REGIONS = ("program", "schedule", "weights", "batch", "grads", "storage")
@@ -55,6 +59,8 @@ class Kind(IntEnum):
     ADD_GRAD = 11
     MAXPOOL_GRAD = 12
     LOSS_GRAD = 13
+    AVGPOOL = 14
+    AVGPOOL_GRAD = 15
 
 
 #: Each status code of the runtime (`enum poet_status`) in words.
@@ -126,7 +132,7 @@ class NodeRecord:
     bias: bool = False
 
     def pack(self) -> bytes:
-        """The node's 24-word record."""
+        """The node's NODE_WORDS-word record."""
         operands = self.grads + self.inputs
         if len(operands) > MAX_OPERANDS or len(self.dims) > MAX_DIMS:
             raise InternalError(f"a {self.kind.name} node has {len(operands)} operands and {len(self.dims)} dims")
@@ -143,7 +149,7 @@ class NodeRecord:
 
 def pack_program(records: tuple[NodeRecord, ...]) -> bytes:
     """The program: its header, then every node's record."""
-    header = struct.pack("<4I", PROGRAM_MAGIC, FORMAT_VERSION, len(records), NODE_WORDS)
+    header = struct.pack("<4I", PROGRAM_MAGIC, PROGRAM_VERSION, len(records), NODE_WORDS)
     return header + b"".join(record.pack() for record in records)
 
 
@@ -166,7 +172,7 @@ def pack_image(program: bytes, schedule: bytes, weights: bytes, batch: bytes, st
     regions["grads"] = (at, len(weights))
     at = _align(at + len(weights))
     regions["storage"] = (at, storage_bytes)
-    words = [IMAGE_MAGIC, FORMAT_VERSION, image_bytes]
+    words = [IMAGE_MAGIC, IMAGE_VERSION, image_bytes]
     for name in REGIONS:
         words += list(regions[name])
     image = bytearray(image_bytes)
@@ -207,7 +213,7 @@ def parse_result(data: bytes) -> RawResult:
         raise InternalError(f"result.bin has {len(data)} bytes, this poetsim expects {RESULT_BYTES} (runtime and host differ)")
     words = struct.unpack(f"<{RESULT_BYTES // 4}I", data)
     fields = dict(zip(_RESULT_FIELDS, words))
-    if fields["magic"] != RESULT_MAGIC or fields["version"] != FORMAT_VERSION:
+    if fields["magic"] != RESULT_MAGIC or fields["version"] != RESULT_VERSION:
         raise InternalError("result.bin does not start with the runtime's magic and version")
     at = len(_RESULT_FIELDS)
     rows = min(fields["loss_rows"], MAX_LOSS_ROWS)

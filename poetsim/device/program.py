@@ -25,9 +25,11 @@ FORWARD_KINDS = {
     "input": Kind.INPUT,
     "linear": Kind.LINEAR,
     "conv": Kind.CONV,
+    "depthwise_conv": Kind.CONV,
     "relu": Kind.RELU,
     "add": Kind.ADD,
     "maxpool": Kind.MAXPOOL,
+    "avgpool": Kind.AVGPOOL,
     "loss": Kind.LOSS,
 }
 BACKWARD_KINDS = {
@@ -36,6 +38,7 @@ BACKWARD_KINDS = {
     Kind.RELU: Kind.RELU_GRAD,
     Kind.ADD: Kind.ADD_GRAD,
     Kind.MAXPOOL: Kind.MAXPOOL_GRAD,
+    Kind.AVGPOOL: Kind.AVGPOOL_GRAD,
     Kind.LOSS: Kind.LOSS_GRAD,
 }
 DTYPE_BYTES = 4
@@ -227,14 +230,13 @@ class _Builder:
             bias = n if settings["bias"] else 0
             return NodeRecord(kind, layer.output_bytes, (), inputs, dims, self._param_offset(i, (n, k), bias), bias > 0)
         if kind is Kind.CONV:
-            if settings["groups"] != 1:
-                raise self._refuse(i, "is a grouped convolution, which the device runtime does not run")
             n, c, h, w = layer.inputs[0].shape
             _, o, oh, ow = layer.shape
-            k = settings["kernel"]
-            dims = (n, c, h, w, o, oh, ow, k, settings["stride"], settings["padding"])
+            k, groups = settings["kernel"], settings["groups"]
+            dims = (n, c, h, w, o, oh, ow, k, settings["stride"], settings["padding"], groups)
             bias = o if settings["bias"] else 0
-            return NodeRecord(kind, layer.output_bytes, (), inputs, dims, self._param_offset(i, (o, c, k, k), bias), bias > 0)
+            offset = self._param_offset(i, (o, c // groups, k, k), bias)
+            return NodeRecord(kind, layer.output_bytes, (), inputs, dims, offset, bias > 0)
         if kind in (Kind.RELU, Kind.ADD):
             return NodeRecord(kind, layer.output_bytes, (), inputs, (prod(layer.shape),))
         if kind is Kind.MAXPOOL:
@@ -242,6 +244,11 @@ class _Builder:
             _, _, oh, ow = layer.shape
             dims = (n * c, h, w, oh, ow, settings["kernel"], settings["stride"], settings["padding"])
             return NodeRecord(kind, layer.output_bytes, (), inputs, dims)
+        if kind is Kind.AVGPOOL:
+            if len(layer.shape) != 2:
+                raise self._refuse(i, "is a windowed average pooling; the device runtime pools globally only")
+            planes = prod(layer.shape)
+            return NodeRecord(kind, layer.output_bytes, (), inputs, (planes, layer.inputs[0].elements // planes))
         # The loss reads the logits and the labels, which sit after the data in the input node.
         logits, _ = layer.inputs
         rows = layer.shape[0]
@@ -258,6 +265,7 @@ class _Builder:
             Kind.RELU_GRAD: (i,),
             Kind.ADD_GRAD: (),
             Kind.MAXPOOL_GRAD: (forward.inputs[0], i),
+            Kind.AVGPOOL_GRAD: (),
             Kind.LOSS_GRAD: forward.inputs,
         }[kind]
         node = self.graph.nodes[grad_id]

@@ -104,25 +104,26 @@ def _windows(x: np.ndarray, k: int, stride: int, pad: int, fill: float) -> np.nd
 
 
 def _conv(r, inputs, weights):
-    n, c, h, w_, o, oh, ow, k, stride, pad = r.dims
-    w, b = _params(r, weights, (o, c, k, k))
+    """Convolution by groups: (N, G, C/G, ...) windows against (G, O/G, C/G, k, k) weights."""
+    n, c, h, w_, o, oh, ow, k, stride, pad, groups = r.dims
+    w, b = _params(r, weights, (o, c // groups, k, k))
     x = inputs[0].reshape(n, c, h, w_)
-    cols = _windows(x, k, stride, pad, 0.0)[:, :, :oh, :ow]
-    y = np.einsum("ncyxij,ocij->noyx", cols, w)
+    cols = _windows(x, k, stride, pad, 0.0)[:, :, :oh, :ow].reshape(n, groups, c // groups, oh, ow, k, k)
+    y = np.einsum("ngcyxij,gocij->ngoyx", cols, w.reshape(groups, o // groups, c // groups, k, k)).reshape(n, o, oh, ow)
     if b is not None:
         y += b[None, :, None, None]
     return y, cols
 
 
 def _conv_grad(r, g, inputs, cols, weights, grads):
-    n, c, h, w_, o, oh, ow, k, stride, pad = r.dims
-    w, _ = _params(r, weights, (o, c, k, k))
-    g = g.reshape(n, o, oh, ow)
-    count = o * c * k * k
-    grads[r.param_offset : r.param_offset + count] = np.einsum("noyx,ncyxij->ocij", g, cols).ravel()
+    n, c, h, w_, o, oh, ow, k, stride, pad, groups = r.dims
+    w, _ = _params(r, weights, (o, c // groups, k, k))
+    g = g.reshape(n, groups, o // groups, oh, ow)
+    count = w.size
+    grads[r.param_offset : r.param_offset + count] = np.einsum("ngoyx,ngcyxij->gocij", g, cols).ravel()
     if r.bias:
-        grads[r.param_offset + count : r.param_offset + count + o] = g.sum(axis=(0, 2, 3))
-    dcols = np.einsum("noyx,ocij->ncyxij", g, w)
+        grads[r.param_offset + count : r.param_offset + count + o] = g.sum(axis=(0, 3, 4)).ravel()
+    dcols = np.einsum("ngoyx,gocij->ngcyxij", g, w.reshape(groups, o // groups, c // groups, k, k)).reshape(n, c, oh, ow, k, k)
     dx = np.zeros((n, c, h + 2 * pad, w_ + 2 * pad))
     for i in range(k):
         for j in range(k):
@@ -168,12 +169,23 @@ def _maxpool_grad(r, g, inputs, index, weights, grads):
     return [dx]
 
 
+def _avgpool(r, inputs, weights):
+    planes, positions = r.dims[:2]
+    return inputs[0].reshape(planes, positions).mean(axis=1), None
+
+
+def _avgpool_grad(r, g, inputs, saved, weights, grads):
+    planes, positions = r.dims[:2]
+    return [np.repeat(g.reshape(planes, 1) / positions, positions, axis=1)]
+
+
 _LAYERS = {
     Kind.LINEAR: _linear,
     Kind.CONV: _conv,
     Kind.RELU: _relu,
     Kind.ADD: _add,
     Kind.MAXPOOL: _maxpool,
+    Kind.AVGPOOL: _avgpool,
 }
 _FORWARD_KINDS = {Kind.INPUT, Kind.LOSS, *_LAYERS}
 _BACKWARD = {
@@ -182,4 +194,5 @@ _BACKWARD = {
     Kind.RELU: _relu_grad,
     Kind.ADD: _add_grad,
     Kind.MAXPOOL: _maxpool_grad,
+    Kind.AVGPOOL: _avgpool_grad,
 }

@@ -100,6 +100,28 @@ def _mcu_cnn(net: Network, batch: int, side: int) -> Tensor:
     return net.linear(net.flatten(x), 10, name="fc")
 
 
+def _mcu_dscnn(net: Network, batch: int, side: int) -> Tensor:
+    """A depthwise separable CNN for grey side x side images, to 10 classes.
+
+    The shape of DS-CNN (Zhang et al. 2017, "Hello Edge: Keyword Spotting on Microcontrollers",
+    arXiv:1711.07128): a strided stem convolution, then blocks of a 3x3 depthwise and a 1x1
+    pointwise convolution, each followed by ReLU, global average pooling and a dense layer. Here
+    with a square 3x3 stem and square inputs, three blocks of 8-16 (strided), 16-32 and 32-32
+    channels, and a bias on every convolution where DS-CNN has batch norm: at batch 1 a step's
+    batch statistics are those of one sample, and a trained network folds batch norm into the
+    convolution's weights and bias.
+
+    Small enough to train on a microcontroller (2,714 parameters), and made of the operations the
+    device runtime executes (poetsim.device).
+    """
+    x = net.input((batch, 1, side, side), labels=batch)
+    x = net.relu(net.conv(x, 8, 3, stride=2, padding=1, bias=True, name="conv1"), name="relu1")
+    for i, (width, stride) in enumerate(((16, 2), (32, 1), (32, 1)), start=1):
+        x = net.relu(net.depthwise_conv(x, 3, stride=stride, padding=1, bias=True, name=f"block{i}.dw"), name=f"block{i}.relu1")
+        x = net.relu(net.conv(x, width, 1, bias=True, name=f"block{i}.pw"), name=f"block{i}.relu2")
+    return net.linear(net.global_avgpool(x, name="pool"), 10, name="fc")
+
+
 def _basic_block(net: Network, x: Tensor, planes: int, stride: int, name: str) -> Tensor:
     """ResNet-18's block: two 3x3 conv-BN, the shortcut added, then ReLU."""
     out = net.relu(
@@ -284,6 +306,20 @@ MODELS: dict[str, ModelSpec] = {
             PublishedFigures(360_512, 3_426, _CONV_OPS, "computed by hand (poetsim.graphs.zoo comment)"),
         ),
         ModelSpec(
+            "mcu_dscnn",
+            "depthwise separable CNN (DS-CNN's shape) for microcontrollers, 28x28 grey images",
+            1,
+            28,
+            None,
+            # By hand, at 28x28: conv1 8x14x14 outputs x 9 taps = 14,112 MACs; block1 depthwise
+            # (stride 2) 8x7x7 x 9 = 3,528 and pointwise 16x7x7 x 8 = 6,272; block2 depthwise
+            # 16x7x7 x 9 = 7,056 and pointwise 32x7x7 x 16 = 25,088; block3 depthwise 32x7x7 x 9 =
+            # 14,112 and pointwise 32x7x7 x 32 = 50,176; fc 32 x 10 = 320; total 120,664. Params:
+            # conv1 72+8 = 80; block1 72+8 = 80 and 128+16 = 144; block2 144+16 = 160 and 512+32 =
+            # 544; block3 288+32 = 320 and 1,024+32 = 1,056; fc 320+10 = 330; total 2,714.
+            PublishedFigures(120_664, 2_714, _CONV_OPS, "computed by hand (poetsim.graphs.zoo comment)"),
+        ),
+        ModelSpec(
             "vgg16",
             "VGG-16 (torchvision), ImageNet 224",
             1,
@@ -388,6 +424,7 @@ MODELS: dict[str, ModelSpec] = {
 _BUILDERS: dict[str, Callable[[Network, int, int], Tensor]] = {
     "mlp": _mlp,
     "mcu_cnn": _mcu_cnn,
+    "mcu_dscnn": _mcu_dscnn,
     "vgg16": _vgg16,
     "resnet18": lambda net, b, s: _resnet(net, b, s, (2, 2, 2, 2), False, False, 1000),
     "resnet18_cifar": lambda net, b, s: _resnet(net, b, s, (2, 2, 2, 2), False, True, 10),

@@ -80,7 +80,7 @@ static void span(uint32_t tap, uint32_t stride, uint32_t pad, uint32_t size, uin
 
 /* Convolutions run weight by weight over whole output rows, so that the work per multiply-add is
  * nearly the same whatever the kernel size, stride or channel count: each output sums its bias,
- * then its taps in (channel, row, column) order. */
+ * then its taps in (channel, row, column) order, over the input channels of its group. */
 /* Each tap's span of output rows and columns, computed once per call (k <= POET_MAX_KERNEL). */
 typedef struct {
     uint32_t oy0[POET_MAX_KERNEL], oy1[POET_MAX_KERNEL], ox0[POET_MAX_KERNEL], ox1[POET_MAX_KERNEL];
@@ -97,18 +97,20 @@ static void conv_spans(const poet_conv_shape *s, spans *sp)
 void poet_conv(const float *x, const float *w, const float *b, float *y, const poet_conv_shape *s)
 {
     const uint32_t k = s->k, kk = k * k, plane = s->h * s->w, outputs = s->oh * s->ow;
+    const uint32_t cg = s->c / s->groups, og = s->o / s->groups;
     spans sp;
     conv_spans(s, &sp);
     for (uint32_t n = 0; n < s->n; ++n) {
         for (uint32_t o = 0; o < s->o; ++o) {
             float *yo = y + (n * s->o + o) * outputs;
             const float bias = b ? b[o] : 0.0f;
+            const uint32_t c0 = o / og * cg; /* the first input channel of o's group */
             for (uint32_t i = 0; i < outputs; ++i) {
                 yo[i] = bias;
             }
-            for (uint32_t c = 0; c < s->c; ++c) {
-                const float *xc = x + (n * s->c + c) * plane;
-                const float *wc = w + (o * s->c + c) * kk;
+            for (uint32_t c = 0; c < cg; ++c) {
+                const float *xc = x + (n * s->c + c0 + c) * plane;
+                const float *wc = w + (o * cg + c) * kk;
                 for (uint32_t ky = 0; ky < k; ++ky) {
                     const uint32_t oy0 = sp.oy0[ky], oy1 = sp.oy1[ky];
                     for (uint32_t kx = 0; kx < k; ++kx) {
@@ -133,9 +135,10 @@ void poet_conv_grad(const float *const *g, uint32_t ng, const float *x, const fl
                     const poet_conv_shape *s)
 {
     const uint32_t k = s->k, kk = k * k, plane = s->h * s->w, outputs = s->oh * s->ow;
+    const uint32_t cg = s->c / s->groups, og = s->o / s->groups;
     spans sp;
     conv_spans(s, &sp);
-    memset(dw, 0, (size_t)s->o * s->c * kk * sizeof(float));
+    memset(dw, 0, (size_t)s->o * cg * kk * sizeof(float));
     if (db) {
         memset(db, 0, (size_t)s->o * sizeof(float));
     }
@@ -152,11 +155,12 @@ void poet_conv_grad(const float *const *g, uint32_t ng, const float *x, const fl
                 }
                 db[o] = sum;
             }
-            for (uint32_t c = 0; c < s->c; ++c) {
-                const float *xc = x + (n * s->c + c) * plane;
-                const float *wc = w + (o * s->c + c) * kk;
-                float *dwc = dw + (o * s->c + c) * kk;
-                float *dxc = dx ? dx + (n * s->c + c) * plane : NULL;
+            const uint32_t c0 = o / og * cg;
+            for (uint32_t c = 0; c < cg; ++c) {
+                const float *xc = x + (n * s->c + c0 + c) * plane;
+                const float *wc = w + (o * cg + c) * kk;
+                float *dwc = dw + (o * cg + c) * kk;
+                float *dxc = dx ? dx + (n * s->c + c0 + c) * plane : NULL;
                 for (uint32_t ky = 0; ky < k; ++ky) {
                     const uint32_t oy0 = sp.oy0[ky], oy1 = sp.oy1[ky];
                     for (uint32_t kx = 0; kx < k; ++kx) {
@@ -329,4 +333,29 @@ int poet_loss_grad(const float *logits, const int32_t *labels, float *dlogits, u
         }
     }
     return 0;
+}
+
+void poet_avgpool(const float *x, float *y, uint32_t planes, uint32_t positions)
+{
+    const float scale = 1.0f / (float)positions;
+    for (uint32_t p = 0; p < planes; ++p) {
+        const float *xp = x + p * positions;
+        float sum = 0.0f;
+        for (uint32_t i = 0; i < positions; ++i) {
+            sum += xp[i];
+        }
+        y[p] = sum * scale;
+    }
+}
+
+void poet_avgpool_grad(const float *const *g, uint32_t ng, float *dx, uint32_t planes, uint32_t positions)
+{
+    const float scale = 1.0f / (float)positions;
+    for (uint32_t p = 0; p < planes; ++p) {
+        const float share = grad_at(g, ng, p) * scale;
+        float *dxp = dx + p * positions;
+        for (uint32_t i = 0; i < positions; ++i) {
+            dxp[i] = share;
+        }
+    }
 }

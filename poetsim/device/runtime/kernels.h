@@ -17,6 +17,7 @@
 
 typedef struct {
     uint32_t n, c, h, w, o, oh, ow, k, stride, pad;
+    uint32_t groups; /* c / groups inputs per output channel; groups = c is a depthwise convolution */
 } poet_conv_shape;
 
 typedef struct {
@@ -38,6 +39,9 @@ void poet_add_grad(const float *const *g, uint32_t ng, float *dy, uint32_t count
 void poet_maxpool(const float *x, float *y, uint32_t *index, const poet_pool_shape *s);
 /* 0, or 1 when a stored index lies outside its plane */
 int poet_maxpool_grad(const float *const *g, uint32_t ng, const uint32_t *index, float *dx, const poet_pool_shape *s);
+/* Global average pooling: each of `planes` planes of `positions` values to its mean. */
+void poet_avgpool(const float *x, float *y, uint32_t planes, uint32_t positions);
+void poet_avgpool_grad(const float *const *g, uint32_t ng, float *dx, uint32_t planes, uint32_t positions);
 /* 0, or 1 when a label lies outside [0, classes) */
 int poet_loss(const float *logits, const int32_t *labels, float *loss, uint32_t rows, uint32_t classes);
 int poet_loss_grad(const float *logits, const int32_t *labels, float *dlogits, uint32_t rows, uint32_t classes);

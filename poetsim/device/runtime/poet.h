@@ -15,7 +15,7 @@
 /* Limits of this build: the node tables are static arrays of POET_MAX_NODES entries. */
 #define POET_MAX_NODES 128u
 #define POET_MAX_OPERANDS 8u
-#define POET_MAX_DIMS 10u
+#define POET_MAX_DIMS 11u
 #define POET_MAX_LOSS_ROWS 64u
 /* No tensor is larger than this (so every index fits a uint32 with room to spare). */
 #define POET_MAX_TENSOR_BYTES 0x40000000u
@@ -44,7 +44,7 @@ typedef struct {
 
 /* ---- the program: the graph's operations, one fixed record per node ---------------------- */
 #define POET_PROGRAM_MAGIC 0x47525050u /* "PPRG" */
-#define POET_PROGRAM_VERSION 1u
+#define POET_PROGRAM_VERSION 2u
 
 enum poet_kind {
     POET_INPUT = 1,
@@ -60,6 +60,8 @@ enum poet_kind {
     POET_ADD_GRAD,
     POET_MAXPOOL_GRAD,
     POET_LOSS_GRAD,
+    POET_AVGPOOL, /* global average pooling: (planes, positions) -> planes */
+    POET_AVGPOOL_GRAD,
     POET_KIND_END
 };
 

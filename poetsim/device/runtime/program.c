@@ -17,7 +17,7 @@ static const kind_info KINDS[POET_KIND_END] = {
     [POET_RELU] = {1, 0, 1, 0},         [POET_ADD] = {1, 0, 2, 0},         [POET_MAXPOOL] = {1, 0, 1, 0},
     [POET_LOSS] = {1, 0, 2, 0},         [POET_LINEAR_GRAD] = {1, 1, 1, 1}, [POET_CONV_GRAD] = {1, 1, 1, 1},
     [POET_RELU_GRAD] = {1, 1, 1, 0},    [POET_ADD_GRAD] = {1, 1, 0, 0},    [POET_MAXPOOL_GRAD] = {1, 1, 2, 0},
-    [POET_LOSS_GRAD] = {1, 0, 2, 0},
+    [POET_LOSS_GRAD] = {1, 0, 2, 0},    [POET_AVGPOOL] = {1, 0, 1, 0},     [POET_AVGPOOL_GRAD] = {1, 1, 0, 0},
 };
 
 /* Products of sizes saturate here, far above any tensor, so that none can wrap around. */
@@ -145,8 +145,9 @@ static int check_node(const checker *c)
     }
     case POET_CONV:
     case POET_CONV_GRAD: {
-        uint64_t n = d[0], ch = d[1], o = d[4], k = d[7];
-        if (n == 0u || ch == 0u || o == 0u || !window_ok(d[2], d[3], d[5], d[6], d[7], d[8], d[9])) {
+        uint64_t n = d[0], ch = d[1], o = d[4], k = d[7], groups = d[10];
+        if (n == 0u || ch == 0u || o == 0u || groups == 0u || ch % groups != 0u || o % groups != 0u ||
+            !window_ok(d[2], d[3], d[5], d[6], d[7], d[8], d[9])) {
             return POET_CHECK_SHAPE;
         }
         uint64_t y = floats(mul4(n, o, d[5], d[6]));
@@ -154,7 +155,7 @@ static int check_node(const checker *c)
         if (y == UINT64_MAX || need[0] == UINT64_MAX) {
             return POET_CHECK_SIZE;
         }
-        if (!params_ok(c, mul4(o, ch, k, k) + (bias ? o : 0u))) {
+        if (!params_ok(c, mul4(o, ch / groups, k, k) + (bias ? o : 0u))) {
             return POET_CHECK_PARAMS;
         }
         out = kind == POET_CONV ? y : (nd->output_bytes == 0u ? 0u : need[0]);
@@ -184,6 +185,20 @@ static int check_node(const checker *c)
             return POET_CHECK_SIZE;
         }
         out = kind == POET_MAXPOOL ? need[1] : (nd->output_bytes == 0u ? 0u : need[0]);
+        break;
+    }
+    case POET_AVGPOOL:
+    case POET_AVGPOOL_GRAD: {
+        uint64_t planes = floats(d[0]);
+        need[0] = floats(mul(d[0], d[1]));
+        if (d[0] == 0u || d[1] == 0u) {
+            return POET_CHECK_SHAPE;
+        }
+        if (planes == UINT64_MAX || need[0] == UINT64_MAX) {
+            return POET_CHECK_SIZE;
+        }
+        out = kind == POET_AVGPOOL ? planes : (nd->output_bytes == 0u ? 0u : need[0]);
+        grad = planes;
         break;
     }
     case POET_LOSS:

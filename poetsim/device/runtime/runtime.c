@@ -85,8 +85,8 @@ static int run_kernel(uint32_t k)
     }
     case POET_CONV:
     case POET_CONV_GRAD: {
-        poet_conv_shape s = {d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9]};
-        uint32_t weights = d[4] * d[1] * d[7] * d[7];
+        poet_conv_shape s = {d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10]};
+        uint32_t weights = d[4] * (d[1] / d[10]) * d[7] * d[7];
         if (nd->kind == POET_CONV) {
             poet_conv(tensor(in[0]), w, bias ? w + weights : NULL, out, &s);
         } else {
@@ -118,6 +118,12 @@ static int run_kernel(uint32_t k)
         const uint32_t *index = (const uint32_t *)(const void *)(tensor(in[1]) + pooled);
         return poet_maxpool_grad(g, nd->n_grads, index, out, &s) ? POET_E_INDEX : POET_OK;
     }
+    case POET_AVGPOOL:
+        poet_avgpool(tensor(in[0]), out, d[0], d[1]);
+        return POET_OK;
+    case POET_AVGPOOL_GRAD:
+        poet_avgpool_grad(g, nd->n_grads, out, d[0], d[1]);
+        return POET_OK;
     case POET_LOSS:
     case POET_LOSS_GRAD: {
         const int32_t *labels = (const int32_t *)(const void *)((const uint8_t *)tensor(in[1]) + d[2]);

@@ -26,7 +26,14 @@ from poetsim.schedule.problem import build_problem
 from poetsim.units import parse_ram
 
 RUNS = 5
-CASES = (("mlp", 2, "nrf52840"), ("mlp", 1, "mkr1000"), ("mcu_cnn", 1, "nrf52840"), ("mcu_cnn", 1, "mkr1000"))
+CASES = (
+    ("mlp", 2, "nrf52840"),
+    ("mlp", 1, "mkr1000"),
+    ("mcu_cnn", 1, "nrf52840"),
+    ("mcu_cnn", 1, "mkr1000"),
+    ("mcu_dscnn", 1, "nrf52840"),
+    ("mcu_dscnn", 1, "mkr1000"),
+)
 
 
 @dataclass(frozen=True)

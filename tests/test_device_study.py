@@ -67,17 +67,18 @@ def test_the_fit_recovers_a_cost_it_was_given():
     found = fit(samples)["conv"]
     assert found.call_s == pytest.approx(2e-5) and found.flops_per_s == pytest.approx(1.5e7)
     assert found.worst_error < 1e-9
-    assert len(PROBES) == 6
+    assert len(PROBES) == 9
 
 
+@pytest.mark.parametrize("model", ["mcu_cnn", "mcu_dscnn"])
 @pytest.mark.parametrize("platform", ["nrf52840-qemu.yaml", "mkr1000-qemu.yaml"])
-def test_a_cnn_schedule_runs_within_ten_percent_of_the_measured_profile_s_prediction(platform):
-    problem = build_problem("mcu_cnn", str(PLATFORMS / platform), parse_ram("28KiB"), 1.5)
+def test_a_cnn_schedule_runs_within_fifteen_percent_of_the_measured_profile_s_prediction(model, platform):
+    problem = build_problem(model, str(PLATFORMS / platform), parse_ram("28KiB"), 1.5)
     run = run_strategy(problem, "hybrid", time_limit_s=30, simulate=False)
     assert run.schedule is not None
     result = run_on_device(problem, run.schedule)
     assert result.ok, result.failed
-    assert 0.9 <= result.compute_s / result.predicted_compute_s <= 1.1
+    assert 0.85 <= result.compute_s / result.predicted_compute_s <= 1.15
 
 
 def test_every_schedule_of_the_shipped_study_ran_as_predicted():
@@ -90,9 +91,10 @@ def test_every_schedule_of_the_shipped_study_ran_as_predicted():
     assert (ran["device_recomputations"] == ran["predicted_recomputations"]).all()
     assert (ran["device_page_outs"] == ran["predicted_page_outs"]).all()
     ratio = ran["device_compute_s"] / ran["device_predicted_compute_s"]
-    assert ratio.between(0.9, 1.1).all(), ratio.describe()
-    # Both models, both cores, and schedules that recompute and page.
-    assert set(ran["device_target"]) == {"cortex-m4f", "cortex-m0plus"} and set(ran["model"]) == {"mlp", "mcu_cnn"}
+    assert ratio.between(0.85, 1.15).all(), ratio.describe()
+    # Every model, both cores, and schedules that recompute and page.
+    assert set(ran["device_target"]) == {"cortex-m4f", "cortex-m0plus"}
+    assert set(ran["model"]) == {"mlp", "mcu_cnn", "mcu_dscnn"}
     assert ((ran["device_recomputations"] > 0) & (ran["device_page_outs"] > 0)).any()
 
 

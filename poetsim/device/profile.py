@@ -1,9 +1,10 @@
 """Measuring the emulated core as a platform profile: each operation kind's cost per call and per FLOP.
 
 `profile_device(platform)` runs probe networks of the runtime's operations at several sizes on
-the platform's emulated core (keep-all steps; CNNs of widths and sides other than `mcu_cnn`'s,
-MLPs of other widths than `mlp`'s), reads each node's instruction count, turns it into seconds
-at the platform's clock, and fits each graph op kind (conv, conv_grad, relu, ...) with
+the platform's emulated core (keep-all steps; CNNs of widths and sides other than `mcu_cnn`'s
+and `mcu_dscnn`'s, MLPs of other widths than `mlp`'s), reads each node's instruction count,
+turns it into seconds at the platform's clock, and fits each graph op kind (conv, conv_grad,
+relu, ...) with
 
     seconds = op_call_s[op] + FLOPs / op_flops_per_s[op]
 
@@ -75,6 +76,22 @@ def _probe_cnn(batch: int, side: int, width: int):
     return f"cnn-b{batch}-s{side}-w{width}", build
 
 
+def _probe_dscnn(batch: int, side: int, width: int):
+    """mcu_dscnn's operations at another width and image side, with a grouped pointwise convolution."""
+
+    def build(net: Network) -> Tensor:
+        """Record the probe into `net`; its logits."""
+        x = net.input((batch, 1, side, side), labels=batch)
+        x = net.relu(net.conv(x, width, 3, stride=2, padding=1, bias=True, name="conv1"), name="relu1")
+        x = net.relu(net.depthwise_conv(x, 3, padding=1, bias=True, name="dw1"), name="relu2")
+        x = net.relu(net.conv(x, 2 * width, 1, groups=2, bias=True, name="pw1"), name="relu3")
+        x = net.relu(net.depthwise_conv(x, 3, stride=2, padding=1, bias=True, name="dw2"), name="relu4")
+        x = net.relu(net.conv(x, 2 * width, 1, bias=True, name="pw2"), name="relu5")
+        return net.linear(net.global_avgpool(x, name="pool"), 10, name="fc")
+
+    return f"dscnn-b{batch}-s{side}-w{width}", build
+
+
 def _probe_mlp(batch: int, side: int, hidden: int):
     """A two-hidden-layer MLP at another width and input size."""
 
@@ -88,11 +105,15 @@ def _probe_mlp(batch: int, side: int, hidden: int):
     return f"mlp-b{batch}-s{side}-h{hidden}", build
 
 
-#: The probes: three CNNs and three MLPs, none of them a zoo model's shape.
+#: The probes: three residual CNNs, three depthwise separable CNNs and three MLPs, none of them a
+#: zoo model's shape.
 PROBES = (
     _probe_cnn(1, 16, 4),
     _probe_cnn(1, 20, 12),
     _probe_cnn(2, 12, 6),
+    _probe_dscnn(1, 16, 4),
+    _probe_dscnn(1, 20, 12),
+    _probe_dscnn(2, 12, 6),
     _probe_mlp(1, 16, 64),
     _probe_mlp(4, 12, 128),
     _probe_mlp(2, 20, 32),

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import psutil
 import pytest
+from device_networks import grouped
 
 from poetsim import optimiser
 from poetsim.device.build import TARGETS, build_runtime, code_sizes
@@ -227,16 +228,8 @@ def test_a_depthwise_separable_cnn_schedule_that_recomputes_and_pages_runs_as_pr
     assert summary["recomputations"] == run.checked.recomputations
 
 
-def test_a_grouped_convolution_runs_within_the_reference_on_both_cores(tmp_path):
-    """8 channels in 2 groups to 12, then a depthwise convolution and global pooling: held to the NumPy step."""
-
-    def grouped(net):
-        x = net.input((2, 4, 9, 9), labels=2)
-        x = net.relu(net.conv(x, 8, 3, stride=2, padding=1, bias=True, name="stem"))
-        x = net.relu(net.conv(x, 12, 3, padding=1, groups=2, bias=True, name="grouped"))
-        x = net.relu(net.depthwise_conv(x, 3, stride=2, padding=1, name="dw"))
-        return net.linear(net.global_avgpool(x, name="pool"), 5, name="fc")
-
+def test_batch_norm_and_a_grouped_convolution_run_within_the_reference_and_alike_on_both_cores(tmp_path):
+    """Batch norm, a grouped convolution, ReLU6, a depthwise convolution and global pooling: held to the NumPy step."""
     program = network_program("grouped", grouped)
     graph = program.graph
     costs = node_costs(graph, load_platform("nrf52840"))

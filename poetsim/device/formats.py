@@ -61,6 +61,10 @@ class Kind(IntEnum):
     LOSS_GRAD = 13
     AVGPOOL = 14
     AVGPOOL_GRAD = 15
+    BATCHNORM = 16
+    BATCHNORM_GRAD = 17
+    RELU6 = 18
+    RELU6_GRAD = 19
 
 
 #: Each status code of the runtime (`enum poet_status`) in words.

@@ -27,6 +27,8 @@ FORWARD_KINDS = {
     "conv": Kind.CONV,
     "depthwise_conv": Kind.CONV,
     "relu": Kind.RELU,
+    "relu6": Kind.RELU6,
+    "batchnorm": Kind.BATCHNORM,
     "add": Kind.ADD,
     "maxpool": Kind.MAXPOOL,
     "avgpool": Kind.AVGPOOL,
@@ -39,6 +41,8 @@ BACKWARD_KINDS = {
     Kind.ADD: Kind.ADD_GRAD,
     Kind.MAXPOOL: Kind.MAXPOOL_GRAD,
     Kind.AVGPOOL: Kind.AVGPOOL_GRAD,
+    Kind.BATCHNORM: Kind.BATCHNORM_GRAD,
+    Kind.RELU6: Kind.RELU6_GRAD,
     Kind.LOSS: Kind.LOSS_GRAD,
 }
 DTYPE_BYTES = 4
@@ -83,6 +87,7 @@ class ParamBlock:
     offset: int  # first float
     weight_shape: tuple[int, ...]
     bias: int  # bias floats (0: none)
+    scale_shift: bool = False  # batch norm's: the scale (weight_shape) and the shift (bias) of each channel
 
     @property
     def floats(self) -> int:
@@ -124,7 +129,7 @@ def device_program(graph: TrainingGraph) -> DeviceProgram:
     if unsupported:
         node = unsupported[0]
         raise UserInputError(
-            f"model {model}: node {node.id} ({node.name}) is a {node.op}, which the device runtime does not run "
+            f"model {model}: node {node.id} ({node.name}): the device runtime does not run {node.op} "
             f"(it runs {', '.join(FORWARD_KINDS)} and their gradients)"
         )
     if len(graph) > MAX_NODES:
@@ -201,10 +206,10 @@ class _Builder:
     def _refuse(self, i: int, why: str) -> UserInputError:
         return UserInputError(f"model {self.graph.name}: node {i} ({self.layers[i].name}) {why}")
 
-    def _param_offset(self, i: int, weight_shape: tuple[int, ...], bias: int) -> int:
+    def _param_offset(self, i: int, weight_shape: tuple[int, ...], bias: int, scale_shift: bool = False) -> int:
         if i not in self.offsets:
             offset = sum(block.floats for block in self.params)
-            self.params.append(ParamBlock(self.layers[i].name, offset, weight_shape, bias))
+            self.params.append(ParamBlock(self.layers[i].name, offset, weight_shape, bias, scale_shift))
             self.offsets[i] = offset
         block = next(b for b in self.params if b.offset == self.offsets[i])
         if block.floats != self.layers[i].param_count:
@@ -237,7 +242,11 @@ class _Builder:
             bias = o if settings["bias"] else 0
             offset = self._param_offset(i, (o, c // groups, k, k), bias)
             return NodeRecord(kind, layer.output_bytes, (), inputs, dims, offset, bias > 0)
-        if kind in (Kind.RELU, Kind.ADD):
+        if kind is Kind.BATCHNORM:
+            n, c = layer.shape[:2]
+            dims = (n, c, prod(layer.shape[2:]))
+            return NodeRecord(kind, layer.output_bytes, (), inputs, dims, self._param_offset(i, (c,), c, scale_shift=True))
+        if kind in (Kind.RELU, Kind.RELU6, Kind.ADD):
             return NodeRecord(kind, layer.output_bytes, (), inputs, (prod(layer.shape),))
         if kind is Kind.MAXPOOL:
             n, c, h, w = layer.inputs[0].shape
@@ -266,6 +275,8 @@ class _Builder:
             Kind.ADD_GRAD: (),
             Kind.MAXPOOL_GRAD: (forward.inputs[0], i),
             Kind.AVGPOOL_GRAD: (),
+            Kind.BATCHNORM_GRAD: forward.inputs,
+            Kind.RELU6_GRAD: forward.inputs,
             Kind.LOSS_GRAD: forward.inputs,
         }[kind]
         node = self.graph.nodes[grad_id]

@@ -169,6 +169,44 @@ def _maxpool_grad(r, g, inputs, index, weights, grads):
     return [dx]
 
 
+def _relu6(r, inputs, weights):
+    x = inputs[0]
+    return np.clip(x, 0.0, 6.0), x
+
+
+def _relu6_grad(r, g, inputs, x, weights, grads):
+    return [np.where((x > 0) & (x < 6), g, 0.0)]
+
+
+#: Batch norm's epsilon, as PyTorch's default and the runtime's (POET_BN_EPS).
+BN_EPS = 1e-5
+
+
+def _batchnorm(r, inputs, weights):
+    """Training mode: each channel by its batch mean and biased variance, then scaled and shifted."""
+    n, c, positions = r.dims[:3]
+    gamma = weights[r.param_offset : r.param_offset + c]
+    beta = weights[r.param_offset + c : r.param_offset + 2 * c]
+    x = inputs[0].reshape(n, c, positions)
+    mean = x.mean(axis=(0, 2), keepdims=True)
+    invstd = 1.0 / np.sqrt(x.var(axis=(0, 2), keepdims=True) + BN_EPS)
+    xhat = (x - mean) * invstd
+    return xhat * gamma[None, :, None] + beta[None, :, None], (xhat, invstd)
+
+
+def _batchnorm_grad(r, g, inputs, saved, weights, grads):
+    n, c, positions = r.dims[:3]
+    xhat, invstd = saved
+    gamma = weights[r.param_offset : r.param_offset + c]
+    g = g.reshape(n, c, positions)
+    sum_g, sum_gx = g.sum(axis=(0, 2)), (g * xhat).sum(axis=(0, 2))
+    grads[r.param_offset : r.param_offset + c] = sum_gx
+    grads[r.param_offset + c : r.param_offset + 2 * c] = sum_g
+    count = n * positions
+    dx = (gamma[None, :, None] * invstd / count) * (count * g - sum_g[None, :, None] - xhat * sum_gx[None, :, None])
+    return [dx]
+
+
 def _avgpool(r, inputs, weights):
     planes, positions = r.dims[:2]
     return inputs[0].reshape(planes, positions).mean(axis=1), None
@@ -186,6 +224,8 @@ _LAYERS = {
     Kind.ADD: _add,
     Kind.MAXPOOL: _maxpool,
     Kind.AVGPOOL: _avgpool,
+    Kind.BATCHNORM: _batchnorm,
+    Kind.RELU6: _relu6,
 }
 _FORWARD_KINDS = {Kind.INPUT, Kind.LOSS, *_LAYERS}
 _BACKWARD = {
@@ -195,4 +235,6 @@ _BACKWARD = {
     Kind.ADD: _add_grad,
     Kind.MAXPOOL: _maxpool_grad,
     Kind.AVGPOOL: _avgpool_grad,
+    Kind.BATCHNORM: _batchnorm_grad,
+    Kind.RELU6: _relu6_grad,
 }

@@ -359,3 +359,89 @@ void poet_avgpool_grad(const float *const *g, uint32_t ng, float *dx, uint32_t p
         }
     }
 }
+
+void poet_relu6(const float *x, float *y, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; ++i) {
+        y[i] = x[i] > 0.0f ? (x[i] < 6.0f ? x[i] : 6.0f) : 0.0f;
+    }
+}
+
+void poet_relu6_grad(const float *const *g, uint32_t ng, const float *x, float *dx, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; ++i) {
+        dx[i] = x[i] > 0.0f && x[i] < 6.0f ? grad_at(g, ng, i) : 0.0f;
+    }
+}
+
+/* The mean and inverse deviation of channel ch: its values in every sample, summed in order. */
+static void bn_stats(const float *x, uint32_t n, uint32_t c, uint32_t positions, uint32_t ch, float *mean, float *invstd)
+{
+    const float count = (float)(n * positions);
+    float sum = 0.0f;
+    for (uint32_t s = 0; s < n; ++s) {
+        const float *xs = x + (s * c + ch) * positions;
+        for (uint32_t i = 0; i < positions; ++i) {
+            sum += xs[i];
+        }
+    }
+    const float mu = sum / count;
+    float squares = 0.0f;
+    for (uint32_t s = 0; s < n; ++s) {
+        const float *xs = x + (s * c + ch) * positions;
+        for (uint32_t i = 0; i < positions; ++i) {
+            const float dev = xs[i] - mu;
+            squares += dev * dev;
+        }
+    }
+    *mean = mu;
+    *invstd = 1.0f / sqrtf(squares / count + POET_BN_EPS);
+}
+
+void poet_batchnorm(const float *x, const float *gamma, const float *beta, float *y, uint32_t n, uint32_t c,
+                    uint32_t positions)
+{
+    for (uint32_t ch = 0; ch < c; ++ch) {
+        float mean, invstd;
+        bn_stats(x, n, c, positions, ch, &mean, &invstd);
+        const float scale = invstd * gamma[ch], shift = beta[ch];
+        for (uint32_t s = 0; s < n; ++s) {
+            const uint32_t at = (s * c + ch) * positions;
+            for (uint32_t i = 0; i < positions; ++i) {
+                y[at + i] = (x[at + i] - mean) * scale + shift;
+            }
+        }
+    }
+}
+
+void poet_batchnorm_grad(const float *const *g, uint32_t ng, const float *x, const float *gamma, float *dgamma,
+                         float *dbeta, float *dx, uint32_t n, uint32_t c, uint32_t positions)
+{
+    const float count = (float)(n * positions);
+    for (uint32_t ch = 0; ch < c; ++ch) {
+        float mean, invstd;
+        bn_stats(x, n, c, positions, ch, &mean, &invstd);
+        float sum_g = 0.0f, sum_gx = 0.0f; /* the gradient, and the gradient times the normalised x */
+        for (uint32_t s = 0; s < n; ++s) {
+            const uint32_t at = (s * c + ch) * positions;
+            for (uint32_t i = 0; i < positions; ++i) {
+                const float gv = grad_at(g, ng, at + i);
+                sum_g += gv;
+                sum_gx += gv * ((x[at + i] - mean) * invstd);
+            }
+        }
+        dgamma[ch] = sum_gx;
+        dbeta[ch] = sum_g;
+        if (dx) {
+            /* dx = gamma invstd / m (m g - sum g - xhat sum g xhat) */
+            const float k = gamma[ch] * invstd / count;
+            for (uint32_t s = 0; s < n; ++s) {
+                const uint32_t at = (s * c + ch) * positions;
+                for (uint32_t i = 0; i < positions; ++i) {
+                    const float xhat = (x[at + i] - mean) * invstd;
+                    dx[at + i] = k * (count * grad_at(g, ng, at + i) - sum_g - xhat * sum_gx);
+                }
+            }
+        }
+    }
+}

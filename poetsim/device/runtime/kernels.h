@@ -39,6 +39,18 @@ void poet_add_grad(const float *const *g, uint32_t ng, float *dy, uint32_t count
 void poet_maxpool(const float *x, float *y, uint32_t *index, const poet_pool_shape *s);
 /* 0, or 1 when a stored index lies outside its plane */
 int poet_maxpool_grad(const float *const *g, uint32_t ng, const uint32_t *index, float *dx, const poet_pool_shape *s);
+/* ReLU6, min(max(x, 0), 6); its backward reads the input x, as PyTorch's. */
+void poet_relu6(const float *x, float *y, uint32_t count);
+void poet_relu6_grad(const float *const *g, uint32_t ng, const float *x, float *dx, uint32_t count);
+/* Batch normalisation in training mode over `n` samples of `c` channels of `positions` values:
+ * each channel by the mean and biased variance of its n * positions values (eps POET_BN_EPS), then
+ * scaled by gamma[c] and shifted by beta[c]. The backward reads x and computes the statistics
+ * again (the same bits), so nothing but x is kept between the passes. */
+#define POET_BN_EPS 1e-5f
+void poet_batchnorm(const float *x, const float *gamma, const float *beta, float *y, uint32_t n, uint32_t c,
+                    uint32_t positions);
+void poet_batchnorm_grad(const float *const *g, uint32_t ng, const float *x, const float *gamma, float *dgamma,
+                         float *dbeta, float *dx, uint32_t n, uint32_t c, uint32_t positions);
 /* Global average pooling: each of `planes` planes of `positions` values to its mean. */
 void poet_avgpool(const float *x, float *y, uint32_t planes, uint32_t positions);
 void poet_avgpool_grad(const float *const *g, uint32_t ng, float *dx, uint32_t planes, uint32_t positions);

@@ -62,6 +62,10 @@ enum poet_kind {
     POET_LOSS_GRAD,
     POET_AVGPOOL, /* global average pooling: (planes, positions) -> planes */
     POET_AVGPOOL_GRAD,
+    POET_BATCHNORM, /* training mode: the batch's statistics per channel, then scale and shift */
+    POET_BATCHNORM_GRAD,
+    POET_RELU6,
+    POET_RELU6_GRAD,
     POET_KIND_END
 };
 

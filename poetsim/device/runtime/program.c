@@ -18,6 +18,8 @@ static const kind_info KINDS[POET_KIND_END] = {
     [POET_LOSS] = {1, 0, 2, 0},         [POET_LINEAR_GRAD] = {1, 1, 1, 1}, [POET_CONV_GRAD] = {1, 1, 1, 1},
     [POET_RELU_GRAD] = {1, 1, 1, 0},    [POET_ADD_GRAD] = {1, 1, 0, 0},    [POET_MAXPOOL_GRAD] = {1, 1, 2, 0},
     [POET_LOSS_GRAD] = {1, 0, 2, 0},    [POET_AVGPOOL] = {1, 0, 1, 0},     [POET_AVGPOOL_GRAD] = {1, 1, 0, 0},
+    [POET_BATCHNORM] = {1, 0, 1, 1},    [POET_BATCHNORM_GRAD] = {1, 1, 1, 1}, [POET_RELU6] = {1, 0, 1, 0},
+    [POET_RELU6_GRAD] = {1, 1, 1, 0},
 };
 
 /* Products of sizes saturate here, far above any tensor, so that none can wrap around. */
@@ -164,6 +166,8 @@ static int check_node(const checker *c)
     }
     case POET_RELU:
     case POET_RELU_GRAD:
+    case POET_RELU6:
+    case POET_RELU6_GRAD:
     case POET_ADD:
     case POET_ADD_GRAD:
         if (d[0] == 0u || floats(d[0]) == UINT64_MAX) {
@@ -185,6 +189,23 @@ static int check_node(const checker *c)
             return POET_CHECK_SIZE;
         }
         out = kind == POET_MAXPOOL ? need[1] : (nd->output_bytes == 0u ? 0u : need[0]);
+        break;
+    }
+    case POET_BATCHNORM:
+    case POET_BATCHNORM_GRAD: {
+        uint64_t n = d[0], ch = d[1], positions = d[2];
+        if (n == 0u || ch == 0u || positions == 0u) {
+            return POET_CHECK_SHAPE;
+        }
+        uint64_t y = floats(mul4(n, ch, positions, 1u));
+        if (y == UINT64_MAX) {
+            return POET_CHECK_SIZE;
+        }
+        if (!params_ok(c, 2u * ch)) { /* the scale, then the shift */
+            return POET_CHECK_PARAMS;
+        }
+        need[0] = grad = y;
+        out = kind == POET_BATCHNORM ? y : (nd->output_bytes == 0u ? 0u : y);
         break;
     }
     case POET_AVGPOOL:

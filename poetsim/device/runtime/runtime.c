@@ -118,6 +118,20 @@ static int run_kernel(uint32_t k)
         const uint32_t *index = (const uint32_t *)(const void *)(tensor(in[1]) + pooled);
         return poet_maxpool_grad(g, nd->n_grads, index, out, &s) ? POET_E_INDEX : POET_OK;
     }
+    case POET_RELU6:
+        poet_relu6(tensor(in[0]), out, d[0]);
+        return POET_OK;
+    case POET_RELU6_GRAD:
+        poet_relu6_grad(g, nd->n_grads, tensor(in[0]), out, d[0]);
+        return POET_OK;
+    case POET_BATCHNORM:
+        poet_batchnorm(tensor(in[0]), w, w + d[1], out, d[0], d[1], d[2]);
+        return POET_OK;
+    case POET_BATCHNORM_GRAD: {
+        float *dw = weight_grads(nd);
+        poet_batchnorm_grad(g, nd->n_grads, tensor(in[0]), w, dw, dw + d[1], out, d[0], d[1], d[2]);
+        return POET_OK;
+    }
     case POET_AVGPOOL:
         poet_avgpool(tensor(in[0]), out, d[0], d[1]);
         return POET_OK;

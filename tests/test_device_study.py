@@ -72,13 +72,13 @@ def test_the_fit_recovers_a_cost_it_was_given():
 
 @pytest.mark.parametrize("model", ["mcu_cnn", "mcu_dscnn"])
 @pytest.mark.parametrize("platform", ["nrf52840-qemu.yaml", "mkr1000-qemu.yaml"])
-def test_a_cnn_schedule_runs_within_fifteen_percent_of_the_measured_profile_s_prediction(model, platform):
+def test_a_cnn_schedule_runs_within_twenty_percent_of_the_measured_profile_s_prediction(model, platform):
     problem = build_problem(model, str(PLATFORMS / platform), parse_ram("28KiB"), 1.5)
     run = run_strategy(problem, "hybrid", time_limit_s=30, simulate=False)
     assert run.schedule is not None
     result = run_on_device(problem, run.schedule)
     assert result.ok, result.failed
-    assert 0.85 <= result.compute_s / result.predicted_compute_s <= 1.15
+    assert 0.8 <= result.compute_s / result.predicted_compute_s <= 1.2
 
 
 def test_every_schedule_of_the_shipped_study_ran_as_predicted():
@@ -91,7 +91,7 @@ def test_every_schedule_of_the_shipped_study_ran_as_predicted():
     assert (ran["device_recomputations"] == ran["predicted_recomputations"]).all()
     assert (ran["device_page_outs"] == ran["predicted_page_outs"]).all()
     ratio = ran["device_compute_s"] / ran["device_predicted_compute_s"]
-    assert ratio.between(0.85, 1.15).all(), ratio.describe()
+    assert ratio.between(0.8, 1.2).all(), ratio.describe()
     # Every model, both cores, and schedules that recompute and page.
     assert set(ran["device_target"]) == {"cortex-m4f", "cortex-m0plus"}
     assert set(ran["model"]) == {"mlp", "mcu_cnn", "mcu_dscnn"}

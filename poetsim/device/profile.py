@@ -77,16 +77,20 @@ def _probe_cnn(batch: int, side: int, width: int):
 
 
 def _probe_dscnn(batch: int, side: int, width: int):
-    """mcu_dscnn's operations at another width and image side, with a grouped pointwise convolution."""
+    """mcu_dscnn's operations at another width and image side, with a grouped pointwise convolution and ReLU6."""
 
     def build(net: Network) -> Tensor:
         """Record the probe into `net`; its logits."""
+
+        def norm(x: Tensor, name: str, relu=net.relu) -> Tensor:
+            return relu(net.batchnorm(x, name=f"{name}.bn"), name=f"{name}.relu")
+
         x = net.input((batch, 1, side, side), labels=batch)
-        x = net.relu(net.conv(x, width, 3, stride=2, padding=1, bias=True, name="conv1"), name="relu1")
-        x = net.relu(net.depthwise_conv(x, 3, padding=1, bias=True, name="dw1"), name="relu2")
-        x = net.relu(net.conv(x, 2 * width, 1, groups=2, bias=True, name="pw1"), name="relu3")
-        x = net.relu(net.depthwise_conv(x, 3, stride=2, padding=1, bias=True, name="dw2"), name="relu4")
-        x = net.relu(net.conv(x, 2 * width, 1, bias=True, name="pw2"), name="relu5")
+        x = norm(net.conv(x, width, 3, stride=2, padding=1, name="conv1"), "conv1")
+        x = norm(net.depthwise_conv(x, 3, padding=1, name="dw1"), "dw1")
+        x = norm(net.conv(x, 2 * width, 1, groups=2, name="pw1"), "pw1", relu=net.relu6)
+        x = norm(net.depthwise_conv(x, 3, stride=2, padding=1, name="dw2"), "dw2")
+        x = norm(net.conv(x, 2 * width, 1, name="pw2"), "pw2")
         return net.linear(net.global_avgpool(x, name="pool"), 10, name="fc")
 
     return f"dscnn-b{batch}-s{side}-w{width}", build

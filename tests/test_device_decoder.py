@@ -52,14 +52,19 @@ def harness(tmp_path_factory) -> Path:
     return binary
 
 
-@pytest.fixture(scope="module")
-def cnn():
-    """The CNN on the MKR1000 at 70 %: its hybrid schedule recomputes and pages."""
-    problem = build_problem("mcu_cnn", "mkr1000", parse_ram("70%"), 1.5)
+def _case(model: str):
+    """`model` on the MKR1000 at 70 %: its hybrid schedule, which recomputes and pages, and keep-all."""
+    problem = build_problem(model, "mkr1000", parse_ram("70%"), 1.5)
     run = run_strategy(problem, "hybrid", time_limit_s=30, simulate=False)
     assert run.checked is not None and run.checked.page_outs > 0 and run.checked.recomputations > 0
     keep_all, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
     return problem, run.schedule, keep_all
+
+
+@pytest.fixture(scope="module")
+def cnn():
+    """The residual CNN's case (`_case`)."""
+    return _case("mcu_cnn")
 
 
 def _random_schedule(rng: random.Random, num_nodes: int) -> Schedule:
@@ -145,9 +150,10 @@ def test_a_thousand_bad_schedules_each_give_a_clean_status_and_the_checker_s_ver
     assert refused >= 990  # a random change rarely leaves a valid schedule
 
 
-def test_valid_schedules_run_to_the_end_on_the_host(harness, cnn, tmp_path):
-    """The base schedules themselves run (status 0): the harness is not refusing everything."""
-    problem, schedule, keep_all = cnn
+@pytest.mark.parametrize("model", ["mcu_cnn", "mcu_dscnn"])
+def test_valid_schedules_run_to_the_end_on_the_host(harness, model, tmp_path):
+    """The base schedules run (status 0) under the sanitizers, both CNNs' kernels: the harness is not refusing everything."""
+    problem, schedule, keep_all = _case(model)
     program = device_program(problem.graph)
     tensors = make_tensors(program)
     blobs = [encode_binary(schedule), encode_binary(keep_all)]

@@ -12,7 +12,7 @@ from device_networks import grouped
 
 from poetsim import optimiser
 from poetsim.device.build import TARGETS, build_runtime, code_sizes
-from poetsim.device.formats import pack_image, pack_program
+from poetsim.device.formats import Kind, pack_image, pack_program
 from poetsim.device.program import device_program, network_program
 from poetsim.device.qemu import run_image
 from poetsim.device.reference import REFERENCE_RTOL, reference_step
@@ -243,3 +243,31 @@ def test_batch_norm_and_a_grouped_convolution_run_within_the_reference_and_alike
     ]
     assert steps[0].same_bits(steps[1])
     assert reference_error(steps[0], reference, program) <= REFERENCE_RTOL
+
+
+@pytest.mark.parametrize(
+    "kind, change, check",
+    [
+        (Kind.MAXPOOL_GRAD, {"output_bytes": 0}, "output size does not match the shape"),
+        (Kind.CONV, {"dims_at": (10, 3)}, "dimensions that do not fit together"),  # 3 groups: 1 channel in, 8 out
+        (Kind.BATCHNORM, {"param_offset": 10**6}, "weights outside the weights region"),
+    ],
+    ids=["pooling gradient without output", "groups not dividing the channels", "batch norm weights outside"],
+)
+def test_a_malformed_program_record_is_refused_before_anything_runs(kind, change, check, tmp_path):
+    """A pooling gradient with no output, groups that do not divide the channels, batch norm's scale outside the weights."""
+    model = "mcu_dscnn" if kind is Kind.BATCHNORM else "mcu_cnn"
+    problem = build_problem(model, "nrf52840", parse_ram("100%"), 1.0)
+    program = device_program(problem.graph)
+    at = next(i for i, r in enumerate(program.records) if r.kind is kind)
+    record = program.records[at]
+    if "dims_at" in change:
+        where, value = change["dims_at"]
+        record = replace(record, dims=(*record.dims[:where], value, *record.dims[where + 1 :]))
+    else:
+        record = replace(record, **change)
+    broken = replace(program, records=(*program.records[:at], record, *program.records[at + 1 :]))
+    schedule, _ = optimiser.keep_all(problem.graph, problem.costs, problem.timing)
+    runtime = build_runtime(TARGETS["cortex-m4f"], problem.budgets.ram_bytes)
+    with pytest.raises(DeviceError, match=rf"the device refused the program: .*: {check}"):
+        execute(runtime, broken, make_tensors(program), encode_binary(schedule), tmp_path)

@@ -188,7 +188,7 @@ static int check_node(const checker *c)
         if (need[0] == UINT64_MAX || need[1] == UINT64_MAX) {
             return POET_CHECK_SIZE;
         }
-        out = kind == POET_MAXPOOL ? need[1] : (nd->output_bytes == 0u ? 0u : need[0]);
+        out = kind == POET_MAXPOOL ? need[1] : need[0]; /* a pooling's gradient is only its input's */
         break;
     }
     case POET_BATCHNORM:
@@ -218,7 +218,7 @@ static int check_node(const checker *c)
         if (planes == UINT64_MAX || need[0] == UINT64_MAX) {
             return POET_CHECK_SIZE;
         }
-        out = kind == POET_AVGPOOL ? planes : (nd->output_bytes == 0u ? 0u : need[0]);
+        out = kind == POET_AVGPOOL ? planes : need[0];
         grad = planes;
         break;
     }

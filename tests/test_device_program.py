@@ -12,7 +12,7 @@ from device_networks import grouped
 
 from poetsim.device.formats import Kind, pack_program
 from poetsim.device.program import device_program, network_program
-from poetsim.device.reference import reference_step
+from poetsim.device.reference import BN_EPS, reference_step
 from poetsim.device.tensors import make_tensors
 from poetsim.errors import UserInputError
 from poetsim.graphs.graph import TrainingGraph
@@ -38,7 +38,7 @@ def _conv(r, x, values, flat):
 def _batchnorm(r, x, values, flat):
     c = r.dims[1]
     gamma, beta = flat[r.param_offset : r.param_offset + c], flat[r.param_offset + c : r.param_offset + 2 * c]
-    return F.batch_norm(x, None, None, gamma, beta, training=True, eps=1e-5)
+    return F.batch_norm(x, None, None, gamma, beta, training=True, eps=BN_EPS)
 
 
 #: Each forward operation of the runtime in PyTorch: (record, its first input, every value, the weights) -> output.
